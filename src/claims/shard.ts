@@ -1,0 +1,220 @@
+import { DurableObject } from "cloudflare:workers";
+import { logError } from "../lib/log";
+import { ulid } from "../lib/ulid";
+import { relayToD1 } from "../relay/relay";
+import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "./types";
+
+/**
+ * A claim shard owns a slice of one source's event keys. Durable Objects run one event at a time, and the
+ * check-and-insert below is a single synchronous SQLite transaction, so two copies of one delivery cannot both
+ * be "accepted" — there is no await between the check and the write for another request to slip into.
+ * The RPC's answer leaves the object only after its writes are durable (the output gate), which is what lets
+ * the Worker acknowledge with a 2xx.
+ */
+
+const RELAY_BATCH = 50;
+/** Relay soon after a claim, so a burst shares one D1 batch. */
+const RELAY_DELAY_MS = 50;
+const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS claims (
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL,
+  receipt_id TEXT NOT NULL,
+  payload_sha256 TEXT NOT NULL,
+  event_type TEXT,
+  subject TEXT,
+  version INTEGER,
+  occurred_at INTEGER,
+  body BLOB,
+  kept_headers TEXT,
+  received_at INTEGER NOT NULL,
+  provenance TEXT NOT NULL,
+  relayed_at INTEGER,
+  PRIMARY KEY (source, event_key)
+);
+CREATE INDEX IF NOT EXISTS claims_unrelayed ON claims (relayed_at, received_at);
+CREATE TABLE IF NOT EXISTS quarantine_outbox (
+  quarantine_id TEXT PRIMARY KEY,
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL,
+  original_receipt_id TEXT NOT NULL,
+  original_sha256 TEXT NOT NULL,
+  payload_sha256 TEXT NOT NULL,
+  body BLOB,
+  kept_headers TEXT,
+  received_at INTEGER NOT NULL,
+  relayed_at INTEGER,
+  UNIQUE (source, event_key, payload_sha256)
+);
+CREATE TABLE IF NOT EXISTS relay_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  failures INTEGER NOT NULL
+);
+`;
+
+type ClaimRow = {
+  receipt_id: string;
+  payload_sha256: string;
+};
+
+export class ClaimShard extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(SCHEMA);
+  }
+
+  /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const result = this.ctx.storage.transactionSync((): ClaimResult => {
+      const existing = this.sql
+        .exec<ClaimRow>(
+          "SELECT receipt_id, payload_sha256 FROM claims WHERE source = ? AND event_key = ?",
+          request.source,
+          request.eventKey,
+        )
+        .toArray()[0];
+      if (!existing) {
+        const receiptId = ulid(request.receivedAt);
+        this.sql.exec(
+          `INSERT INTO claims (source, event_key, receipt_id, payload_sha256, event_type, subject, version, occurred_at,
+             body, kept_headers, received_at, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          request.source,
+          request.eventKey,
+          receiptId,
+          request.payloadSha256,
+          request.eventType,
+          request.subjectId,
+          request.version,
+          request.occurredAt,
+          request.body,
+          request.keptHeaders,
+          request.receivedAt,
+          request.provenance,
+        );
+        return { disposition: "accepted", receiptId };
+      }
+      if (existing.payload_sha256 === request.payloadSha256) {
+        return { disposition: "duplicate", receiptId: existing.receipt_id };
+      }
+      // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it.
+      this.sql.exec(
+        `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
+           payload_sha256, body, kept_headers, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (source, event_key, payload_sha256) DO NOTHING`,
+        ulid(request.receivedAt),
+        request.source,
+        request.eventKey,
+        existing.receipt_id,
+        existing.payload_sha256,
+        request.payloadSha256,
+        request.body,
+        request.keptHeaders,
+        request.receivedAt,
+      );
+      return { disposition: "quarantined", receiptId: existing.receipt_id };
+    });
+    if (result.disposition !== "duplicate") await this.armRelay(RELAY_DELAY_MS);
+    return result;
+  }
+
+  override async alarm(): Promise<void> {
+    let report: RelayReport;
+    try {
+      report = await this.relay();
+    } catch (error) {
+      // D1 or the queue is unreachable: keep everything and try again later. Acknowledged work stays here.
+      const failures = this.bumpFailures();
+      logError("relay.failed", error, { failures });
+      await this.ctx.storage.setAlarm(Date.now() + Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9)));
+      return;
+    }
+    this.sql.exec("DELETE FROM relay_state");
+    if (report.remaining > 0) await this.ctx.storage.setAlarm(Date.now());
+  }
+
+  /** Relays one batch now. Called by the alarm, and by the cron and tests through RPC. */
+  async relay(): Promise<RelayReport> {
+    const claims = this.sql
+      .exec(
+        `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,
+           event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
+           kept_headers AS keptHeaders, received_at AS receivedAt, provenance
+         FROM claims WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
+        RELAY_BATCH,
+      )
+      .toArray() as unknown as PendingClaim[];
+    const quarantines = this.sql
+      .exec(
+        `SELECT quarantine_id AS quarantineId, source, event_key AS eventKey, original_receipt_id AS originalReceiptId,
+           original_sha256 AS originalSha256, payload_sha256 AS payloadSha256, body, kept_headers AS keptHeaders,
+           received_at AS receivedAt
+         FROM quarantine_outbox WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
+        RELAY_BATCH,
+      )
+      .toArray() as unknown as PendingQuarantine[];
+
+    const outcome = await relayToD1(this.env, claims, quarantines);
+
+    // Only now, with D1 and the queue holding the work, drop the shard's copy of the body; the key and hash
+    // stay behind as the dedupe tombstone until retention.
+    const relayedAt = Date.now();
+    this.ctx.storage.transactionSync(() => {
+      for (const claim of claims) {
+        this.sql.exec("UPDATE claims SET relayed_at = ?, body = NULL WHERE receipt_id = ?", relayedAt, claim.receiptId);
+      }
+      for (const quarantine of quarantines) {
+        this.sql.exec(
+          "UPDATE quarantine_outbox SET relayed_at = ?, body = NULL WHERE quarantine_id = ?",
+          relayedAt,
+          quarantine.quarantineId,
+        );
+      }
+    });
+    return { ...outcome, remaining: this.unrelayedCount() };
+  }
+
+  /** Claims and quarantines not yet in D1. */
+  unrelayedCount(): number {
+    const row = this.sql
+      .exec<{ pending: number }>(
+        `SELECT (SELECT COUNT(*) FROM claims WHERE relayed_at IS NULL)
+              + (SELECT COUNT(*) FROM quarantine_outbox WHERE relayed_at IS NULL) AS pending`,
+      )
+      .one();
+    return row.pending;
+  }
+
+  /**
+   * Forgets keys older than the dedupe retention. Never touches an unrelayed claim: that is acknowledged work.
+   * Bounded per call so one cron run stays within a Worker's limits.
+   */
+  pruneKeys(olderThan: number, limit = 1000): number {
+    const cursor = this.sql.exec(
+      `DELETE FROM claims WHERE rowid IN (
+         SELECT rowid FROM claims WHERE relayed_at IS NOT NULL AND received_at < ? LIMIT ?)`,
+      olderThan,
+      limit,
+    );
+    this.sql.exec("DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
+    return cursor.rowsWritten;
+  }
+
+  private bumpFailures(): number {
+    return this.sql
+      .exec<{ failures: number }>(
+        `INSERT INTO relay_state (singleton, failures) VALUES (1, 1)
+         ON CONFLICT (singleton) DO UPDATE SET failures = failures + 1 RETURNING failures`,
+      )
+      .one().failures;
+  }
+
+  private async armRelay(delayMs: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null) await this.ctx.storage.setAlarm(Date.now() + delayMs);
+  }
+}

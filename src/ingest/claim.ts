@@ -1,0 +1,45 @@
+import { shardFor } from "../claims/routing";
+import type { ClaimResult, Provenance } from "../claims/types";
+import { sha256Hex } from "../crypto/digest";
+import type { EventIdentity } from "../providers/types";
+import type { SourceConfig } from "../sources/config";
+
+export interface ClaimInput {
+  source: SourceConfig;
+  identity: EventIdentity;
+  rawBody: Uint8Array;
+  keptHeaders: Record<string, string>;
+  receivedAt: number;
+  provenance: Provenance;
+}
+
+/**
+ * Claims a verified event in the shard that owns its key. The live route, provider catch-up and tests all
+ * enter here, so every path to a receipt shares one arbiter.
+ */
+export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResult> {
+  const payloadSha256 = await sha256Hex(input.rawBody);
+  const { identity } = input;
+  return shardFor(env, input.source.name, identity.eventKey).claim({
+    source: input.source.name,
+    eventKey: identity.eventKey,
+    payloadSha256,
+    eventType: identity.eventType,
+    subjectId: identity.subjectId,
+    version: identity.version,
+    occurredAt: identity.occurredAt,
+    body: input.rawBody,
+    keptHeaders: JSON.stringify({ ...input.keptHeaders, ...identity.annotations }),
+    receivedAt: input.receivedAt,
+    provenance: input.provenance,
+  });
+}
+
+export function pickHeaders(headers: Headers, names: readonly string[]): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const name of names) {
+    const value = headers.get(name);
+    if (value !== null) kept[name] = value.slice(0, 512);
+  }
+  return kept;
+}
