@@ -1,17 +1,39 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import type { Json } from "miniflare";
 import { defineConfig } from "vitest/config";
+import { unstable_readConfig } from "wrangler";
+
+/**
+ * Test-only configuration is assembled from small files so that each area adds its own without editing this one:
+ *   test/fixtures/sources/*.json  — extra sources, added to the ones wrangler.toml declares (the demo source)
+ *   test/fixtures/secrets/*.json  — the secrets those sources name
+ *   test/setup/global/*.ts        — Node-side global setup (stand-in servers for forwards and provider APIs)
+ */
+function mergeJsonFiles(directory: string): Record<string, Json> {
+  const merged: Record<string, Json> = {};
+  for (const file of readdirSync(directory).filter((name) => name.endsWith(".json")).sort()) {
+    Object.assign(merged, JSON.parse(readFileSync(`${directory}/${file}`, "utf8")));
+  }
+  return merged;
+}
+
+const deployedSources = unstable_readConfig({ config: "./wrangler.toml" }).vars.SOURCES as Record<string, Json>;
+
+const globalSetup = readdirSync("./test/setup/global")
+  .filter((name) => name.endsWith(".ts"))
+  .sort()
+  .map((name) => `./test/setup/global/${name}`);
 
 export default defineConfig(async () => ({
   plugins: [
     cloudflareTest({
       wrangler: { configPath: "./wrangler.toml" },
       miniflare: {
-        // Test-only bindings: the migrations the setup file applies, and secrets that .dev.vars holds locally.
         bindings: {
           TEST_MIGRATIONS: await readD1Migrations("./migrations"),
-          DEMO_WEBHOOK_SECRET: "whsec_dGVzdC1zZWNyZXQtZm9yLXRoZS1kZW1vLXNvdXJjZQ==",
-          GATEWAY_SIGNING_SECRET: "whsec_dGVzdC1nYXRld2F5LXNpZ25pbmctc2VjcmV0",
-          ADMIN_TOKEN: "test-admin-token",
+          SOURCES: { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
+          ...mergeJsonFiles("./test/fixtures/secrets"),
         },
       },
     }),
@@ -19,6 +41,7 @@ export default defineConfig(async () => ({
   test: {
     include: ["test/**/*.test.ts", "src/**/*.test.ts"],
     setupFiles: ["./test/setup/apply-migrations.ts"],
+    globalSetup,
     testTimeout: 30_000,
   },
 }));
