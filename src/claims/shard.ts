@@ -16,6 +16,14 @@ const RELAY_BATCH = 50;
 /** Relay soon after a claim, so a burst shares one D1 batch. */
 const RELAY_DELAY_MS = 50;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
+const HOUR_MS = 3_600_000;
+
+export type DuplicateCount = {
+  source: string;
+  /** Start of the hour, epoch ms. */
+  hour: number;
+  deliveries: number;
+};
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS claims (
@@ -47,6 +55,12 @@ CREATE TABLE IF NOT EXISTS quarantine_outbox (
   received_at INTEGER NOT NULL,
   relayed_at INTEGER,
   UNIQUE (source, event_key, payload_sha256)
+);
+CREATE TABLE IF NOT EXISTS duplicate_counts (
+  source TEXT NOT NULL,
+  hour INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL,
+  PRIMARY KEY (source, hour)
 );
 CREATE TABLE IF NOT EXISTS relay_state (
   singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
@@ -99,6 +113,7 @@ export class ClaimShard extends DurableObject<Env> {
         return { disposition: "accepted", receiptId };
       }
       if (existing.payload_sha256 === request.payloadSha256) {
+        if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
         return { disposition: "duplicate", receiptId: existing.receipt_id };
       }
       // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it.
@@ -201,7 +216,28 @@ export class ClaimShard extends DurableObject<Env> {
       limit,
     );
     this.sql.exec("DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
+    this.sql.exec("DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return cursor.rowsWritten;
+  }
+
+  /**
+   * Live duplicate deliveries per source and hour since `since` (epoch ms), for the admin stats. Duplicates never
+   * reach D1 — the acknowledgement path writes nothing there — so this shard-local tally is their only count.
+   */
+  duplicateCounts(since: number): DuplicateCount[] {
+    return this.sql
+      .exec<DuplicateCount>("SELECT source, hour, deliveries FROM duplicate_counts WHERE hour >= ? ORDER BY hour", Math.floor(since / HOUR_MS) * HOUR_MS)
+      .toArray();
+  }
+
+  /** Inside the claim's transaction: one upserted row per hour, no extra round trip on the duplicate's ack. */
+  private countDuplicate(source: string, receivedAt: number): void {
+    this.sql.exec(
+      `INSERT INTO duplicate_counts (source, hour, deliveries) VALUES (?, ?, 1)
+       ON CONFLICT (source, hour) DO UPDATE SET deliveries = deliveries + 1`,
+      source,
+      Math.floor(receivedAt / HOUR_MS) * HOUR_MS,
+    );
   }
 
   private bumpFailures(): number {
