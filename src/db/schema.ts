@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
@@ -128,7 +129,28 @@ export const alerts = sqliteTable(
     notifiedAt: integer("notified_at"),
     resolveNotifiedAt: integer("resolve_notified_at"),
   },
-  (table) => [index("alerts_kind_state").on(table.source, table.kind, table.state)],
+  (table) => [
+    index("alerts_kind_state").on(table.source, table.kind, table.state),
+    // At most one open incident per source and kind: two overlapping cron runs cannot both raise it.
+    uniqueIndex("alerts_one_open_incident").on(table.source, table.kind).where(sql`state = 'open'`),
+  ],
+);
+
+/** One row per cron run of the reconciler: what each step did, so "did the cron run, and what did it find?" is a query. */
+export const reconcileRuns = sqliteTable(
+  "reconcile_runs",
+  {
+    runId: text("id").primaryKey(),
+    /** The clock the run used (the cron's scheduled time), which tests inject. */
+    clock: integer("clock").notNull(),
+    startedAt: integer("started_at").notNull(),
+    finishedAt: integer("finished_at"),
+    /** JSON: counts per step, e.g. {"redrive": {"shardsFlushed": 2, ...}, "retention": {...}}. */
+    counts: text("counts"),
+    /** JSON array of {step, source, error} for steps that failed; the other steps still ran. */
+    failures: text("failures"),
+  },
+  (table) => [index("reconcile_runs_started").on(table.startedAt)],
 );
 
 /** The example domain the demo source drives (see docs/architecture.md). Names are fixed: the bench reads them. */
