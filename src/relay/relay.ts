@@ -1,6 +1,6 @@
 import { and, inArray, isNull } from "drizzle-orm";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../claims/types";
-import { database } from "../db/client";
+import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
 import type { WorkMessage } from "./messages";
 
@@ -68,8 +68,12 @@ export async function relayToD1(
       .select({ receiptId: receipts.receiptId, enqueuedAt: receipts.enqueuedAt })
       .from(receipts)
       .where(inArray(receipts.receiptId, receiptIds));
-    // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout).
-    duplicatesCaughtByD1 = claims.length - stored.length;
+    const storedIds = new Set(stored.map((row) => row.receiptId));
+    // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout, or a key
+    // the shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
+    const lost = claims.filter((claim) => !storedIds.has(claim.receiptId));
+    duplicatesCaughtByD1 = lost.length;
+    if (lost.length > 0) await quarantineMismatches(db, lost);
     const toEnqueue = stored.filter((row) => row.enqueuedAt === null).map((row) => row.receiptId);
     if (toEnqueue.length > 0) {
       await enqueueReceipts(env, toEnqueue);
@@ -80,6 +84,40 @@ export async function relayToD1(
     }
   }
   return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1 };
+}
+
+/**
+ * Claims that D1 refused because their key already has a receipt: any whose bytes differ from that receipt's are
+ * recorded in quarantine. The lost claim's own receipt id names the row, so a repeated relay inserts nothing new.
+ */
+async function quarantineMismatches(db: Database, lost: readonly PendingClaim[]): Promise<void> {
+  const winners = await db
+    .select({ receiptId: receipts.receiptId, source: receipts.source, eventKey: receipts.eventKey, payloadSha256: receipts.payloadSha256 })
+    .from(receipts)
+    .where(inArray(receipts.eventKey, [...new Set(lost.map((claim) => claim.eventKey))]));
+  const winnerOf = new Map(winners.map((row) => [`${row.source}\u0000${row.eventKey}`, row]));
+  const mismatches = lost.flatMap((claim) => {
+    const winner = winnerOf.get(`${claim.source}\u0000${claim.eventKey}`);
+    if (!winner || winner.payloadSha256 === claim.payloadSha256) return [];
+    return [
+      db
+        .insert(quarantine)
+        .values({
+          quarantineId: claim.receiptId,
+          source: claim.source,
+          eventKey: claim.eventKey,
+          reason: "payload-mismatch",
+          originalReceiptId: winner.receiptId,
+          originalSha256: winner.payloadSha256,
+          payloadSha256: claim.payloadSha256,
+          body: claim.body ? Buffer.from(claim.body) : null,
+          keptHeaders: claim.keptHeaders,
+          receivedAt: claim.receivedAt,
+        })
+        .onConflictDoNothing(),
+    ];
+  });
+  if (mismatches.length > 0) await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
 }
 
 const QUEUE_SEND_BATCH = 100;

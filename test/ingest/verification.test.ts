@@ -252,7 +252,7 @@ describe("requests that never reach verification", () => {
       broken: { provider: "not-a-provider", secrets: ["DEMO_WEBHOOK_SECRET"] },
     };
     const answer = await expectRejectedWithNothingWritten(
-      () =>
+      async () =>
         app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_bad_config", body) }), {
           ...env,
           SOURCES: brokenSources,
