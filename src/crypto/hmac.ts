@@ -37,9 +37,10 @@ export async function hmacVerify(hash: HmacHash, secret: Uint8Array, signature: 
 /** Constant-time equality for shared tokens (GitLab, admin bearer): compares digests, so lengths leak nothing. */
 export async function tokensEqual(presented: string, expected: string): Promise<boolean> {
   const encoder = new TextEncoder();
-  const [a, b] = await Promise.all([
-    crypto.subtle.digest("SHA-256", encoder.encode(presented)),
-    crypto.subtle.digest("SHA-256", encoder.encode(expected)),
-  ]);
+  return bytesEqualConstantTime(encoder.encode(presented), encoder.encode(expected));
+}
+
+export async function bytesEqualConstantTime(presented: Uint8Array, expected: Uint8Array): Promise<boolean> {
+  const [a, b] = await Promise.all([crypto.subtle.digest("SHA-256", presented), crypto.subtle.digest("SHA-256", expected)]);
   return crypto.subtle.timingSafeEqual(a, b);
 }

@@ -46,3 +46,12 @@ export function timeAtPath(document: unknown, path: string | undefined): number 
   }
   return null;
 }
+
+/** Reads an application/x-www-form-urlencoded body (Twilio, Slack commands, Mailgun routes); undefined if not UTF-8. */
+export function parseFormBody(rawBody: Uint8Array): URLSearchParams | undefined {
+  try {
+    return new URLSearchParams(decoder.decode(rawBody));
+  } catch {
+    return undefined;
+  }
+}

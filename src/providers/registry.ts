@@ -1,15 +1,49 @@
+import { ed25519 } from "./ed25519";
+import { generic } from "./generic";
+import { github } from "./github";
+import { gitlab } from "./gitlab";
+import { intercom } from "./intercom";
+import { linear } from "./linear";
+import { mailgun } from "./mailgun";
+import { paddle } from "./paddle";
+import { sendgrid } from "./sendgrid";
+import { shopify } from "./shopify";
+import { slack } from "./slack";
+import { square } from "./square";
 import { standardWebhooks } from "./standard-webhooks";
+import { stripe } from "./stripe";
+import { twilio } from "./twilio";
+import { twitch } from "./twitch";
+import { zoom } from "./zoom";
 import type { ProviderAdapter } from "./types";
 
 /** Every scheme the receiver understands, by the `provider = "…"` name used in wrangler.toml. */
-const adapters: readonly ProviderAdapter[] = [standardWebhooks];
+const adapters: readonly ProviderAdapter[] = [
+  standardWebhooks,
+  stripe,
+  github,
+  shopify,
+  slack,
+  twilio,
+  paddle,
+  linear,
+  square,
+  twitch,
+  zoom,
+  gitlab,
+  intercom,
+  mailgun,
+  sendgrid,
+  ed25519,
+  generic,
+];
 
 export const providers: ReadonlyMap<string, ProviderAdapter> = new Map(
   adapters.flatMap((adapter) => [[adapter.provider, adapter] as const]),
 );
 
-/** Svix signs with the Standard Webhooks scheme; the alias keeps configs readable. */
-export const providerAliases: Readonly<Record<string, string>> = { svix: "standard-webhooks" };
+/** Senders that use another adapter's scheme unchanged; the alias keeps configs readable. */
+export const providerAliases: Readonly<Record<string, string>> = { svix: "standard-webhooks", discord: "ed25519" };
 
 export function adapterFor(provider: string): ProviderAdapter | undefined {
   return providers.get(providerAliases[provider] ?? provider);

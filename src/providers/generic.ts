@@ -1,0 +1,158 @@
+import { concatBytes, decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
+import type { SignatureAlgorithm, VerificationKey } from "../crypto/verify";
+import { parseJsonBody, stringAtPath } from "./json";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  optionString,
+  MAX_SIGNATURE_ENTRIES,
+  parseUnixSeconds,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+  type SignatureEncoding,
+} from "./signed";
+import type { DeliveryInput, SourceOptions } from "./types";
+
+/**
+ * A sender described entirely in wrangler.toml: which header holds the signature, the algorithm and encoding,
+ * an optional prefix, the signed-content template (`{id}.{timestamp}.{body}`), the timestamp header and tolerance,
+ * and where the dedupe key lives (a header or a JSON path; neither means the payload hash).
+ */
+
+const ALGORITHMS: readonly SignatureAlgorithm[] = ["hmac-sha1", "hmac-sha256", "hmac-sha512", "ed25519"];
+const ENCODINGS: readonly SignatureEncoding[] = ["hex", "base64", "base64url"];
+const SECRET_ENCODINGS = ["utf8", "base64", "hex"] as const;
+const PLACEHOLDER = /\{([a-z_]+)\}/g;
+const KNOWN_PLACEHOLDERS = new Set(["body", "timestamp", "id", "url"]);
+
+interface GenericOptions {
+  signatureHeader: string;
+  algorithm: SignatureAlgorithm;
+  encoding: SignatureEncoding;
+  prefix: string;
+  separator: string | undefined;
+  template: string;
+  idHeader: string | undefined;
+  timestampHeader: string | undefined;
+  timestampInMilliseconds: boolean;
+  secretEncoding: (typeof SECRET_ENCODINGS)[number];
+}
+
+function settings(options: SourceOptions): GenericOptions {
+  return {
+    signatureHeader: optionString(options, "signature_header") ?? "",
+    algorithm: (optionString(options, "algorithm") ?? "hmac-sha256") as SignatureAlgorithm,
+    encoding: (optionString(options, "encoding") ?? "hex") as SignatureEncoding,
+    prefix: optionString(options, "signature_prefix") ?? "",
+    separator: optionString(options, "signature_separator"),
+    template: optionString(options, "signed_content") ?? "{body}",
+    idHeader: optionString(options, "id_header"),
+    timestampHeader: optionString(options, "timestamp_header"),
+    timestampInMilliseconds: options.timestamp_unit === "ms",
+    secretEncoding: (optionString(options, "secret_encoding") ?? "utf8") as GenericOptions["secretEncoding"],
+  };
+}
+
+/** The template with `{body}` as the exact received bytes and the other placeholders as header values or the URL. */
+function signedContent(template: string, values: Record<string, string>, rawBody: Uint8Array): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let last = 0;
+  for (const match of template.matchAll(PLACEHOLDER)) {
+    parts.push(utf8Bytes(template.slice(last, match.index)));
+    parts.push(match[1] === "body" ? rawBody : utf8Bytes(values[match[1]!] ?? ""));
+    last = match.index! + match[0].length;
+  }
+  parts.push(utf8Bytes(template.slice(last)));
+  return concatBytes(...parts);
+}
+
+function keyFor(secret: string, options: SourceOptions): VerificationKey | null {
+  const { algorithm, secretEncoding } = settings(options);
+  if (algorithm === "ed25519") {
+    const publicKey = /^[0-9a-fA-F]{64}$/.test(secret) ? decodeHex(secret) : decodeBase64(secret);
+    return publicKey && publicKey.length === 32 ? { algorithm, material: publicKey } : null;
+  }
+  const material = secretEncoding === "base64" ? decodeBase64(secret) : secretEncoding === "hex" ? decodeHex(secret) : utf8Bytes(secret);
+  return material && material.length > 0 ? { algorithm, material } : null;
+}
+
+function read(input: DeliveryInput) {
+  const config = settings(input.options);
+  const header = readHeader(input.headers, config.signatureHeader);
+  if (!header) return "missing-signature" as const;
+  const entries = config.separator ? header.split(config.separator).map((entry) => entry.trim()).filter(Boolean) : [header];
+  if (entries.length > MAX_SIGNATURE_ENTRIES) return "malformed-signature" as const;
+  const candidates = entries.filter((entry) => entry.startsWith(config.prefix)).map((entry) => entry.slice(config.prefix.length));
+
+  const values: Record<string, string> = { url: input.url };
+  if (config.idHeader) {
+    const id = readHeader(input.headers, config.idHeader);
+    if (!id) return "missing-signature" as const;
+    values.id = id;
+  }
+  let signedAt: number | undefined;
+  if (config.timestampHeader) {
+    const timestampText = readHeader(input.headers, config.timestampHeader);
+    if (!timestampText) return "missing-signature" as const;
+    const parsed = parseUnixSeconds(timestampText);
+    if (parsed === null) return "malformed-signature" as const;
+    values.timestamp = timestampText;
+    signedAt = config.timestampInMilliseconds ? Math.floor(parsed / 1000) : parsed;
+  }
+  return {
+    signatures: presentedSignatures(candidates, config.encoding, config.algorithm),
+    signedAt,
+    signedContent: signedContent(config.template, values, input.rawBody),
+  };
+}
+
+export const generic = signedAdapter({
+  provider: "generic",
+  keptHeaders: ["content-type", "user-agent"],
+  read,
+  keyFor,
+
+  async identify({ input, timestampAgeSeconds }) {
+    const options = input.options;
+    const payload = parseJsonBody(input.rawBody);
+    const keyHeader = optionString(options, "event_key_header");
+    const typeHeader = optionString(options, "type_header");
+    const described = describePayload(payload, options, {});
+    return event(
+      {
+        ...(await eventKeyOf(
+          keyHeader ? readHeader(input.headers, keyHeader) : stringAtPath(payload, optionString(options, "event_key_path")),
+          input.rawBody,
+        )),
+        ...described,
+        eventType: typeHeader ? readHeader(input.headers, typeHeader) : described.eventType,
+      },
+      timestampAgeSeconds,
+    );
+  },
+
+  validateOptions(options) {
+    const problems: string[] = [];
+    const config = settings(options);
+    if (!config.signatureHeader) problems.push("generic provider needs signature_header");
+    if (!ALGORITHMS.includes(config.algorithm)) problems.push(`algorithm must be one of ${ALGORITHMS.join(", ")}`);
+    if (!ENCODINGS.includes(config.encoding)) problems.push(`encoding must be one of ${ENCODINGS.join(", ")}`);
+    if (!SECRET_ENCODINGS.includes(config.secretEncoding)) problems.push(`secret_encoding must be one of ${SECRET_ENCODINGS.join(", ")}`);
+    if (options.timestamp_unit !== undefined && options.timestamp_unit !== "s" && options.timestamp_unit !== "ms") {
+      problems.push('timestamp_unit must be "s" or "ms"');
+    }
+    const placeholders = [...config.template.matchAll(PLACEHOLDER)].map((match) => match[1]!);
+    for (const name of placeholders.filter((placeholder) => !KNOWN_PLACEHOLDERS.has(placeholder))) {
+      problems.push(`signed_content has unknown placeholder {${name}} (known: {body}, {timestamp}, {id}, {url})`);
+    }
+    if (!placeholders.includes("body")) problems.push("signed_content must include {body}");
+    if (placeholders.includes("timestamp") && !config.timestampHeader) problems.push("signed_content uses {timestamp} but timestamp_header is not set");
+    if (placeholders.includes("id") && !config.idHeader) problems.push("signed_content uses {id} but id_header is not set");
+    if (options.event_key_header !== undefined && options.event_key_path !== undefined) {
+      problems.push("set event_key_header or event_key_path, not both");
+    }
+    return problems;
+  },
+});

@@ -1,0 +1,56 @@
+import { utf8Bytes } from "../crypto/encoding";
+import { parseFormBody, parseJsonBody, stringAtPath } from "./json";
+import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, signedAdapter, utf8Key } from "./signed";
+
+/**
+ * Mailgun: the signature travels inside the body — `signature: {timestamp, token, signature}` in JSON webhooks, or
+ * `timestamp`, `token`, `signature` form fields for routes — as hex HMAC-SHA256 over timestamp‖token keyed by the
+ * account's webhook signing key. It does not cover the rest of the body, so the dedupe key (`event-data.id`) and
+ * everything else are only as trustworthy as the transport; the timestamp tolerance bounds replays.
+ */
+function signatureFields(rawBody: Uint8Array): { timestamp: string; token: string; signature: string } | null {
+  const json = parseJsonBody(rawBody);
+  const fromJson = (name: string) => stringAtPath(json, `signature.${name}`);
+  if (json !== undefined) {
+    const [timestamp, token, signature] = [fromJson("timestamp"), fromJson("token"), fromJson("signature")];
+    return timestamp && token && signature ? { timestamp, token, signature } : null;
+  }
+  const form = parseFormBody(rawBody);
+  const [timestamp, token, signature] = [form?.get("timestamp"), form?.get("token"), form?.get("signature")];
+  return timestamp && token && signature ? { timestamp, token, signature } : null;
+}
+
+export const mailgun = signedAdapter({
+  provider: "mailgun",
+  keptHeaders: ["content-type", "user-agent"],
+  defaultToleranceSeconds: 300,
+
+  read({ rawBody }) {
+    const fields = signatureFields(rawBody);
+    if (!fields) return "missing-signature";
+    const signedAt = parseUnixSeconds(fields.timestamp);
+    if (signedAt === null || fields.token.length > 256) return "malformed-signature";
+    return {
+      signatures: presentedSignatures([fields.signature], "hex", "hmac-sha256"),
+      signedAt,
+      signedContent: utf8Bytes(fields.timestamp + fields.token),
+    };
+  },
+
+  keyFor: utf8Key("hmac-sha256"),
+
+  async identify({ input, timestampAgeSeconds }) {
+    const payload = parseJsonBody(input.rawBody);
+    return event(
+      {
+        ...(await eventKeyOf(stringAtPath(payload, "event-data.id"), input.rawBody)),
+        ...describePayload(payload, input.options, {
+          type: "event-data.event",
+          subject: "event-data.message.headers.message-id",
+          occurredAt: "event-data.timestamp",
+        }),
+      },
+      timestampAgeSeconds,
+    );
+  },
+});

@@ -1,0 +1,223 @@
+import { sha256Hex } from "../crypto/digest";
+import { decodeBase64, decodeBase64Url, decodeHex } from "../crypto/encoding";
+import { verifySignature, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
+import { stringAtPath, timeAtPath, versionAtPath } from "./json";
+import type { DeliveryInput, EventIdentity, ProviderAdapter, RejectReason, SourceOptions, SourceSecret, VerifyResult } from "./types";
+
+/**
+ * The parts every provider adapter shares, in one place: bounded header reads, signature-list parsing, strict
+ * decoding, the timestamp tolerance check, the "any listed secret, any presented signature" loop, and the
+ * identity fallbacks. An adapter only says where its signature, signed content and identity live.
+ */
+
+/** Longer signature or id headers than this are refused before any parsing: no sender needs more. */
+export const MAX_HEADER_CHARS = 4096;
+/** A signature list with more entries than this is refused rather than looped over. */
+export const MAX_SIGNATURE_ENTRIES = 16;
+const MAX_EVENT_KEY_CHARS = 512;
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+
+/** The header's value, or null when it is absent, empty, or longer than MAX_HEADER_CHARS. */
+export function readHeader(headers: Headers, name: string): string | null {
+  const value = headers.get(name);
+  if (value === null || value.length === 0 || value.length > MAX_HEADER_CHARS) return null;
+  return value;
+}
+
+/**
+ * Splits `t=1,v1=ab,v1=cd` (Stripe), `ts=1;h1=ab` (Paddle) or `v1,ab v1a,cd` (Standard Webhooks) into
+ * [name, value] pairs. Entries without the separator are skipped, not fatal; too many entries is null.
+ */
+export function parseSignatureList(header: string, entrySeparator: string, pairSeparator: string): Array<[string, string]> | null {
+  const entries = header.split(entrySeparator).map((entry) => entry.trim()).filter((entry) => entry.length > 0);
+  if (entries.length === 0 || entries.length > MAX_SIGNATURE_ENTRIES) return null;
+  const pairs: Array<[string, string]> = [];
+  for (const entry of entries) {
+    const at = entry.indexOf(pairSeparator);
+    if (at > 0) pairs.push([entry.slice(0, at), entry.slice(at + pairSeparator.length)]);
+  }
+  return pairs;
+}
+
+export type SignatureEncoding = "hex" | "base64" | "base64url";
+
+export function decodeSignature(text: string, encoding: SignatureEncoding): Uint8Array | null {
+  switch (encoding) {
+    case "hex":
+      return decodeHex(text);
+    case "base64":
+      return decodeBase64(text);
+    case "base64url":
+      return decodeBase64Url(text);
+  }
+}
+
+/** Decodes each candidate, dropping junk entries; the caller treats an empty result as malformed. */
+export function presentedSignatures(
+  candidates: readonly string[],
+  encoding: SignatureEncoding,
+  algorithm: SignatureAlgorithm,
+): PresentedSignature[] {
+  const signatures: PresentedSignature[] = [];
+  for (const candidate of candidates.slice(0, MAX_SIGNATURE_ENTRIES)) {
+    const bytes = decodeSignature(candidate, encoding);
+    if (bytes && bytes.length > 0) signatures.push({ algorithm, bytes });
+  }
+  return signatures;
+}
+
+/** Strict Unix seconds: digits only, so "1e9", " 12" or "-5" never pass as a time. */
+export function parseUnixSeconds(text: string | null | undefined): number | null {
+  return text && /^\d{1,12}$/.test(text) ? Number(text) : null;
+}
+
+export function toleranceSeconds(options: SourceOptions, fallback: number): number {
+  const value = options.tolerance_seconds;
+  return typeof value === "number" && value > 0 ? value : fallback;
+}
+
+export function optionString(options: SourceOptions, name: string): string | undefined {
+  const value = options[name];
+  return typeof value === "string" && value.length > 0 ? value : undefined;
+}
+
+export interface PresentedSignature {
+  algorithm: SignatureAlgorithm;
+  bytes: Uint8Array;
+}
+
+/** What the sender presented: its signatures, the exact bytes they cover, and when it signed (if the scheme says). */
+export interface Presented {
+  signatures: PresentedSignature[];
+  signedContent: Uint8Array;
+  /** Unix seconds the sender signed at, for schemes that sign a time; checked against the tolerance. */
+  signedAt?: number;
+}
+
+export interface VerifiedDelivery {
+  input: DeliveryInput;
+  presented: Presented;
+  /** The listed secret that verified this delivery (handshakes answer with it). */
+  secret: SourceSecret;
+  timestampAgeSeconds: number | undefined;
+}
+
+export interface SignedScheme {
+  provider: string;
+  keptHeaders: readonly string[];
+  /** Tolerance used when the scheme signs a time and the source sets no `tolerance_seconds`. */
+  defaultToleranceSeconds?: number;
+  /** Reads the presented signatures and signed content; a reason string rejects. Never trusts what it reads. */
+  read(input: DeliveryInput): Presented | RejectReason | Promise<Presented | RejectReason>;
+  /**
+   * How a listed secret verifies this scheme; null for a secret in the wrong shape (it then verifies nothing).
+   * Several keys when one secret may sign with several algorithms (Twilio's SHA-1 and SHA-256 rules).
+   */
+  keyFor(secret: string, options: SourceOptions): VerificationKey | readonly VerificationKey[] | null;
+  /** Runs only after verification: the event's identity, or the handshake answer. */
+  identify(delivery: VerifiedDelivery): VerifyResult | Promise<VerifyResult>;
+  validateOptions?(options: SourceOptions): string[];
+}
+
+async function verifiedBy(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Promise<SourceSecret | null> {
+  for (const secret of input.secrets) {
+    const keys = scheme.keyFor(secret.value, input.options) ?? [];
+    for (const key of Array.isArray(keys) ? keys : [keys as VerificationKey]) {
+      for (const signature of presented.signatures) {
+        if (signature.algorithm !== key.algorithm) continue;
+        if (await verifySignature(key, signature.bytes, presented.signedContent)) return secret;
+      }
+    }
+  }
+  return null;
+}
+
+export function rejected(reason: RejectReason): VerifyResult {
+  return { kind: "rejected", reason };
+}
+
+/** Builds an adapter from a scheme: read → tolerance → verify against every usable secret → identify. */
+export function signedAdapter(scheme: SignedScheme): ProviderAdapter {
+  return {
+    provider: scheme.provider,
+    keptHeaders: scheme.keptHeaders,
+    validateOptions: scheme.validateOptions,
+    async verify(input: DeliveryInput): Promise<VerifyResult> {
+      if (input.secrets.length === 0) return rejected("no-usable-secret");
+      const presented = await scheme.read(input);
+      if (typeof presented === "string") return rejected(presented);
+      if (presented.signatures.length === 0) return rejected("malformed-signature");
+
+      let timestampAgeSeconds: number | undefined;
+      if (presented.signedAt !== undefined) {
+        timestampAgeSeconds = Math.floor(input.now / 1000) - presented.signedAt;
+        const tolerance = toleranceSeconds(input.options, scheme.defaultToleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
+        if (Math.abs(timestampAgeSeconds) > tolerance) return rejected("timestamp-out-of-tolerance");
+      }
+
+      const secret = await verifiedBy(input, scheme, presented);
+      if (!secret) return rejected("signature-mismatch");
+
+      const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
+      if (result.kind === "event" && result.identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
+      return result;
+    },
+  };
+}
+
+/** Where a payload's identity lives, as dotted JSON paths; a source's `*_path` options override each one. */
+export interface PayloadPaths {
+  type?: string;
+  subject?: string;
+  version?: string;
+  occurredAt?: string;
+}
+
+export function describePayload(payload: unknown, options: SourceOptions, defaults: PayloadPaths) {
+  return {
+    eventType: stringAtPath(payload, optionString(options, "type_path") ?? defaults.type),
+    subjectId: stringAtPath(payload, optionString(options, "subject_path") ?? defaults.subject),
+    version: versionAtPath(payload, optionString(options, "version_path") ?? defaults.version),
+    occurredAt: timeAtPath(payload, optionString(options, "occurred_at_path") ?? defaults.occurredAt),
+  };
+}
+
+/**
+ * The provider's own id when it gave one; otherwise the payload's SHA-256, and eventKeyOrigin says so.
+ * Only for providers (or deliveries) that carry no id: a hash key treats a changed resend as a new event.
+ */
+export async function eventKeyOf(
+  providerId: string | null | undefined,
+  rawBody: Uint8Array,
+): Promise<Pick<EventIdentity, "eventKey" | "eventKeyOrigin">> {
+  if (providerId) return { eventKey: providerId, eventKeyOrigin: "provider-id" };
+  return { eventKey: await sha256Hex(rawBody), eventKeyOrigin: "payload-sha256" };
+}
+
+/** Drops empty values so annotations only carry what the sender actually sent. */
+export function annotationsFrom(entries: Record<string, string | null | undefined>): Record<string, string> | undefined {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(entries)) {
+    if (value) kept[name] = value.slice(0, 256);
+  }
+  return Object.keys(kept).length > 0 ? kept : undefined;
+}
+
+export function event(identity: EventIdentity, timestampAgeSeconds?: number): VerifyResult {
+  return { kind: "event", identity, timestampAgeSeconds };
+}
+
+export function utf8Key(algorithm: SignatureAlgorithm) {
+  const encoder = new TextEncoder();
+  return (secret: string): VerificationKey => ({ algorithm, material: encoder.encode(secret) });
+}
+
+/** Schemes that sign the raw body alone, with one signature in one header (GitHub, Shopify, Intercom, Linear…). */
+export function bodySignature(header: string, encoding: SignatureEncoding, algorithm: SignatureAlgorithm, prefix = "") {
+  return (input: DeliveryInput): Presented | RejectReason => {
+    const value = readHeader(input.headers, header);
+    if (!value) return "missing-signature";
+    if (!value.startsWith(prefix)) return "malformed-signature";
+    return { signatures: presentedSignatures([value.slice(prefix.length)], encoding, algorithm), signedContent: input.rawBody };
+  };
+}

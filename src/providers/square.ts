@@ -1,0 +1,39 @@
+import { concatBytes, utf8Bytes } from "../crypto/encoding";
+import { parseJsonBody, stringAtPath } from "./json";
+import { describePayload, event, eventKeyOf, optionString, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+
+/**
+ * Square: `x-square-hmacsha256-signature: <base64>`, HMAC-SHA256 over the subscription's notification URL followed
+ * by the body, keyed by the subscription's signature key. The URL must be the one registered with Square, so a
+ * source behind a proxy or a custom domain sets `notification_url`; otherwise the request URL is used. The key is
+ * the payload's `event_id`. The signature has no timestamp.
+ */
+export const square = signedAdapter({
+  provider: "square",
+  keptHeaders: ["square-version", "square-retry-number", "square-retry-reason", "user-agent"],
+
+  read({ headers, rawBody, url, options }) {
+    const signature = readHeader(headers, "x-square-hmacsha256-signature");
+    if (!signature) return "missing-signature";
+    const notificationUrl = optionString(options, "notification_url") ?? url;
+    return {
+      signatures: presentedSignatures([signature], "base64", "hmac-sha256"),
+      signedContent: concatBytes(utf8Bytes(notificationUrl), rawBody),
+    };
+  },
+
+  keyFor: utf8Key("hmac-sha256"),
+
+  async identify({ input }) {
+    const payload = parseJsonBody(input.rawBody);
+    return event({
+      ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody)),
+      ...describePayload(payload, input.options, { type: "type", subject: "data.id", occurredAt: "created_at" }),
+    });
+  },
+
+  validateOptions(options) {
+    const url = options.notification_url;
+    return url === undefined || (typeof url === "string" && /^https?:\/\//.test(url)) ? [] : ["notification_url must be the http(s) URL registered with Square"];
+  },
+});
