@@ -106,6 +106,14 @@ function positiveNumber(value: unknown, fallback: number, where: string, problem
   return fallback;
 }
 
+/** A share between 0 and 1 inclusive (retry jitter: 0.2 means ±20 %). */
+function fraction(value: unknown, fallback: number, where: string, problems: string[]): number {
+  if (value === undefined) return fallback;
+  if (typeof value === "number" && Number.isFinite(value) && value >= 0 && value <= 1) return value;
+  problems.push(`${where} must be a number from 0 to 1`);
+  return fallback;
+}
+
 export interface ParseContext {
   /** Provider names an adapter exists for; anything else fails validation instead of accepting traffic. */
   knownProviders: ReadonlySet<string>;
@@ -152,7 +160,7 @@ export function parseSources(raw: unknown, context: ParseContext): Map<string, S
       baseDelaySeconds: positiveNumber(retryTable.base_delay_seconds, DEFAULT_RETRY.baseDelaySeconds, `${where}.retry.base_delay_seconds`, problems),
       maxDelaySeconds: positiveNumber(retryTable.max_delay_seconds, DEFAULT_RETRY.maxDelaySeconds, `${where}.retry.max_delay_seconds`, problems),
       maxRetries: positiveNumber(retryTable.max_retries, DEFAULT_RETRY.maxRetries, `${where}.retry.max_retries`, problems),
-      jitter: DEFAULT_RETRY.jitter,
+      jitter: fraction(retryTable.jitter, DEFAULT_RETRY.jitter, `${where}.retry.jitter`, problems),
     };
     if (options.expect_within !== undefined && parseDuration(options.expect_within) === null) {
       problems.push(`${where}: expect_within must be a duration like "1h"`);

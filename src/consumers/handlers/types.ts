@@ -11,6 +11,13 @@ export interface HandlerEvent {
   payload: unknown;
 }
 
+/** The object a version guard protects, with the version (or timestamp) the event carries. */
+export interface VersionClaim {
+  objectType: string;
+  objectId: string;
+  version: number;
+}
+
 /**
  * A handler plans its effect instead of performing it: the consumer runs the statements in one D1 batch
  * together with the processed-key insert, so the effect and "this event is done" commit or roll back together.
@@ -20,21 +27,49 @@ export type HandlerPlan =
       outcome: "apply";
       statements: D1PreparedStatement[];
       /**
-       * Index (in `statements`) of a version-guarded write. If it changed no row, a newer version won a race
-       * after the handler looked, and the receipt is recorded as stale instead of processed.
+       * Index (in `statements`) of a version-guarded write on the handler's own row. If it changed no row, a
+       * newer version won a race after the handler looked, and the receipt is recorded as stale.
        */
       guardedStatement?: number;
       /** The version the guard compared against, reported when the guarded write loses. */
       guardedVersion?: number;
+      /**
+       * Set by `planInVersionOrder`: the statements begin with an object_versions claim that aborts the whole
+       * batch when a newer (or equal) version is already stored, so nothing else in the plan applies.
+       */
+      versionClaim?: VersionClaim;
     }
   /** Older than what is stored: recorded as processed-stale, nothing applied. */
-  | { outcome: "stale"; againstVersion: number }
-  /** Authentic but not for this handler (e.g. an unknown type): recorded as a no-op. */
+  | { outcome: "stale"; againstVersion: number; /** why, when it is not plainly older (a timestamp tie) */ note?: string }
+  /** Authentic but not for this handler (e.g. an unknown type): recorded as a no-op, and replayable later. */
   | { outcome: "skip"; reason: string };
+
+/** A call to an API outside D1, made through `HandlerContext.callExternal`. */
+export interface ExternalCall {
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  /** Default 10 s. */
+  timeoutMs?: number;
+}
 
 export interface HandlerContext {
   db: D1Database;
   env: Env;
+  /** The attempt's clock (epoch ms): use it instead of Date.now() so retries are testable. */
+  now: number;
+  /**
+   * A key derived from the receipt, identical on every retry and replay of this event. `purpose` tells apart
+   * several external calls made for one event ("charge", "email", …).
+   */
+  idempotencyKey(purpose?: string): string;
+  /**
+   * An external call that carries `Idempotency-Key: idempotencyKey(purpose)`. Resolves with a 2xx response;
+   * otherwise throws PermanentFailure (4xx other than 408/429), TransientFailure (5xx, 408, 429, connection
+   * failed) or OutcomeUnknown (sent, no answer in time), which the consumer records and retries accordingly.
+   */
+  callExternal(purpose: string, call: ExternalCall): Promise<Response>;
 }
 
 export type WebhookHandler = (event: HandlerEvent, context: HandlerContext) => Promise<HandlerPlan>;
@@ -42,4 +77,20 @@ export type WebhookHandler = (event: HandlerEvent, context: HandlerContext) => P
 /** A failure no retry can fix (bad payload): the receipt goes straight to dead with this message. */
 export class PermanentFailure extends Error {
   override name = "PermanentFailure";
+}
+
+/** A failure worth retrying (a dependency is down). Any other thrown error is treated the same way. */
+export class TransientFailure extends Error {
+  override name = "TransientFailure";
+  constructor(
+    message: string,
+    readonly details: { httpStatus?: number | null; retryAfterSeconds?: number | null } = {},
+  ) {
+    super(message);
+  }
+}
+
+/** An external call was sent and no answer came: it may have been applied. Recorded as `unknown`, retried with the same key. */
+export class OutcomeUnknown extends Error {
+  override name = "OutcomeUnknown";
 }

@@ -1,0 +1,138 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { TestProject } from "vitest/node";
+
+/**
+ * A stand-in for a user's backend that forward destinations (and handlers' external calls) point at, on
+ * 127.0.0.1:8793. Its behaviour is chosen by the path, so a test source's URL says what it will meet:
+ *
+ *   /ok                         204 to everything
+ *   /status/<code>              always <code>
+ *   /script/<step>,<step>,…     the n-th request carrying one Idempotency-Key gets step n (the last repeats);
+ *                               a step is a status ("500", "200"), "429:<seconds>" (429 with Retry-After), or
+ *                               "hang" (answers only after 3 s, long after the caller's timeout)
+ *   /poison                     500 when the body contains "poison", 200 otherwise
+ *   GET /__requests?key=<key>   what arrived under that Idempotency-Key: headers, body, answer
+ *   GET /__standin              identifies the server
+ *
+ * Requests are grouped by Idempotency-Key — receipt ids, unique per test run — so two vitest runs sharing one
+ * stand-in (several engineers test at once) cannot disturb each other's scripts.
+ */
+
+export const STANDIN_PORT = 8793;
+const HANG_MS = 3_000;
+
+interface RecordedRequest {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  answer: number | "hung";
+  receivedAt: number;
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    forwardStandinOrigin: string;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const origin = `http://127.0.0.1:${STANDIN_PORT}`;
+  project.provide("forwardStandinOrigin", origin);
+  const server = createStandin();
+  try {
+    await listen(server, STANDIN_PORT);
+  } catch (error) {
+    // Another test run on this machine already serves the stand-in: share it rather than fail everyone's run.
+    if (await isStandin(origin)) return async () => {};
+    console.warn(`forward stand-in could not listen on ${origin}: ${String(error)}; forward tests will fail`);
+    return async () => {};
+  }
+  return () => new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+function createStandin(): Server {
+  const byKey = new Map<string, RecordedRequest[]>();
+  const server = createServer(async (request, response) => {
+    const url = new URL(request.url ?? "/", "http://standin");
+    if (request.method === "GET" && url.pathname === "/__standin") return json(response, 200, { standin: "forward" });
+    if (request.method === "GET" && url.pathname === "/__requests") {
+      return json(response, 200, byKey.get(url.searchParams.get("key") ?? "") ?? []);
+    }
+    const body = await readBody(request);
+    const key = header(request, "idempotency-key") ?? "(none)";
+    const seen = byKey.get(key) ?? [];
+    byKey.set(key, seen);
+    const record: RecordedRequest = {
+      path: url.pathname,
+      headers: Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, String(value)])),
+      body,
+      answer: 0,
+      receivedAt: Date.now(),
+    };
+    seen.push(record);
+    const step = chooseStep(url.pathname, seen.length, body);
+    if (step === "hang") {
+      record.answer = "hung";
+      setTimeout(() => {
+        if (!response.destroyed) json(response, 200, { late: true });
+      }, HANG_MS);
+      return;
+    }
+    record.answer = step.status;
+    response.writeHead(step.status, step.retryAfter === undefined ? {} : { "retry-after": String(step.retryAfter) });
+    response.end();
+  });
+  // The caller gives up on hung requests; a dropped socket is expected here, not an error.
+  server.on("clientError", (_error, socket) => socket.destroy());
+  return server;
+}
+
+type Step = "hang" | { status: number; retryAfter?: number };
+
+function chooseStep(path: string, requestNumber: number, body: string): Step {
+  if (path === "/ok") return { status: 204 };
+  const status = /^\/status\/(\d{3})$/.exec(path);
+  if (status) return { status: Number(status[1]) };
+  if (path === "/poison") return { status: body.includes("poison") ? 500 : 200 };
+  const script = /^\/script\/([^/]+)$/.exec(path);
+  if (script) {
+    const steps = script[1]!.split(",");
+    const step = steps[Math.min(requestNumber, steps.length) - 1]!;
+    if (step === "hang") return "hang";
+    const [code, retryAfter] = step.split(":");
+    return { status: Number(code), retryAfter: retryAfter === undefined ? undefined : Number(retryAfter) };
+  }
+  return { status: 404 };
+}
+
+function header(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function json(response: ServerResponse, status: number, value: unknown): void {
+  response.writeHead(status, { "content-type": "application/json" });
+  response.end(JSON.stringify(value));
+}
+
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+}
+
+async function isStandin(origin: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${origin}/__standin`, { signal: AbortSignal.timeout(1_000) });
+    return response.ok && ((await response.json()) as { standin?: string }).standin === "forward";
+  } catch {
+    return false;
+  }
+}
