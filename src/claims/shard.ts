@@ -13,6 +13,12 @@ import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayR
  */
 
 const RELAY_BATCH = 50;
+/**
+ * Bodies per relay, in bytes. Each body may be up to a source's cap (1 MiB by default), and the relay holds a
+ * batch in memory twice (the rows, then the D1 parameters): without a byte bound, 50 large bodies would exceed
+ * a Worker's 128 MB. At least one row always goes, whatever its size.
+ */
+export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
 /** Relay soon after a claim, so a burst shares one D1 batch. */
 const RELAY_DELAY_MS = 50;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
@@ -154,24 +160,24 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** Relays one batch now. Called by the alarm, and by the cron and tests through RPC. */
   async relay(): Promise<RelayReport> {
-    const claims = this.sql
-      .exec(
+    const claims = withinBudget<PendingClaim>(
+      this.sql.exec(
         `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,
            event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
            kept_headers AS keptHeaders, received_at AS receivedAt, provenance
          FROM claims WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
         RELAY_BATCH,
-      )
-      .toArray() as unknown as PendingClaim[];
-    const quarantines = this.sql
-      .exec(
+      ),
+    );
+    const quarantines = withinBudget<PendingQuarantine>(
+      this.sql.exec(
         `SELECT quarantine_id AS quarantineId, source, event_key AS eventKey, original_receipt_id AS originalReceiptId,
            original_sha256 AS originalSha256, payload_sha256 AS payloadSha256, body, kept_headers AS keptHeaders,
            received_at AS receivedAt
          FROM quarantine_outbox WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
         RELAY_BATCH,
-      )
-      .toArray() as unknown as PendingQuarantine[];
+      ),
+    );
 
     const outcome = await relayToD1(this.env, claims, quarantines);
 
@@ -253,4 +259,18 @@ export class ClaimShard extends DurableObject<Env> {
     const current = await this.ctx.storage.getAlarm();
     if (current === null) await this.ctx.storage.setAlarm(Date.now() + delayMs);
   }
+}
+
+/** Rows off a cursor until the byte budget is spent; the cursor is lazy, so bodies past the budget are never read. */
+function withinBudget<Row extends { body: ArrayBuffer | null }>(cursor: Iterable<Record<string, SqlStorageValue>>): Row[] {
+  const taken: Row[] = [];
+  let bytes = 0;
+  for (const raw of cursor) {
+    const row = raw as unknown as Row;
+    const size = row.body?.byteLength ?? 0;
+    if (taken.length > 0 && bytes + size > RELAY_BATCH_BYTES) break;
+    taken.push(row);
+    bytes += size;
+  }
+  return taken;
 }

@@ -1,6 +1,6 @@
 import { listDurableObjectIds, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { shardFor } from "../../src/claims/routing";
+import { shardCount, shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { eventually } from "./deliveries";
 
@@ -123,4 +123,16 @@ export async function processedCount(source: string, eventKey: string): Promise<
     .bind(source, eventKey)
     .first<{ count: number }>();
   return row!.count;
+}
+
+/** Event keys that all belong to one claim shard (under the env's shard count), so one injected failure covers them all. */
+export function keysInOneShard(prefix: string, count: number): string[] {
+  const shards = shardCount(env);
+  const target = shardIndex(`${prefix}_0`, shards);
+  const keys: string[] = [];
+  for (let attempt = 0; keys.length < count; attempt++) {
+    const eventKey = `${prefix}_${attempt}`;
+    if (shardIndex(eventKey, shards) === target) keys.push(eventKey);
+  }
+  return keys;
 }

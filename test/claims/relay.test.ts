@@ -1,0 +1,72 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeEach, describe, expect, it } from "vitest";
+import { shardFor } from "../../src/claims/routing";
+import { RELAY_BATCH_BYTES } from "../../src/claims/shard";
+import { credit, eventually, post, signDemo } from "../support/deliveries";
+import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
+import { keysInOneShard, settle } from "../support/storage";
+
+/** Relay batching: a backlog drains in bounded batches, by count and by bytes, until nothing is left. */
+
+
+/** Holds a shard's relay back (D1 unreachable) while `deliver` runs, then lets the alarm drain the backlog. */
+async function withBacklog(keys: string[], deliver: () => Promise<void>): Promise<void> {
+  const shard = shardFor(env, "demo", keys[0]!);
+  const restore = await breakShardBindings(shard, { DB: unreachableD1() });
+  await deliver();
+  await eventually(async () => ((await relayFailures(shard)) > 0 ? true : undefined), 10_000, "a failed relay");
+  expect(await shard.unrelayedCount()).toBe(keys.length);
+  await restore();
+  await runDurableObjectAlarm(shard);
+  await settle(30_000);
+  expect(await shard.unrelayedCount()).toBe(0);
+}
+
+async function relayBatches(prefix: string) {
+  const { results } = await env.DB.prepare(
+    `SELECT relayed_at AS relayedAt, COUNT(*) AS receipts, SUM(length(body)) AS bytes FROM receipts
+     WHERE source = 'demo' AND event_key LIKE ? GROUP BY relayed_at ORDER BY relayed_at`,
+  )
+    .bind(`${prefix}%`)
+    .all<{ relayedAt: number; receipts: number; bytes: number }>();
+  return results;
+}
+
+describe("relay batches", () => {
+  beforeEach(settle);
+
+  it("drains a backlog larger than one batch, 50 at a time, every receipt once", async () => {
+    const keys = keysInOneShard("msg_backlog", 120);
+    await withBacklog(keys, async () => {
+      const answers = await Promise.all(
+        keys.map((eventKey) => {
+          const body = JSON.stringify(credit("acct_backlog", 1));
+          return post("/webhooks/demo", body, signDemo(eventKey, body));
+        }),
+      );
+      expect(answers.every((response) => response.status === 200)).toBe(true);
+    });
+    const batches = await relayBatches("msg_backlog");
+    expect(batches.map((batch) => batch.receipts)).toEqual([50, 50, 20]);
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_backlog'").first<{ credits: number }>();
+    expect(credited?.credits).toBe(120);
+  });
+
+  it("bounds each batch by bytes as well, so large bodies never pile into one relay", async () => {
+    const keys = keysInOneShard("msg_large_body", 6);
+    await withBacklog(keys, async () => {
+      for (const eventKey of keys) {
+        const body = JSON.stringify({ ...credit("acct_large_body", 2), padding: "x".repeat(900_000) });
+        const response = await post("/webhooks/demo", body, signDemo(eventKey, body));
+        expect(response.status).toBe(200);
+      }
+    });
+    const batches = await relayBatches("msg_large_body");
+    expect(batches.reduce((sum, batch) => sum + batch.receipts, 0)).toBe(6);
+    expect(batches.length).toBeGreaterThan(1);
+    for (const batch of batches) expect(batch.bytes).toBeLessThanOrEqual(RELAY_BATCH_BYTES);
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_large_body'").first<{ credits: number }>();
+    expect(credited?.credits).toBe(12);
+  });
+});
