@@ -1,0 +1,104 @@
+import { planInVersionOrder } from "../../../src/consumers/handlers/ordering";
+import { registerHandler } from "../../../src/consumers/handlers/registry";
+import { PermanentFailure, type HandlerPlan, type WebhookHandler } from "../../../src/consumers/handlers/types";
+import { envWithSources, handlerSource } from "./processing";
+
+/**
+ * Handlers that exist only in the processing tests, registered when this module loads. Their sources are not in
+ * the shared SOURCES binding (every other test file would then fail config validation on an unknown handler):
+ * tests run them through `testEnv`, the real bindings plus these sources, by calling processReceipt or the
+ * queue handler directly.
+ *
+ * Each one's effect is a credit on the shared `accounts` table, so "applied exactly once" is a number to check.
+ */
+
+interface ScriptedPayload {
+  account: string;
+  amount: number;
+  /** "transient" fails like a 500 every time; "permanent" fails validation. */
+  fail?: "transient" | "permanent";
+}
+
+const hangs = new Map<string, Promise<void>>();
+
+/** The next run of this event stops mid-attempt, before its commit, until the returned function is called. */
+export function hangNextRun(eventKey: string): () => void {
+  let release!: () => void;
+  hangs.set(eventKey, new Promise<void>((resolve) => (release = resolve)));
+  return release;
+}
+
+function credit(db: D1Database, account: string, amount: number): D1PreparedStatement {
+  return db
+    .prepare("INSERT INTO accounts (id, credits) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET credits = credits + excluded.credits")
+    .bind(account, amount);
+}
+
+const scripted: WebhookHandler = async (event, { db }): Promise<HandlerPlan> => {
+  const payload = event.payload as ScriptedPayload;
+  const hang = hangs.get(event.eventKey);
+  if (hang) {
+    hangs.delete(event.eventKey);
+    await hang;
+  }
+  if (payload.fail === "transient") throw new Error("deliberate failure, as a 500 would be");
+  if (payload.fail === "permanent") throw new PermanentFailure("amount is not a number");
+  return { outcome: "apply", statements: [credit(db, payload.account, payload.amount)] };
+};
+
+interface VersionedPayload {
+  account: string;
+  plan: string;
+  version?: number;
+  /** Provider timestamp (ms) for sources that give no version. */
+  at?: number;
+  /** Wait after the version read, to widen the race between two events for one object. */
+  pauseMs?: number;
+}
+
+/** Sets the account's plan in version order, through object_versions; each application also adds one credit. */
+const versioned: WebhookHandler = async (event, context) => {
+  const payload = event.payload as VersionedPayload;
+  const orderedBy = payload.version !== undefined ? { version: payload.version } : { timestamp: payload.at! };
+  const plan = await planInVersionOrder(event, context, { objectType: "plan", objectId: payload.account }, orderedBy, [
+    context.db
+      .prepare(
+        `INSERT INTO accounts (id, credits, plan) VALUES (?1, 1, ?2)
+         ON CONFLICT (id) DO UPDATE SET plan = excluded.plan, credits = credits + 1`,
+      )
+      .bind(payload.account, payload.plan),
+  ]);
+  if (payload.pauseMs) await new Promise((resolve) => setTimeout(resolve, payload.pauseMs));
+  return plan;
+};
+
+interface ExternalPayload {
+  account: string;
+  callUrl: string;
+  timeoutMs: number;
+}
+
+/** Notifies an external API (with the receipt's idempotency key), then credits the account. */
+const external: WebhookHandler = async (event, context) => {
+  const payload = event.payload as ExternalPayload;
+  const response = await context.callExternal("notify", {
+    url: payload.callUrl,
+    body: JSON.stringify({ account: payload.account }),
+    headers: { "content-type": "application/json" },
+    timeoutMs: payload.timeoutMs,
+  });
+  await response.body?.cancel();
+  return { outcome: "apply", statements: [credit(context.db, payload.account, 1)] };
+};
+
+registerHandler("test-scripted", scripted);
+registerHandler("test-versioned", versioned);
+registerHandler("test-external", external);
+
+/** Sources for the handlers above: the normal schedule, a fast one for tests that wait in real time. */
+export const testEnv = envWithSources({
+  "proc-handler": handlerSource("test-scripted"),
+  "proc-handler-fast": handlerSource("test-scripted", { base_delay_seconds: 1, max_delay_seconds: 1, max_retries: 2 }),
+  "proc-versioned": handlerSource("test-versioned"),
+  "proc-external": handlerSource("test-external"),
+});
