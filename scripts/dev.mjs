@@ -17,5 +17,9 @@ const run = (args) => {
   const result = spawnSync("npx", ["wrangler", ...args], { stdio: "inherit", env });
   if (result.status !== 0) process.exit(result.status ?? 1);
 };
-run(["d1", "migrations", "apply", "DB", "--local"]);
-run(["dev", "--port", process.env.PORT ?? "8787", ...process.argv.slice(2)]);
+const devArgs = process.argv.slice(2);
+// The migrations must land in the same local state directory wrangler dev will read.
+const persistAt = devArgs.findIndex((arg) => arg === "--persist-to" || arg.startsWith("--persist-to="));
+const persistArgs = persistAt < 0 ? [] : devArgs[persistAt].includes("=") ? [devArgs[persistAt]] : devArgs.slice(persistAt, persistAt + 2);
+run(["d1", "migrations", "apply", "DB", "--local", ...persistArgs]);
+run(["dev", "--port", process.env.PORT ?? "8787", ...devArgs]);
