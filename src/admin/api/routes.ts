@@ -1,0 +1,118 @@
+import { Hono } from "hono";
+import { database } from "../../db/client";
+import { apiError } from "../../lib/errors";
+import { requireBearer, type AdminEnv } from "../auth";
+import { isReceiptId, parseCursor, parseInstant, parseLimit, parseReceiptFilter, parseWindow, type Query } from "../filters";
+import { listAlerts, listQuarantine, receiptDetail, searchReceipts } from "../queries";
+import { MAX_REPLAY_IDS, replayByIds, replayDeadMatching } from "../replay";
+import { sourceStats } from "../stats";
+
+/**
+ * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
+ * write; the replay endpoints are the only ones that change anything.
+ */
+export const adminApi = new Hono<AdminEnv>();
+
+adminApi.use("*", requireBearer);
+
+adminApi.get("/receipts", async (c) => {
+  return c.json(await searchReceipts(database(c.env), parseReceiptFilter(c.req.query())));
+});
+
+adminApi.get("/receipts/:receiptId", async (c) => {
+  const receiptId = c.req.param("receiptId");
+  if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
+  const detail = await receiptDetail(database(c.env), receiptId);
+  if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
+  return c.json(detail);
+});
+
+adminApi.get("/dead", async (c) => {
+  const query = c.req.query();
+  if (query.status !== undefined) throw apiError(400, "invalid_query", 'Dead letters are status "dead"; use /admin/api/receipts to filter by status.');
+  return c.json(await searchReceipts(database(c.env), parseReceiptFilter({ ...query, status: "dead" })));
+});
+
+adminApi.post("/receipts/:receiptId/replay", async (c) => {
+  const receiptId = c.req.param("receiptId");
+  if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
+  const [report] = (await replayByIds(c.env, [receiptId])).results;
+  switch (report?.outcome) {
+    case "replayed":
+      return c.json(report, 202);
+    case "not_found":
+      throw apiError(404, "receipt_not_found", "No receipt has this id.");
+    case "in_flight":
+      throw apiError(409, "receipt_in_flight", "The receipt is pending or processing already; nothing was replayed.");
+    default:
+      throw apiError(409, "payload_expired", "The receipt's body is past payload retention; there is nothing left to replay.");
+  }
+});
+
+/**
+ * Bulk replay of dead letters: either {"receiptIds": [...]} (at most 100) or a filter over dead receipts
+ * {"source", "type", "since", "until", "limit"} — since inclusive, until exclusive, at most 1000 per call;
+ * repeat while the answer says "more": true.
+ */
+adminApi.post("/dead/replay", async (c) => {
+  let body: unknown;
+  try {
+    body = await c.req.json();
+  } catch {
+    throw apiError(400, "invalid_body", 'Send a JSON object: {"receiptIds": [...]} or {"source", "type", "since", "until", "limit"}.');
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw apiError(400, "invalid_body", "The body must be a JSON object.");
+  const request = body as Record<string, unknown>;
+  if (request.receiptIds !== undefined) {
+    const ids = request.receiptIds;
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_REPLAY_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
+      throw apiError(400, "invalid_body", `receiptIds must be 1 to ${MAX_REPLAY_IDS} receipt ids.`);
+    }
+    return c.json(await replayByIds(c.env, [...new Set(ids as string[])]));
+  }
+  const fields: Query = {};
+  for (const name of ["source", "type", "since", "until", "limit"] as const) {
+    const value = request[name];
+    if (value === undefined) continue;
+    if (typeof value !== "string" && typeof value !== "number") throw apiError(400, "invalid_body", `${name} must be a string or a number.`);
+    fields[name] = String(value);
+  }
+  const limitText = fields.limit;
+  const limit = limitText === undefined ? undefined : Number(limitText);
+  return c.json(
+    await replayDeadMatching(c.env, {
+      source: fields.source,
+      eventType: fields.type,
+      receivedFrom: parseInstant(fields, "since"),
+      receivedBefore: parseInstant(fields, "until"),
+      limit,
+    }),
+  );
+});
+
+adminApi.get("/quarantine", async (c) => {
+  const query = c.req.query();
+  return c.json(await listQuarantine(database(c.env), { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) }));
+});
+
+adminApi.get("/alerts", async (c) => {
+  const query = c.req.query();
+  const state = query.state;
+  if (state !== undefined && state !== "open" && state !== "resolved") throw apiError(400, "invalid_query", 'Query parameter "state" must be open or resolved.');
+  return c.json({ alerts: await listAlerts(database(c.env), { source: query.source || undefined, state, limit: parseLimit(query) }) });
+});
+
+adminApi.get("/stats", async (c) => {
+  const query = c.req.query();
+  const onlySource = query.source || undefined;
+  const report = await sourceStats(c.env, database(c.env), parseWindow(query), { onlySource });
+  if (onlySource !== undefined && report.sources.length === 0) {
+    throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
+  }
+  return c.json(report);
+});
+
+/** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
+adminApi.all("*", () => {
+  throw apiError(404, "not_found", "No such admin API route.");
+});

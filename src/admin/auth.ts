@@ -1,0 +1,56 @@
+import type { MiddlewareHandler } from "hono";
+import { getCookie } from "hono/cookie";
+import { encodeHex, utf8Bytes } from "../crypto/encoding";
+import { hmacSign, tokensEqual } from "../crypto/hmac";
+import { apiError } from "../lib/errors";
+
+/**
+ * Who may see receipts: whoever holds the ADMIN_TOKEN Worker secret. The API takes it as a bearer token; the
+ * dashboard trades it once, through a login form, for a signed session cookie, so the token never sits in a
+ * URL, a page or script-readable storage. Without the secret configured, both stay shut rather than open.
+ */
+
+export type AdminEnv = { Bindings: Env };
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+export const SESSION_COOKIE = "admin_session";
+export const SESSION_TTL_MS = 12 * 3_600_000;
+
+/** The configured token, or null when the admin surface is disabled. Short tokens count as unset. */
+export function adminToken(env: Env): string | null {
+  const token: unknown = (env as unknown as Record<string, unknown>).ADMIN_TOKEN;
+  return typeof token === "string" && token.length >= 16 ? token : null;
+}
+
+export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
+  const expected = adminToken(c.env);
+  if (!expected) throw apiError(503, "admin_disabled", "The admin API is disabled: set the ADMIN_TOKEN secret.");
+  const presented = BEARER.exec(c.req.header("authorization") ?? "")?.[1];
+  if (!presented || !(await tokensEqual(presented, expected))) {
+    throw apiError(401, "unauthorized", "A valid admin bearer token is required.", { "www-authenticate": 'Bearer realm="admin"' });
+  }
+  await next();
+};
+
+/** A session is "<expiresAt>.<HMAC(token, expiresAt)>": rotating the token ends every session. */
+async function sessionSignature(token: string, expiresAt: number): Promise<string> {
+  return encodeHex(await hmacSign("SHA-256", utf8Bytes(token), utf8Bytes(`admin-session:${expiresAt}`)));
+}
+
+export async function issueSession(token: string, now = Date.now()): Promise<string> {
+  const expiresAt = now + SESSION_TTL_MS;
+  return `${expiresAt}.${await sessionSignature(token, expiresAt)}`;
+}
+
+export async function sessionIsValid(env: Env, cookie: string | undefined, now = Date.now()): Promise<boolean> {
+  const expected = adminToken(env);
+  const match = cookie ? /^(\d{13})\.([0-9a-f]{64})$/.exec(cookie) : null;
+  if (!expected || !match) return false;
+  const expiresAt = Number(match[1]);
+  if (expiresAt <= now) return false;
+  return tokensEqual(match[2]!, await sessionSignature(expected, expiresAt));
+}
+
+export async function hasSession(c: Parameters<MiddlewareHandler<AdminEnv>>[0]): Promise<boolean> {
+  return sessionIsValid(c.env, getCookie(c, SESSION_COOKIE));
+}
