@@ -40,6 +40,13 @@ export interface SourceConfig {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * The largest cap a source may set. D1 and Durable Object SQLite both refuse a row over 2,000,000 bytes, and the
+ * body shares its row with the key, hash and kept headers: a larger cap would accept deliveries the claim shard
+ * cannot store (503 forever) or the relay cannot move into D1. Local workerd does not enforce that limit, so
+ * this check is the only place it is caught before production.
+ */
+export const MAX_BODY_BYTES_LIMIT = 1_900_000;
 export const DEFAULT_RETRY: RetryPolicy = { baseDelaySeconds: 30, maxDelaySeconds: 86_400, maxRetries: 12, jitter: 0.2 };
 const DAY_MS = 86_400_000;
 /** Stripe's CLI resends for 30 days; keys must outlive every resend. */
@@ -114,6 +121,15 @@ function fraction(value: unknown, fallback: number, where: string, problems: str
   return fallback;
 }
 
+function bodyCap(value: unknown, where: string, problems: string[]): number {
+  const cap = positiveNumber(value, DEFAULT_MAX_BODY_BYTES, where, problems);
+  if (!Number.isInteger(cap) || cap > MAX_BODY_BYTES_LIMIT) {
+    problems.push(`${where} must be a whole number of bytes up to ${MAX_BODY_BYTES_LIMIT}`);
+    return DEFAULT_MAX_BODY_BYTES;
+  }
+  return cap;
+}
+
 export interface ParseContext {
   /** Provider names an adapter exists for; anything else fails validation instead of accepting traffic. */
   knownProviders: ReadonlySet<string>;
@@ -176,7 +192,7 @@ export function parseSources(raw: unknown, context: ParseContext): Map<string, S
       provider,
       secrets,
       destination,
-      maxBodyBytes: positiveNumber(options.max_body_bytes, DEFAULT_MAX_BODY_BYTES, `${where}.max_body_bytes`, problems),
+      maxBodyBytes: bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems),
       expectWithinMs: parseDuration(options.expect_within),
       retry,
       payloadRetentionMs,
