@@ -82,6 +82,10 @@ function createStandin(): Server {
     response.writeHead(step.status, step.retryAfter === undefined ? {} : { "retry-after": String(step.retryAfter) });
     response.end();
   });
+  // workerd pools connections longer than Node's 5 s keep-alive default; a socket closed under it would show
+  // up as a spurious "connection lost" in tests that assert exact attempt histories.
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 121_000;
   // The caller gives up on hung requests; a dropped socket is expected here, not an error.
   server.on("clientError", (_error, socket) => socket.destroy());
   return server;
