@@ -1,0 +1,99 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { eventually, post, signDemo, waitForStatus } from "../support/deliveries";
+
+/**
+ * The operator's log lines, captured from console as Workers Logs would receive them: one per delivery and one
+ * per processing attempt, with what a human needs to follow an event — and never the secret, the signature or
+ * the body.
+ */
+
+type LogLine = Record<string, unknown> & { event: string };
+
+function captureLogs() {
+  const lines: string[] = [];
+  const capture = (...args: unknown[]) => {
+    lines.push(args.map(String).join(" "));
+  };
+  vi.spyOn(console, "log").mockImplementation(capture);
+  vi.spyOn(console, "error").mockImplementation(capture);
+  vi.spyOn(console, "warn").mockImplementation(capture);
+  return {
+    raw: lines,
+    parsed: (): LogLine[] =>
+      lines.flatMap((line) => {
+        try {
+          const value = JSON.parse(line) as unknown;
+          return value && typeof value === "object" && "event" in value ? [value as LogLine] : [];
+        } catch {
+          return [];
+        }
+      }),
+  };
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("structured logs", () => {
+  it("writes one line per delivery and per attempt with the operator's fields, and nothing secret", async () => {
+    const logs = captureLogs();
+    const eventKey = `msg_logs_${crypto.randomUUID()}`;
+    const bodyMarker = `body-marker-${crypto.randomUUID()}`;
+    const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${eventKey}`, amount: 2, note: bodyMarker } });
+    const headers = signDemo(eventKey, body);
+
+    expect((await post("/webhooks/admin-logs", body, headers)).status).toBe(200);
+    expect((await post("/webhooks/admin-logs", body, headers)).status).toBe(200);
+    const forgedSignature = "v1,c2lnbmF0dXJlLXRoYXQtbmV2ZXItdmVyaWZpZXM=";
+    expect((await post("/webhooks/admin-logs", body, { ...headers, "webhook-signature": forgedSignature })).status).toBe(401);
+    await waitForStatus("admin-logs", eventKey);
+
+    const lines = await eventually(async () => {
+      const parsed = logs.parsed();
+      return parsed.some((line) => line.event === "attempt" && line.eventKey === eventKey) ? parsed : undefined;
+    });
+    const deliveries = lines.filter((line) => line.event === "delivery" && line.eventKey === eventKey);
+    expect(deliveries.map((line) => line.disposition)).toEqual(["accepted", "duplicate"]);
+    for (const line of deliveries) {
+      expect(line).toMatchObject({
+        source: "admin-logs",
+        eventKey,
+        eventType: "account.credited",
+        signature: "valid",
+        receipt: expect.stringMatching(/^[0-9A-HJKMNP-TV-Z]{26}$/),
+        requestId: expect.any(String),
+        timestampAgeSeconds: expect.any(Number),
+        durationMs: expect.any(Number),
+      });
+    }
+
+    const rejected = lines.filter((line) => line.event === "delivery.rejected" && line.source === "admin-logs");
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toMatchObject({ disposition: "rejected", signature: "signature-mismatch", requestId: expect.any(String) });
+
+    const attempts = lines.filter((line) => line.event === "attempt" && line.eventKey === eventKey);
+    expect(attempts).toEqual([
+      expect.objectContaining({
+        source: "admin-logs",
+        eventKey,
+        eventType: "account.credited",
+        receipt: deliveries[0]!.receipt,
+        attempt: 1,
+        outcome: "processed",
+        durationMs: expect.any(Number),
+      }),
+    ]);
+
+    const everything = logs.raw.join("\n");
+    const secret = env.DEMO_WEBHOOK_SECRET;
+    for (const forbidden of [secret, secret.replace(/^whsec_/, ""), headers["webhook-signature"], forgedSignature, bodyMarker, body]) {
+      expect(everything).not.toContain(forbidden);
+    }
+    // Every line is a single JSON object: nothing free-form for a payload to hide in.
+    for (const line of logs.raw.filter((text) => text.includes(eventKey))) {
+      expect(() => JSON.parse(line)).not.toThrow();
+    }
+  });
+});
