@@ -8,7 +8,7 @@ import { DEFAULT_RETRY } from "../sources/config";
  * The queue consumer. Each message is handled on its own — acked, or retried with its own delay — so one
  * poison event never holds back the rest of its batch.
  */
-export async function consumeWork(batch: MessageBatch<WorkMessage>, env: Env): Promise<void> {
+export async function consumeWork(batch: MessageBatch<WorkMessage>, env: Env, _ctx?: ExecutionContext): Promise<void> {
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
   await Promise.all(
     batch.messages.map(async (message) => {
