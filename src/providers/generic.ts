@@ -96,10 +96,10 @@ function read(input: DeliveryInput) {
   if (config.timestampHeader) {
     const timestampText = readHeader(input.headers, config.timestampHeader);
     if (!timestampText) return "missing-signature" as const;
-    const parsed = parseUnixSeconds(timestampText);
+    const parsed = parseUnixSeconds(timestampText, config.timestampInMilliseconds ? "ms" : "s");
     if (parsed === null) return "malformed-signature" as const;
     values.timestamp = timestampText;
-    signedAt = config.timestampInMilliseconds ? Math.floor(parsed / 1000) : parsed;
+    signedAt = parsed;
   }
   return {
     signatures: presentedSignatures(candidates, config.encoding, config.algorithm),

@@ -66,9 +66,11 @@ export function presentedSignatures(
   return signatures;
 }
 
-/** Strict Unix seconds: digits only, so "1e9", " 12" or "-5" never pass as a time. */
-export function parseUnixSeconds(text: string | null | undefined): number | null {
-  return text && /^\d{1,12}$/.test(text) ? Number(text) : null;
+/** Strict Unix seconds (or milliseconds): digits only, so "1e9", " 12" or "-5" never pass as a time. */
+export function parseUnixSeconds(text: string | null | undefined, unit: "s" | "ms" = "s"): number | null {
+  if (!text || !/^\d{1,15}$/.test(text)) return null;
+  const value = Number(text);
+  return unit === "ms" ? Math.floor(value / 1000) : value;
 }
 
 export function toleranceSeconds(options: SourceOptions, fallback: number): number {
