@@ -56,6 +56,9 @@ interface VersionedPayload {
   pauseMs?: number;
 }
 
+/** What the versioned handler planned, by receipt: "apply" followed by a stale receipt means the batch-level claim lost. */
+export const plannedOutcomes = new Map<string, HandlerPlan["outcome"]>();
+
 /** Sets the account's plan in version order, through object_versions; each application also adds one credit. */
 const versioned: WebhookHandler = async (event, context) => {
   const payload = event.payload as VersionedPayload;
@@ -68,6 +71,7 @@ const versioned: WebhookHandler = async (event, context) => {
       )
       .bind(payload.account, payload.plan),
   ]);
+  plannedOutcomes.set(event.receiptId, plan.outcome);
   if (payload.pauseMs) await new Promise((resolve) => setTimeout(resolve, payload.pauseMs));
   return plan;
 };
