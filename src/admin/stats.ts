@@ -41,6 +41,8 @@ export interface SourceStats {
   replayed: number;
   quarantined: number;
   duplicates: number | null;
+  /** Start of each hour (epoch ms) with its live duplicate count; single-source reports only. */
+  duplicatesByHour: { hour: number; deliveries: number }[] | null;
   rejectedSignatures: null;
   deadTotal: number;
   oldestPendingReceivedAt: number | null;
@@ -94,18 +96,13 @@ async function percentilesBySource(db: Database, valuesSql: ReturnType<typeof sq
   return new Map(rows.map((row) => [row.source, { samples: row.samples, p50: row.p50, p95: row.p95, p99: row.p99, max: row.max }]));
 }
 
-async function duplicatesBySource(env: Env, sourceNames: readonly string[], since: number): Promise<Map<string, number>> {
-  const totals = new Map<string, number>();
-  await Promise.all(
-    sourceNames.flatMap((sourceName) =>
-      shardsOf(env, sourceName).map(async (shard) => {
-        for (const row of await shard.duplicateCounts(since)) {
-          totals.set(row.source, (totals.get(row.source) ?? 0) + row.deliveries);
-        }
-      }),
-    ),
-  );
-  return totals;
+async function duplicatesByHour(env: Env, sourceName: string, since: number): Promise<{ hour: number; deliveries: number }[]> {
+  const perHour = new Map<number, number>();
+  const perShard = await Promise.all(shardsOf(env, sourceName).map((shard) => shard.duplicateCounts(since)));
+  for (const row of perShard.flat()) {
+    if (row.source === sourceName) perHour.set(row.hour, (perHour.get(row.hour) ?? 0) + row.deliveries);
+  }
+  return [...perHour].sort(([a], [b]) => a - b).map(([hour, deliveries]) => ({ hour, deliveries }));
 }
 
 export async function sourceStats(
@@ -179,9 +176,9 @@ export async function sourceStats(
     .filter((name) => options.onlySource === undefined || name === options.onlySource)
     .sort();
   // Only a configured source can have live deliveries, so only its shards are asked.
-  const duplicates =
+  const hourlyDuplicates =
     options.onlySource !== undefined && configured.includes(options.onlySource)
-      ? await duplicatesBySource(env, [options.onlySource], since)
+      ? await duplicatesByHour(env, options.onlySource, since)
       : null;
 
   const sources = names.map((name): SourceStats => {
@@ -204,7 +201,8 @@ export async function sourceStats(
       reconciled: windowRow?.reconciled ?? 0,
       replayed: windowRow?.replayed ?? 0,
       quarantined: quarantineBySource.get(name)?.total ?? 0,
-      duplicates: duplicates === null ? null : (duplicates.get(name) ?? 0),
+      duplicates: hourlyDuplicates === null ? null : hourlyDuplicates.reduce((total, row) => total + row.deliveries, 0),
+      duplicatesByHour: hourlyDuplicates,
       rejectedSignatures: null,
       deadTotal,
       oldestPendingReceivedAt: oldestPending,

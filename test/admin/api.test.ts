@@ -349,6 +349,7 @@ describe("per-source stats", () => {
   });
 
   it("counts live duplicates from the claim shards; rejected signatures are not counted anywhere", async () => {
+    const hourBefore = Math.floor(Date.now() / 3_600_000) * 3_600_000;
     const before = await statsFor("admin-audit");
     const eventKey = `msg_stats_${crypto.randomUUID()}`;
     const payload = credit("acct_stats", 1);
@@ -362,6 +363,9 @@ describe("per-source stats", () => {
 
     const after = await statsFor("admin-audit");
     expect(after.duplicates! - before.duplicates!).toBe(2);
+    const sinceBefore = (stats: SourceStats) =>
+      (stats.duplicatesByHour ?? []).filter((row) => row.hour >= hourBefore).reduce((total, row) => total + row.deliveries, 0);
+    expect(sinceBefore(after) - sinceBefore(before)).toBe(2);
     expect(after.received - before.received).toBe(1);
     expect(after.processed - before.processed).toBe(1);
     expect(after.rejectedSignatures).toBeNull();

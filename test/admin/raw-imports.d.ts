@@ -1,0 +1,5 @@
+/** Vite's ?raw suffix: a file's text, so tests run the exact SQL the docs show. */
+declare module "*.md?raw" {
+  const text: string;
+  export default text;
+}
