@@ -17,11 +17,26 @@ export const MAX_SIGNATURE_ENTRIES = 16;
 const MAX_EVENT_KEY_CHARS = 512;
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 
-/** The header's value, or null when it is absent, empty, or longer than MAX_HEADER_CHARS. */
+/** Thrown by readHeader for an oversized header; the pipeline turns it into a "malformed-signature" rejection. */
+class OversizedHeader extends Error {}
+
+/**
+ * The header's value, or null when it is absent or empty. An oversized value is refused outright (never parsed,
+ * and never silently treated as absent, which would let an id header's absence change the dedupe key).
+ */
 export function readHeader(headers: Headers, name: string): string | null {
   const value = headers.get(name);
-  if (value === null || value.length === 0 || value.length > MAX_HEADER_CHARS) return null;
-  return value;
+  if (value !== null && value.length > MAX_HEADER_CHARS) throw new OversizedHeader(name);
+  return value === null || value.length === 0 ? null : value;
+}
+
+async function refusingOversized(step: () => VerifyResult | Promise<VerifyResult>): Promise<VerifyResult> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof OversizedHeader) return rejected("malformed-signature");
+    throw error;
+  }
 }
 
 /**
@@ -144,27 +159,29 @@ export function signedAdapter(scheme: SignedScheme): ProviderAdapter {
     provider: scheme.provider,
     keptHeaders: scheme.keptHeaders,
     validateOptions: scheme.validateOptions,
-    async verify(input: DeliveryInput): Promise<VerifyResult> {
-      if (input.secrets.length === 0) return rejected("no-usable-secret");
-      const presented = await scheme.read(input);
-      if (typeof presented === "string") return rejected(presented);
-      if (presented.signatures.length === 0) return rejected("malformed-signature");
-
-      let timestampAgeSeconds: number | undefined;
-      if (presented.signedAt !== undefined) {
-        timestampAgeSeconds = Math.floor(input.now / 1000) - presented.signedAt;
-        const tolerance = toleranceSeconds(input.options, scheme.defaultToleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
-        if (Math.abs(timestampAgeSeconds) > tolerance) return rejected("timestamp-out-of-tolerance");
-      }
-
-      const secret = await verifiedBy(input, scheme, presented);
-      if (!secret) return rejected("signature-mismatch");
-
-      const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
-      if (result.kind === "event" && result.identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
-      return result;
-    },
+    verify: (input: DeliveryInput) => refusingOversized(() => verifySigned(scheme, input)),
   };
+}
+
+async function verifySigned(scheme: SignedScheme, input: DeliveryInput): Promise<VerifyResult> {
+  if (input.secrets.length === 0) return rejected("no-usable-secret");
+  const presented = await scheme.read(input);
+  if (typeof presented === "string") return rejected(presented);
+  if (presented.signatures.length === 0) return rejected("malformed-signature");
+
+  let timestampAgeSeconds: number | undefined;
+  if (presented.signedAt !== undefined) {
+    timestampAgeSeconds = Math.floor(input.now / 1000) - presented.signedAt;
+    const tolerance = toleranceSeconds(input.options, scheme.defaultToleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
+    if (Math.abs(timestampAgeSeconds) > tolerance) return rejected("timestamp-out-of-tolerance");
+  }
+
+  const secret = await verifiedBy(input, scheme, presented);
+  if (!secret) return rejected("signature-mismatch");
+
+  const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
+  if (result.kind === "event" && result.identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
+  return result;
 }
 
 /** Where a payload's identity lives, as dotted JSON paths; a source's `*_path` options override each one. */
