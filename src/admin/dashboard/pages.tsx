@@ -396,9 +396,13 @@ type TimelineEntry = { at: number; label: string; state: string; detail?: string
 
 function timeline(detail: ReceiptDetail): TimelineEntry[] {
   const { receipt } = detail;
-  const entries: TimelineEntry[] = [{ at: receipt.receivedAt, label: `Received (${receipt.provenance})`, state: "ok" }];
+  const received = receipt.provenance === "reconciled" ? "Found by reconciliation" : "Received";
+  const entries: TimelineEntry[] = [{ at: receipt.receivedAt, label: received, state: "ok" }];
   if (receipt.relayedAt !== null) entries.push({ at: receipt.relayedAt, label: "Relayed to D1", state: "ok" });
-  if (receipt.enqueuedAt !== null) entries.push({ at: receipt.enqueuedAt, label: "Enqueued", state: "ok" });
+  // A replay resets enqueued_at, so for a replayed receipt this is the moment of the (latest) replay.
+  if (receipt.enqueuedAt !== null) {
+    entries.push({ at: receipt.enqueuedAt, label: receipt.provenance === "replayed" ? "Replayed: enqueued again" : "Enqueued", state: "ok" });
+  }
   for (const attempt of detail.attempts) {
     const parts = [
       attempt.durationMs !== null ? formatDuration(attempt.durationMs) : "unfinished",
@@ -412,7 +416,8 @@ function timeline(detail: ReceiptDetail): TimelineEntry[] {
   if (receipt.status === "pending" && receipt.nextAttemptAt !== null) {
     entries.push({ at: receipt.nextAttemptAt, label: "Next attempt due", state: "retry" });
   }
-  return entries;
+  // Stable sort: entries at the same millisecond keep the pipeline's order.
+  return entries.sort((a, b) => a.at - b.at);
 }
 
 export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {

@@ -1,0 +1,139 @@
+/** Command-line flags of `npm run bench`. Every rate and size the document names is a flag. */
+
+export interface BenchFlags {
+  events: number;
+  accounts: number;
+  seed: number;
+  creditShare: number;
+  tieChance: number;
+  duplicateChance: number;
+  ackLostChance: number;
+  concurrentChance: number;
+  shuffleChance: number;
+  shuffleWindow: number;
+  /** Deliveries the simulated sender keeps in flight. */
+  senderConcurrency: number;
+  crashEvents: number;
+  kills: number;
+  cronLeadMinutes: number;
+  perfSeconds: number;
+  perfLevels: number[];
+  e2eEvents: number;
+  phases: Set<Phase>;
+  check: boolean;
+  keepState: boolean;
+  stateDir: string;
+  jsonOut: string | null;
+  portBase: number;
+}
+
+export type Phase = "sim" | "crash" | "perf";
+
+const HELP = `npm run bench -- [flags]
+  --events N            simulation events (default 10000; 500 with --check)
+  --accounts N          accounts (default events/20, between 20 and 500)
+  --seed N              fault and workload seed (default 20261023)
+  --credit-share P      share of account.credited events (0.6)
+  --tie P               chance a plan change gets a same-second follow-up (0.05)
+  --dup P               duplicate delivered later (0.03)
+  --ack-lost P          response lost after commit, sender retries (0.02, drawn per attempt)
+  --concurrent P        first delivery arrives twice at once (0.01)
+  --shuffle P           delivery moved within the window (0.10)
+  --shuffle-window N    positions (20)
+  --sender-concurrency N deliveries in flight (8)
+  --crash-events N      events in the crash-recovery run (2000; 400 with --check)
+  --kills N             SIGKILLs of the runtime during that run (5; 2 with --check)
+  --cron-lead-minutes M after the crashes, fire the cron as if M minutes later (11: past the 5 min lease
+                        and the 10 min overdue grace of the re-drive)
+  --perf-seconds S      measured seconds per target and concurrency (5)
+  --perf-levels a,b,c   concurrency levels (1,16,64)
+  --e2e-events N        events for the end-to-end throughput run (2000)
+  --only sim,crash,perf phases to run (default all; --check runs sim)
+  --check               assert correctness only (never speed); exit 1 on any wrong number
+  --state-dir DIR       where runtime state goes (default .bench/state-<time>)
+  --keep-state          keep the state directories afterwards
+  --json FILE           also write every number as JSON
+  --port-base N         first of the ports used (8820; uses base..base+19)`;
+
+export function parseFlags(argv: readonly string[]): BenchFlags {
+  const given = new Map<string, string>();
+  const switches = new Set<string>();
+  for (let index = 0; index < argv.length; index++) {
+    const arg = argv[index]!;
+    if (arg === "--help" || arg === "-h") {
+      console.log(HELP);
+      process.exit(0);
+    }
+    if (!arg.startsWith("--")) throw new FlagError(`unexpected argument ${JSON.stringify(arg)}`);
+    const [name, inline] = arg.slice(2).split("=", 2) as [string, string | undefined];
+    if (name === "check" || name === "keep-state") {
+      switches.add(name);
+      continue;
+    }
+    const value = inline ?? argv[++index];
+    if (value === undefined) throw new FlagError(`--${name} needs a value`);
+    given.set(name, value);
+  }
+  const check = switches.has("check");
+  const known = new Set([
+    "events", "accounts", "seed", "credit-share", "tie", "dup", "ack-lost", "concurrent", "shuffle", "shuffle-window",
+    "sender-concurrency", "crash-events", "kills", "cron-lead-minutes", "perf-seconds", "perf-levels", "e2e-events", "only", "state-dir",
+    "json", "port-base",
+  ]);
+  for (const name of given.keys()) if (!known.has(name)) throw new FlagError(`unknown flag --${name} (see --help)`);
+
+  const integer = (name: string, fallback: number, min: number): number => {
+    const raw = given.get(name);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min) throw new FlagError(`--${name} must be an integer >= ${min}`);
+    return value;
+  };
+  const chance = (name: string, fallback: number): number => {
+    const raw = given.get(name);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < 0 || value > 1) throw new FlagError(`--${name} must be between 0 and 1`);
+    return value;
+  };
+
+  const events = integer("events", check ? 500 : 10_000, 1);
+  const phases = new Set<Phase>();
+  for (const phase of (given.get("only") ?? (check ? "sim" : "sim,crash,perf")).split(",")) {
+    if (phase !== "sim" && phase !== "crash" && phase !== "perf") throw new FlagError(`--only: unknown phase ${phase}`);
+    phases.add(phase);
+  }
+  const perfLevels = (given.get("perf-levels") ?? "1,16,64").split(",").map(Number);
+  if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
+    throw new FlagError("--perf-levels must be integers between 1 and 512");
+  }
+  return {
+    events,
+    accounts: integer("accounts", Math.min(500, Math.max(20, Math.floor(events / 20))), 1),
+    seed: integer("seed", 20261023, 0),
+    creditShare: chance("credit-share", 0.6),
+    tieChance: chance("tie", 0.05),
+    duplicateChance: chance("dup", 0.03),
+    ackLostChance: chance("ack-lost", 0.02),
+    concurrentChance: chance("concurrent", 0.01),
+    shuffleChance: chance("shuffle", 0.1),
+    shuffleWindow: integer("shuffle-window", 20, 0),
+    senderConcurrency: integer("sender-concurrency", 8, 1),
+    crashEvents: integer("crash-events", check ? 400 : 2000, 1),
+    kills: integer("kills", check ? 2 : 5, 0),
+    cronLeadMinutes: integer("cron-lead-minutes", 11, 0),
+    perfSeconds: integer("perf-seconds", 5, 1),
+    perfLevels,
+    e2eEvents: integer("e2e-events", 2000, 1),
+    phases,
+    check,
+    keepState: switches.has("keep-state"),
+    stateDir: given.get("state-dir") ?? `.bench/state-${new Date().toISOString().replace(/[:.]/g, "-")}`,
+    jsonOut: given.get("json") ?? null,
+    portBase: integer("port-base", 8820, 1024),
+  };
+}
+
+export class FlagError extends Error {
+  name = "FlagError";
+}

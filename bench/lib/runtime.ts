@@ -1,0 +1,186 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { connect } from "node:net";
+import { dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/**
+ * One local workerd runtime started through `wrangler dev`, in its own process group so that the bench can
+ * SIGKILL exactly the processes it started (wrangler's node process and its workerd children) and nothing else.
+ */
+
+// The package exports only its API entry (wrangler-dist/cli.js); the CLI launcher sits beside it.
+const wranglerCli = join(dirname(createRequire(import.meta.url).resolve("wrangler")), "..", "bin", "wrangler.js");
+const childEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" };
+
+export interface RuntimeOptions {
+  label: string;
+  configPath: string;
+  persistDir: string;
+  port: number;
+  inspectorPort: number;
+  envFile: string | null;
+  logFile: string;
+  readyPath: string;
+}
+
+export class Runtime {
+  readonly options: RuntimeOptions;
+  private child: ChildProcess | null = null;
+  private exited: Promise<void> = Promise.resolve();
+  /** Highest VmHWM seen per workerd pid, sampled before each stop or kill (the kernel forgets it on exit). */
+  private readonly peakRssKb = new Map<number, number>();
+
+  constructor(options: RuntimeOptions) {
+    this.options = options;
+  }
+
+  get origin(): string {
+    return `http://127.0.0.1:${this.options.port}`;
+  }
+
+  async start(timeoutMs = 90_000): Promise<void> {
+    const { options } = this;
+    // Readiness is "the port answers": a leftover server on it would answer for us, so refuse to start instead.
+    if (await portAnswers(options.port)) throw new Error(`${options.label}: port ${options.port} is already in use`);
+    const log = openSync(options.logFile, "a");
+    const args = [
+      wranglerCli, "dev",
+      "--config", options.configPath,
+      "--ip", "127.0.0.1",
+      "--port", String(options.port),
+      "--inspector-port", String(options.inspectorPort),
+      "--persist-to", options.persistDir,
+      "--show-interactive-dev-session=false",
+      "--log-level", "warn",
+      ...(options.envFile ? ["--env-file", options.envFile] : []),
+    ];
+    const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: childEnv });
+    closeSync(log);
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`${options.label}: wrangler dev exited early; see ${options.logFile}`);
+      }
+      try {
+        const response = await fetch(`${this.origin}${options.readyPath}`, { signal: AbortSignal.timeout(2000) });
+        await response.arrayBuffer();
+        if (response.ok) return;
+      } catch {
+        // not listening yet
+      }
+      await sleep(200);
+    }
+    throw new Error(`${options.label}: not ready after ${timeoutMs} ms; see ${options.logFile}`);
+  }
+
+  /** SIGKILL the whole process group: no shutdown hooks, no flushes — a crash. */
+  async kill(): Promise<void> {
+    this.samplePeakRss();
+    await this.signalGroup("SIGKILL");
+  }
+
+  async stop(): Promise<void> {
+    this.samplePeakRss();
+    if (!this.child) return;
+    const exited = this.exited;
+    this.signalGroupNow("SIGTERM");
+    const timer = sleep(5000).then(() => "timeout" as const);
+    if ((await Promise.race([exited.then(() => "exited" as const), timer])) === "timeout") this.signalGroupNow("SIGKILL");
+    await this.waitForGroupToEnd();
+    this.child = null;
+  }
+
+  /** workerd processes of this runtime (wrangler dev runs a proxy runtime and the Worker's runtime). */
+  workerdPids(): number[] {
+    const group = this.child?.pid;
+    if (!group) return [];
+    return processesInGroup(group).filter((pid) => readProc(pid, "comm")?.trim() === "workerd");
+  }
+
+  samplePeakRss(): void {
+    for (const pid of this.workerdPids()) {
+      const status = readProc(pid, "status") ?? "";
+      const match = /VmHWM:\s+(\d+) kB/.exec(status);
+      if (match) this.peakRssKb.set(pid, Math.max(this.peakRssKb.get(pid) ?? 0, Number(match[1])));
+    }
+  }
+
+  /** Peak resident memory of the largest workerd process of this runtime, in MiB. */
+  peakRssMiB(): number {
+    this.samplePeakRss();
+    return Math.max(0, ...this.peakRssKb.values()) / 1024;
+  }
+
+  private async signalGroup(signal: NodeJS.Signals): Promise<void> {
+    this.signalGroupNow(signal);
+    await this.waitForGroupToEnd();
+    this.child = null;
+  }
+
+  private signalGroupNow(signal: NodeJS.Signals): void {
+    const group = this.child?.pid;
+    if (!group) return;
+    try {
+      process.kill(-group, signal);
+    } catch {
+      // the group is already gone
+    }
+  }
+
+  private async waitForGroupToEnd(): Promise<void> {
+    const group = this.child?.pid;
+    if (!group) return;
+    await this.exited;
+    const deadline = Date.now() + 10_000;
+    while (processesInGroup(group).length > 0 && Date.now() < deadline) await sleep(50);
+  }
+}
+
+function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+function readProc(pid: number, file: string): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+/** Live (non-zombie) processes whose process group is `group`. */
+function processesInGroup(group: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readProc(Number(entry), "stat");
+    if (!stat) continue;
+    // Fields after the parenthesised command name: state, ppid, pgrp, ...
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[0] !== "Z" && Number(fields[2]) === group) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** `wrangler d1 migrations apply DB --local` into this persist directory, before the runtime starts. */
+export function applyMigrations(configPath: string, persistDir: string, logFile: string): void {
+  const log = openSync(logFile, "a");
+  const result = spawnSync(
+    process.execPath,
+    [wranglerCli, "d1", "migrations", "apply", "DB", "--local", "--config", configPath, "--persist-to", persistDir],
+    { stdio: ["ignore", log, log], env: childEnv },
+  );
+  closeSync(log);
+  if (result.status !== 0) throw new Error(`migrations failed; see ${logFile}`);
+}

@@ -1,0 +1,73 @@
+import { randomBytes } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { unstable_readConfig } from "wrangler";
+import { applyMigrations, Runtime } from "./runtime.ts";
+
+/**
+ * Everything one bench runtime needs on disk: a snapshot of the receiver's sources (so another engineer's edit
+ * cannot hot-reload the Worker mid-measurement), freshly generated secrets in an env file, and a persist
+ * directory with the D1 migrations applied.
+ */
+
+const repoRoot = resolve(import.meta.dirname, "..", "..");
+
+export interface ReceiverDeployment {
+  configPath: string;
+  envFile: string;
+  demoSecret: string;
+}
+
+export function snapshotReceiver(stateDir: string): ReceiverDeployment {
+  const snapshot = join(stateDir, "receiver");
+  mkdirSync(snapshot, { recursive: true });
+  for (const entry of ["src", "migrations", "wrangler.toml", "tsconfig.json", "package.json"]) {
+    if (existsSync(join(repoRoot, entry))) cpSync(join(repoRoot, entry), join(snapshot, entry), { recursive: true });
+  }
+  // Bundling resolves packages from the snapshot upwards; the link makes that work for a state dir outside the repo.
+  if (!existsSync(join(snapshot, "node_modules"))) symlinkSync(join(repoRoot, "node_modules"), join(snapshot, "node_modules"));
+  const configPath = join(snapshot, "wrangler.toml");
+
+  // A random secret for every secret any configured source names: nothing from .dev.vars is reused.
+  const sources = (unstable_readConfig({ config: configPath }).vars.SOURCES ?? {}) as Record<string, { secrets?: unknown[] }>;
+  const secretNames = new Set(["DEMO_WEBHOOK_SECRET", "GATEWAY_SIGNING_SECRET", "ADMIN_TOKEN"]);
+  for (const source of Object.values(sources)) {
+    for (const entry of source.secrets ?? []) {
+      const name = typeof entry === "string" ? entry : (entry as { name?: unknown }).name;
+      if (typeof name === "string") secretNames.add(name);
+    }
+  }
+  const secrets = new Map([...secretNames].map((name) => [name, `whsec_${randomBytes(24).toString("base64")}`]));
+  const envFile = join(stateDir, "bench.env");
+  writeFileSync(envFile, [...secrets].map(([name, value]) => `${name}=${value}`).join("\n") + "\n", { mode: 0o600 });
+  return { configPath, envFile, demoSecret: secrets.get("DEMO_WEBHOOK_SECRET")! };
+}
+
+export function receiverRuntime(deployment: ReceiverDeployment, stateDir: string, label: string, port: number, inspectorPort: number): Runtime {
+  const persistDir = join(stateDir, `${label}-persist`);
+  const logFile = join(stateDir, `${label}.log`);
+  applyMigrations(deployment.configPath, persistDir, logFile);
+  return new Runtime({
+    label,
+    configPath: deployment.configPath,
+    persistDir,
+    port,
+    inspectorPort,
+    envFile: deployment.envFile,
+    logFile,
+    readyPath: "/health",
+  });
+}
+
+export function bareRuntime(stateDir: string, port: number, inspectorPort: number): Runtime {
+  return new Runtime({
+    label: "bare",
+    configPath: join(repoRoot, "bench", "bare-worker", "wrangler.toml"),
+    persistDir: join(stateDir, "bare-persist"),
+    port,
+    inspectorPort,
+    envFile: null,
+    logFile: join(stateDir, "bare.log"),
+    readyPath: "/",
+  });
+}

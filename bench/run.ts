@@ -1,0 +1,263 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench`: the receiver on local workerd (wrangler dev, persisted state), driven over HTTP by a
+ * simulated at-least-once sender whose every delivery is signed by the `standardwebhooks` library.
+ * Phases: correctness simulation with a naive control, crash recovery under SIGKILL, side-by-side
+ * performance against a bare Worker, and a cost model. `--check` runs the correctness phases only and exits 1
+ * when any correctness number is wrong; it never asserts speed.
+ */
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
+import { FlagError, parseFlags, type BenchFlags } from "./lib/flags.ts";
+import { measureLevel, type LevelResult } from "./lib/perf.ts";
+import { mulberry32 } from "./lib/random.ts";
+import type { Runtime } from "./lib/runtime.ts";
+import { Sender } from "./lib/sender.ts";
+import { bareRuntime, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
+import { ReceiptStore } from "./lib/store.ts";
+import { playSchedule } from "./lib/stream.ts";
+import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
+import { waitUntilFinished } from "./lib/wait.ts";
+import { makeWorkload, scheduleDeliveries } from "./lib/workload.ts";
+
+const results: Record<string, unknown> = {};
+const failures: string[] = [];
+const runtimes: Runtime[] = [];
+
+async function main(flags: BenchFlags): Promise<void> {
+  const stateDir = resolve(flags.stateDir);
+  mkdirSync(stateDir, { recursive: true });
+  printHeader(flags, stateDir);
+  const deployment = snapshotReceiver(stateDir);
+
+  let receiver: Runtime | null = null;
+  if (flags.phases.has("sim") || flags.phases.has("perf")) {
+    receiver = receiverRuntime(deployment, stateDir, "receiver", flags.portBase, flags.portBase + 10);
+    runtimes.push(receiver);
+    await receiver.start();
+  }
+  if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
+  if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
+  if (flags.phases.has("perf")) await performance_(flags, deployment, receiver!, stateDir);
+}
+
+function printHeader(flags: BenchFlags, stateDir: string): void {
+  console.log("edge-webhook-receiver bench (simulated sender, synthetic data, real local runtime)");
+  console.log(`date: ${new Date().toISOString()}  node: ${process.version}  machine: ${os.cpus()[0]?.model ?? "?"} x${os.cpus().length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB`);
+  console.log(`runtime: wrangler dev (workerd) with --persist-to under ${stateDir}`);
+  console.log(`seed: ${flags.seed}  sender concurrency: ${flags.senderConcurrency}`);
+  console.log(
+    `chances: duplicate ${flags.duplicateChance}, response lost after commit ${flags.ackLostChance} (per attempt), ` +
+      `concurrent redelivery ${flags.concurrentChance}, shuffled ${flags.shuffleChance} (window ${flags.shuffleWindow}), same-second plan pair ${flags.tieChance}`,
+  );
+}
+
+async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {
+  const workload = makeWorkload(flags, flags.events, "sim_evt_", "acct_");
+  const schedule = scheduleDeliveries(flags, workload.events);
+  const credits = workload.events.filter((event) => event.kind === "credit").length;
+  console.log(
+    `\n== 1. correctness simulation: ${workload.events.length} events (${credits} credit, ${workload.events.length - credits} plan), ` +
+      `${flags.accounts} accounts, ${workload.sameSecondPairs} same-second plan pairs, ${schedule.length} scheduled sends`,
+  );
+  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: flags.senderConcurrency * 2 });
+  const startedAt = performance.now();
+  const stream = await playSchedule(sender, schedule, { seed: flags.seed, ackLostChance: flags.ackLostChance, concurrency: flags.senderConcurrency });
+  sender.close();
+  const store = new ReceiptStore(receiver.options.persistDir);
+  const waited = await waitUntilFinished(store, "sim_evt_", workload.events.length, { origin: () => receiver.origin, startedAt });
+  const rows = [receiverVerdict(store, workload, stream, "sim_evt_", "acct_"), naiveVerdict(workload, stream)];
+  console.log(formatTable(rows));
+  console.log(
+    `sender: ${stream.deliveries} requests in ${(stream.elapsedMs / 1000).toFixed(1)} s (${stream.ackLostResends} resent after a lost response, ` +
+      `${stream.connectionErrors} connection errors); every event finished ${(waited.elapsedMs / 1000).toFixed(1)} s ` +
+      `after the first send (${((workload.events.length / waited.elapsedMs) * 1000).toFixed(0)} events/s end to end); cron fired by the bench: ${waited.cronTriggers}`,
+  );
+  console.log(`receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`);
+  assertCorrect("simulation", rows[0]!);
+  const control = rows[1]!;
+  if (control.duplicateEvents === 0 && control.staleAccounts === 0 && flags.events >= 1000) {
+    failures.push("simulation: the naive control shows no fault, so the fault injection is not working");
+  }
+  results.simulation = { rows, stream: { ...stream, arrivals: undefined }, wait: { ...waited, counts: Object.fromEntries(waited.counts) } };
+
+  const counts: RunCounts = store.read((database) => ({
+    accepted: workload.events.length,
+    httpDeliveries: stream.deliveries,
+    ...(database
+      .prepare(
+        `SELECT COUNT(DISTINCT relayed_at) AS relayBatches, COUNT(DISTINCT enqueued_at) AS enqueueBatches,
+           SUM(attempts) AS processingAttempts,
+           SUM(CASE WHEN event_type = 'account.plan_changed' THEN 1 ELSE 0 END) AS planEvents
+         FROM receipts WHERE source = 'demo' AND event_key LIKE 'sim_evt_%'`,
+      )
+      .get() as { relayBatches: number; enqueueBatches: number; processingAttempts: number; planEvents: number }),
+  }));
+  const cost = costModel(counts);
+  console.log(`\n== 4. cost model (from the simulation's counts; method in docs/performance.md)\n${formatCost(cost)}`);
+  results.cost = cost;
+}
+
+async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
+  const runtime = receiverRuntime(deployment, stateDir, "crash", flags.portBase + 2, flags.portBase + 12);
+  runtimes.push(runtime);
+  await runtime.start();
+  const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
+  const schedule = scheduleDeliveries(flags, workload.events);
+  console.log(`\n== 2. crash recovery: ${workload.events.length} events, ${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`);
+  const sender = new Sender({ origin: runtime.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: flags.senderConcurrency * 2, timeoutMs: 10_000 });
+  const startedAt = performance.now();
+  const streamDone = playSchedule(sender, schedule, { seed: flags.seed, ackLostChance: flags.ackLostChance, concurrency: flags.senderConcurrency });
+  let streaming = true;
+  void streamDone.then(() => (streaming = false), () => (streaming = false));
+
+  const random = mulberry32(flags.seed ^ 0x5eed);
+  const killTimes: number[] = [];
+  const restartSeconds: number[] = [];
+  for (let kill = 0; kill < flags.kills; kill++) {
+    // Spread over the sending phase when it is still going, and into the processing tail otherwise.
+    await sleep(streaming ? 1500 + random() * 3500 : 200 + random() * 1500);
+    killTimes.push((performance.now() - startedAt) / 1000);
+    await runtime.kill();
+    const restartAt = performance.now();
+    await runtime.start();
+    restartSeconds.push((performance.now() - restartAt) / 1000);
+  }
+  const stream = await streamDone;
+  sender.close();
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const waited = await waitUntilFinished(store, "crash_evt_", workload.events.length, {
+    origin: () => runtime.origin,
+    startedAt,
+    stallMs: 180_000,
+    cronLeadMs: flags.cronLeadMinutes * 60_000,
+  });
+  const row = { ...receiverVerdict(store, workload, stream, "crash_evt_", "crash_acct_"), handler: "receiver, with kills" };
+  console.log(formatTable([row]));
+  console.log(
+    `kills at ${killTimes.map((t) => `${t.toFixed(1)} s`).join(", ")}; restarts took ${restartSeconds.map((t) => t.toFixed(1)).join(", ")} s; ` +
+      `sender saw ${stream.connectionErrors} refused/timed-out requests and ${stream.status5xx} 5xx, retried until acknowledged` +
+      (stream.abandoned ? ` (${stream.abandoned} abandoned!)` : ""),
+  );
+  console.log(
+    `after recovery: events lost ${row.lost}, applied twice ${row.duplicateEvents} (extra applies ${row.extraApplies}); ` +
+      `finished ${(waited.elapsedMs / 1000).toFixed(1)} s after the first send; cron fired by the bench: ${waited.cronTriggers} ` +
+      `(each as if ${flags.cronLeadMinutes} min later); ` +
+      `receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
+  );
+  assertCorrect("crash recovery", row);
+  if (stream.abandoned > 0) failures.push(`crash recovery: the sender gave up on ${stream.abandoned} events`);
+  results.crash = { row, kills: killTimes, restartSeconds, stream: { ...stream, arrivals: undefined }, cronTriggers: waited.cronTriggers };
+  await runtime.stop();
+}
+
+async function performance_(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
+  const bare = bareRuntime(stateDir, flags.portBase + 1, flags.portBase + 11);
+  runtimes.push(bare);
+  await bare.start();
+  console.log(`\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`);
+  const levels: Array<{ bare: LevelResult; receiver: LevelResult }> = [];
+  const header = `${"concurrency".padEnd(12)}${"target".padEnd(22)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
+  console.log(header);
+  const print = (result: LevelResult) =>
+    console.log(
+      `${String(result.concurrency).padEnd(12)}${result.target.padEnd(22)}${result.requestsPerSecond.toFixed(0).padStart(9)}` +
+        `${result.p50.toFixed(1).padStart(9)}${result.p95.toFixed(1).padStart(9)}${result.p99.toFixed(1).padStart(9)}${String(result.non2xx).padStart(9)}`,
+    );
+  for (const concurrency of flags.perfLevels) {
+    const common = { path: "/webhooks/demo", secret: deployment.demoSecret, concurrency, seconds: flags.perfSeconds, accountPrefix: "perf_acct_" };
+    const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_` });
+    print(bareResult);
+    const receiverResult = await measureLevel({ ...common, target: "(b) receiver ack", origin: receiver.origin, keyPrefix: `perf_ack_c${concurrency}_` });
+    print(receiverResult);
+    console.log(
+      `${"".padEnd(12)}${"(b)/(a)".padEnd(22)}${(receiverResult.requestsPerSecond / bareResult.requestsPerSecond).toFixed(2).padStart(9)}` +
+        `${(receiverResult.p50 / bareResult.p50).toFixed(1).padStart(9)}${(receiverResult.p95 / bareResult.p95).toFixed(1).padStart(9)}${(receiverResult.p99 / bareResult.p99).toFixed(1).padStart(9)}`,
+    );
+    levels.push({ bare: bareResult, receiver: receiverResult });
+  }
+
+  // End to end: fresh events at the highest level, timed from the first send until every one is processed.
+  const store = new ReceiptStore(receiver.options.persistDir);
+  await waitUntilFinished(store, "perf_ack_", Number.MAX_SAFE_INTEGER, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
+  const concurrency = Math.max(...flags.perfLevels);
+  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: concurrency });
+  const startedAt = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let n = next++; n < flags.e2eEvents; n = next++) {
+        const body = JSON.stringify({ type: "account.credited", data: { account: `e2e_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } });
+        for (;;) {
+          const outcome = await sender.deliver(`e2e_evt_${n}`, body);
+          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
+        }
+      }
+    }),
+  );
+  const ackedMs = performance.now() - startedAt;
+  sender.close();
+  const waited = await waitUntilFinished(store, "e2e_evt_", flags.e2eEvents, { origin: () => receiver.origin, startedAt });
+  const e2e = {
+    events: flags.e2eEvents,
+    concurrency,
+    ackedSeconds: ackedMs / 1000,
+    processedSeconds: waited.elapsedMs / 1000,
+    eventsPerSecond: (waited.finished / waited.elapsedMs) * 1000,
+    finished: waited.finished,
+  };
+  console.log(
+    `end to end: ${e2e.events} events at concurrency ${concurrency}: all acknowledged after ${e2e.ackedSeconds.toFixed(1)} s, ` +
+      `${e2e.finished} processed after ${e2e.processedSeconds.toFixed(1)} s = ${e2e.eventsPerSecond.toFixed(0)} events/s until every event is processed`,
+  );
+  const memory = { receiverPeakRssMiB: receiver.peakRssMiB(), bareWorkerPeakRssMiB: bare.peakRssMiB() };
+  console.log(
+    `peak RSS (VmHWM of the largest workerd process): receiver ${memory.receiverPeakRssMiB.toFixed(0)} MiB, bare Worker ${memory.bareWorkerPeakRssMiB.toFixed(0)} MiB`,
+  );
+  results.performance = { levels, e2e, memory };
+}
+
+function assertCorrect(phase: string, row: VerdictRow): void {
+  for (const problem of correctnessProblems(row)) failures.push(`${phase}: ${problem}`);
+}
+
+async function shutdown(keepState: boolean, stateDir: string): Promise<void> {
+  await Promise.all(runtimes.map((runtime) => runtime.stop().catch(() => undefined)));
+  if (!keepState) rmSync(resolve(stateDir), { recursive: true, force: true });
+}
+
+let flags: BenchFlags;
+try {
+  flags = parseFlags(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof FlagError) {
+    console.error(`bench: ${error.message}`);
+    process.exit(2);
+  }
+  throw error;
+}
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    void shutdown(flags.keepState, flags.stateDir).finally(() => process.exit(130));
+  });
+}
+let crashed: unknown = null;
+try {
+  await main(flags);
+} catch (error) {
+  crashed = error;
+}
+await shutdown(flags.keepState || crashed !== null, flags.stateDir);
+if (flags.jsonOut) writeFileSync(flags.jsonOut, JSON.stringify({ flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2));
+if (crashed) {
+  console.error(`\nbench failed: ${crashed instanceof Error ? crashed.stack : String(crashed)}\nstate kept in ${join(resolve(flags.stateDir))}`);
+  process.exit(1);
+}
+if (failures.length > 0) {
+  console.error(`\nCORRECTNESS FAILURES:\n  ${failures.join("\n  ")}`);
+  process.exit(1);
+}
+console.log(flags.check ? "\ncheck passed: every correctness number is right" : "\ndone");

@@ -1,0 +1,240 @@
+/**
+ * The dashboard, end to end in a real browser: Debian's chromium driven by playwright-core against the Worker
+ * running under `wrangler dev` with its own on-disk D1, Durable Objects and queue. Node-side (run by
+ * `npm run test:browser`), because the browser and wrangler are processes the workerd test pool cannot start.
+ */
+import assert from "node:assert/strict";
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { Webhook } from "standardwebhooks";
+
+const PORT = Number(process.env.ADMIN_BROWSER_PORT ?? 8811);
+const INSPECTOR_PORT = PORT + 1;
+const BASE = `http://127.0.0.1:${PORT}`;
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const WRANGLER = join(process.cwd(), "node_modules", ".bin", "wrangler");
+const ADMIN_TOKEN = `browser-test-admin-${crypto.randomUUID()}`;
+const DEMO_SECRET = `whsec_${Buffer.from(`browser-demo-secret-${crypto.randomUUID()}`).toString("base64")}`;
+export const SCREENSHOTS = process.env.SCREENSHOT_DIR ?? join(tmpdir(), "admin-dashboard-screenshots");
+
+const workDir = mkdtempSync(join(tmpdir(), "admin-browser-"));
+const persistTo = join(workDir, "state");
+const envFile = join(workDir, ".dev.vars");
+let worker: ChildProcess | undefined;
+let workerLog = "";
+let context: BrowserContext | undefined;
+const requestedUrls: string[] = [];
+
+function wrangler(args: string[]): string {
+  return execFileSync(WRANGLER, args, { encoding: "utf8", env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" }, stdio: ["ignore", "pipe", "pipe"] });
+}
+
+async function waitForHealth(timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (worker?.exitCode !== null && worker?.exitCode !== undefined) throw new Error(`wrangler dev exited:\n${workerLog}`);
+    try {
+      if ((await fetch(`${BASE}/health`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`wrangler dev did not answer on ${BASE} within ${timeoutMs} ms:\n${workerLog}`);
+}
+
+async function deliver(eventKey: string, payload: unknown): Promise<{ status: string; receipt: string }> {
+  const body = JSON.stringify(payload);
+  const now = new Date();
+  const response = await fetch(`${BASE}/webhooks/demo`, {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": eventKey,
+      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+      "webhook-signature": new Webhook(DEMO_SECRET).sign(eventKey, now, body),
+    },
+  });
+  assert.equal(response.status, 200, `delivery ${eventKey} answered ${response.status}`);
+  return (await response.json()) as { status: string; receipt: string };
+}
+
+async function adminApi<T>(path: string): Promise<T> {
+  const response = await fetch(`${BASE}/admin/api${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(response.status, 200, `GET /admin/api${path} answered ${response.status}`);
+  return (await response.json()) as T;
+}
+
+async function waitForStatus(receiptId: string, statuses: string[], minAttempts = 1): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const detail = await adminApi<{ receipt: { status: string }; attempts: unknown[] }>(`/receipts/${receiptId}`).catch(() => null);
+    if (detail && statuses.includes(detail.receipt.status) && detail.attempts.length >= minAttempts) return;
+    if (Date.now() > deadline) throw new Error(`receipt ${receiptId} never reached ${statuses.join("|")}:\n${workerLog.slice(-3000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function shoot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+const events = {
+  credited: `msg_browser_credit_${crypto.randomUUID()}`,
+  plan: `msg_browser_plan_${crypto.randomUUID()}`,
+  broken: `msg_browser_broken_${crypto.randomUUID()}`,
+};
+const receipts: Record<keyof typeof events, string> = { credited: "", plan: "", broken: "" };
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `chromium is missing at ${CHROMIUM}: run .ci/browser-deps.sh`);
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  writeFileSync(envFile, `DEMO_WEBHOOK_SECRET="${DEMO_SECRET}"\nGATEWAY_SIGNING_SECRET="whsec_Z2F0ZXdheS1icm93c2VyLXRlc3Q="\nADMIN_TOKEN="${ADMIN_TOKEN}"\n`);
+  wrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo]);
+  worker = spawn(
+    WRANGLER,
+    ["dev", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR_PORT), "--persist-to", persistTo,
+      "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
+    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } },
+  );
+  worker.stdout?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
+  worker.stderr?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
+  await waitForHealth();
+
+  receipts.credited = (await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })).receipt;
+  assert.equal((await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })).status, "duplicate");
+  receipts.plan = (await deliver(events.plan, { type: "account.plan_changed", data: { account: "acct_0042", plan: "plan_v7", version: 7 } })).receipt;
+  receipts.broken = (await deliver(events.broken, { type: "account.credited", data: { account: "acct_0042", amount: "lots" } })).receipt;
+  await waitForStatus(receipts.credited, ["processed"]);
+  await waitForStatus(receipts.plan, ["processed"]);
+  await waitForStatus(receipts.broken, ["dead"]);
+  // An alert, written the way an operator would look at one: straight into D1 with wrangler.
+  wrangler(["d1", "execute", "DB", "--local", "--persist-to", persistTo, "--command",
+    `INSERT INTO alerts (id, source, kind, state, detail, opened_at) VALUES ('01KBROWSERALERT00000000001', 'demo', 'silence', 'open', 'no deliveries for 1h', ${Date.now()})`]);
+
+  context = await chromium.launchPersistentContext(join(workDir, "profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1400, height: 900 },
+  });
+  context.on("request", (request) => requestedUrls.push(request.url()));
+});
+
+after(async () => {
+  await context?.close();
+  if (worker?.pid && worker.exitCode === null) {
+    process.kill(-worker.pid, "SIGTERM");
+    await new Promise((resolve) => worker!.once("exit", resolve));
+  }
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+test("signing in: the token is refused when wrong, then traded for an HttpOnly session cookie", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin`);
+  assert.equal(new URL(page.url()).pathname, "/admin/login");
+  await page.fill("#token", "not-the-token");
+  await page.click("button[type=submit]");
+  assert.match(await page.textContent(".error") ?? "", /not accepted/);
+
+  await page.fill("#token", ADMIN_TOKEN);
+  await page.click("button[type=submit]");
+  await page.waitForURL(`${BASE}/admin`);
+  const [session] = (await context!.cookies(`${BASE}/admin`)).filter((cookie) => cookie.name === "admin_session");
+  assert.ok(session, "the session cookie is set");
+  assert.equal(session.httpOnly, true);
+  assert.equal(session.secure, true);
+  assert.equal(session.sameSite, "Strict");
+  assert.ok(!session.value.includes(ADMIN_TOKEN));
+  assert.equal(await page.evaluate(() => document.cookie.includes("admin_session")), false, "scripts cannot read the session");
+  await page.close();
+});
+
+test("sources with their health, and open alerts", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin`);
+  const demoRow = page.locator('#sources tr[data-source="demo"]');
+  assert.equal(await demoRow.locator(".badge").textContent(), "failing");
+  assert.equal((await demoRow.locator("td").nth(2).textContent())?.trim(), "3");
+  assert.match(await page.locator("#alerts").textContent() ?? "", /no deliveries for 1h/);
+  await shoot(page, "overview");
+
+  await demoRow.locator("a").first().click();
+  await page.waitForURL(`${BASE}/admin/sources/demo`);
+  assert.equal((await page.locator("#duplicates .value").textContent())?.trim(), "1", "one live duplicate counted by the claim shards");
+  assert.equal((await page.locator("#received .value").textContent())?.trim(), "3");
+  await shoot(page, "source");
+  await page.close();
+});
+
+test("the receipts table filters, and a receipt shows its attempt timeline and body", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/receipts`);
+  assert.equal(await page.locator("#receipts tbody tr").count(), 3);
+  await page.selectOption('select[name="status"]', "processed");
+  await page.click(".filters button[type=submit]");
+  await page.waitForURL(/status=processed/);
+  const statuses = await page.locator("#receipts tbody .badge").allTextContents();
+  assert.deepEqual(statuses, ["processed", "processed"]);
+
+  await page.fill('input[name="event_key"]', events.plan);
+  await page.click(".filters button[type=submit]");
+  await page.waitForURL(/event_key=/);
+  assert.equal(await page.locator("#receipts tbody tr").count(), 1);
+  await page.locator(`#receipts tr[data-receipt="${receipts.plan}"] a`).click();
+  await page.waitForURL(`${BASE}/admin/receipts/${receipts.plan}`);
+  assert.match(await page.locator("#timeline").textContent() ?? "", /Received.*Enqueued.*Attempt 1: processed.*Finished: processed/s);
+  assert.match(await page.locator("#body").textContent() ?? "", /"plan":"plan_v7"/);
+  await page.close();
+});
+
+test("a dead letter is replayed from the dashboard and its timeline shows the second run", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/dead`);
+  const row = page.locator(`#receipts tr[data-receipt="${receipts.broken}"]`);
+  assert.match(await row.textContent() ?? "", /data\.amount must be an integer/);
+  await row.locator('input[type="checkbox"]').check();
+  await page.click('button[value="selected"]');
+  await page.waitForURL(/\/admin\/dead\?replayed=1/);
+  assert.equal((await page.textContent(".flash"))?.trim(), "1 receipt(s) replayed.");
+
+  // The payload is still wrong, so the replay dies again — after a second, recorded attempt.
+  await waitForStatus(receipts.broken, ["dead"], 2);
+  await page.goto(`${BASE}/admin/receipts/${receipts.broken}`);
+  const timeline = (await page.locator("#timeline").textContent()) ?? "";
+  assert.match(timeline, /Received.*Attempt 1: dead.*Replayed: enqueued again.*Attempt 2: dead/s);
+  await shoot(page, "receipt");
+
+  await page.click("#replay");
+  await page.waitForURL(/replay=replayed/);
+  await page.close();
+});
+
+test("the audit recipes run through wrangler d1 execute, verbatim from docs/audit.md", () => {
+  const doc = readFileSync("docs/audit.md", "utf8");
+  const deadSince = /<!-- recipe: dead-since -->\s*```sql\n([\s\S]*?)```/.exec(doc)?.[1]?.trim();
+  assert.ok(deadSince);
+  const output = wrangler(["d1", "execute", "DB", "--local", "--persist-to", persistTo, "--json", "--command", deadSince]);
+  const [{ results }] = JSON.parse(output) as [{ results: { event_key: string }[] }];
+  assert.ok(results.some((row) => row.event_key === events.broken), "the dead demo event is listed");
+});
+
+test("signing out ends the session, and the token never appeared in a URL", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/alerts`);
+  await page.click("header form button");
+  await page.waitForURL(`${BASE}/admin/login`);
+  await page.goto(`${BASE}/admin/dead`);
+  assert.equal(new URL(page.url()).pathname, "/admin/login");
+  await shoot(page, "login");
+  assert.ok(requestedUrls.length > 10);
+  assert.ok(requestedUrls.every((url) => !url.includes(ADMIN_TOKEN)));
+  await page.close();
+});
