@@ -48,7 +48,8 @@ describe("one claim per event key", () => {
 
     await waitForStatus("demo", "msg_retry");
     await settle();
-    // A retry long after processing is still a duplicate: the key outlives the attempt window.
+    // The shard has dropped the body and kept only the key and hash; that tombstone still answers a late retry.
+    expect(await shardClaim("demo", "msg_retry")).toMatchObject({ receiptId: accepted.receipt, hasBody: false, relayedAt: expect.any(Number) });
     const late = await deliverDemo("msg_retry", payload);
     expect(await late.json()).toEqual({ status: "duplicate", receipt: accepted.receipt });
     await settle();

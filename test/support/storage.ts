@@ -13,19 +13,22 @@ export interface ShardClaimRow {
   receiptId: string;
   payloadSha256: string;
   relayedAt: number | null;
+  /** False once relayed: the shard keeps only the key and hash, the dedupe tombstone. */
+  hasBody: boolean;
 }
 
 /** The claim row for a key in the shard that owns it (under the given env's shard count), or null. */
 export async function shardClaim(source: string, eventKey: string, shardEnv: Env = env): Promise<ShardClaimRow | null> {
   return runInDurableObject(shardFor(shardEnv, source, eventKey), (_instance: ClaimShard, state) => {
     const row = state.storage.sql
-      .exec<{ receiptId: string; payloadSha256: string; relayedAt: number | null }>(
-        "SELECT receipt_id AS receiptId, payload_sha256 AS payloadSha256, relayed_at AS relayedAt FROM claims WHERE source = ? AND event_key = ?",
+      .exec<{ receiptId: string; payloadSha256: string; relayedAt: number | null; hasBody: number }>(
+        `SELECT receipt_id AS receiptId, payload_sha256 AS payloadSha256, relayed_at AS relayedAt, body IS NOT NULL AS hasBody
+         FROM claims WHERE source = ? AND event_key = ?`,
         source,
         eventKey,
       )
       .toArray()[0];
-    return row ?? null;
+    return row ? { ...row, hasBody: row.hasBody === 1 } : null;
   });
 }
 
