@@ -158,8 +158,20 @@ export class ClaimShard extends DurableObject<Env> {
     if (report.remaining > 0) await this.ctx.storage.setAlarm(Date.now());
   }
 
-  /** Relays one batch now. Called by the alarm, and by the cron and tests through RPC. */
-  async relay(): Promise<RelayReport> {
+  /**
+   * Relays one batch now. Called by the alarm, and by the cron and tests through RPC. Overlapping calls share one
+   * batch: D1's awaits let a second call in, and two relays of the same rows would send each one to the queue twice.
+   */
+  relay(): Promise<RelayReport> {
+    this.relaying ??= this.relayBatch().finally(() => {
+      this.relaying = null;
+    });
+    return this.relaying;
+  }
+
+  private relaying: Promise<RelayReport> | null = null;
+
+  private async relayBatch(): Promise<RelayReport> {
     const claims = withinBudget<PendingClaim>(
       this.sql.exec(
         `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,

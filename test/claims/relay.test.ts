@@ -4,7 +4,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { RELAY_BATCH_BYTES } from "../../src/claims/shard";
 import { credit, eventually, post, signDemo } from "../support/deliveries";
-import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
+import { breakShardBindings, countingQueue, relayFailures, unreachableD1 } from "../support/failpoints";
 import { keysInOneShard, settle } from "../support/storage";
 
 /** Relay batching: a backlog drains in bounded batches, by count and by bytes, until nothing is left. */
@@ -68,5 +68,32 @@ describe("relay batches", () => {
     for (const batch of batches) expect(batch.bytes).toBeLessThanOrEqual(RELAY_BATCH_BYTES);
     const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_large_body'").first<{ credits: number }>();
     expect(credited?.credits).toBe(12);
+  });
+
+  it("shares one batch between overlapping relays, so each receipt is sent to the queue once", async () => {
+    const keys = keysInOneShard("msg_overlap", 10);
+    const shard = shardFor(env, "demo", keys[0]!);
+    const restoreD1 = await breakShardBindings(shard, { DB: unreachableD1() });
+    await Promise.all(
+      keys.map((eventKey) => {
+        const body = JSON.stringify(credit("acct_overlap", 1));
+        return post("/webhooks/demo", body, signDemo(eventKey, body));
+      }),
+    );
+    await eventually(async () => ((await relayFailures(shard)) > 0 ? true : undefined), 10_000, "a failed relay");
+    await restoreD1();
+
+    const sent: string[] = [];
+    const restoreQueue = await breakShardBindings(shard, (current) => ({ WORK_QUEUE: countingQueue(current.WORK_QUEUE, sent) }));
+    // The alarm's retry, the cron's sweep and an operator's call, all at once.
+    const reports = await Promise.all([shard.relay(), shard.relay(), shard.relay()]);
+    expect(reports.map((report) => report.receiptsRelayed)).toEqual([10, 10, 10]);
+    await runDurableObjectAlarm(shard);
+    await settle();
+    await restoreQueue();
+    expect(sent).toHaveLength(10);
+    expect(new Set(sent).size).toBe(10);
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_overlap'").first<{ credits: number }>();
+    expect(credited?.credits).toBe(10);
   });
 });

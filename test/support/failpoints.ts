@@ -24,6 +24,21 @@ export function unreachableQueue(): Queue {
   return { send: fail, sendBatch: fail } as unknown as Queue;
 }
 
+/** The real queue, recording the receipt id of every message sent through it. */
+export function countingQueue(real: Queue, sent: string[]): Queue {
+  return {
+    send: (body: { receiptId: string }, options?: QueueSendOptions) => {
+      sent.push(body.receiptId);
+      return real.send(body, options);
+    },
+    sendBatch: (messages: Iterable<MessageSendRequest<{ receiptId: string }>>, options?: QueueSendBatchOptions) => {
+      const list = [...messages];
+      sent.push(...list.map((message) => message.body.receiptId));
+      return real.sendBatch(list, options);
+    },
+  } as unknown as Queue;
+}
+
 /** A queue that says yes and drops the message: the "sent but never delivered" case. */
 export function lossyQueue(): Queue {
   return { send: async () => {}, sendBatch: async () => {} } as unknown as Queue;
@@ -33,12 +48,15 @@ export function lossyQueue(): Queue {
  * Swaps bindings inside one live claim shard instance (the DO keeps `env` on the instance), and returns a restore
  * function. Evicting the instance also restores it: a fresh instance is built with the real env.
  */
-export async function breakShardBindings(stub: DurableObjectStub<ClaimShard>, broken: Partial<Env>): Promise<() => Promise<void>> {
+export async function breakShardBindings(
+  stub: DurableObjectStub<ClaimShard>,
+  broken: Partial<Env> | ((current: Env) => Partial<Env>),
+): Promise<() => Promise<void>> {
   let original: Env | undefined;
   await runInDurableObject(stub, (instance: ClaimShard) => {
     const holder = instance as unknown as { env: Env };
     original = holder.env;
-    holder.env = { ...holder.env, ...broken };
+    holder.env = { ...holder.env, ...(typeof broken === "function" ? broken(holder.env) : broken) };
   });
   return async () => {
     await runInDurableObject(stub, (instance: ClaimShard) => {
