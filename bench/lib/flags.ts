@@ -40,7 +40,7 @@ const HELP = `npm run bench -- [flags]
   --concurrent P        first delivery arrives twice at once (0.01)
   --shuffle P           delivery moved within the window (0.10)
   --shuffle-window N    positions (20)
-  --sender-concurrency N deliveries in flight (8)
+  --sender-concurrency N deliveries in flight (16)
   --crash-events N      events in the crash-recovery run (2000; 400 with --check)
   --kills N             SIGKILLs of the runtime during that run (5; 2 with --check)
   --cron-lead-minutes M after the crashes, fire the cron as if M minutes later (11: past the 5 min lease
@@ -118,7 +118,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     concurrentChance: chance("concurrent", 0.01),
     shuffleChance: chance("shuffle", 0.1),
     shuffleWindow: integer("shuffle-window", 20, 0),
-    senderConcurrency: integer("sender-concurrency", 8, 1),
+    senderConcurrency: integer("sender-concurrency", 16, 1),
     crashEvents: integer("crash-events", check ? 400 : 2000, 1),
     kills: integer("kills", check ? 2 : 5, 0),
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),

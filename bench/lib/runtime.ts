@@ -42,8 +42,13 @@ export class Runtime {
 
   async start(timeoutMs = 90_000): Promise<void> {
     const { options } = this;
-    // Readiness is "the port answers": a leftover server on it would answer for us, so refuse to start instead.
-    if (await portAnswers(options.port)) throw new Error(`${options.label}: port ${options.port} is already in use`);
+    // Readiness is "the port answers": a leftover server on it would answer for us. A killed runtime can hold
+    // its socket for a while on a loaded machine, so wait for the port before refusing.
+    const portDeadline = Date.now() + 60_000;
+    while (await portAnswers(options.port)) {
+      if (Date.now() > portDeadline) throw new Error(`${options.label}: port ${options.port} is already in use`);
+      await sleep(250);
+    }
     const log = openSync(options.logFile, "a");
     const args = [
       wranglerCli, "dev",
@@ -135,7 +140,7 @@ export class Runtime {
     const group = this.child?.pid;
     if (!group) return;
     await this.exited;
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 60_000;
     while (processesInGroup(group).length > 0 && Date.now() < deadline) await sleep(50);
   }
 }
