@@ -79,6 +79,13 @@ export const twilio = signedAdapter({
 
   keyFor: (secret) => [sha1Key(secret), sha256Key(secret)],
 
+  validateOptions(options) {
+    const origin = options.public_origin;
+    return origin === undefined || (typeof origin === "string" && /^https?:\/\/[^/?#\s]+\/?$/.test(origin))
+      ? []
+      : ['public_origin must be an origin like "https://hooks.example.com"'];
+  },
+
   async identify({ input }) {
     const token = readHeader(input.headers, "i-twilio-idempotency-token");
     const isJson = new URL(input.url).searchParams.has("bodySHA256");

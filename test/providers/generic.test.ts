@@ -101,6 +101,10 @@ describe("generic: configured entirely in wrangler.toml", () => {
     expect(problemsOf({ provider: "square", notification_url: "hooks.example.com" })).toEqual([
       "SOURCES.probe: notification_url must be the http(s) URL registered with Square",
     ]);
+    expect(problemsOf({ provider: "twilio", public_origin: "hooks.example.com/path" })).toEqual([
+      'SOURCES.probe: public_origin must be an origin like "https://hooks.example.com"',
+    ]);
+    expect(problemsOf({ provider: "twilio", public_origin: "https://hooks.example.com" })).toEqual([]);
     for (const provider of ["stripe", "github", "shopify", "slack", "standard-webhooks", "svix", "twilio", "paddle", "linear", "square", "twitch", "zoom", "gitlab", "intercom", "mailgun", "sendgrid", "ed25519", "discord"]) {
       expect(problemsOf({ provider }), provider).toEqual([]);
     }
