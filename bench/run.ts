@@ -14,7 +14,7 @@ import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
 import { FlagError, parseFlags, type BenchFlags } from "./lib/flags.ts";
 import { measureLevel, type LevelResult } from "./lib/perf.ts";
 import { mulberry32 } from "./lib/random.ts";
-import type { Runtime } from "./lib/runtime.ts";
+import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
 import { bareRuntime, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
 import { ReceiptStore } from "./lib/store.ts";
@@ -24,6 +24,11 @@ import { waitUntilFinished } from "./lib/wait.ts";
 import { makeWorkload, scheduleDeliveries } from "./lib/workload.ts";
 
 const results: Record<string, unknown> = {};
+
+/** The port at `offset` from the base, or a free one when no base is fixed. */
+async function portAt(flags: BenchFlags, offset: number): Promise<number> {
+  return flags.portBase === null ? freePort() : flags.portBase + offset;
+}
 const failures: string[] = [];
 const runtimes: Runtime[] = [];
 
@@ -35,7 +40,7 @@ async function main(flags: BenchFlags): Promise<void> {
 
   let receiver: Runtime | null = null;
   if (flags.phases.has("sim") || flags.phases.has("perf")) {
-    receiver = receiverRuntime(deployment, stateDir, "receiver", flags.portBase, flags.portBase + 10);
+    receiver = receiverRuntime(deployment, stateDir, "receiver", await portAt(flags, 0), await portAt(flags, 10));
     runtimes.push(receiver);
     await receiver.start();
   }
@@ -102,7 +107,7 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
 }
 
 async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  const runtime = receiverRuntime(deployment, stateDir, "crash", flags.portBase + 2, flags.portBase + 12);
+  const runtime = receiverRuntime(deployment, stateDir, "crash", await portAt(flags, 2), await portAt(flags, 12));
   runtimes.push(runtime);
   await runtime.start();
   const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
@@ -155,7 +160,7 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
 }
 
 async function performance_(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
-  const bare = bareRuntime(stateDir, flags.portBase + 1, flags.portBase + 11);
+  const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
   runtimes.push(bare);
   await bare.start();
   console.log(`\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`);

@@ -24,7 +24,8 @@ export interface BenchFlags {
   keepState: boolean;
   stateDir: string;
   jsonOut: string | null;
-  portBase: number;
+  /** null: pick free ports (the default with --check, so a CI run never collides with a bench in progress). */
+  portBase: number | null;
 }
 
 export type Phase = "sim" | "crash" | "perf";
@@ -53,7 +54,7 @@ const HELP = `npm run bench -- [flags]
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
   --json FILE           also write every number as JSON
-  --port-base N         first of the ports used (8820; uses base..base+19)`;
+  --port-base N         first of the ports used (8820, base..base+12; with --check free ports are picked)`;
 
 export function parseFlags(argv: readonly string[]): BenchFlags {
   const given = new Map<string, string>();
@@ -130,7 +131,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     keepState: switches.has("keep-state"),
     stateDir: given.get("state-dir") ?? `.bench/state-${new Date().toISOString().replace(/[:.]/g, "-")}`,
     jsonOut: given.get("json") ?? null,
-    portBase: integer("port-base", 8820, 1024),
+    portBase: given.has("port-base") || !check ? integer("port-base", 8820, 1024) : null,
   };
 }
 
