@@ -310,7 +310,7 @@ async function finishAttempt(
       outcome = { kind: "done", status: result.receiptStatus };
       break;
     default:
-      detail = result.note ?? null;
+      // Processed and skipped are not errors; a skip's reason is in the handler's plan and the log line.
       outcome = { kind: "done", status: result.status };
   }
 
@@ -328,6 +328,7 @@ async function finishAttempt(
     outcome: recorded,
     httpStatus,
     error: detail,
+    note: result.status === "skipped" ? result.note : undefined,
     durationMs: finishedAt - startedAt,
   });
   return outcome;

@@ -1,7 +1,7 @@
 import { logError } from "../lib/log";
 import type { WorkMessage } from "../relay/messages";
 import { markDead, processReceipt } from "./process";
-import { retryDelaySeconds } from "./retry-schedule";
+import { QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "./retry-schedule";
 import { DEFAULT_RETRY } from "../sources/config";
 
 /**
@@ -19,7 +19,7 @@ export async function consumeWork(batch: MessageBatch<WorkMessage>, env: Env, _c
       } catch (error) {
         // D1 unreachable or similar: the receipt is still pending or leased in D1; come back later.
         logError("consume.failed", error, { receipt: message.body.receiptId, queueAttempt: message.attempts });
-        message.retry({ delaySeconds: retryDelaySeconds(DEFAULT_RETRY, message.attempts) });
+        message.retry({ delaySeconds: Math.min(QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds(DEFAULT_RETRY, message.attempts)) });
       }
     }),
   );

@@ -53,6 +53,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
 function createStandin(): Server {
   const byKey = new Map<string, RecordedRequest[]>();
   const server = createServer(async (request, response) => {
+    // No keep-alive: a pooled socket that the server closes just as workerd reuses it shows up as a spurious
+    // "Network connection lost", and the tests assert exact attempt histories.
+    response.setHeader("connection", "close");
     const url = new URL(request.url ?? "/", "http://standin");
     if (request.method === "GET" && url.pathname === "/__standin") return json(response, 200, { standin: "forward" });
     if (request.method === "GET" && url.pathname === "/__requests") {
@@ -82,10 +85,6 @@ function createStandin(): Server {
     response.writeHead(step.status, step.retryAfter === undefined ? {} : { "retry-after": String(step.retryAfter) });
     response.end();
   });
-  // workerd pools connections longer than Node's 5 s keep-alive default; a socket closed under it would show
-  // up as a spurious "connection lost" in tests that assert exact attempt histories.
-  server.keepAliveTimeout = 120_000;
-  server.headersTimeout = 121_000;
   // The caller gives up on hung requests; a dropped socket is expected here, not an error.
   server.on("clientError", (_error, socket) => socket.destroy());
   return server;
@@ -134,7 +133,7 @@ function listen(server: Server, port: number): Promise<void> {
 
 async function isStandin(origin: string): Promise<boolean> {
   try {
-    const response = await fetch(`${origin}/__standin`, { signal: AbortSignal.timeout(1_000) });
+    const response = await fetch(`${origin}/__standin`, { signal: AbortSignal.timeout(5_000) });
     return response.ok && ((await response.json()) as { standin?: string }).standin === "forward";
   } catch {
     return false;
