@@ -56,6 +56,15 @@ export async function searchReceipts(db: Database, filter: ReceiptFilter) {
   return { receipts: page, nextCursor: rows.length > filter.limit ? page[page.length - 1]!.receiptId : null };
 }
 
+/** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
+export async function receiptIdForEvent(db: Database, source: string, eventKey: string): Promise<string | null> {
+  const [row] = await db
+    .select({ receiptId: receipts.receiptId })
+    .from(receipts)
+    .where(and(eq(receipts.source, source), eq(receipts.eventKey, eventKey)));
+  return row?.receiptId ?? null;
+}
+
 export async function receiptDetail(db: Database, receiptId: string) {
   const [receipt] = await db
     .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, enqueuedAt: receipts.enqueuedAt, body: receipts.body, keptHeaders: receipts.keptHeaders })

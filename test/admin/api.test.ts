@@ -13,6 +13,7 @@ const SOME_RECEIPT = ulid();
 const PROTECTED: [method: "GET" | "POST", path: string][] = [
   ["GET", "/admin/api/receipts"],
   ["GET", `/admin/api/receipts/${SOME_RECEIPT}`],
+  ["GET", "/admin/api/sources/demo/events/msg_1"],
   ["GET", "/admin/api/dead"],
   ["GET", "/admin/api/quarantine"],
   ["GET", "/admin/api/alerts"],
@@ -164,6 +165,13 @@ describe("one receipt, as the pipeline recorded it", () => {
     expect(JSON.stringify(detail)).not.toContain(headers["webhook-signature"]);
     expect(detail.attempts).toEqual([expect.objectContaining({ attemptNumber: 1, outcome: "processed" })]);
     expect(detail.quarantine).toEqual([expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: receiptId, body: { encoding: "utf8", text: tampered } })]);
+
+    const byEventKey = await adminGet(`/admin/api/sources/admin-audit/events/${encodeURIComponent(eventKey)}`);
+    expect(byEventKey.status).toBe(200);
+    expect(await byEventKey.json()).toEqual(detail);
+    const unknownEvent = await adminGet(`/admin/api/sources/admin-audit/events/${eventKey}_never_sent`);
+    expect(unknownEvent.status).toBe(404);
+    expect((await unknownEvent.json<ErrorEnvelope>()).error.code).toBe("event_not_found");
 
     const listed = await (await adminGet("/admin/api/quarantine?source=admin-audit&limit=200")).json<{ quarantine: { originalReceiptId: string }[] }>();
     expect(listed.quarantine.map((record) => record.originalReceiptId)).toContain(receiptId);

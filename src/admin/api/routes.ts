@@ -3,7 +3,7 @@ import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { requireBearer, type AdminEnv } from "../auth";
 import { isReceiptId, parseCursor, parseInstant, parseLimit, parseReceiptFilter, parseWindow, type Query } from "../filters";
-import { listAlerts, listQuarantine, receiptDetail, searchReceipts } from "../queries";
+import { listAlerts, listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
 import { MAX_REPLAY_IDS, replayByIds, replayDeadMatching } from "../replay";
 import { sourceStats } from "../stats";
 
@@ -24,6 +24,15 @@ adminApi.get("/receipts/:receiptId", async (c) => {
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const detail = await receiptDetail(database(c.env), receiptId);
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
+  return c.json(detail);
+});
+
+/** The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source). */
+adminApi.get("/sources/:source/events/:eventKey", async (c) => {
+  const db = database(c.env);
+  const receiptId = await receiptIdForEvent(db, c.req.param("source"), c.req.param("eventKey"));
+  const detail = receiptId ? await receiptDetail(db, receiptId) : null;
+  if (!detail) throw apiError(404, "event_not_found", "No receipt for this event key under this source (never accepted, or not yet relayed).");
   return c.json(detail);
 });
 
