@@ -76,7 +76,7 @@ export async function processReceipt(env: Env, receiptId: string, now = Date.now
     .first<LeasedReceipt>();
   if (!receipt) return notLeased(env, receiptId, now);
 
-  const [, opened] = await env.DB.batch<{ attemptNumber: number }>([
+  const [, opened, committed] = await env.DB.batch<{ attemptNumber?: number; found?: number }>([
     // An attempt still open here belonged to a consumer whose lease expired: it died, or is too slow to trust.
     // Its outcome is unknown; if it does finish after all, its own update overwrites this one.
     env.DB.prepare(
@@ -89,15 +89,18 @@ export async function processReceipt(env: Env, receiptId: string, now = Date.now
        SELECT ?1, COALESCE(MAX(attempt_number), 0) + 1, ?2 FROM attempts WHERE receipt_id = ?1
        RETURNING attempt_number AS attemptNumber`,
     ).bind(receipt.receiptId, now),
+    // A replay (or a redelivery after a lost ack) of an event whose effect already committed: nothing to run, so
+    // no forward or external call is even resent.
+    env.DB.prepare("SELECT 1 AS found FROM processed_events WHERE source = ? AND event_key = ?").bind(receipt.source, receipt.eventKey),
   ]);
-  const attemptNumber = opened!.results[0]!.attemptNumber;
+  const attemptNumber = opened!.results[0]!.attemptNumber!;
 
   const source = sources.get(receipt.source);
   let result: AttemptResult;
   try {
-    result = source
-      ? await runDestination(env, source.destination, receipt, now)
-      : { status: "dead", error: `source ${receipt.source} is no longer configured` };
+    if (committed!.results.length > 0) result = await alreadyCommitted(env, receipt);
+    else if (!source) result = { status: "dead", error: `source ${receipt.source} is no longer configured` };
+    else result = await runDestination(env, source.destination, receipt, now);
   } catch (error) {
     result = failureResult(error);
   }

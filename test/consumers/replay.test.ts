@@ -39,6 +39,13 @@ describe("replaying one receipt through the normal path", () => {
     const calls = await standinRequests(receiptId);
     expect(calls.map((call) => call.answer)).toEqual([404, 204]);
     expect(calls.every((call) => call.headers["idempotency-key"] === receiptId && call.body === body)).toBe(true);
+
+    // Replayed again now that it is processed: nothing is resent at all.
+    expect((await replayReceipt(env, receiptId)).kind).toBe("replayed");
+    await waitForAttempts(receiptId, 3);
+    expect((await attemptRows(receiptId))[2]).toMatchObject({ outcome: "duplicate", httpStatus: null });
+    expect((await receiptRow(receiptId)).status).toBe("processed");
+    expect(await standinRequests(receiptId)).toHaveLength(2);
   });
 
   it("applies nothing when the receipt was already processed, and returns it to processed", async () => {
