@@ -61,7 +61,11 @@ export class Runtime {
       "--log-level", "warn",
       ...(options.envFile ? ["--env-file", options.envFile] : []),
     ];
-    const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: childEnv });
+    // wrangler dev sessions on one machine share a dev registry and route queue messages to whichever session
+    // consumes a queue of that name: a second session of this Worker (npm start, another test) would consume
+    // the bench's messages against its own D1. A registry of its own keeps this runtime's queue to itself.
+    const env = { ...childEnv, WRANGLER_REGISTRY_PATH: join(dirname(options.persistDir), `registry-${options.label}`) };
+    const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env });
     closeSync(log);
     this.child = child;
     this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
