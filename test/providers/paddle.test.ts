@@ -1,4 +1,5 @@
-import { describe, it } from "vitest";
+import { Paddle } from "@paddle/paddle-node-sdk";
+import { describe, expect, it } from "vitest";
 import { adapterContract, expectAccepted, nowSeconds, secretValue, uniqueKey, withHeader } from "./support/contract";
 import { hmac } from "./support/signers";
 
@@ -32,7 +33,20 @@ adapterContract({
   timestamped: true,
 });
 
-describe("paddle: secret rotation in the header", () => {
+describe("paddle: compatibility and rotation", () => {
+  it("Paddle's own SDK (webhooks.isSignatureValid) accepts the delivery the route accepts", async () => {
+    // The SDK picks its crypto when a client is constructed; the API key is never used (no network).
+    const paddleSdk = new Paddle("pdl_sdbx_apikey_unused_in_tests").webhooks;
+    const eventKey = uniqueKey("paddle_sdk");
+    const timestamp = nowSeconds();
+    const body = paddleBody(eventKey);
+    const secret = secretValue("paddle", "CURRENT");
+    const header = `ts=${timestamp};h1=${h1(secret, timestamp, body)}`;
+    expect(await paddleSdk.isSignatureValid(body, secret, header)).toBe(true);
+    expect(await paddleSdk.isSignatureValid(body, secretValue("paddle", "TEST"), header)).toBe(false);
+    await expectAccepted("pv-paddle", { body, headers: { "paddle-signature": header } });
+  });
+
   it("during a rotation Paddle sends one h1 per secret; one from a listed secret is enough", async () => {
     const eventKey = uniqueKey("paddle_roll");
     const timestamp = nowSeconds();

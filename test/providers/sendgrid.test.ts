@@ -1,3 +1,4 @@
+import { EventWebhook } from "@sendgrid/eventwebhook";
 import { describe, expect, it } from "vitest";
 import { ecdsaP256SignatureToRaw } from "../../src/crypto/verify";
 import { sendgrid } from "../../src/providers/sendgrid";
@@ -35,6 +36,17 @@ adapterContract({
 });
 
 describe("sendgrid: key and signature shapes", () => {
+  it("SendGrid's own verifier (@sendgrid/eventwebhook) accepts the delivery the route accepts", async () => {
+    const body = events(uniqueKey("sg_library"));
+    const timestamp = nowSeconds();
+    const request = signSendgrid("PV_SENDGRID_CURRENT", body, timestamp);
+    const library = new EventWebhook();
+    const publicKey = library.convertPublicKeyToECDSA(secretValue("sendgrid", "CURRENT"));
+    expect(library.verifySignature(publicKey, body, request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(true);
+    expect(library.verifySignature(publicKey, body + " ", request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(false);
+    await expectAccepted("pv-sendgrid", request);
+  });
+
   it("accepts the verification key with PEM armour, as some consoles show it", async () => {
     const body = events(uniqueKey("sg_pem"));
     const timestamp = nowSeconds();

@@ -1,5 +1,6 @@
-import { describe, it } from "vitest";
-import { adapterContract, expectRejectedAndNothingWritten, secretValue, uniqueKey, withHeader } from "./support/contract";
+import { WebhooksHelper } from "square";
+import { describe, expect, it } from "vitest";
+import { adapterContract, expectAccepted, expectRejectedAndNothingWritten, secretValue, uniqueKey, withHeader } from "./support/contract";
 import { hmac } from "./support/signers";
 
 // Square's SDK only verifies; node:crypto signs with the documented recipe: base64 HMAC-SHA256 of URL ‖ body.
@@ -34,6 +35,17 @@ adapterContract({
 });
 
 describe("square: the signed URL", () => {
+  it("Square's own SDK (WebhooksHelper.verifySignature) accepts the delivery the route accepts", async () => {
+    const body = squareBody(uniqueKey("sq_sdk"));
+    const signatureKey = secretValue("square", "CURRENT");
+    const signatureHeader = hmac("sha256", signatureKey, NOTIFICATION_URL, body).toString("base64");
+    expect(await WebhooksHelper.verifySignature({ requestBody: body, signatureHeader, signatureKey, notificationUrl: NOTIFICATION_URL })).toBe(true);
+    expect(
+      await WebhooksHelper.verifySignature({ requestBody: body, signatureHeader, signatureKey, notificationUrl: "https://receiver.test/webhooks/pv-square" }),
+    ).toBe(false);
+    await expectAccepted("pv-square", { body, headers: { "x-square-hmacsha256-signature": signatureHeader } });
+  });
+
   it("a signature over another URL than the registered notification_url is refused", async () => {
     const body = squareBody(uniqueKey("sq_url"));
     const overRequestUrl = hmac("sha256", secretValue("square", "CURRENT"), "https://receiver.test/webhooks/pv-square", body);
