@@ -30,6 +30,8 @@ export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
     throw apiError(401, "unauthorized", "A valid admin bearer token is required.", { "www-authenticate": 'Bearer realm="admin"' });
   }
   await next();
+  // Answers carry payload bodies: no shared cache may keep them.
+  c.header("cache-control", "no-store");
 };
 
 /** A session is "<expiresAt>.<HMAC(token, expiresAt)>": rotating the token ends every session. */

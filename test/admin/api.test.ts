@@ -60,6 +60,7 @@ describe("admin API authentication", () => {
   it("lets the right token in", async () => {
     const response = await adminGet("/admin/api/receipts?limit=1");
     expect(response.status).toBe(200);
+    expect(response.headers.get("cache-control")).toBe("no-store");
   });
 });
 
