@@ -46,10 +46,11 @@ export function costModel(counts: RunCounts): { counts: RunCounts; lines: CostLi
   const doRowsRead = 1 + duplicates * 2 + 2 + relays;
   const doRowsWritten = 3 + duplicates + 2;
   // D1 relay: INSERT receipts (row + primary key + 4 indexes), SELECT the batch back, UPDATE enqueued_at.
-  // Per attempt: lease UPDATE (row + status index), attempts INSERT (row + key), attempts UPDATE. Once: the
-  // processed_events INSERT (row + key), the account upsert, the receipt's final UPDATE (row + status index);
-  // a plan change also reads the stored version first.
-  const d1RowsRead = 1 + 1 + attempts * 2 + 1 + 1 + planShare;
+  // Per attempt: the lease UPDATE (row + status index); one batch that closes a dangling attempt, inserts the
+  // attempt row (row + key) and looks up the processed key; the attempt's closing UPDATE. Once: the commit batch —
+  // processed_events INSERT (row + key), the account upsert, the receipt's final UPDATE (row + status index); a
+  // plan change also reads the stored version first.
+  const d1RowsRead = 2 + attempts * 5 + 2 + planShare;
   const d1RowsWritten = 6 + 1 + attempts * (2 + 2 + 1) + 2 + 1 + 2;
   // Queues: each message is written, read and deleted once (3 operations); a retry adds a read.
   const queueOperations = 3 + (attempts - 1);
