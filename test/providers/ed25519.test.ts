@@ -1,11 +1,15 @@
+import { verifyKey } from "discord-interactions";
 import { describe, expect, it } from "vitest";
 import {
   adapterContract,
+  expectAccepted,
   expectRejectedAndNothingWritten,
   header,
   nowSeconds,
+  secretValue,
   send,
   storedCounts,
+  uniqueKey,
   withHeader,
 } from "./support/contract";
 import { ed25519Sign } from "./support/signers";
@@ -33,6 +37,17 @@ adapterContract({
   malformEncoding: (request) => withHeader(request, "x-signature-ed25519", header(request, "x-signature-ed25519").slice(1)),
   junkSignature: (request) => withHeader(request, "x-signature-ed25519", "00".repeat(64)),
   timestamped: true,
+});
+
+describe("ed25519: compatibility", () => {
+  it("Discord's own verifier (discord-interactions verifyKey) accepts the interaction the route accepts", async () => {
+    const timestamp = nowSeconds();
+    const request = signEd25519("PV_ED25519_CURRENT", interaction(uniqueKey("discord_lib")), timestamp);
+    const publicKey = secretValue("ed25519", "CURRENT");
+    expect(await verifyKey(request.body, request.headers["x-signature-ed25519"], String(timestamp), publicKey)).toBe(true);
+    expect(await verifyKey(request.body, request.headers["x-signature-ed25519"], String(timestamp), secretValue("ed25519", "TEST"))).toBe(false);
+    await expectAccepted("pv-ed25519", request);
+  });
 });
 
 describe("ed25519: PING handshake", () => {

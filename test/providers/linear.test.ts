@@ -1,6 +1,7 @@
+import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { describe, expect, it } from "vitest";
 import { linear } from "../../src/providers/linear";
-import { adapterContract, withHeader } from "./support/contract";
+import { adapterContract, expectAccepted, nowSeconds, secretValue, uniqueKey, withHeader } from "./support/contract";
 import { hmac } from "./support/signers";
 
 // Linear's SDK only verifies; node:crypto signs with the documented recipe: hex HMAC-SHA256 of the body, whose
@@ -33,6 +34,18 @@ adapterContract({
   malformEncoding: (request) => withHeader(request, "linear-signature", "xyz"),
   junkSignature: (request) => withHeader(request, "linear-signature", "sha256=,,,"),
   timestamped: true,
+});
+
+describe("linear: compatibility", () => {
+  it("Linear's own SDK (LinearWebhookClient.verify) accepts the delivery the route accepts", async () => {
+    const eventKey = uniqueKey("linear_sdk");
+    const secret = secretValue("linear", "CURRENT");
+    const body = linearBody(eventKey, nowSeconds() * 1000);
+    const signature = hmac("sha256", secret, body).toString("hex");
+    expect(new LinearWebhookClient(secret).verify(Buffer.from(body), signature)).toBe(true);
+    expect(() => new LinearWebhookClient(secretValue("linear", "TEST")).verify(Buffer.from(body), signature)).toThrow();
+    await expectAccepted("pv-linear", { body, headers: { "linear-signature": signature, "linear-delivery": eventKey } });
+  });
 });
 
 describe("linear: webhookTimestamp tolerance (adapter, injected clock)", () => {
