@@ -2,6 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { SourceStats } from "../../src/admin/stats";
 import { app } from "../../src/app";
+import { claimEvent } from "../../src/ingest/claim";
+import { loadSources } from "../../src/sources/registry";
 import { ulid } from "../../src/lib/ulid";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { ADMIN, adminGet, adminPost, deliverTo, seedAlert, seedAttempt, seedReceipt, uniqueSource } from "./support";
@@ -383,6 +385,25 @@ describe("per-source stats", () => {
     expect(report.sources.map((entry) => entry.source)).toEqual(expect.arrayContaining(["demo", "admin-audit"]));
     // Counting duplicates asks every shard of a source, so only single-source reports do it.
     expect(report.sources.every((entry) => entry.duplicates === null)).toBe(true);
+  });
+
+  it("does not count a reconciliation fetch of an event already held as a duplicate", async () => {
+    const eventKey = `msg_recon_dup_${crypto.randomUUID()}`;
+    const payload = credit("acct_recon_dup", 1);
+    expect((await (await deliverTo("admin-audit", eventKey, payload)).json<{ status: string }>()).status).toBe("accepted");
+    const before = await statsFor("admin-audit");
+    const rawBody = new TextEncoder().encode(JSON.stringify(payload));
+    const again = await claimEvent(env, {
+      source: loadSources(env).get("admin-audit")!,
+      identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "account.credited", subjectId: null, version: null, occurredAt: null },
+      rawBody,
+      keptHeaders: {},
+      receivedAt: Date.now(),
+      provenance: "reconciled",
+    });
+    expect(again.disposition).toBe("duplicate");
+    expect((await statsFor("admin-audit")).duplicates).toBe(before.duplicates);
+    await waitForStatus("admin-audit", eventKey);
   });
 
   it("refuses an unreadable window and an unknown source", async () => {
