@@ -107,6 +107,8 @@ export interface PresentedSignature {
 export interface Presented {
   signatures: PresentedSignature[];
   signedContent: Uint8Array;
+  /** Other spellings of the same content the sender may have signed (Twilio's URL with or without its port). */
+  alsoSigned?: readonly Uint8Array[];
   /** Unix seconds the sender signed at, for schemes that sign a time; checked against the tolerance. */
   signedAt?: number;
 }
@@ -137,12 +139,15 @@ export interface SignedScheme {
 }
 
 async function verifiedBy(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Promise<SourceSecret | null> {
+  const contents = [presented.signedContent, ...(presented.alsoSigned ?? [])];
   for (const secret of input.secrets) {
     const keys = scheme.keyFor(secret.value, input.options) ?? [];
     for (const key of Array.isArray(keys) ? keys : [keys as VerificationKey]) {
       for (const signature of presented.signatures) {
         if (signature.algorithm !== key.algorithm) continue;
-        if (await verifySignature(key, signature.bytes, presented.signedContent)) return secret;
+        for (const content of contents) {
+          if (await verifySignature(key, signature.bytes, content)) return secret;
+        }
       }
     }
   }

@@ -33,6 +33,16 @@ function signedUrl(url: string, publicOrigin: string | undefined): string {
   return publicOrigin.replace(/\/$/, "") + received.pathname + received.search;
 }
 
+/** The same URL with its default port spelled out, or dropped: Twilio may sign either (its own library tries both). */
+function otherPortSpelling(url: string): string | null {
+  const match = /^(https?):\/\/([^/?#:]+)(:\d+)?(.*)$/.exec(url);
+  if (!match) return null;
+  const [, scheme, host, port, rest] = match;
+  const defaultPort = scheme === "https" ? ":443" : ":80";
+  if (port === undefined) return `${scheme}://${host}${defaultPort}${rest}`;
+  return port === defaultPort ? `${scheme}://${host}${rest}` : null;
+}
+
 /** name‖value for every parameter, names sorted, repeated values de-duplicated and sorted, as Twilio signs them. */
 function sortedParams(form: URLSearchParams): string {
   let joined = "";
@@ -64,17 +74,21 @@ export const twilio = signedAdapter({
     if (!algorithm) return "malformed-signature";
     const fullUrl = signedUrl(url, optionString(options, "public_origin"));
     const bodyHash = new URL(fullUrl).searchParams.get("bodySHA256");
-    let signedText: string;
+    let params = "";
     if (bodyHash !== null) {
       const actual = await sha256Hex(rawBody);
       if (!(await bytesEqualConstantTime(utf8Bytes(bodyHash.toLowerCase()), utf8Bytes(actual)))) return "signature-mismatch";
-      signedText = fullUrl;
     } else {
       const form = parseFormBody(rawBody);
       if (!form) return "malformed-payload";
-      signedText = fullUrl + sortedParams(form);
+      params = sortedParams(form);
     }
-    return { signatures: presentedSignatures([signature], "base64", algorithm), signedContent: utf8Bytes(signedText) };
+    const otherUrl = otherPortSpelling(fullUrl);
+    return {
+      signatures: presentedSignatures([signature], "base64", algorithm),
+      signedContent: utf8Bytes(fullUrl + params),
+      alsoSigned: otherUrl ? [utf8Bytes(otherUrl + params)] : [],
+    };
   },
 
   keyFor: (secret) => [sha1Key(secret), sha256Key(secret)],

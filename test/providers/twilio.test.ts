@@ -108,6 +108,23 @@ describe("twilio: scheme specifics", () => {
     });
   });
 
+  it("a signature over the URL with its default port spelled out (:443) verifies, as Twilio's library allows", async () => {
+    const eventKey = uniqueKey("tw_port");
+    const params = statusCallback(`SM${eventKey}`);
+    const signature = getExpectedTwilioSignature(secretValue("twilio", "CURRENT"), "https://receiver.test:443/webhooks/pv-twilio", params);
+    await expectAccepted("pv-twilio", {
+      url: URL_LIVE,
+      body: new URLSearchParams(params).toString(),
+      headers: { "x-twilio-signature": signature, "content-type": "application/x-www-form-urlencoded" },
+    });
+    const otherPort = getExpectedTwilioSignature(secretValue("twilio", "CURRENT"), "https://receiver.test:8443/webhooks/pv-twilio", params);
+    await expectRejectedAndNothingWritten("pv-twilio", {
+      url: URL_LIVE,
+      body: new URLSearchParams(params).toString(),
+      headers: { "x-twilio-signature": otherPort, "content-type": "application/x-www-form-urlencoded" },
+    });
+  });
+
   it("without I-Twilio-Idempotency-Token the key is the payload hash, and says so", async () => {
     const params = statusCallback(`SM${uniqueKey("tw_nokey")}`);
     const request = formRequest(secretValue("twilio", "CURRENT"), URL_LIVE, params);
