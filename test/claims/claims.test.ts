@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { shardIndex } from "../../src/claims/routing";
+import { shardFor, shardIndex } from "../../src/claims/routing";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, snapshot } from "../support/storage";
 
@@ -153,6 +153,35 @@ describe("changing the shard count", () => {
     expect(quarantined).toEqual([expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: first.receipt })]);
     expect(await receiptsFor("demo", eventKey)).toHaveLength(1);
     expect((await account("acct_reshard_changed"))?.credits).toBe(50);
+  });
+});
+
+describe("after the shard has forgotten a key", () => {
+  beforeEach(settle);
+
+  it("still applies nothing twice: D1's unique key stands behind the shard, and a changed payload is quarantined", async () => {
+    const original = await (await deliverDemo("msg_forgotten", credit("acct_forgotten", 60))).json<Answer>();
+    await waitForStatus("demo", "msg_forgotten");
+    await settle();
+    // Retention as the cron applies it: keys older than the cutoff leave the shard.
+    const shard = shardFor(env, "demo", "msg_forgotten");
+    expect(await shard.pruneKeys(Date.now() + 1)).toBeGreaterThan(0);
+    expect(await shardClaim("demo", "msg_forgotten")).toBeNull();
+
+    const resent = await (await deliverDemo("msg_forgotten", credit("acct_forgotten", 60))).json<Answer>();
+    expect(resent.status).toBe("accepted");
+    expect(resent.receipt).not.toBe(original.receipt);
+    await settle();
+    const changed = await (await deliverDemo("msg_forgotten", credit("acct_forgotten", 6000))).json<Answer>();
+    expect(changed.status).toBe("quarantined");
+    await settle();
+
+    expect(await receiptsFor("demo", "msg_forgotten")).toEqual([expect.objectContaining({ receiptId: original.receipt, status: "processed" })]);
+    expect(await processedCount("demo", "msg_forgotten")).toBe(1);
+    expect((await account("acct_forgotten"))?.credits).toBe(60);
+    // The resent copy matched the stored bytes (dropped); the changed one did not (quarantined by the shard,
+    // which had re-learned the key from the resend).
+    expect(await quarantineFor("demo", "msg_forgotten")).toEqual([expect.objectContaining({ reason: "payload-mismatch" })]);
   });
 });
 
