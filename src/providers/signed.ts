@@ -185,7 +185,13 @@ async function verifySigned(scheme: SignedScheme, input: DeliveryInput): Promise
   if (!secret) return rejected("signature-mismatch");
 
   const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
-  if (result.kind === "event" && result.identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
+  if (result.kind !== "event") return result;
+  const { identity } = result;
+  if (identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
+  if (identity.eventKeyOrigin === "payload-sha256") {
+    // Said where the receipt is looked at, not only in memory: this key treats a changed resend as a new event.
+    return { ...result, identity: { ...identity, annotations: { ...identity.annotations, "event-key-origin": "payload-sha256" } } };
+  }
   return result;
 }
 

@@ -27,7 +27,11 @@ adapterContract({
   name: "sendgrid",
   sign: ({ secretName, eventKey, timestamp }) => signSendgrid(secretName, events(eventKey), timestamp),
   // A delivery is a batch with no batch id: the key is the payload hash.
-  expected: (_args, request) => ({ eventKey: sha256Hex(request.body as string), eventType: "event-batch" }),
+  expected: (_args, request) => ({
+    eventKey: sha256Hex(request.body as string),
+    eventType: "event-batch",
+    kept: { "event-key-origin": "payload-sha256" },
+  }),
   signatureHeaders: ["x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp"],
   malformEncoding: (request) => withHeader(request, "x-twilio-email-event-webhook-signature", "MEUCIQ"),
   junkSignature: (request) =>

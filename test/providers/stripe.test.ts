@@ -76,6 +76,7 @@ describe("stripe: scheme specifics", () => {
     expect(first!.subjectId).toBe(objectId);
     expect(second!.subjectId).toBe(objectId);
     expect(first!.eventKey).not.toBe(second!.eventKey);
+    expect(first!.keptHeaders["event-key-origin"]).toBeUndefined();
   });
 
   it("more than 16 entries in the header is refused rather than looped over", async () => {

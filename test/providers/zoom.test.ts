@@ -36,6 +36,7 @@ adapterContract({
     eventType: "meeting.started",
     subjectId: `m-${_args.eventKey}`,
     occurredAt: 1_700_000_000_123,
+    kept: { "event-key-origin": "payload-sha256" },
   }),
   signatureHeaders: ["x-zm-signature", "x-zm-request-timestamp"],
   malformEncoding: (request) => withHeader(request, "x-zm-signature", "v0=12345"),
