@@ -3,7 +3,7 @@ import type { TestProject } from "vitest/node";
 
 /**
  * A stand-in for a user's backend that forward destinations (and handlers' external calls) point at, on
- * 127.0.0.1:8793. Its behaviour is chosen by the path, so a test source's URL says what it will meet:
+ * 127.0.0.1:8793 (or the next free port up to 8797). Its behaviour is chosen by the path, so a test source's URL says what it will meet:
  *
  *   /ok                         204 to everything
  *   /status/<code>              always <code>
@@ -14,11 +14,11 @@ import type { TestProject } from "vitest/node";
  *   GET /__requests?key=<key>   what arrived under that Idempotency-Key: headers, body, answer
  *   GET /__standin              identifies the server
  *
- * Requests are grouped by Idempotency-Key — receipt ids, unique per test run — so two vitest runs sharing one
- * stand-in (several engineers test at once) cannot disturb each other's scripts.
+ * Requests are grouped by Idempotency-Key (receipt ids), so each event follows its own script.
  */
 
-export const STANDIN_PORT = 8793;
+/** 8793 is the one the fixtures name; 8798 is kept free on purpose (the refused-connection source). */
+const STANDIN_PORTS = [8793, 8794, 8795, 8796, 8797];
 const HANG_MS = 3_000;
 
 interface RecordedRequest {
@@ -36,18 +36,21 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const origin = `http://127.0.0.1:${STANDIN_PORT}`;
-  project.provide("forwardStandinOrigin", origin);
   const server = createStandin();
-  try {
-    await listen(server, STANDIN_PORT);
-  } catch (error) {
-    // Another test run on this machine already serves the stand-in: share it rather than fail everyone's run.
-    if (await isStandin(origin)) return async () => {};
-    console.warn(`forward stand-in could not listen on ${origin}: ${String(error)}; forward tests will fail`);
-    return async () => {};
+  // Several engineers' test runs share this machine: each run gets its own stand-in on the first free port, and
+  // the processing tests point the fixture sources at it (test/consumers/support/processing.ts).
+  for (const port of STANDIN_PORTS) {
+    try {
+      await listen(server, port);
+    } catch {
+      continue;
+    }
+    project.provide("forwardStandinOrigin", `http://127.0.0.1:${port}`);
+    return () => new Promise<void>((resolve) => server.close(() => resolve()));
   }
-  return () => new Promise<void>((resolve) => server.close(() => resolve()));
+  console.warn(`forward stand-in: ports ${STANDIN_PORTS.join(", ")} are all taken; forward tests will fail`);
+  project.provide("forwardStandinOrigin", `http://127.0.0.1:${STANDIN_PORTS[0]}`);
+  return async () => {};
 }
 
 function createStandin(): Server {
@@ -126,16 +129,11 @@ function json(response: ServerResponse, status: number, value: unknown): void {
 
 function listen(server: Server, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, "127.0.0.1", () => resolve());
+    const fail = (error: Error) => reject(error);
+    server.once("error", fail);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", fail);
+      resolve();
+    });
   });
-}
-
-async function isStandin(origin: string): Promise<boolean> {
-  try {
-    const response = await fetch(`${origin}/__standin`, { signal: AbortSignal.timeout(5_000) });
-    return response.ok && ((await response.json()) as { standin?: string }).standin === "forward";
-  } catch {
-    return false;
-  }
 }
