@@ -9,7 +9,7 @@ import { attemptRows, receiptRow, SECOND, seedReceipt, standinOrigin, standinReq
 async function seedExternal(accountId: string, script: string): Promise<string> {
   return seedReceipt({
     source: "proc-external",
-    payload: { account: accountId, callUrl: `${standinOrigin()}/script/${script}`, timeoutMs: 300 },
+    payload: { account: accountId, callUrl: `${standinOrigin()}/script/${script}`, timeoutMs: 1500 },
   });
 }
 
@@ -23,7 +23,7 @@ describe("effects outside D1", () => {
     expect((await processReceipt(testEnv, receiptId, t0)).kind).toBe("retry");
     const pending = await receiptRow(receiptId);
     expect(pending.status).toBe("pending");
-    expect(pending.lastError).toMatch(/^notify: no answer within 300 ms; the destination may have applied it/);
+    expect(pending.lastError).toMatch(/^notify: no answer within 1500 ms; the destination may have applied it/);
     expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "unknown", httpStatus: null }]);
     // The D1 half of the effect did not commit: the attempt's batch never ran.
     expect(await account("acct_external_timeout")).toBeNull();
