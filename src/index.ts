@@ -1,5 +1,6 @@
 import { app } from "./app";
 import { consumeWork } from "./consumers/queue";
+import { runReconcile } from "./reconcile/run";
 import type { WorkMessage } from "./relay/messages";
 
 export { ClaimShard } from "./claims/shard";
@@ -7,4 +8,6 @@ export { ClaimShard } from "./claims/shard";
 export default {
   fetch: app.fetch,
   queue: consumeWork,
+  // The cron's scheduled time is the reconciler's clock, so tests inject time through the controller.
+  scheduled: async (controller, env) => void (await runReconcile(env, { now: controller.scheduledTime })),
 } satisfies ExportedHandler<Env, WorkMessage>;

@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS relay_state (
 type ClaimRow = {
   receipt_id: string;
   payload_sha256: string;
+  provenance: string;
 };
 
 export class ClaimShard extends DurableObject<Env> {
@@ -93,7 +94,7 @@ export class ClaimShard extends DurableObject<Env> {
     const result = this.ctx.storage.transactionSync((): ClaimResult => {
       const existing = this.sql
         .exec<ClaimRow>(
-          "SELECT receipt_id, payload_sha256 FROM claims WHERE source = ? AND event_key = ?",
+          "SELECT receipt_id, payload_sha256, provenance FROM claims WHERE source = ? AND event_key = ?",
           request.source,
           request.eventKey,
         )
@@ -118,7 +119,13 @@ export class ClaimShard extends DurableObject<Env> {
         );
         return { disposition: "accepted", receiptId };
       }
-      if (existing.payload_sha256 === request.payloadSha256) {
+      // A reconciled copy is the provider API's rendering of the event, never the bytes it signed and sent, so
+      // its hash cannot match the live delivery's: with one side reconciled, same key means duplicate.
+      if (
+        existing.payload_sha256 === request.payloadSha256 ||
+        existing.provenance === "reconciled" ||
+        request.provenance === "reconciled"
+      ) {
         if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
         return { disposition: "duplicate", receiptId: existing.receipt_id };
       }
@@ -256,6 +263,35 @@ export class ClaimShard extends DurableObject<Env> {
       source,
       Math.floor(receivedAt / HOUR_MS) * HOUR_MS,
     );
+  }
+
+  /**
+   * The cron's visit (src/reconcile): relay what is still waiting, a bounded number of batches, then forget keys
+   * past the dedupe retention. One call per shard per run, so a run's subrequests stay countable.
+   */
+  async sweep(keyCutoff: number, relayRounds: number, pruneLimit: number): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
+    let relayed = 0;
+    let remaining = this.unrelayedCount();
+    for (let round = 0; round < relayRounds && remaining > 0; round++) {
+      const report = await this.relay();
+      relayed += report.receiptsRelayed + report.quarantinesRelayed;
+      remaining = report.remaining;
+    }
+    return { relayed, remaining, keysPruned: this.pruneKeys(keyCutoff, pruneLimit) };
+  }
+
+  /** What the shard still knows about one key: the dedupe tombstone, for the reconciler's checks and tests. */
+  tombstone(source: string, eventKey: string): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
+    const row = this.sql
+      .exec<{ receipt_id: string; payload_sha256: string; has_body: number; relayed: number }>(
+        `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relayed_at IS NOT NULL AS relayed
+         FROM claims WHERE source = ? AND event_key = ?`,
+        source,
+        eventKey,
+      )
+      .toArray()[0];
+    if (!row) return null;
+    return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relayed === 1 };
   }
 
   private bumpFailures(): number {

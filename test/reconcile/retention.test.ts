@@ -1,0 +1,88 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { shardFor } from "../../src/claims/routing";
+import { utf8Bytes } from "../../src/crypto/encoding";
+import { claimEvent } from "../../src/ingest/claim";
+import { loadSources } from "../../src/sources/registry";
+import { waitForStatus } from "../support/deliveries";
+import { CRON_TEST_TIMEOUT_MS, cronUntil, deliverLive, receipt, unique } from "./support";
+
+const SOURCE = "reconcile-retention";
+const DAY = 86_400_000;
+
+/** A delivery claimed through the real claim path as if it had arrived `ageMs` ago. */
+async function receivedAgo(eventKey: string, body: string, ageMs: number, now: number) {
+  const source = loadSources(env).get(SOURCE)!;
+  return claimEvent(env, {
+    source,
+    identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
+    rawBody: utf8Bytes(body),
+    keptHeaders: { "content-type": "application/json" },
+    receivedAt: now - ageMs,
+    provenance: "live",
+  });
+}
+
+async function rowCount(table: "processed_events" | "attempts", eventKey: string): Promise<number> {
+  const where =
+    table === "processed_events"
+      ? "source = ? AND event_key = ?"
+      : "receipt_id IN (SELECT id FROM receipts WHERE source = ? AND event_key = ?)";
+  const row = await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).bind(SOURCE, eventKey).first<{ n: number }>();
+  return row?.n ?? 0;
+}
+
+const tombstone = (eventKey: string) => shardFor(env, SOURCE, eventKey).tombstone(SOURCE, eventKey);
+
+describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
+  it("drops bodies after payload retention, keys after dedupe retention, and never unfinished work", async () => {
+    const tag = unique();
+    const now = Date.now();
+    const body = (name: string) => JSON.stringify({ type: "thing.happened", data: { name, tag } });
+    const weekOld = `msg_week_${tag}`;
+    const justInside = `msg_34d_${tag}`;
+    const expired = `msg_36d_${tag}`;
+    const stillPending = `msg_36d_pending_${tag}`;
+    await receivedAgo(weekOld, body("week"), 8 * DAY, now);
+    await receivedAgo(justInside, body("34d"), 34 * DAY, now);
+    await receivedAgo(expired, body("36d"), 36 * DAY, now);
+    await receivedAgo(stillPending, body("pending"), 36 * DAY, now);
+    for (const eventKey of [weekOld, justInside, expired, stillPending]) expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
+    expect(await rowCount("processed_events", expired)).toBe(1);
+    // A receipt still waiting on a long retry is not terminal, however old.
+    await env.DB.prepare("UPDATE receipts SET status = 'pending', next_attempt_at = ? WHERE source = ? AND event_key = ?")
+      .bind(now + DAY, SOURCE, stillPending)
+      .run();
+    expect(await tombstone(expired)).not.toBeNull();
+    // The cron's own history is kept 35 days too.
+    const oldRunId = `old_run_${tag}`;
+    await env.DB.prepare("INSERT INTO reconcile_runs (id, clock, started_at) VALUES (?, ?, ?)").bind(oldRunId, now - 36 * DAY, now - 36 * DAY).run();
+
+    // Shard visits rotate when there are more shards than the per-run budget: run until this key's shard was seen.
+    const runs = await cronUntil(now, async () => (await tombstone(expired)) === null);
+    expect(runs.every((run) => run.failures === null)).toBe(true);
+    expect(runs.reduce((sum, run) => sum + run.counts.retention.bodiesDropped, 0)).toBeGreaterThanOrEqual(2);
+    expect(runs.reduce((sum, run) => sum + run.counts.retention.keysExpired, 0)).toBeGreaterThanOrEqual(1);
+
+    // Past payload retention: body gone, keyed tombstone (key + hash) and the processed-key kept.
+    for (const eventKey of [weekOld, justInside]) {
+      const kept = await receipt(SOURCE, eventKey);
+      expect(kept).toMatchObject({ status: "processed", hasBody: 0, keptHeaders: null });
+      expect(await rowCount("processed_events", eventKey)).toBe(1);
+      expect(await tombstone(eventKey)).toMatchObject({ relayed: true, hasBody: false });
+    }
+    // Past dedupe retention: the receipt, its attempts and its processed-key are gone, in D1 and in the shard.
+    expect(await receipt(SOURCE, expired)).toBeNull();
+    expect(await rowCount("processed_events", expired)).toBe(0);
+    expect(await rowCount("attempts", expired)).toBe(0);
+    expect(await tombstone(expired)).toBeNull();
+    expect(await env.DB.prepare("SELECT id FROM reconcile_runs WHERE id = ?").bind(oldRunId).first()).toBeNull();
+    // Unfinished work keeps its body and key whatever its age.
+    expect(await receipt(SOURCE, stillPending)).toMatchObject({ status: "pending", hasBody: 1 });
+
+    // A resend after the body is gone is still recognised by its key and hash.
+    const resend = await deliverLive(SOURCE, weekOld, body("week"));
+    expect(resend.status).toBe(200);
+    expect(await resend.json()).toEqual({ status: "duplicate", receipt: (await receipt(SOURCE, weekOld))?.receiptId });
+  });
+});

@@ -1,0 +1,235 @@
+import { spawn } from "node:child_process";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { fileURLToPath } from "node:url";
+
+/**
+ * A stand-in for the provider APIs the reconciler calls, speaking their documented shapes:
+ *   Stripe  GET  /v1/events?created[gte]=&created[lte]=&limit=&starting_after=   newest first, {object:"list", data, has_more}
+ *   GitHub  GET  /repos/:owner/:repo/hooks/:hook/deliveries?per_page=&cursor=   newest first, Link rel="next"
+ *           POST /repos/:owner/:repo/hooks/:hook/deliveries/:delivery/attempts  202
+ * plus sinks that record what the receiver sends out (forwards, alerts).
+ *
+ * Every path starts with a namespace segment (`/<ns>/v1/events`), so each test source has its own state. Tests
+ * seed and read state through `/<ns>/_control/*`. State is only ever added to, never reset: concurrent test runs
+ * share one stand-in (see setup below), and tests use keys unique to their run.
+ */
+
+const PORT = 8800;
+/** Bumped when the stand-in's behaviour changes, so a test run replaces an older one still idling on the port. */
+const VERSION = 2;
+const IDENTITY = `reconcile-stand-in v${VERSION}`;
+
+interface StripeEvent {
+  id: string;
+  created: number;
+  [field: string]: unknown;
+}
+
+interface GithubDelivery {
+  id: number;
+  guid: string;
+  delivered_at: string;
+  redelivery: boolean;
+  status_code: number;
+  [field: string]: unknown;
+}
+
+interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+interface Namespace {
+  stripeEvents: StripeEvent[];
+  githubDeliveries: GithubDelivery[];
+  /** Answer every provider API call with this status instead (outage simulation). */
+  failWith: number | null;
+  requests: RecordedRequest[];
+}
+
+const namespaces = new Map<string, Namespace>();
+
+function namespace(name: string): Namespace {
+  let found = namespaces.get(name);
+  if (!found) {
+    found = { stripeEvents: [], githubDeliveries: [], failWith: null, requests: [] };
+    namespaces.set(name, found);
+  }
+  return found;
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function sendJson(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(value, null, 2);
+  response.writeHead(status, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), ...headers });
+  response.end(body);
+}
+
+const EXPECTED_KEYS: Record<string, string> = {
+  stripe: "sk_test_reconcile_stand_in",
+  github: "ghp_reconcile_stand_in",
+};
+
+function authorized(request: IncomingMessage, provider: "stripe" | "github"): boolean {
+  return request.headers.authorization === `Bearer ${EXPECTED_KEYS[provider]}`;
+}
+
+function listStripeEvents(state: Namespace, url: URL, response: ServerResponse): void {
+  const createdGte = Number(url.searchParams.get("created[gte]") ?? 0);
+  const createdLte = Number(url.searchParams.get("created[lte]") ?? Number.MAX_SAFE_INTEGER);
+  const limit = Math.min(100, Number(url.searchParams.get("limit") ?? 10));
+  const startingAfter = url.searchParams.get("starting_after");
+  const ordered = state.stripeEvents
+    .filter((event) => event.created >= createdGte && event.created <= createdLte)
+    .sort((a, b) => b.created - a.created || (a.id < b.id ? 1 : -1));
+  let start = 0;
+  if (startingAfter) {
+    const index = ordered.findIndex((event) => event.id === startingAfter);
+    if (index < 0) {
+      sendJson(response, 400, { error: { type: "invalid_request_error", message: `No such event: '${startingAfter}'`, param: "starting_after" } });
+      return;
+    }
+    start = index + 1;
+  }
+  const page = ordered.slice(start, start + limit);
+  sendJson(response, 200, { object: "list", url: "/v1/events", has_more: start + limit < ordered.length, data: page });
+}
+
+function listGithubDeliveries(state: Namespace, url: URL, requestUrl: string, response: ServerResponse): void {
+  const perPage = Math.min(100, Number(url.searchParams.get("per_page") ?? 30));
+  const cursor = Number(url.searchParams.get("cursor") ?? 0);
+  const ordered = [...state.githubDeliveries].sort((a, b) => Date.parse(b.delivered_at) - Date.parse(a.delivered_at) || b.id - a.id);
+  const page = ordered.slice(cursor, cursor + perPage);
+  const headers: Record<string, string> = {};
+  if (cursor + perPage < ordered.length) {
+    const next = new URL(requestUrl, `http://127.0.0.1:${PORT}`);
+    next.searchParams.set("cursor", String(cursor + perPage));
+    headers.link = `<${next.toString()}>; rel="next"`;
+  }
+  sendJson(response, 200, page, headers);
+}
+
+async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const url = new URL(request.url ?? "/", `http://127.0.0.1:${PORT}`);
+  if (url.pathname === "/_identity") {
+    response.end(IDENTITY);
+    return;
+  }
+  if (url.pathname === "/_exit" && request.method === "POST") {
+    response.end("bye", () => process.exit(0));
+    return;
+  }
+  const [, namespaceName = "", ...rest] = url.pathname.split("/");
+  const path = `/${rest.join("/")}`;
+  const state = namespace(namespaceName);
+  const body = await readBody(request);
+
+  if (path.startsWith("/_control/")) {
+    const control = path.slice("/_control/".length);
+    if (control === "stripe-events" && request.method === "POST") {
+      state.stripeEvents.push(...(JSON.parse(body) as StripeEvent[]));
+      return sendJson(response, 200, { count: state.stripeEvents.length });
+    }
+    if (control === "github-deliveries" && request.method === "POST") {
+      state.githubDeliveries.push(...(JSON.parse(body) as GithubDelivery[]));
+      return sendJson(response, 200, { count: state.githubDeliveries.length });
+    }
+    if (control === "fail-with" && request.method === "POST") {
+      state.failWith = (JSON.parse(body) as { status: number | null }).status;
+      return sendJson(response, 200, { failWith: state.failWith });
+    }
+    if (control === "requests" && request.method === "GET") return sendJson(response, 200, state.requests);
+    return sendJson(response, 404, { error: "unknown control" });
+  }
+
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (typeof value === "string") headers[name] = value;
+  }
+  state.requests.push({ method: request.method ?? "GET", path: `${path}${url.search}`, headers, body });
+
+  if (path === "/sink") return sendJson(response, 200, { received: true });
+
+  const isStripe = path === "/v1/events";
+  const githubList = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries$/.test(path);
+  const githubRedeliver = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries\/\d+\/attempts$/.test(path);
+  if (!isStripe && !githubList && !githubRedeliver) return sendJson(response, 404, { message: "Not Found" });
+  if (state.failWith !== null) return sendJson(response, state.failWith, { error: { message: "stand-in outage" } });
+  if (!authorized(request, isStripe ? "stripe" : "github")) {
+    return isStripe
+      ? sendJson(response, 401, { error: { type: "invalid_request_error", message: "Invalid API Key provided" } })
+      : sendJson(response, 401, { message: "Bad credentials" });
+  }
+  if (isStripe && request.method === "GET") return listStripeEvents(state, url, response);
+  if (githubList && request.method === "GET") {
+    if (!request.headers["user-agent"]) return sendJson(response, 403, { message: "User-Agent header required" });
+    return listGithubDeliveries(state, url, request.url ?? "/", response);
+  }
+  if (githubRedeliver && request.method === "POST") return sendJson(response, 202, {});
+  return sendJson(response, 405, { message: "Method Not Allowed" });
+}
+
+async function runningIdentity(): Promise<string | null> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${PORT}/_identity`, { signal: AbortSignal.timeout(1000) });
+    return await response.text();
+  } catch {
+    return null;
+  }
+}
+
+/** Shuts the server down after this long without a request. */
+const IDLE_EXIT_MS = 10 * 60_000;
+
+function serve(): void {
+  let lastRequestAt = Date.now();
+  const server: Server = createServer((request, response) => {
+    lastRequestAt = Date.now();
+    handle(request, response).catch((error: unknown) => {
+      response.writeHead(500);
+      response.end(String(error));
+    });
+  });
+  // workerd pools connections; closing an idle one sooner than it expects surfaces as "connection lost".
+  server.keepAliveTimeout = 120_000;
+  // Port taken: another run's stand-in won the race, and serves us just as well.
+  server.once("error", () => process.exit(0));
+  server.listen(PORT, "127.0.0.1");
+  setInterval(() => {
+    if (Date.now() - lastRequestAt > IDLE_EXIT_MS) server.close(() => process.exit(0));
+  }, 30_000).unref();
+}
+
+/**
+ * vitest global setup. The server runs as its own detached process, shared by every test run in this working
+ * tree: several engineers run the suite at once, and a stand-in owned by one run would vanish under another. It
+ * exits by itself after ten idle minutes.
+ */
+export default async function setup(): Promise<void> {
+  const running = await runningIdentity();
+  if (running === IDENTITY) return;
+  if (running?.startsWith("reconcile-stand-in")) {
+    await fetch(`http://127.0.0.1:${PORT}/_exit`, { method: "POST" }).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", fileURLToPath(import.meta.url), "--serve"], {
+    detached: true,
+    stdio: "ignore",
+  });
+  child.unref();
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if ((await runningIdentity()) === IDENTITY) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the reconcile stand-in did not come up on 127.0.0.1:${PORT}`);
+}
+
+if (process.argv.includes("--serve")) serve();
