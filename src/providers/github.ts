@@ -1,5 +1,5 @@
 import { parseJsonBody, stringAtPath } from "./json";
-import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, optionString, readHeader, signedAdapter, utf8Key } from "./signed";
+import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
 
 /**
  * GitHub: `X-Hub-Signature-256: sha256=<hex>`, HMAC-SHA256 over the body keyed by the webhook secret as text.
@@ -18,7 +18,7 @@ export const github = signedAdapter({
     return event({
       ...(await eventKeyOf(readHeader(input.headers, "x-github-delivery"), input.rawBody)),
       ...described,
-      eventType: optionString(input.options, "type_path") ? described.eventType : readHeader(input.headers, "x-github-event"),
+      eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(input.headers, "x-github-event")),
       annotations: annotationsFrom({ action: stringAtPath(payload, "action") }),
     });
   },

@@ -1,6 +1,6 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody } from "./json";
-import { describePayload, event, eventKeyOf, optionString, readHeader, signedAdapter, utf8Key } from "./signed";
+import { describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
 
 /**
  * GitLab: `X-Gitlab-Token` carries the webhook's secret token itself (no signature, no timestamp); it is compared
@@ -25,7 +25,7 @@ export const gitlab = signedAdapter({
     return event({
       ...(await eventKeyOf(readHeader(headers, "idempotency-key") ?? readHeader(headers, "x-gitlab-event-uuid"), input.rawBody)),
       ...described,
-      eventType: optionString(input.options, "type_path") ? described.eventType : readHeader(headers, "x-gitlab-event"),
+      eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(headers, "x-gitlab-event")),
     });
   },
 });

@@ -1,5 +1,5 @@
 import { parseJsonBody } from "./json";
-import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, optionString, readHeader, signedAdapter, utf8Key } from "./signed";
+import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
 
 /**
  * Shopify: `X-Shopify-Hmac-Sha256: <base64>`, HMAC-SHA256 over the body keyed by the app's client secret as text.
@@ -19,7 +19,7 @@ export const shopify = signedAdapter({
     return event({
       ...(await eventKeyOf(readHeader(headers, "x-shopify-webhook-id"), input.rawBody)),
       ...described,
-      eventType: optionString(input.options, "type_path") ? described.eventType : readHeader(headers, "x-shopify-topic"),
+      eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(headers, "x-shopify-topic")),
       occurredAt: described.occurredAt ?? (Number.isNaN(triggeredAt) ? null : triggeredAt),
       annotations: annotationsFrom({ "x-shopify-event-id": readHeader(headers, "x-shopify-event-id") }),
     });

@@ -212,6 +212,11 @@ export function describePayload(payload: unknown, options: SourceOptions, defaul
   };
 }
 
+/** A type the provider sends in a header (X-GitHub-Event, X-Shopify-Topic…), unless the source set `type_path`. */
+export function headerTypeUnlessConfigured(options: SourceOptions, describedType: string | null, headerType: string | null): string | null {
+  return optionString(options, "type_path") ? describedType : headerType;
+}
+
 /**
  * The provider's own id when it gave one; otherwise the payload's SHA-256, and eventKeyOrigin says so.
  * Only for providers (or deliveries) that carry no id: a hash key treats a changed resend as a new event.

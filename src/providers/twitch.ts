@@ -1,6 +1,6 @@
 import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
-import { annotationsFrom, describePayload, event, eventKeyOf, optionString, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import { annotationsFrom, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
 
 /**
  * Twitch EventSub (webhook transport): `Twitch-Eventsub-Message-Signature: sha256=<hex>`, HMAC-SHA256 over
@@ -54,11 +54,11 @@ export const twitch = signedAdapter({
       {
         ...(await eventKeyOf(readHeader(headers, "twitch-eventsub-message-id"), input.rawBody)),
         ...described,
-        eventType: optionString(input.options, "type_path")
-          ? described.eventType
-          : messageType === "revocation"
-            ? "revocation"
-            : readHeader(headers, "twitch-eventsub-subscription-type"),
+        eventType: headerTypeUnlessConfigured(
+          input.options,
+          described.eventType,
+          messageType === "revocation" ? "revocation" : readHeader(headers, "twitch-eventsub-subscription-type"),
+        ),
         occurredAt: described.occurredAt ?? signedAt,
         annotations: annotationsFrom({ "twitch-eventsub-message-type": messageType }),
       },
