@@ -46,7 +46,7 @@ async function main(flags: BenchFlags): Promise<void> {
   }
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
-  if (flags.phases.has("perf")) await performance_(flags, deployment, receiver!, stateDir);
+  if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
 }
 
 function printHeader(flags: BenchFlags, stateDir: string): void {
@@ -160,7 +160,7 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   await runtime.stop();
 }
 
-async function performance_(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
+async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
   const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
   runtimes.push(bare);
   await bare.start();
