@@ -43,6 +43,13 @@ describe("shared verification pipeline", () => {
     expect(await github.verify(input({ headers: longKey }))).toEqual({ kind: "rejected", reason: "malformed-payload" });
   });
 
+  it("a source's *_path options override where an adapter reads the type and subject", async () => {
+    const body = JSON.stringify({ action: "opened", pull_request: { node_id: "PR_1" } });
+    const headers = new Headers({ "x-hub-signature-256": await sign("secret", body), "x-github-delivery": "d-1", "x-github-event": "pull_request" });
+    const verdict = await github.verify(input({ rawBody: encoder.encode(body), headers, options: { type_path: "action", subject_path: "pull_request.node_id" } }));
+    expect(verdict).toMatchObject({ kind: "event", identity: { eventKey: "d-1", eventType: "opened", subjectId: "PR_1" } });
+  });
+
   it("signature lists: junk entries are skipped, more than the cap is refused", () => {
     expect(parseSignatureList("t=1,v1=ab,,junk,=x,v1=cd", ",", "=")).toEqual([
       ["t", "1"],
