@@ -35,10 +35,12 @@ describe("effects outside D1", () => {
     expect(calls.every((call) => call.headers["idempotency-key"] === key)).toBe(true);
   });
 
-  it("retries a 503 with its status recorded, and dead-letters a 422 straight away", async () => {
-    const flaky = await seedExternal("acct_external_503", "503,200");
-    expect((await processReceipt(testEnv, flaky)).kind).toBe("retry");
-    expect(await attemptRows(flaky)).toMatchObject([{ outcome: "retry", httpStatus: 503, error: "notify: destination answered 503" }]);
+  it("retries a 503 or a 408 with its status recorded, and dead-letters a 422 straight away", async () => {
+    for (const status of [503, 408]) {
+      const flaky = await seedExternal(`acct_external_${status}`, `${status},200`);
+      expect((await processReceipt(testEnv, flaky)).kind).toBe("retry");
+      expect(await attemptRows(flaky)).toMatchObject([{ outcome: "retry", httpStatus: status, error: `notify: destination answered ${status}` }]);
+    }
 
     const refused = await seedExternal("acct_external_422", "422");
     expect(await processReceipt(testEnv, refused)).toEqual({ kind: "done", status: "dead" });
