@@ -1,3 +1,4 @@
+import { sendOutbound } from "../consumers/outbound";
 import { utf8Bytes } from "../crypto/encoding";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
@@ -166,11 +167,12 @@ async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolve
       },
     }),
   );
-  const response = await fetch(url, {
-    method: "POST",
+  // The one outbound path (forwards use it too): timeout, Idempotency-Key, and one classification of answers.
+  const result = await sendOutbound({
+    url,
     body,
-    redirect: "manual",
-    signal: AbortSignal.timeout(NOTIFY_TIMEOUT_MS),
+    timeoutMs: NOTIFY_TIMEOUT_MS,
+    idempotencyKey: webhookId,
     headers: {
       "content-type": "application/json",
       "webhook-id": webhookId,
@@ -178,7 +180,7 @@ async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolve
       "webhook-signature": await signStandardWebhook(secret, webhookId, timestamp, body),
     },
   });
-  await response.body?.cancel();
-  if (response.status < 200 || response.status >= 300) throw new Error(`alert webhook answered ${response.status}`);
+  if (result.kind !== "delivered") throw new Error(`alert webhook: ${result.error}`);
+  await result.response.body?.cancel();
   return "sent";
 }
