@@ -1,0 +1,49 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { catchUpSettings } from "../../src/reconcile/settings";
+import type { SourceConfig } from "../../src/sources/config";
+import { loadSources } from "../../src/sources/registry";
+
+function withCatchUp(catchUp: unknown): SourceConfig {
+  const base = loadSources(env).get("reconcile-stripe")!;
+  return { ...base, name: "configured", options: { ...base.options, catch_up: catchUp } };
+}
+
+describe("catch_up settings", () => {
+  it("reads a Stripe and a GitHub table with their defaults", () => {
+    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY" }))).toEqual({
+      ok: true,
+      value: {
+        api: "stripe",
+        apiKeySecret: "STRIPE_API_KEY",
+        baseUrl: "https://api.stripe.com",
+        hookPath: null,
+        overlapMs: 600_000,
+        initialLookbackMs: 3_600_000,
+        maxPages: 5,
+      },
+    });
+    const github = catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "orgs/acme/hooks/7", overlap: "30m" }));
+    expect(github).toMatchObject({ ok: true, value: { baseUrl: "https://api.github.com", hookPath: "orgs/acme/hooks/7", overlapMs: 1_800_000 } });
+  });
+
+  it("names every problem of a bad table instead of guessing", () => {
+    expect(catchUpSettings({ ...withCatchUp(undefined), options: {} })).toBeNull();
+    expect(catchUpSettings(withCatchUp("stripe"))).toEqual({ ok: false, problems: ["SOURCES.configured.catch_up must be a table"] });
+    const bad = catchUpSettings(withCatchUp({ api: "shopify", base_url: "ftp://example", overlap: "soon", max_pages: 0 }));
+    expect(bad).toEqual({
+      ok: false,
+      problems: [
+        'SOURCES.configured.catch_up.api must be "stripe" or "github"',
+        "SOURCES.configured.catch_up.api_key_secret must name a Worker secret",
+        "SOURCES.configured.catch_up.base_url must be an http(s) URL",
+        'SOURCES.configured.catch_up.overlap must be a duration like "10m"',
+        "SOURCES.configured.catch_up.max_pages must be an integer from 1 to 50",
+      ],
+    });
+    expect(catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "repos/acme" }))).toEqual({
+      ok: false,
+      problems: ['SOURCES.configured.catch_up.hook must be "repos/<owner>/<repo>/hooks/<id>" or "orgs/<org>/hooks/<id>"'],
+    });
+  });
+});
