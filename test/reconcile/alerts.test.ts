@@ -6,7 +6,7 @@ import { claimEvent } from "../../src/ingest/claim";
 import { ulid } from "../../src/lib/ulid";
 import { loadSources } from "../../src/sources/registry";
 import { eventually } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronRun, deliverLive, receipt, standInRequests, unique } from "./support";
+import { CRON_TEST_TIMEOUT_MS, cronRun, deliverLive, receipt, runCron, runsAt, standInRequests, unique } from "./support";
 
 const SOURCE = "reconcile-quiet";
 const HOUR = 3_600_000;
@@ -96,5 +96,32 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       expect(incident?.state).toBe("resolved");
       expect((await noticesFor(incident!.alertId)).map((notice) => notice.type)).toEqual(["alert.opened", "alert.resolved"]);
     }
+  });
+
+  it("keeps a notice the alert webhook did not take, and sends it on a later run", async () => {
+    const source = "reconcile-retention";
+    const now = Date.now();
+    await cronRun(now); // baseline
+    await env.DB.prepare(
+      `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, enqueued_at, status, attempts)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'dead', 1)`,
+    )
+      .bind(ulid(now), source, `msg_dead_${unique()}`, "0".repeat(64), now, now, now)
+      .run();
+
+    // Nothing listens on this port (in the reconciler's test range): the POST is refused.
+    const unreachable = { ...env, ALERT_WEBHOOK_URL: "http://127.0.0.1:8809/alerts" };
+    await runCron(now + 60_000, unreachable);
+    const [failedRun] = await runsAt(now + 60_000);
+    expect(failedRun?.counts.alerts.notices.failed).toBeGreaterThanOrEqual(1);
+    const alert = await env.DB.prepare("SELECT id AS alertId, notified_at AS notifiedAt FROM alerts WHERE source = ? AND kind = 'dead-letters'")
+      .bind(source)
+      .first<{ alertId: string; notifiedAt: number | null }>();
+    expect(alert).toMatchObject({ notifiedAt: null });
+    expect(await noticesFor(alert!.alertId)).toEqual([]);
+
+    await cronRun(now + 120_000);
+    await cronRun(now + 180_000);
+    expect((await noticesFor(alert!.alertId)).map((notice) => notice.type)).toEqual(["alert.opened"]);
   });
 });

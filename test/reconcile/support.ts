@@ -11,9 +11,9 @@ export const STAND_IN = "http://127.0.0.1:8800";
  */
 export const CRON_TEST_TIMEOUT_MS = 180_000;
 
-/** Fires the worker's real scheduled handler with the cron's clock set to `now`. */
-export async function runCron(now: number): Promise<void> {
-  await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "*/5 * * * *" }), env);
+/** Fires the worker's real scheduled handler with the cron's clock set to `now` (and, for one test, altered bindings). */
+export async function runCron(now: number, runEnv: Env = env): Promise<void> {
+  await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "*/5 * * * *" }), runEnv);
 }
 
 export interface RecordedRun {
