@@ -120,16 +120,24 @@ export async function watchSources(env: Env, sources: readonly SourceConfig[], n
   return conditions;
 }
 
-/** Catch-up found events we never received: open while runs keep finding them, resolved by a run that finds none. */
-export function catchUpMissing(source: SourceConfig, found: { missingClaimed: number; redeliveriesRequested: number }): AlertCondition {
+/**
+ * Catch-up found events we never received: open while runs keep finding them (or GitHub deliveries stay missing
+ * after the redeliveries we ask for), resolved by a run that finds none.
+ */
+export function catchUpMissing(
+  source: SourceConfig,
+  found: { missingClaimed: number; redeliveriesRequested: number; redeliveriesWithheld: number },
+): AlertCondition {
+  const parts = [
+    found.missingClaimed > 0 ? `${found.missingClaimed} events the provider listed were never delivered (claimed by catch-up)` : null,
+    found.redeliveriesRequested > 0 ? `${found.redeliveriesRequested} failed deliveries never received (redelivery requested)` : null,
+    found.redeliveriesWithheld > 0 ? `${found.redeliveriesWithheld} still missing after repeated redeliveries (needs a look)` : null,
+  ].filter((part): part is string => part !== null);
   return {
     source: source.name,
     kind: "catch-up-missing",
-    firing: found.missingClaimed + found.redeliveriesRequested > 0,
-    message:
-      found.redeliveriesRequested > 0
-        ? `${found.redeliveriesRequested} failed deliveries never received; redelivery requested`
-        : `${found.missingClaimed} events listed by the provider were never delivered; claimed by catch-up`,
+    firing: parts.length > 0,
+    message: parts.join("; ") || "catch-up found nothing missing",
     facts: { ...found },
   };
 }

@@ -35,6 +35,11 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       delivery(base + 5, guid("delivered"), minutesAgo(10), 200),
       // Outside the first run's look-back window: not ours to chase.
       delivery(base + 6, guid("too-old"), now - 2 * 86_400_000, 500),
+      // Failed, and failed again on three redeliveries: we stop asking and leave it to a human.
+      delivery(base + 8, guid("given-up"), minutesAgo(40), 500),
+      delivery(base + 9, guid("given-up"), minutesAgo(35), 500, true),
+      delivery(base + 10, guid("given-up"), minutesAgo(30), 500, true),
+      delivery(base + 11, guid("given-up"), minutesAgo(25), 500, true),
     ]);
     // We stored this one; GitHub recorded a timeout because our answer came too late.
     expect((await deliverLive(SOURCE, guid("stored-but-timed-out"), JSON.stringify({ zen: "ok" }))).status).toBe(200);
@@ -43,9 +48,10 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(run.failures).toBeNull();
     const ours = async () =>
       (await standInRequests(SOURCE)).filter(
-        (request) => request.method === "POST" && Array.from({ length: 7 }, (_, n) => `${HOOK}/deliveries/${base + n + 1}/attempts`).includes(request.path),
+        (request) => request.method === "POST" && Array.from({ length: 11 }, (_, n) => `${HOOK}/deliveries/${base + n + 1}/attempts`).includes(request.path),
       );
     const redeliveries = await ours();
+    expect(run.counts.catchUp[SOURCE]).toMatchObject({ redeliveriesRequested: 1, redeliveriesWithheld: 1 });
     expect(redeliveries.map((request) => request.path)).toEqual([`${HOOK}/deliveries/${base + 1}/attempts`]);
     expect(redeliveries[0]!.headers).toMatchObject({
       authorization: "Bearer ghp_reconcile_stand_in",

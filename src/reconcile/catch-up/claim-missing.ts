@@ -12,6 +12,8 @@ export interface CatchUpCounts {
   missingClaimed: number;
   /** GitHub: failed deliveries we asked GitHub to send again. */
   redeliveriesRequested: number;
+  /** GitHub: failed deliveries still missing after the most redeliveries we ask for; left to a human. */
+  redeliveriesWithheld: number;
 }
 
 export interface ListedEvent {

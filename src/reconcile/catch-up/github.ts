@@ -12,7 +12,7 @@ import { callApi, scanNewestFirst, type ListedPage } from "./scan";
  */
 
 const PAGE_SIZE = 100;
-/** GitHub keeps deliveries for 3 days; after this many redeliveries of one GUID we stop asking and alert instead. */
+/** GitHub keeps deliveries for 3 days; after this many redeliveries of one GUID we stop asking (the alert stays open). */
 const MAX_REDELIVERIES_PER_GUID = 3;
 
 interface HookDelivery {
@@ -38,7 +38,7 @@ export function nextCursorFromLink(link: string | null): string | null {
 }
 
 export async function catchUpGithub(env: Env, source: SourceConfig, settings: CatchUpSettings, token: string, now: number): Promise<CatchUpCounts> {
-  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0 };
+  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0, redeliveriesWithheld: 0 };
   const hookUrl = `${settings.baseUrl}/${settings.hookPath}`;
   const headers = {
     authorization: `Bearer ${token}`,
@@ -81,7 +81,10 @@ export async function catchUpGithub(env: Env, source: SourceConfig, settings: Ca
       counts.alreadyReceived += deliveries.length - candidates.length + stored.size;
       for (const delivery of candidates) {
         if (stored.has(delivery.guid)) continue;
-        if ((redeliveries.get(delivery.guid) ?? 0) >= MAX_REDELIVERIES_PER_GUID) continue;
+        if ((redeliveries.get(delivery.guid) ?? 0) >= MAX_REDELIVERIES_PER_GUID) {
+          counts.redeliveriesWithheld++;
+          continue;
+        }
         await callApi("github", `${hookUrl}/deliveries/${delivery.id}/attempts`, { method: "POST", headers });
         counts.redeliveriesRequested++;
       }

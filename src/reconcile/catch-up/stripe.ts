@@ -45,7 +45,7 @@ export function stripeEventIdentity(event: unknown, options: SourceOptions): Eve
 }
 
 export async function catchUpStripe(env: Env, source: SourceConfig, settings: CatchUpSettings, apiKey: string, now: number): Promise<CatchUpCounts> {
-  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0 };
+  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0, redeliveriesWithheld: 0 };
   const report = await scanNewestFirst<StripeEvent>(env, source.name, "stripe-events", settings, now, {
     async fetchPage(from, until, cursor): Promise<ListedPage<StripeEvent>> {
       const url = new URL(`${settings.baseUrl}/v1/events`);
