@@ -1,5 +1,5 @@
 import { sha256Hex } from "../crypto/digest";
-import { decodeBase64, decodeBase64Url, decodeHex } from "../crypto/encoding";
+import { concatBytes, decodeBase64, decodeBase64Url, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { verifySignature, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
 import { stringAtPath, timeAtPath, versionAtPath } from "./json";
 import type { DeliveryInput, EventIdentity, ProviderAdapter, RejectReason, SourceOptions, SourceSecret, VerifyResult } from "./types";
@@ -254,5 +254,24 @@ export function bodySignature(header: string, encoding: SignatureEncoding, algor
     if (!value) return "missing-signature";
     if (!value.startsWith(prefix)) return "malformed-signature";
     return { signatures: presentedSignatures([value.slice(prefix.length)], encoding, algorithm), signedContent: input.rawBody };
+  };
+}
+
+/**
+ * The `v0=<hex>` scheme Slack and Zoom share: HMAC-SHA256 over `v0:${timestamp}:${body}`, the signature and the
+ * timestamp each in a header of the provider's naming.
+ */
+export function v0TimestampedSignature(signatureHeader: string, timestampHeader: string) {
+  return ({ headers, rawBody }: DeliveryInput): Presented | RejectReason => {
+    const signature = readHeader(headers, signatureHeader);
+    const timestampText = readHeader(headers, timestampHeader);
+    if (!signature || !timestampText) return "missing-signature";
+    const signedAt = parseUnixSeconds(timestampText);
+    if (signedAt === null || !signature.startsWith("v0=")) return "malformed-signature";
+    return {
+      signatures: presentedSignatures([signature.slice(3)], "hex", "hmac-sha256"),
+      signedAt,
+      signedContent: concatBytes(utf8Bytes(`v0:${timestampText}:`), rawBody),
+    };
   };
 }

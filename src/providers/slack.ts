@@ -1,15 +1,13 @@
-import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
 import {
   annotationsFrom,
   describePayload,
   event,
   eventKeyOf,
-  parseUnixSeconds,
-  presentedSignatures,
   readHeader,
   signedAdapter,
   utf8Key,
+  v0TimestampedSignature,
 } from "./signed";
 
 /**
@@ -24,18 +22,7 @@ export const slack = signedAdapter({
   keptHeaders: ["x-slack-request-timestamp", "x-slack-retry-num", "x-slack-retry-reason", "content-type"],
   defaultToleranceSeconds: 300,
 
-  read({ headers, rawBody }) {
-    const signature = readHeader(headers, "x-slack-signature");
-    const timestampText = readHeader(headers, "x-slack-request-timestamp");
-    if (!signature || !timestampText) return "missing-signature";
-    const signedAt = parseUnixSeconds(timestampText);
-    if (signedAt === null || !signature.startsWith("v0=")) return "malformed-signature";
-    return {
-      signatures: presentedSignatures([signature.slice(3)], "hex", "hmac-sha256"),
-      signedAt,
-      signedContent: concatBytes(utf8Bytes(`v0:${timestampText}:`), rawBody),
-    };
-  },
+  read: v0TimestampedSignature("x-slack-signature", "x-slack-request-timestamp"),
 
   keyFor: utf8Key("hmac-sha256"),
 

@@ -1,7 +1,7 @@
-import { concatBytes, encodeHex, utf8Bytes } from "../crypto/encoding";
+import { encodeHex, utf8Bytes } from "../crypto/encoding";
 import { hmacSign } from "../crypto/hmac";
 import { parseJsonBody, stringAtPath } from "./json";
-import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import { describePayload, event, eventKeyOf, signedAdapter, utf8Key, v0TimestampedSignature } from "./signed";
 
 /**
  * Zoom: `x-zm-signature: v0=<hex>`, HMAC-SHA256 over `v0:${x-zm-request-timestamp}:${body}` keyed by the app's
@@ -14,18 +14,7 @@ export const zoom = signedAdapter({
   keptHeaders: ["x-zm-request-timestamp", "x-zm-trackingid", "content-type", "user-agent"],
   defaultToleranceSeconds: 300,
 
-  read({ headers, rawBody }) {
-    const signature = readHeader(headers, "x-zm-signature");
-    const timestampText = readHeader(headers, "x-zm-request-timestamp");
-    if (!signature || !timestampText) return "missing-signature";
-    const signedAt = parseUnixSeconds(timestampText);
-    if (signedAt === null || !signature.startsWith("v0=")) return "malformed-signature";
-    return {
-      signatures: presentedSignatures([signature.slice(3)], "hex", "hmac-sha256"),
-      signedAt,
-      signedContent: concatBytes(utf8Bytes(`v0:${timestampText}:`), rawBody),
-    };
-  },
+  read: v0TimestampedSignature("x-zm-signature", "x-zm-request-timestamp"),
 
   keyFor: utf8Key("hmac-sha256"),
 
