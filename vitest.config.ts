@@ -43,5 +43,7 @@ export default defineConfig(async () => ({
     setupFiles: ["./test/setup/apply-migrations.ts"],
     globalSetup,
     testTimeout: 30_000,
+    // The receiver logs one JSON line per delivery and attempt; show them only for a test that fails.
+    silent: "passed-only" as const,
   },
 }));
