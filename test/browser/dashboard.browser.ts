@@ -100,7 +100,13 @@ before(async () => {
     WRANGLER,
     ["dev", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR_PORT), "--persist-to", persistTo,
       "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
-    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } },
+    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: {
+      ...process.env,
+      CI: "true",
+      WRANGLER_SEND_METRICS: "false",
+      // Its own dev registry: wrangler dev sessions sharing one would consume each other's queue messages.
+      WRANGLER_REGISTRY_PATH: `${persistTo}-registry`,
+    } },
   );
   worker.stdout?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
   worker.stderr?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
