@@ -270,4 +270,20 @@ describe("requests that never reach verification", () => {
     expect(await waitForStatus("demo", "msg_bad_config")).toBe("processed");
     expect(await receiptsFor("demo", "msg_bad_config")).toHaveLength(1);
   });
+
+  it("answers 503 for a source whose catch_up table is invalid, before any cron run", async () => {
+    const body = JSON.stringify(credit("acct_bad_catch_up", 1));
+    const sources = env.SOURCES as Record<string, Record<string, unknown>>;
+    const brokenSources = { ...sources, demo: { ...sources.demo, catch_up: { api: "shopify" } } };
+    await expectRejectedWithNothingWritten(
+      async () =>
+        app.fetch(
+          new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_bad_catch_up", body) }),
+          { ...env, SOURCES: brokenSources },
+        ),
+      503,
+      "source_config_invalid",
+      "msg_bad_catch_up",
+    );
+  });
 });
