@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
 import { ulid } from "../lib/ulid";
+import { isSameEvent } from "./same-event";
 import { relayToD1 } from "../relay/relay";
 import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "./types";
 
@@ -119,13 +120,7 @@ export class ClaimShard extends DurableObject<Env> {
         );
         return { disposition: "accepted", receiptId };
       }
-      // A reconciled copy is the provider API's rendering of the event, never the bytes it signed and sent, so
-      // its hash cannot match the live delivery's: with one side reconciled, same key means duplicate.
-      if (
-        existing.payload_sha256 === request.payloadSha256 ||
-        existing.provenance === "reconciled" ||
-        request.provenance === "reconciled"
-      ) {
+      if (isSameEvent({ payloadSha256: existing.payload_sha256, provenance: existing.provenance }, request)) {
         if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
         return { disposition: "duplicate", receiptId: existing.receipt_id };
       }

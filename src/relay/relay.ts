@@ -1,4 +1,5 @@
 import { and, inArray, isNull } from "drizzle-orm";
+import { isSameEvent } from "../claims/same-event";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../claims/types";
 import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
@@ -92,13 +93,19 @@ export async function relayToD1(
  */
 async function quarantineMismatches(db: Database, lost: readonly PendingClaim[]): Promise<void> {
   const winners = await db
-    .select({ receiptId: receipts.receiptId, source: receipts.source, eventKey: receipts.eventKey, payloadSha256: receipts.payloadSha256 })
+    .select({
+      receiptId: receipts.receiptId,
+      source: receipts.source,
+      eventKey: receipts.eventKey,
+      payloadSha256: receipts.payloadSha256,
+      provenance: receipts.provenance,
+    })
     .from(receipts)
     .where(inArray(receipts.eventKey, [...new Set(lost.map((claim) => claim.eventKey))]));
   const winnerOf = new Map(winners.map((row) => [`${row.source}\u0000${row.eventKey}`, row]));
   const mismatches = lost.flatMap((claim) => {
     const winner = winnerOf.get(`${claim.source}\u0000${claim.eventKey}`);
-    if (!winner || winner.payloadSha256 === claim.payloadSha256) return [];
+    if (!winner || isSameEvent(winner, claim)) return [];
     return [
       db
         .insert(quarantine)

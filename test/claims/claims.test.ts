@@ -2,6 +2,8 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { shardFor, shardIndex } from "../../src/claims/routing";
+import { claimEvent } from "../../src/ingest/claim";
+import { loadSources } from "../../src/sources/registry";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, snapshot } from "../support/storage";
 
@@ -153,6 +155,39 @@ describe("changing the shard count", () => {
     expect(quarantined).toEqual([expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: first.receipt })]);
     expect(await receiptsFor("demo", eventKey)).toHaveLength(1);
     expect((await account("acct_reshard_changed"))?.credits).toBe(50);
+  });
+
+  it("treats a reconciled copy with other bytes as the same event at D1 too: no quarantine, one effect", async () => {
+    const eventKey = keyMovedBetween("msg_reshard_reconciled", 8, 3);
+    const first = await (await deliverDemo(eventKey, credit("acct_reshard_reconciled", 70))).json<Answer>();
+    await waitForStatus("demo", eventKey);
+
+    // The provider API's rendering of the event: same key, different bytes, entering the way catch-up enters.
+    const rendered = new TextEncoder().encode(JSON.stringify({ data: { amount: 70, account: "acct_reshard_reconciled" }, type: "account.credited" }));
+    const reclaimed = await claimEvent(resharded, {
+      source: loadSources(env).get("demo")!,
+      identity: {
+        eventKey,
+        eventKeyOrigin: "provider-id",
+        eventType: "account.credited",
+        subjectId: "acct_reshard_reconciled",
+        version: null,
+        occurredAt: null,
+      },
+      rawBody: rendered,
+      keptHeaders: {},
+      receivedAt: Date.now(),
+      provenance: "reconciled",
+    });
+    expect(reclaimed.disposition).toBe("accepted");
+    await eventually(async () => {
+      const row = await shardClaim("demo", eventKey, resharded);
+      return row?.relayedAt ? row : undefined;
+    });
+    await settle();
+    expect(await quarantineFor("demo", eventKey)).toEqual([]);
+    expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
+    expect((await account("acct_reshard_reconciled"))?.credits).toBe(70);
   });
 });
 
