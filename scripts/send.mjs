@@ -2,7 +2,7 @@
 // `npm run send -- <source> <file.json> [webhook-id]`: signs a sample event with the source's secret from
 // .dev.vars (Standard Webhooks scheme) and posts it to the local receiver.
 import { readFileSync } from "node:fs";
-import { Webhook } from "standardwebhooks";
+import { standardWebhookHeaders } from "./lib/signed-delivery.mjs";
 
 const [source = "demo", file = "examples/credit.json", webhookId = `msg_${Date.now().toString(36)}`] = process.argv.slice(2);
 const secretName = process.env.SECRET_NAME ?? `${source.toUpperCase().replace(/-/g, "_")}_WEBHOOK_SECRET`;
@@ -19,17 +19,11 @@ if (!secret) {
   process.exit(1);
 }
 const body = readFileSync(file, "utf8");
-const timestamp = new Date();
 const url = `${process.env.RECEIVER_URL ?? "http://127.0.0.1:8787"}/webhooks/${source}`;
 const response = await fetch(url, {
   method: "POST",
   body,
-  headers: {
-    "content-type": "application/json",
-    "webhook-id": webhookId,
-    "webhook-timestamp": String(Math.floor(timestamp.getTime() / 1000)),
-    "webhook-signature": new Webhook(secret).sign(webhookId, timestamp, body),
-  },
+  headers: standardWebhookHeaders(secret, webhookId, body),
 });
 console.log(`${response.status} ${await response.text()}`);
 process.exit(response.ok ? 0 : 1);

@@ -1,5 +1,5 @@
 import http from "node:http";
-import { Webhook } from "standardwebhooks";
+import { standardWebhookHeaders } from "../../scripts/lib/signed-delivery.mjs";
 
 /**
  * The provider side: every delivery is signed by the maintained `standardwebhooks` library (never by our own
@@ -9,14 +9,14 @@ import { Webhook } from "standardwebhooks";
 export type SendOutcome = { status: number; millis: number } | { status: "error"; millis: number; error: string };
 
 export class Sender {
-  private readonly signer: Webhook;
+  private readonly secret: string;
   private readonly agent: http.Agent;
   private readonly port: number;
   private readonly path: string;
   private readonly timeoutMs: number;
 
   constructor(options: { origin: string; path: string; secret: string; maxSockets: number; timeoutMs?: number }) {
-    this.signer = new Webhook(options.secret);
+    this.secret = options.secret;
     this.agent = new http.Agent({ keepAlive: true, maxSockets: options.maxSockets });
     this.port = Number(new URL(options.origin).port);
     this.path = options.path;
@@ -24,12 +24,7 @@ export class Sender {
   }
 
   signedHeaders(webhookId: string, body: string, at = new Date()): Record<string, string> {
-    return {
-      "content-type": "application/json",
-      "webhook-id": webhookId,
-      "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
-      "webhook-signature": this.signer.sign(webhookId, at, body),
-    };
+    return standardWebhookHeaders(this.secret, webhookId, body, at);
   }
 
   deliver(webhookId: string, body: string): Promise<SendOutcome> {

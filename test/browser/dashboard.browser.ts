@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
-import { Webhook } from "standardwebhooks";
+import { standardWebhookHeaders } from "../../scripts/lib/signed-delivery.mjs";
 
 const PORT = Number(process.env.ADMIN_BROWSER_PORT ?? 8811);
 const INSPECTOR_PORT = PORT + 1;
@@ -49,16 +49,10 @@ async function waitForHealth(timeoutMs = 60_000): Promise<void> {
 
 async function deliver(eventKey: string, payload: unknown): Promise<{ status: string; receipt: string }> {
   const body = JSON.stringify(payload);
-  const now = new Date();
   const response = await fetch(`${BASE}/webhooks/demo`, {
     method: "POST",
     body,
-    headers: {
-      "content-type": "application/json",
-      "webhook-id": eventKey,
-      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
-      "webhook-signature": new Webhook(DEMO_SECRET).sign(eventKey, now, body),
-    },
+    headers: standardWebhookHeaders(DEMO_SECRET, eventKey, body),
   });
   assert.equal(response.status, 200, `delivery ${eventKey} answered ${response.status}`);
   return (await response.json()) as { status: string; receipt: string };
