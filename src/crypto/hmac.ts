@@ -1,6 +1,6 @@
 /**
- * HMAC through WebCrypto. Verification goes through crypto.subtle.verify, which compares in constant time, so
- * no adapter ever compares signature bytes itself. Keys are imported once per isolate and reused.
+ * HMAC keys and signing through WebCrypto, keys imported once per isolate and reused. Verification is
+ * src/crypto/verify.ts (crypto.subtle.verify, constant time); signing here is for what we send out.
  */
 
 export type HmacHash = "SHA-1" | "SHA-256" | "SHA-512";
@@ -27,11 +27,6 @@ export function hmacKey(hash: HmacHash, secret: Uint8Array): Promise<CryptoKey> 
 
 export async function hmacSign(hash: HmacHash, secret: Uint8Array, data: Uint8Array): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(hash, secret), data));
-}
-
-/** Constant-time: true when `signature` is the HMAC of `data` under `secret`. */
-export async function hmacVerify(hash: HmacHash, secret: Uint8Array, signature: Uint8Array, data: Uint8Array): Promise<boolean> {
-  return crypto.subtle.verify("HMAC", await hmacKey(hash, secret), signature, data);
 }
 
 /** Constant-time equality for shared tokens (GitLab, admin bearer): compares digests, so lengths leak nothing. */
