@@ -1,3 +1,4 @@
+import { secretValue } from "../lib/secrets";
 import type { MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
 import { encodeHex, utf8Bytes } from "../crypto/encoding";
@@ -18,8 +19,8 @@ export const SESSION_TTL_MS = 12 * 3_600_000;
 
 /** The configured token, or null when the admin surface is disabled. Short tokens count as unset. */
 export function adminToken(env: Env): string | null {
-  const token: unknown = (env as unknown as Record<string, unknown>).ADMIN_TOKEN;
-  return typeof token === "string" && token.length >= 16 ? token : null;
+  const token = secretValue(env, "ADMIN_TOKEN");
+  return token !== null && token.length >= 16 ? token : null;
 }
 
 export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {

@@ -1,3 +1,4 @@
+import { secretValue } from "../lib/secrets";
 import { logEvent } from "../lib/log";
 import { parseJsonBody } from "../providers/json";
 import type { Destination, SourceConfig } from "../sources/config";
@@ -161,8 +162,8 @@ async function runDestination(env: Env, destination: Destination, receipt: Lease
     }
     case "forward": {
       if (!body) return { status: "dead", error: "payload no longer retained" };
-      const secret = (env as unknown as Record<string, unknown>)[env.GATEWAY_SIGNING_SECRET_NAME];
-      if (typeof secret !== "string") return { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` };
+      const secret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);
+      if (secret === null) return { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` };
       const headers = receipt.keptHeaders ? (JSON.parse(receipt.keptHeaders) as Record<string, string>) : {};
       const forwarded = await forward(
         {

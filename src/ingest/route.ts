@@ -38,7 +38,7 @@ webhooks.post("/:source", async (c) => {
     throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${source.maxBodyBytes} bytes.`);
   }
 
-  const { secrets, missing } = usableSecrets(source, c.env as unknown as Record<string, unknown>, startedAt);
+  const { secrets, missing } = usableSecrets(source, c.env, startedAt);
   if (missing.length > 0 && secrets.length === 0) {
     // A deploy mistake, not the sender's: 503 makes it retry once the secret is set.
     logEvent("config.secret_missing", { source: sourceName, missing: missing.join(","), requestId });

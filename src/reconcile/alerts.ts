@@ -1,3 +1,4 @@
+import { secretValue } from "../lib/secrets";
 import { sendOutbound } from "../consumers/outbound";
 import { utf8Bytes } from "../crypto/encoding";
 import { logError, logEvent } from "../lib/log";
@@ -140,13 +141,13 @@ async function deliverNotice(
 
 async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolved", now: number): Promise<"sent" | "logged"> {
   const detail = alert.detail ? (JSON.parse(alert.detail) as AlertDetail) : { message: "" };
-  const url = (env as unknown as Record<string, unknown>).ALERT_WEBHOOK_URL;
-  if (typeof url !== "string" || url.length === 0) {
+  const url = secretValue(env, "ALERT_WEBHOOK_URL");
+  if (url === null) {
     logEvent(`alert.${transition}`, { alert: alert.alertId, source: alert.source, kind: alert.kind, message: detail.message });
     return "logged";
   }
-  const secret = (env as unknown as Record<string, unknown>)[env.GATEWAY_SIGNING_SECRET_NAME];
-  if (typeof secret !== "string" || secret.length === 0) {
+  const secret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);
+  if (secret === null) {
     throw new Error(`secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set; alerts are never sent unsigned`);
   }
   const webhookId = `${alert.alertId}.${transition}`;

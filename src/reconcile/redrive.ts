@@ -1,3 +1,4 @@
+import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
 import { logError } from "../lib/log";
 import { enqueueReceipts } from "../relay/relay";
@@ -40,7 +41,7 @@ export interface ShardSweepCounts {
 }
 
 export function shardVisitBudget(env: Env): number {
-  const configured = Number((env as unknown as Record<string, unknown>).RECONCILE_SHARD_VISITS);
+  const configured = Number(secretValue(env, "RECONCILE_SHARD_VISITS"));
   return Number.isInteger(configured) && configured > 0 ? configured : DEFAULT_SHARD_VISITS;
 }
 

@@ -1,3 +1,4 @@
+import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 
 /**
@@ -210,14 +211,14 @@ export function parseSources(raw: unknown, context: ParseContext): Map<string, S
  */
 export function usableSecrets(
   source: SourceConfig,
-  env: Record<string, unknown>,
+  env: object,
   now: number,
 ): { secrets: SourceSecret[]; missing: string[] } {
   const secrets: SourceSecret[] = [];
   const missing: string[] = [];
   for (const ref of source.secrets) {
-    const value = env[ref.name];
-    if (typeof value !== "string" || value.length === 0) {
+    const value = secretValue(env, ref.name);
+    if (value === null) {
       missing.push(ref.name);
       continue;
     }

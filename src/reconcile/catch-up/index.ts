@@ -1,3 +1,4 @@
+import { secretValue } from "../../lib/secrets";
 import type { SourceConfig } from "../../sources/config";
 import type { CatchUpSettings } from "../settings";
 import type { CatchUpCounts } from "./claim-missing";
@@ -8,8 +9,8 @@ export type { CatchUpCounts } from "./claim-missing";
 
 /** Runs the source's provider catch-up. A missing API key secret is a deploy mistake: reported, nothing fetched. */
 export async function catchUp(env: Env, source: SourceConfig, settings: CatchUpSettings, now: number): Promise<CatchUpCounts> {
-  const apiKey = (env as unknown as Record<string, unknown>)[settings.apiKeySecret];
-  if (typeof apiKey !== "string" || apiKey.length === 0) {
+  const apiKey = secretValue(env, settings.apiKeySecret);
+  if (apiKey === null) {
     throw new Error(`secret ${settings.apiKeySecret} named by catch_up.api_key_secret is not set`);
   }
   switch (settings.api) {
