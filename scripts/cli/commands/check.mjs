@@ -1,0 +1,117 @@
+// `check [--remote] [--env E]`: the config parses exactly as the Worker parses it, and every secret it names is
+// set — in .dev.vars locally, or among the deployed Worker's secrets with --remote.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { CliError } from "../errors.mjs";
+import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
+
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+const MIN_ADMIN_TOKEN_LENGTH = 16;
+
+/**
+ * The Worker's own source parser (src/sources/registry.ts), bundled on the fly, so check can never disagree with
+ * what a deployed Worker would answer 503 for.
+ * @returns {Promise<{ loadSources(env: { SOURCES: unknown }): Map<string, any> }>}
+ */
+async function workerSourceParser() {
+  const { build } = await import("esbuild");
+  const result = await build({
+    stdin: { contents: 'export { loadSources } from "./src/sources/registry.ts";', resolveDir: ROOT, loader: "ts" },
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "node",
+    logLevel: "silent",
+  });
+  return import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+}
+
+/**
+ * Every secret the config depends on, with who needs it.
+ * @param {Record<string, any>} sources
+ * @param {Record<string, unknown>} vars
+ */
+function requiredSecrets(sources, vars) {
+  /** @type {{ name: string, usedBy: string, required: boolean }[]} */
+  const needed = [{ name: "ADMIN_TOKEN", usedBy: "the admin API and dashboard", required: true }];
+  const forwards = Object.entries(sources).filter(([, source]) => typeof source.destination === "string" && /^https?:\/\//.test(source.destination)).map(([name]) => name);
+  const gateway = typeof vars.GATEWAY_SIGNING_SECRET_NAME === "string" ? vars.GATEWAY_SIGNING_SECRET_NAME : "GATEWAY_SIGNING_SECRET";
+  const gatewayUsers = [...forwards.map((name) => `source ${name} (forwards)`), ...(vars.ALERT_WEBHOOK_URL ? ["alert notices"] : [])];
+  needed.push({ name: gateway, usedBy: gatewayUsers.join(", ") || "forwards and alert notices (none configured yet)", required: gatewayUsers.length > 0 });
+  for (const [name, source] of Object.entries(sources)) {
+    for (const ref of Array.isArray(source.secrets) ? source.secrets : []) {
+      const secretName = typeof ref === "string" ? ref : ref?.name;
+      const expires = typeof ref === "object" && ref?.expires ? Date.parse(ref.expires) : NaN;
+      // An expired secret is refused anyway; leaving it unset is the end of a rotation, not a mistake.
+      if (typeof secretName === "string") needed.push({ name: secretName, usedBy: `source ${name}`, required: !(expires <= Date.now()) });
+    }
+    const apiKey = source.catch_up?.api_key_secret;
+    if (typeof apiKey === "string") needed.push({ name: apiKey, usedBy: `source ${name} (catch_up)`, required: true });
+  }
+  return needed;
+}
+
+/** The deployed Worker's secret names, through wrangler (it needs `npx wrangler login` or an API token). */
+async function remoteSecretNames(/** @type {import("../project.mjs").ProjectOptions} */ options) {
+  const args = ["wrangler", "secret", "list", "--format", "json", "--config", configPath(options), ...(options.env ? ["--env", options.env] : [])];
+  try {
+    const { stdout } = await promisify(execFile)("npx", args, { env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, maxBuffer: 10 * 1024 * 1024 });
+    const list = JSON.parse(stdout.slice(stdout.indexOf("[")));
+    return new Set(list.map((/** @type {{ name: string }} */ entry) => entry.name));
+  } catch (error) {
+    const stderr = /** @type {{ stderr?: string }} */ (error).stderr;
+    throw new CliError(`could not list the Worker's secrets (${firstLine(stderr?.trim() || error)}): run npx wrangler login, or deploy once first`);
+  }
+}
+
+/**
+ * @param {{ remote?: boolean } & import("../project.mjs").ProjectOptions} options
+ */
+export async function check(options) {
+  const config = await readWranglerConfig(options);
+  const where = `${configPath(options)}${options.env ? ` [env.${options.env}]` : ""}`;
+  const vars = config.vars ?? {};
+  const sources = /** @type {Record<string, any>} */ (vars.SOURCES ?? {});
+  /** @type {string[]} */
+  const problems = [];
+  /** @type {string[]} */
+  const warnings = [];
+
+  if (Object.keys(sources).length === 0) problems.push(`${where} declares no [vars.SOURCES.<name>] table: nothing would be accepted`);
+  else {
+    try {
+      const parsed = (await workerSourceParser()).loadSources({ SOURCES: sources });
+      console.log(`ok    ${where}: ${parsed.size} source${parsed.size === 1 ? "" : "s"} (${[...parsed.keys()].join(", ")})`);
+    } catch (error) {
+      const listed = /** @type {{ problems?: string[] }} */ (error).problems;
+      if (!listed) throw new CliError(`could not load the Worker's config parser: ${firstLine(error)}`);
+      problems.push(...listed);
+    }
+  }
+
+  const present = options.remote ? await remoteSecretNames(options) : new Set(Object.entries(readDevVars(options)).filter(([, value]) => value).map(([name]) => name));
+  const store = options.remote ? "the deployed Worker's secrets" : devVarsPath(options);
+  const localValues = options.remote ? {} : readDevVars(options);
+  const seen = new Set();
+  for (const secret of requiredSecrets(sources, vars)) {
+    if (seen.has(secret.name)) continue;
+    seen.add(secret.name);
+    if (!present.has(secret.name)) {
+      const hint = options.remote ? `npx wrangler secret put ${secret.name}${options.env ? ` --env ${options.env}` : ""}` : `add ${secret.name}="…" to ${store}`;
+      (secret.required ? problems : warnings).push(`${secret.name} (${secret.usedBy}) is not in ${store}: ${hint}`);
+    } else if (secret.name === "ADMIN_TOKEN" && !options.remote && localValues.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH) {
+      problems.push(`ADMIN_TOKEN in ${store} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters: the admin API stays shut (npm run -s cli -- secret token makes one)`);
+    } else {
+      console.log(`ok    ${secret.name} (${secret.usedBy})`);
+    }
+  }
+  for (const warning of warnings) console.log(`warn  ${warning}`);
+  for (const problem of problems) console.log(`FAIL  ${problem}`);
+  if (problems.length > 0) {
+    console.error(`check failed: ${problems.length} problem${problems.length === 1 ? "" : "s"} above`);
+    return 1;
+  }
+  console.log(`check passed${options.remote ? " (remote secrets)" : ""}`);
+  return 0;
+}

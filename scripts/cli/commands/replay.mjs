@@ -1,0 +1,35 @@
+// `replay <receipt-id>` and `replay --dead --source S [--since T]`: put finished receipts back on the queue.
+import { CliError } from "../errors.mjs";
+import { adminRequest } from "../http.mjs";
+
+/**
+ * @param {string | undefined} receiptId
+ * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
+ */
+export async function replay(receiptId, options) {
+  if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both");
+  if (receiptId !== undefined) {
+    const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay`, { method: "POST" });
+    console.log(options.json ? JSON.stringify(report) : `replayed ${report.receiptId}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
+    return 0;
+  }
+  if (!options.dead) throw new CliError("say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]");
+  if (!options.source) throw new CliError("replay --dead needs --source <source>, so one command never replays every source's dead letters at once");
+  let total = 0;
+  /** @type {string[]} */
+  const ids = [];
+  // The API replays at most a bounded batch per call and says "more" while dead letters remain that match.
+  for (let round = 0; round < 1000; round += 1) {
+    const filter = Object.fromEntries(Object.entries({ source: options.source, since: options.since, until: options.until, type: options.type }).filter(([, value]) => value !== undefined));
+    const report = await adminRequest(options, "/dead/replay", { method: "POST", body: filter });
+    total += report.replayed;
+    ids.push(...report.results.filter((/** @type {any} */ result) => result.outcome === "replayed").map((/** @type {any} */ result) => result.receiptId));
+    if (!report.more || report.replayed === 0) break;
+  }
+  if (options.json) console.log(JSON.stringify({ replayed: total, receiptIds: ids }));
+  else {
+    console.log(`replayed ${total} dead letter${total === 1 ? "" : "s"} of ${options.source}${options.since ? ` since ${options.since}` : ""}`);
+    for (const id of ids) console.log(`  ${id}`);
+  }
+  return 0;
+}

@@ -1,0 +1,90 @@
+// `send <source> [sample-or-file] [--id ID]`: sign a sample the way the source's provider signs and post it.
+import { CliError } from "../errors.mjs";
+import { postWebhook } from "../http.mjs";
+import { readDevVars, readSources, receiverUrl, devVarsPath } from "../project.mjs";
+import { freshEventKey, loadSample } from "../samples.mjs";
+import { payloadHash, schemeFor } from "../signers.mjs";
+
+/**
+ * The first listed secret that is both unexpired and present locally: the one a real sender would sign with.
+ * @param {string} sourceName
+ * @param {Record<string, unknown>} source
+ * @param {Record<string, string>} vars
+ * @param {string} varsPath
+ */
+function signingSecret(sourceName, source, vars, varsPath) {
+  const refs = Array.isArray(source.secrets) ? source.secrets : [];
+  const names = refs.map((ref) => (typeof ref === "string" ? { name: ref, expires: undefined } : /** @type {{ name: string, expires?: string }} */ (ref)));
+  const usable = names.filter((ref) => !ref.expires || Date.parse(ref.expires) > Date.now());
+  const found = usable.find((ref) => vars[ref.name]);
+  if (!found) {
+    const listed = names.map((ref) => ref.name).join(", ") || "(none)";
+    throw new CliError(`source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`);
+  }
+  return { name: found.name, value: vars[found.name] };
+}
+
+/**
+ * @param {string} sourceName
+ * @param {string | undefined} sampleOrFile
+ * @param {{ id?: string, header?: string[] } & import("../project.mjs").ProjectOptions} options
+ */
+export async function send(sourceName, sampleOrFile, options) {
+  const sources = await readSources(options);
+  const source = sources[sourceName];
+  if (!source) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`);
+  const provider = String(source.provider);
+  const scheme = schemeFor(provider);
+  const vars = readDevVars(options);
+  const secret = signingSecret(sourceName, source, vars, devVarsPath(options));
+  const { payload } = loadSample(provider, sampleOrFile);
+  const eventKey = options.id ?? freshEventKey(provider);
+  const url = `${receiverUrl(options)}/webhooks/${encodeURIComponent(sourceName)}`;
+  const request = await scheme.sign({
+    payload,
+    eventKey,
+    secret: secret.value,
+    secretName: secret.name,
+    privateKey: () => {
+      // Asymmetric schemes list the sender's public key; signing locally needs its private half next to it.
+      const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
+      if (!privateKey) {
+        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : "ed25519"} ${secret.name} prints a pair)`);
+      }
+      return privateKey;
+    },
+    url,
+    options: source,
+    now: new Date(),
+  });
+  for (const header of options.header ?? []) {
+    const at = header.indexOf(":");
+    if (at <= 0) throw new CliError(`--header ${JSON.stringify(header)} is not name:value`);
+    request.headers[header.slice(0, at).trim().toLowerCase()] = header.slice(at + 1).trim();
+  }
+  const response = await postWebhook(url, request);
+  console.log(`${response.status} ${response.text}`);
+  const keyNote = scheme.keyIn === "payload-hash" ? `event key ${payloadHash(request.body)} (${provider} sends no id: the key is the payload's SHA-256)` : `event key ${eventKey}`;
+  if (response.status === 200) {
+    console.log(`${keyNote} · follow it: npm run cli -- show ${sourceName} ${scheme.keyIn === "payload-hash" ? payloadHash(request.body) : eventKey}`);
+    return 0;
+  }
+  console.error(adviceFor(response.status, sourceName, secret.name));
+  return 1;
+}
+
+/** What to do about a refusal, in one line. */
+function adviceFor(/** @type {number} */ status, /** @type {string} */ sourceName, /** @type {string} */ secretName) {
+  switch (status) {
+    case 401:
+      return `the receiver refused the signature: is ${secretName} in .dev.vars the value the running receiver loaded? Restart npm start after editing it`;
+    case 404:
+      return `the running receiver has no source ${sourceName}: restart npm start after editing wrangler.toml`;
+    case 413:
+      return "the payload is over the source's max_body_bytes";
+    case 503:
+      return "the receiver cannot accept for this source right now (see the message above): fix the config or secrets it names, then restart npm start";
+    default:
+      return `the receiver answered ${status}`;
+  }
+}

@@ -1,0 +1,100 @@
+// `show <receipt-id>` or `show <source> <event-key>`: one receipt, its timeline and its outcome.
+import { CliError } from "../errors.mjs";
+import { adminRequest } from "../http.mjs";
+import { clock, dateTime, dim, duration, status } from "../format.mjs";
+
+const RECEIPT_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/**
+ * @param {string} first a receipt id, or the source name
+ * @param {string | undefined} eventKey
+ * @param {{ json?: boolean, body?: boolean } & import("../project.mjs").ProjectOptions} options
+ */
+export async function show(first, eventKey, options) {
+  const path = eventKey === undefined && RECEIPT_ID.test(first)
+    ? `/receipts/${first}`
+    : `/sources/${encodeURIComponent(first)}/events/${encodeURIComponent(eventKey ?? "")}`;
+  if (eventKey === undefined && !RECEIPT_ID.test(first)) {
+    throw new CliError(`${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`);
+  }
+  const detail = await adminRequest(options, path);
+  if (options.json) {
+    console.log(JSON.stringify(detail, null, 2));
+    return 0;
+  }
+  for (const line of describe(detail, Boolean(options.body))) console.log(line);
+  return 0;
+}
+
+/**
+ * The receipt as lines of text: identity, timeline (every hop and attempt in order), outcome.
+ * @param {any} detail the admin API's receipt detail
+ * @param {boolean} withBody
+ */
+export function describe(detail, withBody) {
+  const receipt = detail.receipt;
+  const lines = [
+    `receipt   ${receipt.receiptId}`,
+    `source    ${receipt.source}   event ${receipt.eventKey}${receipt.eventType ? `   type ${receipt.eventType}` : ""}`,
+  ];
+  if (receipt.subjectId || receipt.version !== null) {
+    lines.push(`subject   ${receipt.subjectId ?? "—"}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
+  }
+  lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${receipt.attempts}`, "", "timeline");
+  /** @type {[number, string][]} */
+  const events = [];
+  if (receipt.occurredAt) events.push([receipt.occurredAt, "occurred (provider's time)"]);
+  events.push([receipt.receivedAt, "received and acknowledged"]);
+  if (receipt.relayedAt) events.push([receipt.relayedAt, "recorded in D1, queued"]);
+  for (const attempt of detail.attempts ?? []) {
+    const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null && attempt.durationMs !== undefined ? ` in ${duration(attempt.durationMs)}` : ""}`;
+    events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`]);
+  }
+  if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status)}`]);
+  events.sort((a, b) => a[0] - b[0]);
+  for (const [at, what] of events) lines.push(`  ${dateTime(at)}  ${what}`);
+  if (receipt.nextAttemptAt && (receipt.status === "pending" || receipt.status === "processing")) {
+    lines.push(`  ${dateTime(receipt.nextAttemptAt)}  ${dim("next attempt due")}`);
+  }
+  lines.push("", `outcome   ${outcomeSentence(receipt)}`);
+  if (receipt.receivedAt && receipt.processedAt) lines.push(dim(`          received → finished in ${duration(receipt.processedAt - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(receipt.processedAt)})`));
+  for (const copy of detail.quarantine ?? []) {
+    lines.push(`quarantined copy ${copy.quarantineId}: ${copy.reason} at ${dateTime(copy.receivedAt)} (same key, different bytes; never processed)`);
+  }
+  if (receipt.keptHeaders && Object.keys(receipt.keptHeaders).length > 0) {
+    lines.push("", "kept headers");
+    for (const [name, value] of Object.entries(receipt.keptHeaders)) lines.push(`  ${name}: ${value}`);
+  }
+  if (withBody) lines.push("", "body", receipt.body === null ? "  (past payload retention)" : prettyBody(receipt.body));
+  else lines.push("", dim(receipt.body === null ? "body: past payload retention" : "body: kept (add --body to print it)"));
+  return lines;
+}
+
+/** @param {any} receipt */
+function outcomeSentence(receipt) {
+  switch (receipt.status) {
+    case "processed":
+      return `${status("processed")}: applied once${receipt.provenance === "replayed" ? " (after a replay)" : ""}`;
+    case "dead":
+      return `${status("dead")}: ${receipt.lastError ?? "gave up"} — fix the cause, then npm run cli -- replay ${receipt.receiptId}`;
+    case "stale":
+      return `${status("stale")}: an equal or newer version was already applied${receipt.staleAgainstVersion !== null && receipt.staleAgainstVersion !== undefined ? ` (version ${receipt.staleAgainstVersion})` : ""}`;
+    case "skipped":
+      return `${status("skipped")}: nothing to do for this event${receipt.lastError ? ` (${receipt.lastError})` : ""}`;
+    case "pending":
+    case "processing":
+      return `${status(receipt.status)}: not finished yet${receipt.lastError ? `; last error: ${receipt.lastError}` : ""}`;
+    default:
+      return status(receipt.status);
+  }
+}
+
+/** @param {{ encoding: "utf8" | "base64", text: string }} body as the API shows it: text, or base64 when not UTF-8 */
+function prettyBody(body) {
+  if (body.encoding === "base64") return `(binary, base64) ${body.text}`;
+  try {
+    return JSON.stringify(JSON.parse(body.text), null, 2);
+  } catch {
+    return body.text;
+  }
+}

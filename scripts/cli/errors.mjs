@@ -1,0 +1,34 @@
+/**
+ * Every failure the CLI expects ends as one line saying what went wrong and what to do; index.mjs prints it and
+ * exits 1. Anything else is a bug, and even then the user sees one line (with --debug for the trace).
+ */
+export class CliError extends Error {
+  /**
+   * @param {string} message what went wrong, then what to do, as one line
+   * @param {number} [exitCode]
+   */
+  constructor(message, exitCode = 1) {
+    super(message);
+    this.name = "CliError";
+    this.exitCode = exitCode;
+  }
+}
+
+/**
+ * Turns a failed fetch into the one line a person needs. Node's fetch throws `TypeError: fetch failed` with the
+ * socket error as its cause, which says nothing useful on its own.
+ * @param {string} baseUrl the receiver (or other server) the CLI tried to reach
+ * @param {unknown} error
+ */
+export function unreachable(baseUrl, error) {
+  const cause = /** @type {{ cause?: { code?: string, message?: string, errors?: { code?: string }[] } }} */ (error)?.cause;
+  // localhost resolves to both ::1 and 127.0.0.1, and then the refusal arrives as an AggregateError of both.
+  const code = cause?.code ?? cause?.errors?.[0]?.code ?? /** @type {{ code?: string }} */ (error)?.code;
+  if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ECONNRESET") {
+    return new CliError(`no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`);
+  }
+  if (/** @type {{ name?: string }} */ (error)?.name === "TimeoutError") {
+    return new CliError(`the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`);
+  }
+  return new CliError(`could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`);
+}

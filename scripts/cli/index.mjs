@@ -1,0 +1,109 @@
+#!/usr/bin/env node
+// The receiver's command line for the local loop: send signed samples, follow and inspect receipts, replay,
+// check the config and secrets, and stand in for a forward destination. `npm run cli -- <command>`.
+import { Command, CommanderError } from "commander";
+import { CliError } from "./errors.mjs";
+import { firstLine } from "./project.mjs";
+
+const [major, minor] = process.versions.node.split(".").map(Number);
+if (major < 22 || (major === 22 && minor < 12)) {
+  console.error(`error: Node ${process.versions.node} is too old: the receiver's tools need Node >= 22.12`);
+  process.exit(1);
+}
+
+/** Runs a command module lazily, so `receiver secret` does not load wrangler or the provider SDKs. */
+const run = (/** @type {() => Promise<{ [name: string]: Function }>} */ load, /** @type {string} */ name) =>
+  async (/** @type {unknown[]} */ ...args) => {
+    const command = /** @type {Command} */ (args.at(-1));
+    const options = { ...program.opts(), ...command.opts() };
+    const positional = args.slice(0, -2);
+    process.exitCode = await (await load())[name](...positional, options);
+  };
+
+const program = new Command("receiver")
+  .description("Local tools for the edge webhook receiver")
+  .option("--url <url>", "the receiver's base URL (default: RECEIVER_URL, else http://127.0.0.1:8787)")
+  .option("--config <path>", "wrangler config to read sources from (default: RECEIVER_CONFIG, else wrangler.toml)")
+  .option("--env-file <path>", "local secrets file (default: RECEIVER_DEV_VARS, else .dev.vars)")
+  .option("-e, --env <name>", "a wrangler environment, e.g. production")
+  .option("--debug", "print the stack trace of an unexpected failure")
+  .showHelpAfterError("(add --help for usage)")
+  .exitOverride();
+
+program
+  .command("send")
+  .description("sign a sample (or a file) with the source's provider scheme and secret, post it, print the answer")
+  .argument("<source>", "a source from [vars.SOURCES]")
+  .argument("[sample-or-file]", "a bundled sample name (examples/samples/*.json, credit, plan-changed) or a file; default: the provider's sample")
+  .option("--id <id>", "the event id to send (the dedupe key); default: a fresh one")
+  .option("-H, --header <name:value...>", "add or override a request header")
+  .action(run(() => import("./commands/send.mjs"), "send"));
+
+program
+  .command("tail")
+  .description("follow receipts and attempts as they happen (admin API)")
+  .option("-s, --source <source>", "only this source")
+  .option("--status <list>", "only these statuses, comma-separated: pending,processing,processed,stale,dead,skipped")
+  .option("--history <n>", "receipts from before to show first", "10")
+  .option("--interval <ms>", "how often to look, in milliseconds", "1000")
+  .action(run(() => import("./commands/tail.mjs"), "tail"));
+
+program
+  .command("show")
+  .description("a receipt, its timeline and outcome: show <receipt-id> or show <source> <event-key>")
+  .argument("<receipt-or-source>")
+  .argument("[event-key]")
+  .option("--body", "print the stored body too")
+  .option("--json", "the admin API's JSON as is")
+  .action(run(() => import("./commands/show.mjs"), "show"));
+
+program
+  .command("replay")
+  .description("replay one finished receipt, or dead letters by filter: replay <receipt-id> | replay --dead --source S [--since T]")
+  .argument("[receipt-id]")
+  .option("--dead", "replay dead letters matching the filters")
+  .option("-s, --source <source>", "with --dead: the source (required)")
+  .option("--since <time>", "with --dead: received at or after (ISO 8601 or epoch ms)")
+  .option("--until <time>", "with --dead: received before")
+  .option("--type <type>", "with --dead: only this event type")
+  .option("--json", "print the API's answer as JSON")
+  .action(run(() => import("./commands/replay.mjs"), "replay"));
+
+program
+  .command("check")
+  .description("validate the sources config as the Worker does, and that every secret it names is set")
+  .option("--remote", "look for the secrets on the deployed Worker (wrangler secret list) instead of .dev.vars")
+  .action(run(() => import("./commands/check.mjs"), "check"));
+
+program
+  .command("echo")
+  .description("a local backend for forward destinations: prints each delivery and verifies its gateway signature")
+  .option("-p, --port <port>", "port to listen on", "8789")
+  .option("--host <host>", "address to listen on", "127.0.0.1")
+  .option("--status <code>", "answer every delivery with this status (e.g. 503, to watch retries)")
+  .action(run(() => import("./commands/echo.mjs"), "echo"));
+
+program
+  .command("secret")
+  .description("generate a secret: gateway (whsec_…), token (admin token), or a key pair: ed25519|whpk|p256 <NAME>")
+  .argument("<kind>", "gateway | token | whsec | ed25519 | whpk | p256")
+  .argument("[name]", "for key pairs: the secret name the source lists")
+  .action(async (kind, name) => {
+    process.exitCode = (await import("./commands/secret.mjs")).secret(kind, name);
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    // Commander has already printed the usage problem (or the help/version it was asked for).
+    process.exitCode = error.exitCode;
+  } else if (error instanceof CliError) {
+    console.error(`error: ${error.message}`);
+    process.exitCode = error.exitCode;
+  } else {
+    console.error(`error: ${firstLine(error)} (an unexpected failure: rerun with --debug for details)`);
+    if (program.opts().debug) console.error(error);
+    process.exitCode = 1;
+  }
+}

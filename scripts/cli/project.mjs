@@ -1,0 +1,110 @@
+// Where the CLI finds the project's settings: the wrangler config (sources, schedule), the local secrets in
+// .dev.vars, and the running receiver's URL. Every lookup that can fail says what to do about it.
+import { existsSync, readFileSync } from "node:fs";
+import { CliError } from "./errors.mjs";
+
+export const DEFAULT_RECEIVER_URL = "http://127.0.0.1:8787";
+
+/**
+ * The options every command shares, from the command line or the environment.
+ * @typedef {{ config?: string, env?: string, envFile?: string, url?: string }} ProjectOptions
+ */
+
+/**
+ * The receiver's base URL without a trailing slash, so `http://host:8787/` and `http://host:8787` both work.
+ * @param {ProjectOptions} options
+ */
+export function receiverUrl(options = {}) {
+  const raw = options.url ?? process.env.RECEIVER_URL ?? DEFAULT_RECEIVER_URL;
+  let parsed;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new CliError(`RECEIVER_URL ${JSON.stringify(raw)} is not a URL: use something like ${DEFAULT_RECEIVER_URL}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new CliError(`RECEIVER_URL must be http:// or https://, not ${parsed.protocol}`);
+  }
+  return `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
+}
+
+/** @param {ProjectOptions} options */
+export function configPath(options = {}) {
+  return options.config ?? process.env.RECEIVER_CONFIG ?? "wrangler.toml";
+}
+
+/** @param {ProjectOptions} options */
+export function devVarsPath(options = {}) {
+  return options.envFile ?? process.env.RECEIVER_DEV_VARS ?? ".dev.vars";
+}
+
+/**
+ * The wrangler config as wrangler itself reads it (the same call vitest.config.ts uses), so `[env.*]` sections
+ * and TOML details resolve exactly as they will on deploy.
+ * @param {ProjectOptions} options
+ * @returns {Promise<{ vars: Record<string, unknown>, triggers: { crons?: string[] }, name?: string }>}
+ */
+export async function readWranglerConfig(options = {}) {
+  const path = configPath(options);
+  if (!existsSync(path)) throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`);
+  const { unstable_readConfig } = await import("wrangler");
+  try {
+    return unstable_readConfig({ config: path, env: options.env });
+  } catch (error) {
+    throw new CliError(`${path} cannot be read: ${firstLine(error)}`);
+  }
+}
+
+/**
+ * The source tables under [vars.SOURCES] (of the chosen environment).
+ * @param {ProjectOptions} options
+ * @returns {Promise<Record<string, Record<string, unknown>>>}
+ */
+export async function readSources(options = {}) {
+  const config = await readWranglerConfig(options);
+  const sources = config.vars?.SOURCES;
+  if (!sources || typeof sources !== "object" || Array.isArray(sources)) {
+    throw new CliError(`${configPath(options)} declares no [vars.SOURCES.<name>] tables${options.env ? ` for env ${options.env}` : ""}: add one (see docs/providers.md)`);
+  }
+  return /** @type {Record<string, Record<string, unknown>>} */ (sources);
+}
+
+/**
+ * The local secrets, parsed the way wrangler reads .dev.vars (KEY=value, optional quotes, # comments).
+ * @param {ProjectOptions} options
+ * @returns {Record<string, string>}
+ */
+export function readDevVars(options = {}) {
+  const path = devVarsPath(options);
+  if (!existsSync(path)) throw new CliError(`no ${path} yet: run npm start once (it creates it from .dev.vars.example)`);
+  /** @type {Record<string, string>} */
+  const vars = {};
+  for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match) continue;
+    let value = match[2];
+    const quoted = /^(["'])(.*)\1$/.exec(value);
+    if (quoted) value = quoted[1] === '"' ? quoted[2].replace(/\\n/g, "\n") : quoted[2];
+    else value = value.replace(/\s+#.*$/, "");
+    vars[match[1]] = value;
+  }
+  return vars;
+}
+
+/**
+ * The admin token: ADMIN_TOKEN from the environment (for a deployed Worker), else from .dev.vars.
+ * @param {ProjectOptions} options
+ */
+export function adminToken(options = {}) {
+  const fromEnv = process.env.ADMIN_TOKEN;
+  if (fromEnv) return fromEnv;
+  const token = readDevVars(options).ADMIN_TOKEN;
+  if (!token) throw new CliError(`no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`);
+  return token;
+}
+
+/** @param {unknown} error */
+export function firstLine(error) {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split("\n").find((line) => line.trim()) ?? text;
+}
