@@ -19,6 +19,8 @@ export interface RetryPolicy {
   maxRetries: number;
   /** ±fraction of each delay, so a burst of failures does not retry in lockstep. */
   jitter: number;
+  /** No retry is scheduled once the receipt is this old (since it was received): it goes dead instead. */
+  maxAgeMs: number;
 }
 
 export type Destination =
@@ -37,8 +39,23 @@ export interface SourceConfig {
   retry: RetryPolicy;
   payloadRetentionMs: number;
   dedupeRetentionMs: number;
+  /** Where this source's claim shards are created (see "Where shards live" in docs/architecture.md). */
+  placement: ShardPlacement;
   options: SourceOptions;
 }
+
+/**
+ * `location_hint` only steers where a shard is created the first time; `jurisdiction` is part of the shard's id,
+ * so the object can only ever live (and its data only ever be stored) inside that jurisdiction.
+ */
+export interface ShardPlacement {
+  locationHint: DurableObjectLocationHint | null;
+  jurisdiction: DurableObjectJurisdiction | null;
+}
+
+/** Cloudflare's documented Durable Object location hints. */
+export const LOCATION_HINTS: readonly DurableObjectLocationHint[] = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"];
+export const JURISDICTIONS: readonly DurableObjectJurisdiction[] = ["eu", "fedramp", "fedramp-high"];
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 /**
@@ -48,12 +65,24 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
  * this check is the only place it is caught before production.
  */
 export const MAX_BODY_BYTES_LIMIT = 1_900_000;
-export const DEFAULT_RETRY: RetryPolicy = { baseDelaySeconds: 30, maxDelaySeconds: 86_400, maxRetries: 12, jitter: 0.2 };
 const DAY_MS = 86_400_000;
+/** Three days: longer than the default schedule's 34 hours, and as long as Stripe's own automatic retries. */
+export const DEFAULT_RETRY: RetryPolicy = { baseDelaySeconds: 30, maxDelaySeconds: 86_400, maxRetries: 12, jitter: 0.2, maxAgeMs: 3 * DAY_MS };
 /** Stripe's CLI resends for 30 days; keys must outlive every resend. */
 export const DEFAULT_DEDUPE_RETENTION_MS = 35 * DAY_MS;
 export const DEFAULT_PAYLOAD_RETENTION_MS = 7 * DAY_MS;
 const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
+/**
+ * The processing lease: a receipt whose lease has run out is handed to another consumer. Mirrors LEASE_MS in
+ * src/consumers/process.ts (kept here so configuration never imports the consumer).
+ */
+export const PROCESSING_LEASE_MS = 5 * 60_000;
+/**
+ * The longest any call to a destination (a forward, a handler's external call) may wait. One minute below the
+ * lease, so a call that times out still leaves time to record its attempt before the lease can pass to a second
+ * consumer; a longer timeout would let two attempts of one receipt run at once.
+ */
+export const MAX_DESTINATION_TIMEOUT_MS = PROCESSING_LEASE_MS - 60_000;
 
 export class SourceConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -90,7 +119,41 @@ function parseSecretRef(entry: unknown, where: string, problems: string[]): Secr
   return null;
 }
 
+/**
+ * A duration key of the source table: absent → the default; present but unreadable or out of range → a problem.
+ * Never a silent fallback: a typo such as "3 days" must not quietly become the default.
+ */
+function durationSetting(
+  value: unknown,
+  fallback: number,
+  where: string,
+  problems: string[],
+  bounds: { positive?: boolean; max?: number; maxText?: string } = {},
+): number {
+  if (value === undefined) return fallback;
+  const parsed = parseDuration(value);
+  if (parsed === null) {
+    problems.push(`${where} must be a duration like "90s", "15m", "1h" or "3d" (got ${JSON.stringify(value)})`);
+    return fallback;
+  }
+  if (bounds.positive && parsed <= 0) {
+    problems.push(`${where} must be longer than zero`);
+    return fallback;
+  }
+  if (bounds.max !== undefined && parsed > bounds.max) {
+    problems.push(`${where} must be at most ${bounds.maxText ?? `${bounds.max} ms`}`);
+    return fallback;
+  }
+  return parsed;
+}
+
 function parseDestination(value: unknown, where: string, options: SourceOptions, problems: string[]): Destination {
+  // Read even when the destination is not a forward: a bad value is a mistake worth reporting either way.
+  const timeoutMs = durationSetting(options.forward_timeout, DEFAULT_FORWARD_TIMEOUT_MS, `${where}: forward_timeout`, problems, {
+    positive: true,
+    max: MAX_DESTINATION_TIMEOUT_MS,
+    maxText: `${MAX_DESTINATION_TIMEOUT_MS / 60_000}m, to end inside the ${PROCESSING_LEASE_MS / 60_000}-minute processing lease (a longer call would overlap the next consumer's attempt)`,
+  });
   if (value === undefined || value === "none") return { kind: "none" };
   if (typeof value !== "string") {
     problems.push(`${where}: destination must be "handler:<name>", an https URL or "none"`);
@@ -99,10 +162,7 @@ function parseDestination(value: unknown, where: string, options: SourceOptions,
   if (value.startsWith("handler:") && value.length > "handler:".length) {
     return { kind: "handler", handlerName: value.slice("handler:".length) };
   }
-  if (/^https?:\/\//.test(value)) {
-    const timeoutMs = parseDuration(options.forward_timeout) ?? DEFAULT_FORWARD_TIMEOUT_MS;
-    return { kind: "forward", url: value, timeoutMs };
-  }
+  if (/^https?:\/\//.test(value)) return { kind: "forward", url: value, timeoutMs };
   problems.push(`${where}: destination ${JSON.stringify(value)} is neither handler:<name> nor a URL`);
   return { kind: "none" };
 }
@@ -111,6 +171,14 @@ function positiveNumber(value: unknown, fallback: number, where: string, problem
   if (value === undefined) return fallback;
   if (typeof value === "number" && Number.isFinite(value) && value > 0) return value;
   problems.push(`${where} must be a positive number`);
+  return fallback;
+}
+
+/** A count such as max_retries: 2.5 retries means nothing, and rounding it either way would be a guess. */
+function wholeCount(value: unknown, fallback: number, where: string, problems: string[]): number {
+  if (value === undefined) return fallback;
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
+  problems.push(`${where} must be a whole number, 0 or more (got ${JSON.stringify(value)})`);
   return fallback;
 }
 
@@ -131,6 +199,37 @@ function bodyCap(value: unknown, where: string, problems: string[]): number {
   return cap;
 }
 
+function parseRetry(value: unknown, where: string, problems: string[]): RetryPolicy {
+  if (value === undefined) return DEFAULT_RETRY;
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    problems.push(`${where}: retry must be a table`);
+    return DEFAULT_RETRY;
+  }
+  const table = value as Record<string, unknown>;
+  return {
+    baseDelaySeconds: positiveNumber(table.base_delay_seconds, DEFAULT_RETRY.baseDelaySeconds, `${where}.retry.base_delay_seconds`, problems),
+    maxDelaySeconds: positiveNumber(table.max_delay_seconds, DEFAULT_RETRY.maxDelaySeconds, `${where}.retry.max_delay_seconds`, problems),
+    maxRetries: wholeCount(table.max_retries, DEFAULT_RETRY.maxRetries, `${where}.retry.max_retries`, problems),
+    jitter: fraction(table.jitter, DEFAULT_RETRY.jitter, `${where}.retry.jitter`, problems),
+    maxAgeMs: durationSetting(table.max_age, DEFAULT_RETRY.maxAgeMs, `${where}.retry.max_age`, problems, { positive: true }),
+  };
+}
+
+/** One of a fixed set of words, or absent. */
+function oneOf<T extends string>(value: unknown, allowed: readonly T[], where: string, problems: string[]): T | null {
+  if (value === undefined) return null;
+  if (typeof value === "string" && (allowed as readonly string[]).includes(value)) return value as T;
+  problems.push(`${where} must be one of ${allowed.join(", ")} (got ${JSON.stringify(value)})`);
+  return null;
+}
+
+function parsePlacement(options: SourceOptions, where: string, problems: string[]): ShardPlacement {
+  return {
+    locationHint: oneOf(options.location_hint, LOCATION_HINTS, `${where}: location_hint`, problems),
+    jurisdiction: oneOf(options.jurisdiction, JURISDICTIONS, `${where}: jurisdiction`, problems),
+  };
+}
+
 export interface ParseContext {
   /** Provider names an adapter exists for; anything else fails validation instead of accepting traffic. */
   knownProviders: ReadonlySet<string>;
@@ -139,69 +238,94 @@ export interface ParseContext {
   validateProviderOptions?: (provider: string, options: SourceOptions) => string[];
 }
 
-export function parseSources(raw: unknown, context: ParseContext): Map<string, SourceConfig> {
+/** One source's table, checked: the settings when it is valid, every problem found otherwise. */
+export type ParsedSource = { ok: true; source: SourceConfig } | { ok: false; problems: string[] };
+
+export function parseSource(name: string, value: unknown, context: ParseContext): ParsedSource {
+  const where = `SOURCES.${name}`;
   const problems: string[] = [];
-  const sources = new Map<string, SourceConfig>();
-  if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
-    throw new SourceConfigError(["SOURCES must be a table of sources"]);
+  if (!SOURCE_NAME.test(name)) problems.push(`${where}: name must match ${SOURCE_NAME}`);
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    return { ok: false, problems: [...problems, `${where}: must be a table`] };
   }
-  for (const [name, value] of Object.entries(raw as Record<string, unknown>)) {
-    const where = `SOURCES.${name}`;
-    if (!SOURCE_NAME.test(name)) problems.push(`${where}: name must match ${SOURCE_NAME}`);
-    if (!value || typeof value !== "object") {
-      problems.push(`${where}: must be a table`);
-      continue;
+  const options = value as SourceOptions;
+  const provider = options.provider;
+  if (typeof provider !== "string" || !context.knownProviders.has(provider)) {
+    return { ok: false, problems: [...problems, `${where}: unsupported provider ${JSON.stringify(provider)}`] };
+  }
+  const secretList = options.secrets;
+  const secrets: SecretRef[] = [];
+  if (!Array.isArray(secretList) || secretList.length === 0) {
+    problems.push(`${where}: secrets must name at least one Worker secret`);
+  } else {
+    for (const entry of secretList) {
+      const ref = parseSecretRef(entry, where, problems);
+      if (ref) secrets.push(ref);
     }
-    const options = value as SourceOptions;
-    const provider = options.provider;
-    if (typeof provider !== "string" || !context.knownProviders.has(provider)) {
-      problems.push(`${where}: unsupported provider ${JSON.stringify(provider)}`);
-      continue;
-    }
-    const secretList = options.secrets;
-    const secrets: SecretRef[] = [];
-    if (!Array.isArray(secretList) || secretList.length === 0) {
-      problems.push(`${where}: secrets must name at least one Worker secret`);
-    } else {
-      for (const entry of secretList) {
-        const ref = parseSecretRef(entry, where, problems);
-        if (ref) secrets.push(ref);
-      }
-    }
-    const destination = parseDestination(options.destination, where, options, problems);
-    if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
-      problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
-    }
-    const retryTable = (options.retry ?? {}) as Record<string, unknown>;
-    const retry: RetryPolicy = {
-      baseDelaySeconds: positiveNumber(retryTable.base_delay_seconds, DEFAULT_RETRY.baseDelaySeconds, `${where}.retry.base_delay_seconds`, problems),
-      maxDelaySeconds: positiveNumber(retryTable.max_delay_seconds, DEFAULT_RETRY.maxDelaySeconds, `${where}.retry.max_delay_seconds`, problems),
-      maxRetries: positiveNumber(retryTable.max_retries, DEFAULT_RETRY.maxRetries, `${where}.retry.max_retries`, problems),
-      jitter: fraction(retryTable.jitter, DEFAULT_RETRY.jitter, `${where}.retry.jitter`, problems),
-    };
-    if (options.expect_within !== undefined && parseDuration(options.expect_within) === null) {
-      problems.push(`${where}: expect_within must be a duration like "1h"`);
-    }
-    const dedupeRetentionMs = parseDuration(options.dedupe_retention) ?? DEFAULT_DEDUPE_RETENTION_MS;
-    const payloadRetentionMs = parseDuration(options.payload_retention) ?? DEFAULT_PAYLOAD_RETENTION_MS;
-    if (payloadRetentionMs > dedupeRetentionMs) {
-      problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
-    }
-    problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
-    sources.set(name, {
+  }
+  const destination = parseDestination(options.destination, where, options, problems);
+  if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
+    problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
+  }
+  const retry = parseRetry(options.retry, where, problems);
+  const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, { positive: true });
+  // Read by the reconciler (src/reconcile/settings.ts); checked here so a typo is refused with everything else.
+  durationSetting(options.alert_pending_after, 0, `${where}: alert_pending_after`, problems, { positive: true });
+  const dedupeRetentionMs = durationSetting(options.dedupe_retention, DEFAULT_DEDUPE_RETENTION_MS, `${where}: dedupe_retention`, problems, { positive: true });
+  const payloadRetentionMs = durationSetting(options.payload_retention, DEFAULT_PAYLOAD_RETENTION_MS, `${where}: payload_retention`, problems, { positive: true });
+  if (payloadRetentionMs > dedupeRetentionMs) {
+    problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
+  }
+  const placement = parsePlacement(options, where, problems);
+  const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
+  problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
+  if (problems.length > 0) return { ok: false, problems };
+  return {
+    ok: true,
+    source: {
       name,
       provider,
       secrets,
       destination,
-      maxBodyBytes: bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems),
-      expectWithinMs: parseDuration(options.expect_within),
+      maxBodyBytes,
+      expectWithinMs: expectWithin < 0 ? null : expectWithin,
       retry,
       payloadRetentionMs,
       dedupeRetentionMs,
+      placement,
       options,
-    });
+    },
+  };
+}
+
+/** Every source checked on its own: one broken table does not stop the others. */
+export interface SourceTables {
+  sources: Map<string, SourceConfig>;
+  /** Per broken source, every problem found in its table. */
+  problems: Map<string, string[]>;
+}
+
+/**
+ * Checks each `[vars.SOURCES.<name>]` table on its own. Throws only when SOURCES itself is not a table: then no
+ * source can be told apart from another.
+ */
+export function parseSourceTables(raw: unknown, context: ParseContext): SourceTables {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
+    throw new SourceConfigError(["SOURCES must be a table of sources"]);
   }
-  if (problems.length > 0) throw new SourceConfigError(problems);
+  const tables: SourceTables = { sources: new Map(), problems: new Map() };
+  for (const [name, value] of Object.entries(raw as Record<string, unknown>)) {
+    const parsed = parseSource(name, value, context);
+    if (parsed.ok) tables.sources.set(name, parsed.source);
+    else tables.problems.set(name, parsed.problems);
+  }
+  return tables;
+}
+
+/** All or nothing: the valid sources, or a SourceConfigError naming every problem of every source at once. */
+export function parseSources(raw: unknown, context: ParseContext): Map<string, SourceConfig> {
+  const { sources, problems } = parseSourceTables(raw, context);
+  if (problems.size > 0) throw new SourceConfigError([...problems.values()].flat());
   return sources;
 }
 

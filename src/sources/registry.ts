@@ -1,25 +1,82 @@
 import { handlerNames } from "../consumers/handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
 import { catchUpSettings } from "../reconcile/settings";
-import { parseSources, SourceConfigError, type SourceConfig } from "./config";
+import { parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
 
-/** Parsed once per isolate: the SOURCES var is fixed for a deployment. */
-let cached: { raw: unknown; sources: Map<string, SourceConfig> } | undefined;
+/**
+ * The deployed sources, each checked on its own: a broken `[vars.SOURCES.<name>]` table takes only that source
+ * out of service (its deliveries answer 503 so the sender retries); every other source keeps accepting.
+ */
 
-export function loadSources(env: Pick<Env, "SOURCES">): Map<string, SourceConfig> {
-  if (cached && cached.raw === env.SOURCES) return cached.sources;
-  const sources = parseSources(env.SOURCES, {
+/** Parsed once per isolate when every table is valid: the SOURCES var is fixed for a deployment. */
+let cached: { raw: unknown; tables: SourceTables } | undefined;
+
+function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
+  if (cached && cached.raw === env.SOURCES) return cached.tables;
+  const tables = parseSourceTables(env.SOURCES, {
     knownProviders: knownProviderNames(),
     knownHandlers: handlerNames(),
     validateProviderOptions: (provider, options) => adapterFor(provider)?.validateOptions?.(options) ?? [],
   });
   // The reconciler's settings live in the same tables: a bad catch_up fails loudly here, at first use after a
   // deploy, instead of only as a failure in each cron run's record.
-  const problems = [...sources.values()].flatMap((source) => {
+  for (const source of [...tables.sources.values()]) {
     const settings = catchUpSettings(source);
-    return settings && !settings.ok ? settings.problems : [];
-  });
-  if (problems.length > 0) throw new SourceConfigError(problems);
-  cached = { raw: env.SOURCES, sources };
-  return sources;
+    if (settings && !settings.ok) {
+      tables.sources.delete(source.name);
+      tables.problems.set(source.name, settings.problems);
+    }
+  }
+  // A broken parse is not kept: handlers can be registered later in the isolate's life (tests do), and redoing
+  // the parse is cheap next to a delivery that cannot be accepted anyway.
+  if (tables.problems.size === 0) cached = { raw: env.SOURCES, tables };
+  return tables;
+}
+
+/**
+ * The valid sources, by name. A broken source is absent here and present in `sourceProblems`. Throws a
+ * SourceConfigError only when SOURCES itself is not a table.
+ */
+export function loadSources(env: Pick<Env, "SOURCES">): Map<string, SourceConfig> {
+  return loadTables(env).sources;
+}
+
+/** Each broken source with every problem of its table; empty when all are valid. */
+export function sourceProblems(env: Pick<Env, "SOURCES">): Map<string, string[]> {
+  return loadTables(env).problems;
+}
+
+export type SourceLookup =
+  | { kind: "valid"; source: SourceConfig }
+  /** Configured, but its table is broken: answer 503 and keep its work, the fix is a redeploy away. */
+  | { kind: "invalid"; problems: string[] }
+  | { kind: "unknown" };
+
+/** One source by name, telling "not configured" apart from "configured but broken". */
+export function lookupSource(env: Pick<Env, "SOURCES">, name: string): SourceLookup {
+  const tables = loadTables(env);
+  const source = tables.sources.get(name);
+  if (source) return { kind: "valid", source };
+  const problems = tables.problems.get(name);
+  return problems ? { kind: "invalid", problems } : { kind: "unknown" };
+}
+
+/** What operators see (the admin API, the dashboard, /health): never throws, whatever SOURCES holds. */
+export interface SourcesHealth {
+  /** Valid sources, accepting deliveries. */
+  valid: string[];
+  /** Broken sources, answering 503, each with every problem of its table. */
+  invalid: Record<string, string[]>;
+  /** Set when SOURCES itself is unreadable: then no source accepts anything. */
+  unreadable: string[] | null;
+}
+
+export function sourcesHealth(env: Pick<Env, "SOURCES">): SourcesHealth {
+  try {
+    const tables = loadTables(env);
+    return { valid: [...tables.sources.keys()].sort(), invalid: Object.fromEntries([...tables.problems].sort(([a], [b]) => a.localeCompare(b))), unreadable: null };
+  } catch (error) {
+    if (error instanceof SourceConfigError) return { valid: [], invalid: {}, unreadable: error.problems };
+    throw error;
+  }
 }

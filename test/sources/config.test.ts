@@ -1,0 +1,142 @@
+import { describe, expect, it } from "vitest";
+import { handlerNames } from "../../src/consumers/handlers/registry";
+import { knownProviderNames } from "../../src/providers/registry";
+import {
+  DEFAULT_RETRY,
+  MAX_DESTINATION_TIMEOUT_MS,
+  parseSource,
+  parseSourceTables,
+  parseSources,
+  PROCESSING_LEASE_MS,
+  SourceConfigError,
+  type SourceConfig,
+} from "../../src/sources/config";
+
+const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
+const base = { provider: "standard-webhooks", secrets: ["S"] };
+
+function parsed(extra: Record<string, unknown>): SourceConfig {
+  const result = parseSource("example", { ...base, ...extra }, context);
+  if (!result.ok) throw new Error(`unexpected problems: ${result.problems.join("; ")}`);
+  return result.source;
+}
+
+function problemsOf(extra: Record<string, unknown>): string[] {
+  const result = parseSource("example", { ...base, ...extra }, context);
+  return result.ok ? [] : result.problems;
+}
+
+describe("each source table is checked on its own", () => {
+  it("keeps the valid sources and names the broken ones with their problems", () => {
+    const tables = parseSourceTables(
+      {
+        good: { ...base, destination: "handler:accounts" },
+        "no-handler": { ...base, destination: "handler:billing" },
+        "no-provider": { provider: "carrier-pigeon", secrets: ["S"] },
+      },
+      context,
+    );
+    expect([...tables.sources.keys()]).toEqual(["good"]);
+    expect(Object.fromEntries(tables.problems)).toEqual({
+      "no-handler": ['SOURCES.no-handler: no handler named "billing" is registered'],
+      "no-provider": ['SOURCES.no-provider: unsupported provider "carrier-pigeon"'],
+    });
+  });
+
+  it("still refuses everything when SOURCES itself is not a table, and parseSources stays all-or-nothing", () => {
+    expect(() => parseSourceTables("not a table", context)).toThrow(SourceConfigError);
+    expect(() => parseSources({ good: base, bad: { ...base, destination: "handler:billing" } }, context)).toThrow(SourceConfigError);
+  });
+});
+
+describe("retry policy", () => {
+  it("defaults to a three-day deadline and reads max_age", () => {
+    expect(parsed({}).retry).toEqual(DEFAULT_RETRY);
+    expect(DEFAULT_RETRY.maxAgeMs).toBe(3 * 86_400_000);
+    expect(parsed({ retry: { max_age: "36h" } }).retry.maxAgeMs).toBe(36 * 3_600_000);
+  });
+
+  it("takes max_retries as a whole number, 0 included, and refuses fractions and negatives", () => {
+    expect(parsed({ retry: { max_retries: 0 } }).retry.maxRetries).toBe(0);
+    expect(parsed({ retry: { max_retries: 5 } }).retry.maxRetries).toBe(5);
+    for (const bad of [2.5, -1, "3", Number.NaN]) {
+      expect(problemsOf({ retry: { max_retries: bad } }), String(bad)).toEqual([expect.stringContaining("SOURCES.example.retry.max_retries must be a whole number")]);
+    }
+  });
+
+  it("refuses a retry value that is not a table", () => {
+    expect(problemsOf({ retry: "12" })).toEqual(["SOURCES.example: retry must be a table"]);
+  });
+});
+
+describe("durations are read or refused, never silently defaulted", () => {
+  const keys = [
+    ["expect_within", (value: unknown) => ({ expect_within: value })],
+    ["alert_pending_after", (value: unknown) => ({ alert_pending_after: value })],
+    ["payload_retention", (value: unknown) => ({ payload_retention: value })],
+    ["dedupe_retention", (value: unknown) => ({ dedupe_retention: value, payload_retention: "1ms" })],
+    ["forward_timeout", (value: unknown) => ({ forward_timeout: value, destination: "https://example.com/hook" })],
+    ["retry.max_age", (value: unknown) => ({ retry: { max_age: value } })],
+  ] as const;
+
+  for (const [key, table] of keys) {
+    it(`refuses an unreadable ${key}`, () => {
+      for (const bad of ["3 days", "1w", "soon", "", true, -5]) {
+        const problems = problemsOf(table(bad));
+        expect(problems, `${key} = ${JSON.stringify(bad)}`).toHaveLength(1);
+        expect(problems[0]).toContain(key);
+        expect(problems[0]).toContain("SOURCES.example");
+      }
+    });
+  }
+
+  it("reads the documented forms", () => {
+    const source = parsed({ payload_retention: "2d", dedupe_retention: "40d", expect_within: "90m", alert_pending_after: "2h" });
+    expect(source.payloadRetentionMs).toBe(2 * 86_400_000);
+    expect(source.dedupeRetentionMs).toBe(40 * 86_400_000);
+    expect(source.expectWithinMs).toBe(90 * 60_000);
+  });
+});
+
+describe("destination timeouts stay inside the processing lease", () => {
+  const forward = (timeout: unknown) => ({ destination: "https://example.com/hook", forward_timeout: timeout });
+
+  it("caps them a minute below the five-minute lease", () => {
+    expect(PROCESSING_LEASE_MS).toBe(5 * 60_000);
+    expect(MAX_DESTINATION_TIMEOUT_MS).toBe(4 * 60_000);
+  });
+
+  it("accepts up to the cap and refuses anything longer, naming the source and the key", () => {
+    expect(parsed(forward("4m")).destination).toEqual({ kind: "forward", url: "https://example.com/hook", timeoutMs: 240_000 });
+    expect(parsed(forward("30s")).destination).toMatchObject({ timeoutMs: 30_000 });
+    for (const tooLong of ["10m", "241s", "1h"]) {
+      expect(problemsOf(forward(tooLong)), tooLong).toEqual([expect.stringMatching(/^SOURCES\.example: forward_timeout must be at most 4m.*lease/)]);
+    }
+    expect(problemsOf(forward("0s"))).toEqual([expect.stringContaining("forward_timeout must be longer than zero")]);
+  });
+});
+
+describe("claim shard placement", () => {
+  it("has none by default", () => {
+    expect(parsed({}).placement).toEqual({ locationHint: null, jurisdiction: null });
+  });
+
+  it("reads every documented location hint and jurisdiction", () => {
+    for (const hint of ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"]) {
+      expect(parsed({ location_hint: hint }).placement.locationHint).toBe(hint);
+    }
+    for (const jurisdiction of ["eu", "fedramp"]) {
+      expect(parsed({ jurisdiction }).placement.jurisdiction).toBe(jurisdiction);
+    }
+    expect(parsed({ location_hint: "weur", jurisdiction: "eu" }).placement).toEqual({ locationHint: "weur", jurisdiction: "eu" });
+  });
+
+  it("refuses unknown values with a message naming the source and the key", () => {
+    expect(problemsOf({ location_hint: "europe" })).toEqual([
+      'SOURCES.example: location_hint must be one of wnam, enam, sam, weur, eeur, apac, oc, afr, me (got "europe")',
+    ]);
+    expect(problemsOf({ location_hint: "WEUR" })).toHaveLength(1);
+    expect(problemsOf({ jurisdiction: "EU" })).toEqual([expect.stringMatching(/^SOURCES\.example: jurisdiction must be one of eu, fedramp.* \(got "EU"\)$/)]);
+    expect(problemsOf({ jurisdiction: ["eu"] })).toHaveLength(1);
+  });
+});
