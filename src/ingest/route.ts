@@ -3,7 +3,7 @@ import { apiError } from "../lib/errors";
 import { logError, logEvent } from "../lib/log";
 import { adapterFor } from "../providers/registry";
 import { SourceConfigError, usableSecrets } from "../sources/config";
-import { loadSources } from "../sources/registry";
+import { lookupSource } from "../sources/registry";
 import { claimEvent, pickHeaders } from "./claim";
 import { readBodyWithCap } from "./read-body";
 
@@ -18,18 +18,25 @@ webhooks.post("/:source", async (c) => {
   const sourceName = c.req.param("source");
   const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
 
-  let sources;
+  let lookup;
   try {
-    sources = loadSources(c.env);
+    lookup = lookupSource(c.env, sourceName);
   } catch (error) {
+    // SOURCES itself is unreadable: no source can be told apart, so none accepts anything.
     if (error instanceof SourceConfigError) {
       logError("config.invalid", error);
       throw apiError(503, "source_config_invalid", "The receiver's source configuration is invalid; nothing was accepted.");
     }
     throw error;
   }
-  const source = sources.get(sourceName);
-  if (!source) throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "invalid") {
+    // Only this source is out of service; 503 makes its sender retry once the table is fixed. The problems quote
+    // config (never a secret's value) and stay in the log and the admin API: they are not for the caller.
+    logEvent("config.invalid", { source: sourceName, problems: lookup.problems.join("; "), requestId });
+    throw apiError(503, "source_config_invalid", "This source's configuration is invalid; nothing was accepted.");
+  }
+  const { source } = lookup;
   const adapter = adapterFor(source.provider)!;
 
   const rawBody = await readBodyWithCap(c.req.raw, source.maxBodyBytes);
