@@ -5,6 +5,7 @@ import { requireBearer, type AdminEnv } from "../auth";
 import { isReceiptId, parseCursor, parseInstant, parseLimit, parseReceiptFilter, parseWindow, type Query } from "../filters";
 import { listAlerts, listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
 import { MAX_REPLAY_IDS, replayByIds, replayDeadMatching } from "../replay";
+import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 
 /**
@@ -110,6 +111,9 @@ adminApi.get("/alerts", async (c) => {
   if (state !== undefined && state !== "open" && state !== "resolved") throw apiError(400, "invalid_query", 'Query parameter "state" must be open or resolved.');
   return c.json({ alerts: await listAlerts(database(c.env), { source: query.source || undefined, state, limit: parseLimit(query) }) });
 });
+
+/** Which sources accept deliveries and which are broken (answering 503), with every problem of each table. */
+adminApi.get("/sources", (c) => c.json(sourcesHealth(c.env)));
 
 adminApi.get("/stats", async (c) => {
   const query = c.req.query();

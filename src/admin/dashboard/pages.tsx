@@ -1,6 +1,7 @@
 import type { ReceiptFilter } from "../filters";
 import { PROVENANCES, RECEIPT_STATUSES } from "../filters";
 import type { listAlerts, listQuarantine, ReceiptDetail, ReceiptSummary } from "../queries";
+import type { SourcesHealth } from "../../sources/registry";
 import type { Percentiles, StatsReport } from "../stats";
 import { Badge, formatDuration, formatInstant, Page } from "./layout";
 
@@ -35,11 +36,56 @@ function latency(value: Percentiles) {
   return value.samples === 0 ? "—" : `${formatDuration(value.p50)} / ${formatDuration(value.p95)} / ${formatDuration(value.p99)}`;
 }
 
-export function OverviewPage(props: { report: StatsReport; alerts: Alerts }) {
+/** Broken source tables, each with its problems: those sources answer 503 until the table is fixed. */
+function ConfigProblems(props: { config: SourcesHealth }) {
+  const { unreadable, invalid } = props.config;
+  if (unreadable) {
+    return (
+      <div class="error" id="config-problems">
+        <p>The SOURCES configuration cannot be read: every source answers 503 until it is fixed.</p>
+        <ProblemList problems={unreadable} />
+      </div>
+    );
+  }
+  const broken = Object.entries(invalid);
+  if (broken.length === 0) return null;
+  return (
+    <div class="error" id="config-problems">
+      <p>
+        {broken.length === 1 ? "One source's configuration is invalid" : `${broken.length} sources' configurations are invalid`}: each
+        answers 503 (its sender retries) until its table is fixed and redeployed. Every other source keeps accepting.
+      </p>
+      {broken.map(([name, problems]) => (
+        <div data-invalid-source={name}>
+          <strong>{name}</strong>
+          <ProblemList problems={problems} />
+        </div>
+      ))}
+    </div>
+  );
+}
+
+function ProblemList(props: { problems: string[] }) {
+  return (
+    <ul>
+      {props.problems.map((problem) => (
+        <li>{problem}</li>
+      ))}
+    </ul>
+  );
+}
+
+function ConfigNote(props: { configured: boolean; problems: string[] | undefined }) {
+  if (props.problems) return <span class="muted"> (configuration invalid)</span>;
+  return props.configured ? null : <span class="muted"> (no longer configured)</span>;
+}
+
+export function OverviewPage(props: { report: StatsReport; alerts: Alerts; config: SourcesHealth }) {
   const { report } = props;
   return (
     <Page title="Sources" current="/admin">
       <h1>Sources</h1>
+      <ConfigProblems config={props.config} />
       <p class="muted">
         Last {formatDuration(report.windowMs)} (since {formatInstant(report.since)}). Latencies are p50 / p95 / p99.
       </p>
@@ -64,7 +110,7 @@ export function OverviewPage(props: { report: StatsReport; alerts: Alerts }) {
             <tr data-source={source.source}>
               <td>
                 <a href={`/admin/sources/${encodeURIComponent(source.source)}`}>{source.source}</a>
-                {!source.configured && <span class="muted"> (no longer configured)</span>}
+                <ConfigNote configured={source.configured} problems={props.config.invalid[source.source]} />
               </td>
               <td>
                 <Badge value={source.health} />
@@ -103,18 +149,34 @@ function Card(props: { label: string; value: string | number; id?: string }) {
   );
 }
 
-export function SourcePage(props: { report: StatsReport; alerts: Alerts }) {
-  const source = props.report.sources[0]!;
-  const name = encodeURIComponent(source.source);
+export function SourcePage(props: { name: string; report: StatsReport; alerts: Alerts; problems: string[] | undefined }) {
+  const name = encodeURIComponent(props.name);
   return (
-    <Page title={source.source} current="/admin">
+    <Page title={props.name} current="/admin">
       <h1>
-        {source.source} <Badge value={source.health} />
+        {props.name} {props.report.sources[0] && <Badge value={props.report.sources[0].health} />}
       </h1>
+      {props.problems && (
+        <div class="error" id="config-problems">
+          <p>This source's configuration is invalid: its deliveries answer 503 (the sender retries) until the table is fixed and redeployed.</p>
+          <ProblemList problems={props.problems} />
+        </div>
+      )}
       <p class="muted">
         Last {formatDuration(props.report.windowMs)} · <a href={`/admin/receipts?source=${name}`}>receipts</a> ·{" "}
         <a href={`/admin/dead?source=${name}`}>dead letters</a>
       </p>
+      {props.report.sources[0] ? <SourceNumbers source={props.report.sources[0]} /> : <p class="muted">Nothing recorded for this source yet.</p>}
+      <h2>Alerts</h2>
+      <AlertsTable alerts={props.alerts} />
+    </Page>
+  );
+}
+
+function SourceNumbers(props: { source: StatsReport["sources"][number] }) {
+  const { source } = props;
+  return (
+    <>
       <div class="cards">
         <Card label="Received" value={source.received} id="received" />
         <Card label="Duplicates (live)" value={source.duplicates ?? "—"} id="duplicates" />
@@ -160,9 +222,7 @@ export function SourcePage(props: { report: StatsReport; alerts: Alerts }) {
         </tbody>
       </table>
       <p class="muted">Acknowledgement latency is the durationMs of each delivery log line (Workers Logs); it is not stored.</p>
-      <h2>Alerts</h2>
-      <AlertsTable alerts={props.alerts} />
-    </Page>
+    </>
   );
 }
 

@@ -9,6 +9,7 @@ import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, t
 import { isReceiptId, parseCursor, parseLimit, parseReceiptFilter, parseWindow } from "../filters";
 import { listAlerts, listQuarantine, receiptDetail, searchReceipts } from "../queries";
 import { MAX_REPLAY_IDS, replayByIds } from "../replay";
+import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage, DeadLettersPage, LoginPage, OverviewPage, ProblemPage, QuarantinePage, ReceiptPage, ReceiptsPage, SourcePage } from "./pages";
@@ -67,7 +68,7 @@ dashboard.get("/", async (c) => {
     sourceStats(c.env, db, parseWindow(c.req.query())),
     listAlerts(db, { state: "open", limit: 50 }),
   ]);
-  return c.html(<OverviewPage report={report} alerts={alerts} />);
+  return c.html(<OverviewPage report={report} alerts={alerts} config={sourcesHealth(c.env)} />);
 });
 
 dashboard.get("/sources/:source", async (c) => {
@@ -77,8 +78,9 @@ dashboard.get("/sources/:source", async (c) => {
     sourceStats(c.env, db, parseWindow(c.req.query()), { onlySource }),
     listAlerts(db, { source: onlySource, limit: 50 }),
   ]);
-  if (report.sources.length === 0) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
-  return c.html(<SourcePage report={report} alerts={alerts} />);
+  const problems = sourcesHealth(c.env).invalid[onlySource];
+  if (report.sources.length === 0 && !problems) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
+  return c.html(<SourcePage name={onlySource} report={report} alerts={alerts} problems={problems} />);
 });
 
 dashboard.get("/receipts", async (c) => {
