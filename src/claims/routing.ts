@@ -1,5 +1,6 @@
+import { SourceConfigError, type ShardPlacement, type SourceConfig } from "../sources/config";
+import { loadSources } from "../sources/registry";
 import type { ClaimShard } from "./shard";
-
 
 /**
  * Which shard owns an event key. FNV-1a is stable across isolates and deploys, so every copy of one delivery
@@ -23,13 +24,50 @@ export function shardName(source: string, index: number): string {
   return `${source}#${index}`;
 }
 
-export function shardFor(env: Env, source: string, eventKey: string): DurableObjectStub<ClaimShard> {
-  const namespace = env.CLAIM_SHARDS;
-  return namespace.get(namespace.idFromName(shardName(source, shardIndex(eventKey, shardCount(env)))));
+/** No hint and no jurisdiction: the object is created near the first request that reaches it. */
+const NO_PLACEMENT: ShardPlacement = { locationHint: null, jurisdiction: null };
+
+/**
+ * A source's placement, from its config or by its name. Every caller must see the same placement for a source:
+ * a jurisdiction is part of the object's id, so two placements would be two different shards. An unknown or
+ * broken source has none (only read paths such as stats ask by name for those).
+ */
+export function placementOf(env: Pick<Env, "SOURCES">, source: string | SourceConfig): ShardPlacement {
+  if (typeof source !== "string") return source.placement;
+  try {
+    return loadSources(env).get(source)?.placement ?? NO_PLACEMENT;
+  } catch (error) {
+    if (error instanceof SourceConfigError) return NO_PLACEMENT;
+    throw error;
+  }
+}
+
+/** How a shard's stub is obtained under a placement: which namespace makes the id, and the options of `get`. */
+export function stubOptions(placement: ShardPlacement): {
+  jurisdiction: DurableObjectJurisdiction | null;
+  get: DurableObjectNamespaceGetDurableObjectOptions | undefined;
+} {
+  return {
+    jurisdiction: placement.jurisdiction,
+    get: placement.locationHint ? { locationHint: placement.locationHint } : undefined,
+  };
+}
+
+function shardStub(env: Pick<Env, "CLAIM_SHARDS">, placement: ShardPlacement, name: string): DurableObjectStub<ClaimShard> {
+  const options = stubOptions(placement);
+  const namespace = options.jurisdiction ? env.CLAIM_SHARDS.jurisdiction(options.jurisdiction) : env.CLAIM_SHARDS;
+  const id = namespace.idFromName(name);
+  return options.get ? namespace.get(id, options.get) : namespace.get(id);
+}
+
+export function shardFor(env: Env, source: string | SourceConfig, eventKey: string): DurableObjectStub<ClaimShard> {
+  const name = typeof source === "string" ? source : source.name;
+  return shardStub(env, placementOf(env, source), shardName(name, shardIndex(eventKey, shardCount(env))));
 }
 
 /** Every shard of a source, for the cron's flush and retention sweeps. */
-export function shardsOf(env: Env, source: string): DurableObjectStub<ClaimShard>[] {
-  const namespace = env.CLAIM_SHARDS;
-  return Array.from({ length: shardCount(env) }, (_, index) => namespace.get(namespace.idFromName(shardName(source, index))));
+export function shardsOf(env: Env, source: string | SourceConfig): DurableObjectStub<ClaimShard>[] {
+  const name = typeof source === "string" ? source : source.name;
+  const placement = placementOf(env, source);
+  return Array.from({ length: shardCount(env) }, (_, index) => shardStub(env, placement, shardName(name, index)));
 }
