@@ -1,0 +1,44 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { experimental_readRawConfig } from "wrangler";
+
+/**
+ * The ```toml blocks of docs/providers.md, read by wrangler's own config reader (the one `wrangler deploy` uses),
+ * so a test can run each pasted example through the receiver's real source parser. Workerd has no TOML reader;
+ * this runs on the Node side and hands the parsed tables to the tests.
+ */
+
+export interface DocTomlBlock {
+  /** 1-based position among the file's toml blocks, for failure messages. */
+  block: number;
+  /** The block's first line, to find it in the doc. */
+  firstLine: string;
+  config: Record<string, unknown>;
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    providersDocToml: DocTomlBlock[];
+  }
+}
+
+export function tomlBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/^```toml\n([\s\S]*?)^```$/gm)].map((match) => match[1]!);
+}
+
+export default function setup(project: TestProject): void {
+  const directory = mkdtempSync(join(tmpdir(), "providers-doc-toml-"));
+  try {
+    const blocks = tomlBlocks(readFileSync("docs/providers.md", "utf8")).map((text, index): DocTomlBlock => {
+      const path = join(directory, `block-${index + 1}.toml`);
+      writeFileSync(path, text);
+      const { rawConfig } = experimental_readRawConfig({ config: path });
+      return { block: index + 1, firstLine: text.split("\n")[0]!, config: rawConfig as Record<string, unknown> };
+    });
+    project.provide("providersDocToml", blocks);
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
