@@ -44,6 +44,11 @@ webhooks.post("/:source", async (c) => {
     logEvent("delivery.rejected", { source: sourceName, disposition: "too_large", requestId });
     throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${source.maxBodyBytes} bytes.`);
   }
+  if (rawBody === "unreadable") {
+    // The sender's stream broke part-way: its fault, so a 4xx and an ordinary line, not an error.
+    logEvent("delivery.rejected", { source: sourceName, disposition: "body_unreadable", requestId });
+    throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
+  }
 
   const { secrets, missing } = usableSecrets(source, c.env, startedAt);
   if (missing.length > 0 && secrets.length === 0) {
