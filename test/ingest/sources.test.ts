@@ -4,6 +4,7 @@ import { app } from "../../src/app";
 import { handlerNames } from "../../src/consumers/handlers/registry";
 import { knownProviderNames } from "../../src/providers/registry";
 import { MAX_BODY_BYTES_LIMIT, parseSources, SourceConfigError } from "../../src/sources/config";
+import { loadSources, lookupSource, sourceProblems } from "../../src/sources/registry";
 import { credit, post, signDemo } from "../support/deliveries";
 import { settle, snapshot } from "../support/storage";
 
@@ -40,17 +41,68 @@ describe("source configuration", () => {
     expect(problems).toHaveLength(4);
   });
 
-  it("answers 503 and writes nothing when an oversized cap is deployed", async () => {
+  it("answers 503 and writes nothing for a source whose oversized cap is deployed", async () => {
     await settle();
     const before = await snapshot();
     const body = JSON.stringify(credit("acct_oversized_cap", 1));
     const sources = { ...(env.SOURCES as Record<string, unknown>), huge: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], max_body_bytes: 4_000_000 } };
     const response = await app.fetch(
-      new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_oversized_cap", body) }),
+      new Request("https://receiver.test/webhooks/huge", { method: "POST", body, headers: signDemo("msg_oversized_cap", body) }),
       { ...env, SOURCES: sources },
     );
     expect(response.status).toBe(503);
     expect(await snapshot()).toEqual(before);
+  });
+});
+
+describe("one broken source fails alone", () => {
+  const brokenSources = {
+    ...(env.SOURCES as Record<string, unknown>),
+    "broken-handler": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "handler:billing" },
+    "broken-retry": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], retry: { max_retries: 2.5, max_age: "3 days" } },
+  };
+  const brokenEnv = { ...env, SOURCES: brokenSources };
+
+  it("keeps every valid source and names each broken one with all its problems", () => {
+    const valid = loadSources(brokenEnv);
+    expect(valid.has("demo")).toBe(true);
+    expect(valid.has("broken-handler")).toBe(false);
+    expect(valid.has("broken-retry")).toBe(false);
+    expect(valid.size).toBe(Object.keys(brokenSources).length - 2);
+    expect(Object.fromEntries(sourceProblems(brokenEnv))).toEqual({
+      "broken-handler": ['SOURCES.broken-handler: no handler named "billing" is registered'],
+      "broken-retry": [expect.stringContaining("retry.max_retries"), expect.stringContaining("retry.max_age")],
+    });
+    expect(lookupSource(brokenEnv, "demo").kind).toBe("valid");
+    expect(lookupSource(brokenEnv, "broken-retry")).toEqual({ kind: "invalid", problems: expect.any(Array) });
+    expect(lookupSource(brokenEnv, "never-configured")).toEqual({ kind: "unknown" });
+    expect(sourceProblems(env).size).toBe(0);
+  });
+
+  it("takes a source out when its catch_up table is broken, and only that source", () => {
+    const sources = env.SOURCES as Record<string, Record<string, unknown>>;
+    const withBadCatchUp = { ...env, SOURCES: { ...sources, "bad-catch-up": { ...sources.demo, catch_up: { api: "shopify" } } } };
+    expect(lookupSource(withBadCatchUp, "bad-catch-up")).toEqual({ kind: "invalid", problems: expect.arrayContaining([expect.stringContaining("catch_up.api ")]) });
+    expect(lookupSource(withBadCatchUp, "demo").kind).toBe("valid");
+  });
+
+  it("answers 503 for the broken source and 200 for the others, each delivery under the same configuration", async () => {
+    const deliver = (source: string, webhookId: string) => {
+      const body = JSON.stringify(credit(`acct_${webhookId}`, 1));
+      return app.fetch(
+        new Request(`https://receiver.test/webhooks/${source}`, { method: "POST", body, headers: signDemo(webhookId, body) }),
+        brokenEnv,
+      );
+    };
+    const [broken, otherBroken, demo, capped] = await Promise.all([
+      deliver("broken-handler", "msg_alone_broken"),
+      deliver("broken-retry", "msg_alone_broken_retry"),
+      deliver("demo", "msg_alone_demo"),
+      deliver("capped", "msg_alone_capped"),
+    ]);
+    expect([broken.status, otherBroken.status, demo.status, capped.status]).toEqual([503, 503, 200, 200]);
+    expect((await broken.json<{ error: { code: string } }>()).error.code).toBe("source_config_invalid");
+    expect((await demo.json<{ status: string }>()).status).toBe("accepted");
   });
 });
 

@@ -245,30 +245,41 @@ describe("requests that never reach verification", () => {
     await expectRejectedWithNothingWritten(() => post("/webhooks/demo", large, signDemo("msg_default_cap", large)), 413, "payload_too_large");
   });
 
-  it("answers 503 for an invalid SOURCES configuration and accepts nothing", async () => {
+  it("answers 503 for a source whose table is invalid and accepts nothing for it, while the other sources accept", async () => {
     const body = JSON.stringify(credit("acct_bad_config", 1));
+    // Valid in every way but its handler, and signed with its own secret: only the broken table refuses it.
     const brokenSources = {
       ...(env.SOURCES as Record<string, unknown>),
-      broken: { provider: "not-a-provider", secrets: ["DEMO_WEBHOOK_SECRET"] },
+      broken: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "handler:not-registered" },
     };
-    const answer = await expectRejectedWithNothingWritten(
-      async () =>
-        app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_bad_config", body) }), {
-          ...env,
-          SOURCES: brokenSources,
-        }),
-      503,
-      "source_config_invalid",
-      "msg_bad_config",
-    );
-    // The message names no source, secret or provider: configuration detail is for the operator's logs.
-    expect(answer.error.message).not.toMatch(/not-a-provider|broken|DEMO_WEBHOOK_SECRET/);
-    // The valid configuration still works afterwards: a bad parse is not cached.
-    const response = await deliverDemo("msg_bad_config", credit("acct_bad_config", 1));
+    const deliver = async (source: string) =>
+      await app.fetch(new Request(`https://receiver.test/webhooks/${source}`, { method: "POST", body, headers: signDemo("msg_bad_config", body) }), {
+        ...env,
+        SOURCES: brokenSources,
+      });
+    const answer = await expectRejectedWithNothingWritten(() => deliver("broken"), 503, "source_config_invalid");
+    // The message names no source, secret or handler: configuration detail is for the operator (logs, admin API).
+    expect(answer.error.message).not.toMatch(/not-registered|broken|DEMO_WEBHOOK_SECRET/);
+    // Under the same configuration, an unrelated source keeps accepting.
+    const response = await deliver("demo");
     expect(response.status).toBe(200);
     expect((await response.json<{ status: string }>()).status).toBe("accepted");
     expect(await waitForStatus("demo", "msg_bad_config")).toBe("processed");
     expect(await receiptsFor("demo", "msg_bad_config")).toHaveLength(1);
+  });
+
+  it("answers 503 to every source when SOURCES itself is not a table", async () => {
+    const body = JSON.stringify(credit("acct_unreadable_config", 1));
+    await expectRejectedWithNothingWritten(
+      async () =>
+        app.fetch(
+          new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_unreadable_config", body) }),
+          { ...env, SOURCES: ["not", "a", "table"] },
+        ),
+      503,
+      "source_config_invalid",
+      "msg_unreadable_config",
+    );
   });
 
   it("answers 503 for a source whose catch_up table is invalid, before any cron run", async () => {
