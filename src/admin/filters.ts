@@ -4,6 +4,7 @@ import { parseDuration } from "../sources/config";
 /**
  * Query-string parsing shared by the admin API and the dashboard. Anything unreadable is a 400 that names the
  * parameter, never a silently ignored filter: an operator who typed a filter must get what they asked for.
+ * Names are camelCase, like the JSON the API answers with and the bulk replay body (`eventKey`, `receiptIds`).
  */
 
 export const RECEIPT_STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"] as const;
@@ -32,6 +33,62 @@ export interface ReceiptFilter {
 }
 
 export type Query = Record<string, string | undefined>;
+
+/** What GET /receipts (and /dead, without status) filters on. */
+export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "provenance", "since", "until", "before", "limit"] as const;
+
+/** The names in `given` that are not in `allowed`, in the order given. */
+export function unknownNames(given: Iterable<string>, allowed: readonly string[]): string[] {
+  return [...given].filter((name) => !allowed.includes(name));
+}
+
+/**
+ * The allowed name an unknown one was probably meant to be: its camelCase spelling (`receipt_ids`), or one a
+ * typo or two away (`sttus`). Null when nothing is close.
+ */
+export function likelyMeant(name: string, allowed: readonly string[]): string | null {
+  const camel = name.replace(/[_-]([a-z])/g, (_match, letter: string) => letter.toUpperCase());
+  if (camel !== name && allowed.includes(camel)) return camel;
+  let best: { name: string; distance: number } | null = null;
+  for (const candidate of allowed) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance <= 2 && distance < (best?.distance ?? Infinity)) best = { name: candidate, distance };
+  }
+  return best?.name ?? null;
+}
+
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * "Unknown query parameter "sttus" (did you mean "status"?); accepted: …". Names the caller's own keys back to
+ * them, which the admin API may do: it answers only to the admin token. Each name is cut short and quoted as JSON.
+ */
+export function describeUnknown(kind: string, unknown: readonly string[], allowed: readonly string[]): string {
+  const named = unknown.slice(0, 5).map((name) => {
+    const meant = likelyMeant(name, allowed);
+    return `${JSON.stringify(name.slice(0, 64))}${meant ? ` (did you mean "${meant}"?)` : ""}`;
+  });
+  const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : "";
+  const accepted = allowed.length > 0 ? `accepted: ${allowed.join(", ")}` : "none are accepted here";
+  return `Unknown ${kind}${unknown.length === 1 ? "" : "s"} ${named.join(", ")}${more}; ${accepted}.`;
+}
+
+/** A typo'd filter must not widen the answer to "everything": any parameter this route does not read is a 400. */
+export function rejectUnknownParameters(query: Query, allowed: readonly string[]): void {
+  const unknown = unknownNames(Object.keys(query), allowed);
+  if (unknown.length > 0) throw apiError(400, "unknown_parameter", describeUnknown("query parameter", unknown, allowed));
+}
 
 function invalid(parameter: string, expectation: string): never {
   throw apiError(400, "invalid_query", `Query parameter "${parameter}" ${expectation}.`);
@@ -84,7 +141,7 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
     source: text(query, "source"),
     statuses: statuses as ReceiptStatus[] | undefined,
     eventType: text(query, "type"),
-    eventKey: text(query, "event_key"),
+    eventKey: text(query, "eventKey"),
     subjectId: text(query, "subject"),
     provenance: oneOf(query, "provenance", PROVENANCES),
     receivedFrom: parseInstant(query, "since"),

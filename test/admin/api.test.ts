@@ -100,7 +100,7 @@ describe("receipt search", () => {
     expect(await search("type=a&subject=s1")).toEqual(["r3", "r1"]);
     expect(await search("provenance=reconciled")).toEqual(["r3"]);
     expect(await search("provenance=replayed")).toEqual(["r4"]);
-    expect(await search("event_key=key_r2")).toEqual(["r2"]);
+    expect(await search("eventKey=key_r2")).toEqual(["r2"]);
     expect(await search(`since=${new Date(t0 + 1000).toISOString()}&until=${t0 + 3001}`)).toEqual(["r4", "r3", "r2"]);
     expect(await search("type=nothing-like-this")).toEqual([]);
   });
@@ -207,7 +207,7 @@ describe("dead letters", () => {
     const eventKey = `msg_dead_${crypto.randomUUID()}`;
     await deliverTo("admin-audit", eventKey, { type: "account.credited", data: { account: "acct_dead", amount: "lots" } });
     await waitForStatus("admin-audit", eventKey, ["dead"]);
-    const page = await (await adminGet(`/admin/api/dead?source=admin-audit&event_key=${eventKey}`)).json<SearchPage & { receipts: { lastError: string }[] }>();
+    const page = await (await adminGet(`/admin/api/dead?source=admin-audit&eventKey=${eventKey}`)).json<SearchPage & { receipts: { lastError: string }[] }>();
     expect(page.receipts).toHaveLength(1);
     expect(page.receipts[0]).toMatchObject({ status: "dead", lastError: expect.stringContaining("amount") });
     const all = await (await adminGet("/admin/api/dead?limit=200")).json<SearchPage>();

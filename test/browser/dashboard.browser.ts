@@ -184,9 +184,9 @@ test("the receipts table filters, and a receipt shows its attempt timeline and b
   const statuses = await page.locator("#receipts tbody .badge").allTextContents();
   assert.deepEqual(statuses, ["processed", "processed"]);
 
-  await page.fill('input[name="event_key"]', events.plan);
+  await page.fill('input[name="eventKey"]', events.plan);
   await page.click(".filters button[type=submit]");
-  await page.waitForURL(/event_key=/);
+  await page.waitForURL(/eventKey=/);
   assert.equal(await page.locator("#receipts tbody tr").count(), 1);
   await page.locator(`#receipts tr[data-receipt="${receipts.plan}"] a`).click();
   await page.waitForURL(`${BASE}/admin/receipts/${receipts.plan}`);

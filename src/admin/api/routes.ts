@@ -1,10 +1,20 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { requireBearer, type AdminEnv } from "../auth";
-import { isReceiptId, parseCursor, parseInstant, parseLimit, parseReceiptFilter, parseWindow, type Query } from "../filters";
+import {
+  RECEIPT_FILTER_PARAMETERS,
+  isReceiptId,
+  parseCursor,
+  parseLimit,
+  parseReceiptFilter,
+  parseWindow,
+  rejectUnknownParameters,
+  type Query,
+} from "../filters";
 import { listAlerts, listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
-import { MAX_REPLAY_IDS, replayByIds, replayDeadMatching } from "../replay";
+import { replayByIds, replayDeadMatching } from "../replay";
+import { parseBulkReplayRequest } from "../replay-request";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 
@@ -16,11 +26,19 @@ export const adminApi = new Hono<AdminEnv>();
 
 adminApi.use("*", requireBearer);
 
-adminApi.get("/receipts", async (c) => {
+/** The query parameters a route reads; any other is a typo, answered 400 naming it instead of being ignored. */
+function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
+  return async (c, next) => {
+    rejectUnknownParameters(c.req.query(), allowed);
+    await next();
+  };
+}
+
+adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS), async (c) => {
   return c.json(await searchReceipts(database(c.env), parseReceiptFilter(c.req.query())));
 });
 
-adminApi.get("/receipts/:receiptId", async (c) => {
+adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const detail = await receiptDetail(database(c.env), receiptId);
@@ -29,7 +47,7 @@ adminApi.get("/receipts/:receiptId", async (c) => {
 });
 
 /** The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source). */
-adminApi.get("/sources/:source/events/:eventKey", async (c) => {
+adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
   const db = database(c.env);
   const receiptId = await receiptIdForEvent(db, c.req.param("source"), c.req.param("eventKey"));
   const detail = receiptId ? await receiptDetail(db, receiptId) : null;
@@ -40,10 +58,11 @@ adminApi.get("/sources/:source/events/:eventKey", async (c) => {
 adminApi.get("/dead", async (c) => {
   const query = c.req.query();
   if (query.status !== undefined) throw apiError(400, "invalid_query", 'Dead letters are status "dead"; use /admin/api/receipts to filter by status.');
+  rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
   return c.json(await searchReceipts(database(c.env), parseReceiptFilter({ ...query, status: "dead" })));
 });
 
-adminApi.post("/receipts/:receiptId/replay", async (c) => {
+adminApi.post("/receipts/:receiptId/replay", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const [report] = (await replayByIds(c.env, [receiptId])).results;
@@ -60,52 +79,28 @@ adminApi.post("/receipts/:receiptId/replay", async (c) => {
 });
 
 /**
- * Bulk replay of dead letters: either {"receiptIds": [...]} (at most 100) or a filter over dead receipts
- * {"source", "type", "since", "until", "limit"} — since inclusive, until exclusive, at most 1000 per call;
- * repeat while the answer says "more": true.
+ * Bulk replay of dead letters: either {"receiptIds": [...]} (at most 100) or a filter over dead receipts with an
+ * explicit scope, {"source"} or {"all": true}, plus "type", "since", "until", "limit" — since inclusive, until
+ * exclusive, at most 1000 per call; repeat while the answer says "more": true. Unknown keys are refused.
  */
-adminApi.post("/dead/replay", async (c) => {
+adminApi.post("/dead/replay", accepts(), async (c) => {
   let body: unknown;
   try {
     body = await c.req.json();
   } catch {
-    throw apiError(400, "invalid_body", 'Send a JSON object: {"receiptIds": [...]} or {"source", "type", "since", "until", "limit"}.');
+    throw apiError(400, "invalid_body", 'Send a JSON object: {"receiptIds": [...]} or {"source": "...", "since", "until", "type", "limit"}.');
   }
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw apiError(400, "invalid_body", "The body must be a JSON object.");
-  const request = body as Record<string, unknown>;
-  if (request.receiptIds !== undefined) {
-    const ids = request.receiptIds;
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_REPLAY_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
-      throw apiError(400, "invalid_body", `receiptIds must be 1 to ${MAX_REPLAY_IDS} receipt ids.`);
-    }
-    return c.json(await replayByIds(c.env, [...new Set(ids as string[])]));
-  }
-  const fields: Query = {};
-  for (const name of ["source", "type", "since", "until", "limit"] as const) {
-    const value = request[name];
-    if (value === undefined) continue;
-    if (typeof value !== "string" && typeof value !== "number") throw apiError(400, "invalid_body", `${name} must be a string or a number.`);
-    fields[name] = String(value);
-  }
-  const limitText = fields.limit;
-  const limit = limitText === undefined ? undefined : Number(limitText);
-  return c.json(
-    await replayDeadMatching(c.env, {
-      source: fields.source,
-      eventType: fields.type,
-      receivedFrom: parseInstant(fields, "since"),
-      receivedBefore: parseInstant(fields, "until"),
-      limit,
-    }),
-  );
+  const request = parseBulkReplayRequest(body);
+  if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds));
+  return c.json(await replayDeadMatching(c.env, request.filter));
 });
 
-adminApi.get("/quarantine", async (c) => {
+adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
   const query = c.req.query();
   return c.json(await listQuarantine(database(c.env), { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) }));
 });
 
-adminApi.get("/alerts", async (c) => {
+adminApi.get("/alerts", accepts("source", "state", "limit"), async (c) => {
   const query = c.req.query();
   const state = query.state;
   if (state !== undefined && state !== "open" && state !== "resolved") throw apiError(400, "invalid_query", 'Query parameter "state" must be open or resolved.');
@@ -113,9 +108,9 @@ adminApi.get("/alerts", async (c) => {
 });
 
 /** Which sources accept deliveries and which are broken (answering 503), with every problem of each table. */
-adminApi.get("/sources", (c) => c.json(sourcesHealth(c.env)));
+adminApi.get("/sources", accepts(), (c) => c.json(sourcesHealth(c.env)));
 
-adminApi.get("/stats", async (c) => {
+adminApi.get("/stats", accepts("source", "window"), async (c) => {
   const query = c.req.query();
   const onlySource = query.source || undefined;
   const report = await sourceStats(c.env, database(c.env), parseWindow(query), { onlySource });

@@ -347,7 +347,7 @@ export function ReceiptsPage(props: { query: Record<string, string | undefined>;
         </label>
         <label>
           Event key
-          <input name="event_key" value={query.event_key ?? ""} />
+          <input name="eventKey" value={query.eventKey ?? ""} />
         </label>
         <label>
           Subject

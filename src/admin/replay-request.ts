@@ -1,0 +1,61 @@
+import { apiError } from "../lib/errors";
+import type { DeadReceiptFilter } from "../replay/replay";
+import { describeUnknown, isReceiptId, parseInstant, unknownNames, type Query } from "./filters";
+import { MAX_REPLAY_IDS } from "./replay";
+
+/**
+ * The body of POST /admin/api/dead/replay, read strictly: a bulk replay changes state, so a misspelt key or a
+ * missing scope must never fall through to "replay whatever matches nothing-in-particular". Either ids, or a
+ * filter that names its scope — a `source`, or `all: true` to mean every source on purpose.
+ */
+export type BulkReplayRequest = { kind: "ids"; receiptIds: string[] } | { kind: "filter"; filter: DeadReceiptFilter };
+
+const BY_IDS = ["receiptIds"] as const;
+const BY_FILTER = ["source", "all", "type", "since", "until", "limit"] as const;
+const ALL_KEYS = [...BY_IDS, ...BY_FILTER];
+
+const USAGE = 'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit"} (or "all": true for every source).';
+
+function invalid(message: string): never {
+  throw apiError(400, "invalid_body", message);
+}
+
+export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
+  if (!body || typeof body !== "object" || Array.isArray(body)) invalid(`The body must be a JSON object. ${USAGE}`);
+  const request = body as Record<string, unknown>;
+  const unknown = unknownNames(Object.keys(request), ALL_KEYS);
+  if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("body key", unknown, ALL_KEYS));
+
+  if (request.receiptIds !== undefined) {
+    const mixed = BY_FILTER.filter((name) => request[name] !== undefined);
+    if (mixed.length > 0) invalid(`receiptIds replays exactly those receipts; it cannot be combined with ${mixed.join(", ")}.`);
+    const ids = request.receiptIds;
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_REPLAY_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
+      invalid(`receiptIds must be 1 to ${MAX_REPLAY_IDS} receipt ids.`);
+    }
+    return { kind: "ids", receiptIds: [...new Set(ids as string[])] };
+  }
+
+  const all = request.all;
+  if (all !== undefined && all !== true) invalid('"all" may only be true: it says the replay spans every source on purpose.');
+  const fields: Query = {};
+  for (const name of ["source", "type", "since", "until", "limit"] as const) {
+    const value = request[name];
+    if (value === undefined) continue;
+    if (typeof value !== "string" && typeof value !== "number") invalid(`${name} must be a string or a number.`);
+    fields[name] = String(value);
+  }
+  const source = fields.source?.trim() || undefined;
+  if (source === undefined && all !== true) invalid(`A bulk replay needs its scope: name a "source", or send "all": true to replay every source's dead letters. ${USAGE}`);
+  if (source !== undefined && all === true) invalid('Give either "source" or "all": true, not both.');
+  return {
+    kind: "filter",
+    filter: {
+      source,
+      eventType: fields.type,
+      receivedFrom: parseInstant(fields, "since"),
+      receivedBefore: parseInstant(fields, "until"),
+      limit: fields.limit === undefined ? undefined : Number(fields.limit),
+    },
+  };
+}
