@@ -5,6 +5,7 @@ import { adapterFor } from "../providers/registry";
 import { SourceConfigError, usableSecrets } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { claimEvent, pickHeaders } from "./claim";
+import { acknowledge } from "./acknowledge";
 import { readBodyWithCap } from "./read-body";
 
 /**
@@ -108,5 +109,5 @@ webhooks.post("/:source", async (c) => {
     requestId,
     durationMs: Date.now() - startedAt,
   });
-  return c.json({ status: claimed.disposition, receipt: claimed.receiptId });
+  return acknowledge(claimed, verdict.acknowledgement);
 });

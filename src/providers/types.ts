@@ -47,8 +47,25 @@ export type RejectReason =
   | "no-usable-secret"
   | "malformed-payload";
 
+/**
+ * How the sender needs an accepted (or duplicate) delivery answered, for senders that read the answer: Discord
+ * interactions need an interaction response, Discord webhook events a bare 204. Absent, the receiver answers its
+ * own {"status", "receipt"}. Either way the answer is sent only once the claim is durable.
+ */
+export interface Acknowledgement {
+  status: 200 | 204;
+  /** The JSON body; none with 204. */
+  json?: unknown;
+}
+
 export type VerifyResult =
-  | { kind: "event"; identity: EventIdentity; /** seconds between the signed timestamp and now */ timestampAgeSeconds?: number }
+  | {
+      kind: "event";
+      identity: EventIdentity;
+      /** seconds between the signed timestamp and now */
+      timestampAgeSeconds?: number;
+      acknowledgement?: Acknowledgement;
+    }
   /** A verified handshake (Slack url_verification, Zoom url_validation, Twitch challenge): answered, never claimed. */
   | { kind: "handshake"; response: Response }
   /** The reason is for logs and metrics only; the HTTP answer never says which part failed. */
