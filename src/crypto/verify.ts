@@ -85,3 +85,35 @@ export async function verifySignature(key: VerificationKey, signature: Uint8Arra
     return false;
   }
 }
+
+/** HMAC keys are symmetric: the expected MAC can be computed once and compared against any number of candidates. */
+export function isHmac(algorithm: SignatureAlgorithm): algorithm is keyof typeof HMAC_HASH {
+  return algorithm in HMAC_HASH;
+}
+
+/**
+ * Whether any of `signatures` is valid for `data` under `key`. For HMAC the expected MAC is computed once and
+ * each presented signature compared to it in constant time (a MAC's length is public, so a length mismatch may
+ * answer early); so the cost is one MAC over the body however many signatures were presented. Other algorithms
+ * verify each signature.
+ */
+export async function anySignatureVerifies(key: VerificationKey, signatures: readonly Uint8Array[], data: Uint8Array): Promise<boolean> {
+  if (!isHmac(key.algorithm)) {
+    for (const signature of signatures) {
+      if (await verifySignature(key, signature, data)) return true;
+    }
+    return false;
+  }
+  let expected: Uint8Array;
+  try {
+    expected = new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(HMAC_HASH[key.algorithm], key.material), data));
+  } catch {
+    return false;
+  }
+  let matched = false;
+  // Every candidate is compared, match or not, so the time taken does not say which one matched.
+  for (const signature of signatures) {
+    if (signature.length === expected.length && crypto.subtle.timingSafeEqual(signature, expected)) matched = true;
+  }
+  return matched;
+}

@@ -1,6 +1,6 @@
 import { sha256Hex } from "../crypto/digest";
 import { concatBytes, decodeBase64, decodeBase64Url, decodeHex, utf8Bytes } from "../crypto/encoding";
-import { verifySignature, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
+import { anySignatureVerifies, isHmac, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
 import { stringAtPath, timeAtPath, versionAtPath } from "./json";
 import type { DeliveryInput, EventIdentity, ProviderAdapter, RejectReason, SourceOptions, SourceSecret, VerifyResult } from "./types";
 
@@ -138,17 +138,45 @@ export interface SignedScheme {
   validateOptions?(options: SourceOptions): string[];
 }
 
-async function verifiedBy(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Promise<SourceSecret | null> {
-  const contents = [presented.signedContent, ...(presented.alsoSigned ?? [])];
+/**
+ * The most signature checks one request may cost: an HMAC over the body per (key, signed content), or one
+ * public-key verification per (key, presented signature, signed content). The caller need not be authenticated,
+ * so this is what bounds the CPU a forged request can burn; a rotation (a few secrets) over one or two signed
+ * contents stays far below it.
+ */
+export const MAX_VERIFICATION_STEPS = 16;
+
+interface Candidate {
+  secret: SourceSecret;
+  key: VerificationKey;
+  signatures: Uint8Array[];
+}
+
+/** Every listed secret's key(s), each with the presented signatures of its algorithm; keys nothing presented for are dropped. */
+function candidatesFor(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Candidate[] {
+  const candidates: Candidate[] = [];
   for (const secret of input.secrets) {
     const keys = scheme.keyFor(secret.value, input.options) ?? [];
     for (const key of Array.isArray(keys) ? keys : [keys as VerificationKey]) {
-      for (const signature of presented.signatures) {
-        if (signature.algorithm !== key.algorithm) continue;
-        for (const content of contents) {
-          if (await verifySignature(key, signature.bytes, content)) return secret;
-        }
-      }
+      const signatures = presented.signatures.filter((signature) => signature.algorithm === key.algorithm).map((signature) => signature.bytes);
+      if (signatures.length > 0) candidates.push({ secret, key, signatures });
+    }
+  }
+  return candidates;
+}
+
+/** How many MACs or public-key verifications checking these candidates over `contents` signed contents costs at most. */
+export function verificationSteps(candidates: readonly { key: VerificationKey; signatures: readonly unknown[] }[], contents: number): number {
+  return candidates.reduce((steps, { key, signatures }) => steps + contents * (isHmac(key.algorithm) ? 1 : signatures.length), 0);
+}
+
+async function verifiedBy(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Promise<SourceSecret | null | "over-budget"> {
+  const contents = [presented.signedContent, ...(presented.alsoSigned ?? [])];
+  const candidates = candidatesFor(input, scheme, presented);
+  if (verificationSteps(candidates, contents.length) > MAX_VERIFICATION_STEPS) return "over-budget";
+  for (const { secret, key, signatures } of candidates) {
+    for (const content of contents) {
+      if (await anySignatureVerifies(key, signatures, content)) return secret;
     }
   }
   return null;
@@ -182,6 +210,7 @@ async function verifySigned(scheme: SignedScheme, input: DeliveryInput): Promise
   }
 
   const secret = await verifiedBy(input, scheme, presented);
+  if (secret === "over-budget") return rejected("verification-over-budget");
   if (!secret) return rejected("signature-mismatch");
 
   const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });

@@ -45,7 +45,9 @@ export type RejectReason =
   | "signature-mismatch"
   | "timestamp-out-of-tolerance"
   | "no-usable-secret"
-  | "malformed-payload";
+  | "malformed-payload"
+  /** More signatures × secrets × signed contents than one request may make us check. */
+  | "verification-over-budget";
 
 /**
  * How the sender needs an accepted (or duplicate) delivery answered, for senders that read the answer: Discord
