@@ -7,7 +7,7 @@ export const DEFAULT_RECEIVER_URL = "http://127.0.0.1:8787";
 
 /**
  * The options every command shares, from the command line or the environment.
- * @typedef {{ config?: string, env?: string, envFile?: string, url?: string }} ProjectOptions
+ * @typedef {{ config?: string, env?: string, devVars?: string, url?: string }} ProjectOptions
  */
 
 /**
@@ -35,7 +35,7 @@ export function configPath(options = {}) {
 
 /** @param {ProjectOptions} options */
 export function devVarsPath(options = {}) {
-  return options.envFile ?? process.env.RECEIVER_DEV_VARS ?? ".dev.vars";
+  return options.devVars ?? process.env.RECEIVER_DEV_VARS ?? ".dev.vars";
 }
 
 /**

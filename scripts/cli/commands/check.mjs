@@ -10,21 +10,35 @@ const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const MIN_ADMIN_TOKEN_LENGTH = 16;
 
 /**
- * The Worker's own source parser (src/sources/registry.ts), bundled on the fly, so check can never disagree with
+ * The Worker's own source checks (src/sources/registry.ts), bundled on the fly, so check can never disagree with
  * what a deployed Worker would answer 503 for.
- * @returns {Promise<{ loadSources(env: { SOURCES: unknown }): Map<string, any> }>}
+ * @param {Record<string, unknown>} sources
+ * @returns {Promise<{ valid: string[], problems: string[] }>}
  */
-async function workerSourceParser() {
+async function workerVerdict(sources) {
   const { build } = await import("esbuild");
   const result = await build({
-    stdin: { contents: 'export { loadSources } from "./src/sources/registry.ts";', resolveDir: ROOT, loader: "ts" },
+    stdin: { contents: 'export * from "./src/sources/registry.ts";', resolveDir: ROOT, loader: "ts" },
     bundle: true,
     write: false,
     format: "esm",
     platform: "node",
     logLevel: "silent",
   });
-  return import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+  const registry = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+  const env = { SOURCES: sources };
+  try {
+    const valid = [...registry.loadSources(env).keys()];
+    // Per-source problems, where the registry keeps a broken table out of service instead of failing them all.
+    /** @type {Map<string, string[]>} */
+    const perSource = registry.sourceProblems?.(env) ?? new Map();
+    const problems = [...perSource].flatMap(([name, list]) => list.map((problem) => (problem.startsWith("SOURCES.") ? problem : `SOURCES.${name}: ${problem}`)));
+    return { valid, problems };
+  } catch (error) {
+    const listed = /** @type {{ problems?: string[] }} */ (error).problems;
+    if (!listed) throw new CliError(`could not run the Worker's config checks: ${firstLine(error)}`);
+    return { valid: [], problems: listed };
+  }
 }
 
 /**
@@ -80,14 +94,9 @@ export async function check(options) {
 
   if (Object.keys(sources).length === 0) problems.push(`${where} declares no [vars.SOURCES.<name>] table: nothing would be accepted`);
   else {
-    try {
-      const parsed = (await workerSourceParser()).loadSources({ SOURCES: sources });
-      console.log(`ok    ${where}: ${parsed.size} source${parsed.size === 1 ? "" : "s"} (${[...parsed.keys()].join(", ")})`);
-    } catch (error) {
-      const listed = /** @type {{ problems?: string[] }} */ (error).problems;
-      if (!listed) throw new CliError(`could not load the Worker's config parser: ${firstLine(error)}`);
-      problems.push(...listed);
-    }
+    const verdict = await workerVerdict(sources);
+    if (verdict.valid.length > 0) console.log(`ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`);
+    problems.push(...verdict.problems);
   }
 
   const present = options.remote ? await remoteSecretNames(options) : new Set(Object.entries(readDevVars(options)).filter(([, value]) => value).map(([name]) => name));

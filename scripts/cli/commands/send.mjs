@@ -49,7 +49,7 @@ export async function send(sourceName, sampleOrFile, options) {
       // Asymmetric schemes list the sender's public key; signing locally needs its private half next to it.
       const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
       if (!privateKey) {
-        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : "ed25519"} ${secret.name} prints a pair)`);
+        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : secret.value.startsWith("whpk_") ? "whpk" : "ed25519"} ${secret.name} prints a pair)`);
       }
       return privateKey;
     },

@@ -1,0 +1,249 @@
+/**
+ * The CLI against a real receiver: `wrangler dev` with its own state, one source per provider, and the CLI run as
+ * a user runs it (a child process reading the config and .dev.vars). `npm run test:cli`.
+ */
+import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { cli, cliProcess, freePort, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+
+const workDir = makeWorkDir();
+/** @type {Awaited<ReturnType<typeof startReceiver>>} */
+let receiver;
+let echoPort = 0;
+/** Every command below reads this test's config and secrets, and talks to its receiver. */
+let project = /** @type {string[]} */ ([]);
+/** A trailing slash on RECEIVER_URL must not matter. */
+let env = /** @type {Record<string, string>} */ ({});
+
+before(async () => {
+  echoPort = await freePort();
+  const configPath = writeFile(workDir, "wrangler.toml", testConfig(echoPort));
+  const envFile = writeFile(workDir, ".dev.vars", testDevVars());
+  receiver = await startReceiver({ configPath, envFile, workDir });
+  project = ["--config", configPath, "--dev-vars", envFile];
+  env = { RECEIVER_URL: `${receiver.url}/` };
+});
+
+after(async () => {
+  await receiver?.stop();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+/** One line, no stack trace: what a person sees when something is wrong. */
+function assertOneLineError(/** @type {{ code: number, stdout: string, stderr: string }} */ result, /** @type {RegExp} */ pattern) {
+  assert.notEqual(result.code, 0);
+  assert.match(result.stderr.trim(), pattern);
+  assert.equal(result.stderr.trim().split("\n").length, 1, `more than one line:\n${result.stderr}`);
+  assert.doesNotMatch(result.stderr, /^\s+at /m);
+}
+
+/** Polls `show` until the receipt is in D1 (the relay moves it there shortly after the 200) and finished. */
+async function showWhenFinished(/** @type {string[]} */ args, statuses = /processed|skipped|dead|stale/) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const result = await cli(["show", ...args, ...project], env);
+    if (result.code === 0 && new RegExp(`^status\\s+(${statuses.source})`, "m").test(result.stdout)) return result.stdout;
+    if (Date.now() > deadline) throw new Error(`never finished: ${args.join(" ")}\n${result.stdout}${result.stderr}\n${receiver.log().slice(-2000)}`);
+    await new Promise((done) => setTimeout(done, 300));
+  }
+}
+
+const acceptedReceipt = (/** @type {string} */ stdout) => {
+  const match = /^200 (\{.*\})$/m.exec(stdout);
+  assert.ok(match, `no 200 answer in:\n${stdout}`);
+  const answer = JSON.parse(match[1]);
+  assert.equal(answer.status, "accepted", stdout);
+  return /** @type {string} */ (answer.receipt);
+};
+
+describe("send", () => {
+  test("signs every provider's bundled sample with the source's scheme and secret; the receiver accepts each", async () => {
+    const sources = ["demo", ...PROVIDER_SOURCES.map((source) => source.name)];
+    // Two at a time: each run loads wrangler's config reader; the machine is shared.
+    const results = [];
+    for (let index = 0; index < sources.length; index += 2) {
+      results.push(...(await Promise.all(sources.slice(index, index + 2).map(async (source) => ({ source, result: await cli(["send", source, ...project], env) })))));
+    }
+    const discordLike = new Set(PROVIDER_SOURCES.filter((source) => source.provider === "ed25519" || source.provider === "discord").map((source) => source.name));
+    for (const { source, result } of results) {
+      assert.equal(result.code, 0, `${source}: ${result.stdout}${result.stderr}`);
+      // Discord expects an interaction response rather than a receipt: a deferred reply (type 5).
+      if (discordLike.has(source)) assert.match(result.stdout, /^200 \{"type":5\}$/m, source);
+      else acceptedReceipt(result.stdout);
+      assert.match(result.stdout, new RegExp(`follow it: npm run cli -- show ${source} \\S+$`, "m"), source);
+    }
+    // Each was verified, claimed and recorded under its source: show finds the Discord one by its key too.
+    const discord = results.find(({ source }) => source === "cli-discord");
+    const discordKey = /show cli-discord (\S+)$/m.exec(discord?.result.stdout ?? "")?.[1] ?? "";
+    assert.match(await showWhenFinished(["cli-discord", discordKey]), /^source\s+cli-discord\s+event /m);
+  });
+
+  test("--id sets the event key: the same id twice is a duplicate with the same receipt, and show finds it by key", async () => {
+    const id = `evt_cli_${Date.now()}`;
+    const first = await cli(["send", "cli-stripe", "--id", id, ...project], env);
+    const receipt = acceptedReceipt(first.stdout);
+    const second = await cli(["send", "cli-stripe", "--id", id, ...project], env);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(second.stdout, new RegExp(`^200 \\{"status":"duplicate","receipt":"${receipt}"\\}$`, "m"));
+    const shown = await showWhenFinished(["cli-stripe", id]);
+    assert.match(shown, new RegExp(`^receipt\\s+${receipt}$`, "m"));
+    assert.match(shown, /type payment_intent\.succeeded/);
+    assert.match(shown, /received and acknowledged/);
+  });
+
+  test("a file and a named example are sent as given: the demo's credit is processed by its handler", async () => {
+    const sent = await cli(["send", "demo", "credit", ...project], env);
+    const receipt = acceptedReceipt(sent.stdout);
+    const shown = await showWhenFinished([receipt]);
+    assert.match(shown, /^status\s+processed/m);
+    assert.match(shown, /attempt 1: processed/);
+    assert.match(shown, /^outcome\s+processed: applied once/m);
+    assert.doesNotMatch(shown, /"amount"/, "the body is printed only with --body");
+    const withBody = await cli(["show", receipt, "--body", ...project], env);
+    assert.match(withBody.stdout, /"account": "acct_0042"/);
+  });
+
+  test("a wrong secret is refused by the receiver, and the CLI says what to do in one line", async () => {
+    const wrongVars = writeFile(workDir, "wrong.vars", `${testDevVars()}CLI_GITHUB_SECRET="not-the-secret"\n`);
+    const result = await cli(["send", "cli-github", "--config", project[1], "--dev-vars", wrongVars], env);
+    assert.equal(result.code, 1);
+    assert.match(result.stdout, /^401 /m);
+    assertOneLineError(result, /refused the signature: .*CLI_GITHUB_SECRET.*Restart npm start/);
+  });
+
+  test("an unknown source, a missing sample and a missing private key are one line each", async () => {
+    assertOneLineError(await cli(["send", "nope", ...project], env), /^error: no source nope in the config: sources are demo, cli-svix/);
+    assertOneLineError(await cli(["send", "demo", "no-such-sample", ...project], env), /^error: no file or sample named no-such-sample: samples are .*stripe/);
+    const noPrivate = writeFile(workDir, "no-private.vars", testDevVars().replace(/^CLI_DISCORD_SECRET_PRIVATE_KEY=.*$/m, ""));
+    assertOneLineError(
+      await cli(["send", "cli-discord", "--config", project[1], "--dev-vars", noPrivate], env),
+      /add CLI_DISCORD_SECRET_PRIVATE_KEY to .*secret ed25519 CLI_DISCORD_SECRET/,
+    );
+  });
+});
+
+describe("tail, show, replay", () => {
+  test("tail follows a new receipt through its attempt, filtered by source, and stops cleanly on Ctrl-C", async () => {
+    const tail = cliProcess(["tail", "--source", "demo", "--interval", "300", "--history", "0", ...project], env);
+    await tail.waitFor(/following http:\/\/127\.0\.0\.1:\d+ · source demo/);
+    const receipt = acceptedReceipt((await cli(["send", "demo", ...project], env)).stdout);
+    await cli(["send", "cli-github", ...project], env);
+    await tail.waitFor(new RegExp(`demo  ${receipt}  attempt 1 processed`));
+    assert.match(tail.output(), new RegExp(`demo  ${receipt}  account\\.credited  key msg_\\w+  (pending|processing|processed)`));
+    assert.doesNotMatch(tail.output(), /cli-github/, "--source demo shows only demo");
+    assert.equal(await tail.interrupt(), 0);
+  });
+
+  test("tail --status dead shows dead letters only", async () => {
+    const tail = cliProcess(["tail", "--status", "dead", "--interval", "300", "--history", "0", ...project], env);
+    await tail.waitFor(/following .* status dead/);
+    const broken = writeFile(workDir, "broken.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
+    const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);
+    await tail.waitFor(new RegExp(`${receipt}.*dead`));
+    assert.doesNotMatch(tail.output(), /account\.credited  key \S+  processed/);
+    assert.equal(await tail.interrupt(), 0);
+  });
+
+  test("replay one receipt, then every dead letter of a source; a receipt id that does not exist is one line", async () => {
+    const broken = writeFile(workDir, "broken-replay.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
+    const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);
+    const dead = await showWhenFinished([receipt], /dead/);
+    assert.match(dead, /^outcome\s+dead: .*data\.amount must be an integer.*replay /m);
+
+    const one = await cli(["replay", receipt, ...project], env);
+    assert.equal(one.code, 0, one.stderr);
+    assert.match(one.stdout, new RegExp(`^replayed ${receipt}: back to pending`, "m"));
+    const replayed = await showWhenFinished([receipt], /dead/);
+    assert.match(replayed, /provenance replayed/);
+    assert.match(replayed, /attempt 2: /);
+
+    const bulk = await cli(["replay", "--dead", "--source", "demo", "--since", new Date(Date.now() - 3_600_000).toISOString(), ...project], env);
+    assert.equal(bulk.code, 0, bulk.stderr);
+    assert.match(bulk.stdout, /^replayed [1-9]\d* dead letters? of demo since /m);
+    assert.match(bulk.stdout, new RegExp(`^  ${receipt}$`, "m"));
+
+    assertOneLineError(await cli(["replay", "01KB0000000000000000000000", ...project], env), /^error: No receipt has this id\.$/);
+    assertOneLineError(await cli(["replay", "--dead", ...project], env), /needs --source/);
+  });
+
+  test("show by an unknown event key and by a malformed id: one line each", async () => {
+    assertOneLineError(await cli(["show", "demo", "msg_never_sent", ...project], env), /^error: No receipt for this event key/);
+    assertOneLineError(await cli(["show", "not-a-receipt", ...project], env), /is not a receipt id/);
+  });
+});
+
+describe("echo", () => {
+  test("prints each forwarded delivery with its verified gateway signature, and refuses a forged one", async () => {
+    const echo = cliProcess(["echo", "--port", String(echoPort), ...project], env);
+    await echo.waitFor(/echo backend on http:\/\/127\.0\.0\.1:\d+/);
+    const receipt = acceptedReceipt((await cli(["send", "cli-forward", ...project], env)).stdout);
+    await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`));
+    assert.match(echo.output(), /POST \/hooks  signature ok → 200/);
+    assert.match(echo.output(), /"title": "Webhook retries arrive twice"/);
+    const shown = await showWhenFinished([receipt]);
+    assert.match(shown, /attempt 1: processed HTTP 200/);
+
+    const forged = await fetch(`http://127.0.0.1:${echoPort}/hooks`, {
+      method: "POST",
+      body: "{}",
+      headers: { "webhook-id": "msg_forged", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": "v1,AAAA" },
+    });
+    assert.equal(forged.status, 401);
+    await echo.waitFor(/signature REJECTED .* → 401/);
+    assert.equal(await echo.interrupt(), 0);
+  });
+
+  test("a port in use is one line", async () => {
+    const echo = cliProcess(["echo", "--port", String(echoPort), ...project], env);
+    await echo.waitFor(/echo backend on/);
+    const second = await cli(["echo", "--port", String(echoPort), ...project], env);
+    assertOneLineError(second, new RegExp(`port ${echoPort} is in use: pass --port`));
+    await echo.interrupt();
+  });
+});
+
+describe("check", () => {
+  test("passes for the test config and its .dev.vars, naming every secret it found", async () => {
+    const result = await cli(["check", ...project]);
+    assert.equal(result.code, 0, result.stdout + result.stderr);
+    assert.match(result.stdout, new RegExp(`^ok\\s+.*: ${PROVIDER_SOURCES.length + 2} valid sources`, "m"));
+    assert.match(result.stdout, /^ok\s+CLI_SENDGRID_SECRET \(source cli-sendgrid\)$/m);
+    assert.match(result.stdout, /^ok\s+GATEWAY_SIGNING_SECRET \(source cli-forward \(forwards\)\)$/m);
+    assert.match(result.stdout, /^check passed$/m);
+  });
+
+  test("fails on a missing secret and on a config the Worker would refuse, saying which and what to do", async () => {
+    const missing = writeFile(workDir, "missing.vars", testDevVars().replace(/^CLI_PADDLE_SECRET=.*$/m, ""));
+    const noSecret = await cli(["check", "--config", project[1], "--dev-vars", missing]);
+    assert.equal(noSecret.code, 1);
+    assert.match(noSecret.stdout, /^FAIL\s+CLI_PADDLE_SECRET \(source cli-paddle\) is not in .*missing\.vars: add CLI_PADDLE_SECRET="…" to /m);
+
+    const badConfig = writeFile(workDir, "bad.toml", `${testConfig(echoPort)}\n[vars.SOURCES.cli-bad]\nprovider = "carrier-pigeon"\nsecrets = ["X"]\n`);
+    const invalid = await cli(["check", "--config", badConfig, "--dev-vars", project[3]]);
+    assert.equal(invalid.code, 1);
+    assert.match(invalid.stdout, /^FAIL\s+SOURCES\.cli-bad: unsupported provider "carrier-pigeon"$/m);
+    assert.match(invalid.stderr, /^check failed: \d+ problems? above$/m);
+  });
+});
+
+describe("failures anyone hits first", () => {
+  test("no receiver running: one line saying to run npm start, for send, show, replay and tail", async () => {
+    const down = { RECEIVER_URL: `http://127.0.0.1:${await freePort()}/` };
+    for (const args of [["send", "demo"], ["show", "01KB0000000000000000000000"], ["replay", "01KB0000000000000000000000"], ["tail"]]) {
+      assertOneLineError(await cli([...args, ...project], down), /^error: no receiver at http:\/\/127\.0\.0\.1:\d+: run npm start/);
+    }
+  });
+
+  test("no .dev.vars yet: one line saying npm start creates it", async () => {
+    assertOneLineError(await cli(["send", "demo", "--config", project[1], "--dev-vars", `${workDir}/absent.vars`], env), /no .*absent\.vars yet: run npm start once/);
+  });
+
+  test("secret gateway makes a Standard Webhooks secret: whsec_ and base64 of 32 random bytes, new each time", async () => {
+    const first = (await cli(["secret", "gateway"])).stdout.trim();
+    const second = (await cli(["secret", "gateway"])).stdout.trim();
+    assert.match(first, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    assert.equal(Buffer.from(first.slice("whsec_".length), "base64").length, 32);
+    assert.notEqual(first, second);
+  });
+});

@@ -1,0 +1,215 @@
+// A real receiver for the CLI tests: `wrangler dev` on free ports, with its own on-disk state, its own dev
+// registry (so another local session cannot take its queue messages), and a config that adds one source per
+// provider to the project's own wrangler.toml.
+import assert from "node:assert/strict";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+/** The Worker under test (its wrangler.toml, src and migrations): this checkout unless CLI_TEST_WORKER_ROOT says another. */
+const WORKER_ROOT = resolve(process.env.CLI_TEST_WORKER_ROOT ?? ROOT);
+const WRANGLER = join(ROOT, "node_modules", ".bin", "wrangler");
+const CLI = join(ROOT, "scripts", "cli", "index.mjs");
+const quietEnv = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
+
+/** A port nobody listens on right now. */
+export async function freePort() {
+  const server = createServer();
+  await new Promise((done) => server.listen(0, "127.0.0.1", () => done(undefined)));
+  const { port } = /** @type {import("node:net").AddressInfo} */ (server.address());
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+const hmacSecret = () => randomBytes(24).toString("hex");
+
+/** Asymmetric senders: the source lists the public key; the CLI signs with NAME_PRIVATE_KEY. */
+function keyPair(/** @type {"ed25519" | "whpk" | "p256"} */ kind) {
+  const pair = kind === "p256" ? generateKeyPairSync("ec", { namedCurve: "P-256" }) : generateKeyPairSync("ed25519");
+  const spki = pair.publicKey.export({ format: "der", type: "spki" });
+  return {
+    publicKey: kind === "p256" ? spki.toString("base64") : kind === "whpk" ? `whpk_${spki.subarray(-32).toString("base64")}` : spki.subarray(-32).toString("hex"),
+    privateKey: pair.privateKey.export({ format: "der", type: "pkcs8" }).toString("base64"),
+  };
+}
+
+/**
+ * One source per provider (and alias), each with its own secret. `extra` is written into the source's table.
+ * @type {{ name: string, provider: string, secret: "hmac" | "whsec" | "ed25519" | "whpk" | "p256", extra?: string }[]}
+ */
+export const PROVIDER_SOURCES = [
+  { name: "cli-svix", provider: "svix", secret: "whsec" },
+  { name: "cli-svix-v1a", provider: "standard-webhooks", secret: "whpk" },
+  { name: "cli-stripe", provider: "stripe", secret: "hmac" },
+  { name: "cli-github", provider: "github", secret: "hmac" },
+  { name: "cli-shopify", provider: "shopify", secret: "hmac" },
+  { name: "cli-slack", provider: "slack", secret: "hmac" },
+  { name: "cli-twilio", provider: "twilio", secret: "hmac" },
+  { name: "cli-paddle", provider: "paddle", secret: "hmac" },
+  { name: "cli-linear", provider: "linear", secret: "hmac" },
+  { name: "cli-square", provider: "square", secret: "hmac", extra: 'notification_url = "https://hooks.example.com/webhooks/cli-square"' },
+  { name: "cli-twitch", provider: "twitch", secret: "hmac" },
+  { name: "cli-zoom", provider: "zoom", secret: "hmac" },
+  { name: "cli-gitlab", provider: "gitlab", secret: "hmac" },
+  { name: "cli-intercom", provider: "intercom", secret: "hmac" },
+  { name: "cli-mailgun", provider: "mailgun", secret: "hmac" },
+  { name: "cli-sendgrid", provider: "sendgrid", secret: "p256" },
+  { name: "cli-ed25519", provider: "ed25519", secret: "ed25519" },
+  { name: "cli-discord", provider: "discord", secret: "ed25519" },
+  {
+    name: "cli-generic",
+    provider: "generic",
+    secret: "hmac",
+    extra: [
+      'signature_header = "x-acme-signature"',
+      'algorithm = "hmac-sha512"',
+      'encoding = "base64"',
+      'signature_prefix = "v1="',
+      'signed_content = "{id}.{timestamp}.{body}"',
+      'id_header = "x-acme-id"',
+      'timestamp_header = "x-acme-timestamp"',
+      'event_key_header = "x-acme-id"',
+      'type_path = "type"',
+    ].join("\n"),
+  },
+];
+
+const secretName = (/** @type {string} */ source) => `${source.toUpperCase().replace(/-/g, "_")}_SECRET`;
+
+/**
+ * The project's wrangler.toml with absolute paths (it is written elsewhere) plus the test's sources.
+ * @param {number} echoPort where the forwarding source sends
+ */
+export function testConfig(echoPort) {
+  let text = readFileSync(join(WORKER_ROOT, "wrangler.toml"), "utf8");
+  const rewritten = text
+    .replace(/^main\s*=\s*"([^"]+)"/m, (_, path) => `main = ${JSON.stringify(join(WORKER_ROOT, path))}`)
+    .replace(/^(\s*)migrations_dir\s*=\s*"([^"]+)"/gm, (_, indent, path) => `${indent}migrations_dir = ${JSON.stringify(join(WORKER_ROOT, path))}`);
+  assert.notEqual(rewritten, text, "wrangler.toml has no main/migrations_dir to point at the project");
+  text = rewritten;
+  const tables = PROVIDER_SOURCES.map(
+    (source) => `\n[vars.SOURCES.${source.name}]\nprovider = "${source.provider}"\nsecrets = ["${secretName(source.name)}"]\ndestination = "none"\n${source.extra ?? ""}\n`,
+  );
+  tables.push(`\n[vars.SOURCES.cli-forward]\nprovider = "github"\nsecrets = ["${secretName("cli-forward")}"]\ndestination = "http://127.0.0.1:${echoPort}/hooks"\n`);
+  return text + tables.join("");
+}
+
+/** .dev.vars for the test receiver: the demo's names plus one secret (or key pair) per test source. */
+export function testDevVars() {
+  const lines = [
+    `DEMO_WEBHOOK_SECRET="whsec_${randomBytes(32).toString("base64")}"`,
+    `GATEWAY_SIGNING_SECRET="whsec_${randomBytes(32).toString("base64")}"`,
+    `ADMIN_TOKEN="cli-test-admin-${randomBytes(12).toString("hex")}"`,
+    `${secretName("cli-forward")}="${hmacSecret()}"`,
+  ];
+  for (const source of PROVIDER_SOURCES) {
+    const name = secretName(source.name);
+    if (source.secret === "hmac") lines.push(`${name}="${hmacSecret()}"`);
+    else if (source.secret === "whsec") lines.push(`${name}="whsec_${randomBytes(32).toString("base64")}"`);
+    else {
+      const pair = keyPair(source.secret);
+      lines.push(`${name}="${pair.publicKey}"`, `${name}_PRIVATE_KEY="${pair.privateKey}"`);
+    }
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Starts the receiver; answers its URL and a stop function.
+ * @param {{ configPath: string, envFile: string, workDir: string }} files
+ */
+export async function startReceiver(files) {
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const persistTo = join(files.workDir, "state");
+  execFileSync(WRANGLER, ["d1", "migrations", "apply", "DB", "--local", "--config", files.configPath, "--persist-to", persistTo], { env: quietEnv, stdio: "pipe" });
+  const worker = spawn(
+    WRANGLER,
+    ["dev", "--config", files.configPath, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", persistTo,
+      "--env-file", files.envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
+    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...quietEnv, WRANGLER_REGISTRY_PATH: `${persistTo}-registry` } },
+  );
+  let log = "";
+  worker.stdout.on("data", (chunk) => (log += chunk));
+  worker.stderr.on("data", (chunk) => (log += chunk));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (worker.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
+    // A Worker that fails at startup leaves connections hanging: each probe gets its own deadline.
+    if (await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)) break;
+    if (/Uncaught \w*Error/.test(log)) throw new Error(`the Worker failed to start:\n${log.slice(-3000)}`);
+    if (Date.now() > deadline) throw new Error(`wrangler dev did not answer on ${url}:\n${log}`);
+    await new Promise((done) => setTimeout(done, 250));
+  }
+  return {
+    url,
+    log: () => log,
+    async stop() {
+      if (worker.pid && worker.exitCode === null) {
+        process.kill(-worker.pid, "SIGTERM");
+        await new Promise((done) => worker.once("exit", done));
+      }
+    },
+  };
+}
+
+export function makeWorkDir() {
+  return mkdtempSync(join(tmpdir(), "receiver-cli-"));
+}
+
+export function writeFile(/** @type {string} */ dir, /** @type {string} */ name, /** @type {string} */ text) {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+/**
+ * Runs the CLI to completion.
+ * @param {string[]} args
+ * @param {Record<string, string>} [env]
+ * @returns {Promise<{ code: number, stdout: string, stderr: string }>}
+ */
+export async function cli(args, env = {}) {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...quietEnv, ...env }, timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = /** @type {{ code?: number, stdout?: string, stderr?: string }} */ (error);
+    return { code: typeof failed.code === "number" ? failed.code : -1, stdout: failed.stdout ?? "", stderr: failed.stderr ?? "" };
+  }
+}
+
+/**
+ * Starts a long-running CLI command (tail, echo); `waitFor` resolves once its output matches.
+ * @param {string[]} args
+ * @param {Record<string, string>} [env]
+ */
+export function cliProcess(args, env = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...quietEnv, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  return {
+    output: () => output,
+    async waitFor(/** @type {RegExp} */ pattern, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!pattern.test(output)) {
+        if (child.exitCode !== null) throw new Error(`the command exited (${child.exitCode}) before printing ${pattern}:\n${output}`);
+        if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${output}`);
+        await new Promise((done) => setTimeout(done, 100));
+      }
+    },
+    /** Ctrl-C, as a person stops it; answers the exit code. */
+    async interrupt() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill("SIGINT");
+      return new Promise((done) => child.once("exit", (code) => done(code)));
+    },
+  };
+}
