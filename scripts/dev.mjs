@@ -1,7 +1,12 @@
 #!/usr/bin/env node
-// `npm start`: create .dev.vars from the committed example on first run, apply local D1 migrations, run wrangler dev.
-import { spawnSync } from "node:child_process";
+// `npm start`: create .dev.vars from the committed example on first run, apply local D1 migrations, run wrangler
+// dev, and fire the scheduled handler on the configured cron schedule (wrangler dev never does that by itself).
+//   --cron-every 30s   fire it every 30 seconds instead, for impatient people
+//   --no-cron          never fire it
+// Every other argument goes to wrangler dev.
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync } from "node:fs";
+import { parseCron, parseEvery } from "./lib/cron.mjs";
 
 const [major, minor] = process.versions.node.split(".").map(Number);
 if (major < 22 || (major === 22 && minor < 12)) {
@@ -17,9 +22,82 @@ const run = (args) => {
   const result = spawnSync("npx", ["wrangler", ...args], { stdio: "inherit", env });
   if (result.status !== 0) process.exit(result.status ?? 1);
 };
+
+/** Takes `--name value` or `--name=value` out of args; answers the value (or true for a bare flag). */
+function takeOption(args, name, { flag = false } = {}) {
+  const at = args.findIndex((arg) => arg === name || arg.startsWith(`${name}=`));
+  if (at < 0) return undefined;
+  if (flag) return args.splice(at, 1) && true;
+  if (args[at].includes("=")) return args.splice(at, 1)[0].slice(name.length + 1);
+  return args.splice(at, 2)[1];
+}
+/** Reads `--name value` or `--name=value` without removing it (wrangler dev needs it too). */
+function peekOption(args, ...names) {
+  for (const name of names) {
+    const at = args.findIndex((arg) => arg === name || arg.startsWith(`${name}=`));
+    if (at >= 0) return args[at].includes("=") ? args[at].slice(name.length + 1) : args[at + 1];
+  }
+  return undefined;
+}
+
 const devArgs = process.argv.slice(2);
+const cronEveryText = takeOption(devArgs, "--cron-every");
+const noCron = takeOption(devArgs, "--no-cron", { flag: true });
+const cronEveryMs = cronEveryText === undefined ? null : parseEvery(cronEveryText);
+if (cronEveryText !== undefined && cronEveryMs === null) {
+  console.error(`--cron-every ${cronEveryText}: use a duration like 30s, 2m or 1h`);
+  process.exit(1);
+}
+const port = process.env.PORT ?? "8787";
+
 // The migrations must land in the same local state directory wrangler dev will read.
-const persistAt = devArgs.findIndex((arg) => arg === "--persist-to" || arg.startsWith("--persist-to="));
-const persistArgs = persistAt < 0 ? [] : devArgs[persistAt].includes("=") ? [devArgs[persistAt]] : devArgs.slice(persistAt, persistAt + 2);
-run(["d1", "migrations", "apply", "DB", "--local", ...persistArgs]);
-run(["dev", "--port", process.env.PORT ?? "8787", ...devArgs]);
+const persistTo = peekOption(devArgs, "--persist-to");
+const configArgs = ["--config", "-c"].flatMap((name) => (peekOption(devArgs, name) ? [name, peekOption(devArgs, name)] : [])).slice(0, 2);
+run(["d1", "migrations", "apply", "DB", "--local", ...configArgs, ...(persistTo ? ["--persist-to", persistTo] : [])]);
+
+const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], { stdio: "inherit", env });
+wrangler.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => wrangler.kill(signal));
+
+if (!noCron) await startLocalCron();
+
+/**
+ * Fires /cdn-cgi/local/scheduled, the hook wrangler dev exposes for the scheduled handler, at each minute the
+ * config's crons match (or every --cron-every), so alerts, re-drive and retention run locally as deployed.
+ */
+async function startLocalCron() {
+  const { unstable_readConfig } = await import("wrangler");
+  const config = unstable_readConfig({ config: peekOption(devArgs, "--config", "-c"), env: peekOption(devArgs, "--env", "-e") });
+  const crons = config.triggers?.crons ?? [];
+  const base = `http://${peekOption(devArgs, "--ip") ?? "127.0.0.1"}:${port}`.replace("0.0.0.0", "127.0.0.1");
+  const fire = async (/** @type {string} */ cron, /** @type {number} */ at) => {
+    try {
+      const response = await fetch(`${base}/cdn-cgi/local/scheduled?cron=${encodeURIComponent(cron)}&time=${at}`, { signal: AbortSignal.timeout(60_000) });
+      console.log(`[local cron] ${new Date(at).toISOString()} scheduled handler (${cron}) → ${response.status}`);
+    } catch {
+      // wrangler dev is still starting, or restarting after an edit: the next tick tries again.
+    }
+  };
+  if (cronEveryMs !== null) {
+    console.log(`[local cron] firing the scheduled handler every ${cronEveryText}`);
+    setInterval(() => fire(crons[0] ?? "* * * * *", Date.now()), cronEveryMs);
+    return;
+  }
+  const schedules = crons.flatMap((cron) => {
+    try {
+      return [{ cron, matches: parseCron(cron) }];
+    } catch (error) {
+      console.error(`[local cron] ${cron} is not understood locally (${error.message}); it will only run when deployed`);
+      return [];
+    }
+  });
+  if (schedules.length === 0) return;
+  console.log(`[local cron] firing the scheduled handler on ${schedules.map((schedule) => schedule.cron).join(", ")} (UTC); --cron-every 30s to go faster`);
+  // Check each minute boundary, as Cloudflare does; the scheduled time is that minute.
+  const tick = () => {
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    for (const schedule of schedules) if (schedule.matches(new Date(minute))) void fire(schedule.cron, minute);
+    setTimeout(tick, minute + 60_000 - Date.now() + 50);
+  };
+  setTimeout(tick, Math.ceil(Date.now() / 60_000) * 60_000 - Date.now() + 50);
+}
