@@ -227,6 +227,15 @@ describe("check", () => {
   });
 });
 
+describe("the production config", () => {
+  test("ships no demo source: check --env production passes on config alone and says no source is configured yet", async () => {
+    const result = await cli(["check", "--env", "production", "--config-only"]);
+    assert.equal(result.code, 0, result.stdout + result.stderr);
+    assert.doesNotMatch(result.stdout, /demo/);
+    assert.match(result.stdout, /^warn\s+wrangler\.toml \[env\.production\] declares no source yet: .*\[env\.production\.vars\.SOURCES\.<name>\]/m);
+  });
+});
+
 describe("failures anyone hits first", () => {
   test("no receiver running: one line saying to run npm start, for send, show, replay and tail", async () => {
     const down = { RECEIVER_URL: `http://127.0.0.1:${await freePort()}/` };

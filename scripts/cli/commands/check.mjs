@@ -80,7 +80,7 @@ async function remoteSecretNames(/** @type {import("../project.mjs").ProjectOpti
 }
 
 /**
- * @param {{ remote?: boolean } & import("../project.mjs").ProjectOptions} options
+ * @param {{ remote?: boolean, configOnly?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function check(options) {
   const config = await readWranglerConfig(options);
@@ -92,13 +92,15 @@ export async function check(options) {
   /** @type {string[]} */
   const warnings = [];
 
-  if (Object.keys(sources).length === 0) problems.push(`${where} declares no [vars.SOURCES.<name>] table: nothing would be accepted`);
+  // A fresh production config has no source yet: it deploys and serves the admin API, and accepts nothing.
+  if (Object.keys(sources).length === 0) warnings.push(`${where} declares no source yet: every /webhooks/<name> answers 404 until you add a [${options.env ? `env.${options.env}.` : ""}vars.SOURCES.<name>] table`);
   else {
     const verdict = await workerVerdict(sources);
     if (verdict.valid.length > 0) console.log(`ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`);
     problems.push(...verdict.problems);
   }
 
+  if (options.configOnly) return report(problems, warnings, "config only, secrets not looked at");
   const present = options.remote ? await remoteSecretNames(options) : new Set(Object.entries(readDevVars(options)).filter(([, value]) => value).map(([name]) => name));
   const store = options.remote ? "the deployed Worker's secrets" : devVarsPath(options);
   const localValues = options.remote ? {} : readDevVars(options);
@@ -115,12 +117,17 @@ export async function check(options) {
       console.log(`ok    ${secret.name} (${secret.usedBy})`);
     }
   }
+  return report(problems, warnings, options.remote ? "remote secrets" : "");
+}
+
+/** Prints the verdict; answers the exit code. */
+function report(/** @type {string[]} */ problems, /** @type {string[]} */ warnings, /** @type {string} */ scope) {
   for (const warning of warnings) console.log(`warn  ${warning}`);
   for (const problem of problems) console.log(`FAIL  ${problem}`);
   if (problems.length > 0) {
     console.error(`check failed: ${problems.length} problem${problems.length === 1 ? "" : "s"} above`);
     return 1;
   }
-  console.log(`check passed${options.remote ? " (remote secrets)" : ""}`);
+  console.log(`check passed${scope ? ` (${scope})` : ""}`);
   return 0;
 }
