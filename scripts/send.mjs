@@ -1,29 +1,10 @@
 #!/usr/bin/env node
-// `npm run send -- <source> <file.json> [webhook-id]`: signs a sample event with the source's secret from
-// .dev.vars (Standard Webhooks scheme) and posts it to the local receiver.
-import { readFileSync } from "node:fs";
-import { standardWebhookHeaders } from "./lib/signed-delivery.mjs";
+// `npm run send -- <source> [sample-or-file] [webhook-id]`: the older spelling of `npm run cli -- send`, kept so
+// existing instructions keep working. Signs with the source's own provider scheme (see docs/cli.md).
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 
-const [source = "demo", file = "examples/credit.json", webhookId = `msg_${Date.now().toString(36)}`] = process.argv.slice(2);
-const secretName = process.env.SECRET_NAME ?? `${source.toUpperCase().replace(/-/g, "_")}_WEBHOOK_SECRET`;
-const vars = Object.fromEntries(
-  readFileSync(".dev.vars", "utf8")
-    .split("\n")
-    .map((line) => /^([A-Z0-9_]+)\s*=\s*"?(.*?)"?\s*$/.exec(line))
-    .filter(Boolean)
-    .map((match) => [match[1], match[2]]),
-);
-const secret = vars[secretName];
-if (!secret) {
-  console.error(`No ${secretName} in .dev.vars (set SECRET_NAME to choose another).`);
-  process.exit(1);
-}
-const body = readFileSync(file, "utf8");
-const url = `${process.env.RECEIVER_URL ?? "http://127.0.0.1:8787"}/webhooks/${source}`;
-const response = await fetch(url, {
-  method: "POST",
-  body,
-  headers: standardWebhookHeaders(secret, webhookId, body),
-});
-console.log(`${response.status} ${await response.text()}`);
-process.exit(response.ok ? 0 : 1);
+const [source = "demo", sampleOrFile, eventId] = process.argv.slice(2);
+const cli = fileURLToPath(new URL("./cli/index.mjs", import.meta.url));
+const result = spawnSync(process.execPath, [cli, "send", source, ...(sampleOrFile ? [sampleOrFile] : []), ...(eventId ? ["--id", eventId] : [])], { stdio: "inherit" });
+process.exit(result.status ?? 1);
