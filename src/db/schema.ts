@@ -160,3 +160,18 @@ export const accounts = sqliteTable("accounts", {
   plan: text("plan"),
   planVersion: integer("plan_version").notNull().default(0),
 });
+
+/**
+ * Secrets a sender handed over in a proven handshake (Asana's X-Hook-Secret, Notion's verification_token): later
+ * deliveries to the source verify against them (src/ingest/handshake-secrets.ts). Written only after the handshake's
+ * own proof (the source's verify token) checked out.
+ */
+export const handshakeSecrets = sqliteTable(
+  "handshake_secrets",
+  {
+    source: text("source").notNull(),
+    secret: text("secret").notNull(),
+    receivedAt: integer("received_at").notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.source, table.secret] }), index("handshake_secrets_newest").on(table.source, table.receivedAt)],
+);

@@ -1,27 +1,44 @@
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { apiError } from "../lib/errors";
 import { logError, logEvent } from "../lib/log";
+import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
+import type { SourceOptions, SourceSecret } from "../providers/types";
 import { SourceConfigError, usableSecrets } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { claimEvent, pickHeaders } from "./claim";
 import { acknowledge } from "./acknowledge";
+import { keepSecret, storedSecrets } from "./handshake-secrets";
 import { readBodyWithCap } from "./read-body";
 
 /**
  * POST /webhooks/:source — the acknowledgement path. It does four things: look up the source, read the bytes,
  * verify, and claim in one Durable Object transaction. Everything slower happens after the 2xx.
+ *
+ * GET /webhooks/:source reaches only adapters that answer a challenge over GET (Meta, Dropbox, Okta): the same
+ * lookup and verification, and the answer is always a handshake, never a claim. Any other method, or GET to a
+ * source whose adapter does not answer it, is a 405 naming the methods that source accepts.
  */
 export const webhooks = new Hono<{ Bindings: Env }>();
 
-webhooks.post("/:source", async (c) => {
-  const startedAt = Date.now();
-  const sourceName = c.req.param("source");
-  const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
+type Method = "GET" | "POST";
 
+webhooks.post("/:source", (c) => receive(c, "POST"));
+webhooks.get("/:source", (c) => receive(c, "GET"));
+webhooks.all("/:source", (c) => {
+  const lookup = lookupSourceOrThrow(c.env, c.req.param("source")!);
+  const allowed: readonly Method[] = lookup.kind === "valid" ? (adapterFor(lookup.source.provider)!.methods ?? ["POST"]) : ["POST"];
+  throw methodNotAllowed(allowed);
+});
+
+function methodNotAllowed(allowed: readonly Method[]) {
+  return apiError(405, "method_not_allowed", `This source accepts ${allowed.join(" and ")} only.`, { allow: allowed.join(", ") });
+}
+
+function lookupSourceOrThrow(env: Env, sourceName: string) {
   let lookup;
   try {
-    lookup = lookupSource(c.env, sourceName);
+    lookup = lookupSource(env, sourceName);
   } catch (error) {
     // SOURCES itself is unreadable: no source can be told apart, so none accepts anything.
     if (error instanceof SourceConfigError) {
@@ -31,6 +48,24 @@ webhooks.post("/:source", async (c) => {
     throw error;
   }
   if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  return lookup;
+}
+
+/** The values of the Worker secrets a source's `verify_token` names (one name, or a list during a rotation). */
+function verifyTokensOf(env: Env, options: SourceOptions): SourceSecret[] {
+  const names = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
+  return names.flatMap((name) => {
+    const value = typeof name === "string" ? secretValue(env, name) : null;
+    return value === null ? [] : [{ name: name as string, value }];
+  });
+}
+
+async function receive(c: Context<{ Bindings: Env }>, method: Method) {
+  const startedAt = Date.now();
+  const sourceName = c.req.param("source")!;
+  const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
+
+  const lookup = lookupSourceOrThrow(c.env, sourceName);
   if (lookup.kind === "invalid") {
     // Only this source is out of service; 503 makes its sender retry once the table is fixed. The problems quote
     // config (never a secret's value) and stay in the log and the admin API: they are not for the caller.
@@ -39,8 +74,10 @@ webhooks.post("/:source", async (c) => {
   }
   const { source } = lookup;
   const adapter = adapterFor(source.provider)!;
+  if (!(adapter.methods ?? ["POST"]).includes(method)) throw methodNotAllowed(adapter.methods ?? ["POST"]);
 
-  const rawBody = await readBodyWithCap(c.req.raw, source.maxBodyBytes);
+  // A GET challenge has no body to read.
+  const rawBody = method === "GET" ? new Uint8Array(0) : await readBodyWithCap(c.req.raw, source.maxBodyBytes);
   if (rawBody === "too-large") {
     logEvent("delivery.rejected", { source: sourceName, disposition: "too_large", requestId });
     throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${source.maxBodyBytes} bytes.`);
@@ -58,14 +95,31 @@ webhooks.post("/:source", async (c) => {
     throw apiError(503, "source_secret_missing", "This source's signing secret is not configured yet.");
   }
 
-  const verdict = await adapter.verify({
-    rawBody,
-    headers: c.req.raw.headers,
-    url: c.req.url,
-    secrets,
-    now: startedAt,
-    options: source.options,
-  });
+  const verifyWith = async (fresh: boolean) => {
+    let kept;
+    try {
+      kept = adapter.storedSecrets ? await storedSecrets(c.env.DB, sourceName, startedAt, fresh) : undefined;
+    } catch (error) {
+      // Without the sender's kept secret nothing can be verified: 503 so it retries, never a final 401.
+      logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
+      throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", { "retry-after": "5" });
+    }
+    const result = await adapter.verify({
+      method,
+      rawBody,
+      headers: c.req.raw.headers,
+      url: c.req.url,
+      secrets,
+      now: startedAt,
+      options: source.options,
+      verifyTokens: verifyTokensOf(c.env, source.options),
+      storedSecrets: kept?.secrets,
+    });
+    return { result, cached: kept?.cached ?? false };
+  };
+  let { result: verdict, cached } = await verifyWith(false);
+  // A kept secret handed over in another isolate since this one cached the list: read it once more.
+  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached) ({ result: verdict } = await verifyWith(true));
   if (verdict.kind === "rejected") {
     logEvent("delivery.rejected", {
       source: sourceName,
@@ -78,8 +132,21 @@ webhooks.post("/:source", async (c) => {
     throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
   }
   if (verdict.kind === "handshake") {
-    logEvent("delivery.handshake", { source: sourceName, signature: "valid", requestId });
+    if (verdict.keepSecret !== undefined) {
+      try {
+        await keepSecret(c.env.DB, sourceName, verdict.keepSecret, startedAt);
+      } catch (error) {
+        // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
+        logError("delivery.handshake_store_failed", error, { source: sourceName, requestId });
+        throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", { "retry-after": "5" });
+      }
+    }
+    logEvent("delivery.handshake", { source: sourceName, method, signature: "valid", requestId });
     return verdict.response;
+  }
+  if (method !== "POST") {
+    // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
+    throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
   }
 
   const { identity } = verdict;
@@ -110,4 +177,4 @@ webhooks.post("/:source", async (c) => {
     durationMs: Date.now() - startedAt,
   });
   return acknowledge(claimed, verdict.acknowledgement);
-});
+}

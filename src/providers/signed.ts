@@ -30,7 +30,7 @@ export function readHeader(headers: Headers, name: string): string | null {
   return value === null || value.length === 0 ? null : value;
 }
 
-async function refusingOversized(step: () => VerifyResult | Promise<VerifyResult>): Promise<VerifyResult> {
+export async function refusingOversized(step: () => VerifyResult | Promise<VerifyResult>): Promise<VerifyResult> {
   try {
     return await step();
   } catch (error) {

@@ -11,6 +11,8 @@ export interface SourceSecret {
 }
 
 export interface DeliveryInput {
+  /** POST for deliveries; GET only reaches adapters that list it in `methods` (challenge handshakes). Absent: POST. */
+  method?: "GET" | "POST";
   rawBody: Uint8Array;
   headers: Headers;
   /** The full URL the sender called (Twilio and Square sign it). */
@@ -20,6 +22,16 @@ export interface DeliveryInput {
   now: number;
   /** The source's table from wrangler.toml, for adapters that read options (tolerance, JSON paths, …). */
   options: SourceOptions;
+  /**
+   * The values of the Worker secrets the source's `verify_token` option names: what proves a challenge handshake
+   * that carries no signature of its own (Meta's `hub.verify_token`, a `?verify_token=` in a registered URL).
+   */
+  verifyTokens?: readonly SourceSecret[];
+  /**
+   * Secrets the sender handed over in an earlier, proven handshake and the receiver kept (Asana's X-Hook-Secret,
+   * Notion's verification_token), newest first. Only for adapters with `storedSecrets`.
+   */
+  storedSecrets?: readonly SourceSecret[];
 }
 
 /** What a verified delivery is, in the provider's own documented terms. */
@@ -51,13 +63,18 @@ export type RejectReason =
 
 /**
  * How the sender needs an accepted (or duplicate) delivery answered, for senders that read the answer: Discord
- * interactions need an interaction response, Discord webhook events a bare 204. Absent, the receiver answers its
- * own {"status", "receipt"}. Either way the answer is sent only once the claim is durable.
+ * interactions need an interaction response, Discord webhook events a bare 204, Adyen the text `[accepted]`,
+ * Twilio TwiML. Absent, the receiver answers its own {"status", "receipt"}. Either way the answer is sent only
+ * once the claim is durable.
  */
 export interface Acknowledgement {
-  status: 200 | 204;
-  /** The JSON body; none with 204. */
+  status: 200 | 201 | 202 | 204;
+  /** A JSON body; none with 204. */
   json?: unknown;
+  /** A text body (used when `json` is absent); none with 204. */
+  text?: string;
+  /** The text body's content type; `text/plain; charset=utf-8` when absent. */
+  contentType?: string;
 }
 
 export type VerifyResult =
@@ -68,8 +85,12 @@ export type VerifyResult =
       timestampAgeSeconds?: number;
       acknowledgement?: Acknowledgement;
     }
-  /** A verified handshake (Slack url_verification, Zoom url_validation, Twitch challenge): answered, never claimed. */
-  | { kind: "handshake"; response: Response }
+  /**
+   * A proven handshake (Slack url_verification, Zoom url_validation, Twitch challenge, Meta's GET hub.challenge):
+   * answered, never claimed. `keepSecret` is a secret the sender handed over in it (Asana's X-Hook-Secret), which
+   * the route stores before answering, so later deliveries verify against it.
+   */
+  | { kind: "handshake"; response: Response; keepSecret?: string }
   /** The reason is for logs and metrics only; the HTTP answer never says which part failed. */
   | { kind: "rejected"; reason: RejectReason };
 
@@ -79,6 +100,10 @@ export interface ProviderAdapter {
   /** Lower-case header names kept with the receipt. Signature headers are never kept. */
   readonly keptHeaders: readonly string[];
   verify(input: DeliveryInput): Promise<VerifyResult>;
+  /** Methods the route passes to this adapter; POST when absent. GET is only for challenge handshakes. */
+  readonly methods?: readonly ("GET" | "POST")[];
+  /** The sender hands its signing secret over in a handshake: the route loads kept ones into `storedSecrets`. */
+  readonly storedSecrets?: boolean;
   /** Deploy-time validation of the source's options: a list of problems, empty when fine. */
   validateOptions?(options: SourceOptions): string[];
 }

@@ -1,0 +1,38 @@
+import type { SourceSecret } from "../providers/types";
+
+/**
+ * Secrets senders hand over in a handshake (Asana's X-Hook-Secret, Notion's verification_token), kept in D1's
+ * `handshake_secrets`. Only sources whose adapter has `storedSecrets` read it, so every other source's
+ * acknowledgement path still touches no D1. Reads are cached per isolate for a minute; an empty answer is never
+ * cached, and a cached list is re-read once when it verifies nothing (a hook registered in another isolate).
+ */
+
+/** The newest this many per source are tried: the verification budget bounds the rest anyway. */
+const KEPT_PER_SOURCE = 8;
+const CACHE_TTL_MS = 60_000;
+
+const cache = new Map<string, { secrets: SourceSecret[]; readAt: number }>();
+
+function asSecrets(rows: { secret: string; received_at: number }[]): SourceSecret[] {
+  // The name is what logs and annotations could ever see: never the value.
+  return rows.map((row) => ({ name: `handshake@${row.received_at}`, value: row.secret }));
+}
+
+export async function storedSecrets(db: D1Database, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
+  const hit = cache.get(source);
+  if (!fresh && hit && now - hit.readAt < CACHE_TTL_MS) return { secrets: hit.secrets, cached: true };
+  const { results } = await db
+    .prepare("SELECT secret, received_at FROM handshake_secrets WHERE source = ? ORDER BY received_at DESC LIMIT ?")
+    .bind(source, KEPT_PER_SOURCE)
+    .all<{ secret: string; received_at: number }>();
+  const secrets = asSecrets(results);
+  if (secrets.length > 0) cache.set(source, { secrets, readAt: now });
+  else cache.delete(source);
+  return { secrets, cached: false };
+}
+
+export async function keepSecret(db: D1Database, source: string, secret: string, now: number): Promise<void> {
+  // The same secret handed over twice (a repeated handshake) keeps its first row.
+  await db.prepare("INSERT OR IGNORE INTO handshake_secrets (source, secret, received_at) VALUES (?, ?, ?)").bind(source, secret, now).run();
+  cache.delete(source);
+}
