@@ -1,3 +1,6 @@
+import { adyen } from "./adyen";
+import { asana } from "./asana";
+import { dropbox } from "./dropbox";
 import { ed25519 } from "./ed25519";
 import { generic } from "./generic";
 import { github } from "./github";
@@ -5,7 +8,14 @@ import { gitlab } from "./gitlab";
 import { intercom } from "./intercom";
 import { linear } from "./linear";
 import { mailgun } from "./mailgun";
+import { meta } from "./meta";
+import { microsoftGraph } from "./microsoft-graph";
+import { monday } from "./monday";
+import { netlify } from "./netlify";
+import { notion } from "./notion";
+import { okta } from "./okta";
 import { paddle } from "./paddle";
+import { presetAdapters } from "./presets";
 import { sendgrid } from "./sendgrid";
 import { shopify } from "./shopify";
 import { slack } from "./slack";
@@ -35,6 +45,17 @@ const adapters: readonly ProviderAdapter[] = [
   mailgun,
   sendgrid,
   ed25519,
+  meta,
+  dropbox,
+  okta,
+  microsoftGraph,
+  asana,
+  notion,
+  monday,
+  netlify,
+  adyen,
+  // Senders written as data over the shared preset scheme (src/providers/presets.ts); dropbox is wrapped above.
+  ...presetAdapters.filter((adapter) => adapter.provider !== "dropbox"),
   generic,
 ];
 
@@ -43,7 +64,20 @@ export const providers: ReadonlyMap<string, ProviderAdapter> = new Map(
 );
 
 /** Senders that use another adapter's scheme unchanged; the alias keeps configs readable. */
-export const providerAliases: Readonly<Record<string, string>> = { svix: "standard-webhooks", discord: "ed25519" };
+export const providerAliases: Readonly<Record<string, string>> = {
+  svix: "standard-webhooks",
+  // Standard Webhooks senders by name: Clerk and Resend deliver through Svix (svix-* headers), Brex and OpenAI
+  // send webhook-* headers; one scheme either way.
+  clerk: "standard-webhooks",
+  resend: "standard-webhooks",
+  brex: "standard-webhooks",
+  openai: "standard-webhooks",
+  discord: "ed25519",
+  // Meta's products share one app-level scheme and handshake.
+  whatsapp: "meta",
+  instagram: "meta",
+  messenger: "meta",
+};
 
 export function adapterFor(provider: string): ProviderAdapter | undefined {
   return providers.get(providerAliases[provider] ?? provider);

@@ -2,6 +2,7 @@ import { sha256Hex } from "../crypto/digest";
 import { utf8Bytes } from "../crypto/encoding";
 import { bytesEqualConstantTime } from "../crypto/hmac";
 import type { SignatureAlgorithm } from "../crypto/verify";
+import type { SourceOptions } from "./types";
 import { parseFormBody, parseJsonBody } from "./json";
 import {
   describePayload,
@@ -21,27 +22,84 @@ import {
  * the URL carries `bodySHA256=<hex of the body's SHA-256>` and only the URL is signed, so the body hash is checked
  * too. When a Webhooks Rule signs with a shared key, `X-Twilio-Webhooks-Signature-Settings` says
  * `algorithm=HMAC_SHA256`. The key is `I-Twilio-Idempotency-Token`, the same across Twilio's retries; without it,
- * the payload hash. Behind a proxy or custom domain set `public_origin` to the origin Twilio was given.
+ * the payload hash. Behind a proxy that rewrites paths set `public_url` to the full URL Twilio was configured with
+ * (user info included, when Twilio was given one); behind a custom domain, `public_origin` is enough. The URL
+ * verifies with its port removed or with the default port added, exactly as twilio-node tries it. Twilio reads
+ * the answer of a messaging or voice webhook as TwiML, so an accepted delivery is answered with an empty
+ * `<Response/>` (text/xml), which does nothing.
  */
 
 const SUBJECT_PARAMS = ["MessageSid", "SmsSid", "CallSid", "RecordingSid", "TranscriptionSid", "ConferenceSid"];
 const TYPE_PARAMS = ["EventType", "MessageStatus", "SmsStatus", "CallStatus", "RecordingStatus"];
 
-function signedUrl(url: string, publicOrigin: string | undefined): string {
-  if (!publicOrigin) return url;
+/**
+ * The URL Twilio signed: the source's `public_url` (the full URL Twilio was configured with) when set, with the
+ * `bodySHA256` Twilio appends to it for JSON bodies; else `public_origin` plus the path called; else the URL called.
+ */
+function signedUrl(url: string, options: SourceOptions): string {
   const received = new URL(url);
-  return publicOrigin.replace(/\/$/, "") + received.pathname + received.search;
+  const publicUrl = optionString(options, "public_url");
+  if (publicUrl) {
+    const bodyHash = received.searchParams.get("bodySHA256");
+    if (bodyHash === null || /[?&]bodySHA256=/.test(publicUrl)) return publicUrl;
+    return `${publicUrl}${publicUrl.includes("?") ? "&" : "?"}bodySHA256=${bodyHash}`;
+  }
+  const publicOrigin = optionString(options, "public_origin");
+  return publicOrigin ? publicOrigin.replace(/\/$/, "") + received.pathname + received.search : url;
 }
 
-/** The same URL with its default port spelled out, or dropped: Twilio may sign either (its own library tries both). */
-function otherPortSpelling(url: string): string | null {
-  const match = /^(https?):\/\/([^/?#:]+)(:\d+)?(.*)$/.exec(url);
+/**
+ * scheme, user info, host, port and the rest, split the way twilio-node splits them: user info ends at the last
+ * `@` of the authority, and a colon starts the port only after an IPv6 literal's closing bracket.
+ */
+function splitUrl(url: string) {
+  const match = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)/i.exec(url);
   if (!match) return null;
-  const [, scheme, host, port, rest] = match;
-  const defaultPort = scheme === "https" ? ":443" : ":80";
-  if (port === undefined) return `${scheme}://${host}${defaultPort}${rest}`;
-  return port === defaultPort ? `${scheme}://${host}${rest}` : null;
+  const [prefix, scheme, authority] = match as unknown as [string, string, string];
+  const userInfoEnd = authority.lastIndexOf("@");
+  const hostAndPort = authority.slice(userInfoEnd + 1);
+  const portStart = hostAndPort.indexOf(":", hostAndPort.lastIndexOf("]") + 1);
+  return {
+    scheme,
+    userInfo: authority.slice(0, userInfoEnd + 1),
+    host: portStart === -1 ? hostAndPort : hostAndPort.slice(0, portStart),
+    port: portStart === -1 ? "" : hostAndPort.slice(portStart),
+    rest: url.slice(prefix.length),
+  };
 }
+
+/**
+ * The spellings twilio-node accepts for one URL: with its port removed, and with the default port added when it
+ * has none (a URL with an explicit port keeps it in the second spelling). Twilio may have signed either.
+ */
+export function portSpellings(url: string): string[] {
+  const parts = splitUrl(url);
+  if (!parts) return [url];
+  const withoutPort = parts.scheme + parts.userInfo + parts.host + parts.rest;
+  const withPort = parts.port ? url : parts.scheme + parts.userInfo + parts.host + (parts.scheme.toLowerCase() === "https://" ? ":443" : ":80") + parts.rest;
+  return withoutPort === withPort ? [withoutPort] : [withoutPort, withPort];
+}
+
+/**
+ * A URL configured with user info (`https://user:pass@host/…`) reaches the Worker without it: Twilio moves it to
+ * `Authorization: Basic`. The URL Twilio signed still has it, so it is put back from that header.
+ */
+function withUserInfo(url: string, headers: Headers): string[] {
+  const parts = splitUrl(url);
+  const match = /^Basic ([A-Za-z0-9+/=]{1,1024})$/i.exec(readHeader(headers, "authorization") ?? "");
+  if (!parts || parts.userInfo || !match) return [];
+  let credentials: string;
+  try {
+    credentials = atob(match[1]!);
+  } catch {
+    return [];
+  }
+  if (!credentials.includes(":") || /[@/?#\s]/.test(credentials)) return [];
+  return [parts.scheme + credentials + "@" + parts.host + parts.port + parts.rest];
+}
+
+/** An empty TwiML document: Twilio reads the answer of messaging and voice webhooks as instructions, and this is none. */
+const EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>';
 
 /** name‖value for every parameter, names sorted, repeated values de-duplicated and sorted, as Twilio signs them. */
 function sortedParams(form: URLSearchParams): string {
@@ -72,7 +130,7 @@ export const twilio = signedAdapter({
     if (!signature) return "missing-signature";
     const algorithm = signatureAlgorithm(headers);
     if (!algorithm) return "malformed-signature";
-    const fullUrl = signedUrl(url, optionString(options, "public_origin"));
+    const fullUrl = signedUrl(url, options);
     const bodyHash = new URL(fullUrl).searchParams.get("bodySHA256");
     let params = "";
     if (bodyHash !== null) {
@@ -83,21 +141,28 @@ export const twilio = signedAdapter({
       if (!form) return "malformed-payload";
       params = sortedParams(form);
     }
-    const otherUrl = otherPortSpelling(fullUrl);
+    const [first, ...others] = [...withUserInfo(fullUrl, headers), fullUrl].flatMap(portSpellings);
     return {
       signatures: presentedSignatures([signature], "base64", algorithm),
-      signedContent: utf8Bytes(fullUrl + params),
-      alsoSigned: otherUrl ? [utf8Bytes(otherUrl + params)] : [],
+      signedContent: utf8Bytes(first + params),
+      alsoSigned: others.map((spelling) => utf8Bytes(spelling + params)),
     };
   },
 
   keyFor: (secret) => [sha1Key(secret), sha256Key(secret)],
 
   validateOptions(options) {
+    const problems: string[] = [];
     const origin = options.public_origin;
-    return origin === undefined || (typeof origin === "string" && /^https?:\/\/[^/?#\s]+\/?$/.test(origin))
-      ? []
-      : ['public_origin must be an origin like "https://hooks.example.com"'];
+    if (!(origin === undefined || (typeof origin === "string" && /^https?:\/\/[^/?#\s]+\/?$/.test(origin)))) {
+      problems.push('public_origin must be an origin like "https://hooks.example.com"');
+    }
+    const url = options.public_url;
+    if (!(url === undefined || (typeof url === "string" && /^https?:\/\/[^\s]+$/.test(url)))) {
+      problems.push('public_url must be the full URL Twilio was configured with, like "https://hooks.example.com/sms?x=1"');
+    }
+    if (origin !== undefined && url !== undefined) problems.push("set public_url or public_origin, not both");
+    return problems;
   },
 
   async identify({ input }) {
@@ -108,12 +173,15 @@ export const twilio = signedAdapter({
     }
     const form = parseFormBody(input.rawBody)!;
     const firstParam = (names: string[]) => names.map((name) => form.get(name)).find((value) => value) ?? null;
-    return event({
-      ...(await eventKeyOf(token, input.rawBody)),
-      eventType: firstParam(TYPE_PARAMS),
-      subjectId: firstParam(SUBJECT_PARAMS),
-      version: null,
-      occurredAt: null,
-    });
+    return {
+      ...event({
+        ...(await eventKeyOf(token, input.rawBody)),
+        eventType: firstParam(TYPE_PARAMS),
+        subjectId: firstParam(SUBJECT_PARAMS),
+        version: null,
+        occurredAt: null,
+      }),
+      acknowledgement: { status: 200, text: EMPTY_TWIML, contentType: "text/xml; charset=utf-8" },
+    };
   },
 });

@@ -1,0 +1,45 @@
+import { decodeBase64Url, utf8Bytes } from "../crypto/encoding";
+import { parseJsonBody } from "./json";
+import { presentedSignatures, type Presented } from "./signed";
+import type { RejectReason } from "./types";
+
+/**
+ * The shared JWT (JWS compact) scheme for HS256 senders (monday.com, Netlify): the signature is an HMAC-SHA256
+ * over `<header>.<payload>` keyed by the shared secret. The algorithm is fixed by the provider, never taken from
+ * the token (a token saying `none` or `RS256` is malformed), and an `exp` in the past refuses it.
+ */
+const JWS = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/;
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+export interface ReadJwt {
+  presented: Presented;
+  claims: Record<string, unknown>;
+}
+
+function jsonPart(part: string): Record<string, unknown> | null {
+  const bytes = decodeBase64Url(part);
+  if (!bytes) return null;
+  try {
+    const value = parseJsonBody(utf8Bytes(decoder.decode(bytes)));
+    return value && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+export function readHs256Jwt(token: string, nowMs: number): ReadJwt | RejectReason {
+  const match = JWS.exec(token.replace(/^Bearer\s+/i, ""));
+  if (!match) return "malformed-signature";
+  const [, headerPart, payloadPart, signaturePart] = match;
+  const header = jsonPart(headerPart!);
+  const claims = jsonPart(payloadPart!);
+  if (!header || !claims || header.alg !== "HS256") return "malformed-signature";
+  if (typeof claims.exp === "number" && claims.exp * 1000 < nowMs) return "timestamp-out-of-tolerance";
+  return {
+    claims,
+    presented: {
+      signatures: presentedSignatures([signaturePart!], "base64url", "hmac-sha256"),
+      signedContent: utf8Bytes(`${headerPart}.${payloadPart}`),
+    },
+  };
+}

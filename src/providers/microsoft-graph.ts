@@ -1,0 +1,48 @@
+import { utf8Bytes } from "../crypto/encoding";
+import { challengeText, echo, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
+import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import { describePayload, event, eventKeyOf, rejected, signedAdapter, utf8Key } from "./signed";
+
+/**
+ * Microsoft Graph change notifications. Creating a subscription POSTs `?validationToken=<text>`, to be echoed as
+ * text/plain within 10 s; it carries no proof, so the notification URL holds `?verify_token=<token>` and the echo
+ * happens only when it equals the source's `verify_token`. Notifications (`{"value": [...]}`) are proven by each
+ * item's `clientState`, the secret given when subscribing: every item must carry the same one, compared with the
+ * listed secrets in constant time. A batch has no id, so the key is the payload's SHA-256. Graph wants `202`.
+ */
+const notifications = signedAdapter({
+  provider: "microsoft-graph",
+  keptHeaders: ["content-type", "user-agent"],
+
+  read({ rawBody }) {
+    const items = valueAtPath(parseJsonBody(rawBody), "value");
+    if (!Array.isArray(items) || items.length === 0 || items.length > 100) return "missing-signature";
+    const states = new Set(items.map((item) => stringAtPath(item, "clientState")));
+    // Every item must be proven: one forged item beside a genuine one is not accepted.
+    const [state] = [...states];
+    if (states.size !== 1 || !state) return "missing-signature";
+    return { signatures: [{ algorithm: "token", bytes: utf8Bytes(state) }], signedContent: new Uint8Array(0) };
+  },
+
+  keyFor: utf8Key("token"),
+
+  async identify({ input }) {
+    const payload = parseJsonBody(input.rawBody);
+    return {
+      ...event({
+        ...(await eventKeyOf(null, input.rawBody)),
+        ...describePayload(payload, input.options, { type: "value.0.changeType", subject: "value.0.resource" }),
+      }),
+      acknowledgement: { status: 202 },
+    };
+  },
+});
+
+export const microsoftGraph = withHandshake(notifications, async (input) => {
+  const token = new URL(input.url).searchParams.get("validationToken");
+  if (token === null) return null;
+  const challenge = challengeText(token);
+  if (!challenge) return rejected("missing-signature");
+  if (!(await tokenMatches(urlVerifyToken(input.url), input.verifyTokens))) return rejected("signature-mismatch");
+  return handshake(echo(challenge));
+});

@@ -1,0 +1,39 @@
+import { challengeText, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
+import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import { readHs256Jwt } from "./jwt";
+import { describePayload, event, eventKeyOf, readHeader, rejected, signedAdapter, utf8Key } from "./signed";
+
+/**
+ * monday.com: `Authorization: <JWT>`, HS256 keyed by the app's signing secret (the shared JWT scheme). Creating a
+ * webhook POSTs `{"challenge": "…"}`, answered with the same JSON, only when proven: by a valid JWT, or by the
+ * URL's `verify_token` (board webhooks made through the API carry no JWT). The key is `event.triggerUuid`.
+ */
+const delivery = signedAdapter({
+  provider: "monday",
+  keptHeaders: ["content-type", "user-agent"],
+  read({ headers, now }) {
+    const token = readHeader(headers, "authorization");
+    if (!token) return "missing-signature";
+    const read = readHs256Jwt(token, now);
+    return typeof read === "string" ? read : read.presented;
+  },
+  keyFor: utf8Key("hmac-sha256"),
+  async identify({ input }) {
+    const payload = parseJsonBody(input.rawBody);
+    const challenge = challengeText(valueAtPath(payload, "challenge"));
+    if (challenge) return handshake(Response.json({ challenge }));
+    return event({
+      ...(await eventKeyOf(stringAtPath(payload, "event.triggerUuid"), input.rawBody)),
+      ...describePayload(payload, input.options, { type: "event.type", subject: "event.pulseId", occurredAt: "event.triggerTime" }),
+    });
+  },
+});
+
+export const monday = withHandshake(delivery, async (input) => {
+  // A challenge with a JWT is proven by the JWT (the delivery path answers it); without one, by the URL's token.
+  if (readHeader(input.headers, "authorization")) return null;
+  const challenge = challengeText(valueAtPath(parseJsonBody(input.rawBody), "challenge"));
+  if (!challenge) return null;
+  if (!(await tokenMatches(urlVerifyToken(input.url), input.verifyTokens))) return rejected("signature-mismatch");
+  return handshake(Response.json({ challenge }));
+});

@@ -1,0 +1,34 @@
+import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import { keptSecretAdapter } from "./kept-secret";
+import { presetAdapter } from "./presets";
+
+/**
+ * Notion: creating a subscription POSTs `{"verification_token": "secret_…"}`, unsigned; the operator pastes that
+ * token back into Notion, and it then keys `X-Notion-Signature: sha256=<hex>` (HMAC-SHA256 over the body). The
+ * handshake is proven by the URL's `verify_token`; the token is kept (and readable with the SQL in the docs).
+ * The key is the event `id`.
+ */
+const delivery = presetAdapter({
+  provider: "notion",
+  signatureHeader: "x-notion-signature",
+  algorithm: "hmac-sha256",
+  encoding: "hex",
+  prefix: "sha256=",
+  signs: ["body"],
+  eventKey: { path: "id" },
+  type: { path: "type" },
+  subjectPath: "entity.id",
+  occurredAtPath: "timestamp",
+  keptHeaders: ["content-type", "user-agent"],
+});
+
+export const notion = keptSecretAdapter(
+  delivery,
+  (input) => {
+    if (input.headers.has("x-notion-signature")) return null;
+    const payload = parseJsonBody(input.rawBody);
+    if (valueAtPath(payload, "verification_token") === undefined) return null;
+    return stringAtPath(payload, "verification_token") ?? "";
+  },
+  () => Response.json({}),
+);

@@ -1,0 +1,34 @@
+import { challengeText, handshake, tokenMatches, withHandshake } from "./handshake";
+import { presetAdapter } from "./presets";
+import { readHeader, rejected } from "./signed";
+
+/**
+ * Okta event hooks: Okta sends the authentication field configured on the hook (`Authorization: <secret>`) with
+ * every request, compared with the listed secrets in constant time. Verifying the hook is a GET carrying
+ * `X-Okta-Verification-Challenge`, answered `{"verification": <challenge>}` only when that same header checks out.
+ * The key is `eventId`; the type is the first event's `eventType`.
+ */
+const delivery = presetAdapter({
+  provider: "okta",
+  signatureHeader: "authorization",
+  algorithm: "token",
+  encoding: "hex",
+  signs: [],
+  eventKey: { path: "eventId" },
+  type: { path: "data.events.0.eventType" },
+  subjectPath: "data.events.0.target.0.id",
+  occurredAtPath: "eventTime",
+  keptHeaders: ["content-type", "user-agent"],
+});
+
+export const okta = withHandshake(
+  delivery,
+  async (input) => {
+    if (input.method !== "GET") return null;
+    const challenge = challengeText(readHeader(input.headers, "x-okta-verification-challenge"));
+    if (!challenge) return rejected("missing-signature");
+    if (!(await tokenMatches(readHeader(input.headers, "authorization"), input.secrets))) return rejected("signature-mismatch");
+    return handshake(Response.json({ verification: challenge }));
+  },
+  { methods: ["GET", "POST"] },
+);
