@@ -7,7 +7,7 @@ import { parseDuration } from "../sources/config";
  * Names are camelCase, like the JSON the API answers with and the bulk replay body (`eventKey`, `receiptIds`).
  */
 
-export const RECEIPT_STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"] as const;
+export const RECEIPT_STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped", "dismissed"] as const;
 export const PROVENANCES = ["live", "reconciled", "replayed"] as const;
 export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
 export type ReceiptProvenance = (typeof PROVENANCES)[number];
@@ -29,13 +29,15 @@ export interface ReceiptFilter {
   receivedUntil?: number;
   /** Keyset cursor: only receipts whose id sorts before this one (ids are ULIDs, so: older). */
   before?: string;
+  /** Keyset cursor the other way: only receipts newer than this one (the previous page). */
+  after?: string;
   limit: number;
 }
 
 export type Query = Record<string, string | undefined>;
 
 /** What GET /receipts (and /dead, without status) filters on. */
-export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "provenance", "since", "until", "before", "limit"] as const;
+export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "provenance", "since", "until", "before", "after", "limit"] as const;
 
 /** The names in `given` that are not in `allowed`, in the order given. */
 export function unknownNames(given: Iterable<string>, allowed: readonly string[]): string[] {
@@ -127,7 +129,7 @@ export function parseLimit(query: Query): number {
 
 export function parseCursor(query: Query, name = "before"): string | undefined {
   const value = text(query, name);
-  if (value !== undefined && !ULID.test(value)) invalid(name, "must be an id from a previous page's nextCursor");
+  if (value !== undefined && !ULID.test(value)) invalid(name, `must be an id from a previous page's ${name === "after" ? "prevCursor" : "nextCursor"}`);
   return value;
 }
 
@@ -147,6 +149,7 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
     receivedFrom: parseInstant(query, "since"),
     receivedUntil: parseInstant(query, "until"),
     before: parseCursor(query),
+    after: parseCursor(query, "after"),
     limit: parseLimit(query),
   };
   if (filter.receivedFrom !== undefined && filter.receivedUntil !== undefined && filter.receivedFrom >= filter.receivedUntil) {

@@ -1,6 +1,7 @@
-import { and, asc, desc, eq, gte, inArray, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, gt, gte, inArray, lt, or, sql, type SQL } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { alerts, attempts, quarantine, receipts } from "../db/schema";
+import { attempts, quarantine, receipts } from "../db/schema";
+import { ulidFloor } from "../lib/ulid";
 import { decodeUtf8OrBase64 } from "./payload";
 import type { ReceiptFilter } from "./filters";
 
@@ -21,19 +22,35 @@ const receiptSummaryColumns = {
   processedAt: receipts.processedAt,
   nextAttemptAt: receipts.nextAttemptAt,
   lastError: receipts.lastError,
+  replayCount: receipts.replayCount,
   payloadSha256: receipts.payloadSha256,
   bodyRetained: sql<number>`${receipts.body} IS NOT NULL`.mapWith(Boolean),
 };
 
-export type ReceiptSummary = Awaited<ReturnType<typeof searchReceipts>>["receipts"][number];
+function selectSummaries(db: Database, where: SQL | undefined, newestFirst: boolean, limit: number) {
+  return db
+    .select(receiptSummaryColumns)
+    .from(receipts)
+    .where(where)
+    .orderBy(newestFirst ? desc(receipts.receiptId) : asc(receipts.receiptId))
+    .limit(limit);
+}
+
+export type ReceiptSummary = Awaited<ReturnType<typeof selectSummaries>>[number];
 
 export interface Page<T> {
   receipts: T[];
   /** Pass as `before` for the next (older) page; null when this page is the last. */
   nextCursor: string | null;
+  /** Pass as `after` for the previous (newer) page; null when this page is the first. */
+  prevCursor: string | null;
 }
 
-export async function searchReceipts(db: Database, filter: ReceiptFilter) {
+/**
+ * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer), so
+ * pages never skip or repeat while new receipts arrive. Times are id ranges: ids are ULIDs minted on arrival.
+ */
+export async function searchReceipts(db: Database, filter: ReceiptFilter): Promise<Page<ReceiptSummary>> {
   const conditions: (SQL | undefined)[] = [
     filter.source !== undefined ? eq(receipts.source, filter.source) : undefined,
     filter.statuses?.length ? inArray(receipts.status, filter.statuses) : undefined,
@@ -41,19 +58,25 @@ export async function searchReceipts(db: Database, filter: ReceiptFilter) {
     filter.eventKey !== undefined ? eq(receipts.eventKey, filter.eventKey) : undefined,
     filter.subjectId !== undefined ? eq(receipts.subjectId, filter.subjectId) : undefined,
     filter.provenance !== undefined ? eq(receipts.provenance, filter.provenance) : undefined,
-    filter.receivedFrom !== undefined ? gte(receipts.receivedAt, filter.receivedFrom) : undefined,
-    filter.receivedUntil !== undefined ? lt(receipts.receivedAt, filter.receivedUntil) : undefined,
+    filter.receivedFrom !== undefined ? gte(receipts.receiptId, ulidFloor(filter.receivedFrom)) : undefined,
+    filter.receivedUntil !== undefined ? lt(receipts.receiptId, ulidFloor(filter.receivedUntil)) : undefined,
     filter.before !== undefined ? lt(receipts.receiptId, filter.before) : undefined,
+    filter.after !== undefined ? gt(receipts.receiptId, filter.after) : undefined,
   ];
-  // One row more than the page tells us whether another page exists without a COUNT.
-  const rows = await db
-    .select(receiptSummaryColumns)
-    .from(receipts)
-    .where(and(...conditions))
-    .orderBy(desc(receipts.receiptId))
-    .limit(filter.limit + 1);
+  // One row more than the page tells us whether another page exists without a COUNT. Paging towards newer
+  // receipts reads upwards from the cursor and turns the page round.
+  const newer = filter.after !== undefined && filter.before === undefined;
+  const rows = await selectSummaries(db, and(...conditions), !newer, filter.limit + 1);
+  const more = rows.length > filter.limit;
   const page = rows.slice(0, filter.limit);
-  return { receipts: page, nextCursor: rows.length > filter.limit ? page[page.length - 1]!.receiptId : null };
+  if (newer) page.reverse();
+  const first = page[0]?.receiptId ?? null;
+  const last = page.at(-1)?.receiptId ?? null;
+  return {
+    receipts: page,
+    nextCursor: newer || more ? last : null,
+    prevCursor: newer ? (more ? first : null) : filter.before !== undefined || filter.after !== undefined ? first : null,
+  };
 }
 
 /** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
@@ -67,7 +90,7 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
 
 export async function receiptDetail(db: Database, receiptId: string) {
   const [receipt] = await db
-    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, enqueuedAt: receipts.enqueuedAt, body: receipts.body, keptHeaders: receipts.keptHeaders })
+    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, keptHeaders: receipts.keptHeaders })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;
@@ -91,16 +114,62 @@ export async function receiptDetail(db: Database, receiptId: string) {
       .where(or(eq(quarantine.originalReceiptId, receiptId), and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey))))
       .orderBy(asc(quarantine.quarantineId)),
   ]);
-  const { body, keptHeaders, ...summary } = receipt;
+  const { body, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
   return {
     receipt: { ...summary, keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
-    attempts: attemptRows,
+    attempts: withLatestAttempt(attemptRows, receipt),
     quarantine: quarantineRows.map(({ body: quarantinedBody, keptHeaders: quarantinedHeaders, ...record }) => ({
       ...record,
       keptHeaders: parseHeaders(quarantinedHeaders),
       body: decodeUtf8OrBase64(quarantinedBody),
     })),
   };
+}
+
+type AttemptRow = {
+  attemptNumber: number;
+  startedAt: number;
+  finishedAt: number | null;
+  outcome: string | null;
+  httpStatus: number | null;
+  error: string | null;
+  durationMs: number | null;
+};
+
+/**
+ * Attempt rows are written only for attempts that failed or ended unusually; a successful one lives in the
+ * receipt's own attempt_* columns. The timeline shows it in its place all the same.
+ */
+export function withLatestAttempt(
+  rows: AttemptRow[],
+  receipt: {
+    leaseGeneration: number;
+    status: string;
+    lastError: string | null;
+    staleAgainstVersion: number | null;
+    attemptStartedAt: number | null;
+    attemptDurationMs: number | null;
+    attemptHttpStatus: number | null;
+  },
+): AttemptRow[] {
+  const finishedOk = ["processed", "stale", "skipped"].includes(receipt.status);
+  if (!finishedOk || receipt.attemptStartedAt === null || rows.some((row) => row.attemptNumber === receipt.leaseGeneration)) return rows;
+  const error =
+    receipt.status === "stale"
+      ? [`stale against version ${receipt.staleAgainstVersion}`, receipt.lastError].filter(Boolean).join(": ")
+      : receipt.status === "skipped"
+        ? receipt.lastError
+        : null;
+  const latest: AttemptRow = {
+    attemptNumber: receipt.leaseGeneration,
+    startedAt: receipt.attemptStartedAt,
+    finishedAt: receipt.attemptStartedAt + (receipt.attemptDurationMs ?? 0),
+    outcome: receipt.status,
+    httpStatus: receipt.attemptHttpStatus,
+    error,
+    durationMs: receipt.attemptDurationMs,
+  };
+  return [...rows, latest].sort((a, b) => a.attemptNumber - b.attemptNumber);
 }
 
 export type ReceiptDetail = NonNullable<Awaited<ReturnType<typeof receiptDetail>>>;
@@ -138,26 +207,4 @@ export async function listQuarantine(db: Database, options: { source?: string; b
     .limit(options.limit + 1);
   const page = rows.slice(0, options.limit);
   return { quarantine: page, nextCursor: rows.length > options.limit ? page[page.length - 1]!.quarantineId : null };
-}
-
-export async function listAlerts(db: Database, options: { source?: string; state?: "open" | "resolved"; limit: number }) {
-  return db
-    .select({
-      alertId: alerts.alertId,
-      source: alerts.source,
-      kind: alerts.kind,
-      state: alerts.state,
-      detail: alerts.detail,
-      openedAt: alerts.openedAt,
-      resolvedAt: alerts.resolvedAt,
-    })
-    .from(alerts)
-    .where(
-      and(
-        options.source !== undefined ? eq(alerts.source, options.source) : undefined,
-        options.state !== undefined ? eq(alerts.state, options.state) : undefined,
-      ),
-    )
-    .orderBy(desc(alerts.openedAt))
-    .limit(options.limit);
 }

@@ -21,7 +21,7 @@ export const receipts = sqliteTable(
     receivedAt: integer("received_at").notNull(),
     relayedAt: integer("relayed_at"),
     status: text("status", {
-      enum: ["pending", "processing", "processed", "stale", "dead", "skipped"],
+      enum: ["pending", "processing", "processed", "stale", "dead", "skipped", "dismissed"],
     })
       .notNull()
       .default("pending"),
@@ -35,6 +35,8 @@ export const receipts = sqliteTable(
       .notNull()
       .default("live"),
     enqueuedAt: integer("enqueued_at"),
+    /** When an operator dismissed this dead letter (status `dismissed`, migrations/0004); null once restored. */
+    dismissedAt: integer("dismissed_at"),
   },
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),

@@ -255,8 +255,9 @@ describe("replay", () => {
     expect(await response.json()).toEqual({ receiptId: dead.receiptId, outcome: "replayed" });
     await waitForStatus("admin-audit", dead.eventKey);
     expect((await account(dead.accountId))?.credits).toBe(5);
-    const detail = await (await adminGet(`/admin/api/receipts/${dead.receiptId}`)).json<{ receipt: { provenance: string } }>();
-    expect(detail.receipt.provenance).toBe("replayed");
+    const detail = await (await adminGet(`/admin/api/receipts/${dead.receiptId}`)).json<{ receipt: { provenance: string; replayCount: number; replayedAt: number | null } }>();
+    // A replay never rewrites where the event came from; it is counted and timed instead.
+    expect(detail.receipt).toMatchObject({ provenance: "live", replayCount: 1, replayedAt: expect.any(Number) });
 
     // Replaying the now-processed receipt again applies nothing: its processed key blocks a second effect.
     expect((await adminPost(`/admin/api/receipts/${dead.receiptId}/replay`, {})).status).toBe(202);
@@ -325,9 +326,22 @@ describe("per-source stats", () => {
     const source = uniqueSource("stats");
     const now = Date.now();
     const receivedAt = now - 60_000;
+    // Odd ones succeed on their first attempt, which lives only in the receipt row; even ones fail once (an
+    // attempt row numbered 1) and then succeed in 1 s (the receipt row again).
     for (let duration = 1; duration <= 100; duration++) {
-      const receiptId = await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + duration * 10 });
-      await seedAttempt({ receiptId, attemptNumber: 1, startedAt: receivedAt + duration, finishedAt: receivedAt + duration * 2, outcome: "processed", durationMs: duration });
+      const firstTry = duration % 2 === 1;
+      const receiptId = await seedReceipt({
+        source,
+        receivedAt,
+        status: "processed",
+        processedAt: receivedAt + duration * 10,
+        leaseGeneration: firstTry ? 1 : 2,
+        attemptStartedAt: firstTry ? receivedAt + duration : receivedAt + duration * 5,
+        attemptDurationMs: firstTry ? duration : 1000,
+      });
+      if (!firstTry) {
+        await seedAttempt({ receiptId, attemptNumber: 1, startedAt: receivedAt + duration, finishedAt: receivedAt + duration * 2, outcome: "retry", durationMs: duration });
+      }
     }
     await seedReceipt({ source, receivedAt: now - 30 * 60_000, status: "pending" });
     await seedReceipt({ source, receivedAt, status: "dead", lastError: "boom" });
@@ -349,14 +363,35 @@ describe("per-source stats", () => {
       rejectedSignatures: null,
       ackLatencyMs: null,
     });
-    expect(stats.attemptDurationMs).toEqual({ samples: 100, p50: 50, p95: 95, p99: 99, max: 100 });
+    // 1..100 (each first attempt) and fifty 1 s second attempts.
+    expect(stats.attemptDurationMs).toEqual({ samples: 150, p50: 75, p95: 1000, p99: 1000, max: 1000 });
     expect(stats.pickupLatencyMs).toEqual({ samples: 100, p50: 50, p95: 95, p99: 99, max: 100 });
     expect(stats.processingLatencyMs).toEqual({ samples: 100, p50: 500, p95: 950, p99: 990, max: 1000 });
+
+    expect(stats.healthReasons).toEqual([
+      { reason: "dead-letters", count: 2, message: expect.stringMatching(/^2 dead letters/) },
+      { reason: "backlog", ageMs: expect.any(Number), message: expect.stringMatching(/waited 30 min/) },
+    ]);
 
     const lastHour = await statsFor(source, "1h");
     expect(lastHour.received).toBe(103);
     expect(lastHour.deadTotal).toBe(2);
     expect((await statsFor(source, "10m")).received).toBe(102);
+  });
+
+  it("times pickup from the first attempt, never from a replay's, and says where each number came from", async () => {
+    const source = uniqueSource("stats-replay");
+    const receivedAt = Date.now() - 120_000;
+    // Processed first try 40 ms after arrival, then replayed a minute later: the row now holds the replay's attempt.
+    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 90, leaseGeneration: 2, replayCount: 1, replayedAt: receivedAt + 60_000, attemptStartedAt: receivedAt + 60_010, attemptDurationMs: 7 });
+    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 90, leaseGeneration: 1, attemptStartedAt: receivedAt + 40, attemptDurationMs: 9 });
+    const response = await adminGet(`/admin/api/stats?source=${source}`);
+    const report = await response.json<Stats & { origins: Record<string, string> }>();
+    const stats = report.sources[0]!;
+    expect(stats.pickupLatencyMs).toEqual({ samples: 1, p50: 40, p95: 40, p99: 40, max: 40 });
+    expect(stats.attemptDurationMs.samples).toBe(2);
+    expect(stats).toMatchObject({ received: 2, processed: 2, replayed: 1, health: "ok", healthReasons: [] });
+    expect(report.origins).toMatchObject({ counts: "d1", duplicates: "claim-shards", rejectedSignatures: "not-stored", ackLatencyMs: "not-stored" });
   });
 
   it("counts live duplicates from the claim shards; rejected signatures are not counted anywhere", async () => {

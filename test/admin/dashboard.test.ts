@@ -2,7 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { issueSession } from "../../src/admin/auth";
 import { account, credit, waitForStatus } from "../support/deliveries";
-import { seedReceipt, uniqueSource } from "./support";
+import { seedAlert, seedReceipt, uniqueSource } from "./support";
 
 const ORIGIN = "https://receiver.test";
 
@@ -16,6 +16,13 @@ function login(token: string, origin = ORIGIN): Promise<Response> {
     body: new URLSearchParams({ token }),
     headers: { "content-type": "application/x-www-form-urlencoded", origin },
   });
+}
+
+/** The one-time message a form post leaves for the next page, as a request cookie. */
+function flashCookie(response: Response): string {
+  const cookie = response.headers.getSetCookie().find((value) => value.startsWith("admin_flash="));
+  expect(cookie, "the post leaves a flash message").toBeDefined();
+  return cookie!.split(";")[0]!;
 }
 
 async function sessionCookie(): Promise<string> {
@@ -88,9 +95,14 @@ describe("dashboard pages", () => {
     expect(list).toContain(`/admin/receipts/${receiptId}`);
     const empty = await (await page(`/admin/receipts?source=${source}&status=processed`, { headers: { cookie } })).text();
     expect(empty).toContain("No receipts match.");
-    const invalid = await page(`/admin/receipts?status=bogus`, { headers: { cookie } });
+    const invalid = await page(`/admin/receipts?source=${source}&status=bogus`, { headers: { cookie } });
     expect(invalid.status).toBe(400);
-    expect(await invalid.text()).toContain("must be a comma-separated list");
+    const invalidHtml = await invalid.text();
+    expect(invalidHtml).toContain("must be a comma-separated list");
+    // The form stays, with what was typed, so the operator can fix the filter.
+    expect(invalidHtml).toContain('<form class="filters"');
+    expect(invalidHtml).toContain(`value="${source}"`);
+    expect(invalidHtml).not.toContain('id="receipts"');
 
     const detail = await (await page(`/admin/receipts/${receiptId}`, { headers: { cookie } })).text();
     expect(detail).toContain('id="timeline"');
@@ -126,11 +138,15 @@ describe("dashboard pages", () => {
     const single = await seedDead();
     const replayed = await page(`/admin/receipts/${single.receiptId}/replay`, form([]));
     expect(replayed.status).toBe(303);
-    expect(replayed.headers.get("location")).toBe(`/admin/receipts/${single.receiptId}?replay=replayed`);
+    expect(replayed.headers.get("location")).toBe(`/admin/receipts/${single.receiptId}`);
+    const flash = flashCookie(replayed);
+    const shown = await (await page(`/admin/receipts/${single.receiptId}`, { headers: { cookie: `${cookie}; ${flash}` } })).text();
+    expect(shown).toContain("Replayed: the receipt is back on the queue.");
 
     const [a, b] = [await seedDead(), await seedDead()];
-    const bulk = await page("/admin/dead/replay", form([["scope", "selected"], ["receiptId", a.receiptId], ["receiptId", b.receiptId]]));
-    expect(bulk.headers.get("location")).toBe("/admin/dead?replayed=2");
+    const bulk = await page("/admin/dead/action", form([["action", "replay"], ["receiptId", a.receiptId], ["receiptId", b.receiptId]]));
+    expect(bulk.headers.get("location")).toBe("/admin/dead");
+    expect(decodeURIComponent(flashCookie(bulk))).toContain("2 receipts replayed.");
 
     for (const dead of [single, a, b]) {
       await waitForStatus("admin-audit", dead.eventKey);
@@ -138,5 +154,107 @@ describe("dashboard pages", () => {
     }
     const crossSite = await page(`/admin/receipts/${single.receiptId}/replay`, { ...form([]), headers: { cookie, origin: "https://evil.example", "content-type": "application/x-www-form-urlencoded" } });
     expect(crossSite.status).toBe(403);
+  });
+});
+
+describe("dashboard: health, dead letters, alerts, charts", () => {
+  const form = (cookie: string, fields: [string, string][]) => ({
+    method: "POST",
+    body: new URLSearchParams(fields),
+    headers: { cookie, origin: ORIGIN, "content-type": "application/x-www-form-urlencoded" },
+  });
+
+  it("explains a failing source, and dismissing its dead letter turns it back to ok; restore undoes it", async () => {
+    const cookie = await sessionCookie();
+    const source = uniqueSource("dash-health");
+    const receivedAt = Date.now() - 10 * 60_000;
+    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 50, leaseGeneration: 1, attemptStartedAt: receivedAt + 20, attemptDurationMs: 30 });
+    await seedReceipt({ source, receivedAt, status: "skipped", processedAt: receivedAt + 50, lastError: "no handler for type account.closed" });
+    const dead = await seedReceipt({ source, receivedAt, status: "dead", lastError: "data.amount must be an integer", body: Buffer.from("{}") });
+
+    const failing = await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text();
+    expect(failing).toContain('<span class="badge failing">failing</span>');
+    expect(failing).toMatch(/id="health-reasons"[\s\S]*1 dead letter waiting[\s\S]*href="\/admin\/dead\?source=dash-health-/);
+    // The charts are SVG drawn on the server, one per series.
+    for (const id of ["chart-received", "chart-processed", "chart-dead", "chart-rejected", "chart-pickup", "chart-processing"]) {
+      expect(failing).toMatch(new RegExp(`id="${id}"[^>]*>[\\s\\S]*?<svg`));
+    }
+    expect(failing).toMatch(/id="chart-received" data-total="3"/);
+    expect(failing).toMatch(/id="chart-dead" data-total="1"/);
+    expect(failing).toContain("Not stored in D1: a rejected delivery writes nothing");
+    expect(failing).toMatch(/id="skipped"[\s\S]*?>1</);
+
+    const overview = await (await page("/admin", { headers: { cookie } })).text();
+    expect(overview).toMatch(new RegExp(`data-source="${source}"[\\s\\S]*?data-label="Skipped"`));
+
+    const receipts = await (await page(`/admin/receipts?source=${source}&status=skipped`, { headers: { cookie } })).text();
+    expect(receipts).toContain("no handler for type account.closed");
+
+    const dismissed = await page("/admin/dead/action", form(cookie, [["action", "dismiss"], ["receiptId", dead]]));
+    expect(dismissed.status).toBe(303);
+    expect(dismissed.headers.get("location")).toBe(`/admin/receipts/${dead}`);
+    expect(decodeURIComponent(flashCookie(dismissed))).toContain("1 dead letter dismissed.");
+    const ok = await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text();
+    expect(ok).toContain('<span class="badge ok">ok</span>');
+    expect(ok).not.toContain('id="health-reasons"');
+    const deadList = await (await page(`/admin/dead?source=${source}`, { headers: { cookie } })).text();
+    expect(deadList).not.toContain(dead);
+    const dismissedList = await (await page(`/admin/dead?source=${source}&show=dismissed`, { headers: { cookie } })).text();
+    expect(dismissedList).toContain(dead);
+    expect(await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text()).toContain("Dismissed by an operator");
+
+    const restored = await page("/admin/dead/action", form(cookie, [["action", "restore"], ["receiptId", dead]]));
+    expect(restored.status).toBe(303);
+    expect(await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text()).toContain('<span class="badge failing">failing</span>');
+  });
+
+  it("shows a flash message once: a reload no longer carries it", async () => {
+    const cookie = await sessionCookie();
+    const posted = await page("/admin/dead/action", form(cookie, [["action", "dismiss"]]));
+    const flash = flashCookie(posted);
+    const first = await page("/admin/dead", { headers: { cookie: `${cookie}; ${flash}` } });
+    expect(await first.text()).toContain("Nothing selected");
+    // The page that showed it deletes it, so the browser does not send it again.
+    expect(first.headers.getSetCookie().some((value) => /^admin_flash=;/.test(value) && /Max-Age=0/i.test(value))).toBe(true);
+    expect(await (await page("/admin/dead", { headers: { cookie } })).text()).not.toContain('class="flash"');
+  });
+
+  it("filters dead letters and pages receipts in both directions", async () => {
+    const cookie = await sessionCookie();
+    const source = uniqueSource("dash-pages");
+    const t0 = Date.now() - 60 * 60_000;
+    const ids: string[] = [];
+    for (let index = 0; index < 5; index++) ids.push(await seedReceipt({ source, receivedAt: t0 + index * 1000, status: "dead", eventType: index % 2 ? "odd" : "even" }));
+    const byType = await (await page(`/admin/dead?source=${source}&type=odd`, { headers: { cookie } })).text();
+    expect(ids.filter((id) => byType.includes(`data-receipt="${id}"`))).toEqual([ids[1], ids[3]]);
+    const bad = await page(`/admin/dead?source=${source}&since=yesterday-ish`, { headers: { cookie } });
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toMatch(/id="filter-problem"[^>]*>Query parameter &quot;since&quot;/);
+
+    const rowsOf = (html: string) => ids.filter((id) => html.includes(`data-receipt="${id}"`));
+    const first = await (await page(`/admin/receipts?source=${source}&limit=2`, { headers: { cookie } })).text();
+    expect(rowsOf(first)).toEqual([ids[3], ids[4]]);
+    expect(first).not.toContain('id="prev-page"');
+    const older = /id="next-page" href="([^"]+)"/.exec(first)![1]!.replaceAll("&amp;", "&");
+    const second = await (await page(older, { headers: { cookie } })).text();
+    expect(rowsOf(second)).toEqual([ids[1], ids[2]]);
+    const newer = /id="prev-page" href="([^"]+)"/.exec(second)![1]!.replaceAll("&amp;", "&");
+    const back = await (await page(newer, { headers: { cookie } })).text();
+    expect(rowsOf(back)).toEqual([ids[3], ids[4]]);
+    expect(back).not.toContain('id="prev-page"');
+  });
+
+  it("writes alerts as sentences, linked to what they concern", async () => {
+    const cookie = await sessionCookie();
+    const source = uniqueSource("dash-alerts");
+    await seedAlert({ source, kind: "dead-letters", openedAt: Date.now(), detail: JSON.stringify({ message: "3 new dead letters since the last run", facts: { baseline: 1 } }) });
+    const html = await (await page(`/admin/alerts?source=${source}`, { headers: { cookie } })).text();
+    expect(html).toContain("3 new dead letters since the last run");
+    expect(html).not.toMatch(/"message"|&quot;message&quot;/);
+    expect(html).toContain(`href="/admin/dead?source=${source}"`);
+    const api = await exports.default.fetch(new Request(`${ORIGIN}/admin/api/alerts?source=${source}`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }));
+    const body = await api.json<{ alerts: { message: string; facts: Record<string, number> }[] }>();
+    expect(body.alerts[0]).toMatchObject({ message: "3 new dead letters since the last run", facts: { baseline: 1 } });
+    expect(body.alerts[0]).not.toHaveProperty("detail");
   });
 });

@@ -3,6 +3,7 @@ import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { requireBearer, type AdminEnv } from "../auth";
 import {
+  describeUnknown,
   RECEIPT_FILTER_PARAMETERS,
   isReceiptId,
   parseCursor,
@@ -12,7 +13,9 @@ import {
   rejectUnknownParameters,
   type Query,
 } from "../filters";
-import { listAlerts, listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
+import { listAlerts } from "../alerts";
+import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
+import { listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
 import { sourcesHealth } from "../../sources/registry";
@@ -94,6 +97,31 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
   if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds));
   return c.json(await replayDeadMatching(c.env, request.filter));
 });
+
+/**
+ * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
+ * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back.
+ */
+adminApi.post("/dead/dismiss", accepts(), async (c) => c.json(await dismissDeadLetters(database(c.env), await receiptIdsBody(c.req.raw))));
+adminApi.post("/dead/restore", accepts(), async (c) => c.json(await restoreDeadLetters(database(c.env), await receiptIdsBody(c.req.raw))));
+
+async function receiptIdsBody(request: Request): Promise<string[]> {
+  const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids.`;
+  let body: unknown;
+  try {
+    body = await request.json();
+  } catch {
+    throw apiError(400, "invalid_body", usage);
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw apiError(400, "invalid_body", usage);
+  const unknown = Object.keys(body).filter((key) => key !== "receiptIds");
+  if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("key", unknown, ["receiptIds"]));
+  const ids = (body as { receiptIds?: unknown }).receiptIds;
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_DISMISS_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
+    throw apiError(400, "invalid_body", usage);
+  }
+  return ids as string[];
+}
 
 adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
   const query = c.req.query();

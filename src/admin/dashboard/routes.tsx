@@ -6,13 +6,19 @@ import { tokensEqual } from "../../crypto/hmac";
 import { database } from "../../db/client";
 import { apiError, renderError } from "../../lib/errors";
 import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, type AdminEnv } from "../auth";
-import { isReceiptId, parseCursor, parseLimit, parseReceiptFilter, parseWindow } from "../filters";
-import { listAlerts, listQuarantine, receiptDetail, searchReceipts } from "../queries";
-import { MAX_REPLAY_IDS, replayByIds } from "../replay";
+import { listAlerts } from "../alerts";
+import { parseCursor, parseLimit, parseWindow } from "../filters";
+import { listQuarantine } from "../queries";
+import { emptySeries, hourlySeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 import { DASHBOARD_CSP } from "./layout";
-import { AlertsPage, DeadLettersPage, LoginPage, OverviewPage, ProblemPage, QuarantinePage, ReceiptPage, ReceiptsPage, SourcePage } from "./pages";
+import { AlertsPage } from "./pages/alerts";
+import { LoginPage, ProblemPage } from "./pages/login";
+import { OverviewPage } from "./pages/overview";
+import { QuarantinePage } from "./pages/quarantine";
+import { SourcePage } from "./pages/source";
+import { receiptPages } from "./receipt-routes";
 
 /**
  * /admin — the dashboard, rendered on the server with Hono JSX. Signing in trades the admin token for an
@@ -64,69 +70,30 @@ dashboard.use("*", async (c, next) => {
 
 dashboard.get("/", async (c) => {
   const db = database(c.env);
-  const [report, alerts] = await Promise.all([
+  const [report, series, alerts] = await Promise.all([
     sourceStats(c.env, db, parseWindow(c.req.query())),
+    hourlySeries(db),
     listAlerts(db, { state: "open", limit: 50 }),
   ]);
-  return c.html(<OverviewPage report={report} alerts={alerts} config={sourcesHealth(c.env)} />);
+  return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} />);
 });
 
 dashboard.get("/sources/:source", async (c) => {
   const db = database(c.env);
   const onlySource = c.req.param("source");
-  const [report, alerts] = await Promise.all([
-    sourceStats(c.env, db, parseWindow(c.req.query()), { onlySource }),
+  const now = Date.now();
+  const [report, series, alerts] = await Promise.all([
+    sourceStats(c.env, db, parseWindow(c.req.query()), { onlySource, now }),
+    hourlySeries(db, { onlySource, now }),
     listAlerts(db, { source: onlySource, limit: 50 }),
   ]);
   const problems = sourcesHealth(c.env).invalid[onlySource];
   if (report.sources.length === 0 && !problems) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
-  return c.html(<SourcePage name={onlySource} report={report} alerts={alerts} problems={problems} />);
+  const points = series.get(onlySource) ?? emptySeries(now);
+  return c.html(<SourcePage name={onlySource} report={report} points={points} alerts={alerts} problems={problems} />);
 });
 
-dashboard.get("/receipts", async (c) => {
-  const query = c.req.query();
-  const filter = parseReceiptFilter(query);
-  const page = await searchReceipts(database(c.env), filter);
-  return c.html(<ReceiptsPage query={query} filter={filter} receipts={page.receipts} nextCursor={page.nextCursor} />);
-});
-
-dashboard.get("/receipts/:receiptId", async (c) => {
-  const receiptId = c.req.param("receiptId");
-  const detail = isReceiptId(receiptId) ? await receiptDetail(database(c.env), receiptId) : null;
-  if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
-  const replayed = c.req.query("replay");
-  return c.html(<ReceiptPage detail={detail} flash={replayed ? `Replay: ${replayed}.` : undefined} />);
-});
-
-dashboard.post("/receipts/:receiptId/replay", async (c) => {
-  const receiptId = c.req.param("receiptId");
-  if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const [report] = (await replayByIds(c.env, [receiptId])).results;
-  return c.redirect(`/admin/receipts/${receiptId}?replay=${encodeURIComponent(report?.outcome ?? "not_found")}`, 303);
-});
-
-dashboard.get("/dead", async (c) => {
-  const query = c.req.query();
-  const page = await searchReceipts(database(c.env), parseReceiptFilter({ ...query, status: "dead" }));
-  const replayed = c.req.query("replayed");
-  return c.html(
-    <DeadLettersPage
-      query={query}
-      receipts={page.receipts}
-      nextCursor={page.nextCursor}
-      flash={replayed !== undefined ? `${Number(replayed) || 0} receipt(s) replayed.` : undefined}
-    />,
-  );
-});
-
-dashboard.post("/dead/replay", async (c) => {
-  const form = await c.req.parseBody({ all: true });
-  const field = form.scope === "page" ? form.pageReceiptId : form.receiptId;
-  const receiptIds = [...new Set((Array.isArray(field) ? field : field === undefined ? [] : [field]).filter((id): id is string => typeof id === "string" && isReceiptId(id)))];
-  if (receiptIds.length > MAX_REPLAY_IDS) throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
-  const report = receiptIds.length > 0 ? await replayByIds(c.env, receiptIds) : { replayed: 0 };
-  return c.redirect(`/admin/dead?replayed=${report.replayed}`, 303);
-});
+dashboard.route("/", receiptPages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();
@@ -135,7 +102,11 @@ dashboard.get("/quarantine", async (c) => {
 });
 
 dashboard.get("/alerts", async (c) => {
-  return c.html(<AlertsPage alerts={await listAlerts(database(c.env), { limit: 200 })} />);
+  const source = c.req.query("source") || undefined;
+  const stateParam = c.req.query("state") || undefined;
+  const state = stateParam === "open" || stateParam === "resolved" ? stateParam : undefined;
+  const alerts = await listAlerts(database(c.env), { source, state, limit: 200 });
+  return c.html(<AlertsPage alerts={alerts} source={source} state={state} />);
 });
 
 /** Problems on a page are shown as a page: the same messages the API puts in its JSON envelope. */

@@ -1,0 +1,166 @@
+import type { HourPoint } from "../series";
+import { formatDuration } from "./format";
+
+/**
+ * Charts drawn on the server as inline SVG: no script, no external asset (the CSP allows neither). Each bar and
+ * point carries a <title>, which browsers show on hover, and each chart a text summary for screen readers.
+ */
+
+const WIDTH = 480;
+const HEIGHT = 150;
+const LEFT = 40;
+const RIGHT = 8;
+const TOP = 10;
+const BOTTOM = 22;
+const PLOT_W = WIDTH - LEFT - RIGHT;
+const PLOT_H = HEIGHT - TOP - BOTTOM;
+
+function hourLabel(hour: number): string {
+  return `${new Date(hour).toISOString().slice(11, 13)}:00`;
+}
+
+/** The smallest of 1, 2, 5 × 10^n at or above `value`, so the axis reads in round numbers. */
+export function niceCeiling(value: number): number {
+  if (value <= 0) return 1;
+  const magnitude = 10 ** Math.floor(Math.log10(value));
+  for (const step of [1, 2, 5, 10]) if (step * magnitude >= value) return step * magnitude;
+  return 10 * magnitude;
+}
+
+function Axes(props: { points: HourPoint[]; max: number; format: (value: number) => string }) {
+  const ticks = [0, props.max / 2, props.max];
+  const step = PLOT_W / props.points.length;
+  return (
+    <g class="axes">
+      {ticks.map((tick) => {
+        const y = TOP + PLOT_H - (tick / props.max) * PLOT_H;
+        return (
+          <>
+            <line x1={LEFT} x2={WIDTH - RIGHT} y1={y} y2={y} class="grid" />
+            <text x={LEFT - 4} y={y + 4} text-anchor="end">
+              {props.format(tick)}
+            </text>
+          </>
+        );
+      })}
+      {props.points.map((point, index) =>
+        index % 6 === 0 ? (
+          <text x={LEFT + index * step + step / 2} y={HEIGHT - 6} text-anchor="middle">
+            {hourLabel(point.hour)}
+          </text>
+        ) : null,
+      )}
+    </g>
+  );
+}
+
+/**
+ * 24 bars, one per hour, for a count such as received or dead deliveries.
+ *
+ * @example
+ *   <HourlyBars id="chart-received" title="Received" points={series} value={(p) => p.received} tone="ink" />
+ */
+export function HourlyBars(props: { id: string; title: string; points: HourPoint[]; value: (point: HourPoint) => number | null; tone: string; note?: string }) {
+  const values = props.points.map(props.value);
+  const known = values.filter((value): value is number => value !== null);
+  const total = known.reduce((sum, value) => sum + value, 0);
+  const max = niceCeiling(Math.max(0, ...known));
+  const step = PLOT_W / props.points.length;
+  const summary = known.length === 0 ? "not available" : `${total} in the last ${props.points.length} hours, at most ${Math.max(0, ...known)} in one hour`;
+  return (
+    <figure class="chart" id={props.id} data-total={known.length === 0 ? "" : String(total)}>
+      <figcaption>
+        <strong>{props.title}</strong> <span class="muted">{known.length === 0 ? "—" : total}</span>
+      </figcaption>
+      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${props.title}: ${summary}`} preserveAspectRatio="xMidYMid meet">
+        <Axes points={props.points} max={max} format={(value) => String(Math.round(value))} />
+        {props.points.map((point, index) => {
+          const value = values[index];
+          if (value === null || value === undefined || value === 0) return null;
+          const height = Math.max(1, (value / max) * PLOT_H);
+          return (
+            <rect class={`bar ${props.tone}`} x={LEFT + index * step + 1} y={TOP + PLOT_H - height} width={Math.max(1, step - 2)} height={height}>
+              <title>{`${hourLabel(point.hour)} UTC: ${value}`}</title>
+            </rect>
+          );
+        })}
+      </svg>
+      {props.note && <p class="muted chart-note">{props.note}</p>}
+    </figure>
+  );
+}
+
+/**
+ * p50 and p95 lines per hour for a latency; hours without samples leave a gap.
+ *
+ * @example
+ *   <HourlyLatency id="chart-pickup" title="Pickup" points={series} p50={(p) => p.pickupP50} p95={(p) => p.pickupP95} />
+ */
+export function HourlyLatency(props: {
+  id: string;
+  title: string;
+  points: HourPoint[];
+  p50: (point: HourPoint) => number | null;
+  p95: (point: HourPoint) => number | null;
+  note?: string;
+}) {
+  const p95 = props.points.map(props.p95);
+  const p50 = props.points.map(props.p50);
+  const known = [...p95, ...p50].filter((value): value is number => value !== null);
+  const max = niceCeiling(Math.max(0, ...known));
+  const step = PLOT_W / props.points.length;
+  const x = (index: number) => LEFT + index * step + step / 2;
+  const y = (value: number) => TOP + PLOT_H - (value / max) * PLOT_H;
+  const path = (values: (number | null)[]) => {
+    let d = "";
+    let drawing = false;
+    values.forEach((value, index) => {
+      if (value === null) {
+        drawing = false;
+        return;
+      }
+      d += `${drawing ? "L" : "M"}${x(index).toFixed(1)},${y(value).toFixed(1)} `;
+      drawing = true;
+    });
+    return d.trim();
+  };
+  const latest = [...p50].reverse().find((value) => value !== null) ?? null;
+  return (
+    <figure class="chart" id={props.id}>
+      <figcaption>
+        <strong>{props.title}</strong> <span class="muted">{known.length === 0 ? "no samples" : `latest p50 ${formatDuration(latest)}`}</span>
+        <span class="legend">
+          <span class="key p50" /> p50 <span class="key p95" /> p95
+        </span>
+      </figcaption>
+      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${props.title}, p50 and p95 per hour`} preserveAspectRatio="xMidYMid meet">
+        <Axes points={props.points} max={max} format={(value) => formatDuration(value)} />
+        <path class="line p95" d={path(p95)} />
+        <path class="line p50" d={path(p50)} />
+        {props.points.map((point, index) =>
+          p50[index] !== null ? (
+            <circle class="dot p50" cx={x(index)} cy={y(p50[index]!)} r={2.5}>
+              <title>{`${hourLabel(point.hour)} UTC: p50 ${formatDuration(p50[index])}, p95 ${formatDuration(p95[index])}`}</title>
+            </circle>
+          ) : null,
+        )}
+      </svg>
+      {props.note && <p class="muted chart-note">{props.note}</p>}
+    </figure>
+  );
+}
+
+/** A tiny received-per-hour line for the sources table. */
+export function Sparkline(props: { points: HourPoint[]; label: string }) {
+  const w = 96;
+  const h = 22;
+  const max = Math.max(1, ...props.points.map((point) => point.received));
+  const step = w / Math.max(1, props.points.length - 1);
+  const d = props.points.map((point, index) => `${index === 0 ? "M" : "L"}${(index * step).toFixed(1)},${(h - 1 - (point.received / max) * (h - 2)).toFixed(1)}`).join(" ");
+  const dead = props.points.some((point) => point.dead > 0);
+  return (
+    <svg class={`spark${dead ? " has-dead" : ""}`} viewBox={`0 0 ${w} ${h}`} width={w} height={h} role="img" aria-label={props.label}>
+      <path d={d} />
+    </svg>
+  );
+}

@@ -1,0 +1,150 @@
+import type { ReceiptDetail } from "../../queries";
+import { Flash } from "../components";
+import { formatDuration, formatInstant } from "../format";
+import { Badge, Page } from "../layout";
+
+type TimelineEntry = { at: number; label: string; state: string; detail?: string };
+
+/**
+ * The life of one receipt in time order. Attempts of every run are listed (a replay starts a new run and the
+ * attempt numbers carry on), and each replay is marked: D1 keeps how many there were and when the latest was.
+ */
+export function timeline(detail: ReceiptDetail): TimelineEntry[] {
+  const { receipt } = detail;
+  const received = receipt.provenance === "reconciled" ? "Found by reconciliation" : "Received";
+  const entries: TimelineEntry[] = [{ at: receipt.receivedAt, label: received, state: "ok" }];
+  if (receipt.relayedAt !== null) entries.push({ at: receipt.relayedAt, label: "Relayed to D1 and enqueued", state: "ok" });
+  if (receipt.replayedAt !== null && receipt.replayCount > 0) {
+    const label = receipt.replayCount === 1 ? "Replayed: enqueued again" : `Replay ${receipt.replayCount} of ${receipt.replayCount}: enqueued again`;
+    const earlier =
+      receipt.replayCount > 1
+        ? `${receipt.replayCount - 1} earlier ${receipt.replayCount === 2 ? "replay" : "replays"} before this one (only the latest replay's time is kept); their attempts are listed above.`
+        : undefined;
+    entries.push({ at: receipt.replayedAt, label, state: "replay", detail: earlier });
+  }
+  for (const attempt of detail.attempts) {
+    const parts = [
+      attempt.durationMs !== null ? formatDuration(attempt.durationMs) : "unfinished",
+      attempt.httpStatus !== null ? `HTTP ${attempt.httpStatus}` : null,
+      attempt.error,
+    ].filter(Boolean);
+    entries.push({ at: attempt.startedAt, label: `Attempt ${attempt.attemptNumber}: ${attempt.outcome ?? "running"}`, state: attempt.outcome ?? "", detail: parts.join(" · ") });
+  }
+  if (receipt.processedAt !== null && ["processed", "stale", "skipped"].includes(receipt.status)) {
+    const reason = receipt.status === "skipped" || receipt.status === "stale" ? (receipt.lastError ?? undefined) : undefined;
+    entries.push({ at: receipt.processedAt, label: `Finished: ${receipt.status}`, state: receipt.status, detail: reason });
+  }
+  if (receipt.status === "dead" || receipt.status === "dismissed") {
+    entries.push({ at: detail.attempts.at(-1)?.finishedAt ?? receipt.receivedAt, label: "Dead", state: "dead", detail: receipt.lastError ?? undefined });
+  }
+  if (receipt.status === "dismissed" && receipt.dismissedAt !== null) {
+    entries.push({ at: receipt.dismissedAt, label: "Dismissed by an operator", state: "ok" });
+  }
+  if (receipt.status === "pending" && receipt.nextAttemptAt !== null) {
+    entries.push({ at: receipt.nextAttemptAt, label: "Next attempt due", state: "retry" });
+  }
+  // Stable sort: entries at the same millisecond keep the pipeline's order.
+  return entries.sort((a, b) => a.at - b.at);
+}
+
+function Actions(props: { receipt: ReceiptDetail["receipt"] }) {
+  const { receipt } = props;
+  const replayable = ["dead", "processed", "stale", "skipped"].includes(receipt.status) && receipt.bodyRetained;
+  if (!replayable && receipt.status !== "dead" && receipt.status !== "dismissed") return null;
+  return (
+    <div class="actions">
+      {replayable && (
+        <form method="post" action={`/admin/receipts/${receipt.receiptId}/replay`}>
+          <button type="submit" id="replay">
+            {receipt.status === "dead" ? "Replay this dead letter" : "Replay this receipt"}
+          </button>
+        </form>
+      )}
+      {receipt.status === "dead" && (
+        <form method="post" action="/admin/dead/action">
+          <input type="hidden" name="receiptId" value={receipt.receiptId} />
+          <button type="submit" name="action" value="dismiss" class="danger" id="dismiss">
+            Dismiss (cause fixed, no replay)
+          </button>
+        </form>
+      )}
+      {receipt.status === "dismissed" && (
+        <form method="post" action="/admin/dead/action">
+          <input type="hidden" name="receiptId" value={receipt.receiptId} />
+          <button type="submit" name="action" value="restore" class="secondary" id="restore">
+            Restore to dead letters
+          </button>
+        </form>
+      )}
+    </div>
+  );
+}
+
+export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
+  const { receipt } = props.detail;
+  return (
+    <Page title={`Receipt ${receipt.receiptId}`} current="/admin/receipts">
+      <h1>
+        Receipt <span class="mono">{receipt.receiptId}</span> <Badge value={receipt.status} />
+      </h1>
+      <Flash message={props.flash} />
+      <dl class="facts">
+        <dt>Source</dt>
+        <dd>
+          <a href={`/admin/sources/${encodeURIComponent(receipt.source)}`}>{receipt.source}</a>
+        </dd>
+        <dt>Event key</dt>
+        <dd class="mono">{receipt.eventKey}</dd>
+        <dt>Type</dt>
+        <dd>{receipt.eventType ?? "—"}</dd>
+        <dt>Subject</dt>
+        <dd class="mono">{receipt.subjectId ?? "—"}</dd>
+        <dt>Version</dt>
+        <dd>
+          {receipt.version ?? "—"}
+          {receipt.staleAgainstVersion !== null && ` (stale against ${receipt.staleAgainstVersion})`}
+        </dd>
+        <dt>Provenance</dt>
+        <dd>{receipt.provenance}</dd>
+        <dt>Replays</dt>
+        <dd>{receipt.replayCount === 0 ? "none" : `${receipt.replayCount}, the latest at ${formatInstant(receipt.replayedAt)}`}</dd>
+        <dt>Payload SHA-256</dt>
+        <dd class="mono">{receipt.payloadSha256}</dd>
+        <dt>{receipt.status === "skipped" ? "Why skipped" : receipt.status === "stale" ? "Why stale" : "Last error"}</dt>
+        <dd id="last-error">{receipt.lastError ?? "—"}</dd>
+      </dl>
+      <h2>Actions</h2>
+      <Actions receipt={receipt} />
+      <h2>Timeline</h2>
+      <ol class="timeline" id="timeline">
+        {timeline(props.detail).map((entry) => (
+          <li class={entry.state}>
+            <strong>{entry.label}</strong> <span class="muted">{formatInstant(entry.at)}</span>
+            {entry.detail && <div class="muted">{entry.detail}</div>}
+          </li>
+        ))}
+      </ol>
+      {props.detail.quarantine.length > 0 && (
+        <>
+          <h2>Quarantined copies</h2>
+          {props.detail.quarantine.map((record) => (
+            <div>
+              <p>
+                {formatInstant(record.receivedAt)} · {record.reason} · <span class="mono">{record.payloadSha256}</span>
+              </p>
+              {record.body && <pre>{record.body.text}</pre>}
+            </div>
+          ))}
+        </>
+      )}
+      <h2>Kept headers</h2>
+      {receipt.keptHeaders ? <pre id="headers">{JSON.stringify(receipt.keptHeaders, null, 2)}</pre> : <p class="muted">None kept.</p>}
+      <h2>Body</h2>
+      {receipt.body ? (
+        <pre id="body">{receipt.body.encoding === "utf8" ? receipt.body.text : `base64: ${receipt.body.text}`}</pre>
+      ) : (
+        <p class="muted">No longer retained (payload retention); the key and hash remain.</p>
+      )}
+    </Page>
+  );
+}

@@ -1,0 +1,106 @@
+import { Hono } from "hono";
+import { database } from "../../db/client";
+import { apiError } from "../../lib/errors";
+import type { AdminEnv } from "../auth";
+import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
+import { isReceiptId, parseReceiptFilter, rejectUnknownParameters, RECEIPT_FILTER_PARAMETERS, type ReceiptFilter } from "../filters";
+import { receiptDetail, searchReceipts } from "../queries";
+import { MAX_REPLAY_IDS, replayByIds } from "../replay";
+import { filterProblem, setFlash, takeFlash } from "./flash";
+import { DeadLettersPage } from "./pages/dead";
+import { ReceiptPage } from "./pages/receipt";
+import { ReceiptsPage } from "./pages/receipts";
+
+/** The dashboard's receipts and dead letters: search, one receipt, replay, dismiss and restore. */
+export const receiptPages = new Hono<AdminEnv>();
+
+const REPLAY_OUTCOMES: Record<string, string> = {
+  replayed: "Replayed: the receipt is back on the queue.",
+  not_found: "Not replayed: no receipt has this id.",
+  in_flight: "Not replayed: the receipt is already pending or processing.",
+  payload_expired: "Not replayed: its body is past payload retention.",
+};
+
+receiptPages.get("/receipts", async (c) => {
+  const query = c.req.query();
+  let filter: ReceiptFilter | undefined;
+  const problem = await filterProblem(() => {
+    rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
+    filter = parseReceiptFilter(query);
+  });
+  const page = filter ? await searchReceipts(database(c.env), filter) : null;
+  return c.html(<ReceiptsPage query={query} page={page} problem={problem} />, problem ? 400 : 200);
+});
+
+receiptPages.get("/receipts/:receiptId", async (c) => {
+  const receiptId = c.req.param("receiptId");
+  const detail = isReceiptId(receiptId) ? await receiptDetail(database(c.env), receiptId) : null;
+  if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
+  return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
+});
+
+receiptPages.post("/receipts/:receiptId/replay", async (c) => {
+  const receiptId = c.req.param("receiptId");
+  if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
+  const [report] = (await replayByIds(c.env, [receiptId])).results;
+  setFlash(c, REPLAY_OUTCOMES[report?.outcome ?? "not_found"] ?? `Replay: ${report?.outcome}.`);
+  return c.redirect(`/admin/receipts/${receiptId}`, 303);
+});
+
+const DEAD_PARAMETERS = ["source", "type", "eventKey", "since", "until", "before", "after", "limit", "show"] as const;
+
+receiptPages.get("/dead", async (c) => {
+  const query = c.req.query();
+  const dismissed = query.show === "dismissed";
+  let filter: ReceiptFilter | undefined;
+  const problem = await filterProblem(() => {
+    rejectUnknownParameters(query, DEAD_PARAMETERS);
+    if (query.show && query.show !== "dismissed") throw apiError(400, "invalid_query", 'Query parameter "show" must be empty or "dismissed".');
+    const { show: _show, ...rest } = query;
+    filter = parseReceiptFilter({ ...rest, status: dismissed ? "dismissed" : "dead" });
+  });
+  const page = filter ? await searchReceipts(database(c.env), filter) : null;
+  return c.html(<DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />, problem ? 400 : 200);
+});
+
+function plural(count: number, one: string, many = `${one}s`) {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/** Every dead-letter action posts here: replay (selected or the whole page), dismiss, restore. */
+receiptPages.post("/dead/action", async (c) => {
+  const form = await c.req.parseBody({ all: true });
+  const action = form.action;
+  const field = action === "replay-page" ? form.pageReceiptId : form.receiptId;
+  const receiptIds = [...new Set((Array.isArray(field) ? field : field === undefined ? [] : [field]).filter((id): id is string => typeof id === "string" && isReceiptId(id)))];
+  const back = form.back === "dismissed" ? "/admin/dead?show=dismissed" : "/admin/dead";
+  const single = receiptIds.length === 1 && form.pageReceiptId === undefined ? `/admin/receipts/${receiptIds[0]}` : back;
+  if (receiptIds.length === 0) {
+    setFlash(c, "Nothing selected: tick the receipts first.");
+    return c.redirect(back, 303);
+  }
+  const db = database(c.env);
+  switch (action) {
+    case "replay":
+    case "replay-page": {
+      if (receiptIds.length > MAX_REPLAY_IDS) throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
+      const report = await replayByIds(c.env, receiptIds);
+      setFlash(c, `${plural(report.replayed, "receipt")} replayed.`);
+      return c.redirect(back, 303);
+    }
+    case "dismiss": {
+      if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
+      const report = await dismissDeadLetters(db, receiptIds);
+      setFlash(c, `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`);
+      return c.redirect(single, 303);
+    }
+    case "restore": {
+      if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
+      const report = await restoreDeadLetters(db, receiptIds);
+      setFlash(c, `${plural(report.changed.length, "receipt")} restored to the dead letters.`);
+      return c.redirect(single, 303);
+    }
+    default:
+      throw apiError(400, "invalid_body", "Unknown action: replay, replay-page, dismiss or restore.");
+  }
+});

@@ -1,0 +1,50 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { Database } from "../db/client";
+import { receipts } from "../db/schema";
+
+/**
+ * Dismissing a dead letter: the operator says "seen; the cause is fixed, or this one is not worth replaying".
+ * The receipt becomes `dismissed` (kept, with its history and body until retention), which takes it out of the
+ * dead count — so the source's health stops showing red and the cron resolves its dead-letter alert — without
+ * applying anything. Restoring makes it `dead` again, and replayable. Only the status moves; nothing else is
+ * touched, so a restored receipt is exactly the dead letter it was.
+ */
+
+export const MAX_DISMISS_IDS = 100;
+
+export interface DismissReport {
+  /** Receipts whose status changed. */
+  changed: string[];
+  /** Asked for, but not in the state the action starts from (not dead, not dismissed, or unknown). */
+  unchanged: string[];
+}
+
+/**
+ * @example
+ *   await dismissDeadLetters(database(env), ["01JD…"]); // { changed: ["01JD…"], unchanged: [] }
+ */
+export async function dismissDeadLetters(db: Database, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
+  if (receiptIds.length === 0) return { changed: [], unchanged: [] };
+  const rows = await db
+    .update(receipts)
+    .set({ status: "dismissed", dismissedAt: now })
+    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dead")))
+    .returning({ receiptId: receipts.receiptId });
+  return report(receiptIds, rows);
+}
+
+/** Back to the dead letters: dead again, and replayable. */
+export async function restoreDeadLetters(db: Database, receiptIds: readonly string[]): Promise<DismissReport> {
+  if (receiptIds.length === 0) return { changed: [], unchanged: [] };
+  const rows = await db
+    .update(receipts)
+    .set({ status: "dead", dismissedAt: sql`NULL` })
+    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dismissed")))
+    .returning({ receiptId: receipts.receiptId });
+  return report(receiptIds, rows);
+}
+
+function report(asked: readonly string[], rows: { receiptId: string }[]): DismissReport {
+  const changed = new Set(rows.map((row) => row.receiptId));
+  return { changed: [...changed].sort(), unchanged: [...new Set(asked)].filter((id) => !changed.has(id)) };
+}
