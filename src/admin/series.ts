@@ -55,7 +55,7 @@ export async function hourlySeries(
   // A dead receipt has no finish time of its own: its last attempt's end, or its arrival (the dead-letter queue).
   const diedAt = "COALESCE(r.attempt_started_at + COALESCE(r.attempt_duration_ms, 0), r.received_at)";
   // Integer division, written into the SQL so that it stays integer (a bound number could arrive as a REAL).
-  const hourOf = (column: string) => sql.raw(`((${column}) / ${HOUR_MS}) * ${HOUR_MS}`);
+  const hourOf = (column: string) => sql.raw(`(((${column}) / ${HOUR_MS}) * ${HOUR_MS})`);
 
   const [arrivals, outcomes, pickup, processing] = await Promise.all([
     db.all<{ source: string; hour: number; total: number }>(

@@ -1,6 +1,7 @@
 import { Hono, type Context } from "hono";
 import { apiError } from "../lib/errors";
 import { logError, logEvent } from "../lib/log";
+import { recordDelivery } from "../lib/metrics";
 import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
 import type { SourceOptions, SourceSecret } from "../providers/types";
@@ -80,11 +81,13 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   const rawBody = method === "GET" ? new Uint8Array(0) : await readBodyWithCap(c.req.raw, source.maxBodyBytes);
   if (rawBody === "too-large") {
     logEvent("delivery.rejected", { source: sourceName, disposition: "too_large", requestId });
+    recordDelivery(c.env, { source: sourceName, disposition: "too_large", signature: "unchecked", ackMs: Date.now() - startedAt });
     throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${source.maxBodyBytes} bytes.`);
   }
   if (rawBody === "unreadable") {
     // The sender's stream broke part-way: its fault, so a 4xx and an ordinary line, not an error.
     logEvent("delivery.rejected", { source: sourceName, disposition: "body_unreadable", requestId });
+    recordDelivery(c.env, { source: sourceName, disposition: "body_unreadable", signature: "unchecked", ackMs: Date.now() - startedAt });
     throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
   }
 
@@ -128,6 +131,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
       requestId,
       durationMs: Date.now() - startedAt,
     });
+    recordDelivery(c.env, { source: sourceName, disposition: "rejected", signature: verdict.reason, ackMs: Date.now() - startedAt });
     // One answer for every failed check: which part failed is for the operator's logs, not the caller.
     throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
   }
@@ -176,5 +180,6 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     requestId,
     durationMs: Date.now() - startedAt,
   });
+  recordDelivery(c.env, { source: sourceName, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
   return acknowledge(claimed, verdict.acknowledgement);
 }

@@ -15,6 +15,7 @@ import {
 } from "../filters";
 import { listAlerts } from "../alerts";
 import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
+import { deliveryMetricsFor } from "../metrics-query";
 import { listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
@@ -141,7 +142,10 @@ adminApi.get("/sources", accepts(), (c) => c.json(sourcesHealth(c.env)));
 adminApi.get("/stats", accepts("source", "window"), async (c) => {
   const query = c.req.query();
   const onlySource = query.source || undefined;
-  const report = await sourceStats(c.env, database(c.env), parseWindow(query), { onlySource });
+  const windowMs = parseWindow(query);
+  const { readout, note } = await deliveryMetricsFor(c.env, windowMs, onlySource);
+  const report = await sourceStats(c.env, database(c.env), windowMs, { onlySource, metrics: readout?.totals ?? null });
+  if (note) report.notes.analyticsEngine = note;
   if (onlySource !== undefined && report.sources.length === 0) {
     throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   }

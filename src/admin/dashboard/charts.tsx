@@ -6,9 +6,9 @@ import { formatDuration } from "./format";
  * point carries a <title>, which browsers show on hover, and each chart a text summary for screen readers.
  */
 
-const WIDTH = 480;
-const HEIGHT = 150;
-const LEFT = 40;
+const WIDTH = 320;
+const HEIGHT = 140;
+const LEFT = 38;
 const RIGHT = 8;
 const TOP = 10;
 const BOTTOM = 22;
@@ -27,8 +27,9 @@ export function niceCeiling(value: number): number {
   return 10 * magnitude;
 }
 
-function Axes(props: { points: HourPoint[]; max: number; format: (value: number) => string }) {
-  const ticks = [0, props.max / 2, props.max];
+function Axes(props: { points: HourPoint[]; max: number; format: (value: number) => string; whole?: boolean }) {
+  // Counts get a middle line only where it falls on a whole number.
+  const ticks = props.whole && props.max % 2 !== 0 ? [0, props.max] : [0, props.max / 2, props.max];
   const step = PLOT_W / props.points.length;
   return (
     <g class="axes">
@@ -73,7 +74,7 @@ export function HourlyBars(props: { id: string; title: string; points: HourPoint
         <strong>{props.title}</strong> <span class="muted">{known.length === 0 ? "—" : total}</span>
       </figcaption>
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${props.title}: ${summary}`} preserveAspectRatio="xMidYMid meet">
-        <Axes points={props.points} max={max} format={(value) => String(Math.round(value))} />
+        <Axes points={props.points} max={max} format={(value) => String(value)} whole />
         {props.points.map((point, index) => {
           const value = values[index];
           if (value === null || value === undefined || value === 0) return null;

@@ -183,8 +183,10 @@ export function ReceiptsTable(props: { receipts: ReceiptSummary[]; selectable?: 
               {receipt.attempts}
             </td>
             <td data-label="Provenance">
-              {receipt.provenance}
-              {receipt.replayCount > 0 && <span class="muted"> · replayed ×{receipt.replayCount}</span>}
+              <span>
+                {receipt.provenance}
+                {receipt.replayCount > 0 && <span class="muted"> · replayed ×{receipt.replayCount}</span>}
+              </span>
             </td>
             <td data-label="Error or reason" class="muted">
               {receipt.lastError ?? ""}

@@ -9,6 +9,7 @@ import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, t
 import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../queries";
+import { deliveryMetricsFor } from "../metrics-query";
 import { emptySeries, hourlySeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
@@ -70,9 +71,11 @@ dashboard.use("*", async (c, next) => {
 
 dashboard.get("/", async (c) => {
   const db = database(c.env);
+  const windowMs = parseWindow(c.req.query());
+  const { readout } = await deliveryMetricsFor(c.env, windowMs);
   const [report, series, alerts] = await Promise.all([
-    sourceStats(c.env, db, parseWindow(c.req.query())),
-    hourlySeries(db),
+    sourceStats(c.env, db, windowMs, { metrics: readout?.totals ?? null }),
+    hourlySeries(db, { metrics: readout?.hourly ?? null }),
     listAlerts(db, { state: "open", limit: 50 }),
   ]);
   return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} />);
@@ -82,14 +85,17 @@ dashboard.get("/sources/:source", async (c) => {
   const db = database(c.env);
   const onlySource = c.req.param("source");
   const now = Date.now();
+  const windowMs = parseWindow(c.req.query());
+  const { readout, note } = await deliveryMetricsFor(c.env, windowMs, onlySource);
   const [report, series, alerts] = await Promise.all([
-    sourceStats(c.env, db, parseWindow(c.req.query()), { onlySource, now }),
-    hourlySeries(db, { onlySource, now }),
+    sourceStats(c.env, db, windowMs, { onlySource, now, metrics: readout?.totals ?? null }),
+    hourlySeries(db, { onlySource, now, metrics: readout?.hourly ?? null }),
     listAlerts(db, { source: onlySource, limit: 50 }),
   ]);
   const problems = sourcesHealth(c.env).invalid[onlySource];
   if (report.sources.length === 0 && !problems) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
-  const points = series.get(onlySource) ?? emptySeries(now);
+  const points = series.get(onlySource) ?? emptySeries(now, 24, readout ? 0 : null);
+  if (note) report.notes.analyticsEngine = note;
   return c.html(<SourcePage name={onlySource} report={report} points={points} alerts={alerts} problems={problems} />);
 });
 

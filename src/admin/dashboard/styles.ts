@@ -47,7 +47,7 @@ td .reasons { margin:4px 0 0; font-size:12px; } td .reasons li { padding:2px 6px
 figure.chart { margin:0; background:#fff; border:1px solid var(--line); padding:8px 10px; min-width:0; }
 figure.chart figcaption { display:flex; gap:8px; align-items:baseline; flex-wrap:wrap; }
 figure.chart svg { width:100%; height:auto; display:block; }
-figure.chart text { font-size:10px; fill:var(--muted); }
+figure.chart text { font-size:11px; fill:var(--muted); font-variant-numeric:tabular-nums; }
 figure.chart .grid { stroke:#eceef2; }
 .bar.ink { fill:#4a6fd8; } .bar.ok { fill:var(--ok); } .bar.bad { fill:var(--bad); } .bar.warn { fill:#c98a12; }
 .line { fill:none; stroke-width:2; } .line.p50 { stroke:#4a6fd8; } .line.p95 { stroke:#c98a12; stroke-dasharray:4 3; }
@@ -77,7 +77,8 @@ dl.facts dt { color:var(--muted); } dl.facts dd { margin:0; overflow-wrap:anywhe
   table.rows tr { background:#fff; border:1px solid var(--line); margin-bottom:8px; padding:4px 0; }
   table.rows td { border:0; padding:3px 10px; display:grid; grid-template-columns:42% minmax(0, 1fr); gap:8px; text-align:left; }
   table.rows td.num { text-align:left; }
-  table.rows td::before { content:attr(data-label); color:var(--muted); font-size:12px; }
+  table.rows td::before { content:attr(data-label); color:var(--muted); font:12px system-ui, sans-serif; }
+  table.rows td > .badge, table.rows td > input { justify-self:start; }
   table.rows td:empty { display:none; }
   .filters label { flex:1 1 40%; } .filters input, .filters select { width:100%; }
   .charts { grid-template-columns:1fr; }

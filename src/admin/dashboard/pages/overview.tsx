@@ -47,6 +47,8 @@ function ConfigNote(props: { configured: boolean; problems: string[] | undefined
 
 /** Where the numbers the table cannot show are, and whether Analytics Engine fills them in. */
 export function OriginNote(props: { report: StatsReport }) {
+  const problem = props.report.notes.analyticsEngine;
+  if (problem) return <p class="error" id="origin-note">{problem}</p>;
   if (props.report.origins.rejectedSignatures === "analytics-engine") {
     return <p class="muted">Rejected deliveries and acknowledgement latency come from the METRICS Analytics Engine dataset; everything else from D1.</p>;
   }

@@ -1,0 +1,80 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { database } from "../../src/db/client";
+import { app } from "../../src/app";
+import { readDeliveryMetrics } from "../../src/admin/metrics-query";
+import { sourceStats } from "../../src/admin/stats";
+import { recordAttempt } from "../../src/lib/metrics";
+import { credit, signDemo } from "../support/deliveries";
+import { uniqueSource } from "./support";
+
+/** A stand-in for the Analytics Engine binding that keeps what was written. */
+function fakeDataset() {
+  const points: AnalyticsEngineDataPoint[] = [];
+  return { points, dataset: { writeDataPoint: (point?: AnalyticsEngineDataPoint) => void points.push(point ?? {}) } as AnalyticsEngineDataset };
+}
+
+describe("metrics export to Analytics Engine", () => {
+  it("writes one point per delivery, rejected ones included, without secrets, signatures or bodies", async () => {
+    const { points, dataset } = fakeDataset();
+    const bound = { ...env, METRICS: dataset } as unknown as Env;
+    const eventKey = `msg_metrics_${crypto.randomUUID()}`;
+    const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
+    const headers = signDemo(eventKey, body);
+    const deliver = (extra: Record<string, string> = {}) =>
+      app.fetch(new Request("https://receiver.test/webhooks/admin-audit", { method: "POST", body, headers: { ...headers, ...extra } }), bound);
+    expect((await deliver()).status).toBe(200);
+    expect((await deliver()).status).toBe(200);
+    expect((await deliver({ "webhook-signature": "v1,AAAA" })).status).toBe(401);
+
+    expect(points.map((point) => point.blobs?.slice(0, 4))).toEqual([
+      ["delivery", "admin-audit", "accepted", "valid"],
+      ["delivery", "admin-audit", "duplicate", "valid"],
+      ["delivery", "admin-audit", "rejected", expect.stringMatching(/signature/)],
+    ]);
+    for (const point of points) {
+      expect(point.indexes).toEqual(["admin-audit"]);
+      expect(point.doubles?.[0]).toBeGreaterThanOrEqual(0);
+      const written = JSON.stringify(point);
+      for (const secretish of [env.DEMO_WEBHOOK_SECRET, headers["webhook-signature"], "v1,AAAA", body, eventKey]) expect(written).not.toContain(secretish);
+    }
+  });
+
+  it("writes nothing and fails nothing when the dataset is not bound, or when writing throws", async () => {
+    expect(() => recordAttempt(env, { source: "s", outcome: "processed", httpStatus: null, durationMs: 3, attempt: 1 })).not.toThrow();
+    const broken = { METRICS: { writeDataPoint: () => { throw new Error("quota"); } } };
+    expect(() => recordAttempt(broken, { source: "s", outcome: "retry", httpStatus: 503, durationMs: 3, attempt: 2 })).not.toThrow();
+    const { points, dataset } = fakeDataset();
+    recordAttempt({ METRICS: dataset }, { source: "s", outcome: "retry", httpStatus: 503, durationMs: 840, attempt: 2 });
+    expect(points).toEqual([{ indexes: ["s"], blobs: ["attempt", "s", "retry", "503"], doubles: [840, 2] }]);
+  });
+
+  it("reads rejected deliveries and ack latency back through the SQL API, and the stats say they came from there", async () => {
+    const source = uniqueSource("metrics");
+    const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    const hourText = new Date(hour).toISOString().slice(0, 19).replace("T", " ");
+    const sent: string[] = [];
+    const fetcher = (async (_url: string, init: RequestInit) => {
+      const text = String(init.body);
+      sent.push(text);
+      const data = text.includes("blob3 = 'rejected'")
+        ? [{ source, hour: hourText, rejected: 4 }]
+        : text.includes("AS hour")
+          ? [{ source, hour: hourText, deliveries: 10, p50: 12, p95: 30, p99: 41, max: 55 }]
+          : [{ source, deliveries: 10, p50: 12, p95: 30, p99: 41, max: 55 }];
+      return Response.json({ data });
+    }) as unknown as typeof fetch;
+    const bound = { ...env, METRICS: fakeDataset().dataset, METRICS_ACCOUNT_ID: "0123456789abcdef", METRICS_API_TOKEN: "token-for-the-test" };
+    const readout = (await readDeliveryMetrics(bound, 24 * 3_600_000, source, fetcher))!;
+    expect(sent).toHaveLength(3);
+    expect(sent.every((text) => text.includes(`index1 = '${source}'`) && text.endsWith("FORMAT JSON"))).toBe(true);
+    expect(readout.totals.rejectedSignatures.get(source)).toBe(4);
+    expect(readout.hourly.get(source)?.get(hour)).toEqual({ rejected: 4, ackP50: 12, ackP95: 30 });
+    expect(readout.totals.ackLatencyMs.get(source)).toEqual({ samples: 10, p50: 12, p95: 30, p99: 41, max: 55 });
+
+    const report = await sourceStats(bound as unknown as Env, database(env), 24 * 3_600_000, { onlySource: source, metrics: readout.totals });
+    expect(report.origins).toMatchObject({ rejectedSignatures: "analytics-engine", ackLatencyMs: "analytics-engine", counts: "d1" });
+    // Nothing of this source is in D1, so the report has no row for it: the numbers are checked on the readout.
+    expect(await readDeliveryMetrics({ ...env }, 3_600_000, source, fetcher)).toBeNull();
+  });
+});
