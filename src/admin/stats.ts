@@ -1,32 +1,28 @@
-import { and, count, eq, gte, inArray, min, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
 import type { Database } from "../db/client";
-import { alerts, attempts, quarantine, receipts } from "../db/schema";
-import { loadSources } from "../sources/registry";
+import { ulidFloor } from "../lib/ulid";
+import { loadSources, sourcesHealth } from "../sources/registry";
+import { explainHealth, type Health, type HealthReason } from "./health";
+import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
+import { NO_SAMPLES, percentilesByGroup, type Percentiles } from "./percentiles";
+
+export type { Percentiles } from "./percentiles";
 
 /**
- * Per-source health over a window. What each number counts, and where it comes from:
- *   received, processed, stale, skipped, dead, pending, reconciled, replayed — D1 receipts received in the window
+ * Per-source health over a window. What each number counts, and where it comes from (`origins` in the answer):
+ *   received, processed, stale, skipped, dead, dismissed, pending, reconciled, replayed — D1 receipts received in
+ *                the window (an id range: receipt ids are ULIDs minted when the delivery was received)
  *   quarantined — D1 quarantine rows received in the window (same key, different payload)
  *   duplicates — live duplicate deliveries tallied per hour by the claim shards (hour-aligned window), because the
  *                acknowledgement path never writes D1. Asking costs one request per shard, so only a single-source
  *                report includes them; the all-sources report says null.
- *   rejectedSignatures — not stored anywhere: a rejected delivery writes nothing (invariant 1). Count the
- *                `delivery.rejected` lines in Workers Logs instead.
- *   ackLatency — not stored either: the acknowledgement path does no extra write to time itself. It is the
- *                `durationMs` of each `delivery` log line.
- *   pickupLatency — first attempt's start minus receipt (claim → relay → queue → consumer)
- *   processingLatency — processed_at minus receipt, for receipts that finished (processed, stale, skipped)
- *   attemptDuration — each attempt's own duration
+ *   rejectedSignatures, ackLatencyMs — not in D1 (a rejected delivery writes nothing, the ack path does no extra
+ *                write). Filled from Workers Analytics Engine when it is bound and queryable, null otherwise.
+ *   pickupLatencyMs — received → first attempt started (claim → relay → queue → consumer)
+ *   processingLatencyMs — received → finished, for receipts that finished (processed, stale, skipped)
+ *   attemptDurationMs — each attempt's own duration
  */
-
-export interface Percentiles {
-  samples: number;
-  p50: number | null;
-  p95: number | null;
-  p99: number | null;
-  max: number | null;
-}
 
 export interface SourceStats {
   source: string;
@@ -36,6 +32,8 @@ export interface SourceStats {
   stale: number;
   skipped: number;
   dead: number;
+  /** Dead letters an operator dismissed (the cause was fixed, or they are not worth replaying). */
+  dismissed: number;
   pending: number;
   reconciled: number;
   replayed: number;
@@ -43,58 +41,48 @@ export interface SourceStats {
   duplicates: number | null;
   /** Start of each hour (epoch ms) with its live duplicate count; single-source reports only. */
   duplicatesByHour: { hour: number; deliveries: number }[] | null;
-  rejectedSignatures: null;
+  rejectedSignatures: number | null;
   deadTotal: number;
   oldestPendingReceivedAt: number | null;
   oldestPendingAgeMs: number | null;
   openAlerts: number;
-  ackLatencyMs: null;
+  ackLatencyMs: Percentiles | null;
   pickupLatencyMs: Percentiles;
   processingLatencyMs: Percentiles;
   attemptDurationMs: Percentiles;
-  health: "ok" | "backlog" | "failing";
+  health: Health;
+  /** Why the health is what it is: empty when "ok". */
+  healthReasons: HealthReason[];
 }
+
+/** Where a number in the report came from. */
+export type Origin = "d1" | "claim-shards" | "analytics-engine" | "not-stored";
 
 export interface StatsReport {
   windowMs: number;
   since: number;
   generatedAt: number;
   notes: Record<string, string>;
+  origins: Record<string, Origin>;
   sources: SourceStats[];
+}
+
+/** What Analytics Engine adds to a report, per source, when it is bound and queryable (see ./metrics-query.ts). */
+export interface DeliveryMetrics {
+  rejectedSignatures: Map<string, number>;
+  ackLatencyMs: Map<string, Percentiles>;
 }
 
 export const STATS_NOTES = {
   duplicates:
     "Live duplicate deliveries counted by the claim shards, per whole hour (the window is rounded down to the hour). Only reported for a single source (?source=…): it asks each of that source's shards.",
-  rejectedSignatures: "Not stored: a delivery that fails verification writes nothing. Count `delivery.rejected` lines in Workers Logs.",
-  ackLatencyMs: "Not stored: the acknowledgement path does no extra write. It is the durationMs of each `delivery` log line in Workers Logs.",
+  rejectedSignatures:
+    "Not in D1: a delivery that fails verification writes nothing there. Bind the METRICS Analytics Engine dataset (docs/metrics.md) to count them here; otherwise count `delivery.rejected` lines in Workers Logs.",
+  ackLatencyMs:
+    "Not in D1: the acknowledgement path does no extra write. Bind the METRICS Analytics Engine dataset (docs/metrics.md) to see it here; otherwise it is the durationMs of each `delivery` log line in Workers Logs.",
+  oldestPending:
+    "The oldest pending or processing receipt received in the window or waiting for a retry (the cron's re-drive schedules anything older).",
 } as const;
-
-/** A backlog this old makes a source unhealthy even with nothing dead. */
-const BACKLOG_AGE_MS = 15 * 60_000;
-
-const emptyPercentiles: Percentiles = { samples: 0, p50: null, p95: null, p99: null, max: null };
-
-/**
- * Nearest-rank percentiles per source in one query: SQLite has no percentile function, so each row is ranked
- * within its source and the smallest value at or past each rank is taken.
- */
-async function percentilesBySource(db: Database, valuesSql: ReturnType<typeof sql>): Promise<Map<string, Percentiles>> {
-  const rows = await db.all<{ source: string; samples: number; p50: number; p95: number; p99: number; max: number }>(sql`
-    WITH ranked AS (
-      SELECT source, value,
-        ROW_NUMBER() OVER (PARTITION BY source ORDER BY value) AS rank,
-        COUNT(*) OVER (PARTITION BY source) AS samples
-      FROM (${valuesSql})
-    )
-    SELECT source, MAX(samples) AS samples,
-      MIN(CASE WHEN rank >= 0.50 * samples THEN value END) AS p50,
-      MIN(CASE WHEN rank >= 0.95 * samples THEN value END) AS p95,
-      MIN(CASE WHEN rank >= 0.99 * samples THEN value END) AS p99,
-      MAX(value) AS max
-    FROM ranked GROUP BY source`);
-  return new Map(rows.map((row) => [row.source, { samples: row.samples, p50: row.p50, p95: row.p95, p99: row.p99, max: row.max }]));
-}
 
 async function duplicatesByHour(env: Env, sourceName: string, since: number): Promise<{ hour: number; deliveries: number }[]> {
   const perHour = new Map<number, number>();
@@ -105,59 +93,67 @@ async function duplicatesByHour(env: Env, sourceName: string, since: number): Pr
   return [...perHour].sort(([a], [b]) => a - b).map(([hour, deliveries]) => ({ hour, deliveries }));
 }
 
+interface WindowCounts {
+  source: string;
+  received: number;
+  processed: number;
+  stale: number;
+  skipped: number;
+  dead: number;
+  dismissed: number;
+  pending: number;
+  reconciled: number;
+  replayed: number;
+}
+
+/**
+ * The report behind GET /admin/api/stats and the dashboard. Every D1 read is a primary-key range (receipt and
+ * quarantine ids are ULIDs, so "received since" is "id ≥ the smallest id of that instant") or one of the
+ * receipts table's partial indexes (dead letters, scheduled retries).
+ *
+ * @example
+ *   const report = await sourceStats(env, database(env), 24 * 3_600_000, { onlySource: "stripe" });
+ *   report.sources[0]?.healthReasons; // [{ reason: "dead-letters", count: 2, message: "2 dead letters …" }]
+ */
 export async function sourceStats(
   env: Env,
   db: Database,
   windowMs: number,
-  options: { now?: number; onlySource?: string } = {},
+  options: { now?: number; onlySource?: string; metrics?: DeliveryMetrics | null } = {},
 ): Promise<StatsReport> {
   const now = options.now ?? Date.now();
   const since = now - windowMs;
-  const statusCount = (status: string) => sql<number>`COALESCE(SUM(${receipts.status} = ${status}), 0)`.mapWith(Number);
-  const provenanceCount = (provenance: string) => sql<number>`COALESCE(SUM(${receipts.provenance} = ${provenance}), 0)`.mapWith(Number);
+  const fromId = ulidFloor(since);
+  const inWindow = options.onlySource === undefined ? sql`r.id >= ${fromId}` : sql`r.id >= ${fromId} AND +r.source = ${options.onlySource}`;
+  // `+r.source` keeps SQLite on the id range: the (source, event_key) index would read the source's whole history.
+  const bySource = (column: string) => sql.raw(`r.source AS ${column}`);
 
-  const [windowCounts, pendingRows, deadRows, quarantineRows, alertRows, pickup, processing, attemptDurations] = await Promise.all([
-    db
-      .select({
-        source: receipts.source,
-        received: count(),
-        processed: statusCount("processed"),
-        stale: statusCount("stale"),
-        skipped: statusCount("skipped"),
-        dead: statusCount("dead"),
-        pending: sql<number>`COALESCE(SUM(${receipts.status} IN ('pending', 'processing')), 0)`.mapWith(Number),
-        reconciled: provenanceCount("reconciled"),
-        replayed: provenanceCount("replayed"),
-      })
-      .from(receipts)
-      .where(gte(receipts.receivedAt, since))
-      .groupBy(receipts.source),
-    db
-      .select({ source: receipts.source, oldest: min(receipts.receivedAt) })
-      .from(receipts)
-      .where(inArray(receipts.status, ["pending", "processing"]))
-      .groupBy(receipts.source),
-    db.select({ source: receipts.source, total: count() }).from(receipts).where(eq(receipts.status, "dead")).groupBy(receipts.source),
-    db.select({ source: quarantine.source, total: count() }).from(quarantine).where(gte(quarantine.receivedAt, since)).groupBy(quarantine.source),
-    db.select({ source: alerts.source, total: count() }).from(alerts).where(eq(alerts.state, "open")).groupBy(alerts.source),
-    percentilesBySource(
-      db,
-      sql`SELECT ${receipts.source} AS source, ${attempts.startedAt} - ${receipts.receivedAt} AS value
-          FROM ${receipts} JOIN ${attempts} ON ${attempts.receiptId} = ${receipts.receiptId} AND ${attempts.attemptNumber} = 1
-          WHERE ${receipts.receivedAt} >= ${since}`,
-    ),
-    percentilesBySource(
-      db,
-      sql`SELECT ${receipts.source} AS source, ${receipts.processedAt} - ${receipts.receivedAt} AS value FROM ${receipts}
-          WHERE ${receipts.receivedAt} >= ${since} AND ${receipts.processedAt} IS NOT NULL
-            AND ${receipts.status} IN ('processed', 'stale', 'skipped')`,
-    ),
-    percentilesBySource(
-      db,
-      sql`SELECT ${receipts.source} AS source, ${attempts.durationMs} AS value
-          FROM ${receipts} JOIN ${attempts} ON ${attempts.receiptId} = ${receipts.receiptId}
-          WHERE ${receipts.receivedAt} >= ${since} AND ${attempts.durationMs} IS NOT NULL`,
-    ),
+  const [windowCounts, pendingRows, deadRows, quarantineRows, alertRows, pickup, processing, attemptDuration] = await Promise.all([
+    db.all<WindowCounts>(sql`
+      SELECT r.source AS source, COUNT(*) AS received,
+        COALESCE(SUM(r.status = 'processed'), 0) AS processed, COALESCE(SUM(r.status = 'stale'), 0) AS stale,
+        COALESCE(SUM(r.status = 'skipped'), 0) AS skipped, COALESCE(SUM(r.status = 'dead'), 0) AS dead,
+        COALESCE(SUM(r.status = 'dismissed'), 0) AS dismissed,
+        COALESCE(SUM(r.status IN ('pending', 'processing')), 0) AS pending,
+        COALESCE(SUM(r.provenance = 'reconciled'), 0) AS reconciled,
+        COALESCE(SUM(r.replay_count > 0 OR r.provenance = 'replayed'), 0) AS replayed
+      FROM receipts r WHERE ${inWindow} GROUP BY r.source`),
+    // Unfinished work: what arrived in the window, plus anything waiting for a retry (the partial index
+    // receipts_retrying). Work older than the window that was never retried is re-driven by the cron, which
+    // schedules it, so it shows up here within a cron period.
+    db.all<{ source: string; oldest: number }>(sql`
+      SELECT source, MIN(received_at) AS oldest FROM (
+        SELECT r.source, r.received_at FROM receipts r WHERE ${inWindow} AND r.status IN ('pending', 'processing')
+        UNION ALL
+        SELECT r.source, r.received_at FROM receipts r WHERE r.next_attempt_at IS NOT NULL AND r.status IN ('pending', 'processing')
+      ) GROUP BY source`),
+    // Covered by the partial index receipts_dead (source, id) WHERE status = 'dead'.
+    db.all<{ source: string; total: number; newest: string }>(sql`SELECT source, COUNT(*) AS total, MAX(id) AS newest FROM receipts WHERE status = 'dead' GROUP BY source`),
+    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`),
+    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM alerts WHERE state = 'open' GROUP BY source`),
+    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
+    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),
+    percentilesByGroup(db, attemptDurations(bySource("grp"), inWindow)),
   ]);
 
   let configured: string[] = [];
@@ -166,13 +162,14 @@ export async function sourceStats(
   } catch {
     // A broken SOURCES table must not hide the audit trail: fall back to the sources D1 knows.
   }
+  const invalid = sourcesHealth(env).invalid;
   const byName = <T extends { source: string | null }>(rows: T[]) => new Map(rows.map((row) => [row.source ?? "", row]));
   const counts = byName(windowCounts);
   const pendingBySource = byName(pendingRows);
   const deadBySource = byName(deadRows);
   const quarantineBySource = byName(quarantineRows);
   const alertsBySource = byName(alertRows);
-  const names = [...new Set([...configured, ...counts.keys(), ...pendingBySource.keys(), ...deadBySource.keys()])]
+  const names = [...new Set([...configured, ...Object.keys(invalid), ...counts.keys(), ...pendingBySource.keys(), ...deadBySource.keys()])]
     .filter((name) => options.onlySource === undefined || name === options.onlySource)
     .sort();
   // Only a configured source can have live deliveries, so only its shards are asked.
@@ -180,15 +177,16 @@ export async function sourceStats(
     options.onlySource !== undefined && configured.includes(options.onlySource)
       ? await duplicatesByHour(env, options.onlySource, since)
       : null;
+  const metrics = options.metrics ?? null;
 
   const sources = names.map((name): SourceStats => {
     const windowRow = counts.get(name);
     const oldestPending = pendingBySource.get(name)?.oldest ?? null;
     const oldestPendingAgeMs = oldestPending === null ? null : Math.max(0, now - oldestPending);
-    const deadTotal = deadBySource.get(name)?.total ?? 0;
+    const deadRow = deadBySource.get(name);
+    const deadTotal = deadRow?.total ?? 0;
     const openAlerts = alertsBySource.get(name)?.total ?? 0;
-    const health =
-      deadTotal > 0 || openAlerts > 0 ? "failing" : oldestPendingAgeMs !== null && oldestPendingAgeMs > BACKLOG_AGE_MS ? "backlog" : "ok";
+    const { health, reasons } = explainHealth({ deadTotal, openAlerts, oldestPendingAgeMs, configProblems: invalid[name]?.length ?? 0 });
     return {
       source: name,
       configured: configured.includes(name),
@@ -197,23 +195,39 @@ export async function sourceStats(
       stale: windowRow?.stale ?? 0,
       skipped: windowRow?.skipped ?? 0,
       dead: windowRow?.dead ?? 0,
+      dismissed: windowRow?.dismissed ?? 0,
       pending: windowRow?.pending ?? 0,
       reconciled: windowRow?.reconciled ?? 0,
       replayed: windowRow?.replayed ?? 0,
       quarantined: quarantineBySource.get(name)?.total ?? 0,
       duplicates: hourlyDuplicates === null ? null : hourlyDuplicates.reduce((total, row) => total + row.deliveries, 0),
       duplicatesByHour: hourlyDuplicates,
-      rejectedSignatures: null,
+      rejectedSignatures: metrics ? (metrics.rejectedSignatures.get(name) ?? 0) : null,
       deadTotal,
       oldestPendingReceivedAt: oldestPending,
       oldestPendingAgeMs,
       openAlerts,
-      ackLatencyMs: null,
-      pickupLatencyMs: pickup.get(name) ?? emptyPercentiles,
-      processingLatencyMs: processing.get(name) ?? emptyPercentiles,
-      attemptDurationMs: attemptDurations.get(name) ?? emptyPercentiles,
+      ackLatencyMs: metrics ? (metrics.ackLatencyMs.get(name) ?? NO_SAMPLES) : null,
+      pickupLatencyMs: pickup.get(name) ?? NO_SAMPLES,
+      processingLatencyMs: processing.get(name) ?? NO_SAMPLES,
+      attemptDurationMs: attemptDuration.get(name) ?? NO_SAMPLES,
       health,
+      healthReasons: reasons,
     };
   });
-  return { windowMs, since, generatedAt: now, notes: { ...STATS_NOTES }, sources };
+  const notStored: Origin = metrics ? "analytics-engine" : "not-stored";
+  return {
+    windowMs,
+    since,
+    generatedAt: now,
+    notes: metrics ? { duplicates: STATS_NOTES.duplicates, oldestPending: STATS_NOTES.oldestPending } : { ...STATS_NOTES },
+    origins: {
+      counts: "d1",
+      latencies: "d1",
+      duplicates: "claim-shards",
+      rejectedSignatures: notStored,
+      ackLatencyMs: notStored,
+    },
+    sources,
+  };
 }
