@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { cli, cliProcess, freePort, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import { cli, cliProcess, freePort, stopLeftoverCommands, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 /** @type {Awaited<ReturnType<typeof startReceiver>>} */
@@ -15,17 +15,32 @@ let echoPort = 0;
 let project = /** @type {string[]} */ ([]);
 /** A trailing slash on RECEIVER_URL must not matter. */
 let env = /** @type {Record<string, string>} */ ({});
+let adminToken = "";
+
+/** Straight from the admin API, not through the CLI: the receipt recorded for a source's event key, once relayed. */
+async function recordedReceipt(/** @type {string} */ source, /** @type {string} */ eventKey) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const response = await fetch(`${receiver.url}/admin/api/sources/${source}/events/${encodeURIComponent(eventKey)}`, { headers: { authorization: `Bearer ${adminToken}` } });
+    if (response.ok) return /** @type {{ receipt: { source: string, eventKey: string } }} */ (await response.json()).receipt;
+    if (Date.now() > deadline) throw new Error(`${source} ${eventKey} was never recorded (${response.status})`);
+    await new Promise((done) => setTimeout(done, 250));
+  }
+}
 
 before(async () => {
   echoPort = await freePort();
   const configPath = writeFile(workDir, "wrangler.toml", testConfig(echoPort));
-  const envFile = writeFile(workDir, ".dev.vars", testDevVars());
+  const devVars = testDevVars();
+  adminToken = /^ADMIN_TOKEN="(.*)"$/m.exec(devVars)?.[1] ?? "";
+  const envFile = writeFile(workDir, ".dev.vars", devVars);
   receiver = await startReceiver({ configPath, envFile, workDir });
   project = ["--config", configPath, "--dev-vars", envFile];
   env = { RECEIVER_URL: `${receiver.url}/` };
 });
 
 after(async () => {
+  stopLeftoverCommands();
   await receiver?.stop();
   rmSync(workDir, { recursive: true, force: true });
 });
@@ -65,18 +80,15 @@ describe("send", () => {
     for (let index = 0; index < sources.length; index += 2) {
       results.push(...(await Promise.all(sources.slice(index, index + 2).map(async (source) => ({ source, result: await cli(["send", source, ...project], env) })))));
     }
-    const discordLike = new Set(PROVIDER_SOURCES.filter((source) => source.provider === "ed25519" || source.provider === "discord").map((source) => source.name));
     for (const { source, result } of results) {
       assert.equal(result.code, 0, `${source}: ${result.stdout}${result.stderr}`);
-      // Discord expects an interaction response rather than a receipt: a deferred reply (type 5).
-      if (discordLike.has(source)) assert.match(result.stdout, /^200 \{"type":5\}$/m, source);
-      else acceptedReceipt(result.stdout);
-      assert.match(result.stdout, new RegExp(`follow it: npm run cli -- show ${source} \\S+$`, "m"), source);
+      // Most answer {"status":"accepted"}; Discord and Twilio senders get an answer in their own format instead.
+      assert.match(result.stdout, /^200 /m, source);
+      const eventKey = new RegExp(`follow it: npm run cli -- show ${source} (\\S+)$`, "m").exec(result.stdout)?.[1];
+      assert.ok(eventKey, `${source}: no event key in\n${result.stdout}`);
+      // Verified, claimed and recorded under the source and the key the CLI announced.
+      assert.deepEqual(await recordedReceipt(source, eventKey).then(({ source, eventKey }) => ({ source, eventKey })), { source, eventKey });
     }
-    // Each was verified, claimed and recorded under its source: show finds the Discord one by its key too.
-    const discord = results.find(({ source }) => source === "cli-discord");
-    const discordKey = /show cli-discord (\S+)$/m.exec(discord?.result.stdout ?? "")?.[1] ?? "";
-    assert.match(await showWhenFinished(["cli-discord", discordKey]), /^source\s+cli-discord\s+event /m);
   });
 
   test("--id sets the event key: the same id twice is a duplicate with the same receipt, and show finds it by key", async () => {
@@ -155,8 +167,7 @@ describe("tail, show, replay", () => {
     assert.equal(one.code, 0, one.stderr);
     assert.match(one.stdout, new RegExp(`^replayed ${receipt}: back to pending`, "m"));
     const replayed = await showWhenFinished([receipt], /dead/);
-    assert.match(replayed, /provenance replayed/);
-    assert.match(replayed, /attempt 2: /);
+    assert.match(replayed, /attempt 2: dead/);
 
     const bulk = await cli(["replay", "--dead", "--source", "demo", "--since", new Date(Date.now() - 3_600_000).toISOString(), ...project], env);
     assert.equal(bulk.code, 0, bulk.stderr);
@@ -178,7 +189,10 @@ describe("echo", () => {
     const echo = cliProcess(["echo", "--port", String(echoPort), ...project], env);
     await echo.waitFor(/echo backend on http:\/\/127\.0\.0\.1:\d+/);
     const receipt = acceptedReceipt((await cli(["send", "cli-forward", ...project], env)).stdout);
-    await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`));
+    await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`)).catch(async (error) => {
+      const shown = await cli(["show", receipt, ...project], env);
+      throw new Error(`${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nreceiver log:\n${receiver.log().slice(-3000)}`);
+    });
     assert.match(echo.output(), /POST \/hooks  signature ok → 200/);
     assert.match(echo.output(), /"title": "Webhook retries arrive twice"/);
     const shown = await showWhenFinished([receipt]);
@@ -198,8 +212,8 @@ describe("echo", () => {
     const echo = cliProcess(["echo", "--port", String(echoPort), ...project], env);
     await echo.waitFor(/echo backend on/);
     const second = await cli(["echo", "--port", String(echoPort), ...project], env);
+    assert.equal(await echo.interrupt(), 0);
     assertOneLineError(second, new RegExp(`port ${echoPort} is in use: pass --port`));
-    await echo.interrupt();
   });
 });
 

@@ -185,6 +185,13 @@ export async function cli(args, env = {}) {
   }
 }
 
+/** Long-running commands still alive: a failed test must not leave one holding the run open. */
+const running = new Set();
+
+export function stopLeftoverCommands() {
+  for (const child of running) child.kill("SIGTERM");
+}
+
 /**
  * Starts a long-running CLI command (tail, echo); `waitFor` resolves once its output matches.
  * @param {string[]} args
@@ -192,6 +199,8 @@ export async function cli(args, env = {}) {
  */
 export function cliProcess(args, env = {}) {
   const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...quietEnv, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   child.stderr.on("data", (chunk) => (output += chunk));
