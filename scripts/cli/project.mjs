@@ -51,7 +51,7 @@ export async function readWranglerConfig(options = {}) {
   try {
     return unstable_readConfig({ config: path, env: options.env });
   } catch (error) {
-    throw new CliError(`${path} cannot be read: ${firstLine(error)}`);
+    throw new CliError(`${path} cannot be read: ${wranglerProblem(error)}`);
   }
 }
 
@@ -101,6 +101,13 @@ export function adminToken(options = {}) {
   const token = readDevVars(options).ADMIN_TOKEN;
   if (!token) throw new CliError(`no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`);
   return token;
+}
+
+/** Wrangler's config errors open with "Processing <file> configuration:" and list each problem as "- …". */
+function wranglerProblem(/** @type {unknown} */ error) {
+  const text = error instanceof Error ? error.message : String(error);
+  const problem = text.split("\n").find((line) => /^\s*- /.test(line));
+  return problem ? problem.replace(/^\s*- /, "").trim() : firstLine(error);
 }
 
 /** @param {unknown} error */

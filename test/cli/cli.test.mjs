@@ -3,9 +3,10 @@
  * a user runs it (a child process reading the config and .dev.vars). `npm run test:cli`.
  */
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { cli, cliProcess, freePort, stopLeftoverCommands, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import { cli, cliProcess, freePort, ROOT, stopLeftoverCommands, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 /** @type {Awaited<ReturnType<typeof startReceiver>>} */
@@ -238,6 +239,39 @@ describe("check", () => {
     assert.equal(invalid.code, 1);
     assert.match(invalid.stdout, /^FAIL\s+SOURCES\.cli-bad: unsupported provider "carrier-pigeon"$/m);
     assert.match(invalid.stderr, /^check failed: \d+ problems? above$/m);
+  });
+});
+
+describe("check --remote", () => {
+  test("reads the Worker's secret names from wrangler secret list, and names each missing one with the command that sets it", async () => {
+    // A stand-in for `npx wrangler secret list --format json` (the real one needs a Cloudflare account): it
+    // prints a banner, then the JSON wrangler prints, and records the arguments it was given.
+    const bin = join(workDir, "fake-bin");
+    mkdirSync(bin, { recursive: true });
+    const listed = JSON.stringify([{ name: "ADMIN_TOKEN", type: "secret_text" }, { name: "STRIPE_LIVE_SECRET", type: "secret_text" }]);
+    writeFile(bin, "npx", `#!/bin/sh\necho "$@" > "${join(bin, "args")}"\necho " wrangler"\necho '${listed}'\n`);
+    chmodSync(join(bin, "npx"), 0o755);
+    const config = writeFile(workDir, "remote.toml", [
+      'name = "remote-check"',
+      `main = ${JSON.stringify(join(ROOT, "src/index.ts"))}`,
+      'compatibility_date = "2026-11-01"',
+      "[env.production.vars.SOURCES.stripe-live]",
+      'provider = "stripe"',
+      'secrets = ["STRIPE_LIVE_SECRET"]',
+      "[env.production.vars.SOURCES.slack]",
+      'provider = "slack"',
+      'secrets = ["SLACK_SIGNING_SECRET"]',
+      "",
+    ].join("\n"));
+    const result = await cli(["check", "--remote", "--env", "production", "--config", config], { PATH: `${bin}:${process.env.PATH}` });
+    assert.equal(result.code, 1, result.stdout + result.stderr);
+    assert.match(readFileSync(join(bin, "args"), "utf8"), /^wrangler secret list --format json --config \S+remote\.toml --env production$/m);
+    assert.match(result.stdout, /^ok\s+STRIPE_LIVE_SECRET \(source stripe-live\)$/m);
+    assert.match(result.stdout, /^FAIL\s+SLACK_SIGNING_SECRET \(source slack\) is not in the deployed Worker's secrets: npx wrangler secret put SLACK_SIGNING_SECRET --env production$/m);
+  });
+
+  test("an environment the config does not have is one line naming it", async () => {
+    assertOneLineError(await cli(["check", "--env", "staging", "--config-only"]), /cannot be read: No environment found in configuration with name "staging"/);
   });
 });
 
