@@ -1,7 +1,7 @@
 import { app } from "./app";
 import { consumeWork } from "./consumers/queue";
 import { runReconcile } from "./reconcile/run";
-import type { WorkMessage } from "./relay/messages";
+import type { QueuedWork } from "./model/work-message";
 
 export { ClaimShard } from "./claims/shard";
 
@@ -10,4 +10,4 @@ export default {
   queue: consumeWork,
   // The cron's scheduled time is the reconciler's clock, so tests inject time through the controller.
   scheduled: async (controller, env) => void (await runReconcile(env, { now: controller.scheduledTime })),
-} satisfies ExportedHandler<Env, WorkMessage>;
+} satisfies ExportedHandler<Env, QueuedWork>;

@@ -1,9 +1,12 @@
 import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
+import { count, countCursor, execCounted, meterReading, type MeterReading } from "../lib/meter";
+import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
-import { isSameEvent } from "./same-event";
 import { relayToD1 } from "../relay/relay";
-import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "./types";
+import { isSameEvent } from "../model/same-event";
+import { CLAIMS_SCHEMA, migrateLegacyClaims } from "./shard-schema";
+import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 
 /**
  * A claim shard owns a slice of one source's event keys. Durable Objects run one event at a time, and the
@@ -11,6 +14,9 @@ import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayR
  * be "accepted" — there is no await between the check and the write for another request to slip into.
  * The RPC's answer leaves the object only after its writes are durable (the output gate), which is what lets
  * the Worker acknowledge with a 2xx.
+ *
+ * Billed rows per accepted event: the claim insert (1, a WITHOUT ROWID table with no other index) and the relay's
+ * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch.
  */
 
 const RELAY_BATCH = 50;
@@ -20,9 +26,15 @@ const RELAY_BATCH = 50;
  * a Worker's 128 MB. At least one row always goes, whatever its size.
  */
 export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
-/** Relay soon after a claim, so a burst shares one D1 batch. */
-const RELAY_DELAY_MS = 50;
+/**
+ * How long a shard gathers claims before relaying them as one D1 batch and one queue message. A longer wait
+ * means fewer alarms, D1 calls and queue operations per event, at the price of that much pickup latency.
+ * RELAY_DELAY_MS overrides it.
+ */
+export const DEFAULT_RELAY_DELAY_MS = 1000;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
+/** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
+const REMAINING_COUNT_CAP = 1000;
 const HOUR_MS = 3_600_000;
 
 export type DuplicateCount = {
@@ -32,49 +44,6 @@ export type DuplicateCount = {
   deliveries: number;
 };
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS claims (
-  source TEXT NOT NULL,
-  event_key TEXT NOT NULL,
-  receipt_id TEXT NOT NULL,
-  payload_sha256 TEXT NOT NULL,
-  event_type TEXT,
-  subject TEXT,
-  version INTEGER,
-  occurred_at INTEGER,
-  body BLOB,
-  kept_headers TEXT,
-  received_at INTEGER NOT NULL,
-  provenance TEXT NOT NULL,
-  relayed_at INTEGER,
-  PRIMARY KEY (source, event_key)
-);
-CREATE INDEX IF NOT EXISTS claims_unrelayed ON claims (relayed_at, received_at);
-CREATE TABLE IF NOT EXISTS quarantine_outbox (
-  quarantine_id TEXT PRIMARY KEY,
-  source TEXT NOT NULL,
-  event_key TEXT NOT NULL,
-  original_receipt_id TEXT NOT NULL,
-  original_sha256 TEXT NOT NULL,
-  payload_sha256 TEXT NOT NULL,
-  body BLOB,
-  kept_headers TEXT,
-  received_at INTEGER NOT NULL,
-  relayed_at INTEGER,
-  UNIQUE (source, event_key, payload_sha256)
-);
-CREATE TABLE IF NOT EXISTS duplicate_counts (
-  source TEXT NOT NULL,
-  hour INTEGER NOT NULL,
-  deliveries INTEGER NOT NULL,
-  PRIMARY KEY (source, hour)
-);
-CREATE TABLE IF NOT EXISTS relay_state (
-  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-  failures INTEGER NOT NULL
-);
-`;
-
 type ClaimRow = {
   receipt_id: string;
   payload_sha256: string;
@@ -83,40 +52,51 @@ type ClaimRow = {
 
 export class ClaimShard extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  /**
+   * Whether this instance has an alarm pending. Kept in memory so a claim never pays for getAlarm: a fresh
+   * instance sets the alarm once more than needed, which costs one row, never a lost relay.
+   */
+  private relayArmed = false;
+  /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
+  private relayCursor = "";
+  private relaying: Promise<RelayReport> | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    this.sql.exec(SCHEMA);
+    this.sql.exec(CLAIMS_SCHEMA);
+    migrateLegacyClaims(this.sql);
   }
 
   /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
+    count("doRequests");
     const result = this.ctx.storage.transactionSync((): ClaimResult => {
-      const existing = this.sql
-        .exec<ClaimRow>(
-          "SELECT receipt_id, payload_sha256, provenance FROM claims WHERE source = ? AND event_key = ?",
-          request.source,
-          request.eventKey,
-        )
-        .toArray()[0];
+      const existing = execCounted<ClaimRow>(
+        this.sql,
+        `SELECT receipt_id, payload_sha256, provenance FROM event_claims
+         WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
+        request.source,
+        request.eventKey,
+      )[0];
       if (!existing) {
         const receiptId = ulid(request.receivedAt);
-        this.sql.exec(
-          `INSERT INTO claims (source, event_key, receipt_id, payload_sha256, event_type, subject, version, occurred_at,
-             body, kept_headers, received_at, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        execCounted(
+          this.sql,
+          `INSERT INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
+             event_type, subject, version, occurred_at, kept_headers, body) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           request.source,
           request.eventKey,
           receiptId,
           request.payloadSha256,
+          request.receivedAt,
+          request.provenance,
           request.eventType,
           request.subjectId,
           request.version,
           request.occurredAt,
-          request.body,
           request.keptHeaders,
-          request.receivedAt,
-          request.provenance,
+          request.body,
         );
         return { disposition: "accepted", receiptId };
       }
@@ -125,7 +105,8 @@ export class ClaimShard extends DurableObject<Env> {
         return { disposition: "duplicate", receiptId: existing.receipt_id };
       }
       // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it.
-      this.sql.exec(
+      execCounted(
+        this.sql,
         `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
            payload_sha256, body, kept_headers, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (source, event_key, payload_sha256) DO NOTHING`,
@@ -141,11 +122,13 @@ export class ClaimShard extends DurableObject<Env> {
       );
       return { disposition: "quarantined", receiptId: existing.receipt_id };
     });
-    if (result.disposition !== "duplicate") await this.armRelay(RELAY_DELAY_MS);
+    if (result.disposition !== "duplicate" && !this.relayArmed) await this.armRelay(this.relayDelayMs());
     return result;
   }
 
   override async alarm(): Promise<void> {
+    count("doRequests");
+    this.relayArmed = true;
     let report: RelayReport;
     try {
       report = await this.relay();
@@ -153,11 +136,13 @@ export class ClaimShard extends DurableObject<Env> {
       // D1 or the queue is unreachable: keep everything and try again later. Acknowledged work stays here.
       const failures = this.bumpFailures();
       logError("relay.failed", error, { failures });
-      await this.ctx.storage.setAlarm(Date.now() + Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9)));
+      await this.armRelay(Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9)));
       return;
     }
-    this.sql.exec("DELETE FROM relay_state");
-    if (report.remaining > 0) await this.ctx.storage.setAlarm(Date.now());
+    execCounted(this.sql, "DELETE FROM relay_state");
+    // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false.
+    if (report.remaining > 0) await this.armRelay(0);
+    else this.relayArmed = false;
   }
 
   /**
@@ -171,57 +156,75 @@ export class ClaimShard extends DurableObject<Env> {
     return this.relaying;
   }
 
-  private relaying: Promise<RelayReport> | null = null;
-
   private async relayBatch(): Promise<RelayReport> {
-    const claims = withinBudget<PendingClaim>(
-      this.sql.exec(
-        `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,
-           event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
-           kept_headers AS keptHeaders, received_at AS receivedAt, provenance
-         FROM claims WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
-        RELAY_BATCH,
-      ),
-    );
+    const claims = this.pendingClaims();
     const quarantines = withinBudget<PendingQuarantine>(
-      this.sql.exec(
-        `SELECT quarantine_id AS quarantineId, source, event_key AS eventKey, original_receipt_id AS originalReceiptId,
-           original_sha256 AS originalSha256, payload_sha256 AS payloadSha256, body, kept_headers AS keptHeaders,
-           received_at AS receivedAt
-         FROM quarantine_outbox WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
-        RELAY_BATCH,
-      ),
+      this.sql,
+      `SELECT quarantine_id AS quarantineId, source, event_key AS eventKey, original_receipt_id AS originalReceiptId,
+         original_sha256 AS originalSha256, payload_sha256 AS payloadSha256, body, kept_headers AS keptHeaders,
+         received_at AS receivedAt
+       FROM quarantine_outbox WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
+      RELAY_BATCH,
     );
 
     const outcome = await relayToD1(this.env, claims, quarantines);
 
-    // Only now, with D1 and the queue holding the work, drop the shard's copy of the body; the key and hash
-    // stay behind as the dedupe tombstone until retention.
+    // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone: the key, hash,
+    // receipt id, time and provenance stay until retention, everything else goes.
     const relayedAt = Date.now();
     this.ctx.storage.transactionSync(() => {
       for (const claim of claims) {
-        this.sql.exec("UPDATE claims SET relayed_at = ?, body = NULL WHERE receipt_id = ?", relayedAt, claim.receiptId);
+        execCounted(
+          this.sql,
+          `UPDATE event_claims SET relay_pending = 0, event_type = NULL, subject = NULL, version = NULL, occurred_at = NULL,
+             kept_headers = NULL, body = NULL
+           WHERE relay_pending = 1 AND source = ? AND event_key = ?`,
+          claim.source,
+          claim.eventKey,
+        );
       }
       for (const quarantine of quarantines) {
-        this.sql.exec(
+        // Kept as a relayed row (no body): a resend of the same mismatching copy is then recognised, not re-quarantined.
+        execCounted(
+          this.sql,
           "UPDATE quarantine_outbox SET relayed_at = ?, body = NULL WHERE quarantine_id = ?",
           relayedAt,
           quarantine.quarantineId,
         );
       }
     });
-    return { ...outcome, remaining: this.unrelayedCount() };
+    const last = claims.at(-1);
+    if (last) this.relayCursor = last.eventKey;
+    return { ...outcome, remaining: this.unrelayedCount(REMAINING_COUNT_CAP) };
   }
 
-  /** Claims and quarantines not yet in D1. */
-  unrelayedCount(): number {
-    const row = this.sql
-      .exec<{ pending: number }>(
-        `SELECT (SELECT COUNT(*) FROM claims WHERE relayed_at IS NULL)
-              + (SELECT COUNT(*) FROM quarantine_outbox WHERE relayed_at IS NULL) AS pending`,
-      )
-      .one();
-    return row.pending;
+  /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
+  private pendingClaims(): PendingClaim[] {
+    const query = (afterKey: string) =>
+      withinBudget<PendingClaim>(
+        this.sql,
+        `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,
+           event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
+           kept_headers AS keptHeaders, received_at AS receivedAt, provenance
+         FROM event_claims WHERE relay_pending = 1 AND event_key > ? ORDER BY relay_pending, source, event_key LIMIT ?`,
+        afterKey,
+        RELAY_BATCH,
+      );
+    const batch = query(this.relayCursor);
+    if (batch.length > 0 || this.relayCursor === "") return batch;
+    this.relayCursor = "";
+    return query("");
+  }
+
+  /** Claims and quarantines not yet in D1 (counted up to `cap`, reading only the backlog's own keys). */
+  unrelayedCount(cap = Number.MAX_SAFE_INTEGER): number {
+    const row = execCounted<{ pending: number }>(
+      this.sql,
+      `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM event_claims WHERE relay_pending = 1 LIMIT ?1))
+            + (SELECT COUNT(*) FROM quarantine_outbox WHERE relayed_at IS NULL) AS pending`,
+      cap,
+    )[0];
+    return row?.pending ?? 0;
   }
 
   /**
@@ -229,14 +232,17 @@ export class ClaimShard extends DurableObject<Env> {
    * Bounded per call so one cron run stays within a Worker's limits.
    */
   pruneKeys(olderThan: number, limit = 1000): number {
+    count("doRequests");
     const cursor = this.sql.exec(
-      `DELETE FROM claims WHERE rowid IN (
-         SELECT rowid FROM claims WHERE relayed_at IS NOT NULL AND received_at < ? LIMIT ?)`,
+      `DELETE FROM event_claims WHERE relay_pending = 0 AND (source, event_key) IN (
+         SELECT source, event_key FROM event_claims WHERE relay_pending = 0 AND received_at < ? LIMIT ?)`,
       olderThan,
       limit,
     );
-    this.sql.exec("DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
-    this.sql.exec("DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
+    cursor.toArray();
+    countCursor(cursor);
+    execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
+    execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return cursor.rowsWritten;
   }
 
@@ -245,14 +251,23 @@ export class ClaimShard extends DurableObject<Env> {
    * reach D1 — the acknowledgement path writes nothing there — so this shard-local tally is their only count.
    */
   duplicateCounts(since: number): DuplicateCount[] {
-    return this.sql
-      .exec<DuplicateCount>("SELECT source, hour, deliveries FROM duplicate_counts WHERE hour >= ? ORDER BY hour", Math.floor(since / HOUR_MS) * HOUR_MS)
-      .toArray();
+    count("doRequests");
+    return execCounted<DuplicateCount>(
+      this.sql,
+      "SELECT source, hour, deliveries FROM duplicate_counts WHERE hour >= ? ORDER BY hour",
+      Math.floor(since / HOUR_MS) * HOUR_MS,
+    );
+  }
+
+  /** This isolate's meter reading, for the bench and the budget test. Not itself counted as a request. */
+  meters(): MeterReading {
+    return meterReading();
   }
 
   /** Inside the claim's transaction: one upserted row per hour, no extra round trip on the duplicate's ack. */
   private countDuplicate(source: string, receivedAt: number): void {
-    this.sql.exec(
+    execCounted(
+      this.sql,
       `INSERT INTO duplicate_counts (source, hour, deliveries) VALUES (?, ?, 1)
        ON CONFLICT (source, hour) DO UPDATE SET deliveries = deliveries + 1`,
       source,
@@ -265,8 +280,9 @@ export class ClaimShard extends DurableObject<Env> {
    * past the dedupe retention. One call per shard per run, so a run's subrequests stay countable.
    */
   async sweep(keyCutoff: number, relayRounds: number, pruneLimit: number): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
+    count("doRequests");
     let relayed = 0;
-    let remaining = this.unrelayedCount();
+    let remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     for (let round = 0; round < relayRounds && remaining > 0; round++) {
       const report = await this.relay();
       relayed += report.receiptsRelayed + report.quarantinesRelayed;
@@ -277,35 +293,42 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** What the shard still knows about one key: the dedupe tombstone, for the reconciler's checks and tests. */
   tombstone(source: string, eventKey: string): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
-    const row = this.sql
-      .exec<{ receipt_id: string; payload_sha256: string; has_body: number; relayed: number }>(
-        `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relayed_at IS NOT NULL AS relayed
-         FROM claims WHERE source = ? AND event_key = ?`,
-        source,
-        eventKey,
-      )
-      .toArray()[0];
+    const row = execCounted<{ receipt_id: string; payload_sha256: string; has_body: number; relay_pending: number }>(
+      this.sql,
+      `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
+       FROM event_claims WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
+      source,
+      eventKey,
+    )[0];
     if (!row) return null;
-    return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relayed === 1 };
+    return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relay_pending === 0 };
   }
 
   private bumpFailures(): number {
-    return this.sql
-      .exec<{ failures: number }>(
-        `INSERT INTO relay_state (singleton, failures) VALUES (1, 1)
-         ON CONFLICT (singleton) DO UPDATE SET failures = failures + 1 RETURNING failures`,
-      )
-      .one().failures;
+    return execCounted<{ failures: number }>(
+      this.sql,
+      `INSERT INTO relay_state (singleton, failures) VALUES (1, 1)
+       ON CONFLICT (singleton) DO UPDATE SET failures = failures + 1 RETURNING failures`,
+    )[0]!.failures;
   }
 
+  private relayDelayMs(): number {
+    const configured = Number(secretValue(this.env, "RELAY_DELAY_MS"));
+    return Number.isFinite(configured) && configured >= 0 ? configured : DEFAULT_RELAY_DELAY_MS;
+  }
+
+  /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */
   private async armRelay(delayMs: number): Promise<void> {
-    const current = await this.ctx.storage.getAlarm();
-    if (current === null) await this.ctx.storage.setAlarm(Date.now() + delayMs);
+    this.relayArmed = true;
+    count("doAlarmWrites");
+    count("doRowsWritten");
+    await this.ctx.storage.setAlarm(Date.now() + delayMs);
   }
 }
 
-/** Rows off a cursor until the byte budget is spent; the cursor is lazy, so bodies past the budget are never read. */
-function withinBudget<Row extends { body: ArrayBuffer | null }>(cursor: Iterable<Record<string, SqlStorageValue>>): Row[] {
+/** Rows off a lazy cursor until the byte budget is spent: bodies past the budget are never read. */
+function withinBudget<Row extends { body: ArrayBuffer | null }>(sql: SqlStorage, query: string, ...bindings: unknown[]): Row[] {
+  const cursor = sql.exec(query, ...bindings);
   const taken: Row[] = [];
   let bytes = 0;
   for (const raw of cursor) {
@@ -315,5 +338,6 @@ function withinBudget<Row extends { body: ArrayBuffer | null }>(cursor: Iterable
     taken.push(row);
     bytes += size;
   }
+  countCursor(cursor);
   return taken;
 }

@@ -1,41 +1,88 @@
+import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import type { WorkMessage } from "../relay/messages";
-import { markDead, processReceipt } from "./process";
-import { QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "./retry-schedule";
+import { receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { enqueueReceipts } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
+import { loadSources } from "../sources/registry";
+import { clampQueueDelay, type QueueVerdict } from "./decide";
+
+/** Receipts processed together: a relay batch's worth (whose bodies the relay already bounded to 4 MB). */
+const RECEIPTS_PER_SLICE = 50;
+import { markDead, processBatch } from "./process";
+import { retryDelaySeconds } from "./retry-schedule";
 
 /**
- * The queue consumer. Each message is handled on its own — acked, or retried with its own delay — so one
- * poison event never holds back the rest of its batch.
+ * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:
+ * one D1 read and one D1 commit for all of it. Each receipt then goes its own way: done, or back on the queue
+ * with its own delay in a new message, so one failing event never holds back the rest of its batch.
  */
-export async function consumeWork(batch: MessageBatch<WorkMessage>, env: Env, _ctx?: ExecutionContext): Promise<void> {
+export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ctx?: ExecutionContext): Promise<void> {
+  count("queueOperations", batch.messages.length); // each delivery of a message is a billed read
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
-  await Promise.all(
-    batch.messages.map(async (message) => {
-      try {
-        const outcome = await processReceipt(env, message.body.receiptId);
-        if (outcome.kind === "retry") message.retry({ delaySeconds: outcome.delaySeconds });
-        else message.ack();
-      } catch (error) {
-        // D1 unreachable or similar: the receipt is still pending or leased in D1; come back later.
-        logError("consume.failed", error, { receipt: message.body.receiptId, queueAttempt: message.attempts });
-        message.retry({ delaySeconds: Math.min(QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds(DEFAULT_RETRY, message.attempts)) });
+  const receiptIds = batch.messages.flatMap((message) => receiptIdsOf(message.body));
+  const verdicts = new Map<string, QueueVerdict>();
+  try {
+    // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
+    for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_SLICE) {
+      for (const [receiptId, verdict] of await processBatch(env, receiptIds.slice(start, start + RECEIPTS_PER_SLICE))) {
+        verdicts.set(receiptId, verdict);
       }
-    }),
-  );
+    }
+  } catch (error) {
+    // D1 unreachable or similar: every receipt is still pending or leased in D1; come back later, on each
+    // message's own source's schedule.
+    logError("consume.failed", error, { receipts: receiptIds.length });
+    for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    return;
+  }
+  const sourceOf = new Map(batch.messages.flatMap((message) => receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const)));
+  const later = new Map<number, { source: string; receiptId: string }[]>();
+  for (const [receiptId, verdict] of verdicts) {
+    if (verdict.kind !== "retry") continue;
+    const list = later.get(verdict.delaySeconds) ?? [];
+    list.push({ source: sourceOf.get(receiptId) ?? "", receiptId });
+    later.set(verdict.delaySeconds, list);
+  }
+  try {
+    // Retries go out before the originals are acknowledged: a crash in between repeats work, never loses it.
+    for (const [delaySeconds, receipts] of later) await enqueueReceipts(env, receipts, delaySeconds);
+  } catch (error) {
+    logError("consume.requeue_failed", error, { receipts: receiptIds.length });
+    for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    return;
+  }
+  for (const message of batch.messages) {
+    message.ack();
+    count("queueOperations");
+  }
+}
+
+function sourceName(message: QueuedWork): string {
+  return "source" in message ? message.source : "";
+}
+
+function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): number {
+  let policy = DEFAULT_RETRY;
+  try {
+    policy = loadSources(env).get(sourceName(message))?.retry ?? DEFAULT_RETRY;
+  } catch {
+    // An unreadable configuration is itself the outage: the default schedule applies.
+  }
+  return clampQueueDelay(retryDelaySeconds(policy, deliveries));
 }
 
 /**
- * The queue's dead-letter safety net: a message the queue itself gave up on. D1 keeps the receipt, marked dead
- * with its last error, so it stays visible and replayable.
+ * The queue's dead-letter safety net: a message the queue itself gave up on. D1 keeps the receipts, marked dead
+ * with their last error, so they stay visible and replayable.
  */
-async function consumeDeadLetters(batch: MessageBatch<WorkMessage>, env: Env): Promise<void> {
+async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Promise<void> {
   for (const message of batch.messages) {
     try {
-      await markDead(env, message.body.receiptId, `work queue gave up after ${message.attempts} deliveries`);
+      await markDead(env, receiptIdsOf(message.body), `work queue gave up after ${message.attempts} deliveries`);
       message.ack();
+      count("queueOperations");
     } catch (error) {
-      logError("dead_letter.failed", error, { receipt: message.body.receiptId });
+      logError("dead_letter.failed", error, { receipts: receiptIdsOf(message.body).length });
       message.retry();
     }
   }

@@ -2,8 +2,11 @@ import { sql } from "drizzle-orm";
 import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
- * The audit trail. Every accepted delivery becomes one receipt; every attempt to process it one attempt row.
- * Times are epoch milliseconds (INTEGER) so that SQL comparisons need no date parsing.
+ * The audit trail. Every accepted delivery becomes one receipt. Times are epoch milliseconds (INTEGER) so that
+ * SQL comparisons need no date parsing. The table is WITHOUT ROWID (migrations/0002_lean_receipts.sql) and
+ * carries only indexes the happy path never touches beyond the (source, event_key) arbiter: every index a write
+ * touches is a billed row. A first-try success lives entirely in this row (attempt_* columns); rows in
+ * `attempts` are written only for attempts that failed or ended unusually.
  */
 export const receipts = sqliteTable(
   "receipts",
@@ -25,24 +28,42 @@ export const receipts = sqliteTable(
     })
       .notNull()
       .default("pending"),
+    /** Attempts in the current run (since relay or the last replay): the retry budget. */
     attempts: integer("attempts").notNull().default(0),
+    /**
+     * Only ever increases, never reset by a replay: every attempt takes the next generation, a leased one when it
+     * takes the lease. It fences every state change after a lease, and numbers rows in `attempts`.
+     */
+    leaseGeneration: integer("lease_generation").notNull().default(0),
+    /** Set only while a retry is scheduled (partial index receipts_retrying): the happy path never writes it. */
     nextAttemptAt: integer("next_attempt_at"),
     leaseUntil: integer("lease_until"),
+    /** The last failure, or why a receipt was skipped. */
     lastError: text("last_error"),
     processedAt: integer("processed_at"),
+    /**
+     * When this event's outcome (its effect, or the verdict that it is stale) was committed. Set once and never
+     * reset: the guard that makes a second run of the same event apply nothing, replays included.
+     */
+    committedAt: integer("committed_at"),
     staleAgainstVersion: integer("stale_against_version"),
+    /** Where the event came from; a replay never changes it. */
     provenance: text("provenance", { enum: ["live", "reconciled", "replayed"] })
       .notNull()
       .default("live"),
-    enqueuedAt: integer("enqueued_at"),
+    replayCount: integer("replay_count").notNull().default(0),
+    replayedAt: integer("replayed_at"),
+    /** The latest attempt, kept in the row so that a first-try success writes no attempt row. */
+    attemptStartedAt: integer("attempt_started_at"),
+    attemptDurationMs: integer("attempt_duration_ms"),
+    attemptHttpStatus: integer("attempt_http_status"),
     /** When an operator dismissed this dead letter (status `dismissed`, migrations/0004); null once restored. */
     dismissedAt: integer("dismissed_at"),
   },
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
-    index("receipts_status_next_attempt").on(table.status, table.nextAttemptAt),
-    index("receipts_source_received").on(table.source, table.receivedAt),
-    index("receipts_subject").on(table.source, table.subjectId),
+    index("receipts_dead").on(table.source, table.receiptId).where(sql`status = 'dead'`),
+    index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
   ],
 );
 
@@ -81,17 +102,10 @@ export const quarantine = sqliteTable(
   (table) => [index("quarantine_source_key").on(table.source, table.eventKey)],
 );
 
-/** The processed-key guard: a handler's batch inserts here first, so a second run of one event rolls back. */
-export const processedEvents = sqliteTable(
-  "processed_events",
-  {
-    source: text("source").notNull(),
-    eventKey: text("event_key").notNull(),
-    receiptId: text("receipt_id").notNull(),
-    processedAt: integer("processed_at").notNull(),
-  },
-  (table) => [primaryKey({ columns: [table.source, table.eventKey] })],
-);
+/** Never holds a row: a guard statement inserts NULL here to abort its D1 batch (see src/consumers/commit.ts). */
+export const batchAborts = sqliteTable("batch_aborts", {
+  reason: text("reason").notNull(),
+});
 
 /** Last applied version per object, for handlers that order by a provider-supplied version. */
 export const objectVersions = sqliteTable(

@@ -7,7 +7,7 @@ import { adapterFor } from "../providers/registry";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import { SourceConfigError, usableSecrets } from "../sources/config";
 import { lookupSource } from "../sources/registry";
-import { claimEvent, pickHeaders } from "./claim";
+import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
 import { keepSecret, storedSecrets } from "./handshake-secrets";
 import { readBodyWithCap } from "./read-body";

@@ -16,3 +16,14 @@ export function ulid(now: number = Date.now()): string {
   for (let i = 0; i < 16; i++) tail += ALPHABET[random[i]! % 32];
   return time + tail;
 }
+
+/** The smallest ULID minted at or after `time` (epoch ms): a bound for id-range scans by time. */
+export function ulidFloor(time: number): string {
+  let prefix = "";
+  let remaining = Math.max(0, Math.floor(time));
+  for (let i = 0; i < 10; i++) {
+    prefix = ALPHABET[remaining % 32]! + prefix;
+    remaining = Math.floor(remaining / 32);
+  }
+  return prefix + "0".repeat(16);
+}

@@ -1,7 +1,13 @@
 import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
 import { logError } from "../lib/log";
-import { enqueueReceipts } from "../relay/relay";
+import { and, eq, gt, inArray, isNotNull, isNull, lt, lte, or, asc } from "drizzle-orm";
+import { database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { attempts, receipts } from "../db/schema";
+import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
+import { ulidFloor } from "../lib/ulid";
+import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
 
@@ -80,53 +86,118 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
   return counts;
 }
 
+const OVERDUE_SCAN_CURSOR = "overdue-scan";
+/** Receipts read per page of the overdue scan, and pages per run: each receipt is read by it about once. */
+const SCAN_PAGE = 500;
+const SCAN_PAGES_PER_RUN = 40;
+
 /**
- * Pending receipts whose message is overdue: never enqueued since the relay wrote them, or due for a retry long
- * ago. Marking enqueued_at first (the claim) means the next run waits another grace period before trying again.
+ * Receipts nobody will come back to on their own, found without an index the happy path would pay for:
+ *   - retries overdue by the grace period (the partial index receipts_retrying holds only receipts that failed);
+ *   - receipts never attempted, or leased by a consumer that died, whose queue message was lost: a scan along the
+ *     id (time) order from a checkpoint, reading each receipt once, once it is older than the grace period.
+ * Each one found is claimed by setting next_attempt_at to now (so the next run waits another grace period) and
+ * re-enqueued; a re-enqueue that races a live consumer is harmless (commit guard, lease).
  */
 export async function reenqueueOverdue(env: Env, now: number): Promise<number> {
   const cutoff = now - OVERDUE_GRACE_MS;
-  const claimed = await env.DB.prepare(
-    `UPDATE receipts SET enqueued_at = ?1
-     WHERE id IN (
-       SELECT id FROM receipts
-       WHERE status = 'pending' AND COALESCE(next_attempt_at, 0) <= ?2
-         AND COALESCE(enqueued_at, relayed_at, received_at) <= ?2
-       ORDER BY received_at LIMIT ?3)
-       AND status = 'pending' AND COALESCE(enqueued_at, relayed_at, received_at) <= ?2
-     RETURNING id AS receiptId`,
-  )
-    .bind(now, cutoff, REDRIVE_BATCH)
-    .all<{ receiptId: string }>();
-  const receiptIds = claimed.results.map((row) => row.receiptId);
-  await enqueueReceipts(env, receiptIds);
-  return receiptIds.length;
+  const db = database(env);
+  const overdueRetries = await db
+    .select({ receiptId: receipts.receiptId, source: receipts.source })
+    .from(receipts)
+    .where(
+      and(
+        isNotNull(receipts.nextAttemptAt),
+        lte(receipts.nextAttemptAt, cutoff),
+        // A leased retry whose consumer died is returnExpiredLeases' to take back (it records the lost attempt).
+        eq(receipts.status, "pending"),
+      ),
+    )
+    .orderBy(asc(receipts.nextAttemptAt))
+    .limit(REDRIVE_BATCH);
+
+  const found = [...overdueRetries];
+  const scanFrom = (await readCheckpoint<{ after: string }>(env, "*", OVERDUE_SCAN_CURSOR))?.after ?? "";
+  const scanUntil = ulidFloor(cutoff);
+  let after = scanFrom;
+  for (let page = 0; page < SCAN_PAGES_PER_RUN; page++) {
+    const rows = await db
+      .select({
+        receiptId: receipts.receiptId,
+        source: receipts.source,
+        status: receipts.status,
+        nextAttemptAt: receipts.nextAttemptAt,
+        leaseUntil: receipts.leaseUntil,
+      })
+      .from(receipts)
+      .where(and(gt(receipts.receiptId, after), lt(receipts.receiptId, scanUntil)))
+      .orderBy(asc(receipts.receiptId))
+      .limit(SCAN_PAGE);
+    for (const row of rows) {
+      const neverAttempted = row.status === "pending" && row.nextAttemptAt === null;
+      // A first attempt's lease: a leased retry (next_attempt_at set) is returnExpiredLeases' to take back.
+      const abandonedLease = row.status === "processing" && row.nextAttemptAt === null && (row.leaseUntil ?? 0) < now;
+      if (neverAttempted || abandonedLease) found.push(row);
+    }
+    if (rows.length === 0) break;
+    after = rows.at(-1)!.receiptId;
+    if (rows.length < SCAN_PAGE) break;
+  }
+  if (after !== scanFrom) await writeCheckpoint(env, "*", OVERDUE_SCAN_CURSOR, { after }, now);
+  if (found.length === 0) return 0;
+
+  const claimed = await db
+    .update(receipts)
+    .set({ status: "pending", leaseUntil: null, nextAttemptAt: now })
+    .where(
+      and(
+        inJsonList(receipts.receiptId, found.map((row) => row.receiptId)),
+        or(
+          and(eq(receipts.status, "pending"), or(isNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, cutoff))),
+          and(eq(receipts.status, "processing"), lt(receipts.leaseUntil, now)),
+        ),
+      ),
+    )
+    .returning({ receiptId: receipts.receiptId, source: receipts.source });
+  await enqueueReceipts(env, claimed);
+  return claimed.length;
 }
 
 /**
- * Receipts whose consumer died mid-attempt: back to pending, the dangling attempt closed as "unknown" (it may or
- * may not have reached its destination), and a fresh message enqueued.
+ * Leased retries whose consumer died mid-attempt (only leased attempts — forwards and external calls — hold
+ * `processing`, and a retry sits in the receipts_retrying index): back to pending, the abandoned attempt recorded
+ * as "unknown" (it may or may not have reached its destination), and a fresh message enqueued. A first attempt
+ * abandoned the same way is found by the overdue scan.
  */
 export async function returnExpiredLeases(env: Env, now: number): Promise<number> {
-  const returned = await env.DB.prepare(
-    `UPDATE receipts SET status = 'pending', lease_until = NULL, next_attempt_at = NULL, enqueued_at = ?1
-     WHERE id IN (
-       SELECT id FROM receipts WHERE status = 'processing' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2)
-       AND status = 'processing' AND lease_until < ?1
-     RETURNING id AS receiptId`,
-  )
-    .bind(now, REDRIVE_BATCH)
-    .all<{ receiptId: string }>();
-  const receiptIds = returned.results.map((row) => row.receiptId);
-  if (receiptIds.length === 0) return 0;
-  await env.DB.batch(
-    receiptIds.map((receiptId) =>
-      env.DB.prepare(
-        `UPDATE attempts SET finished_at = ?, outcome = 'unknown', error = 'lease expired before the attempt finished'
-         WHERE receipt_id = ? AND finished_at IS NULL`,
-      ).bind(now, receiptId),
-    ),
-  );
-  await enqueueReceipts(env, receiptIds);
-  return receiptIds.length;
+  const db = database(env);
+  const expired = and(isNotNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, now), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now));
+  const abandoned = await db
+    .select({ receiptId: receipts.receiptId, leaseGeneration: receipts.leaseGeneration, leaseUntil: receipts.leaseUntil })
+    .from(receipts)
+    .where(expired)
+    .limit(REDRIVE_BATCH);
+  if (abandoned.length === 0) return 0;
+  await db.batch([
+    db
+      .insert(attempts)
+      .values(
+        abandoned.map((row) => ({
+          receiptId: row.receiptId,
+          attemptNumber: row.leaseGeneration,
+          startedAt: (row.leaseUntil ?? now) - LEASE_MS,
+          finishedAt: now,
+          outcome: "unknown" as const,
+          error: "lease expired before the attempt finished",
+        })),
+      )
+      .onConflictDoNothing(),
+  ]);
+  const returned = await db
+    .update(receipts)
+    .set({ status: "pending", leaseUntil: null, nextAttemptAt: now })
+    .where(and(inJsonList(receipts.receiptId, abandoned.map((row) => row.receiptId)), expired))
+    .returning({ receiptId: receipts.receiptId, source: receipts.source });
+  await enqueueReceipts(env, returned);
+  return returned.length;
 }

@@ -1,3 +1,4 @@
+import { ulidFloor } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
 
 /**
@@ -5,14 +6,15 @@ import type { SourceConfig } from "../sources/config";
  *   after payload retention  the body (and kept headers) of a finished receipt is dropped; the row stays as the
  *                            keyed tombstone (source, event key, payload hash), so a late resend still answers
  *                            "duplicate";
- *   after dedupe retention   the tombstone itself goes — receipt, its attempts and its processed-key together.
+ *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
+ *                            guard) and its attempts together.
  * The claim shards forget their copy of a key on the same cutoff when the cron visits them (redrive.ts).
  * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age. Each
- * statement joins the source list (json_each) against the (source, received_at) index, so one statement covers
+ * statement joins the source list (json_each) against the receipts' id range, so one statement covers
  * all sources with their own cutoffs, and a run's query count does not grow with the number of sources.
  */
 
-const TERMINAL = "('processed', 'stale', 'skipped', 'dead')";
+const TERMINAL = "('processed', 'stale', 'skipped', 'dead', 'dismissed')";
 /** Rows per statement; the rest wait for the next run. */
 export const RETENTION_BATCH = 500;
 
@@ -29,10 +31,14 @@ const RUN_HISTORY_MS = 35 * 86_400_000;
 
 /** `[{source, cutoff}]` as JSON, joined in SQL as `json_each(?) AS c` with c.value ->> 'source' / 'cutoff'. */
 function cutoffs(sources: readonly SourceConfig[], cutoffOf: (source: SourceConfig) => number): string {
-  return JSON.stringify(sources.map((source) => ({ source: source.name, cutoff: cutoffOf(source) })));
+  return JSON.stringify(sources.map((source) => ({ source: source.name, cutoff: cutoffOf(source), idFloor: ulidFloor(cutoffOf(source)) })));
 }
 
-const CUTOFFS = `(SELECT value ->> 'source' AS source, value ->> 'cutoff' AS cutoff FROM json_each(?1))`;
+/**
+ * Receipt ids are ULIDs minted at received_at, so "received before the cutoff" is the id range below the
+ * cutoff's floor: the primary key serves it, oldest rows first, and receipts need no time index of their own.
+ */
+const CUTOFFS = `(SELECT value ->> 'source' AS source, value ->> 'cutoff' AS cutoff, value ->> 'idFloor' AS idFloor FROM json_each(?1))`;
 
 export async function applyRetention(env: Env, sources: readonly SourceConfig[], now: number): Promise<RetentionCounts> {
   const runs = await env.DB.prepare("DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ? LIMIT ?)")
@@ -47,7 +53,7 @@ export async function applyRetention(env: Env, sources: readonly SourceConfig[],
     env.DB.prepare(
       `UPDATE receipts SET body = NULL, kept_headers = NULL
        WHERE id IN (
-         SELECT r.id FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.source = c.source AND r.received_at < c.cutoff
+         SELECT r.id FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
          WHERE r.body IS NOT NULL AND r.status IN ${TERMINAL} LIMIT ?2)`,
     ).bind(bodyCutoffs, RETENTION_BATCH),
     env.DB.prepare(
@@ -67,13 +73,13 @@ export async function applyRetention(env: Env, sources: readonly SourceConfig[],
 }
 
 /**
- * The receipt, its attempts and its processed-key leave in one batch (one transaction), each statement
- * re-checking age and status: a processed-key never outlives or predeceases the receipt that owns it, so the
+ * The receipt and its attempts leave in one batch (one transaction), each statement re-checking age and status:
+ * the one-effect guard (committed_at) lives in the receipt row itself, so the
  * "one effect" guard lasts exactly as long as the key, and a receipt replayed since the SELECT stays whole.
  */
 async function expireKeys(env: Env, keyCutoffs: string): Promise<number> {
   const expiring = await env.DB.prepare(
-    `SELECT r.id AS receiptId FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.source = c.source AND r.received_at < c.cutoff
+    `SELECT r.id AS receiptId FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
      WHERE r.status IN ${TERMINAL} LIMIT ?2`,
   )
     .bind(keyCutoffs, RETENTION_BATCH)
@@ -82,11 +88,9 @@ async function expireKeys(env: Env, keyCutoffs: string): Promise<number> {
   // json_each keeps the bound-parameter count fixed however large the batch is.
   const idList = JSON.stringify(expiring.results.map((row) => row.receiptId));
   const deletable = (columns: string) => `SELECT ${columns} FROM ${CUTOFFS} AS c
-    JOIN receipts AS r ON r.source = c.source AND r.received_at < c.cutoff
+    JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
     WHERE r.id IN (SELECT value FROM json_each(?2)) AND r.status IN ${TERMINAL}`;
   const results = await env.DB.batch([
-    // By (source, event_key), the guard's primary key: processed_events has no index on receipt_id.
-    env.DB.prepare(`DELETE FROM processed_events WHERE (source, event_key) IN (${deletable("r.source, r.event_key")})`).bind(keyCutoffs, idList),
     env.DB.prepare(`DELETE FROM attempts WHERE receipt_id IN (${deletable("r.id")})`).bind(keyCutoffs, idList),
     env.DB.prepare(`DELETE FROM receipts WHERE id IN (${deletable("r.id")})`).bind(keyCutoffs, idList),
     env.DB.prepare(
@@ -94,5 +98,5 @@ async function expireKeys(env: Env, keyCutoffs: string): Promise<number> {
          SELECT q.id FROM ${CUTOFFS} AS c JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff LIMIT ?2)`,
     ).bind(keyCutoffs, RETENTION_BATCH),
   ]);
-  return results[2]?.meta.changes ?? 0;
+  return results[1]?.meta.changes ?? 0;
 }

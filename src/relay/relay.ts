@@ -1,14 +1,16 @@
-import { and, inArray, isNull } from "drizzle-orm";
-import { isSameEvent } from "../claims/same-event";
-import type { PendingClaim, PendingQuarantine, RelayReport } from "../claims/types";
+import { and, eq, sql } from "drizzle-orm";
+import { inJsonList } from "../db/id-list";
 import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
-import type { WorkMessage } from "./messages";
+import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
+import { isSameEvent } from "../model/same-event";
+import { enqueueReceipts } from "./enqueue";
 
 /**
- * Moves a shard's accepted claims into D1 and onto the work queue. Every step is safe to repeat: the insert is
- * ON CONFLICT DO NOTHING on (source, event_key), and a receipt is enqueued until D1 records that it was. A crash
- * anywhere here leaves the shard's copy in place, and the next alarm does the same work again.
+ * Moves a shard's accepted claims into D1 and onto the work queue: one D1 batch and one queue message per relay
+ * batch. Every step is safe to repeat: the insert is keyed on (source, event_key), and a claim whose receipt is
+ * already in D1 under its own id comes back from the insert's RETURNING and is enqueued again (processing is
+ * idempotent). A crash anywhere here leaves the shard's copy in place, and the next alarm does the same work again.
  */
 export async function relayToD1(
   env: Env,
@@ -20,7 +22,7 @@ export async function relayToD1(
   }
   const db = database(env);
   const now = Date.now();
-  const inserts = [
+  const statements = [
     ...claims.map((claim) =>
       db
         .insert(receipts)
@@ -40,7 +42,15 @@ export async function relayToD1(
           provenance: claim.provenance,
           status: "pending",
         })
-        .onConflictDoNothing(),
+        // A second relay of the same claim (its shard crashed before recording the first) returns the row, so it
+        // is enqueued again; a claim that lost the key to another receipt returns nothing. Only the repeat pays a
+        // written row.
+        .onConflictDoUpdate({
+          target: [receipts.source, receipts.eventKey],
+          set: { relayedAt: sql`${receipts.relayedAt}` },
+          setWhere: sql`${receipts.receiptId} = excluded.id`,
+        })
+        .returning({ storedReceiptId: receipts.receiptId }),
     ),
     ...quarantines.map((record) =>
       db
@@ -57,34 +67,19 @@ export async function relayToD1(
           keptHeaders: record.keptHeaders,
           receivedAt: record.receivedAt,
         })
-        .onConflictDoNothing(),
+        .onConflictDoNothing()
+        .returning({ storedQuarantineId: quarantine.quarantineId }),
     ),
   ];
-  await db.batch(inserts as [(typeof inserts)[number], ...(typeof inserts)[number][]]);
+  const results = await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
+  const stored = new Set(results.flat().flatMap((row) => ("storedReceiptId" in row ? [row.storedReceiptId] : [])));
 
-  let duplicatesCaughtByD1 = 0;
-  if (claims.length > 0) {
-    const receiptIds = claims.map((claim) => claim.receiptId);
-    const stored = await db
-      .select({ receiptId: receipts.receiptId, enqueuedAt: receipts.enqueuedAt })
-      .from(receipts)
-      .where(inArray(receipts.receiptId, receiptIds));
-    const storedIds = new Set(stored.map((row) => row.receiptId));
-    // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout, or a key
-    // the shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
-    const lost = claims.filter((claim) => !storedIds.has(claim.receiptId));
-    duplicatesCaughtByD1 = lost.length;
-    if (lost.length > 0) await quarantineMismatches(db, lost);
-    const toEnqueue = stored.filter((row) => row.enqueuedAt === null).map((row) => row.receiptId);
-    if (toEnqueue.length > 0) {
-      await enqueueReceipts(env, toEnqueue);
-      await db
-        .update(receipts)
-        .set({ enqueuedAt: Date.now() })
-        .where(and(inArray(receipts.receiptId, toEnqueue), isNull(receipts.enqueuedAt)));
-    }
-  }
-  return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1 };
+  // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout, or a key the
+  // shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
+  const lost = claims.filter((claim) => !stored.has(claim.receiptId));
+  if (lost.length > 0) await quarantineMismatches(db, lost);
+  await enqueueReceipts(env, claims.filter((claim) => stored.has(claim.receiptId)));
+  return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1: lost.length };
 }
 
 /**
@@ -92,16 +87,23 @@ export async function relayToD1(
  * recorded in quarantine. The lost claim's own receipt id names the row, so a repeated relay inserts nothing new.
  */
 async function quarantineMismatches(db: Database, lost: readonly PendingClaim[]): Promise<void> {
-  const winners = await db
-    .select({
-      receiptId: receipts.receiptId,
-      source: receipts.source,
-      eventKey: receipts.eventKey,
-      payloadSha256: receipts.payloadSha256,
-      provenance: receipts.provenance,
-    })
-    .from(receipts)
-    .where(inArray(receipts.eventKey, [...new Set(lost.map((claim) => claim.eventKey))]));
+  const winners = (
+    await Promise.all(
+      [...new Set(lost.map((claim) => claim.source))].map((source) =>
+        db
+          .select({
+            receiptId: receipts.receiptId,
+            source: receipts.source,
+            eventKey: receipts.eventKey,
+            payloadSha256: receipts.payloadSha256,
+            provenance: receipts.provenance,
+          })
+          .from(receipts)
+          // By (source, event_key): the arbiter's own index, never a scan.
+          .where(and(eq(receipts.source, source), inJsonList(receipts.eventKey, lost.filter((claim) => claim.source === source).map((claim) => claim.eventKey)))),
+      ),
+    )
+  ).flat();
   const winnerOf = new Map(winners.map((row) => [`${row.source}\u0000${row.eventKey}`, row]));
   const mismatches = lost.flatMap((claim) => {
     const winner = winnerOf.get(`${claim.source}\u0000${claim.eventKey}`);
@@ -125,16 +127,4 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
     ];
   });
   if (mismatches.length > 0) await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
-}
-
-const QUEUE_SEND_BATCH = 100;
-
-/** The one way work reaches the queue: relay, replay and re-drive all call this. */
-export async function enqueueReceipts(env: Pick<Env, "WORK_QUEUE">, receiptIds: readonly string[], delaySeconds = 0): Promise<void> {
-  for (let start = 0; start < receiptIds.length; start += QUEUE_SEND_BATCH) {
-    const messages = receiptIds
-      .slice(start, start + QUEUE_SEND_BATCH)
-      .map((receiptId) => ({ body: { receiptId } satisfies WorkMessage, contentType: "json" as const }));
-    await env.WORK_QUEUE.sendBatch(messages, delaySeconds > 0 ? { delaySeconds } : undefined);
-  }
 }

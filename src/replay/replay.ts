@@ -1,11 +1,13 @@
-import { enqueueReceipts } from "../relay/relay";
+import { enqueueReceipts } from "../relay/enqueue";
 
 /**
- * Replay: put finished receipts back through the normal path — reset to pending with provenance `replayed`,
- * then onto the work queue like any relayed receipt. Safe by construction: processing is idempotent, so a
- * replay of an event whose effect already committed applies nothing (its processed key blocks the batch) and
- * the receipt returns to the status it had. Dead receipts get a fresh retry budget.
+ * Replay: put finished receipts back through the normal path — reset to pending (replay_count and replayed_at
+ * say so; provenance, where the event came from, never changes), then onto the work queue like any relayed
+ * receipt. Safe by construction: processing is idempotent, so a replay of an event whose outcome already
+ * committed applies nothing (its committed_at guard holds) and the receipt returns to the status it had. Dead
+ * receipts get a fresh retry budget; the lease generation carries on, so no earlier consumer can match it.
  *
+ * A replayed receipt is due at once (next_attempt_at = the replay's time, which also puts it in the retry index).
  * If the enqueue fails after the reset, the receipts are pending in D1 with no message: the cron re-drive
  * finds them, so nothing is lost either way.
  */
@@ -30,12 +32,12 @@ export async function replayReceipt(env: Env, receiptId: string, now = Date.now(
   if (!(REPLAYABLE as readonly string[]).includes(current.status)) return { kind: "in_flight", receiptId, status: current.status };
   if (current.bodyMissing) return { kind: "payload_expired", receiptId };
 
-  const reset = await env.DB.prepare(`${RESET_SQL} WHERE id = ? AND status = ? AND body IS NOT NULL RETURNING id`)
+  const reset = await env.DB.prepare(`${RESET_SQL} WHERE id = ? AND status = ? AND body IS NOT NULL RETURNING id, source`)
     .bind(now, receiptId, current.status)
-    .first<{ id: string }>();
+    .first<{ id: string; source: string }>();
   // Changed between the read and the reset (another replay, a consumer): report what it is now.
   if (!reset) return replayStateNow(env, receiptId);
-  await enqueueReceipts(env, [receiptId]);
+  await enqueueReceipts(env, [{ source: reset.source, receiptId }]);
   return { kind: "replayed", receiptId, previousStatus: current.status };
 }
 
@@ -87,12 +89,12 @@ export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {
   match("received_at < ?", filter.receivedBefore);
   const where = conditions.join(" AND ");
   const { results } = await env.DB.prepare(
-    `${RESET_SQL} WHERE id IN (SELECT id FROM receipts WHERE ${where} ORDER BY id LIMIT ?) RETURNING id`,
+    `${RESET_SQL} WHERE id IN (SELECT id FROM receipts WHERE ${where} ORDER BY id LIMIT ?) RETURNING id, source`,
   )
     .bind(now, ...values, limit)
-    .all<{ id: string }>();
+    .all<{ id: string; source: string }>();
   const receiptIds = results.map((row) => row.id).sort();
-  await enqueueReceipts(env, receiptIds);
+  await enqueueReceipts(env, results.map((row) => ({ source: row.source, receiptId: row.id })));
   const remaining = await env.DB.prepare(`SELECT 1 AS found FROM receipts WHERE ${where} LIMIT 1`)
     .bind(...values)
     .first<{ found: number }>();
@@ -100,12 +102,12 @@ export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {
 }
 
 /**
- * Back to the start of the pipeline. `attempts` restarts (the run's retry budget and lease token), while the
- * attempts table keeps every earlier attempt; last_error and stale_against_version stay as history until the
- * next attempt decides otherwise.
+ * Back to the start of the pipeline. `attempts` restarts (the run's retry budget), while lease_generation and the
+ * attempts table carry on; last_error and stale_against_version stay as history until the next attempt decides
+ * otherwise.
  */
-const RESET_SQL = `UPDATE receipts SET status = 'pending', provenance = 'replayed', attempts = 0, next_attempt_at = NULL,
-  lease_until = NULL, enqueued_at = ?`;
+const RESET_SQL = `UPDATE receipts SET status = 'pending', replay_count = replay_count + 1, replayed_at = ?1, attempts = 0,
+  next_attempt_at = ?1, lease_until = NULL`;
 
 function checkFilter(filter: DeadReceiptFilter): number {
   const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;

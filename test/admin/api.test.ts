@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { SourceStats } from "../../src/admin/stats";
 import { app } from "../../src/app";
-import { claimEvent } from "../../src/ingest/claim";
+import { claimEvent } from "../../src/claims/claim-event";
 import { loadSources } from "../../src/sources/registry";
 import { ulid } from "../../src/lib/ulid";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";

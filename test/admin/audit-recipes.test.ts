@@ -39,13 +39,17 @@ beforeAll(async () => {
     eventType: "invoice.paid",
     receivedAt: t,
     relayedAt: t + 20,
-    enqueuedAt: t + 25,
     status: "processed",
     attempts: 2,
+    leaseGeneration: 2,
     processedAt: t + 31_100,
+    committedAt: t + 31_100,
+    // The successful attempt lives in the receipt row; only the failed one has an attempts row.
+    attemptStartedAt: t + 31_000,
+    attemptDurationMs: 100,
+    attemptHttpStatus: 200,
   });
   await seedAttempt({ receiptId, attemptNumber: 1, startedAt: t + 1000, finishedAt: t + 1200, outcome: "retry", httpStatus: 503, error: "destination answered 503", durationMs: 200 });
-  await seedAttempt({ receiptId, attemptNumber: 2, startedAt: t + 31_000, finishedAt: t + 31_100, outcome: "processed", httpStatus: 200, durationMs: 100 });
   await database(env).insert(quarantine).values({
     quarantineId: "01KQUARANTINE0000000000001",
     source: "billing",
@@ -67,7 +71,7 @@ beforeAll(async () => {
   await seedReceipt({ source: "billing", eventKey: "evt_3001", receivedAt: at("2026-11-04T08:00:00Z"), status: "pending" });
   await seedReceipt({ source: "billing", eventKey: "evt_3002", receivedAt: at("2026-11-04T09:00:00Z"), status: "processing", attempts: 1 });
   await seedReceipt({ source: "billing", eventKey: "evt_4001", receivedAt: at("2026-11-05T06:00:00Z"), occurredAt: at("2026-11-04T23:00:00Z"), status: "processed", provenance: "reconciled", eventType: "invoice.created" });
-  await seedReceipt({ source: "billing", eventKey: "evt_5001", receivedAt: at("2026-11-05T14:20:00Z"), status: "processed", provenance: "replayed" });
+  await seedReceipt({ source: "billing", eventKey: "evt_5001", receivedAt: at("2026-11-05T14:20:00Z"), status: "processed", replayCount: 1, replayedAt: at("2026-11-06T09:00:00Z") });
 });
 
 describe("docs/audit.md recipes", () => {
@@ -81,7 +85,6 @@ describe("docs/audit.md recipes", () => {
     expect(rows.map((row) => [row.at, row.step])).toEqual([
       ["2026-11-01 10:00:00", "received"],
       ["2026-11-01 10:00:00", "recorded in D1"],
-      ["2026-11-01 10:00:00", "enqueued"],
       ["2026-11-01 10:00:01", "attempt 1"],
       ["2026-11-01 10:00:31", "attempt 2"],
       ["2026-11-01 10:00:31", "finished"],
@@ -89,10 +92,10 @@ describe("docs/audit.md recipes", () => {
       [null, "now"],
     ]);
     expect(rows[0]!.detail).toMatch(/^live as receipt [0-9A-Z]{26}$/);
-    expect(rows[3]!.detail).toBe("retry HTTP 503 in 200 ms: destination answered 503");
-    expect(rows[4]!.detail).toBe("processed HTTP 200 in 100 ms");
-    expect(rows[6]!.detail).toBe(`payload-mismatch, payload sha256 ${"ab".repeat(32)}`);
-    expect(rows[7]!.detail).toBe("processed after 2 attempt(s)");
+    expect(rows[2]!.detail).toBe("retry HTTP 503 in 200 ms: destination answered 503");
+    expect(rows[3]!.detail).toBe("processed HTTP 200 in 100 ms");
+    expect(rows[5]!.detail).toBe(`payload-mismatch, payload sha256 ${"ab".repeat(32)}`);
+    expect(rows[6]!.detail).toBe("processed after 2 attempt(s)");
   });
 
   it("everything dead since a time", async () => {

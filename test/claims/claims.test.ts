@@ -2,10 +2,10 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { shardFor, shardIndex } from "../../src/claims/routing";
-import { claimEvent } from "../../src/ingest/claim";
+import { claimEvent } from "../../src/claims/claim-event";
 import { loadSources } from "../../src/sources/registry";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
-import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, snapshot } from "../support/storage";
+import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, expectUnchanged, snapshot } from "../support/storage";
 
 type Answer = { status: string; receipt: string };
 
@@ -51,7 +51,7 @@ describe("one claim per event key", () => {
     await waitForStatus("demo", "msg_retry");
     await settle();
     // The shard has dropped the body and kept only the key and hash; that tombstone still answers a late retry.
-    expect(await shardClaim("demo", "msg_retry")).toMatchObject({ receiptId: accepted.receipt, hasBody: false, relayedAt: expect.any(Number) });
+    expect(await shardClaim("demo", "msg_retry")).toMatchObject({ receiptId: accepted.receipt, hasBody: false, relayed: true });
     const late = await deliverDemo("msg_retry", payload);
     expect(await late.json()).toEqual({ status: "duplicate", receipt: accepted.receipt });
     await settle();
@@ -130,7 +130,7 @@ describe("changing the shard count", () => {
     expect(second.receipt).not.toBe(first.receipt);
     const claimed = await eventually(async () => {
       const row = await shardClaim("demo", eventKey, resharded);
-      return row?.relayedAt ? row : undefined;
+      return row?.relayed ? row : undefined;
     });
     expect(claimed.receiptId).toBe(second.receipt);
 
@@ -182,7 +182,7 @@ describe("changing the shard count", () => {
     expect(reclaimed.disposition).toBe("accepted");
     await eventually(async () => {
       const row = await shardClaim("demo", eventKey, resharded);
-      return row?.relayedAt ? row : undefined;
+      return row?.relayed ? row : undefined;
     });
     await settle();
     expect(await quarantineFor("demo", eventKey)).toEqual([]);
@@ -257,7 +257,7 @@ describe("when the claim cannot be stored", () => {
       expect(response.headers.get("retry-after")).toBe("5");
       expect((await response.json<{ error: { code: string } }>()).error.code).toBe("claim_unavailable");
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(await snapshot()).toEqual(before);
+      await expectUnchanged(before);
       expect(await shardClaim("demo", "msg_no_claim")).toBeNull();
     });
   }

@@ -31,7 +31,7 @@ describe("replaying one receipt through the normal path", () => {
 
     expect(await replayReceipt(env, receiptId)).toEqual({ kind: "replayed", receiptId, previousStatus: "dead" });
     await waitForAttempts(receiptId, 2);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "replayed", lastError: null, attempts: 1 });
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "live", replayCount: 1, lastError: null, attempts: 1 });
     expect((await attemptRows(receiptId)).map((attempt) => [attempt.attemptNumber, attempt.outcome, attempt.httpStatus])).toEqual([
       [1, "dead", 404],
       [2, "processed", 204],
@@ -55,7 +55,7 @@ describe("replaying one receipt through the normal path", () => {
 
     expect(await replayReceipt(env, receiptId)).toEqual({ kind: "replayed", receiptId, previousStatus: "processed" });
     await waitForAttempts(receiptId, 2);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "replayed" });
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "live", replayCount: 1 });
     expect((await account("acct_replay"))?.credits).toBe(100);
     expect((await attemptRows(receiptId)).map((attempt) => attempt.outcome)).toEqual(["processed", "duplicate"]);
 
@@ -77,7 +77,7 @@ describe("replaying one receipt through the normal path", () => {
 
     expect((await replayReceipt(env, receiptId)).kind).toBe("replayed");
     await waitForAttempts(receiptId, 2);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "stale", staleAgainstVersion: 9, provenance: "replayed" });
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "stale", staleAgainstVersion: 9, provenance: "live", replayCount: 1 });
     expect(await account("acct_replay_plan")).toMatchObject({ plan: "plan_v9", planVersion: 9 });
   });
 
@@ -114,7 +114,7 @@ describe("replaying dead receipts by filter", () => {
 
     for (const receiptId of matching) {
       await waitForAttempts(receiptId, 1);
-      expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "replayed" });
+      expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "live", replayCount: 1 });
     }
     expect((await Promise.all(untouched.map(receiptRow))).map((row) => [row.status, row.provenance])).toEqual([
       ["dead", "live"],

@@ -43,7 +43,7 @@ describe("the retry schedule", () => {
   });
 
   it("is configurable per source, jitter included, and refuses nonsense", () => {
-    expect(loadSources(env).get("proc-forward-ok")!.retry).toEqual({ baseDelaySeconds: 60, maxDelaySeconds: 600, maxRetries: 3, jitter: 0 });
+    expect(loadSources(env).get("proc-forward-ok")!.retry).toEqual({ baseDelaySeconds: 60, maxDelaySeconds: 600, maxRetries: 3, jitter: 0, maxAgeMs: 259_200_000 });
     expect(loadSources(env).get("proc-forward-script")!.retry).toEqual(DEFAULT_RETRY);
     const context = { knownProviders: new Set(["standard-webhooks"]), knownHandlers: new Set<string>() };
     const source = (retry: unknown) => ({ s: { provider: "standard-webhooks", secrets: ["S"], retry } });

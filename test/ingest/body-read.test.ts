@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { OVER_CAP_DRAIN_BYTES, readBodyWithCap } from "../../src/ingest/read-body";
 import { credit, signDemo } from "../support/deliveries";
-import { settle, shardClaim, snapshot } from "../support/storage";
+import { settle, shardClaim, expectUnchanged, snapshot } from "../support/storage";
 
 /**
  * Reading the request body: a stream that breaks part-way is the sender's problem (400, nothing written, no
@@ -60,7 +60,7 @@ describe("a body stream that fails mid-read", () => {
     expect(response.status).toBe(400);
     expect((await response.json<{ error: { code: string } }>()).error.code).toBe("body_unreadable");
     await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(await snapshot()).toEqual(before);
+    await expectUnchanged(before);
     expect(await shardClaim("demo", "msg_broken_stream")).toBeNull();
     expect(errors).toEqual([]);
     const rejected = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.event === "delivery.rejected");

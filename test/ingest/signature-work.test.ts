@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { adapterFor } from "../../src/providers/registry";
 import { MAX_SIGNATURE_ENTRIES, MAX_VERIFICATION_STEPS } from "../../src/providers/signed";
 import { post, signDemo } from "../support/deliveries";
-import { settle, snapshot } from "../support/storage";
+import { settle, expectUnchanged, snapshot } from "../support/storage";
 
 /**
  * Signature checking is work an unauthenticated caller can ask for. Each expected MAC is computed once per
@@ -50,7 +50,7 @@ describe("HMAC work per request", () => {
     expect(rotating.status).toBe(401);
     expect(hmacs.count).toBe(2);
     vi.restoreAllMocks();
-    expect(await snapshot()).toEqual(before);
+    await expectUnchanged(before);
   });
 
   it("the real signature among forged ones verifies, still with one MAC", async () => {

@@ -6,7 +6,7 @@ import { knownProviderNames } from "../../src/providers/registry";
 import { MAX_BODY_BYTES_LIMIT, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources, lookupSource, sourceProblems } from "../../src/sources/registry";
 import { credit, post, signDemo } from "../support/deliveries";
-import { settle, snapshot } from "../support/storage";
+import { settle, expectUnchanged, snapshot } from "../support/storage";
 
 const secrets = env as unknown as Record<string, string>;
 const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
@@ -51,7 +51,7 @@ describe("source configuration", () => {
       { ...env, SOURCES: sources },
     );
     expect(response.status).toBe(503);
-    expect(await snapshot()).toEqual(before);
+    await expectUnchanged(before);
   });
 });
 
@@ -118,7 +118,7 @@ describe("secrets by name", () => {
       code: "source_secret_missing",
       message: expect.not.stringContaining("INGEST_SECRET_NEVER_SET"),
     });
-    expect(await snapshot()).toEqual(before);
+    await expectUnchanged(before);
   });
 
   it("accepts the current and the previous secret during a rotation, and refuses one past its expiry", async () => {
@@ -132,6 +132,6 @@ describe("secrets by name", () => {
     const before = await snapshot();
     const retired = await post("/webhooks/rotating", body, signDemo("msg_rotation_retired", body, undefined, secrets.INGEST_RETIRED_SECRET));
     expect(retired.status).toBe(401);
-    expect(await snapshot()).toEqual(before);
+    await expectUnchanged(before);
   });
 });

@@ -3,7 +3,7 @@ import { Webhook } from "standardwebhooks";
 import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { account, credit, deliverDemo, post, signDemo, waitForStatus } from "../support/deliveries";
-import { receiptsFor, settle, shardClaim, snapshot } from "../support/storage";
+import { receiptsFor, settle, shardClaim, expectUnchanged, snapshot } from "../support/storage";
 
 /**
  * The fixture ledger's verification rows: whatever fails verification (or never gets that far) answers non-2xx,
@@ -19,9 +19,7 @@ async function expectRejectedWithNothingWritten(send: () => Promise<Response>, s
   expect(response.status).toBe(status);
   const answer = await response.json<{ error: { code: string; message: string } }>();
   expect(answer.error.code).toBe(code);
-  // Give any stray alarm or queue consumer the chance to write, so "nothing" is not just "not yet".
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  expect(await snapshot()).toEqual(before);
+  await expectUnchanged(before);
   if (eventKey) expect(await shardClaim("demo", eventKey)).toBeNull();
   return answer;
 }

@@ -1,3 +1,5 @@
+import { receiptDetail } from "../../src/admin/queries";
+import { database } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { account, credit, deliverDemo, planChange, waitForStatus } from "../support/deliveries";
@@ -63,8 +65,11 @@ describe("authentic events the handler does not act on", () => {
     expect(answer.status).toBe("accepted");
     expect(await waitForStatus("demo", "msg_unknown_type", ["skipped", "processed", "dead"])).toBe("skipped");
     expect(await account("acct_unknown_type")).toBeNull();
-    const attempt = await env.DB.prepare("SELECT outcome FROM attempts WHERE receipt_id = ?").bind(answer.receipt).first<{ outcome: string }>();
-    expect(attempt?.outcome).toBe("skipped");
+    // Skipped is a normal outcome: no attempt row, the receipt keeps the attempt and its reason.
+    expect(await env.DB.prepare("SELECT COUNT(*) AS count FROM attempts WHERE receipt_id = ?").bind(answer.receipt).first<number>("count")).toBe(0);
+    const detail = await receiptDetail(database(env), answer.receipt);
+    expect(detail?.attempts).toMatchObject([{ outcome: "skipped", error: 'no accounts handler for type "account.deleted"' }]);
+    expect(detail?.receipt.lastError).toBe('no accounts handler for type "account.deleted"');
   });
 
   it("records an authentic body that is not JSON as 'skipped', not as a failure", async () => {

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { claimEvent } from "../../src/ingest/claim";
+import { claimEvent } from "../../src/claims/claim-event";
 import { ulid } from "../../src/lib/ulid";
 import { loadSources } from "../../src/sources/registry";
 import { eventually } from "../support/deliveries";
@@ -68,10 +68,10 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const now = Date.now();
     const insert = (eventKey: string, status: string, receivedAt: number, nextAttemptAt: number | null) =>
       env.DB.prepare(
-        `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, enqueued_at, status, next_attempt_at, attempts)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 3)`,
+        `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, status, next_attempt_at, attempts)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 3)`,
       )
-        .bind(ulid(receivedAt), source, eventKey, "0".repeat(64), receivedAt, receivedAt, receivedAt, status, nextAttemptAt)
+        .bind(ulid(receivedAt), source, eventKey, "0".repeat(64), receivedAt, receivedAt, status, nextAttemptAt)
         .run();
     const incidents = async (kind: string) =>
       (await env.DB.prepare("SELECT id AS alertId, state FROM alerts WHERE source = ? AND kind = ?").bind(source, kind).all<{ alertId: string; state: string }>()).results;
@@ -103,10 +103,10 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const now = Date.now();
     await cronRun(now); // baseline
     await env.DB.prepare(
-      `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, enqueued_at, status, attempts)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'dead', 1)`,
+      `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, status, attempts)
+       VALUES (?, ?, ?, ?, ?, ?, 'dead', 1)`,
     )
-      .bind(ulid(now), source, `msg_dead_${unique()}`, "0".repeat(64), now, now, now)
+      .bind(ulid(now), source, `msg_dead_${unique()}`, "0".repeat(64), now, now)
       .run();
 
     // Nothing listens on this port (in the reconciler's test range): the POST is refused.

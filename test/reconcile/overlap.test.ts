@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { claimEvent } from "../../src/ingest/claim";
+import { claimEvent } from "../../src/claims/claim-event";
 import { ulid } from "../../src/lib/ulid";
 import { loadSources } from "../../src/sources/registry";
 import { eventually, waitForStatus } from "../support/deliveries";
@@ -46,13 +46,14 @@ describe("overlapping runs", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await waitForStatus(SOURCE, lastLive);
     await waitForStatus(SOURCE, ancient);
     const leased = `evt_leased_${tag}`;
-    // Received three hours ago (before the silence began), on its second try when its consumer died.
+    // Received three hours ago (before the silence began), on its second try (a leased retry, so in the retry
+    // index) when its consumer died.
     const leasedId = ulid(now - 180 * MINUTE);
     await env.DB.prepare(
-      `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, enqueued_at, status, lease_until, attempts)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'processing', ?, 1)`,
+      `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts, lease_generation)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'processing', ?, ?, 1, 2)`,
     )
-      .bind(leasedId, SOURCE, leased, "0".repeat(64), utf8Bytes("{}"), now - 180 * MINUTE, now - 180 * MINUTE, now - 180 * MINUTE, now - MINUTE)
+      .bind(leasedId, SOURCE, leased, "0".repeat(64), utf8Bytes("{}"), now - 180 * MINUTE, now - 180 * MINUTE, now - 10 * MINUTE, now - MINUTE)
       .run();
 
     await Promise.all([runCron(now), runCron(now)]);

@@ -1,3 +1,5 @@
+import { receiptDetail } from "../../src/admin/queries";
+import { database } from "../../src/db/client";
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
@@ -13,13 +15,31 @@ const SOURCE = "reconcile-stuck";
 const MINUTE = 60_000;
 
 /** A receipt row as the relay would have written it, `ageMs` ago, in the given state. */
-async function storedReceipt(eventKey: string, fields: { status: string; enqueuedAt: number | null; leaseUntil?: number; attempts?: number }, ageMs: number, now: number) {
+async function storedReceipt(
+  eventKey: string,
+  fields: { status: string; nextAttemptAt?: number; leaseUntil?: number; attempts?: number; leaseGeneration?: number },
+  ageMs: number,
+  now: number,
+) {
   const receiptId = ulid(now - ageMs);
   await env.DB.prepare(
-    `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, enqueued_at, status, lease_until, attempts)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts, lease_generation)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
-    .bind(receiptId, SOURCE, eventKey, "0".repeat(64), utf8Bytes("{}"), now - ageMs, now - ageMs, fields.enqueuedAt, fields.status, fields.leaseUntil ?? null, fields.attempts ?? 0)
+    .bind(
+      receiptId,
+      SOURCE,
+      eventKey,
+      "0".repeat(64),
+      utf8Bytes("{}"),
+      now - ageMs,
+      now - ageMs,
+      fields.status,
+      fields.nextAttemptAt ?? null,
+      fields.leaseUntil ?? null,
+      fields.attempts ?? 0,
+      fields.leaseGeneration ?? 0,
+    )
     .run();
   return receiptId;
 }
@@ -55,35 +75,51 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
   });
 
-  it("re-enqueues a pending receipt whose message never came, and takes back an expired lease", async () => {
+  it("re-enqueues a pending receipt whose message never came, and takes back expired leases", async () => {
     const now = Date.now();
     const overdue = `msg_overdue_${unique()}`;
+    const abandonedFirst = `msg_abandoned_${unique()}`;
     const leased = `msg_leased_${unique()}`;
     const fresh = `msg_fresh_${unique()}`;
-    await storedReceipt(overdue, { status: "pending", enqueuedAt: null }, 20 * MINUTE, now);
-    const leasedId = await storedReceipt(leased, { status: "processing", enqueuedAt: now - 7 * MINUTE, leaseUntil: now - MINUTE, attempts: 1 }, 7 * MINUTE, now);
-    await env.DB.prepare("INSERT INTO attempts (receipt_id, attempt_number, started_at) VALUES (?, 1, ?)").bind(leasedId, now - 6 * MINUTE).run();
-    // Enqueued a minute ago and not yet consumed: within the grace period, so left alone.
-    await storedReceipt(fresh, { status: "pending", enqueuedAt: now - MINUTE }, MINUTE, now);
+    // Never attempted, 20 minutes old: its message was lost. Found by the id-order scan.
+    await storedReceipt(overdue, { status: "pending" }, 20 * MINUTE, now);
+    // A first attempt that took a lease and died with its message: also found by the scan, once past the grace.
+    await storedReceipt(abandonedFirst, { status: "processing", leaseUntil: now - 14 * MINUTE, attempts: 0, leaseGeneration: 1 }, 20 * MINUTE, now);
+    // A leased retry whose consumer died: found through the retry index, its abandoned attempt recorded as unknown.
+    const leasedId = await storedReceipt(
+      leased,
+      { status: "processing", nextAttemptAt: now - 6 * MINUTE, leaseUntil: now - MINUTE, attempts: 1, leaseGeneration: 2 },
+      7 * MINUTE,
+      now,
+    );
+    await env.DB.prepare("INSERT INTO attempts (receipt_id, attempt_number, started_at, finished_at, outcome, error) VALUES (?, 1, ?, ?, 'retry', 'boom')")
+      .bind(leasedId, now - 7 * MINUTE, now - 7 * MINUTE + 100)
+      .run();
+    // Relayed a minute ago and not yet consumed: within the grace period, so left alone.
+    await storedReceipt(fresh, { status: "pending" }, MINUTE, now);
 
+    // The scan reads receipts in id (time) order once each, from a checkpoint; the test before this one moved it
+    // past these back-dated ids, so start it afresh, as on a new deployment.
+    await env.DB.prepare("DELETE FROM checkpoints WHERE reconciler = 'overdue-scan'").run();
     const run = await cronRun(now);
     expect(run.failures).toBeNull();
-    expect(run.counts.redrive.overdueReenqueued).toBeGreaterThanOrEqual(1);
-    expect(run.counts.redrive.expiredLeasesReturned).toBeGreaterThanOrEqual(1);
+    expect(run.counts.redrive.overdueReenqueued).toBe(2);
+    expect(run.counts.redrive.expiredLeasesReturned).toBe(1);
 
     expect(await waitForStatus(SOURCE, overdue, ["skipped"])).toBe("skipped");
+    expect(await waitForStatus(SOURCE, abandonedFirst, ["skipped"])).toBe("skipped");
     expect(await waitForStatus(SOURCE, leased, ["skipped"])).toBe("skipped");
-    // The attempt row is finished just after the receipt's status is written.
-    const attempts = await eventually(async () => {
-      const rows = await env.DB.prepare("SELECT attempt_number AS attemptNumber, outcome, error FROM attempts WHERE receipt_id = ? ORDER BY attempt_number")
-        .bind(leasedId)
-        .all<{ attemptNumber: number; outcome: string | null; error: string | null }>();
-      return rows.results.every((row) => row.outcome !== null) ? rows.results : undefined;
-    });
-    expect(attempts).toEqual([
-      { attemptNumber: 1, outcome: "unknown", error: "lease expired before the attempt finished" },
-      { attemptNumber: 2, outcome: "skipped", error: null },
+    const timeline = (await receiptDetail(database(env), leasedId))!.attempts;
+    expect(timeline.map(({ attemptNumber, outcome, error }) => ({ attemptNumber, outcome, error }))).toEqual([
+      { attemptNumber: 1, outcome: "retry", error: "boom" },
+      { attemptNumber: 2, outcome: "unknown", error: "lease expired before the attempt finished" },
+      { attemptNumber: 3, outcome: "skipped", error: "source has no destination" },
     ]);
     expect((await receipt(SOURCE, fresh))?.status).toBe("pending");
+
+    // The next run finds nothing new: the scan moved past these receipts, and the claimed ones are finished.
+    const again = await cronRun(now + 1000);
+    expect(again.counts.redrive.overdueReenqueued).toBe(0);
+    expect(again.counts.redrive.expiredLeasesReturned).toBe(0);
   });
 });

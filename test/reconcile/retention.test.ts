@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { claimEvent } from "../../src/ingest/claim";
+import { claimEvent } from "../../src/claims/claim-event";
 import { loadSources } from "../../src/sources/registry";
 import { waitForStatus } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronUntil, deliverLive, receipt, unique } from "./support";
@@ -23,12 +23,13 @@ async function receivedAgo(eventKey: string, body: string, ageMs: number, now: n
   });
 }
 
-async function rowCount(table: "processed_events" | "attempts", eventKey: string): Promise<number> {
-  const where =
-    table === "processed_events"
-      ? "source = ? AND event_key = ?"
-      : "receipt_id IN (SELECT id FROM receipts WHERE source = ? AND event_key = ?)";
-  const row = await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).bind(SOURCE, eventKey).first<{ n: number }>();
+/** "committed": receipts of this key whose outcome committed (the one-effect guard); "attempts": their attempt rows. */
+async function rowCount(what: "committed" | "attempts", eventKey: string): Promise<number> {
+  const query =
+    what === "committed"
+      ? "SELECT COUNT(*) AS n FROM receipts WHERE source = ? AND event_key = ? AND committed_at IS NOT NULL"
+      : "SELECT COUNT(*) AS n FROM attempts WHERE receipt_id IN (SELECT id FROM receipts WHERE source = ? AND event_key = ?)";
+  const row = await env.DB.prepare(query).bind(SOURCE, eventKey).first<{ n: number }>();
   return row?.n ?? 0;
 }
 
@@ -48,7 +49,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await receivedAgo(expired, body("36d"), 36 * DAY, now);
     await receivedAgo(stillPending, body("pending"), 36 * DAY, now);
     for (const eventKey of [weekOld, justInside, expired, stillPending]) expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
-    expect(await rowCount("processed_events", expired)).toBe(1);
+    expect(await rowCount("committed", expired)).toBe(1);
     // A receipt still waiting on a long retry is not terminal, however old.
     await env.DB.prepare("UPDATE receipts SET status = 'pending', next_attempt_at = ? WHERE source = ? AND event_key = ?")
       .bind(now + DAY, SOURCE, stillPending)
@@ -64,16 +65,16 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(runs.reduce((sum, run) => sum + run.counts.retention.bodiesDropped, 0)).toBeGreaterThanOrEqual(2);
     expect(runs.reduce((sum, run) => sum + run.counts.retention.keysExpired, 0)).toBeGreaterThanOrEqual(1);
 
-    // Past payload retention: body gone, keyed tombstone (key + hash) and the processed-key kept.
+    // Past payload retention: body gone, keyed tombstone (key + hash) and the one-effect guard kept.
     for (const eventKey of [weekOld, justInside]) {
       const kept = await receipt(SOURCE, eventKey);
       expect(kept).toMatchObject({ status: "processed", hasBody: 0, keptHeaders: null });
-      expect(await rowCount("processed_events", eventKey)).toBe(1);
+      expect(await rowCount("committed", eventKey)).toBe(1);
       expect(await tombstone(eventKey)).toMatchObject({ relayed: true, hasBody: false });
     }
-    // Past dedupe retention: the receipt, its attempts and its processed-key are gone, in D1 and in the shard.
+    // Past dedupe retention: the receipt (guard included) and its attempts are gone, in D1 and in the shard.
     expect(await receipt(SOURCE, expired)).toBeNull();
-    expect(await rowCount("processed_events", expired)).toBe(0);
+    expect(await rowCount("committed", expired)).toBe(0);
     expect(await rowCount("attempts", expired)).toBe(0);
     expect(await tombstone(expired)).toBeNull();
     expect(await env.DB.prepare("SELECT id FROM reconcile_runs WHERE id = ?").bind(oldRunId).first()).toBeNull();

@@ -1,6 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { ClaimShard } from "../../src/claims/shard";
+import { receiptIdsOf, type QueuedWork } from "../../src/model/work-message";
 
 /**
  * Real failures injected into the real pipeline: a claim shard whose D1 or queue binding fails the way the
@@ -24,16 +25,16 @@ export function unreachableQueue(): Queue {
   return { send: fail, sendBatch: fail } as unknown as Queue;
 }
 
-/** The real queue, recording the receipt id of every message sent through it. */
+/** The real queue, recording every receipt id sent through it (once per message that names it). */
 export function countingQueue(real: Queue, sent: string[]): Queue {
   return {
-    send: (body: { receiptId: string }, options?: QueueSendOptions) => {
-      sent.push(body.receiptId);
+    send: (body: QueuedWork, options?: QueueSendOptions) => {
+      sent.push(...receiptIdsOf(body));
       return real.send(body, options);
     },
-    sendBatch: (messages: Iterable<MessageSendRequest<{ receiptId: string }>>, options?: QueueSendBatchOptions) => {
+    sendBatch: (messages: Iterable<MessageSendRequest<QueuedWork>>, options?: QueueSendBatchOptions) => {
       const list = [...messages];
-      sent.push(...list.map((message) => message.body.receiptId));
+      sent.push(...list.flatMap((message) => receiptIdsOf(message.body)));
       return real.sendBatch(list, options);
     },
   } as unknown as Queue;

@@ -1,5 +1,6 @@
 import { listDurableObjectIds, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { expect } from "vitest";
 import { shardCount, shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { eventually } from "./deliveries";
@@ -12,7 +13,7 @@ import { eventually } from "./deliveries";
 export interface ShardClaimRow {
   receiptId: string;
   payloadSha256: string;
-  relayedAt: number | null;
+  relayed: boolean;
   /** False once relayed: the shard keeps only the key and hash, the dedupe tombstone. */
   hasBody: boolean;
 }
@@ -21,14 +22,14 @@ export interface ShardClaimRow {
 export async function shardClaim(source: string, eventKey: string, shardEnv: Env = env): Promise<ShardClaimRow | null> {
   return runInDurableObject(shardFor(shardEnv, source, eventKey), (_instance: ClaimShard, state) => {
     const row = state.storage.sql
-      .exec<{ receiptId: string; payloadSha256: string; relayedAt: number | null; hasBody: number }>(
-        `SELECT receipt_id AS receiptId, payload_sha256 AS payloadSha256, relayed_at AS relayedAt, body IS NOT NULL AS hasBody
-         FROM claims WHERE source = ? AND event_key = ?`,
+      .exec<{ receiptId: string; payloadSha256: string; relayPending: number; hasBody: number }>(
+        `SELECT receipt_id AS receiptId, payload_sha256 AS payloadSha256, relay_pending AS relayPending, body IS NOT NULL AS hasBody
+         FROM event_claims WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
         source,
         eventKey,
       )
       .toArray()[0];
-    return row ? { ...row, hasBody: row.hasBody === 1 } : null;
+    return row ? { receiptId: row.receiptId, payloadSha256: row.payloadSha256, relayed: row.relayPending === 0, hasBody: row.hasBody === 1 } : null;
   });
 }
 
@@ -70,37 +71,63 @@ export async function settle(timeoutMs = 20_000): Promise<void> {
 
 export interface WorldSnapshot {
   shards: string[];
-  shardClaims: number;
-  shardQuarantines: number;
-  receipts: number;
-  quarantine: number;
-  processedEvents: number;
-  attempts: number;
-  accounts: number;
-  credits: number;
+  /** SHA-256 over every row of every table in every shard and in D1, table by table. */
+  fingerprint: Record<string, string>;
 }
 
-/** A count of everything the pipeline can write. Equal snapshots before and after a request: it wrote nothing. */
+/** Longer than the queue's batch timeout (1 s): anything a request set going has had time to land. */
+const QUIET_MS = 1_200;
+
+/** The snapshot again after a quiet period, equal to `before`: nothing was written anywhere, not just "not yet". */
+export async function expectUnchanged(before: WorldSnapshot): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+  expect(await snapshot()).toEqual(before);
+}
+
+/**
+ * The content of everything the pipeline can write, as one hash per table. Equal snapshots before and after a
+ * request (see expectUnchanged): it wrote nothing, anywhere.
+ */
 export async function snapshot(): Promise<WorldSnapshot> {
-  let shardClaims = 0;
-  let shardQuarantines = 0;
+  const fingerprint: Record<string, string> = {};
   for (const shard of await allShards()) {
-    const counts = await runInDurableObject(shard, (_instance: ClaimShard, state) =>
-      state.storage.sql
-        .exec<{ claims: number; quarantines: number }>(
-          "SELECT (SELECT COUNT(*) FROM claims) AS claims, (SELECT COUNT(*) FROM quarantine_outbox) AS quarantines",
-        )
-        .one(),
-    );
-    shardClaims += counts.claims;
-    shardQuarantines += counts.quarantines;
+    const shardId = shard.id.toString();
+    const tables = await runInDurableObject(shard, (_instance: ClaimShard, state) => {
+      const sql = state.storage.sql;
+      const names = sql
+        .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' ORDER BY name")
+        .toArray()
+        .map((row) => row.name);
+      return names.map((name) => ({ name, rows: canonicalRows(sql.exec(`SELECT * FROM "${name}"`).toArray()) }));
+    });
+    for (const table of tables) fingerprint[`shard ${shardId} ${table.name}`] = await sha256(table.rows);
   }
-  const d1 = await env.DB.prepare(
-    `SELECT (SELECT COUNT(*) FROM receipts) AS receipts, (SELECT COUNT(*) FROM quarantine) AS quarantine,
-       (SELECT COUNT(*) FROM processed_events) AS processedEvents, (SELECT COUNT(*) FROM attempts) AS attempts,
-       (SELECT COUNT(*) FROM accounts) AS accounts, (SELECT COALESCE(SUM(credits), 0) FROM accounts) AS credits`,
-  ).first<Omit<WorldSnapshot, "shards" | "shardClaims" | "shardQuarantines">>();
-  return { shards: await shardIdList(), shardClaims, shardQuarantines, ...d1! };
+  const { results: d1Tables } = await env.DB.prepare(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name != 'd1_migrations' ORDER BY name",
+  ).all<{ name: string }>();
+  for (const { name } of d1Tables) {
+    const { results } = await env.DB.prepare(`SELECT * FROM "${name}"`).all();
+    fingerprint[`d1 ${name}`] = await sha256(canonicalRows(results));
+  }
+  return { shards: await shardIdList(), fingerprint };
+}
+
+/** Rows as text in a fixed order, whatever order the table returned them in. */
+function canonicalRows(rows: readonly unknown[]): string {
+  return rows
+    .map((row) => JSON.stringify(row, bytesAsHex))
+    .sort()
+    .join("\n");
+}
+
+function bytesAsHex(_key: string, value: unknown): unknown {
+  if (value instanceof ArrayBuffer) return [...new Uint8Array(value)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  return value;
+}
+
+async function sha256(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 export async function receiptsFor(source: string, eventKey: string) {
@@ -121,8 +148,9 @@ export async function quarantineFor(source: string, eventKey: string) {
   return results;
 }
 
+/** Receipts of this key whose outcome committed (the guard that stops a second effect): 1 once processed. */
 export async function processedCount(source: string, eventKey: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM processed_events WHERE source = ? AND event_key = ?")
+  const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE source = ? AND event_key = ? AND committed_at IS NOT NULL")
     .bind(source, eventKey)
     .first<{ count: number }>();
   return row!.count;

@@ -21,6 +21,7 @@ import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
+import { collectMeters } from "../meters";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
@@ -156,3 +157,9 @@ adminApi.get("/stats", accepts("source", "window"), async (c) => {
 adminApi.all("*", () => {
   throw apiError(404, "not_found", "No such admin API route.");
 });
+
+/**
+ * The runtime's own meters (D1 rows and calls, Durable Object rows and requests, alarm writes, queue operations)
+ * as counted since each isolate started; `npm run bench -- --only meters` reads this before and after a run.
+ */
+adminApi.get("/meters", accepts(), async (c) => c.json(await collectMeters(c.env)));

@@ -47,25 +47,22 @@ export const accountsHandler: WebhookHandler = async (event, { db }): Promise<Ha
       if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
         throw new PermanentFailure("data.version must be a positive integer");
       }
-      const stored = await db
-        .prepare("SELECT plan_version AS planVersion FROM accounts WHERE id = ?")
-        .bind(account)
-        .first<{ planVersion: number }>();
-      if (stored && stored.planVersion >= version) return { outcome: "stale", againstVersion: stored.planVersion };
       return {
         outcome: "apply",
-        guardedStatement: 0,
-        guardedVersion: version,
-        statements: [
-          // The WHERE is the real guard: it holds even if a newer version lands between the read and this write.
-          db
+        statements: [],
+        versionGate: {
+          // The effect is its own gate: it changes the row only when this version is newer than the stored one.
+          claim: db
             .prepare(
               `INSERT INTO accounts (id, plan, plan_version) VALUES (?, ?, ?)
                ON CONFLICT (id) DO UPDATE SET plan = excluded.plan, plan_version = excluded.plan_version
                WHERE accounts.plan_version < excluded.plan_version`,
             )
             .bind(account, plan, version),
-        ],
+          readStored: db.prepare("SELECT plan_version AS version FROM accounts WHERE id = ?").bind(account),
+          version,
+          orderedBy: "version",
+        },
       };
     }
     default:

@@ -11,34 +11,28 @@ export interface HandlerEvent {
   payload: unknown;
 }
 
-/** The object a version guard protects, with the version (or timestamp) the event carries. */
-export interface VersionClaim {
-  objectType: string;
-  objectId: string;
+/**
+ * The one version-ordering mechanism (DESIGN invariant 5). `claim` is a write that changes exactly one row when
+ * the event is newer than the stored state and none otherwise (`… WHERE stored_version < excluded.version`). The
+ * consumer runs it first in the event's batch and aborts the whole batch when it changed nothing, so the plan's
+ * other statements never apply out of order and the receipt is then recorded stale in a batch of its own.
+ */
+export interface VersionGate {
+  claim: D1PreparedStatement;
+  /** Reads the stored version as a `version` column, to name the version that won. */
+  readStored: D1PreparedStatement;
+  /** This event's version (or timestamp). */
   version: number;
+  /** With "timestamp", an equal stored value means the order is unknown, said so in the stale note. */
+  orderedBy: "version" | "timestamp";
 }
 
 /**
  * A handler plans its effect instead of performing it: the consumer runs the statements in one D1 batch
- * together with the processed-key insert, so the effect and "this event is done" commit or roll back together.
+ * together with the receipt's commit, so the effect and "this event is done" commit or roll back together.
  */
 export type HandlerPlan =
-  | {
-      outcome: "apply";
-      statements: D1PreparedStatement[];
-      /**
-       * Index (in `statements`) of a version-guarded write on the handler's own row. If it changed no row, a
-       * newer version won a race after the handler looked, and the receipt is recorded as stale.
-       */
-      guardedStatement?: number;
-      /** The version the guard compared against, reported when the guarded write loses. */
-      guardedVersion?: number;
-      /**
-       * Set by `planInVersionOrder`: the statements begin with an object_versions claim that aborts the whole
-       * batch when a newer (or equal) version is already stored, so nothing else in the plan applies.
-       */
-      versionClaim?: VersionClaim;
-    }
+  | { outcome: "apply"; statements: D1PreparedStatement[]; versionGate?: VersionGate }
   /** Older than what is stored: recorded as processed-stale, nothing applied. */
   | { outcome: "stale"; againstVersion: number; /** why, when it is not plainly older (a timestamp tie) */ note?: string }
   /** Authentic but not for this handler (e.g. an unknown type): recorded as a no-op, and replayable later. */

@@ -1,5 +1,5 @@
 import type { EventIdentity } from "../../providers/types";
-import { claimEvent } from "../../ingest/claim";
+import { claimEvent } from "../../claims/claim-event";
 import type { SourceConfig } from "../../sources/config";
 
 export interface CatchUpCounts {

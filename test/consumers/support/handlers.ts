@@ -80,9 +80,11 @@ interface ExternalPayload {
   account: string;
   callUrl: string;
   timeoutMs: number;
+  /** Fail like a 500 after the call (and after any hang), so the attempt ends in a retry. */
+  failAfterCall?: boolean;
 }
 
-/** Notifies an external API (with the receipt's idempotency key), then credits the account. */
+/** Notifies an external API (with the receipt's idempotency key; the call takes the lease), then credits the account. */
 const external: WebhookHandler = async (event, context) => {
   const payload = event.payload as ExternalPayload;
   const response = await context.callExternal("notify", {
@@ -92,6 +94,12 @@ const external: WebhookHandler = async (event, context) => {
     timeoutMs: payload.timeoutMs,
   });
   await response.body?.cancel();
+  const hang = hangs.get(event.eventKey);
+  if (hang) {
+    hangs.delete(event.eventKey);
+    await hang;
+  }
+  if (payload.failAfterCall) throw new Error("deliberate failure after the external call");
   return { outcome: "apply", statements: [credit(context.db, payload.account, 1)] };
 };
 

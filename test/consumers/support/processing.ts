@@ -1,3 +1,5 @@
+import { database } from "../../../src/db/client";
+import { receiptDetail } from "../../../src/admin/queries";
 import { env } from "cloudflare:workers";
 import { inject } from "vitest";
 import { ulid } from "../../../src/lib/ulid";
@@ -81,13 +83,14 @@ export interface ReceiptRow {
   lastError: string | null;
   staleAgainstVersion: number | null;
   provenance: string;
+  replayCount: number;
   hasBody: number;
 }
 
 export async function receiptRow(receiptId: string): Promise<ReceiptRow> {
   const row = await env.DB.prepare(
     `SELECT status, attempts, next_attempt_at AS nextAttemptAt, lease_until AS leaseUntil, last_error AS lastError,
-       stale_against_version AS staleAgainstVersion, provenance, body IS NOT NULL AS hasBody
+       stale_against_version AS staleAgainstVersion, provenance, replay_count AS replayCount, body IS NOT NULL AS hasBody
      FROM receipts WHERE id = ?`,
   )
     .bind(receiptId)
@@ -106,15 +109,10 @@ export interface AttemptRow {
   durationMs: number | null;
 }
 
+/** The attempts as the audit trail shows them: rows for unusual attempts, plus a first-try success kept in the receipt. */
 export async function attemptRows(receiptId: string): Promise<AttemptRow[]> {
-  const { results } = await env.DB.prepare(
-    `SELECT attempt_number AS attemptNumber, started_at AS startedAt, finished_at AS finishedAt, outcome,
-       http_status AS httpStatus, error, duration_ms AS durationMs
-     FROM attempts WHERE receipt_id = ? ORDER BY attempt_number`,
-  )
-    .bind(receiptId)
-    .all<AttemptRow>();
-  return results;
+  const detail = await receiptDetail(database(env), receiptId);
+  return detail?.attempts ?? [];
 }
 
 export interface StandinRequest {

@@ -122,7 +122,7 @@ export async function storedCounts(source: string): Promise<{ claims: number; re
   let claims = 0;
   for (const shard of shardsOf(env, source)) {
     claims += await runInDurableObject(shard, (_instance: ClaimShard, state) =>
-      state.storage.sql.exec<{ count: number }>("SELECT COUNT(*) AS count FROM claims WHERE source = ?", source).one().count,
+      state.storage.sql.exec<{ count: number }>("SELECT COUNT(*) AS count FROM event_claims WHERE relay_pending IN (0, 1) AND source = ?", source).one().count,
     );
   }
   const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE source = ?").bind(source).first<{ count: number }>();

@@ -1,5 +1,5 @@
-import { shardFor } from "../claims/routing";
-import type { ClaimResult, Provenance } from "../claims/types";
+import { shardFor } from "./routing";
+import type { ClaimResult, Provenance } from "../model/claims";
 import { sha256Hex } from "../crypto/digest";
 import type { EventIdentity } from "../providers/types";
 import type { SourceConfig } from "../sources/config";
@@ -20,7 +20,7 @@ export interface ClaimInput {
 export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResult> {
   const payloadSha256 = await sha256Hex(input.rawBody);
   const { identity } = input;
-  return shardFor(env, input.source.name, identity.eventKey).claim({
+  return shardFor(env, input.source, identity.eventKey).claim({
     source: input.source.name,
     eventKey: identity.eventKey,
     payloadSha256,

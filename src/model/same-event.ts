@@ -1,4 +1,4 @@
-import type { Provenance } from "./types";
+import type { Provenance } from "./claims";
 
 interface Copy {
   payloadSha256: string;

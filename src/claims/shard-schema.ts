@@ -1,0 +1,64 @@
+/**
+ * The claim shard's SQLite schema. `event_claims` is keyed (relay_pending, source, event_key) WITHOUT ROWID:
+ * one billed row per insert (no separate key index), the relay's backlog is the key prefix relay_pending = 1
+ * (a seek, never a scan), and a dedupe lookup is two seeks (relay_pending IN (0, 1)). Turning a claim into a
+ * tombstone moves it to relay_pending = 0 in one update, which the local meters count as one row written.
+ */
+export const CLAIMS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS event_claims (
+  relay_pending INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL,
+  receipt_id TEXT NOT NULL,
+  payload_sha256 TEXT NOT NULL,
+  received_at INTEGER NOT NULL,
+  provenance TEXT NOT NULL,
+  event_type TEXT,
+  subject TEXT,
+  version INTEGER,
+  occurred_at INTEGER,
+  kept_headers TEXT,
+  body BLOB,
+  PRIMARY KEY (relay_pending, source, event_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quarantine_outbox (
+  quarantine_id TEXT PRIMARY KEY,
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL,
+  original_receipt_id TEXT NOT NULL,
+  original_sha256 TEXT NOT NULL,
+  payload_sha256 TEXT NOT NULL,
+  body BLOB,
+  kept_headers TEXT,
+  received_at INTEGER NOT NULL,
+  relayed_at INTEGER,
+  UNIQUE (source, event_key, payload_sha256)
+);
+CREATE TABLE IF NOT EXISTS duplicate_counts (
+  source TEXT NOT NULL,
+  hour INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL,
+  PRIMARY KEY (source, hour)
+);
+CREATE TABLE IF NOT EXISTS relay_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  failures INTEGER NOT NULL
+);
+`;
+
+/**
+ * Shards created before event_claims kept claims in `claims` (rowid table, relayed_at column, an index): move
+ * them over once, unrelayed ones still pending, and drop the old table. A no-op on every later start.
+ */
+export function migrateLegacyClaims(sql: SqlStorage): void {
+  const legacy = sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'claims'").toArray();
+  if (legacy.length === 0) return;
+  sql.exec(
+    `INSERT OR IGNORE INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
+       event_type, subject, version, occurred_at, kept_headers, body)
+     SELECT relayed_at IS NULL, source, event_key, receipt_id, payload_sha256, received_at, provenance,
+       event_type, subject, version, occurred_at, kept_headers, body
+     FROM claims`,
+  );
+  sql.exec("DROP TABLE claims");
+}

@@ -1,0 +1,100 @@
+import type { RetryPolicy } from "../sources/config";
+import { nextRetryDelaySeconds, QUEUE_MAX_DELAY_SECONDS } from "./retry-schedule";
+
+/**
+ * What happens after an attempt, as a pure function of its result and the source's policy: the receipt's next
+ * state, whether the attempt earns a row in `attempts`, and what the queue message should do. No I/O here.
+ */
+
+export type AttemptResult =
+  | { status: "processed"; httpStatus?: number | null }
+  | { status: "skipped"; reason: string }
+  | { status: "stale"; againstVersion: number; note?: string }
+  /** The event's outcome was committed by an earlier run (a replay, a redelivery, a lease taken over). */
+  | { status: "duplicate" }
+  /** Another consumer took the lease this attempt needed first: it did nothing, and records nothing. */
+  | { status: "leased-elsewhere"; retryAfterSeconds: number }
+  | { status: "retry" | "unknown"; error: string; httpStatus?: number | null; retryAfterSeconds?: number | null }
+  | { status: "dead"; error: string; httpStatus?: number | null };
+
+export type QueueVerdict = { kind: "done"; status: string } | { kind: "retry"; delaySeconds: number };
+
+export interface AttemptFacts {
+  policy: RetryPolicy | undefined;
+  /** Attempts in this run, the one just made included. */
+  attemptNumberInRun: number;
+  receivedAt: number;
+  finishedAt: number;
+}
+
+export type Decision =
+  /** The outcome commits with the effect (processed, stale) or alone (skipped); see commit.ts. */
+  | { kind: "commit"; result: Extract<AttemptResult, { status: "processed" | "skipped" | "stale" }>; queue: QueueVerdict }
+  /** Nothing applied; `record` says whether the attempt is worth an attempts row (a duplicate run is). */
+  | { kind: "nothing"; queue: QueueVerdict; record: { note: string } | null }
+  | {
+      kind: "fail";
+      receiptStatus: "pending" | "dead";
+      nextAttemptAt: number | null;
+      lastError: string;
+      attempt: { outcome: "retry" | "unknown" | "dead"; error: string; httpStatus: number | null };
+      queue: QueueVerdict;
+    };
+
+const MAX_ERROR_CHARS = 500;
+
+export function decide(result: AttemptResult, facts: AttemptFacts): Decision {
+  switch (result.status) {
+    case "processed":
+    case "skipped":
+    case "stale":
+      return { kind: "commit", result, queue: { kind: "done", status: result.status } };
+    case "duplicate":
+      return { kind: "nothing", queue: { kind: "done", status: "duplicate" }, record: { note: "already committed by an earlier run; nothing applied" } };
+    case "leased-elsewhere":
+      return { kind: "nothing", queue: { kind: "retry", delaySeconds: clampQueueDelay(result.retryAfterSeconds) }, record: null };
+    case "dead":
+      return deadDecision(result.error, "dead", result.httpStatus ?? null);
+    case "retry":
+    case "unknown": {
+      const { policy } = facts;
+      const error = result.error.slice(0, MAX_ERROR_CHARS);
+      const httpStatus = result.httpStatus ?? null;
+      if (!policy || facts.attemptNumberInRun > policy.maxRetries) {
+        const outcome = result.status === "unknown" ? "unknown" : "dead";
+        return deadDecision(`gave up after ${facts.attemptNumberInRun} attempts: ${error}`, outcome, httpStatus);
+      }
+      const delaySeconds = nextRetryDelaySeconds(policy, facts.attemptNumberInRun, result.status === "retry" ? (result.retryAfterSeconds ?? null) : null);
+      const nextAttemptAt = facts.finishedAt + delaySeconds * 1000;
+      const deadline = facts.receivedAt + (policy.maxAgeMs ?? Number.POSITIVE_INFINITY);
+      if (nextAttemptAt > deadline) {
+        const outcome = result.status === "unknown" ? "unknown" : "dead";
+        return deadDecision(`retry deadline (max_age) passed after ${facts.attemptNumberInRun} attempts: ${error}`, outcome, httpStatus);
+      }
+      return {
+        kind: "fail",
+        receiptStatus: "pending",
+        nextAttemptAt,
+        lastError: error,
+        attempt: { outcome: result.status, error, httpStatus },
+        queue: { kind: "retry", delaySeconds: clampQueueDelay(delaySeconds) },
+      };
+    }
+  }
+}
+
+function deadDecision(error: string, outcome: "dead" | "unknown", httpStatus: number | null): Decision {
+  const lastError = error.slice(0, MAX_ERROR_CHARS);
+  return {
+    kind: "fail",
+    receiptStatus: "dead",
+    nextAttemptAt: null,
+    lastError,
+    attempt: { outcome, error: lastError, httpStatus },
+    queue: { kind: "done", status: "dead" },
+  };
+}
+
+export function clampQueueDelay(seconds: number): number {
+  return Math.min(QUEUE_MAX_DELAY_SECONDS, Math.max(0, Math.ceil(seconds)));
+}

@@ -1,0 +1,77 @@
+import { inJsonList } from "../db/id-list";
+import type { Database } from "../db/client";
+import { receipts } from "../db/schema";
+import { clampQueueDelay, type QueueVerdict } from "./decide";
+
+/** Everything an attempt needs from a receipt, read for a whole consumer batch in one D1 call. */
+export interface ReceiptForWork {
+  receiptId: string;
+  source: string;
+  eventKey: string;
+  eventType: string | null;
+  subjectId: string | null;
+  version: number | null;
+  occurredAt: number | null;
+  body: Uint8Array | null;
+  keptHeaders: string | null;
+  receivedAt: number;
+  status: string;
+  attempts: number;
+  leaseGeneration: number;
+  nextAttemptAt: number | null;
+  leaseUntil: number | null;
+  committedAt: number | null;
+}
+
+export async function loadReceipts(db: Database, receiptIds: readonly string[]): Promise<ReceiptForWork[]> {
+  if (receiptIds.length === 0) return [];
+  const rows = await db
+    .select({
+      receiptId: receipts.receiptId,
+      source: receipts.source,
+      eventKey: receipts.eventKey,
+      eventType: receipts.eventType,
+      subjectId: receipts.subjectId,
+      version: receipts.version,
+      occurredAt: receipts.occurredAt,
+      body: receipts.body,
+      keptHeaders: receipts.keptHeaders,
+      receivedAt: receipts.receivedAt,
+      status: receipts.status,
+      attempts: receipts.attempts,
+      leaseGeneration: receipts.leaseGeneration,
+      nextAttemptAt: receipts.nextAttemptAt,
+      leaseUntil: receipts.leaseUntil,
+      committedAt: receipts.committedAt,
+    })
+    .from(receipts)
+    .where(inJsonList(receipts.receiptId, receiptIds));
+  return rows.map((row) => ({ ...row, body: bodyBytes(row.body) }));
+}
+
+export type Readiness = { kind: "ready" } | { kind: "later"; queue: QueueVerdict } | { kind: "finished"; queue: QueueVerdict };
+
+/**
+ * Whether an attempt may start now. Pending and due, or leased by a consumer whose lease has run out: go. Not due
+ * yet, or leased by a live consumer: come back then (waits past the queue's 12 h cap arrive early and land here
+ * again, which is how a day-long backoff is honoured). Anything else has finished.
+ */
+export function readiness(receipt: ReceiptForWork, now: number): Readiness {
+  if (receipt.status === "pending") {
+    if (receipt.nextAttemptAt === null || receipt.nextAttemptAt <= now) return { kind: "ready" };
+    return { kind: "later", queue: { kind: "retry", delaySeconds: clampQueueDelay(Math.max(1, (receipt.nextAttemptAt - now) / 1000)) } };
+  }
+  if (receipt.status === "processing") {
+    if (receipt.leaseUntil === null || receipt.leaseUntil < now) return { kind: "ready" };
+    return { kind: "later", queue: { kind: "retry", delaySeconds: clampQueueDelay((receipt.leaseUntil - now) / 1000 + 1) } };
+  }
+  return { kind: "finished", queue: { kind: "done", status: receipt.status } };
+}
+
+/** D1 returns BLOB columns as arrays of byte values (Drizzle as a Buffer). */
+function bodyBytes(body: unknown): Uint8Array | null {
+  if (body === null || body === undefined) return null;
+  if (body instanceof Uint8Array) return body;
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  return Uint8Array.from(body as number[]);
+}

@@ -1,0 +1,38 @@
+import { count, queueUnits } from "../lib/meter";
+import type { WorkMessage } from "../model/work-message";
+
+/** Receipt ids per message: about 30 bytes each, so a message stays far below one 64 KB billing unit. */
+export const RECEIPTS_PER_MESSAGE = 500;
+
+/**
+ * The one way work reaches the queue: relay, replay, re-drive and the consumer's own retries all call this. A
+ * call sends one message per RECEIPTS_PER_MESSAGE receipts of one source, so a relay batch costs one queue write.
+ */
+export async function enqueueWork(
+  env: Pick<Env, "WORK_QUEUE">,
+  source: string,
+  receiptIds: readonly string[],
+  delaySeconds = 0,
+): Promise<void> {
+  const messages: WorkMessage[] = [];
+  for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_MESSAGE) {
+    messages.push({ source, receiptIds: receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE) });
+  }
+  if (messages.length === 0) return;
+  await env.WORK_QUEUE.sendBatch(
+    messages.map((body) => ({ body, contentType: "json" as const })),
+    delaySeconds > 0 ? { delaySeconds } : undefined,
+  );
+  for (const message of messages) count("queueOperations", queueUnits(message));
+}
+
+/** Receipts of several sources: grouped, one call per source. */
+export async function enqueueReceipts(
+  env: Pick<Env, "WORK_QUEUE">,
+  receipts: readonly { source: string; receiptId: string }[],
+  delaySeconds = 0,
+): Promise<void> {
+  const bySource = new Map<string, string[]>();
+  for (const { source, receiptId } of receipts) bySource.set(source, [...(bySource.get(source) ?? []), receiptId]);
+  for (const [source, receiptIds] of bySource) await enqueueWork(env, source, receiptIds, delaySeconds);
+}
