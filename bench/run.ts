@@ -14,6 +14,7 @@ import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
 import { FlagError, parseFlags, type BenchFlags } from "./lib/flags.ts";
 import { measureLevel, type LevelResult } from "./lib/perf.ts";
 import { mulberry32 } from "./lib/random.ts";
+import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
 import { bareRuntime, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
@@ -39,11 +40,12 @@ async function main(flags: BenchFlags): Promise<void> {
   const deployment = snapshotReceiver(stateDir);
 
   let receiver: Runtime | null = null;
-  if (flags.phases.has("sim") || flags.phases.has("perf")) {
+  if (flags.phases.has("sim") || flags.phases.has("perf") || flags.phases.has("meters")) {
     receiver = receiverRuntime(deployment, stateDir, "receiver", await portAt(flags, 0), await portAt(flags, 10));
     runtimes.push(receiver);
     await receiver.start();
   }
+  if (flags.phases.has("meters")) await meters(flags, deployment, receiver!);
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
@@ -58,6 +60,68 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
     `chances: duplicate ${flags.duplicateChance}, response lost after commit ${flags.ackLostChance} (per attempt), ` +
       `concurrent redelivery ${flags.concurrentChance}, shuffled ${flags.shuffleChance} (window ${flags.shuffleWindow}), same-second plan pair ${flags.tieChance}`,
   );
+}
+
+/**
+ * Billed units per event on the happy path (every event accepted and processed on its first attempt by the demo
+ * handler), read from the receiver's own meters before and after. Runs first, on a fresh runtime.
+ */
+async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {
+  const events = flags.phases.size === 1 ? flags.events : 2000;
+  const concurrency = flags.metersConcurrency;
+  console.log(`\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`);
+  const before = await readMeters(receiver.origin, deployment.adminToken);
+  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: concurrency });
+  const startedAt = performance.now();
+  let next = 0;
+  let deliveries = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let n = next++; n < events; n = next++) {
+        const body = JSON.stringify({ type: "account.credited", data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } });
+        for (;;) {
+          deliveries++;
+          const outcome = await sender.deliver(`meter_evt_${n}`, body);
+          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
+        }
+      }
+    }),
+  );
+  sender.close();
+  const store = new ReceiptStore(receiver.options.persistDir);
+  const waited = await waitUntilFinished(store, "meter_evt_", events, { origin: () => receiver.origin, startedAt });
+  // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
+  await sleep(3000);
+  const after = await readMeters(receiver.origin, deployment.adminToken);
+  const per = perEvent(before, after, events, deliveries);
+  const usd = usdPerMillion(per);
+  const inclusions = eventsWithinInclusions(per);
+  console.log(formatPerEvent(per));
+  console.log(
+    `USD per million events beyond the inclusions (handler's effect rows not counted): $${usd.toFixed(2)}; ` +
+      `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
+      `${waited.finished} of ${events} finished, receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
+  );
+  results.meters = {
+    events,
+    concurrency,
+    perEvent: {
+      d1RowsWritten: per.d1RowsWritten,
+      d1RowsRead: per.d1RowsRead,
+      d1Calls: per.d1Calls,
+      doRowsWritten: per.doRowsWritten,
+      doRowsRead: per.doRowsRead,
+      doRequests: per.doRequests,
+      queueOperations: per.queueOperations,
+    },
+    handlerRowsWrittenPerEvent: per.handlerRowsWritten,
+    alarmWritesPerEvent: per.alarmWrites,
+    workersRequestsPerEvent: per.workersRequests,
+    usdPerMillion: usd,
+    eventsWithinMonthlyInclusions: inclusions,
+    raw: { before, after },
+  };
+  if (waited.finished < events) failures.push(`meters: only ${waited.finished} of ${events} events finished`);
 }
 
 async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {
@@ -95,15 +159,15 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
     httpDeliveries: stream.deliveries,
     ...(database
       .prepare(
-        `SELECT COUNT(DISTINCT relayed_at) AS relayBatches, COUNT(DISTINCT enqueued_at) AS enqueueBatches,
+        `SELECT COUNT(DISTINCT relayed_at) AS relayBatches,
            SUM(attempts) AS processingAttempts,
            SUM(CASE WHEN event_type = 'account.plan_changed' THEN 1 ELSE 0 END) AS planEvents
          FROM receipts WHERE source = 'demo' AND event_key LIKE 'sim_evt_%'`,
       )
-      .get() as { relayBatches: number; enqueueBatches: number; processingAttempts: number; planEvents: number }),
+      .get() as { relayBatches: number; processingAttempts: number; planEvents: number }),
   }));
   const cost = costModel(counts);
-  console.log(`\n== 4. cost model (from the simulation's counts; method in docs/performance.md)\n${formatCost(cost)}`);
+  console.log(`\n== 4. cost cross-check: derived from the statements and the simulation's counts (the meters phase is the measurement)\n${formatCost(cost)}`);
   results.cost = cost;
 }
 
@@ -257,7 +321,12 @@ try {
   crashed = error;
 }
 await shutdown(flags.keepState || crashed !== null, flags.stateDir);
-if (flags.jsonOut) writeFileSync(flags.jsonOut, JSON.stringify({ flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2));
+if (flags.jsonOut) {
+  // The meters phase's figures stand at the top ({perEvent, usdPerMillion}), so a script can read them directly.
+  const meters = results.meters as { perEvent: unknown; usdPerMillion: number } | undefined;
+  const top = meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion } : {};
+  writeFileSync(flags.jsonOut, JSON.stringify({ ...top, flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2));
+}
 if (crashed) {
   console.error(`\nbench failed: ${crashed instanceof Error ? crashed.stack : String(crashed)}\nstate kept in ${join(resolve(flags.stateDir))}`);
   process.exit(1);

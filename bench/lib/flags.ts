@@ -13,6 +13,8 @@ export interface BenchFlags {
   shuffleWindow: number;
   /** Deliveries the simulated sender keeps in flight. */
   senderConcurrency: number;
+  /** The same for the meters phase, where batching under load is what is measured. */
+  metersConcurrency: number;
   crashEvents: number;
   kills: number;
   cronLeadMinutes: number;
@@ -28,7 +30,7 @@ export interface BenchFlags {
   portBase: number | null;
 }
 
-export type Phase = "sim" | "crash" | "perf";
+export type Phase = "sim" | "crash" | "perf" | "meters";
 
 const HELP = `npm run bench -- [flags]
   --events N            simulation events (default 10000; 500 with --check)
@@ -41,7 +43,7 @@ const HELP = `npm run bench -- [flags]
   --concurrent P        first delivery arrives twice at once (0.01)
   --shuffle P           delivery moved within the window (0.10)
   --shuffle-window N    positions (20)
-  --sender-concurrency N deliveries in flight (16)
+  --sender-concurrency N deliveries in flight (16; the meters phase uses 64 unless given)
   --crash-events N      events in the crash-recovery run (2000; 400 with --check)
   --kills N             SIGKILLs of the runtime during that run (5; 2 with --check)
   --cron-lead-minutes M after the crashes, fire the cron as if M minutes later (11: past the 5 min lease
@@ -49,7 +51,9 @@ const HELP = `npm run bench -- [flags]
   --perf-seconds S      measured seconds per target and concurrency (5)
   --perf-levels a,b,c   concurrency levels (1,16,64)
   --e2e-events N        events for the end-to-end throughput run (2000)
-  --only sim,crash,perf phases to run (default all; --check runs sim)
+  --only sim,crash,perf,meters
+                        phases to run (default all; --check runs sim). meters: billed units per event from the
+                        receiver's own meters, for --events happy-path events (default 2000 there)
   --check               assert correctness only (never speed); exit 1 on any wrong number
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
@@ -98,12 +102,13 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     return value;
   };
 
-  const events = integer("events", check ? 500 : 10_000, 1);
   const phases = new Set<Phase>();
-  for (const phase of (given.get("only") ?? (check ? "sim" : "sim,crash,perf")).split(",")) {
-    if (phase !== "sim" && phase !== "crash" && phase !== "perf") throw new FlagError(`--only: unknown phase ${phase}`);
+  for (const phase of (given.get("only") ?? (check ? "sim" : "sim,crash,perf,meters")).split(",")) {
+    if (phase !== "sim" && phase !== "crash" && phase !== "perf" && phase !== "meters") throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
   }
+  const onlyMeters = phases.size === 1 && phases.has("meters");
+  const events = integer("events", check ? 500 : onlyMeters ? 2000 : 10_000, 1);
   const perfLevels = (given.get("perf-levels") ?? "1,16,64").split(",").map(Number);
   if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
     throw new FlagError("--perf-levels must be integers between 1 and 512");
@@ -120,6 +125,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     shuffleChance: chance("shuffle", 0.1),
     shuffleWindow: integer("shuffle-window", 20, 0),
     senderConcurrency: integer("sender-concurrency", 16, 1),
+    metersConcurrency: integer("sender-concurrency", 64, 1),
     crashEvents: integer("crash-events", check ? 400 : 2000, 1),
     kills: integer("kills", check ? 2 : 5, 0),
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),

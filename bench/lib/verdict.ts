@@ -18,12 +18,12 @@ export interface VerdictRow {
 
 /**
  * The receiver's row, read back from its D1 after every event finished:
- *   duplicate events  keys with more than one receipt or processed-key row, and — independently of those tables —
+ *   duplicate events  keys with more than one receipt, and — independently of that table —
  *                     accounts whose balance exceeds what their credit events add up to (at least one each)
  *   extra applies     credits over the expected balance, summed per account, in events of 100
  *   lost              credit events not processed, plan changes neither processed nor recorded stale, and
  *                     credits missing from balances (whichever is larger)
- *   stale writes      applied plan changes, in commit order (processed_events rowid) per account, that carry a
+ *   stale writes      applied plan changes, in commit order (receipts.committed_at) per account, that carry a
  *                     lower version than one applied before them
  *   stale accounts    accounts whose plan_version is not the latest version generated for them
  */
@@ -40,9 +40,7 @@ export function receiverVerdict(
       database
         .prepare(
           `SELECT COUNT(*) AS count FROM (
-             SELECT event_key FROM receipts WHERE source = 'demo' AND event_key LIKE ?1 GROUP BY event_key HAVING COUNT(*) > 1
-             UNION
-             SELECT event_key FROM processed_events WHERE source = 'demo' AND event_key LIKE ?1 GROUP BY event_key HAVING COUNT(*) > 1)`,
+             SELECT event_key FROM receipts WHERE source = 'demo' AND event_key LIKE ?1 GROUP BY event_key HAVING COUNT(*) > 1)`,
         )
         .get(like) as { count: number }
     ).count;
@@ -57,11 +55,11 @@ export function receiverVerdict(
       .all(`${accountPrefix}%`) as Array<{ id: string; credits: number; planVersion: number }>;
     const appliedPlans = database
       .prepare(
-        `SELECT r.subject AS accountId, r.version AS version FROM processed_events p JOIN receipts r ON r.id = p.receipt_id
-         WHERE p.source = 'demo' AND p.event_key LIKE ? AND r.status = 'processed' AND r.event_type = 'account.plan_changed'
-         ORDER BY p.rowid`,
+        `SELECT subject AS accountId, version, committed_at AS committedAt FROM receipts
+         WHERE source = 'demo' AND event_key LIKE ? AND status = 'processed' AND event_type = 'account.plan_changed'
+         ORDER BY committed_at, version`,
       )
-      .all(like) as Array<{ accountId: string; version: number }>;
+      .all(like) as Array<{ accountId: string; version: number; committedAt: number }>;
 
     let unfinished = 0;
     for (const event of workload.events) {
@@ -82,6 +80,8 @@ export function receiverVerdict(
     }
     let staleWrites = 0;
     const highestApplied = new Map<string, number>();
+    // Commit order is committed_at; two commits in one millisecond cannot be told apart, so within a millisecond
+    // the lower version is taken to have come first (a stale write there would go uncounted).
     for (const plan of appliedPlans) {
       const highest = highestApplied.get(plan.accountId) ?? 0;
       if (plan.version < highest) staleWrites++;

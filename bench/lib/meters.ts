@@ -1,0 +1,116 @@
+/**
+ * The meters phase: billed units per event read from the receiver's own meters (GET /admin/api/meters, which
+ * sums what production code counted where it happened: D1 meta, Durable Object cursors, alarms, RPCs, queue
+ * operations), before and after a run of happy-path events. Nothing here estimates a row.
+ */
+
+/** Published prices (USD, Workers Paid, beyond the monthly inclusions), read 2026-11-30; sources in docs/performance.md. */
+export const PRICES = {
+  workersRequestPerMillion: 0.3,
+  durableObjectRequestPerMillion: 0.15,
+  rowsReadPerMillion: 0.001,
+  rowsWrittenPerMillion: 1.0,
+  queueOperationPerMillion: 0.4,
+} as const;
+
+/** What the Workers Paid plan includes each month (D1 and Durable Object SQLite rows alike). */
+export const MONTHLY_INCLUSIONS = {
+  workersRequests: 10_000_000,
+  durableObjectRequests: 1_000_000,
+  d1RowsRead: 25_000_000_000,
+  d1RowsWritten: 50_000_000,
+  doRowsRead: 25_000_000_000,
+  doRowsWritten: 50_000_000,
+  queueOperations: 1_000_000,
+} as const;
+
+export interface MeterTotals {
+  d1Calls: number;
+  d1RowsRead: number;
+  d1RowsWritten: number;
+  d1HandlerRowsWritten: number;
+  doRowsRead: number;
+  doRowsWritten: number;
+  doAlarmWrites: number;
+  doRequests: number;
+  queueOperations: number;
+}
+
+export interface PerEvent {
+  /** Rows written to the receiver's own tables (the handler's effect rows are in handlerRowsWritten). */
+  d1RowsWritten: number;
+  d1RowsRead: number;
+  d1Calls: number;
+  doRowsWritten: number;
+  doRowsRead: number;
+  doRequests: number;
+  queueOperations: number;
+  handlerRowsWritten: number;
+  alarmWrites: number;
+  workersRequests: number;
+}
+
+export async function readMeters(origin: string, adminToken: string): Promise<MeterTotals> {
+  const response = await fetch(`${origin}/admin/api/meters`, { headers: { authorization: `Bearer ${adminToken}` } });
+  if (!response.ok) throw new Error(`GET /admin/api/meters answered ${response.status}: ${await response.text()}`);
+  return ((await response.json()) as { totals: MeterTotals }).totals;
+}
+
+export function perEvent(before: MeterTotals, after: MeterTotals, events: number, workersRequests: number): PerEvent {
+  const delta = (key: keyof MeterTotals) => (after[key] - before[key]) / events;
+  return {
+    d1RowsWritten: delta("d1RowsWritten") - delta("d1HandlerRowsWritten"),
+    d1RowsRead: delta("d1RowsRead"),
+    d1Calls: delta("d1Calls"),
+    doRowsWritten: delta("doRowsWritten"),
+    doRowsRead: delta("doRowsRead"),
+    doRequests: delta("doRequests"),
+    queueOperations: delta("queueOperations"),
+    handlerRowsWritten: delta("d1HandlerRowsWritten"),
+    alarmWrites: delta("doAlarmWrites"),
+    workersRequests: workersRequests / events,
+  };
+}
+
+/** USD per million events beyond the plan's inclusions, the handler's own effect rows not counted. */
+export function usdPerMillion(per: PerEvent): number {
+  return (
+    per.workersRequests * PRICES.workersRequestPerMillion +
+    per.doRequests * PRICES.durableObjectRequestPerMillion +
+    (per.d1RowsRead + per.doRowsRead) * PRICES.rowsReadPerMillion +
+    (per.d1RowsWritten + per.doRowsWritten) * PRICES.rowsWrittenPerMillion +
+    per.queueOperations * PRICES.queueOperationPerMillion
+  );
+}
+
+/** Events a month before any one inclusion runs out: the first meter to reach its inclusion decides. */
+export function eventsWithinInclusions(per: PerEvent): { events: number; limitedBy: string } {
+  const limits: [string, number][] = [
+    ["Workers requests", MONTHLY_INCLUSIONS.workersRequests / per.workersRequests],
+    ["Durable Object requests", MONTHLY_INCLUSIONS.durableObjectRequests / per.doRequests],
+    ["D1 rows written", MONTHLY_INCLUSIONS.d1RowsWritten / (per.d1RowsWritten + per.handlerRowsWritten)],
+    ["Durable Object rows written", MONTHLY_INCLUSIONS.doRowsWritten / per.doRowsWritten],
+    ["queue operations", MONTHLY_INCLUSIONS.queueOperations / per.queueOperations],
+  ];
+  const [limitedBy, events] = limits.reduce((lowest, entry) => (entry[1] < lowest[1] ? entry : lowest));
+  return { events: Math.floor(events), limitedBy };
+}
+
+export function formatPerEvent(per: PerEvent): string {
+  const rows: [string, number, string][] = [
+    ["D1 rows written (receiver tables)", per.d1RowsWritten, "≤ 3"],
+    ["D1 rows written (handler's effect)", per.handlerRowsWritten, "not budgeted"],
+    ["D1 rows read", per.d1RowsRead, ""],
+    ["D1 calls", per.d1Calls, "≤ 0.2"],
+    ["DO rows written (alarms included)", per.doRowsWritten, "≤ 3"],
+    ["  of which alarm writes", per.alarmWrites, ""],
+    ["DO rows read", per.doRowsRead, ""],
+    ["DO requests (RPC + alarms)", per.doRequests, "≤ 1.1"],
+    ["queue operations", per.queueOperations, "≤ 0.5"],
+    ["Workers requests", per.workersRequests, ""],
+  ];
+  return [
+    `${"meter".padEnd(38)}${"per event".padStart(10)}  budget`,
+    ...rows.map(([name, value, budget]) => `${name.padEnd(38)}${value.toFixed(3).padStart(10)}  ${budget}`),
+  ].join("\n");
+}
