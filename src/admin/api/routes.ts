@@ -153,13 +153,13 @@ adminApi.get("/stats", accepts("source", "window"), async (c) => {
   return c.json(report);
 });
 
-/** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
-adminApi.all("*", () => {
-  throw apiError(404, "not_found", "No such admin API route.");
-});
-
 /**
  * The runtime's own meters (D1 rows and calls, Durable Object rows and requests, alarm writes, queue operations)
  * as counted since each isolate started; `npm run bench -- --only meters` reads this before and after a run.
  */
 adminApi.get("/meters", accepts(), async (c) => c.json(await collectMeters(c.env)));
+
+/** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
+adminApi.all("*", () => {
+  throw apiError(404, "not_found", "No such admin API route.");
+});
