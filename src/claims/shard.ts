@@ -27,11 +27,11 @@ const RELAY_BATCH = 50;
  */
 export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
 /**
- * How long a shard gathers claims before relaying them as one D1 batch and one queue message. A longer wait
- * means fewer alarms, D1 calls and queue operations per event, at the price of that much pickup latency.
- * RELAY_DELAY_MS overrides it.
+ * How long a shard gathers claims before relaying them as one D1 batch and one queue message — unless a full
+ * batch is waiting first, which goes at once. A longer wait means fewer alarms, D1 calls and queue operations per
+ * event at low and middling rates, at the price of that much pickup latency. RELAY_DELAY_MS overrides it.
  */
-export const DEFAULT_RELAY_DELAY_MS = 1000;
+export const DEFAULT_RELAY_DELAY_MS = 2000;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
 const REMAINING_COUNT_CAP = 1000;
@@ -57,6 +57,10 @@ export class ClaimShard extends DurableObject<Env> {
    * instance sets the alarm once more than needed, which costs one row, never a lost relay.
    */
   private relayArmed = false;
+  /** Claims accepted since the relay last read its batch: a full batch does not wait out the delay. */
+  private claimsWaiting = 0;
+  /** While relays fail (D1 or the queue down), the alarm keeps its backoff: a full batch must not hammer them. */
+  private relayFailing = false;
   /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
   private relayCursor = "";
   private relaying: Promise<RelayReport> | null = null;
@@ -122,7 +126,10 @@ export class ClaimShard extends DurableObject<Env> {
       );
       return { disposition: "quarantined", receiptId: existing.receipt_id };
     });
-    if (result.disposition !== "duplicate" && !this.relayArmed) await this.armRelay(this.relayDelayMs());
+    if (result.disposition === "duplicate") return result;
+    this.claimsWaiting++;
+    if (!this.relayArmed) await this.armRelay(this.relayDelayMs());
+    else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing) await this.armRelay(0);
     return result;
   }
 
@@ -135,11 +142,13 @@ export class ClaimShard extends DurableObject<Env> {
     } catch (error) {
       // D1 or the queue is unreachable: keep everything and try again later. Acknowledged work stays here.
       const failures = this.bumpFailures();
+      this.relayFailing = true;
       logError("relay.failed", error, { failures });
       await this.armRelay(Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9)));
       return;
     }
     execCounted(this.sql, "DELETE FROM relay_state");
+    this.relayFailing = false;
     // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false.
     if (report.remaining > 0) await this.armRelay(0);
     else this.relayArmed = false;
@@ -157,6 +166,7 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   private async relayBatch(): Promise<RelayReport> {
+    this.claimsWaiting = 0;
     const claims = this.pendingClaims();
     const quarantines = withinBudget<PendingQuarantine>(
       this.sql,
