@@ -4,7 +4,7 @@ import { database } from "../db/client";
 import { attempts, batchAborts, receipts } from "../db/schema";
 import { count, meteredD1 } from "../lib/meter";
 import { decide, type AttemptFacts, type Decision } from "./decide";
-import type { VersionGate } from "./handlers/types";
+import type { VersionGate } from "../handlers/types";
 import type { ReceiptForWork } from "./load";
 import type { AttemptRun } from "./run";
 

@@ -1,4 +1,4 @@
-import { OutcomeUnknown, PermanentFailure, TransientFailure, type ExternalCall, type HandlerContext } from "./handlers/types";
+import { OutcomeUnknown, PermanentFailure, TransientFailure, type ExternalCall, type HandlerContext } from "../handlers/types";
 import { sendOutbound } from "./outbound";
 
 const DEFAULT_EXTERNAL_TIMEOUT_MS = 10_000;

@@ -5,8 +5,8 @@ import type { SourceConfig } from "../sources/config";
 import type { AttemptResult } from "./decide";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
-import { handlerFor } from "./handlers/registry";
-import { OutcomeUnknown, PermanentFailure, TransientFailure, type HandlerPlan } from "./handlers/types";
+import { handlerFor } from "../handlers/registry";
+import { OutcomeUnknown, PermanentFailure, TransientFailure, type HandlerPlan } from "../handlers/types";
 import { LEASE_RACE_RETRY_SECONDS, LeasedElsewhere, type LazyLease } from "./lease";
 import type { ReceiptForWork } from "./load";
 

@@ -6,7 +6,7 @@ import { applyConditions, sendAlertNotices, type AlertCondition, type NotifyCoun
 import { catchUp, type CatchUpCounts } from "./catch-up";
 import { reenqueueOverdue, returnExpiredLeases, sweepShards, type ShardSweepCounts } from "./redrive";
 import { applyRetention, type RetentionCounts } from "./retention";
-import { catchUpSettings } from "./settings";
+import { catchUpSettings } from "../sources/reconciler-settings";
 import { catchUpMissing, watchSources } from "./watch";
 
 /**

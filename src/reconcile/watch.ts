@@ -1,6 +1,6 @@
 import type { SourceConfig } from "../sources/config";
 import type { AlertCondition, AlertDetail } from "./alerts";
-import { pendingAlertAfterMs } from "./settings";
+import { pendingAlertAfterMs } from "../sources/reconciler-settings";
 
 /**
  * The conditions the cron watches, for every source at once, read from D1 after the shard sweep has flushed

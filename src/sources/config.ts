@@ -269,7 +269,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   }
   const retry = parseRetry(options.retry, where, problems);
   const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, { positive: true });
-  // Read by the reconciler (src/reconcile/settings.ts); checked here so a typo is refused with everything else.
+  // Read by the reconciler (src/sources/reconciler-settings.ts); checked here so a typo is refused with everything else.
   durationSetting(options.alert_pending_after, 0, `${where}: alert_pending_after`, problems, { positive: true });
   const dedupeRetentionMs = durationSetting(options.dedupe_retention, DEFAULT_DEDUPE_RETENTION_MS, `${where}: dedupe_retention`, problems, { positive: true });
   const payloadRetentionMs = durationSetting(options.payload_retention, DEFAULT_PAYLOAD_RETENTION_MS, `${where}: payload_retention`, problems, { positive: true });

@@ -1,6 +1,6 @@
-import { handlerNames } from "../consumers/handlers/registry";
+import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
-import { catchUpSettings } from "../reconcile/settings";
+import { catchUpSettings } from "./reconciler-settings";
 import { parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
 
 /**

@@ -151,7 +151,7 @@ describe("the dead-letter queue", () => {
   });
 
   it("names the handler a source needs when it no longer exists, and dead-letters the receipt", async () => {
-    const { registerHandler } = await import("../../src/consumers/handlers/registry");
+    const { registerHandler } = await import("../../src/handlers/registry");
     const { envWithSources, handlerSource } = await import("./support/processing");
     const { processReceipt } = await import("../../src/consumers/process");
     const unregister = registerHandler("test-removed-later", async () => ({ outcome: "skip", reason: "unused" }));

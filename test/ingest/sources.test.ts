@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { handlerNames } from "../../src/consumers/handlers/registry";
+import { handlerNames } from "../../src/handlers/registry";
 import { knownProviderNames } from "../../src/providers/registry";
 import { MAX_BODY_BYTES_LIMIT, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources, lookupSource, sourceProblems } from "../../src/sources/registry";

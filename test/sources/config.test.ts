@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { handlerNames } from "../../src/consumers/handlers/registry";
+import { handlerNames } from "../../src/handlers/registry";
 import { knownProviderNames } from "../../src/providers/registry";
 import {
   DEFAULT_RETRY,

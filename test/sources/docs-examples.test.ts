@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
-import { handlerNames } from "../../src/consumers/handlers/registry";
+import { handlerNames } from "../../src/handlers/registry";
 import { adapterFor, knownProviderNames } from "../../src/providers/registry";
 import { parseSourceTables } from "../../src/sources/config";
 

@@ -1,5 +1,5 @@
 import type { SourceConfig } from "../../sources/config";
-import type { CatchUpSettings } from "../settings";
+import type { CatchUpSettings } from "../../sources/reconciler-settings";
 import { keysAlreadyStored, type CatchUpCounts } from "./claim-missing";
 import { callApi, scanNewestFirst, type ListedPage } from "./scan";
 

@@ -1,6 +1,6 @@
 import { secretValue } from "../../lib/secrets";
 import type { SourceConfig } from "../../sources/config";
-import type { CatchUpSettings } from "../settings";
+import type { CatchUpSettings } from "../../sources/reconciler-settings";
 import type { CatchUpCounts } from "./claim-missing";
 import { catchUpGithub } from "./github";
 import { catchUpStripe } from "./stripe";

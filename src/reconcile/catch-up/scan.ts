@@ -1,5 +1,5 @@
 import { readCheckpoint, writeCheckpoint } from "../checkpoints";
-import type { CatchUpSettings } from "../settings";
+import type { CatchUpSettings } from "../../sources/reconciler-settings";
 
 /**
  * Walks a provider list that answers newest first (Stripe's events, GitHub's hook deliveries) from the present

@@ -3,7 +3,7 @@ import { stringAtPath } from "../../providers/json";
 import { describePayload } from "../../providers/signed";
 import type { EventIdentity, SourceOptions } from "../../providers/types";
 import type { SourceConfig } from "../../sources/config";
-import type { CatchUpSettings } from "../settings";
+import type { CatchUpSettings } from "../../sources/reconciler-settings";
 import { claimMissing, type CatchUpCounts } from "./claim-missing";
 import { callApi, scanNewestFirst, type ListedPage } from "./scan";
 

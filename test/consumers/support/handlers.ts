@@ -1,6 +1,6 @@
-import { planInVersionOrder } from "../../../src/consumers/handlers/ordering";
-import { registerHandler } from "../../../src/consumers/handlers/registry";
-import { PermanentFailure, type HandlerPlan, type WebhookHandler } from "../../../src/consumers/handlers/types";
+import { planInVersionOrder } from "../../../src/handlers/ordering";
+import { registerHandler } from "../../../src/handlers/registry";
+import { PermanentFailure, type HandlerPlan, type WebhookHandler } from "../../../src/handlers/types";
 import { envWithSources, handlerSource } from "./processing";
 
 /**

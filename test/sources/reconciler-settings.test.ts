@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { catchUpSettings } from "../../src/reconcile/settings";
+import { catchUpSettings } from "../../src/sources/reconciler-settings";
 import type { SourceConfig } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 

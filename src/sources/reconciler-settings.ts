@@ -1,4 +1,4 @@
-import { parseDuration, type SourceConfig } from "../sources/config";
+import { parseDuration, type SourceConfig } from "./config";
 
 /**
  * The reconciler's per-source settings, read from the source's table in wrangler.toml:
