@@ -17,7 +17,7 @@ import { mulberry32 } from "./lib/random.ts";
 import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
-import { bareRuntime, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
+import { bareRuntime, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
@@ -226,29 +226,38 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
 
 async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
   const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
-  runtimes.push(bare);
+  const heldBack = receiverRuntime(heldBackDeployment(deployment, stateDir), stateDir, "held-back", await portAt(flags, 3), await portAt(flags, 13));
+  runtimes.push(bare, heldBack);
   await bare.start();
+  await heldBack.start();
   console.log(`\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`);
-  const levels: Array<{ bare: LevelResult; receiver: LevelResult }> = [];
-  const header = `${"concurrency".padEnd(12)}${"target".padEnd(22)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
+  console.log("(b) is the whole system: its relay and consumer share the runtime. (c) is the ack path alone: the same receiver with its relay held back.");
+  const levels: Array<{ bare: LevelResult; receiver: LevelResult; ackOnly: LevelResult }> = [];
+  const header = `${"concurrency".padEnd(12)}${"target".padEnd(26)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
   console.log(header);
   const print = (result: LevelResult) =>
     console.log(
-      `${String(result.concurrency).padEnd(12)}${result.target.padEnd(22)}${result.requestsPerSecond.toFixed(0).padStart(9)}` +
+      `${String(result.concurrency).padEnd(12)}${result.target.padEnd(26)}${result.requestsPerSecond.toFixed(0).padStart(9)}` +
         `${result.p50.toFixed(1).padStart(9)}${result.p95.toFixed(1).padStart(9)}${result.p99.toFixed(1).padStart(9)}${String(result.non2xx).padStart(9)}`,
+    );
+  const printRatio = (label: string, result: LevelResult, base: LevelResult) =>
+    console.log(
+      `${"".padEnd(12)}${label.padEnd(26)}${(result.requestsPerSecond / base.requestsPerSecond).toFixed(2).padStart(9)}` +
+        `${(result.p50 / base.p50).toFixed(1).padStart(9)}${(result.p95 / base.p95).toFixed(1).padStart(9)}${(result.p99 / base.p99).toFixed(1).padStart(9)}`,
     );
   for (const concurrency of flags.perfLevels) {
     const common = { path: "/webhooks/demo", secret: deployment.demoSecret, concurrency, seconds: flags.perfSeconds, accountPrefix: "perf_acct_" };
     const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_` });
     print(bareResult);
-    const receiverResult = await measureLevel({ ...common, target: "(b) receiver ack", origin: receiver.origin, keyPrefix: `perf_ack_c${concurrency}_` });
+    const receiverResult = await measureLevel({ ...common, target: "(b) receiver, whole system", origin: receiver.origin, keyPrefix: `perf_ack_c${concurrency}_` });
     print(receiverResult);
-    console.log(
-      `${"".padEnd(12)}${"(b)/(a)".padEnd(22)}${(receiverResult.requestsPerSecond / bareResult.requestsPerSecond).toFixed(2).padStart(9)}` +
-        `${(receiverResult.p50 / bareResult.p50).toFixed(1).padStart(9)}${(receiverResult.p95 / bareResult.p95).toFixed(1).padStart(9)}${(receiverResult.p99 / bareResult.p99).toFixed(1).padStart(9)}`,
-    );
-    levels.push({ bare: bareResult, receiver: receiverResult });
+    const ackOnlyResult = await measureLevel({ ...common, target: "(c) receiver, ack path alone", origin: heldBack.origin, keyPrefix: `perf_held_c${concurrency}_` });
+    print(ackOnlyResult);
+    printRatio("(b)/(a)", receiverResult, bareResult);
+    printRatio("(c)/(a)", ackOnlyResult, bareResult);
+    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult });
   }
+  await heldBack.stop();
 
   // End to end: fresh events at the highest level, timed from the first send until every one is processed.
   const store = new ReceiptStore(receiver.options.persistDir);
@@ -276,12 +285,16 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
     concurrency,
     ackedSeconds: ackedMs / 1000,
     processedSeconds: waited.elapsedMs / 1000,
+    ackedPerSecond: (flags.e2eEvents / ackedMs) * 1000,
     eventsPerSecond: (waited.finished / waited.elapsedMs) * 1000,
     finished: waited.finished,
+    /** Processed per second over acknowledged per second, side by side in one run: processing keeps up at >= 0.8. */
+    processedToAckedRatio: ((waited.finished / waited.elapsedMs) * 1000) / ((flags.e2eEvents / ackedMs) * 1000),
   };
   console.log(
-    `end to end: ${e2e.events} events at concurrency ${concurrency}: all acknowledged after ${e2e.ackedSeconds.toFixed(1)} s, ` +
-      `${e2e.finished} processed after ${e2e.processedSeconds.toFixed(1)} s = ${e2e.eventsPerSecond.toFixed(0)} events/s until every event is processed`,
+    `end to end: ${e2e.events} events at concurrency ${concurrency}: all acknowledged after ${e2e.ackedSeconds.toFixed(1)} s ` +
+      `(${e2e.ackedPerSecond.toFixed(0)} acks/s), ${e2e.finished} processed after ${e2e.processedSeconds.toFixed(1)} s ` +
+      `(${e2e.eventsPerSecond.toFixed(0)} events/s until every event is processed); processed/acknowledged = ${e2e.processedToAckedRatio.toFixed(2)}`,
   );
   const memory = { receiverPeakRssMiB: receiver.peakRssMiB(), bareWorkerPeakRssMiB: bare.peakRssMiB() };
   console.log(

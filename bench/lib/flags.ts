@@ -58,7 +58,7 @@ const HELP = `npm run bench -- [flags]
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
   --json FILE           also write every number as JSON
-  --port-base N         first of the ports used (8820, base..base+12; with --check free ports are picked)`;
+  --port-base N         first of the ports used (8820, base..base+13; with --check free ports are picked)`;
 
 export function parseFlags(argv: readonly string[]): BenchFlags {
   const given = new Map<string, string>();

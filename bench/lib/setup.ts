@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { unstable_readConfig } from "wrangler";
 import { applyMigrations, Runtime } from "./runtime.ts";
@@ -42,6 +42,17 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
   const envFile = join(stateDir, "bench.env");
   writeFileSync(envFile, [...secrets].map(([name, value]) => `${name}=${value}`).join("\n") + "\n", { mode: 0o600 });
   return { configPath, envFile, demoSecret: secrets.get("DEMO_WEBHOOK_SECRET")!, adminToken: secrets.get("ADMIN_TOKEN")! };
+}
+
+/**
+ * The same deployment with the relay held back (RELAY_DELAY_MS of an hour, set in an env file of its own, which
+ * wrangler dev lets override a var): claims pile up in the shards and no consumer runs, so a measurement of it is
+ * the acknowledgement path alone.
+ */
+export function heldBackDeployment(deployment: ReceiverDeployment, stateDir: string): ReceiverDeployment {
+  const envFile = join(stateDir, "bench-held-back.env");
+  writeFileSync(envFile, `${readFileSync(deployment.envFile, "utf8")}RELAY_DELAY_MS=3600000\n`, { mode: 0o600 });
+  return { ...deployment, envFile };
 }
 
 export function receiverRuntime(deployment: ReceiverDeployment, stateDir: string, label: string, port: number, inspectorPort: number): Runtime {
