@@ -1,7 +1,11 @@
-import { secretValue } from "../lib/secrets";
+import { and, eq, lt } from "drizzle-orm";
 import { sendOutbound } from "../consumers/outbound";
 import { utf8Bytes } from "../crypto/encoding";
+import { batchEach } from "../db/batch";
+import { database } from "../db/client";
+import { alerts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
+import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
 import { signStandardWebhook } from "../providers/standard-webhooks";
 
@@ -44,32 +48,34 @@ export interface AlertDetail {
  */
 export async function applyConditions(env: Env, conditions: readonly AlertCondition[], now: number): Promise<{ opened: number; resolved: number }> {
   if (conditions.length === 0) return { opened: 0, resolved: 0 };
-  const statements = conditions.map((condition) =>
+  const db = database(env);
+  const applied = await batchEach(db, conditions, (condition) =>
     condition.firing
-      ? env.DB.prepare(
-          `INSERT INTO alerts (id, source, kind, state, detail, opened_at) VALUES (?, ?, ?, 'open', ?, ?)
-           ON CONFLICT DO NOTHING`,
-        ).bind(
-          ulid(now),
-          condition.source,
-          condition.kind,
-          JSON.stringify({ message: condition.message, ...(condition.facts ? { facts: condition.facts } : {}) } satisfies AlertDetail),
-          now,
-        )
+      ? db
+          .insert(alerts)
+          .values({
+            alertId: ulid(now),
+            source: condition.source,
+            kind: condition.kind,
+            state: "open",
+            detail: JSON.stringify({ message: condition.message, ...(condition.facts ? { facts: condition.facts } : {}) } satisfies AlertDetail),
+            openedAt: now,
+          })
+          .onConflictDoNothing()
       : // An incident lives at least until a run with a later clock: an overlapping run that read the world a
         // moment before another opened it must not resolve it in the same tick.
-        env.DB.prepare(
-          "UPDATE alerts SET state = 'resolved', resolved_at = ?1 WHERE source = ?2 AND kind = ?3 AND state = 'open' AND opened_at < ?1",
-        ).bind(now, condition.source, condition.kind),
+        db
+          .update(alerts)
+          .set({ state: "resolved", resolvedAt: now })
+          .where(and(eq(alerts.source, condition.source), eq(alerts.kind, condition.kind), eq(alerts.state, "open"), lt(alerts.openedAt, now))),
   );
-  const results = await env.DB.batch(statements);
   let opened = 0;
   let resolved = 0;
-  results.forEach((result, index) => {
-    if (result.meta.changes === 0) return;
-    if (conditions[index]!.firing) opened++;
+  for (const { item: condition, result } of applied) {
+    if (result.meta.changes === 0) continue;
+    if (condition.firing) opened++;
     else resolved++;
-  });
+  }
   return { opened, resolved };
 }
 

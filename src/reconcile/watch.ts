@@ -1,6 +1,12 @@
+import { and, count, eq, inArray, max, min } from "drizzle-orm";
+import { batchByName, batchEach } from "../db/batch";
+import { database, type Database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { alerts, checkpoints, receipts } from "../db/schema";
 import type { SourceConfig } from "../sources/config";
 import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
+import { checkpointWrite, parseCursor } from "./checkpoints";
 
 /**
  * The conditions the cron watches, for every source at once, read from D1 after the shard sweep has flushed
@@ -27,55 +33,60 @@ interface Snapshot {
   deadIncidentBaseline: Map<string, number>;
 }
 
-async function snapshot(env: Env, sources: readonly SourceConfig[]): Promise<Snapshot> {
+async function snapshot(db: Database, sources: readonly SourceConfig[]): Promise<Snapshot> {
   const silenceWatched = sources.filter((source) => source.expectWithinMs !== null).map((source) => source.name);
-  const [lastLive, dead, waiting, checkpoints, openDead] = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(
-      `SELECT c.value AS source,
-         (SELECT MAX(received_at) FROM receipts WHERE source = c.value AND provenance = 'live') AS lastLive
-       FROM json_each(?) AS c`,
-    ).bind(JSON.stringify(silenceWatched)),
-    env.DB.prepare("SELECT source, COUNT(*) AS dead FROM receipts WHERE status = 'dead' GROUP BY source"),
-    env.DB.prepare(
-      "SELECT source, MIN(received_at) AS oldest, COUNT(*) AS waiting FROM receipts WHERE status IN ('pending', 'processing') GROUP BY source",
-    ),
-    env.DB.prepare("SELECT source, reconciler, cursor FROM checkpoints WHERE reconciler IN ('dead-letters', 'silence-watch')"),
-    env.DB.prepare("SELECT source, detail FROM alerts WHERE kind = 'dead-letters' AND state = 'open'"),
-  ]);
-  const rows = <T>(result: D1Result<Record<string, unknown>> | undefined) => (result?.results ?? []) as T[];
+  const read = await batchByName(db, {
+    lastLive: db
+      .select({ source: receipts.source, lastLive: max(receipts.receivedAt) })
+      .from(receipts)
+      .where(and(inJsonList(receipts.source, silenceWatched), eq(receipts.provenance, "live")))
+      .groupBy(receipts.source),
+    dead: db
+      .select({ source: receipts.source, dead: count() })
+      .from(receipts)
+      .where(eq(receipts.status, "dead"))
+      .groupBy(receipts.source),
+    waiting: db
+      .select({ source: receipts.source, oldest: min(receipts.receivedAt), waiting: count() })
+      .from(receipts)
+      .where(inArray(receipts.status, ["pending", "processing"]))
+      .groupBy(receipts.source),
+    cursors: db
+      .select({ source: checkpoints.source, reconciler: checkpoints.reconciler, cursor: checkpoints.cursor })
+      .from(checkpoints)
+      .where(inArray(checkpoints.reconciler, ["dead-letters", "silence-watch"])),
+    openDead: db
+      .select({ source: alerts.source, detail: alerts.detail })
+      .from(alerts)
+      .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open"))),
+  });
   const cursorOf = (reconciler: string) =>
     new Map(
-      rows<{ source: string; reconciler: string; cursor: string }>(checkpoints)
+      read.cursors
         .filter((row) => row.reconciler === reconciler)
-        .map((row) => [row.source, JSON.parse(row.cursor) as Record<string, number>] as const),
+        .map((row) => [row.source, parseCursor<Record<string, number>>(row.cursor) ?? {}] as const),
     );
   return {
-    lastLive: new Map(rows<{ source: string; lastLive: number | null }>(lastLive).map((row) => [row.source, row.lastLive])),
-    dead: new Map(rows<{ source: string; dead: number }>(dead).map((row) => [row.source, row.dead])),
-    waiting: new Map(rows<{ source: string; oldest: number; waiting: number }>(waiting).map((row) => [row.source, row])),
+    lastLive: new Map(read.lastLive.map((row) => [row.source, row.lastLive])),
+    dead: new Map(read.dead.map((row) => [row.source, row.dead])),
+    waiting: new Map(read.waiting.flatMap((row) => (row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const]))),
     deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
     watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
     deadIncidentBaseline: new Map(
-      rows<{ source: string; detail: string | null }>(openDead).map((row) => [
-        row.source,
-        (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0,
-      ]),
+      read.openDead.flatMap((row) =>
+        row.source === null ? [] : [[row.source, (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0] as const],
+      ),
     ),
   };
 }
 
 export async function watchSources(env: Env, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
   if (sources.length === 0) return [];
-  const seen = await snapshot(env, sources);
+  const db = database(env);
+  const seen = await snapshot(db, sources);
   const conditions: AlertCondition[] = [];
-  const checkpointWrites: D1PreparedStatement[] = [];
-  const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) =>
-    checkpointWrites.push(
-      env.DB.prepare(
-        `INSERT INTO checkpoints (source, reconciler, cursor, updated_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (source, reconciler) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at`,
-      ).bind(source, reconciler, JSON.stringify(cursor), now),
-    );
+  const cursorWrites: { source: string; reconciler: string; cursor: unknown }[] = [];
+  const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) => cursorWrites.push({ source, reconciler, cursor });
 
   for (const source of sources) {
     if (source.expectWithinMs !== null) {
@@ -116,7 +127,7 @@ export async function watchSources(env: Env, sources: readonly SourceConfig[], n
       message: `${waiting?.waiting ?? 0} receipts waiting, the oldest for ${minutes(ageMs)} (alert after ${minutes(thresholdMs)})`,
     });
   }
-  if (checkpointWrites.length > 0) await env.DB.batch(checkpointWrites);
+  await batchEach(db, cursorWrites, (write) => checkpointWrite(db, write.source, write.reconciler, write.cursor, now));
   return conditions;
 }
 
