@@ -3,13 +3,22 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { shardFor, shardIndex } from "../../src/claims/routing";
 import { claimEvent } from "../../src/claims/claim-event";
+import type { ClaimShard } from "../../src/claims/shard";
+import type { ClaimResult } from "../../src/model/claims";
 import { loadSources } from "../../src/sources/registry";
+import { replayReceipt } from "../../src/replay/replay";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, expectUnchanged, snapshot } from "../support/storage";
 
 type Answer = { status: string; receipt: string };
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+async function provenanceOf(receiptId: string) {
+  return env.DB.prepare("SELECT provenance, replay_count AS replayCount, status FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ provenance: string; replayCount: number; status: string }>();
+}
 
 describe("one claim per event key", () => {
   beforeEach(settle);
@@ -189,6 +198,37 @@ describe("changing the shard count", () => {
     expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
     expect((await account("acct_reshard_reconciled"))?.credits).toBe(70);
   });
+
+  it("keeps a replayed reconciled receipt reconciled, so a later live copy with other bytes is a duplicate, not quarantined", async () => {
+    const eventKey = keyMovedBetween("msg_replayed_reconciled", 8, 3);
+    // Catch-up found the event first: the provider API's rendering of it, claimed as reconciled.
+    const rendered = new TextEncoder().encode(JSON.stringify({ data: { amount: 80, account: "acct_replayed_reconciled" }, type: "account.credited" }));
+    const reclaimed = await claimEvent(env, {
+      source: loadSources(env).get("demo")!,
+      identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "account.credited", subjectId: "acct_replayed_reconciled", version: null, occurredAt: null },
+      rawBody: rendered,
+      keptHeaders: {},
+      receivedAt: Date.now(),
+      provenance: "reconciled",
+    });
+    expect(reclaimed.disposition).toBe("accepted");
+    expect(await waitForStatus("demo", eventKey)).toBe("processed");
+    const [reconciled] = await receiptsFor("demo", eventKey);
+
+    // An operator replays it; the replay runs (a duplicate: nothing applied) and the receipt settles again.
+    expect((await replayReceipt(env, reconciled!.receiptId)).kind).toBe("replayed");
+    await settle();
+    expect(await provenanceOf(reconciled!.receiptId)).toEqual({ provenance: "reconciled", replayCount: 1, status: "processed" });
+
+    // The live delivery arrives late at a shard that never saw the key: only D1 can tell, by the stored provenance.
+    const live = await (await deliverResharded(eventKey, credit("acct_replayed_reconciled", 80))).json<Answer>();
+    expect(live.status).toBe("accepted");
+    await eventually(async () => ((await shardClaim("demo", eventKey, resharded))?.relayed ? true : undefined));
+    await settle();
+    expect(await quarantineFor("demo", eventKey)).toEqual([]);
+    expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: reconciled!.receiptId, status: "processed" })]);
+    expect((await account("acct_replayed_reconciled"))?.credits).toBe(80);
+  });
 });
 
 describe("after the shard has forgotten a key", () => {
@@ -261,6 +301,40 @@ describe("when the claim cannot be stored", () => {
       expect(await shardClaim("demo", "msg_no_claim")).toBeNull();
     });
   }
+
+  it("stores exactly one receipt when the shard commits the claim but its answer is lost and the sender retries", async () => {
+    const body = JSON.stringify(credit("acct_answer_lost", 9));
+    const headers = signDemo("msg_answer_lost", body);
+    // The real shard stores the claim; the answer then never reaches the Worker (the connection drops on the way back).
+    const committed: ClaimResult[] = [];
+    const real = env.CLAIM_SHARDS;
+    const answerLost = {
+      idFromName: (name: string) => real.idFromName(name),
+      get: (id: DurableObjectId, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+        const stub = real.get(id, options) as unknown as DurableObjectStub<ClaimShard>;
+        return {
+          claim: async (input: Parameters<ClaimShard["claim"]>[0]) => {
+            committed.push(await stub.claim(input));
+            throw new Error("Network connection lost.");
+          },
+        };
+      },
+    } as unknown as DurableObjectNamespace;
+
+    const refused = await app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers }), { ...env, CLAIM_SHARDS: answerLost });
+    expect(refused.status).toBe(503);
+    expect(committed).toEqual([expect.objectContaining({ disposition: "accepted" })]);
+    expect(await shardClaim("demo", "msg_answer_lost")).toMatchObject({ receiptId: committed[0]!.receiptId });
+
+    // The sender retries the same delivery: the shard knows it, and answers with the receipt it already stored.
+    const retried = await post("/webhooks/demo", body, headers);
+    expect(retried.status).toBe(200);
+    expect(await retried.json()).toEqual({ status: "duplicate", receipt: committed[0]!.receiptId });
+    await settle();
+    expect(await receiptsFor("demo", "msg_answer_lost")).toEqual([expect.objectContaining({ receiptId: committed[0]!.receiptId, status: "processed" })]);
+    expect(await processedCount("demo", "msg_answer_lost")).toBe(1);
+    expect((await account("acct_answer_lost"))?.credits).toBe(9);
+  });
 
   it("answers 503 when the namespace itself throws, and the sender's retry is then accepted once", async () => {
     const body = JSON.stringify(credit("acct_no_claim_retry", 6));

@@ -1,8 +1,11 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
+import { replayReceipt } from "../../src/replay/replay";
 import { account, eventually } from "../support/deliveries";
+import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin, standinRequests } from "./support/processing";
 
@@ -100,5 +103,46 @@ describe("leases, for attempts that reach outside D1", () => {
       [2, "retry"],
     ]);
     expect(await account("acct_late")).toBeNull();
+  });
+
+  it("keeps a stalled consumer's late dead verdict from killing a replay that a new consumer is running", async () => {
+    const eventKey = "evt_lease_replay_fence";
+    const receiptId = await seedExternal(eventKey, "acct_replay_fence");
+    const leaseOf = async () => (await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?").bind(receiptId).first<{ generation: number }>())!.generation;
+    const t0 = Date.now();
+
+    // Consumer A takes the lease (generation 1) with its external call, then stalls past the lease; when it
+    // wakes it will fail permanently, a "dead" verdict fenced on the generation it holds.
+    const wakeStalled = hangNextRun(eventKey, "the stalled consumer's failure");
+    const stalled = processReceipt(testEnv, receiptId, t0);
+    await eventually(async () => ((await receiptRow(receiptId)).status === "processing" ? true : undefined));
+    expect(await leaseOf()).toBe(1);
+
+    // The lease runs out: a re-drive gives the receipt to consumer B (generation 2), which fails and leaves it dead.
+    hangNextRun(eventKey, "the successor's failure")();
+    expect(await processReceipt(testEnv, receiptId, t0 + LEASE_MS + 1)).toEqual({ kind: "done", status: "dead" });
+    expect(await leaseOf()).toBe(2);
+
+    // An operator replays it. The queue message is dropped so that this test plays the consumer itself (C).
+    const replayedAt = t0 + LEASE_MS + 2;
+    expect(await replayReceipt({ ...testEnv, WORK_QUEUE: lossyQueue() }, receiptId, replayedAt)).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    const finishReplay = hangNextRun(eventKey);
+    const replayRun = processReceipt(testEnv, receiptId, replayedAt);
+    await eventually(async () => ((await receiptRow(receiptId)).status === "processing" ? true : undefined));
+    const whileReplaying = await receiptRow(receiptId);
+
+    // A wakes and fails. Its fenced update names generation 1, which nobody holds any more: the replay runs on.
+    wakeStalled();
+    await stalled;
+    expect(await receiptRow(receiptId)).toEqual(whileReplaying);
+    expect(whileReplaying).toMatchObject({ status: "processing", leaseUntil: replayedAt + LEASE_MS, replayCount: 1 });
+    // The replay never hands an earlier generation out again: C holds 3, not A's 1.
+    expect(await leaseOf()).toBe(3);
+
+    finishReplay();
+    expect(await replayRun).toEqual({ kind: "done", status: "processed" });
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", replayCount: 1, provenance: "live" });
+    expect((await account("acct_replay_fence"))?.credits).toBe(1);
+    expect(await standinRequests(outboundIdempotencyKey(receiptId, "notify"))).toHaveLength(3);
   });
 });

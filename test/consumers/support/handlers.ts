@@ -19,13 +19,25 @@ interface ScriptedPayload {
   fail?: "transient" | "permanent";
 }
 
-const hangs = new Map<string, Promise<void>>();
+const hangs = new Map<string, { until: Promise<void>; thenFail: string | null }>();
 
-/** The next run of this event stops mid-attempt, before its commit, until the returned function is called. */
-export function hangNextRun(eventKey: string): () => void {
+/**
+ * The next run of this event stops mid-attempt, before its commit, until the returned function is called. With
+ * `thenFail`, the run then fails permanently (its receipt goes dead) instead of carrying on.
+ */
+export function hangNextRun(eventKey: string, thenFail: string | null = null): () => void {
   let release!: () => void;
-  hangs.set(eventKey, new Promise<void>((resolve) => (release = resolve)));
+  hangs.set(eventKey, { until: new Promise<void>((resolve) => (release = resolve)), thenFail });
   return release;
+}
+
+/** Waits out a hang set for this event's run, if any (each hang stops one run). */
+async function waitIfHung(eventKey: string): Promise<void> {
+  const hang = hangs.get(eventKey);
+  if (!hang) return;
+  hangs.delete(eventKey);
+  await hang.until;
+  if (hang.thenFail !== null) throw new PermanentFailure(hang.thenFail);
 }
 
 function credit(db: D1Database, account: string, amount: number): D1PreparedStatement {
@@ -36,11 +48,7 @@ function credit(db: D1Database, account: string, amount: number): D1PreparedStat
 
 const scripted: WebhookHandler = async (event, { db }): Promise<HandlerPlan> => {
   const payload = event.payload as ScriptedPayload;
-  const hang = hangs.get(event.eventKey);
-  if (hang) {
-    hangs.delete(event.eventKey);
-    await hang;
-  }
+  await waitIfHung(event.eventKey);
   if (payload.fail === "transient") throw new Error("deliberate failure, as a 500 would be");
   if (payload.fail === "permanent") throw new PermanentFailure("amount is not a number");
   return { outcome: "apply", statements: [credit(db, payload.account, payload.amount)] };
@@ -94,11 +102,7 @@ const external: WebhookHandler = async (event, context) => {
     timeoutMs: payload.timeoutMs,
   });
   await response.body?.cancel();
-  const hang = hangs.get(event.eventKey);
-  if (hang) {
-    hangs.delete(event.eventKey);
-    await hang;
-  }
+  await waitIfHung(event.eventKey);
   if (payload.failAfterCall) throw new Error("deliberate failure after the external call");
   return { outcome: "apply", statements: [credit(context.db, payload.account, 1)] };
 };
