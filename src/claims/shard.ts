@@ -149,8 +149,10 @@ export class ClaimShard extends DurableObject<Env> {
     }
     execCounted(this.sql, "DELETE FROM relay_state");
     this.relayFailing = false;
-    // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false.
-    if (report.remaining > 0) await this.armRelay(0);
+    // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
+    // batch still waiting goes at once; the few that came in while this batch was relayed wait for company.
+    if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
+    else if (report.remaining > 0) await this.armRelay(this.relayDelayMs());
     else this.relayArmed = false;
   }
 
