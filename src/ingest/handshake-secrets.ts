@@ -1,3 +1,6 @@
+import { desc, eq } from "drizzle-orm";
+import { database } from "../db/client";
+import { handshakeSecrets } from "../db/schema";
 import type { SourceSecret } from "../providers/types";
 
 /**
@@ -13,26 +16,28 @@ const CACHE_TTL_MS = 60_000;
 
 const cache = new Map<string, { secrets: SourceSecret[]; readAt: number }>();
 
-function asSecrets(rows: { secret: string; received_at: number }[]): SourceSecret[] {
+function asSecrets(rows: { secret: string; receivedAt: number }[]): SourceSecret[] {
   // The name is what logs and annotations could ever see: never the value.
-  return rows.map((row) => ({ name: `handshake@${row.received_at}`, value: row.secret }));
+  return rows.map((row) => ({ name: `handshake@${row.receivedAt}`, value: row.secret }));
 }
 
-export async function storedSecrets(db: D1Database, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
+export async function storedSecrets(env: Pick<Env, "DB">, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
   const hit = cache.get(source);
   if (!fresh && hit && now - hit.readAt < CACHE_TTL_MS) return { secrets: hit.secrets, cached: true };
-  const { results } = await db
-    .prepare("SELECT secret, received_at FROM handshake_secrets WHERE source = ? ORDER BY received_at DESC LIMIT ?")
-    .bind(source, KEPT_PER_SOURCE)
-    .all<{ secret: string; received_at: number }>();
-  const secrets = asSecrets(results);
+  const rows = await database(env)
+    .select({ secret: handshakeSecrets.secret, receivedAt: handshakeSecrets.receivedAt })
+    .from(handshakeSecrets)
+    .where(eq(handshakeSecrets.source, source))
+    .orderBy(desc(handshakeSecrets.receivedAt))
+    .limit(KEPT_PER_SOURCE);
+  const secrets = asSecrets(rows);
   if (secrets.length > 0) cache.set(source, { secrets, readAt: now });
   else cache.delete(source);
   return { secrets, cached: false };
 }
 
-export async function keepSecret(db: D1Database, source: string, secret: string, now: number): Promise<void> {
+export async function keepSecret(env: Pick<Env, "DB">, source: string, secret: string, now: number): Promise<void> {
   // The same secret handed over twice (a repeated handshake) keeps its first row.
-  await db.prepare("INSERT OR IGNORE INTO handshake_secrets (source, secret, received_at) VALUES (?, ?, ?)").bind(source, secret, now).run();
+  await database(env).insert(handshakeSecrets).values({ source, secret, receivedAt: now }).onConflictDoNothing();
   cache.delete(source);
 }

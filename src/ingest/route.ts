@@ -101,7 +101,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   const verifyWith = async (fresh: boolean) => {
     let kept;
     try {
-      kept = adapter.storedSecrets ? await storedSecrets(c.env.DB, sourceName, startedAt, fresh) : undefined;
+      kept = adapter.storedSecrets ? await storedSecrets(c.env, sourceName, startedAt, fresh) : undefined;
     } catch (error) {
       // Without the sender's kept secret nothing can be verified: 503 so it retries, never a final 401.
       logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
@@ -138,7 +138,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   if (verdict.kind === "handshake") {
     if (verdict.keepSecret !== undefined) {
       try {
-        await keepSecret(c.env.DB, sourceName, verdict.keepSecret, startedAt);
+        await keepSecret(c.env, sourceName, verdict.keepSecret, startedAt);
       } catch (error) {
         // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
         logError("delivery.handshake_store_failed", error, { source: sourceName, requestId });

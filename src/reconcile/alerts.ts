@@ -1,4 +1,4 @@
-import { and, eq, lt } from "drizzle-orm";
+import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
 import { sendOutbound } from "../consumers/outbound";
 import { utf8Bytes } from "../crypto/encoding";
 import { batchEach } from "../db/batch";
@@ -103,19 +103,17 @@ export interface NotifyCounts {
 
 export async function sendAlertNotices(env: Env, now: number): Promise<NotifyCounts> {
   const counts: NotifyCounts = { sent: 0, logged: 0, failed: 0 };
-  const due = await env.DB.prepare(
-    `SELECT id AS alertId, source, kind, state, detail, opened_at AS openedAt, resolved_at AS resolvedAt,
-       notified_at AS notifiedAt, resolve_notified_at AS resolveNotifiedAt
-     FROM alerts WHERE notified_at IS NULL OR (state = 'resolved' AND resolve_notified_at IS NULL)
-     ORDER BY opened_at LIMIT ?`,
-  )
-    .bind(NOTIFY_BATCH)
-    .all<AlertRow>();
-  for (const alert of due.results) {
+  const due: AlertRow[] = await database(env)
+    .select()
+    .from(alerts)
+    .where(or(isNull(alerts.notifiedAt), and(eq(alerts.state, "resolved"), isNull(alerts.resolveNotifiedAt))))
+    .orderBy(asc(alerts.openedAt))
+    .limit(NOTIFY_BATCH);
+  for (const alert of due) {
     // An incident opened and resolved between two runs still announces both, in order; a resolve is never
     // announced before its opening was.
-    if (alert.notifiedAt === null && !(await deliverNotice(env, alert, "opened", "notified_at", now, counts))) continue;
-    if (alert.state === "resolved") await deliverNotice(env, alert, "resolved", "resolve_notified_at", now, counts);
+    if (alert.notifiedAt === null && !(await deliverNotice(env, alert, "opened", "notifiedAt", now, counts))) continue;
+    if (alert.state === "resolved") await deliverNotice(env, alert, "resolved", "resolveNotifiedAt", now, counts);
   }
   return counts;
 }
@@ -124,12 +122,16 @@ async function deliverNotice(
   env: Env,
   alert: AlertRow,
   transition: "opened" | "resolved",
-  column: "notified_at" | "resolve_notified_at",
+  column: "notifiedAt" | "resolveNotifiedAt",
   now: number,
   counts: NotifyCounts,
 ): Promise<boolean> {
   // Claim first: of two overlapping runs, only the one whose UPDATE changed the row sends.
-  const claimed = await env.DB.prepare(`UPDATE alerts SET ${column} = ? WHERE id = ? AND ${column} IS NULL`).bind(now, alert.alertId).run();
+  const db = database(env);
+  const claimed = await db
+    .update(alerts)
+    .set({ [column]: now })
+    .where(and(eq(alerts.alertId, alert.alertId), isNull(alerts[column])));
   if (claimed.meta.changes === 0) return false;
   try {
     const delivered = await notify(env, alert, transition, now);
@@ -140,7 +142,10 @@ async function deliverNotice(
     counts.failed++;
     logError("alert.notify_failed", error, { alert: alert.alertId, transition });
     // Released so the next run tries again; the receiver dedupes on webhook-id if the failure was only ours.
-    await env.DB.prepare(`UPDATE alerts SET ${column} = NULL WHERE id = ?`).bind(alert.alertId).run();
+    await db
+      .update(alerts)
+      .set({ [column]: null })
+      .where(eq(alerts.alertId, alert.alertId));
     return false;
   }
 }

@@ -1,3 +1,6 @@
+import { eq } from "drizzle-orm";
+import { database } from "../db/client";
+import { reconcileRuns } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
@@ -41,7 +44,8 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   const { now } = options;
   const runId = ulid(now);
   const startedAt = Date.now();
-  await env.DB.prepare("INSERT INTO reconcile_runs (id, clock, started_at) VALUES (?, ?, ?)").bind(runId, now, startedAt).run();
+  const db = database(env);
+  await db.insert(reconcileRuns).values({ runId, clock: now, startedAt });
 
   const counts: ReconcileCounts = {
     shards: { shardsVisited: 0, shardsTotal: 0, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 },
@@ -112,9 +116,10 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   });
 
   const finishedAt = Date.now();
-  await env.DB.prepare("UPDATE reconcile_runs SET finished_at = ?, counts = ?, failures = ? WHERE id = ?")
-    .bind(finishedAt, JSON.stringify(counts), failures.length > 0 ? JSON.stringify(failures) : null, runId)
-    .run();
+  await db
+    .update(reconcileRuns)
+    .set({ finishedAt, counts: JSON.stringify(counts), failures: failures.length > 0 ? JSON.stringify(failures) : null })
+    .where(eq(reconcileRuns.runId, runId));
   logEvent("reconcile.run", {
     run: runId,
     durationMs: finishedAt - startedAt,

@@ -1,3 +1,7 @@
+import { and, eq } from "drizzle-orm";
+import { database } from "../../db/client";
+import { inJsonList } from "../../db/id-list";
+import { receipts } from "../../db/schema";
 import type { EventIdentity } from "../../providers/types";
 import { claimEvent } from "../../claims/claim-event";
 import type { SourceConfig } from "../../sources/config";
@@ -24,12 +28,12 @@ export interface ListedEvent {
 /** Keys of this source that D1 already holds, out of `eventKeys`: one query for a whole page. */
 export async function keysAlreadyStored(env: Env, sourceName: string, eventKeys: readonly string[]): Promise<Set<string>> {
   if (eventKeys.length === 0) return new Set();
-  const stored = await env.DB.prepare(
-    "SELECT event_key AS eventKey FROM receipts WHERE source = ? AND event_key IN (SELECT value FROM json_each(?))",
-  )
-    .bind(sourceName, JSON.stringify(eventKeys))
-    .all<{ eventKey: string }>();
-  return new Set(stored.results.map((row) => row.eventKey));
+  const stored = await database(env)
+    .select({ eventKey: receipts.eventKey })
+    .from(receipts)
+    // By (source, event_key): the arbiter's own index.
+    .where(and(eq(receipts.source, sourceName), inJsonList(receipts.eventKey, eventKeys)));
+  return new Set(stored.map((row) => row.eventKey));
 }
 
 /**
