@@ -44,6 +44,12 @@ CREATE TABLE IF NOT EXISTS relay_state (
   singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
   failures INTEGER NOT NULL
 );
+-- Where the next prune visit resumes its walk through the tombstones (src/claims/prune.ts).
+CREATE TABLE IF NOT EXISTS prune_cursor (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL
+);
 `;
 
 /**

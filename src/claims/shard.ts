@@ -5,6 +5,7 @@ import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
 import { relayToD1 } from "../relay/relay";
 import { isSameEvent } from "../model/same-event";
+import { pruneExpiredKeys } from "./prune";
 import { CLAIMS_SCHEMA, migrateLegacyClaims } from "./shard-schema";
 import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 
@@ -33,6 +34,16 @@ export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
  */
 export const DEFAULT_RELAY_DELAY_MS = 2000;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
+/**
+ * While relays fail, a claim arriving at a shard whose backed-off alarm is further off than this brings it forward
+ * (at most once per this interval): with traffic flowing, relaying resumes within seconds of D1 coming back, and
+ * an outage costs one failed D1 call per shard per interval, not one per claim.
+ */
+export const RELAY_PROBE_MS = 10_000;
+/** Tombstones one prune visit reads, at most, walking the keys from where the last visit stopped. */
+export const PRUNE_READ_LIMIT = 50_000;
+/** Tombstones read per page of a prune visit, each page's expired keys deleted in one transaction. */
+const PRUNE_PAGE = 5_000;
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
 const REMAINING_COUNT_CAP = 1000;
 const HOUR_MS = 3_600_000;
@@ -61,6 +72,9 @@ export class ClaimShard extends DurableObject<Env> {
   private claimsWaiting = 0;
   /** While relays fail (D1 or the queue down), the alarm keeps its backoff: a full batch must not hammer them. */
   private relayFailing = false;
+  /** While relays fail: when the backed-off alarm is due, and when the last relay failed (for the claim probe). */
+  private backedOffUntil = 0;
+  private lastRelayFailureAt = 0;
   /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
   private relayCursor = "";
   private relaying: Promise<RelayReport> | null = null;
@@ -130,6 +144,10 @@ export class ClaimShard extends DurableObject<Env> {
     this.claimsWaiting++;
     if (!this.relayArmed) await this.armRelay(this.relayDelayMs());
     else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing) await this.armRelay(0);
+    else if (this.probeDue(Date.now())) {
+      this.backedOffUntil = 0;
+      await this.armRelay(0);
+    }
     return result;
   }
 
@@ -144,11 +162,13 @@ export class ClaimShard extends DurableObject<Env> {
       const failures = this.bumpFailures();
       this.relayFailing = true;
       logError("relay.failed", error, { failures });
-      await this.armRelay(Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9)));
+      const backoffMs = Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9));
+      this.lastRelayFailureAt = Date.now();
+      this.backedOffUntil = this.lastRelayFailureAt + backoffMs;
+      await this.armRelay(backoffMs);
       return;
     }
-    execCounted(this.sql, "DELETE FROM relay_state");
-    this.relayFailing = false;
+    this.clearFailures();
     // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
     // batch still waiting goes at once; the few that came in while this batch was relayed wait for company.
     if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
@@ -207,7 +227,9 @@ export class ClaimShard extends DurableObject<Env> {
     });
     const last = claims.at(-1);
     if (last) this.relayCursor = last.eventKey;
-    return { ...outcome, remaining: this.unrelayedCount(REMAINING_COUNT_CAP) };
+    // Counted only far enough to say "another batch waits": a count per batch over the whole backlog would make
+    // draining it quadratic.
+    return { ...outcome, remaining: this.unrelayedCount(RELAY_BATCH) };
   }
 
   /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
@@ -240,22 +262,16 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   /**
-   * Forgets keys older than the dedupe retention. Never touches an unrelayed claim: that is acknowledged work.
-   * Bounded per call so one cron run stays within a Worker's limits.
+   * Forgets keys older than the dedupe retention, walking the tombstones from where the last call stopped and
+   * reading at most `readLimit` of them (src/claims/prune.ts). Never touches an unrelayed claim: that is
+   * acknowledged work.
    */
-  pruneKeys(olderThan: number, limit = 1000): number {
+  pruneKeys(olderThan: number, readLimit = PRUNE_READ_LIMIT): number {
     count("doRequests");
-    const cursor = this.sql.exec(
-      `DELETE FROM event_claims WHERE relay_pending = 0 AND (source, event_key) IN (
-         SELECT source, event_key FROM event_claims WHERE relay_pending = 0 AND received_at < ? LIMIT ?)`,
-      olderThan,
-      limit,
-    );
-    cursor.toArray();
-    countCursor(cursor);
+    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, { readLimit, pageSize: PRUNE_PAGE });
     execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
     execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
-    return cursor.rowsWritten;
+    return pruned;
   }
 
   /**
@@ -291,16 +307,24 @@ export class ClaimShard extends DurableObject<Env> {
    * The cron's visit (src/reconcile): relay what is still waiting, a bounded number of batches, then forget keys
    * past the dedupe retention. One call per shard per run, so a run's subrequests stay countable.
    */
-  async sweep(keyCutoff: number, relayRounds: number, pruneLimit: number): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
+  async sweep(keyCutoff: number, relayRounds: number, pruneReadLimit: number): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
     count("doRequests");
     let relayed = 0;
     let remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
-    for (let round = 0; round < relayRounds && remaining > 0; round++) {
+    let rounds = 0;
+    for (; rounds < relayRounds && remaining > 0; rounds++) {
       const report = await this.relay();
       relayed += report.receiptsRelayed + report.quarantinesRelayed;
       remaining = report.remaining;
     }
-    return { relayed, remaining, keysPruned: this.pruneKeys(keyCutoff, pruneLimit) };
+    if (rounds > 0) {
+      // The relay worked: a shard whose alarm had backed off during an outage (or lost its alarm) goes on
+      // draining now, not at the backed-off time.
+      const wasFailing = this.clearFailures();
+      if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
+      remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
+    }
+    return { relayed, remaining, keysPruned: this.pruneKeys(keyCutoff, pruneReadLimit) };
   }
 
   /** What the shard still knows about one key: the dedupe tombstone, for the reconciler's checks and tests. */
@@ -314,6 +338,18 @@ export class ClaimShard extends DurableObject<Env> {
     )[0];
     if (!row) return null;
     return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relay_pending === 0 };
+  }
+
+  /** After a relay that worked: forgets the failure streak. True if there was one (the alarm was backed off). */
+  private clearFailures(): boolean {
+    this.relayFailing = false;
+    this.backedOffUntil = 0;
+    return execCounted(this.sql, "DELETE FROM relay_state RETURNING failures").length > 0;
+  }
+
+  /** A claim may probe a failing relay early: its backed-off alarm is far off and the last failure is not recent. */
+  private probeDue(now: number): boolean {
+    return this.relayFailing && this.backedOffUntil - now > RELAY_PROBE_MS && now - this.lastRelayFailureAt >= RELAY_PROBE_MS;
   }
 
   private bumpFailures(): number {

@@ -1,5 +1,6 @@
 import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
+import { PRUNE_READ_LIMIT } from "../claims/shard";
 import { logError } from "../lib/log";
 import { and, eq, gt, inArray, isNotNull, isNull, lt, lte, or, asc } from "drizzle-orm";
 import { database } from "../db/client";
@@ -28,8 +29,8 @@ export const OVERDUE_GRACE_MS = 10 * 60_000;
 export const REDRIVE_BATCH = 200;
 /** Relay batches per shard per visit (each batch is at most the shard's relay batch size). */
 const SHARD_RELAY_ROUNDS = 4;
-/** Keys each shard forgets per visit. */
-const SHARD_PRUNE_LIMIT = 1000;
+/** Tombstones each shard reads per visit while forgetting expired keys (src/claims/prune.ts). */
+const SHARD_PRUNE_READS = PRUNE_READ_LIMIT;
 /**
  * Shard visits per run. Below it every shard of every source is visited on every run; above it the visits rotate
  * (a cursor in `checkpoints`), so each shard is still reached every ceil(shards / budget) runs and a run's
@@ -67,7 +68,7 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
     await writeCheckpoint(env, SWEEP_CURSOR_SOURCE, "shard-sweep", { offset: (offset + budget) % visits.length }, now);
   }
   const results = await Promise.allSettled(
-    chosen.map(({ stub, keyCutoff }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_LIMIT)),
+    chosen.map(({ stub, keyCutoff }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS)),
   );
   const counts = { shardsVisited: chosen.length, shardsTotal: visits.length, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 };
   for (const result of results) {

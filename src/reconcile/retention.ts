@@ -1,22 +1,42 @@
+import { and, asc, gt, inArray, isNotNull, lt, or, sql } from "drizzle-orm";
+import { deleteStoredBodies } from "../bodies/stored-bodies";
+import { database, type Database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { attempts, receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
+import { readCheckpoint, writeCheckpoint } from "./checkpoints";
+import { advanceCursor, dueForAction, TERMINAL_STATUSES, type RetentionAction, type ScannedReceipt } from "./retention-scan";
 
 /**
- * Retention in D1, for every source at once, in bounded batches:
+ * Retention in D1, for every source at once:
  *   after payload retention  the body (and kept headers) of a finished receipt is dropped; the row stays as the
  *                            keyed tombstone (source, event key, payload hash), so a late resend still answers
  *                            "duplicate";
  *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
  *                            guard) and its attempts together.
- * The claim shards forget their copy of a key on the same cutoff when the cron visits them (redrive.ts).
- * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age. Each
- * statement joins the source list (json_each) against the receipts' id range, so one statement covers
- * all sources with their own cutoffs, and a run's query count does not grow with the number of sources.
+ * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts).
+ * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age.
+ *
+ * Work per run follows the backlog: pages of RETENTION_BATCH receipts per source, one D1 batch per page for all
+ * sources, until every source is caught up or the run's time budget is spent; the next run goes on from there.
+ *
+ * Receipt ids are ULIDs minted at received_at, so "received before the cutoff" is the id range below the cutoff's
+ * floor, read along the primary key — receipts need no time index the happy path would pay for. Each action keeps
+ * a cursor per source in `checkpoints` (everything of the source below it is done), so a run reads only receipts
+ * it has not passed yet: the body scan does not re-read the weeks of tombstones whose bodies are already gone.
+ * Rows read per page: the page, plus other sources' receipts in the same id range (the scan is along the id, not
+ * the source), plus, for a receipt still unfinished below the cutoff, the stretch after it on each later run
+ * until it finishes.
+ *
+ * One limit: a receipt first written to D1 after its cursor passed its id (relayed later than its source's
+ * payload retention after it arrived, i.e. a D1 outage longer than that) keeps its body until its key expires.
  */
 
-const TERMINAL = "('processed', 'stale', 'skipped', 'dead', 'dismissed')";
-/** Rows per statement; the rest wait for the next run. */
-export const RETENTION_BATCH = 500;
+/** Receipts read per source per page. */
+export const RETENTION_BATCH = 1000;
+/** Wall time a run spends on retention at most; the rest waits for the next run. */
+export const RETENTION_BUDGET_MS = 20_000;
 
 export interface RetentionCounts {
   bodiesDropped: number;
@@ -24,79 +44,153 @@ export interface RetentionCounts {
   keysExpired: number;
   /** reconcile_runs rows older than RUN_HISTORY_MS. */
   runsForgotten: number;
+  /** Whether everything due was done within the budget (false: the next run goes on). */
+  caughtUp: boolean;
 }
 
 /** How long the cron's own run records are kept: one row per run, 288 a day. */
 const RUN_HISTORY_MS = 35 * 86_400_000;
+const CURSOR_NAMES: Record<RetentionAction, string> = { "drop-body": "retention-bodies", delete: "retention-keys" };
 
-/** `[{source, cutoff}]` as JSON, joined in SQL as `json_each(?) AS c` with c.value ->> 'source' / 'cutoff'. */
-function cutoffs(sources: readonly SourceConfig[], cutoffOf: (source: SourceConfig) => number): string {
-  return JSON.stringify(sources.map((source) => ({ source: source.name, cutoff: cutoffOf(source), idFloor: ulidFloor(cutoffOf(source)) })));
-}
+export async function applyRetention(
+  env: Env,
+  sources: readonly SourceConfig[],
+  now: number,
+  budgetMs = RETENTION_BUDGET_MS,
+): Promise<RetentionCounts> {
+  const deadline = Date.now() + budgetMs;
+  const db = database(env);
+  const runs = await untilDone(deadline, () =>
+    db.run(sql`DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ${now - RUN_HISTORY_MS} LIMIT ${RETENTION_BATCH})`),
+  );
+  if (sources.length === 0) return { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: runs.changed, caughtUp: runs.caughtUp };
 
-/**
- * Receipt ids are ULIDs minted at received_at, so "received before the cutoff" is the id range below the
- * cutoff's floor: the primary key serves it, oldest rows first, and receipts need no time index of their own.
- */
-const CUTOFFS = `(SELECT value ->> 'source' AS source, value ->> 'cutoff' AS cutoff, value ->> 'idFloor' AS idFloor FROM json_each(?1))`;
-
-export async function applyRetention(env: Env, sources: readonly SourceConfig[], now: number): Promise<RetentionCounts> {
-  const runs = await env.DB.prepare("DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ? LIMIT ?)")
-    .bind(now - RUN_HISTORY_MS, RETENTION_BATCH)
-    .run();
-  const runsForgotten = runs.meta.changes;
-  if (sources.length === 0) return { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten };
-  const bodyCutoffs = cutoffs(sources, (source) => now - source.payloadRetentionMs);
+  // Keys first: a deleted receipt takes its body with it.
+  const keys = await scanBelowCutoffs(env, db, sources, now, "delete", deadline);
   const keyCutoffs = cutoffs(sources, (source) => now - source.dedupeRetentionMs);
-
-  const [bodies, quarantineBodies] = await env.DB.batch([
-    env.DB.prepare(
-      `UPDATE receipts SET body = NULL, kept_headers = NULL
-       WHERE id IN (
-         SELECT r.id FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
-         WHERE r.body IS NOT NULL AND r.status IN ${TERMINAL} LIMIT ?2)`,
-    ).bind(bodyCutoffs, RETENTION_BATCH),
-    env.DB.prepare(
-      `UPDATE quarantine SET body = NULL, kept_headers = NULL
-       WHERE id IN (
-         SELECT q.id FROM ${CUTOFFS} AS c JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff
-         WHERE q.body IS NOT NULL LIMIT ?2)`,
-    ).bind(bodyCutoffs, RETENTION_BATCH),
-  ]);
-
+  const quarantineDeleted = await untilDone(deadline, () =>
+    db.run(sql`DELETE FROM quarantine WHERE id IN (
+      SELECT q.id FROM ${cutoffTable(keyCutoffs)} JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff LIMIT ${RETENTION_BATCH})`),
+  );
+  const bodies = await scanBelowCutoffs(env, db, sources, now, "drop-body", deadline);
+  const bodyCutoffs = cutoffs(sources, (source) => now - source.payloadRetentionMs);
+  const quarantineBodies = await untilDone(deadline, () =>
+    db.run(sql`UPDATE quarantine SET body = NULL, kept_headers = NULL WHERE id IN (
+      SELECT q.id FROM ${cutoffTable(bodyCutoffs)} JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff
+      WHERE q.body IS NOT NULL LIMIT ${RETENTION_BATCH})`),
+  );
   return {
-    bodiesDropped: bodies?.meta.changes ?? 0,
-    quarantineBodiesDropped: quarantineBodies?.meta.changes ?? 0,
-    keysExpired: await expireKeys(env, keyCutoffs),
-    runsForgotten,
+    bodiesDropped: bodies.changed,
+    quarantineBodiesDropped: quarantineBodies.changed,
+    keysExpired: keys.changed,
+    runsForgotten: runs.changed,
+    caughtUp: runs.caughtUp && keys.caughtUp && quarantineDeleted.caughtUp && bodies.caughtUp && quarantineBodies.caughtUp,
   };
 }
 
+interface SourceScan {
+  source: string;
+  floor: string;
+  /** Where the next page starts. */
+  position: string;
+  /** What the checkpoint will say: everything of the source at or below it needs nothing more. */
+  cursor: string;
+  held: boolean;
+  done: boolean;
+}
+
+/** Pages through every source's receipts below its cutoff, one D1 batch per page for all sources. */
+async function scanBelowCutoffs(
+  env: Env,
+  db: Database,
+  sources: readonly SourceConfig[],
+  now: number,
+  action: RetentionAction,
+  deadline: number,
+): Promise<{ changed: number; caughtUp: boolean }> {
+  const saved = (await readCheckpoint<Record<string, string>>(env, "*", CURSOR_NAMES[action])) ?? {};
+  const scans: SourceScan[] = sources.map((source) => {
+    const from = typeof saved[source.name] === "string" ? saved[source.name]! : "";
+    const retentionMs = action === "delete" ? source.dedupeRetentionMs : source.payloadRetentionMs;
+    return { source: source.name, floor: ulidFloor(now - retentionMs), position: from, cursor: from, held: false, done: false };
+  });
+  let changed = 0;
+  // At least one page per run, whatever the budget: every run makes progress.
+  for (let page = 0; ; page++) {
+    const active = scans.filter((scan) => !scan.done && scan.position < scan.floor);
+    if (active.length === 0 || (page > 0 && Date.now() >= deadline)) break;
+    const pageQueries = active.map((scan) => pageOf(db, scan));
+    const pages = (await db.batch(pageQueries as [(typeof pageQueries)[number], ...(typeof pageQueries)[number][]])).map((rows) =>
+      rows.map((row): ScannedReceipt => ({ id: row.id, status: row.status, hasBody: row.hasBody === 1 })),
+    );
+    const due = pages.flatMap((page) => dueForAction(page, action));
+    const done = new Set(due.length > 0 ? await apply(db, action, due) : []);
+    // A body kept in R2 leaves with its row's marker, or with the row (an id without an object deletes nothing).
+    await deleteStoredBodies(env, [...done]);
+    changed += done.size;
+    active.forEach((scan, index) => {
+      const page = pages[index]!;
+      if (!scan.held) Object.assign(scan, advanceCursor(page, done, action, scan.cursor));
+      scan.position = page.at(-1)?.id ?? scan.position;
+      scan.done = page.length < RETENTION_BATCH;
+    });
+  }
+  const cursors = Object.fromEntries(scans.map((scan) => [scan.source, scan.cursor]));
+  if (scans.some((scan) => scan.cursor !== (saved[scan.source] ?? ""))) await writeCheckpoint(env, "*", CURSOR_NAMES[action], cursors, now);
+  return { changed, caughtUp: scans.every((scan) => scan.done || scan.position >= scan.floor) };
+}
+
 /**
- * The receipt and its attempts leave in one batch (one transaction), each statement re-checking age and status:
- * the one-effect guard (committed_at) lives in the receipt row itself, so the
- * "one effect" guard lasts exactly as long as the key, and a receipt replayed since the SELECT stays whole.
+ * One source's next receipts below its floor, in id order. `+source` keeps the planner on the primary key (the id
+ * range) rather than the (source, event_key) index, which would read every receipt the source has.
  */
-async function expireKeys(env: Env, keyCutoffs: string): Promise<number> {
-  const expiring = await env.DB.prepare(
-    `SELECT r.id AS receiptId FROM ${CUTOFFS} AS c JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
-     WHERE r.status IN ${TERMINAL} LIMIT ?2`,
-  )
-    .bind(keyCutoffs, RETENTION_BATCH)
-    .all<{ receiptId: string }>();
-  if (expiring.results.length === 0) return 0;
-  // json_each keeps the bound-parameter count fixed however large the batch is.
-  const idList = JSON.stringify(expiring.results.map((row) => row.receiptId));
-  const deletable = (columns: string) => `SELECT ${columns} FROM ${CUTOFFS} AS c
-    JOIN receipts AS r ON r.id < c.idFloor AND r.source = c.source
-    WHERE r.id IN (SELECT value FROM json_each(?2)) AND r.status IN ${TERMINAL}`;
-  const results = await env.DB.batch([
-    env.DB.prepare(`DELETE FROM attempts WHERE receipt_id IN (${deletable("r.id")})`).bind(keyCutoffs, idList),
-    env.DB.prepare(`DELETE FROM receipts WHERE id IN (${deletable("r.id")})`).bind(keyCutoffs, idList),
-    env.DB.prepare(
-      `DELETE FROM quarantine WHERE id IN (
-         SELECT q.id FROM ${CUTOFFS} AS c JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff LIMIT ?2)`,
-    ).bind(keyCutoffs, RETENTION_BATCH),
+function pageOf(db: Database, scan: SourceScan) {
+  return db
+    .select({ id: receipts.receiptId, status: receipts.status, hasBody: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)` })
+    .from(receipts)
+    .where(and(gt(receipts.receiptId, scan.position), lt(receipts.receiptId, scan.floor), sql`+${receipts.source} = ${scan.source}`))
+    .orderBy(asc(receipts.receiptId))
+    .limit(RETENTION_BATCH);
+}
+
+/**
+ * The action on the receipts found due, each statement re-checking that the receipt is still finished (a replay
+ * since the read keeps it whole). A receipt and its attempts leave in one batch (one transaction): the one-effect
+ * guard (committed_at) lives in the receipt row, so it lasts exactly as long as the key. Returns the ids done.
+ */
+async function apply(db: Database, action: RetentionAction, ids: readonly string[]): Promise<string[]> {
+  const finished = and(inJsonList(receipts.receiptId, ids), inArray(receipts.status, [...TERMINAL_STATUSES]));
+  if (action === "drop-body") {
+    const dropped = await db
+      .update(receipts)
+      .set({ body: null, bodyLocation: null, keptHeaders: null })
+      .where(and(finished, or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))))
+      .returning({ id: receipts.receiptId });
+    return dropped.map((row) => row.id);
+  }
+  const [, deleted] = await db.batch([
+    db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
   ]);
-  return results[1]?.meta.changes ?? 0;
+  return deleted.map((row) => row.id);
+}
+
+/** A bounded statement repeated until it changes fewer rows than a batch, or the deadline passes (run once at least). */
+async function untilDone(deadline: number, statement: () => Promise<D1Result>): Promise<{ changed: number; caughtUp: boolean }> {
+  let changed = 0;
+  do {
+    const result = await statement();
+    changed += result.meta.changes;
+    if (result.meta.changes < RETENTION_BATCH) return { changed, caughtUp: true };
+  } while (Date.now() < deadline);
+  return { changed, caughtUp: false };
+}
+
+/** `[{source, cutoff}]` as JSON: one statement covers every source with its own cutoff. */
+function cutoffs(sources: readonly SourceConfig[], cutoffOf: (source: SourceConfig) => number): string {
+  return JSON.stringify(sources.map((source) => ({ source: source.name, cutoff: cutoffOf(source) })));
+}
+
+function cutoffTable(json: string) {
+  return sql`(SELECT value ->> 'source' AS source, value ->> 'cutoff' AS cutoff FROM json_each(${json})) AS c`;
 }

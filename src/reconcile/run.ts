@@ -50,7 +50,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   const counts: ReconcileCounts = {
     shards: { shardsVisited: 0, shardsTotal: 0, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 },
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
-    retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0 },
+    retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },
     catchUp: {},
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
     durationsMs: {},
