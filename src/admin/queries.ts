@@ -2,6 +2,7 @@ import { and, asc, desc, eq, gt, gte, inArray, lt, or, sql, type SQL } from "dri
 import type { Database } from "../db/client";
 import { attempts, quarantine, receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
+import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import type { ReceiptFilter } from "./filters";
 
@@ -24,7 +25,7 @@ const receiptSummaryColumns = {
   lastError: receipts.lastError,
   replayCount: receipts.replayCount,
   payloadSha256: receipts.payloadSha256,
-  bodyRetained: sql<number>`${receipts.body} IS NOT NULL`.mapWith(Boolean),
+  bodyRetained: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)`.mapWith(Boolean),
 };
 
 function selectSummaries(db: Database, where: SQL | undefined, newestFirst: boolean, limit: number) {
@@ -88,13 +89,14 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
   return row?.receiptId ?? null;
 }
 
-export async function receiptDetail(db: Database, receiptId: string) {
+/** `bodies` is where large bodies live (the BODIES bucket, src/bodies/stored-bodies.ts). */
+export async function receiptDetail(db: Database, receiptId: string, bodies: { BODIES?: R2Bucket } = {}) {
   const [receipt] = await db
-    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, keptHeaders: receipts.keptHeaders })
+    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;
-  const [attemptRows, quarantineRows] = await Promise.all([
+  const [attemptRows, quarantineRows, stored] = await Promise.all([
     db
       .select({
         attemptNumber: attempts.attemptNumber,
@@ -113,10 +115,12 @@ export async function receiptDetail(db: Database, receiptId: string) {
       .from(quarantine)
       .where(or(eq(quarantine.originalReceiptId, receiptId), and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey))))
       .orderBy(asc(quarantine.quarantineId)),
+    readStoredBodies(bodies, receipt.bodyLocation === null ? [] : [receiptId]),
   ]);
-  const { body, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
+  const { body: rowBody, bodyLocation, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
+  const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
   return {
-    receipt: { ...summary, keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
+    receipt: { ...summary, bodyLocation, keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
     attempts: withLatestAttempt(attemptRows, receipt),
     quarantine: quarantineRows.map(({ body: quarantinedBody, keptHeaders: quarantinedHeaders, ...record }) => ({
       ...record,

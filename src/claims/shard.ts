@@ -4,6 +4,7 @@ import { count, countCursor, execCounted, meterReading, type MeterReading } from
 import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
 import { relayToD1 } from "../relay/relay";
+import { bodyThresholdOf } from "./body-threshold";
 import { isSameEvent } from "../model/same-event";
 import { pruneExpiredKeys } from "./prune";
 import { CLAIMS_SCHEMA, migrateLegacyClaims } from "./shard-schema";
@@ -199,7 +200,7 @@ export class ClaimShard extends DurableObject<Env> {
       RELAY_BATCH,
     );
 
-    const outcome = await relayToD1(this.env, claims, quarantines);
+    const outcome = await relayToD1(this.env, claims, quarantines, bodyThresholdOf(this.env));
 
     // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone: the key, hash,
     // receipt id, time and provenance stay until retention, everything else goes.

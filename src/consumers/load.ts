@@ -1,6 +1,7 @@
 import { inJsonList } from "../db/id-list";
 import type { Database } from "../db/client";
 import { receipts } from "../db/schema";
+import { readStoredBodies } from "../bodies/stored-bodies";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
 /** Everything an attempt needs from a receipt, read for a whole consumer batch in one D1 call. */
@@ -23,7 +24,8 @@ export interface ReceiptForWork {
   committedAt: number | null;
 }
 
-export async function loadReceipts(db: Database, receiptIds: readonly string[]): Promise<ReceiptForWork[]> {
+/** `bodies` is where large bodies live (the BODIES bucket): read back for receipts that may still be attempted. */
+export async function loadReceipts(db: Database, receiptIds: readonly string[], bodies: { BODIES?: R2Bucket } = {}): Promise<ReceiptForWork[]> {
   if (receiptIds.length === 0) return [];
   const rows = await db
     .select({
@@ -35,6 +37,7 @@ export async function loadReceipts(db: Database, receiptIds: readonly string[]):
       version: receipts.version,
       occurredAt: receipts.occurredAt,
       body: receipts.body,
+      bodyLocation: receipts.bodyLocation,
       keptHeaders: receipts.keptHeaders,
       receivedAt: receipts.receivedAt,
       status: receipts.status,
@@ -46,7 +49,13 @@ export async function loadReceipts(db: Database, receiptIds: readonly string[]):
     })
     .from(receipts)
     .where(inJsonList(receipts.receiptId, receiptIds));
-  return rows.map((row) => ({ ...row, body: bodyBytes(row.body) }));
+  // A finished receipt is never attempted again: its body stays where it is.
+  const inR2 = rows.filter((row) => row.bodyLocation !== null && (row.status === "pending" || row.status === "processing"));
+  const stored = await readStoredBodies(bodies, inR2.map((row) => row.receiptId));
+  return rows.map(({ bodyLocation, ...row }) => ({
+    ...row,
+    body: bodyLocation === null ? bodyBytes(row.body) : (stored.get(row.receiptId) ?? null),
+  }));
 }
 
 export type Readiness = { kind: "ready" } | { kind: "later"; queue: QueueVerdict } | { kind: "finished"; queue: QueueVerdict };

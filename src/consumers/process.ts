@@ -52,7 +52,7 @@ export async function processBatch(env: Env, receiptIds: readonly string[], now 
   const clock = () => now + (Date.now() - startedReally);
   const db = database(env);
   const unique = [...new Set(receiptIds)];
-  const rows = await loadReceipts(db, unique);
+  const rows = await loadReceipts(db, unique, env);
   const verdicts = new Map<string, ProcessOutcome>();
   for (const receiptId of unique) {
     if (!rows.some((row) => row.receiptId === receiptId)) {

@@ -21,6 +21,8 @@ export const receipts = sqliteTable(
     payloadSha256: text("payload_sha256").notNull(),
     body: blob("body", { mode: "buffer" }), // dropped after payload retention, leaving a keyed tombstone
     keptHeaders: text("kept_headers"), // JSON object of the headers worth keeping (never signatures)
+    /** 'r2' when the body is kept in the BODIES bucket under the receipt id (migrations/0005); null otherwise. */
+    bodyLocation: text("body_location"),
     receivedAt: integer("received_at").notNull(),
     relayedAt: integer("relayed_at"),
     status: text("status", {

@@ -4,6 +4,7 @@ import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
+import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
 import { enqueueReceipts } from "./enqueue";
 
 /**
@@ -16,12 +17,16 @@ export async function relayToD1(
   env: Env,
   claims: readonly PendingClaim[],
   quarantines: readonly PendingQuarantine[],
+  /** Bytes above which a source's bodies go to R2 (the shard passes each source's setting); none by default. */
+  bodyThresholdOf: (source: string) => number = () => Number.POSITIVE_INFINITY,
 ): Promise<Omit<RelayReport, "remaining">> {
   if (claims.length === 0 && quarantines.length === 0) {
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
   const db = database(env);
   const now = Date.now();
+  // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
+  const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
   const statements = [
     ...claims.map((claim) =>
       db
@@ -35,7 +40,8 @@ export async function relayToD1(
           version: claim.version,
           occurredAt: claim.occurredAt,
           payloadSha256: claim.payloadSha256,
-          body: claim.body ? Buffer.from(claim.body) : null,
+          body: claim.body && !inR2.has(claim.receiptId) ? Buffer.from(claim.body) : null,
+          bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
           keptHeaders: claim.keptHeaders,
           receivedAt: claim.receivedAt,
           relayedAt: now,
@@ -78,6 +84,8 @@ export async function relayToD1(
   // shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
   const lost = claims.filter((claim) => !stored.has(claim.receiptId));
   if (lost.length > 0) await quarantineMismatches(db, lost);
+  // A lost claim's body went to R2 under a receipt id no row names (quarantine keeps its own copy in D1).
+  await deleteStoredBodies(env, lost.filter((claim) => inR2.has(claim.receiptId)).map((claim) => claim.receiptId));
   await enqueueReceipts(env, claims.filter((claim) => stored.has(claim.receiptId)));
   return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1: lost.length };
 }

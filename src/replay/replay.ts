@@ -1,5 +1,8 @@
 import { enqueueReceipts } from "../relay/enqueue";
 
+/** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
+const BODY_RETAINED = "(body IS NOT NULL OR body_location IS NOT NULL)";
+
 /**
  * Replay: put finished receipts back through the normal path — reset to pending (replay_count and replayed_at
  * say so; provenance, where the event came from, never changes), then onto the work queue like any relayed
@@ -25,14 +28,14 @@ export type ReplayOne =
 
 /** Replays one receipt, whatever its finished status. */
 export async function replayReceipt(env: Env, receiptId: string, now = Date.now()): Promise<ReplayOne> {
-  const current = await env.DB.prepare("SELECT status, body IS NULL AS bodyMissing FROM receipts WHERE id = ?")
+  const current = await env.DB.prepare(`SELECT status, NOT ${BODY_RETAINED} AS bodyMissing FROM receipts WHERE id = ?`)
     .bind(receiptId)
     .first<{ status: string; bodyMissing: number }>();
   if (!current) return { kind: "not_found", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(current.status)) return { kind: "in_flight", receiptId, status: current.status };
   if (current.bodyMissing) return { kind: "payload_expired", receiptId };
 
-  const reset = await env.DB.prepare(`${RESET_SQL} WHERE id = ? AND status = ? AND body IS NOT NULL RETURNING id, source`)
+  const reset = await env.DB.prepare(`${RESET_SQL} WHERE id = ? AND status = ? AND ${BODY_RETAINED} RETURNING id, source`)
     .bind(now, receiptId, current.status)
     .first<{ id: string; source: string }>();
   // Changed between the read and the reset (another replay, a consumer): report what it is now.
@@ -76,7 +79,7 @@ export const MAX_REPLAY_LIMIT = 1000;
 /** Replays every dead receipt matching `filter` (all of them when empty), oldest first, up to `limit`. */
 export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {}, now = Date.now()): Promise<ReplayMany> {
   const limit = checkFilter(filter);
-  const conditions = ["status = 'dead'", "body IS NOT NULL"];
+  const conditions = ["status = 'dead'", BODY_RETAINED];
   const values: (string | number)[] = [];
   const match = (condition: string, value: string | number | undefined) => {
     if (value === undefined) return;

@@ -1,5 +1,6 @@
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
+import { r2BodyThresholdProblem } from "./body-threshold";
 
 /**
  * Sources are declared in wrangler.toml under [vars.SOURCES.<name>]; adding one is a config change, never a
@@ -278,6 +279,8 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   }
   const placement = parsePlacement(options, where, problems);
   const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
+  const r2Problem = r2BodyThresholdProblem(options.r2_body_threshold);
+  if (r2Problem) problems.push(`${where}: ${r2Problem}`);
   problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
   if (problems.length > 0) return { ok: false, problems };
   return {

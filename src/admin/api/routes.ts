@@ -46,7 +46,7 @@ adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS), async (c) => {
 adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const detail = await receiptDetail(database(c.env), receiptId);
+  const detail = await receiptDetail(database(c.env), receiptId, c.env);
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.json(detail);
 });
@@ -55,7 +55,7 @@ adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
 adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
   const db = database(c.env);
   const receiptId = await receiptIdForEvent(db, c.req.param("source"), c.req.param("eventKey"));
-  const detail = receiptId ? await receiptDetail(db, receiptId) : null;
+  const detail = receiptId ? await receiptDetail(db, receiptId, c.env) : null;
   if (!detail) throw apiError(404, "event_not_found", "No receipt for this event key under this source (never accepted, or not yet relayed).");
   return c.json(detail);
 });

@@ -34,7 +34,7 @@ receiptPages.get("/receipts", async (c) => {
 
 receiptPages.get("/receipts/:receiptId", async (c) => {
   const receiptId = c.req.param("receiptId");
-  const detail = isReceiptId(receiptId) ? await receiptDetail(database(c.env), receiptId) : null;
+  const detail = isReceiptId(receiptId) ? await receiptDetail(database(c.env), receiptId, c.env) : null;
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
 });

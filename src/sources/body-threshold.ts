@@ -1,0 +1,18 @@
+/**
+ * When a body goes to R2 instead of a D1 row: above 64 KB by default, or a source's `r2_body_threshold` (bytes;
+ * 0 sends every body to R2). Only applies when the BODIES bucket is bound (src/bodies/stored-bodies.ts).
+ */
+
+export const DEFAULT_R2_BODY_THRESHOLD = 64 * 1024;
+
+export function r2BodyThresholdProblem(value: unknown): string | null {
+  if (value === undefined) return null;
+  if (typeof value === "number" && Number.isInteger(value) && value >= 0) return null;
+  return "r2_body_threshold must be a whole number of bytes";
+}
+
+/** The threshold for a source's options; the default when unset (a malformed value is a config problem). */
+export function r2BodyThreshold(options: Record<string, unknown>): number {
+  const value = options.r2_body_threshold;
+  return r2BodyThresholdProblem(value) === null && typeof value === "number" ? value : DEFAULT_R2_BODY_THRESHOLD;
+}
