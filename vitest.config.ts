@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import type { Json } from "miniflare";
 import { defineConfig } from "vitest/config";
@@ -20,30 +21,72 @@ function mergeJsonFiles(directory: string): Record<string, Json> {
 
 const deployedSources = unstable_readConfig({ config: "./wrangler.toml" }).vars.SOURCES as Record<string, Json>;
 
+/**
+ * The forward stand-in (test/setup/global/forward-standin.ts). The fixture sources name it at 8793; a run that
+ * finds 8793 taken (another run on this machine) takes the next free port, and the fixtures are pointed at it
+ * here, in the binding itself, so no test file ever rewrites the shared SOURCES object at run time. The port is
+ * held from this moment (the stand-in's global setup, in this same process, serves on the reserved server), so
+ * no other run can take it in between.
+ */
+const FIXTURE_STANDIN_ORIGIN = "http://127.0.0.1:8793";
+const STANDIN_PORTS = [8793, 8794, 8795, 8796, 8797];
+const RESERVED_STANDIN = Symbol.for("edge-webhook-receiver.forward-standin");
+
+async function reserveStandinPort(): Promise<number> {
+  const holder = globalThis as { [RESERVED_STANDIN]?: Server };
+  const held = holder[RESERVED_STANDIN]?.address();
+  if (held && typeof held === "object") return held.port;
+  for (const port of STANDIN_PORTS) {
+    const server = createServer();
+    const listening = await new Promise<boolean>((resolve) => {
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => resolve(true));
+    });
+    if (!listening) continue;
+    holder[RESERVED_STANDIN] = server;
+    return port;
+  }
+  return STANDIN_PORTS[0]!;
+}
+
+function pointAtStandin(sources: Record<string, Json>, origin: string): Record<string, Json> {
+  return Object.fromEntries(
+    Object.entries(sources).map(([name, table]) => {
+      const destination = (table as { destination?: unknown }).destination;
+      if (typeof destination !== "string" || !destination.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)) return [name, table];
+      return [name, { ...(table as Record<string, Json>), destination: origin + destination.slice(FIXTURE_STANDIN_ORIGIN.length) }];
+    }),
+  );
+}
+
 const globalSetup = readdirSync("./test/setup/global")
   .filter((name) => name.endsWith(".ts"))
   .sort()
   .map((name) => `./test/setup/global/${name}`);
 
-export default defineConfig(async () => ({
-  plugins: [
-    cloudflareTest({
-      wrangler: { configPath: "./wrangler.toml" },
-      miniflare: {
-        bindings: {
-          TEST_MIGRATIONS: await readD1Migrations("./migrations"),
-          SOURCES: { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
-          ...mergeJsonFiles("./test/fixtures/secrets"),
+export default defineConfig(async () => {
+  const standinPort = await reserveStandinPort();
+  const sources = pointAtStandin({ ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") }, `http://127.0.0.1:${standinPort}`);
+  return {
+    plugins: [
+      cloudflareTest({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          bindings: {
+            TEST_MIGRATIONS: await readD1Migrations("./migrations"),
+            SOURCES: sources,
+            ...mergeJsonFiles("./test/fixtures/secrets"),
+          },
         },
-      },
-    }),
-  ],
-  test: {
-    include: ["test/**/*.test.ts", "src/**/*.test.ts"],
-    setupFiles: ["./test/setup/apply-migrations.ts"],
-    globalSetup,
-    testTimeout: 30_000,
-    // The receiver logs one JSON line per delivery and attempt; show them only for a test that fails.
-    silent: "passed-only" as const,
-  },
-}));
+      }),
+    ],
+    test: {
+      include: ["test/**/*.test.ts", "src/**/*.test.ts"],
+      setupFiles: ["./test/setup/apply-migrations.ts"],
+      globalSetup,
+      testTimeout: 30_000,
+      // The receiver logs one JSON line per delivery and attempt; show them only for a test that fails.
+      silent: "passed-only" as const,
+    },
+  };
+});

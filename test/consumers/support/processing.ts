@@ -20,20 +20,6 @@ export function standinOrigin(): string {
   return inject("forwardStandinOrigin");
 }
 
-/**
- * The fixture sources (test/fixtures/sources/processing.json) name the stand-in at its first-choice port; this
- * run's stand-in may have had to take another. Point them at it before anything in this isolate parses SOURCES:
- * the route and the queue consumer read this same object.
- */
-const FIXTURE_STANDIN_ORIGIN = "http://127.0.0.1:8793";
-if (standinOrigin() !== FIXTURE_STANDIN_ORIGIN) {
-  for (const table of Object.values(env.SOURCES as Record<string, Record<string, unknown>>)) {
-    if (typeof table.destination === "string" && table.destination.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)) {
-      table.destination = standinOrigin() + table.destination.slice(FIXTURE_STANDIN_ORIGIN.length);
-    }
-  }
-}
-
 export interface SeedOptions {
   source: string;
   payload: unknown;

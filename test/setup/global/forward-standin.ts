@@ -1,9 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from "node:http";
 import type { TestProject } from "vitest/node";
 
 /**
  * A stand-in for a user's backend that forward destinations (and handlers' external calls) point at, on
- * 127.0.0.1:8793 (or the next free port up to 8797). Its behaviour is chosen by the path, so a test source's URL says what it will meet:
+ * 127.0.0.1:8793 (or the next free port up to 8797, reserved by vitest.config.ts). Its behaviour is chosen by the path, so a test source's URL says what it will meet:
  *
  *   /ok                         204 to everything
  *   /status/<code>              always <code>
@@ -35,27 +35,29 @@ declare module "vitest" {
   }
 }
 
+/** Where vitest.config.ts leaves the server it reserved this run's port with (same process). */
+const RESERVED_STANDIN = Symbol.for("edge-webhook-receiver.forward-standin");
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = createStandin();
-  // Several engineers' test runs share this machine: each run gets its own stand-in on the first free port, and
-  // the processing tests point the fixture sources at it (test/consumers/support/processing.ts).
-  for (const port of STANDIN_PORTS) {
-    try {
-      await listen(server, port);
-    } catch {
-      continue;
-    }
-    project.provide("forwardStandinOrigin", `http://127.0.0.1:${port}`);
-    return () => new Promise<void>((resolve) => server.close(() => resolve()));
+  // Several engineers' test runs share this machine: each run gets its own stand-in on the first free port.
+  // vitest.config.ts reserved that port (and pointed the fixture sources at it): serve on its server.
+  const reserved = (globalThis as { [RESERVED_STANDIN]?: Server })[RESERVED_STANDIN];
+  const address = reserved?.address();
+  if (reserved && address && typeof address === "object") {
+    reserved.on("request", standinHandler());
+    // The caller gives up on hung requests; a dropped socket is expected here, not an error.
+    reserved.on("clientError", (_error, socket) => socket.destroy());
+    project.provide("forwardStandinOrigin", `http://127.0.0.1:${address.port}`);
+    return () => new Promise<void>((resolve) => reserved.close(() => resolve()));
   }
   console.warn(`forward stand-in: ports ${STANDIN_PORTS.join(", ")} are all taken; forward tests will fail`);
   project.provide("forwardStandinOrigin", `http://127.0.0.1:${STANDIN_PORTS[0]}`);
   return async () => {};
 }
 
-function createStandin(): Server {
+function standinHandler(): RequestListener {
   const byKey = new Map<string, RecordedRequest[]>();
-  const server = createServer(async (request, response) => {
+  return async (request, response) => {
     // No keep-alive: a pooled socket that the server closes just as workerd reuses it shows up as a spurious
     // "Network connection lost", and the tests assert exact attempt histories.
     response.setHeader("connection", "close");
@@ -87,10 +89,7 @@ function createStandin(): Server {
     record.answer = step.status;
     response.writeHead(step.status, step.retryAfter === undefined ? {} : { "retry-after": String(step.retryAfter) });
     response.end();
-  });
-  // The caller gives up on hung requests; a dropped socket is expected here, not an error.
-  server.on("clientError", (_error, socket) => socket.destroy());
-  return server;
+  };
 }
 
 type Step = "hang" | { status: number; retryAfter?: number };
@@ -125,15 +124,4 @@ async function readBody(request: IncomingMessage): Promise<string> {
 function json(response: ServerResponse, status: number, value: unknown): void {
   response.writeHead(status, { "content-type": "application/json" });
   response.end(JSON.stringify(value));
-}
-
-function listen(server: Server, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const fail = (error: Error) => reject(error);
-    server.once("error", fail);
-    server.listen(port, "127.0.0.1", () => {
-      server.off("error", fail);
-      resolve();
-    });
-  });
 }
