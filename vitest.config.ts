@@ -43,6 +43,8 @@ async function reserveStandinPort(): Promise<number> {
       server.listen(port, "127.0.0.1", () => resolve(true));
     });
     if (!listening) continue;
+    // Never the reason the process stays alive (a run that loads the config without running the setup).
+    server.unref();
     holder[RESERVED_STANDIN] = server;
     return port;
   }

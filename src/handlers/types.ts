@@ -44,7 +44,10 @@ export interface ExternalCall {
   method?: string;
   headers?: Record<string, string>;
   body?: string | Uint8Array;
-  /** Default 10 s. */
+  /**
+   * Default 10 s; at most 4 minutes (MAX_DESTINATION_TIMEOUT_MS), and all of one attempt's calls share one such
+   * budget, so the attempt ends inside its 5-minute lease.
+   */
   timeoutMs?: number;
 }
 
