@@ -2,20 +2,21 @@ import { Hono } from "hono";
 import { admin } from "./admin";
 import { webhooks } from "./ingest/route";
 import { apiError, renderError } from "./lib/errors";
+import { healthAnswer, openSystemAlertKinds } from "./monitor/health";
 import { sourcesHealth } from "./sources/registry";
 
 export const app = new Hono<{ Bindings: Env }>();
 
 /**
- * Up, and which sources cannot accept deliveries. Names only: this route is unauthenticated, and the problems
- * quote configuration, so the why is behind the admin token (GET /admin/api/sources). Still 200 when degraded:
- * the Worker is serving every other source.
+ * Up, which sources cannot accept deliveries, and which system alerts are open (D1 unreachable, a failing relay,
+ * a failed cron run, storage near a cap), read from the system monitor, never from D1. Names only: this route is
+ * unauthenticated, and the problems quote configuration, so the why is behind the admin token
+ * (GET /admin/api/health, GET /admin/api/sources). Still 200 when degraded: the Worker is serving what it can.
  */
-app.get("/health", (c) => {
+app.get("/health", async (c) => {
   const health = sourcesHealth(c.env);
   const invalidSources = health.unreadable ? ["*"] : Object.keys(health.invalid);
-  if (invalidSources.length === 0) return c.json({ status: "ok" });
-  return c.json({ status: "degraded", invalidSources, detail: "GET /admin/api/sources names each problem." });
+  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env)));
 });
 app.route("/webhooks", webhooks);
 app.route("/admin", admin);

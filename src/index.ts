@@ -1,13 +1,14 @@
 import { app } from "./app";
 import { consumeWork } from "./consumers/queue";
-import { runReconcile } from "./reconcile/run";
+import { watchedReconcile } from "./reconcile/cron-watch";
 import type { QueuedWork } from "./model/work-message";
 
 export { ClaimShard } from "./claims/shard";
+export { SystemMonitor } from "./reconcile/system-monitor";
 
 export default {
   fetch: app.fetch,
   queue: consumeWork,
   // The cron's scheduled time is the reconciler's clock, so tests inject time through the controller.
-  scheduled: async (controller, env) => void (await runReconcile(env, { now: controller.scheduledTime })),
+  scheduled: async (controller, env) => void (await watchedReconcile(env, controller.scheduledTime)),
 } satisfies ExportedHandler<Env, QueuedWork>;

@@ -5,6 +5,8 @@ import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "./body-threshold";
+import { SHARD_BACKLOG_ALERT } from "../monitor/conditions";
+import { ShardWatch } from "../monitor/shard-watch";
 import { isSameEvent } from "../model/same-event";
 import { pruneExpiredKeys } from "./prune";
 import { CLAIMS_SCHEMA, migrateLegacyClaims } from "./shard-schema";
@@ -79,12 +81,15 @@ export class ClaimShard extends DurableObject<Env> {
   /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
   private relayCursor = "";
   private relaying: Promise<RelayReport> | null = null;
+  /** Tells the system monitor what a failed relay revealed (D1 unreachable, backlog, size), once per change. */
+  private readonly watch: ShardWatch;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(CLAIMS_SCHEMA);
     migrateLegacyClaims(this.sql);
+    this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
   }
 
   /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
@@ -167,6 +172,7 @@ export class ClaimShard extends DurableObject<Env> {
       this.lastRelayFailureAt = Date.now();
       this.backedOffUntil = this.lastRelayFailureAt + backoffMs;
       await this.armRelay(backoffMs);
+      await this.watch.afterFailure(this.env, { failures, backlog: this.unrelayedCount(SHARD_BACKLOG_ALERT), storageBytes: this.sql.databaseSize });
       return;
     }
     this.clearFailures();
@@ -175,6 +181,7 @@ export class ClaimShard extends DurableObject<Env> {
     if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
     else if (report.remaining > 0) await this.armRelay(this.relayDelayMs());
     else this.relayArmed = false;
+    await this.watch.afterSuccess(this.env);
   }
 
   /**

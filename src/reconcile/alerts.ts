@@ -79,7 +79,7 @@ export async function applyConditions(env: Env, conditions: readonly AlertCondit
   return { opened, resolved };
 }
 
-interface AlertRow {
+export interface AlertRow {
   alertId: string;
   source: string | null;
   kind: string;
@@ -150,7 +150,8 @@ async function deliverNotice(
   }
 }
 
-async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolved", now: number): Promise<"sent" | "logged"> {
+/** One notice, signed and sent (or logged without ALERT_WEBHOOK_URL); the system monitor sends through it too. */
+export async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolved", now: number): Promise<"sent" | "logged"> {
   const detail = alert.detail ? (JSON.parse(alert.detail) as AlertDetail) : { message: "" };
   const url = secretValue(env, "ALERT_WEBHOOK_URL");
   if (url === null) {

@@ -1,0 +1,136 @@
+/**
+ * Self-monitoring that does not depend on D1: the conditions the claim shards and the cron observe about the
+ * system itself, and the pure rules that turn observations into alert transitions. The state lives in the
+ * SystemMonitor Durable Object (src/reconcile/system-monitor.ts), never in D1, so an alert can open while D1 is
+ * down; it is copied into D1's `alerts` table once D1 answers again.
+ */
+
+export type SystemAlertKind =
+  /** A shard or the cron could not reach D1. */
+  | "d1-unreachable"
+  /** A shard's relay failed several times in a row while D1 answered (the queue or R2 refusing). */
+  | "relay-failing"
+  /** A cron run failed outright or recorded failed steps. */
+  | "cron-failed"
+  /** A shard holds more unrelayed claims than SHARD_BACKLOG_ALERT. */
+  | "shard-backlog"
+  /** A shard's SQLite is larger than SHARD_STORAGE_ALERT_BYTES. */
+  | "shard-storage"
+  /** D1 is above 80 % of its 10 GB cap. */
+  | "d1-storage";
+
+export interface Observation {
+  kind: SystemAlertKind;
+  /** Who saw it: `cron`, or `shard:<id>`. */
+  reporter: string;
+  firing: boolean;
+  /** Counts and times only: never payloads, headers or secrets. */
+  message: string;
+}
+
+/** Consecutive relay failures before "relay-failing" (D1 itself reachable). */
+export const RELAY_FAILURES_ALERT = 3;
+export const SHARD_BACKLOG_ALERT = 10_000;
+/** Half of a Durable Object's 10 GB: room for a day's outage at the rates the README names. */
+export const SHARD_STORAGE_ALERT_BYTES = 5 * 1024 ** 3;
+export const D1_CAP_BYTES = 10 * 1024 ** 3;
+export const D1_STORAGE_ALERT_FRACTION = 0.8;
+
+/**
+ * Kinds that describe one shared thing (D1, the cron): any reporter seeing it quiet clears it for everyone. The
+ * others are per shard: the alert stays open while any shard still reports it.
+ */
+const SHARED_KINDS: ReadonlySet<SystemAlertKind> = new Set(["d1-unreachable", "cron-failed", "d1-storage"]);
+
+export function isSharedKind(kind: SystemAlertKind): boolean {
+  return SHARED_KINDS.has(kind);
+}
+
+/**
+ * What one report does to the set of reporters currently seeing a kind fire, and whether the alert opens or
+ * resolves. `open` says whether an incident of this kind is open now.
+ */
+export function nextState(
+  kind: SystemAlertKind,
+  firingReporters: ReadonlySet<string>,
+  observation: Pick<Observation, "reporter" | "firing">,
+  open: boolean,
+): { reporters: Set<string>; transition: "open" | "resolve" | "none" } {
+  const reporters = new Set(firingReporters);
+  if (observation.firing) reporters.add(observation.reporter);
+  else if (isSharedKind(kind)) reporters.clear();
+  else reporters.delete(observation.reporter);
+  const firing = reporters.size > 0;
+  return { reporters, transition: firing && !open ? "open" : !firing && open ? "resolve" : "none" };
+}
+
+/** The shard's observations after a failed relay. */
+export function relayFailureObservations(
+  reporter: string,
+  facts: { d1Reachable: boolean; failures: number; backlog: number; storageBytes: number },
+): Observation[] {
+  return [
+    {
+      kind: "d1-unreachable",
+      reporter,
+      firing: !facts.d1Reachable,
+      message: `D1 did not answer a claim shard's relay (${facts.failures} failed in a row); accepted events wait in the shard.`,
+    },
+    {
+      kind: "relay-failing",
+      reporter,
+      firing: facts.d1Reachable && facts.failures >= RELAY_FAILURES_ALERT,
+      message: `A claim shard's relay failed ${facts.failures} times in a row while D1 answered (the queue or R2 refusing).`,
+    },
+    ...storageObservations(reporter, facts),
+  ];
+}
+
+/** Backlog and storage of one shard, checked on every failed relay and every cron visit. */
+export function storageObservations(reporter: string, facts: { backlog: number; storageBytes: number }): Observation[] {
+  return [
+    {
+      kind: "shard-backlog",
+      reporter,
+      firing: facts.backlog >= SHARD_BACKLOG_ALERT,
+      message: `A claim shard holds ${facts.backlog >= SHARD_BACKLOG_ALERT ? "at least " : ""}${facts.backlog} unrelayed claims.`,
+    },
+    {
+      kind: "shard-storage",
+      reporter,
+      firing: facts.storageBytes > SHARD_STORAGE_ALERT_BYTES,
+      message: `A claim shard stores ${megabytes(facts.storageBytes)} MB (alert above ${megabytes(SHARD_STORAGE_ALERT_BYTES)} MB of its 10 GB).`,
+    },
+  ];
+}
+
+/** The cron's observations about one run: whether it failed, whether D1 answered, and D1's size. */
+export function cronObservations(facts: { d1Reachable: boolean; failedSteps: string[]; d1SizeBytes: number | null }): Observation[] {
+  const observations: Observation[] = [
+    {
+      kind: "d1-unreachable",
+      reporter: "cron",
+      firing: !facts.d1Reachable,
+      message: "The cron could not reach D1: nothing is relayed, processed or cleaned up until it answers.",
+    },
+    {
+      kind: "cron-failed",
+      reporter: "cron",
+      firing: facts.failedSteps.length > 0,
+      message: `The cron run failed: ${facts.failedSteps.join(", ") || "none"}.`,
+    },
+  ];
+  if (facts.d1SizeBytes !== null) {
+    observations.push({
+      kind: "d1-storage",
+      reporter: "cron",
+      firing: facts.d1SizeBytes > D1_CAP_BYTES * D1_STORAGE_ALERT_FRACTION,
+      message: `D1 holds ${megabytes(facts.d1SizeBytes)} MB of its ${megabytes(D1_CAP_BYTES)} MB cap.`,
+    });
+  }
+  return observations;
+}
+
+function megabytes(bytes: number): number {
+  return Math.round(bytes / 1024 ** 2);
+}

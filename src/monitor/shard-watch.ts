@@ -1,0 +1,63 @@
+import { logError } from "../lib/log";
+import { relayFailureObservations, type Observation, type SystemAlertKind } from "./conditions";
+import { d1Answers, reportObservations } from "./report";
+
+/**
+ * A claim shard's side of self-monitoring. After a failed relay it checks whether D1 answers, looks at its own
+ * backlog and size, and tells the system monitor, but only what changed since it last told it: a relay failing
+ * on every backed-off retry sends nothing new. The kinds it has reported firing are kept in its own SQLite, so an
+ * evicted shard still reports them quiet after its next successful relay. A successful relay with nothing
+ * reported costs one read of an empty table per instance, and nothing after.
+ */
+const SCHEMA = "CREATE TABLE IF NOT EXISTS watch_reported (kind TEXT PRIMARY KEY)";
+
+export class ShardWatch {
+  private reported: Set<SystemAlertKind> | null = null;
+
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly reporter: string,
+  ) {}
+
+  async afterFailure(env: Env, facts: { failures: number; backlog: number; storageBytes: number }): Promise<void> {
+    const d1 = await d1Answers(env);
+    await this.tell(env, relayFailureObservations(this.reporter, { ...facts, d1Reachable: d1.reachable }), d1.reachable);
+  }
+
+  /** D1 took the batch: whatever this shard reported firing is over. */
+  async afterSuccess(env: Env): Promise<void> {
+    const reported = this.load();
+    if (reported.size === 0) return;
+    await this.tell(env, [...reported].map((kind) => ({ kind, reporter: this.reporter, firing: false, message: `${kind} cleared` })), true);
+  }
+
+  private async tell(env: Env, observations: Observation[], d1Reachable: boolean): Promise<void> {
+    const reported = this.load();
+    const changed = observations.filter((observation) => observation.firing !== reported.has(observation.kind));
+    if (changed.length === 0) return;
+    try {
+      await reportObservations(env, changed, d1Reachable);
+    } catch (error) {
+      // The monitor itself unreachable: the log line is the alert; the next failure tries again.
+      logError("monitor.report_failed", error, { reporter: this.reporter });
+      return;
+    }
+    for (const observation of changed) {
+      if (observation.firing) {
+        reported.add(observation.kind);
+        this.sql.exec("INSERT OR IGNORE INTO watch_reported (kind) VALUES (?)", observation.kind);
+      } else {
+        reported.delete(observation.kind);
+        this.sql.exec("DELETE FROM watch_reported WHERE kind = ?", observation.kind);
+      }
+    }
+  }
+
+  private load(): Set<SystemAlertKind> {
+    if (this.reported === null) {
+      this.sql.exec(SCHEMA);
+      this.reported = new Set(this.sql.exec<{ kind: SystemAlertKind }>("SELECT kind FROM watch_reported").toArray().map((row) => row.kind));
+    }
+    return this.reported;
+  }
+}

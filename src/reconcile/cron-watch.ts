@@ -1,0 +1,28 @@
+import { logError } from "../lib/log";
+import { cronObservations } from "../monitor/conditions";
+import { d1Answers, reportObservations } from "../monitor/report";
+import { runReconcile, type ReconcileReport } from "./run";
+
+/**
+ * The cron run, watched from outside D1: a run that throws (D1 down at its first write) or records failed steps
+ * raises "cron-failed" (and "d1-unreachable" when D1 does not answer), D1's size is checked against its cap, and
+ * a run that reaches D1 lets the monitor copy its incidents into D1. One report per run, whatever it found.
+ */
+export async function watchedReconcile(env: Env, now: number): Promise<ReconcileReport | null> {
+  let report: ReconcileReport | null = null;
+  let thrown: unknown = null;
+  try {
+    report = await runReconcile(env, { now });
+  } catch (error) {
+    thrown = error;
+    logError("reconcile.run_failed", error, {});
+  }
+  const d1 = await d1Answers(env);
+  const failedSteps = thrown !== null ? ["the whole run"] : [...new Set(report!.failures.map((failure) => failure.step))];
+  try {
+    await reportObservations(env, cronObservations({ d1Reachable: d1.reachable, failedSteps, d1SizeBytes: d1.sizeBytes }), d1.reachable);
+  } catch (error) {
+    logError("monitor.report_failed", error, { reporter: "cron" });
+  }
+  return report;
+}

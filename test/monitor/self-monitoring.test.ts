@@ -1,0 +1,102 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
+import { shardFor } from "../../src/claims/routing";
+import { healthAnswer } from "../../src/monitor/health";
+import { nextState } from "../../src/monitor/conditions";
+import { systemMonitor } from "../../src/monitor/report";
+import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
+import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
+import { standInRequests } from "../reconcile/support";
+
+/**
+ * Self-monitoring without D1: a claim shard whose D1 is unreachable (the binding fails the way an outage does)
+ * tells the system monitor, which sends one signed notice through ALERT_WEBHOOK_URL (the reconcile stand-in's
+ * alert sink, test/fixtures/secrets/reconcile.json), however many relays fail; /health says why; once D1 is back
+ * the incident resolves, is announced once more, and lands in D1's alerts table.
+ */
+
+async function health(): Promise<{ status: string; reasons?: string[] }> {
+  return (await exports.default.fetch(new Request("https://receiver.test/health"))).json();
+}
+
+async function noticesFor(alertId: string) {
+  const signer = new Webhook(env.GATEWAY_SIGNING_SECRET);
+  return (await standInRequests("alerts"))
+    .filter((request) => request.headers["webhook-id"]?.startsWith(`${alertId}.`))
+    .map((request) => signer.verify(request.body, request.headers) as { type: string; data: { kind: string; source: string | null } });
+}
+
+describe("alerts that work when D1 does not", () => {
+  it("sends one notice for an unreachable D1 across failed relays, says degraded, and records and resolves it once D1 is back", { timeout: 90_000 }, async () => {
+    const eventKey = `msg_outage_${crypto.randomUUID()}`;
+    const shard = shardFor(env, "demo", eventKey);
+    const restore = await breakShardBindings(shard, { DB: unreachableD1() });
+
+    expect((await deliverDemo(eventKey, credit("acct_outage", 1))).status).toBe(200);
+    // Four relays fail: the first timed alarm, then three run at once instead of waiting out the backoff.
+    await eventually(async () => ((await relayFailures(shard)) >= 1 ? true : undefined), 15_000, "the first failed relay");
+    for (let retry = 0; retry < 3; retry++) expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await relayFailures(shard)).toBeGreaterThanOrEqual(4);
+
+    const open = (await systemMonitor(env).list()).filter((alert) => alert.kind === "d1-unreachable" && alert.state === "open");
+    expect(open).toHaveLength(1);
+    const alertId = open[0]!.alertId;
+    const notices = await eventually(async () => {
+      const found = await noticesFor(alertId);
+      return found.length > 0 ? found : undefined;
+    }, 10_000, "the opening notice");
+    expect(notices.map((notice) => [notice.type, notice.data.kind])).toEqual([["alert.opened", "d1-unreachable"]]);
+
+    const degraded = await health();
+    expect(degraded.status).toBe("degraded");
+    expect(degraded.reasons).toContain("d1-unreachable");
+    // D1 knows nothing of it yet: it was down.
+    expect(await env.DB.prepare("SELECT id FROM alerts WHERE id = ?").bind(alertId).first()).toBeNull();
+
+    await restore();
+    expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await waitForStatus("demo", eventKey)).toBe("processed");
+
+    const recorded = await eventually(
+      async () =>
+        (await env.DB.prepare("SELECT kind, state, source, notified_at AS notifiedAt, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?")
+          .bind(alertId)
+          .first<{ kind: string; state: string; source: string | null; notifiedAt: number | null; resolveNotifiedAt: number | null }>()) ?? undefined,
+      10_000,
+      "the incident recorded in D1",
+    );
+    expect(recorded).toMatchObject({ kind: "d1-unreachable", state: "resolved", source: null });
+    expect(recorded.notifiedAt).not.toBeNull();
+    expect(recorded.resolveNotifiedAt).not.toBeNull();
+    expect((await noticesFor(alertId)).map((notice) => notice.type)).toEqual(["alert.opened", "alert.resolved"]);
+    expect((await health()).reasons ?? []).not.toContain("d1-unreachable");
+    // Recorded and resolved: the monitor lets it go.
+    expect((await systemMonitor(env).list()).map((alert) => alert.alertId)).not.toContain(alertId);
+  });
+});
+
+describe("the rules", () => {
+  it("opens once per kind whoever reports it, and keeps a per-shard kind open while any shard still sees it", () => {
+    const first = nextState("shard-backlog", new Set(), { reporter: "shard:a", firing: true }, false);
+    expect(first.transition).toBe("open");
+    const second = nextState("shard-backlog", first.reporters, { reporter: "shard:b", firing: true }, true);
+    expect(second.transition).toBe("none");
+    const oneQuiet = nextState("shard-backlog", second.reporters, { reporter: "shard:a", firing: false }, true);
+    expect(oneQuiet).toMatchObject({ transition: "none", reporters: new Set(["shard:b"]) });
+    expect(nextState("shard-backlog", oneQuiet.reporters, { reporter: "shard:b", firing: false }, true).transition).toBe("resolve");
+    // D1 is one thing: anyone reaching it clears it for everyone.
+    const d1 = nextState("d1-unreachable", new Set(["shard:a", "cron"]), { reporter: "shard:b", firing: false }, true);
+    expect(d1).toMatchObject({ transition: "resolve", reporters: new Set() });
+  });
+
+  it("answers degraded with every reason by name, keeping the invalid sources", () => {
+    expect(healthAnswer([], [])).toEqual({ status: "ok" });
+    expect(healthAnswer(["billing-typo"], ["d1-unreachable", "d1-unreachable"])).toMatchObject({
+      status: "degraded",
+      reasons: ["config-invalid", "d1-unreachable"],
+      invalidSources: ["billing-typo"],
+    });
+  });
+});
