@@ -29,6 +29,7 @@ export interface MeterTotals {
   d1RowsRead: number;
   d1RowsWritten: number;
   d1HandlerRowsWritten: number;
+  d1DurationMs: number;
   doRowsRead: number;
   doRowsWritten: number;
   doAlarmWrites: number;
@@ -48,6 +49,8 @@ export interface PerEvent {
   handlerRowsWritten: number;
   alarmWrites: number;
   workersRequests: number;
+  /** Database execution time per event (ms, meta.duration): the local SQLite's, not Cloudflare's. */
+  d1DurationMs: number;
 }
 
 export async function readMeters(origin: string, adminToken: string): Promise<MeterTotals> {
@@ -69,6 +72,7 @@ export function perEvent(before: MeterTotals, after: MeterTotals, events: number
     handlerRowsWritten: delta("d1HandlerRowsWritten"),
     alarmWrites: delta("doAlarmWrites"),
     workersRequests: workersRequests / events,
+    d1DurationMs: delta("d1DurationMs"),
   };
 }
 
@@ -102,6 +106,7 @@ export function formatPerEvent(per: PerEvent): string {
     ["D1 rows written (handler's effect)", per.handlerRowsWritten, "not budgeted"],
     ["D1 rows read", per.d1RowsRead, ""],
     ["D1 calls", per.d1Calls, "≤ 0.2"],
+    ["D1 execution ms (local SQLite)", per.d1DurationMs, ""],
     ["DO rows written (alarms included)", per.doRowsWritten, "≤ 3"],
     ["  of which alarm writes", per.alarmWrites, ""],
     ["DO rows read", per.doRowsRead, ""],

@@ -18,6 +18,8 @@ export interface MeterTotals {
   d1RowsWritten: number;
   /** Of d1RowsWritten: rows written by in-Worker handlers' own statements (their effect), not the receiver's tables. */
   d1HandlerRowsWritten: number;
+  /** Time the database spent executing, from each result's meta.duration (ms): what bounds one database's rate. */
+  d1DurationMs: number;
   doRowsRead: number;
   /** SQLite rows written by Durable Objects, alarm writes included (Cloudflare bills each setAlarm as a row). */
   doRowsWritten: number;
@@ -39,6 +41,7 @@ export const ZERO_TOTALS: Readonly<MeterTotals> = Object.freeze({
   d1RowsRead: 0,
   d1RowsWritten: 0,
   d1HandlerRowsWritten: 0,
+  d1DurationMs: 0,
   doRowsRead: 0,
   doRowsWritten: 0,
   doAlarmWrites: 0,
@@ -107,6 +110,7 @@ function countD1(results: D1Result | readonly D1Result[]): void {
   for (const result of Array.isArray(results) ? results : [results]) {
     totals.d1RowsRead += result.meta?.rows_read ?? 0;
     totals.d1RowsWritten += result.meta?.rows_written ?? 0;
+    totals.d1DurationMs += result.meta?.duration ?? 0;
   }
 }
 
