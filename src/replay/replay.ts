@@ -1,7 +1,11 @@
+import { and, asc, eq, gte, inArray, isNotNull, lt, or, sql, type SQL } from "drizzle-orm";
+import { batchByName } from "../db/batch";
+import { database, type Database } from "../db/client";
+import { receipts, replays } from "../db/schema";
 import { enqueueReceipts } from "../relay/enqueue";
 
 /** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
-const BODY_RETAINED = "(body IS NOT NULL OR body_location IS NOT NULL)";
+const BODY_RETAINED = or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))!;
 
 /**
  * Replay: put finished receipts back through the normal path — reset to pending (replay_count and replayed_at
@@ -13,7 +17,14 @@ const BODY_RETAINED = "(body IS NOT NULL OR body_location IS NOT NULL)";
  * A replayed receipt is due at once (next_attempt_at = the replay's time, which also puts it in the retry index).
  * If the enqueue fails after the reset, the receipts are pending in D1 with no message: the cron re-drive
  * finds them, so nothing is lost either way.
+ *
+ * Each replay also leaves a row in `replays` (when, from which status, through which door), written in the same
+ * batch as the reset and under the same condition, so the log and the receipt never disagree. Only a replay
+ * writes there: the happy path pays nothing for the history.
  */
+
+/** Which door a replay came through, kept in its `replays` row. */
+export type ReplayRequester = "admin api" | "dashboard";
 
 /** Statuses a replay can start from. Pending and processing receipts are already on their way. */
 const REPLAYABLE = ["processed", "stale", "skipped", "dead"] as const;
@@ -27,25 +38,31 @@ export type ReplayOne =
   | { kind: "payload_expired"; receiptId: string };
 
 /** Replays one receipt, whatever its finished status. */
-export async function replayReceipt(env: Env, receiptId: string, now = Date.now()): Promise<ReplayOne> {
-  const current = await env.DB.prepare(`SELECT status, NOT ${BODY_RETAINED} AS bodyMissing FROM receipts WHERE id = ?`)
-    .bind(receiptId)
-    .first<{ status: string; bodyMissing: number }>();
+export async function replayReceipt(env: Env, receiptId: string, now = Date.now(), requestedBy: ReplayRequester | null = null): Promise<ReplayOne> {
+  const db = database(env);
+  const [current] = await db
+    .select({ status: receipts.status, bodyRetained: sql<number>`${BODY_RETAINED}` })
+    .from(receipts)
+    .where(eq(receipts.receiptId, receiptId));
   if (!current) return { kind: "not_found", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(current.status)) return { kind: "in_flight", receiptId, status: current.status };
-  if (current.bodyMissing) return { kind: "payload_expired", receiptId };
+  if (!current.bodyRetained) return { kind: "payload_expired", receiptId };
 
-  const reset = await env.DB.prepare(`${RESET_SQL} WHERE id = ? AND status = ? AND ${BODY_RETAINED} RETURNING id, source`)
-    .bind(now, receiptId, current.status)
-    .first<{ id: string; source: string }>();
+  const unchanged = and(eq(receipts.receiptId, receiptId), eq(receipts.status, current.status), BODY_RETAINED);
+  const {
+    reset: [reset],
+  } = await batchByName(db, {
+    logged: logReplays(db, unchanged, now, requestedBy),
+    reset: db.update(receipts).set(resetColumns(now)).where(unchanged).returning({ source: receipts.source }),
+  });
   // Changed between the read and the reset (another replay, a consumer): report what it is now.
-  if (!reset) return replayStateNow(env, receiptId);
+  if (!reset) return replayStateNow(db, receiptId);
   await enqueueReceipts(env, [{ source: reset.source, receiptId }]);
   return { kind: "replayed", receiptId, previousStatus: current.status };
 }
 
-async function replayStateNow(env: Env, receiptId: string): Promise<ReplayOne> {
-  const row = await env.DB.prepare("SELECT status FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string }>();
+async function replayStateNow(db: Database, receiptId: string): Promise<ReplayOne> {
+  const [row] = await db.select({ status: receipts.status }).from(receipts).where(eq(receipts.receiptId, receiptId));
   if (!row) return { kind: "not_found", receiptId };
   return { kind: "in_flight", receiptId, status: row.status };
 }
@@ -77,31 +94,35 @@ export const DEFAULT_REPLAY_LIMIT = 500;
 export const MAX_REPLAY_LIMIT = 1000;
 
 /** Replays every dead receipt matching `filter` (all of them when empty), oldest first, up to `limit`. */
-export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {}, now = Date.now()): Promise<ReplayMany> {
+export async function replayDeadReceipts(
+  env: Env,
+  filter: DeadReceiptFilter = {},
+  now = Date.now(),
+  requestedBy: ReplayRequester | null = null,
+): Promise<ReplayMany> {
   const limit = checkFilter(filter);
-  const conditions = ["status = 'dead'", BODY_RETAINED];
-  const values: (string | number)[] = [];
-  const match = (condition: string, value: string | number | undefined) => {
-    if (value === undefined) return;
-    conditions.push(condition);
-    values.push(value);
-  };
-  match("source = ?", filter.source);
-  match("event_type = ?", filter.eventType);
-  match("received_at >= ?", filter.receivedFrom);
-  match("received_at < ?", filter.receivedBefore);
-  const where = conditions.join(" AND ");
-  const { results } = await env.DB.prepare(
-    `${RESET_SQL} WHERE id IN (SELECT id FROM receipts WHERE ${where} ORDER BY id LIMIT ?) RETURNING id, source`,
-  )
-    .bind(now, ...values, limit)
-    .all<{ id: string; source: string }>();
-  const receiptIds = results.map((row) => row.id).sort();
-  await enqueueReceipts(env, results.map((row) => ({ source: row.source, receiptId: row.id })));
-  const remaining = await env.DB.prepare(`SELECT 1 AS found FROM receipts WHERE ${where} LIMIT 1`)
-    .bind(...values)
-    .first<{ found: number }>();
-  return { replayed: receiptIds.length, receiptIds, more: remaining !== null };
+  const db = database(env);
+  const matching = and(
+    eq(receipts.status, "dead"),
+    BODY_RETAINED,
+    filter.source === undefined ? undefined : eq(receipts.source, filter.source),
+    filter.eventType === undefined ? undefined : eq(receipts.eventType, filter.eventType),
+    filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
+    filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
+  );
+  // The log and the reset select the same oldest `limit` matching receipts: one batch is one transaction.
+  const chosen = inArray(
+    receipts.receiptId,
+    db.select({ receiptId: receipts.receiptId }).from(receipts).where(matching).orderBy(asc(receipts.receiptId)).limit(limit),
+  );
+  const { reset } = await batchByName(db, {
+    logged: logReplays(db, chosen, now, requestedBy),
+    reset: db.update(receipts).set(resetColumns(now)).where(chosen).returning({ receiptId: receipts.receiptId, source: receipts.source }),
+  });
+  const receiptIds = reset.map((row) => row.receiptId).sort();
+  await enqueueReceipts(env, reset);
+  const [remaining] = await db.select({ found: sql<number>`1` }).from(receipts).where(matching).limit(1);
+  return { replayed: receiptIds.length, receiptIds, more: remaining !== undefined };
 }
 
 /**
@@ -109,8 +130,35 @@ export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {
  * attempts table carry on; last_error and stale_against_version stay as history until the next attempt decides
  * otherwise.
  */
-const RESET_SQL = `UPDATE receipts SET status = 'pending', replay_count = replay_count + 1, replayed_at = ?1, attempts = 0,
-  next_attempt_at = ?1, lease_until = NULL`;
+function resetColumns(now: number) {
+  return {
+    status: "pending" as const,
+    replayCount: sql`${receipts.replayCount} + 1`,
+    replayedAt: now,
+    attempts: 0,
+    nextAttemptAt: now,
+    leaseUntil: null,
+  };
+}
+
+/**
+ * One `replays` row per receipt the reset that follows it in the batch will take: the same condition, read before
+ * the reset, so previous_status is the status replayed from and replay_number the replay_count it is about to get.
+ */
+function logReplays(db: Database, resetting: SQL | undefined, now: number, requestedBy: ReplayRequester | null) {
+  return db.insert(replays).select(
+    db
+      .select({
+        receiptId: receipts.receiptId,
+        replayNumber: sql<number>`${receipts.replayCount} + 1`.as("replay_number"),
+        replayedAt: sql<number>`${now}`.as("replayed_at"),
+        previousStatus: receipts.status,
+        requestedBy: sql<string | null>`${requestedBy}`.as("requested_by"),
+      })
+      .from(receipts)
+      .where(resetting),
+  );
+}
 
 function checkFilter(filter: DeadReceiptFilter): number {
   const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
