@@ -9,7 +9,7 @@ import type { Database } from "./client";
 type Statement = BatchItem<"sqlite">;
 type ResultOf<S extends Statement> = S["_"]["result"];
 
-/** Runs the named statements as one batch; each result comes back under its statement's name. */
+/** Runs the named statements as one batch, in the order they are written; each result comes back under its name. */
 export async function batchByName<T extends Record<string, Statement>>(
   db: Database,
   statements: T,

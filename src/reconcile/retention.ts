@@ -1,5 +1,6 @@
 import { and, asc, gt, inArray, isNotNull, lt, or, sql } from "drizzle-orm";
 import { deleteStoredBodies } from "../bodies/stored-bodies";
+import { batchByName, batchEach } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { attempts, receipts } from "../db/schema";
@@ -119,21 +120,20 @@ async function scanBelowCutoffs(
   for (let page = 0; ; page++) {
     const active = scans.filter((scan) => !scan.done && scan.position < scan.floor);
     if (active.length === 0 || (page > 0 && Date.now() >= deadline)) break;
-    const pageQueries = active.map((scan) => pageOf(db, scan));
-    const pages = (await db.batch(pageQueries as [(typeof pageQueries)[number], ...(typeof pageQueries)[number][]])).map((rows) =>
-      rows.map((row): ScannedReceipt => ({ id: row.id, status: row.status, hasBody: row.hasBody === 1 })),
-    );
-    const due = pages.flatMap((page) => dueForAction(page, action));
+    const pages = (await batchEach(db, active, (scan) => pageOf(db, scan))).map(({ item: scan, result: rows }) => ({
+      scan,
+      page: rows.map((row): ScannedReceipt => ({ id: row.id, status: row.status, hasBody: row.hasBody === 1 })),
+    }));
+    const due = pages.flatMap(({ page }) => dueForAction(page, action));
     const done = new Set(due.length > 0 ? await apply(db, action, due) : []);
     // A body kept in R2 leaves with its row's marker, or with the row (an id without an object deletes nothing).
     await deleteStoredBodies(env, [...done]);
     changed += done.size;
-    active.forEach((scan, index) => {
-      const page = pages[index]!;
+    for (const { scan, page } of pages) {
       if (!scan.held) Object.assign(scan, advanceCursor(page, done, action, scan.cursor));
       scan.position = page.at(-1)?.id ?? scan.position;
       scan.done = page.length < RETENTION_BATCH;
-    });
+    }
   }
   const cursors = Object.fromEntries(scans.map((scan) => [scan.source, scan.cursor]));
   if (scans.some((scan) => scan.cursor !== (saved[scan.source] ?? ""))) await writeCheckpoint(env, "*", CURSOR_NAMES[action], cursors, now);
@@ -168,11 +168,11 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
       .returning({ id: receipts.receiptId });
     return dropped.map((row) => row.id);
   }
-  const [, deleted] = await db.batch([
-    db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
-    db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
-  ]);
-  return deleted.map((row) => row.id);
+  const { deletedReceipts } = await batchByName(db, {
+    deletedAttempts: db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedReceipts: db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
+  });
+  return deletedReceipts.map((row) => row.id);
 }
 
 /** A bounded statement repeated until it changes fewer rows than a batch, or the deadline passes (run once at least). */
