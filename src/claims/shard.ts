@@ -35,7 +35,7 @@ export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
  * batch is waiting first, which goes at once. A longer wait means fewer alarms, D1 calls and queue operations per
  * event at low and middling rates, at the price of that much pickup latency. RELAY_DELAY_MS overrides it.
  */
-export const DEFAULT_RELAY_DELAY_MS = 2000;
+export const DEFAULT_RELAY_DELAY_MS = 3000;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
 /**
  * While relays fail, a claim arriving at a shard whose backed-off alarm is further off than this brings it forward
