@@ -19,7 +19,7 @@ import { readCheckpoint, writeCheckpoint } from "./checkpoints";
  *   - a pending receipt whose queue message never arrived (or was dropped after a retry);
  *   - a receipt leased by a consumer that died before finishing.
  * Every change is claimed with one conditional UPDATE … RETURNING, so two overlapping runs never both re-enqueue
- * the same receipt, and a re-enqueue that does slip through is harmless: the lease and the processed-key guard
+ * the same receipt, and a re-enqueue that does slip through is harmless: the lease and the committed_at guard
  * stop a second effect.
  */
 
