@@ -135,6 +135,11 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     // One answer for every failed check: which part failed is for the operator's logs, not the caller.
     throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
   }
+  if (verdict.kind === "unavailable") {
+    // The sender's published key could not be fetched: neither accepted nor refused, so the sender retries.
+    logEvent("delivery.key_unavailable", { source: sourceName, reason: verdict.reason, requestId });
+    throw apiError(503, "verification_key_unavailable", "The key this delivery is signed with could not be fetched; retry later.", { "retry-after": "5" });
+  }
   if (verdict.kind === "handshake") {
     if (verdict.keepSecret !== undefined) {
       try {

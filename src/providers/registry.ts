@@ -1,5 +1,6 @@
 import { adyen } from "./adyen";
 import { asana } from "./asana";
+import { awsSns } from "./aws-sns";
 import { dropbox } from "./dropbox";
 import { ed25519 } from "./ed25519";
 import { generic } from "./generic";
@@ -15,6 +16,7 @@ import { netlify } from "./netlify";
 import { notion } from "./notion";
 import { okta } from "./okta";
 import { paddle } from "./paddle";
+import { plaid } from "./plaid";
 import { presetAdapters } from "./presets";
 import { sendgrid } from "./sendgrid";
 import { shopify } from "./shopify";
@@ -54,6 +56,8 @@ const adapters: readonly ProviderAdapter[] = [
   monday,
   netlify,
   adyen,
+  awsSns,
+  plaid,
   // Senders written as data over the shared preset scheme (src/providers/presets.ts); dropbox is wrapped above.
   ...presetAdapters.filter((adapter) => adapter.provider !== "dropbox"),
   generic,

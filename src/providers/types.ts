@@ -1,7 +1,8 @@
 /**
  * One small interface every sender's scheme sits behind. An adapter is pure: it sees the exact bytes received,
  * the headers, the URL, the source's usable secrets and the clock, and says what the delivery is. It never
- * touches storage, so "verify before anything is written" holds by construction.
+ * touches storage, so "verify before anything is written" holds by construction. The one I/O an adapter may do is
+ * fetch a key its sender publishes, from the sender's pinned hosts only (src/providers/key-fetch.ts).
  */
 
 /** A secret as the source config names it, already resolved from the Worker's secrets and not yet expired. */
@@ -92,7 +93,12 @@ export type VerifyResult =
    */
   | { kind: "handshake"; response: Response; keepSecret?: string }
   /** The reason is for logs and metrics only; the HTTP answer never says which part failed. */
-  | { kind: "rejected"; reason: RejectReason };
+  | { kind: "rejected"; reason: RejectReason }
+  /**
+   * The key or certificate the delivery must be checked with could not be fetched (src/providers/key-fetch.ts):
+   * neither accepted nor refused, answered 503 so the sender retries. The reason is for logs only.
+   */
+  | { kind: "unavailable"; reason: string };
 
 export interface ProviderAdapter {
   /** The `provider = "…"` value in wrangler.toml. */

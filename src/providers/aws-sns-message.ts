@@ -1,0 +1,74 @@
+/**
+ * AWS SNS messages as AWS documents them for HTTP/S endpoints: which fields each message type signs, in which
+ * order, and which hosts its certificate and subscribe URLs may name. Pure: no fetch, no crypto.
+ */
+
+export type SnsMessageType = "Notification" | "SubscriptionConfirmation" | "UnsubscribeConfirmation";
+
+export interface SnsMessage {
+  Type: SnsMessageType;
+  MessageId: string;
+  TopicArn: string;
+  Message: string;
+  Timestamp: string;
+  SignatureVersion: "1" | "2";
+  Signature: string;
+  SigningCertURL: string;
+  Subject?: string;
+  SubscribeURL?: string;
+  Token?: string;
+}
+
+/** The signed fields per type, in AWS's (alphabetical) order; Subject only when the notification has one. */
+const SIGNED_FIELDS: Record<SnsMessageType, readonly (keyof SnsMessage)[]> = {
+  Notification: ["Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"],
+  SubscriptionConfirmation: ["Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"],
+  UnsubscribeConfirmation: ["Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"],
+};
+
+const TYPES = new Set<string>(Object.keys(SIGNED_FIELDS));
+const MAX_FIELD_CHARS = 300_000;
+
+/** The message when every field its type signs (and the signature's own fields) is a string; null otherwise. */
+export function snsMessage(payload: unknown): SnsMessage | null {
+  if (!payload || typeof payload !== "object" || Array.isArray(payload)) return null;
+  const record = payload as Record<string, unknown>;
+  if (typeof record.Type !== "string" || !TYPES.has(record.Type)) return null;
+  const type = record.Type as SnsMessageType;
+  const required = [...SIGNED_FIELDS[type].filter((field) => field !== "Subject"), "SignatureVersion", "Signature", "SigningCertURL"];
+  for (const field of required) {
+    const value = record[field];
+    if (typeof value !== "string" || value.length === 0 || value.length > MAX_FIELD_CHARS) return null;
+  }
+  if (record.Subject !== undefined && typeof record.Subject !== "string") return null;
+  if (record.SignatureVersion !== "1" && record.SignatureVersion !== "2") return null;
+  return record as unknown as SnsMessage;
+}
+
+/** `Key\nValue\n` for each signed field, the string AWS signed. */
+export function snsStringToSign(message: SnsMessage): string {
+  return SIGNED_FIELDS[message.Type]
+    .filter((field) => message[field] !== undefined)
+    .map((field) => `${field}\n${message[field]}\n`)
+    .join("");
+}
+
+/** `sns.<region>.amazonaws.com` (or `.amazonaws.com.cn`): the only hosts a certificate or subscribe URL may name. */
+const SNS_HOST = /^sns\.[a-z0-9-]{1,32}\.amazonaws\.com(\.cn)?$/;
+
+/**
+ * The URL when it is https on an SNS host with no port or user info, else null. `certificate` also requires a
+ * `.pem` path, as every SigningCertURL AWS sends has.
+ */
+export function pinnedSnsUrl(text: string, kind: "certificate" | "subscribe"): URL | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== "https:" || url.port !== "" || url.username !== "" || url.password !== "") return null;
+  if (!SNS_HOST.test(url.hostname)) return null;
+  if (kind === "certificate" && !url.pathname.endsWith(".pem")) return null;
+  return url;
+}

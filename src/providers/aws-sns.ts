@@ -1,0 +1,128 @@
+import { X509Certificate } from "./x509";
+import { decodeBase64, utf8Bytes } from "../crypto/encoding";
+import { pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
+import { handshake } from "./handshake";
+import { parseJsonBody } from "./json";
+import { fetchPinned, KeyCache, type Fetched } from "./key-fetch";
+import { annotationsFrom, rejected } from "./signed";
+import type { DeliveryInput, ProviderAdapter, VerifyResult } from "./types";
+
+/**
+ * AWS SNS over HTTP/S. The body is a JSON message signed with RSA by the certificate at its `SigningCertURL`:
+ * SignatureVersion 1 is SHA1withRSA, 2 is SHA256withRSA, over AWS's string to sign for the message type
+ * (src/providers/aws-sns-message.ts). The certificate is fetched only from `https://sns.<region>.amazonaws.com/…`
+ * (src/providers/key-fetch.ts: timeout, per-isolate cache, 503 while it cannot be fetched).
+ *
+ * A valid AWS signature proves AWS sent the message, not that it came from your topic: anyone can sign messages
+ * from a topic of their own. So the source's `secrets` name Worker secrets holding the topic ARNs it accepts (one
+ * ARN, or several separated by commas), and a message from any other topic is refused like a bad signature.
+ *
+ * - Notification: an event keyed by `MessageId` (SNS keeps it across retries).
+ * - SubscriptionConfirmation: confirmed by fetching its `SubscribeURL` (pinned to the same hosts) only after the
+ *   signature and topic check out; answered, never claimed. A confirmation that cannot be reached is a 503.
+ * - UnsubscribeConfirmation: verified and answered; nothing is fetched (re-subscribing is the operator's call).
+ */
+
+interface SigningCertificate {
+  spki: ArrayBuffer;
+  notBefore: number;
+  notAfter: number;
+}
+
+const certificates = new KeyCache<SigningCertificate>();
+const HASH_OF_VERSION = { "1": "SHA-1", "2": "SHA-256" } as const;
+
+function signingCertificate(url: URL): Promise<Fetched<SigningCertificate>> {
+  return certificates.get(url.href, () =>
+    fetchPinned(url, { method: "GET" }, async (response): Promise<Fetched<SigningCertificate>> => {
+      try {
+        const certificate = new X509Certificate(await response.text());
+        return {
+          kind: "found",
+          value: { spki: certificate.publicKey.rawData, notBefore: certificate.notBefore.getTime(), notAfter: certificate.notAfter.getTime() },
+        };
+      } catch {
+        // The pinned host answered with something that is no certificate: nothing to verify with.
+        return { kind: "refused" };
+      }
+    }),
+  );
+}
+
+async function signatureVerifies(message: SnsMessage, certificate: SigningCertificate, now: number): Promise<boolean> {
+  if (now < certificate.notBefore || now > certificate.notAfter) return false;
+  const signature = decodeBase64(message.Signature);
+  if (!signature || signature.length === 0) return false;
+  const hash = HASH_OF_VERSION[message.SignatureVersion];
+  try {
+    const key = await crypto.subtle.importKey("spki", certificate.spki, { name: "RSASSA-PKCS1-v1_5", hash }, false, ["verify"]);
+    return await crypto.subtle.verify("RSASSA-PKCS1-v1_5", key, signature, utf8Bytes(snsStringToSign(message)));
+  } catch {
+    // Not an RSA key (or one WebCrypto refuses): it verifies nothing.
+    return false;
+  }
+}
+
+/** The topic ARNs the source's secrets hold. */
+function acceptedTopics(input: DeliveryInput): Set<string> {
+  return new Set(input.secrets.flatMap((secret) => secret.value.split(",").map((arn) => arn.trim()).filter((arn) => arn.length > 0)));
+}
+
+async function confirmSubscription(message: SnsMessage): Promise<VerifyResult> {
+  const subscribeUrl = pinnedSnsUrl(message.SubscribeURL!, "subscribe");
+  if (!subscribeUrl) return rejected("malformed-payload");
+  const confirmed = await fetchPinned(subscribeUrl, { method: "GET" }, async (response) => {
+    await response.body?.cancel();
+    return { kind: "found", value: true };
+  });
+  if (confirmed.kind === "unavailable") return { kind: "unavailable", reason: "subscription-confirmation-unreachable" };
+  // SNS refused the confirmation (an expired token): retrying the same message cannot change that.
+  if (confirmed.kind === "refused") return rejected("malformed-payload");
+  return handshake(new Response(null, { status: 200 }));
+}
+
+export const awsSns: ProviderAdapter = {
+  provider: "aws-sns",
+  keptHeaders: ["x-amz-sns-message-type", "x-amz-sns-message-id", "x-amz-sns-topic-arn", "x-amz-sns-subscription-arn", "user-agent"],
+
+  async verify(input) {
+    if (input.secrets.length === 0) return rejected("no-usable-secret");
+    const payload = parseJsonBody(input.rawBody);
+    if (payload === undefined) return rejected("malformed-payload");
+    if (!payload || typeof payload !== "object" || typeof (payload as Record<string, unknown>).Signature !== "string") {
+      return rejected("missing-signature");
+    }
+    const message = snsMessage(payload);
+    if (!message) return rejected("malformed-signature");
+    const certificateUrl = pinnedSnsUrl(message.SigningCertURL, "certificate");
+    // A certificate anywhere else is never fetched: the message is a forgery.
+    if (!certificateUrl) return rejected("malformed-signature");
+
+    const certificate = await signingCertificate(certificateUrl);
+    if (certificate.kind === "unavailable") return { kind: "unavailable", reason: "signing-certificate-unreachable" };
+    if (certificate.kind === "refused") return rejected("signature-mismatch");
+    if (!(await signatureVerifies(message, certificate.value, input.now))) return rejected("signature-mismatch");
+    if (!acceptedTopics(input).has(message.TopicArn)) return rejected("signature-mismatch");
+
+    if (message.Type === "SubscriptionConfirmation") return confirmSubscription(message);
+    if (message.Type === "UnsubscribeConfirmation") return handshake(new Response(null, { status: 200 }));
+    const occurredAt = Date.parse(message.Timestamp);
+    return {
+      kind: "event",
+      identity: {
+        eventKey: message.MessageId,
+        eventKeyOrigin: "provider-id",
+        eventType: "Notification",
+        subjectId: message.TopicArn,
+        version: null,
+        occurredAt: Number.isNaN(occurredAt) ? null : occurredAt,
+        annotations: annotationsFrom({ "sns-signature-version": message.SignatureVersion }),
+      },
+    };
+  },
+};
+
+/** Tests: forget every certificate this isolate fetched. */
+export function forgetSnsCertificates(): void {
+  certificates.clear();
+}

@@ -1,0 +1,79 @@
+/**
+ * Keys and certificates some senders publish instead of sharing a secret (AWS SNS's signing certificate, Plaid's
+ * verification keys). They are fetched only from the sender's own pinned hosts (a URL the request names is checked
+ * against the pin before anything is fetched), with a timeout, and kept per isolate so a burst of deliveries costs
+ * one fetch. The outcome is one of three, and the route answers each differently:
+ *   - `found`: the key material;
+ *   - `refused`: the pinned host said there is no such key (a 4xx), or the URL is not pinned: a forgery, a 401;
+ *   - `unavailable`: the host could not be reached in time or failed (network error, timeout, 5xx): a 503, so
+ *     the sender retries later. Never an accept, and never a 401 a sender that does not retry would take as final.
+ */
+
+export const KEY_FETCH_TIMEOUT_MS = 3_000;
+/** Enough for every key a sender rotates through; bounded so names an attacker picks cannot grow it for ever. */
+const MAX_CACHED_KEYS = 64;
+
+export type Fetched<T> = { kind: "found"; value: T } | { kind: "refused" } | { kind: "unavailable" };
+
+/** What was fetched, keyed by what was asked; a failure is never cached, so the next delivery tries again. */
+export class KeyCache<T> {
+  private readonly entries = new Map<string, Promise<Fetched<T>>>();
+
+  async get(cacheKey: string, load: () => Promise<Fetched<T>>): Promise<Fetched<T>> {
+    const cached = this.entries.get(cacheKey);
+    if (cached) return cached;
+    const pending = load().catch((): Fetched<T> => ({ kind: "unavailable" }));
+    if (this.entries.size >= MAX_CACHED_KEYS) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(cacheKey, pending);
+    const outcome = await pending;
+    // Only a found key is worth keeping: a refusal may be a key published a moment later, an outage ends.
+    if (outcome.kind !== "found") this.entries.delete(cacheKey);
+    return outcome;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+/**
+ * Fetches a URL that has already passed its sender's pin, with the timeout. The answer's status decides the
+ * outcome; `read` turns a 2xx body into the key (and may refuse it, e.g. a certificate that does not parse).
+ */
+export async function fetchPinned<T>(
+  url: URL,
+  init: RequestInit,
+  read: (response: Response) => Promise<Fetched<T>>,
+): Promise<Fetched<T>> {
+  let response: Response;
+  try {
+    response = await fetch(redirectedForTests(url), { ...init, redirect: "manual", signal: AbortSignal.timeout(KEY_FETCH_TIMEOUT_MS) });
+  } catch {
+    return { kind: "unavailable" };
+  }
+  if (response.status >= 200 && response.status < 300) return read(response);
+  await response.body?.cancel();
+  // A redirect is not followed: it would leave the pinned host.
+  return response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429
+    ? { kind: "refused" }
+    : { kind: "unavailable" };
+}
+
+/**
+ * Tests only: sends fetches for pinned URLs to a local stand-in instead, keeping the path and query, so the pin is
+ * still checked against the real URL the request names. It is set only by a test calling
+ * `redirectKeyFetchesForTests` (no production module calls it), which refuses unless the Worker has the
+ * `TEST_KEY_STANDIN` binding (declared only in test/fixtures/secrets, never in wrangler.toml) and the origin is a
+ * loopback `http://127.0.0.1:<port>`, which a deployed Worker cannot reach anyway.
+ */
+let testStandinOrigin: string | null = null;
+
+export function redirectKeyFetchesForTests(env: object, origin: string | null): void {
+  if ((env as Record<string, unknown>).TEST_KEY_STANDIN !== "loopback") throw new Error("key fetch redirect needs the TEST_KEY_STANDIN binding");
+  if (origin !== null && !/^http:\/\/127\.0\.0\.1:\d{1,5}$/.test(origin)) throw new Error("key fetch redirect must be a loopback origin");
+  testStandinOrigin = origin;
+}
+
+function redirectedForTests(url: URL): string {
+  return testStandinOrigin === null ? url.href : `${testStandinOrigin}${url.pathname}${url.search}`;
+}

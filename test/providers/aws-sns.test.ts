@@ -1,0 +1,208 @@
+import { env } from "cloudflare:workers";
+import { X509CertificateGenerator } from "../../src/providers/x509";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
+import { snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
+import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
+
+/**
+ * AWS SNS through the real route, against the key stand-in (test/setup/global/key-standin.ts): messages are
+ * signed with a self-made RSA key whose self-signed certificate the stand-in serves at a pinned
+ * `https://sns.<region>.amazonaws.com/….pem` URL; the receiver's fetches of pinned URLs are sent there.
+ */
+
+const SOURCE = "pv-aws-sns";
+const TOPIC = "arn:aws:sns:us-east-1:123456789012:receiver-orders";
+const standin = () => inject("keyStandinOrigin");
+const run = uniqueKey("sns");
+const certPath = `/SimpleNotificationService-${run}.pem`;
+const certUrl = `https://sns.us-east-1.amazonaws.com${certPath}`;
+
+interface Signer {
+  sha1: CryptoKey;
+  sha256: CryptoKey;
+  certificatePem: string;
+}
+
+async function makeSigner(): Promise<Signer> {
+  const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", publicExponent: new Uint8Array([1, 0, 1]), modulusLength: 2048 };
+  const keys = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
+  const certificate = await X509CertificateGenerator.createSelfSigned(
+    {
+      serialNumber: "01",
+      name: "CN=sns.amazonaws.com",
+      notBefore: new Date(Date.now() - 86_400_000),
+      notAfter: new Date(Date.now() + 86_400_000),
+      keys,
+      signingAlgorithm: algorithm,
+    },
+    crypto,
+  );
+  const pkcs8 = (await crypto.subtle.exportKey("pkcs8", keys.privateKey)) as ArrayBuffer;
+  const sha1 = await crypto.subtle.importKey("pkcs8", pkcs8, { name: "RSASSA-PKCS1-v1_5", hash: "SHA-1" }, false, ["sign"]);
+  return { sha1, sha256: keys.privateKey, certificatePem: certificate.toString("pem") };
+}
+
+let signer: Signer;
+let stranger: Signer;
+
+async function serve(path: string, text: string) {
+  const response = await fetch(`${standin()}/__serve${path}`, { method: "PUT", body: text });
+  expect(response.status).toBe(204);
+}
+
+async function fetchesOf(pathAndQuery: string): Promise<number> {
+  return Number(await (await fetch(`${standin()}/__fetches?path=${encodeURIComponent(pathAndQuery)}`)).text());
+}
+
+beforeAll(async () => {
+  redirectKeyFetchesForTests(env, standin());
+  signer = await makeSigner();
+  stranger = await makeSigner();
+  await serve(certPath, signer.certificatePem);
+});
+afterAll(() => redirectKeyFetchesForTests(env, null));
+
+type Unsigned = Omit<SnsMessage, "Signature" | "SignatureVersion" | "SigningCertURL"> & Partial<Pick<SnsMessage, "SigningCertURL">>;
+
+async function signed(message: Unsigned, version: "1" | "2" = "1", by: Signer = signer): Promise<string> {
+  const full = { SigningCertURL: certUrl, ...message, SignatureVersion: version, Signature: "" } as SnsMessage;
+  const bytes = new TextEncoder().encode(snsStringToSign(full));
+  const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", version === "1" ? by.sha1 : by.sha256, bytes);
+  return JSON.stringify({ ...full, Signature: btoa(String.fromCharCode(...new Uint8Array(signature))) });
+}
+
+function notification(overrides: Partial<Unsigned> = {}): Unsigned {
+  return {
+    Type: "Notification",
+    MessageId: crypto.randomUUID(),
+    TopicArn: TOPIC,
+    Subject: "order placed",
+    Message: JSON.stringify({ order: uniqueKey("order") }),
+    Timestamp: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+const request = (body: string) => ({ body, headers: { "content-type": "text/plain; charset=UTF-8", "x-amz-sns-message-type": JSON.parse(body).Type } });
+
+describe("aws-sns: signature against the fetched certificate", () => {
+  it("accepts SignatureVersion 1 (SHA1withRSA) and 2 (SHA256withRSA), keyed on MessageId; a retry is a duplicate", async () => {
+    for (const version of ["1", "2"] as const) {
+      const message = notification();
+      const body = await signed(message, version);
+      const receiptId = await expectAccepted(SOURCE, request(body));
+      expect(await storedReceipt(SOURCE, receiptId)).toMatchObject({
+        eventKey: message.MessageId,
+        eventType: "Notification",
+        subjectId: TOPIC,
+        occurredAt: Date.parse(message.Timestamp),
+      });
+      const retry = await claimAnswer(await send(SOURCE, request(body)));
+      expect(retry).toEqual({ status: "duplicate", receipt: receiptId });
+    }
+  });
+
+  it("signs a notification without a Subject over the fields it has", async () => {
+    const { Subject: _none, ...withoutSubject } = notification();
+    await expectAccepted(SOURCE, request(await signed(withoutSubject, "2")));
+  });
+
+  it("fetches the certificate once per isolate", async () => {
+    const path = `/SimpleNotificationService-${run}-cache.pem`;
+    await serve(path, signer.certificatePem);
+    for (let i = 0; i < 3; i++) {
+      await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))));
+    }
+    expect(await fetchesOf(path)).toBe(1);
+  });
+
+  it("refuses a tampered message, another key's signature, a topic the source does not list, or a version it does not know", async () => {
+    const body = await signed(notification());
+    await expectRejectedAndNothingWritten(SOURCE, request(body.replace("order placed", "order plaaced")));
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification(), "1", stranger)));
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ TopicArn: "arn:aws:sns:us-east-1:999999999999:theirs" }))));
+    const parsed = JSON.parse(await signed(notification(), "2"));
+    await expectRejectedAndNothingWritten(SOURCE, request(JSON.stringify({ ...parsed, SignatureVersion: "3" })));
+    await expectRejectedAndNothingWritten(SOURCE, request(JSON.stringify({ ...parsed, Signature: undefined })));
+  });
+
+  it("never fetches a certificate from a host outside sns.<region>.amazonaws.com", async () => {
+    const offPin = [
+      `https://sns.us-east-1.amazonaws.com.attacker.test${certPath}`,
+      `https://attacker.test${certPath}`,
+      `http://sns.us-east-1.amazonaws.com${certPath}-http.pem`,
+      `https://sns.us-east-1.amazonaws.com:8443${certPath}-port.pem`,
+      `https://user@sns.us-east-1.amazonaws.com${certPath}-user.pem`,
+      `https://sns.us-east-1.amazonaws.com/${run}-not-a-pem`,
+    ];
+    for (const url of offPin) {
+      const fetchedBefore = await fetchesOf(new URL(url).pathname);
+      await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: url }))));
+      expect(await fetchesOf(new URL(url).pathname)).toBe(fetchedBefore);
+    }
+  });
+
+  it("answers 503 while the certificate cannot be fetched (a failing host, a timeout), and 401 when the host has no such certificate", async () => {
+    for (const path of [`/status-503/${run}.pem`, `/hang/${run}.pem`]) {
+      const before = await storedCounts(SOURCE);
+      const answer = await send(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))));
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get("retry-after")).toBe("5");
+      expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("verification_key_unavailable");
+      expect(await storedCounts(SOURCE)).toEqual(before);
+    }
+    // A failure is not cached: once the host answers, the same URL verifies.
+    const recovered = `/${run}-recovered.pem`;
+    const recoveredUrl = `https://sns.us-east-1.amazonaws.com${recovered}`;
+    expect((await send(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))))).status).toBe(401);
+    await serve(recovered, signer.certificatePem);
+    await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))));
+  });
+});
+
+describe("aws-sns: subscription handshakes", () => {
+  const subscription = (token: string, type: "SubscriptionConfirmation" | "UnsubscribeConfirmation" = "SubscriptionConfirmation"): Unsigned => ({
+    Type: type,
+    MessageId: crypto.randomUUID(),
+    TopicArn: TOPIC,
+    Token: token,
+    Message: "You have chosen to subscribe to the topic.",
+    SubscribeURL: `https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=${encodeURIComponent(TOPIC)}&Token=${token}`,
+    Timestamp: new Date().toISOString(),
+  });
+  const confirmations = (message: Unsigned) => fetchesOf(`/${new URL(message.SubscribeURL!).search}`);
+
+  it("confirms by fetching SubscribeURL once the signature verifies; answered, nothing claimed", async () => {
+    const message = subscription(uniqueKey("token"));
+    const before = await storedCounts(SOURCE);
+    const answer = await send(SOURCE, request(await signed(message, "2")));
+    expect(answer.status).toBe(200);
+    expect(await confirmations(message)).toBe(1);
+    expect(await storedCounts(SOURCE)).toEqual(before);
+  });
+
+  it("never fetches SubscribeURL for an unproven confirmation, or one for a topic the source does not list", async () => {
+    const forged = subscription(uniqueKey("token"));
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(forged, "1", stranger)));
+    const otherTopic = { ...subscription(uniqueKey("token")), TopicArn: "arn:aws:sns:us-east-1:999999999999:theirs" };
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(otherTopic)));
+    const offPin = { ...subscription(uniqueKey("token")), SubscribeURL: "https://attacker.test/?Action=ConfirmSubscription&Token=x" };
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(offPin)));
+    expect(await confirmations(forged)).toBe(0);
+    expect(await confirmations(otherTopic)).toBe(0);
+  });
+
+  it("answers 503 when the confirmation cannot be reached, so SNS sends it again", async () => {
+    const answer = await send(SOURCE, request(await signed(subscription(uniqueKey("down")))));
+    expect(answer.status).toBe(503);
+  });
+
+  it("answers a verified UnsubscribeConfirmation without fetching anything or claiming it", async () => {
+    const message = subscription(uniqueKey("token"), "UnsubscribeConfirmation");
+    const before = await storedCounts(SOURCE);
+    expect((await send(SOURCE, request(await signed(message)))).status).toBe(200);
+    expect(await confirmations(message)).toBe(0);
+    expect(await storedCounts(SOURCE)).toEqual(before);
+  });
+});
