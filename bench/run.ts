@@ -18,6 +18,7 @@ import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMil
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
 import { bareRuntime, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
+import { formatSamples, runSoak, SOAK_SOURCE, soakDeployment, type SoakResult } from "./lib/soak.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
@@ -49,6 +50,37 @@ async function main(flags: BenchFlags): Promise<void> {
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
+  if (flags.phases.has("soak")) await soak(flags, deployment, stateDir);
+}
+
+/**
+ * A fixed arrival rate for --minutes on a runtime of its own, with the soak source's retention scaled down and
+ * the cron fired every --cron-seconds: sizes must go flat once the retention window has passed, and nothing is lost.
+ */
+async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
+  const settings = flags.soak;
+  const runtime = receiverRuntime(soakDeployment(deployment, settings), stateDir, "soak", await portAt(flags, 4), await portAt(flags, 14));
+  runtimes.push(runtime);
+  await runtime.start();
+  console.log(
+    `\n== 5. soak: ${settings.rate} events/s for ${settings.minutes} min to /webhooks/${SOAK_SOURCE} (payload retention ${settings.payloadRetention}, ` +
+      `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s`,
+  );
+  const sender = new Sender({ origin: runtime.origin, path: `/webhooks/${SOAK_SOURCE}`, secret: deployment.demoSecret, maxSockets: 64 });
+  const store = new ReceiptStore(runtime.options.persistDir);
+  let printed = 0;
+  const result: SoakResult = await runSoak(() => runtime.origin, runtime.options.persistDir, sender, store, settings, (sample) => {
+    const lines = formatSamples([sample]).split("\n");
+    console.log((printed++ === 0 ? lines : lines.slice(2)).join("\n"));
+  });
+  sender.close();
+  console.log(
+    `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
+      `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}; ${result.cronRuns} cron runs; steady: ${result.steady}`,
+  );
+  results.soak = result;
+  if (result.lost > 0 || result.duplicated > 0) failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
+  if (!result.steady) failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
 }
 
 function printHeader(flags: BenchFlags, stateDir: string): void {
@@ -337,7 +369,12 @@ await shutdown(flags.keepState || crashed !== null, flags.stateDir);
 if (flags.jsonOut) {
   // The meters phase's figures stand at the top ({perEvent, usdPerMillion}), so a script can read them directly.
   const meters = results.meters as { perEvent: unknown; usdPerMillion: number } | undefined;
-  const top = meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion } : {};
+  const soakResult = results.soak as SoakResult | undefined;
+  const top = {
+    ...(meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion } : {}),
+    // The soak's samples, verdict and losses stand at the top too: {"samples": [...], "steady": …, "lost": 0}.
+    ...(soakResult ? { samples: soakResult.samples, steady: soakResult.steady, lost: soakResult.lost } : {}),
+  };
   writeFileSync(flags.jsonOut, JSON.stringify({ ...top, flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2));
 }
 if (crashed) {

@@ -28,9 +28,11 @@ export interface BenchFlags {
   jsonOut: string | null;
   /** null: pick free ports (the default with --check, so a CI run never collides with a bench in progress). */
   portBase: number | null;
+  /** The soak phase: arrivals per second, minutes, the soak source's retention, seconds between cron runs. */
+  soak: { rate: number; minutes: number; payloadRetention: string; dedupeRetention: string; cronSeconds: number };
 }
 
-export type Phase = "sim" | "crash" | "perf" | "meters";
+export type Phase = "sim" | "crash" | "perf" | "meters" | "soak";
 
 const HELP = `npm run bench -- [flags]
   --events N            simulation events (default 10000; 500 with --check)
@@ -51,14 +53,20 @@ const HELP = `npm run bench -- [flags]
   --perf-seconds S      measured seconds per target and concurrency (5)
   --perf-levels a,b,c   concurrency levels (1,16,64)
   --e2e-events N        events for the end-to-end throughput run (2000)
-  --only sim,crash,perf,meters
-                        phases to run (default all; --check runs sim). meters: billed units per event from the
-                        receiver's own meters, for --events happy-path events (default 2000 there)
+  --only sim,crash,perf,meters,soak
+                        phases to run (default all but soak; --check runs sim). meters: billed units per event from
+                        the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
+                        fixed arrival rate for a while with retention scaled down, sampled every 30 s
+  --rate R              soak: events per second (20)
+  --minutes M           soak: minutes of arrivals (10)
+  --payload-retention D soak: the soak source's payload retention ("1m")
+  --dedupe-retention D  soak: its dedupe retention ("3m")
+  --cron-seconds S      soak: seconds between cron runs fired by the bench (60)
   --check               assert correctness only (never speed); exit 1 on any wrong number
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
   --json FILE           also write every number as JSON
-  --port-base N         first of the ports used (8820, base..base+13; with --check free ports are picked)`;
+  --port-base N         first of the ports used (8820, base..base+14; with --check free ports are picked)`;
 
 export function parseFlags(argv: readonly string[]): BenchFlags {
   const given = new Map<string, string>();
@@ -83,7 +91,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   const known = new Set([
     "events", "accounts", "seed", "credit-share", "tie", "dup", "ack-lost", "concurrent", "shuffle", "shuffle-window",
     "sender-concurrency", "crash-events", "kills", "cron-lead-minutes", "perf-seconds", "perf-levels", "e2e-events", "only", "state-dir",
-    "json", "port-base",
+    "json", "port-base", "rate", "minutes", "payload-retention", "dedupe-retention", "cron-seconds",
   ]);
   for (const name of given.keys()) if (!known.has(name)) throw new FlagError(`unknown flag --${name} (see --help)`);
 
@@ -104,11 +112,18 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
 
   const phases = new Set<Phase>();
   for (const phase of (given.get("only") ?? (check ? "sim" : "sim,crash,perf,meters")).split(",")) {
-    if (phase !== "sim" && phase !== "crash" && phase !== "perf" && phase !== "meters") throw new FlagError(`--only: unknown phase ${phase}`);
+    if (phase !== "sim" && phase !== "crash" && phase !== "perf" && phase !== "meters" && phase !== "soak") throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
   }
   const onlyMeters = phases.size === 1 && phases.has("meters");
   const events = integer("events", check ? 500 : onlyMeters ? 2000 : 10_000, 1);
+  const duration = (name: string, fallback: string): string => {
+    const value = given.get(name) ?? fallback;
+    if (!/^\d+(s|m|h)$/.test(value) || /^0+[smh]$/.test(value)) throw new FlagError(`--${name} must be a duration like "90s", "3m" or "1h"`);
+    return value;
+  };
+  const rate = Number(given.get("rate") ?? 20);
+  if (!Number.isFinite(rate) || rate <= 0 || rate > 10_000) throw new FlagError("--rate must be a number of events per second between 0 and 10000");
   const perfLevels = (given.get("perf-levels") ?? "1,16,64").split(",").map(Number);
   if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
     throw new FlagError("--perf-levels must be integers between 1 and 512");
@@ -138,6 +153,13 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     stateDir: given.get("state-dir") ?? `.bench/state-${new Date().toISOString().replace(/[:.]/g, "-")}`,
     jsonOut: given.get("json") ?? null,
     portBase: given.has("port-base") || !check ? integer("port-base", 8820, 1024) : null,
+    soak: {
+      rate,
+      minutes: integer("minutes", 10, 1),
+      payloadRetention: duration("payload-retention", "1m"),
+      dedupeRetention: duration("dedupe-retention", "3m"),
+      cronSeconds: integer("cron-seconds", 60, 5),
+    },
   };
 }
 
