@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, gt, gte, inArray, lt, or, sql, type SQL } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { attempts, quarantine, receipts } from "../db/schema";
+import { attempts, quarantine, receipts, replays } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
@@ -96,7 +96,7 @@ export async function receiptDetail(db: Database, receiptId: string, bodies: { B
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;
-  const [attemptRows, quarantineRows, stored] = await Promise.all([
+  const [attemptRows, quarantineRows, stored, replayRows] = await Promise.all([
     db
       .select({
         attemptNumber: attempts.attemptNumber,
@@ -116,18 +116,41 @@ export async function receiptDetail(db: Database, receiptId: string, bodies: { B
       .where(or(eq(quarantine.originalReceiptId, receiptId), and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey))))
       .orderBy(asc(quarantine.quarantineId)),
     readStoredBodies(bodies, receipt.bodyLocation === null ? [] : [receiptId]),
+    receipt.replayCount === 0 ? [] : replaysOf(db, receiptId),
   ]);
   const { body: rowBody, bodyLocation, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
   const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
   return {
     receipt: { ...summary, bodyLocation, keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
     attempts: withLatestAttempt(attemptRows, receipt),
+    /** Every replay, oldest first (see replaysOf). */
+    replays: withLatestReplay(replayRows, receipt),
     quarantine: quarantineRows.map(({ body: quarantinedBody, keptHeaders: quarantinedHeaders, ...record }) => ({
       ...record,
       keptHeaders: parseHeaders(quarantinedHeaders),
       body: decodeUtf8OrBase64(quarantinedBody),
     })),
   };
+}
+
+/**
+ * Every replay of a receipt, oldest first: one primary-key range of `replays`. A receipt replayed before the table
+ * existed (migrations/0006) has fewer rows than its replay_count; its latest replay is still the receipt's
+ * replayed_at, so it is listed from there, with what is not known left null.
+ */
+async function replaysOf(db: Database, receiptId: string): Promise<ReplayRow[]> {
+  return db
+    .select({ replayNumber: replays.replayNumber, replayedAt: replays.replayedAt, previousStatus: replays.previousStatus, requestedBy: replays.requestedBy })
+    .from(replays)
+    .where(eq(replays.receiptId, receiptId))
+    .orderBy(asc(replays.replayNumber));
+}
+
+export type ReplayRow = { replayNumber: number; replayedAt: number; previousStatus: string | null; requestedBy: string | null };
+
+export function withLatestReplay(rows: ReplayRow[], receipt: { replayCount: number; replayedAt: number | null }): ReplayRow[] {
+  if (receipt.replayCount === 0 || receipt.replayedAt === null || rows.some((row) => row.replayNumber === receipt.replayCount)) return rows;
+  return [...rows, { replayNumber: receipt.replayCount, replayedAt: receipt.replayedAt, previousStatus: null, requestedBy: null }];
 }
 
 type AttemptRow = {

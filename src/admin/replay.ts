@@ -1,6 +1,6 @@
 import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
-import { ReplayFilterError, replayDeadReceipts, replayReceipt, type DeadReceiptFilter, type ReplayOne } from "../replay/replay";
+import { ReplayFilterError, replayDeadReceipts, replayReceipt, type DeadReceiptFilter, type ReplayOne, type ReplayRequester } from "../replay/replay";
 
 /**
  * The admin surface's door to replay. Replay itself — resetting a receipt and putting it back on the queue —
@@ -23,11 +23,11 @@ export interface BulkReplayReport {
 
 export const MAX_REPLAY_IDS = 100;
 
-export async function replayByIds(env: Env, receiptIds: readonly string[]): Promise<BulkReplayReport> {
+export async function replayByIds(env: Env, receiptIds: readonly string[], requestedBy: ReplayRequester): Promise<BulkReplayReport> {
   const results: ReplayReport[] = [];
   // One at a time: each is a read, a guarded reset and an enqueue, and a bulk request must not burst D1.
   for (const receiptId of receiptIds) {
-    const outcome = await replayReceipt(env, receiptId);
+    const outcome = await replayReceipt(env, receiptId, Date.now(), requestedBy);
     results.push({ receiptId, outcome: outcome.kind });
   }
   const replayed = results.filter((result) => result.outcome === "replayed").length;
@@ -35,10 +35,10 @@ export async function replayByIds(env: Env, receiptIds: readonly string[]): Prom
   return { replayed, more: false, results };
 }
 
-export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter): Promise<BulkReplayReport> {
+export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<BulkReplayReport> {
   let outcome;
   try {
-    outcome = await replayDeadReceipts(env, filter);
+    outcome = await replayDeadReceipts(env, filter, Date.now(), requestedBy);
   } catch (error) {
     if (error instanceof ReplayFilterError) throw apiError(400, "invalid_body", `Replay filter: ${error.message}.`);
     throw error;

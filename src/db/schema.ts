@@ -193,3 +193,22 @@ export const handshakeSecrets = sqliteTable(
   },
   (table) => [primaryKey({ columns: [table.source, table.secret] }), index("handshake_secrets_newest").on(table.source, table.receivedAt)],
 );
+
+/**
+ * Every replay of a receipt (migrations/0006_replays.sql), so a timeline shows them all: the receipt row keeps
+ * only replay_count and the latest replayed_at. Written only by a replay, in the same batch as its reset; the happy
+ * path never touches it. replay_number is the receipt's replay_count after that replay. Deleted with its receipt.
+ */
+export const replays = sqliteTable(
+  "replays",
+  {
+    receiptId: text("receipt_id").notNull(),
+    replayNumber: integer("replay_number").notNull(),
+    replayedAt: integer("replayed_at").notNull(),
+    /** The status the replay took the receipt from: processed, stale, skipped or dead. */
+    previousStatus: text("previous_status").notNull(),
+    /** Which door the replay came through: "api" (the admin API, the CLI too) or "dashboard"; null when called directly. */
+    requestedBy: text("requested_by"),
+  },
+  (table) => [primaryKey({ columns: [table.receiptId, table.replayNumber] })],
+);

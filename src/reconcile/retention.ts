@@ -3,7 +3,7 @@ import { deleteStoredBodies } from "../bodies/stored-bodies";
 import { batchByName, batchEach } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
-import { attempts, receipts } from "../db/schema";
+import { attempts, receipts, replays } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
@@ -15,7 +15,7 @@ import { advanceCursor, dueForAction, TERMINAL_STATUSES, type RetentionAction, t
  *                            keyed tombstone (source, event key, payload hash), so a late resend still answers
  *                            "duplicate";
  *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
- *                            guard) and its attempts together.
+ *                            guard), its attempts and its replays together.
  * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts).
  * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age.
  *
@@ -155,8 +155,9 @@ function pageOf(db: Database, scan: SourceScan) {
 
 /**
  * The action on the receipts found due, each statement re-checking that the receipt is still finished (a replay
- * since the read keeps it whole). A receipt and its attempts leave in one batch (one transaction): the one-effect
- * guard (committed_at) lives in the receipt row, so it lasts exactly as long as the key. Returns the ids done.
+ * since the read keeps it whole). A receipt, its attempts and its replays leave in one batch (one transaction):
+ * the one-effect guard (committed_at) lives in the receipt row, so it lasts exactly as long as the key. Returns the
+ * ids done.
  */
 async function apply(db: Database, action: RetentionAction, ids: readonly string[]): Promise<string[]> {
   const finished = and(inJsonList(receipts.receiptId, ids), inArray(receipts.status, [...TERMINAL_STATUSES]));
@@ -170,6 +171,7 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
   }
   const { deletedReceipts } = await batchByName(db, {
     deletedAttempts: db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedReplays: db.delete(replays).where(inArray(replays.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
     deletedReceipts: db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
   });
   return deletedReceipts.map((row) => row.id);

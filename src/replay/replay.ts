@@ -1,6 +1,7 @@
-import { and, asc, eq, gte, inArray, isNotNull, lt, or, sql } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, isNotNull, lt, or, sql, type SQL } from "drizzle-orm";
+import { batchByName } from "../db/batch";
 import { database, type Database } from "../db/client";
-import { receipts } from "../db/schema";
+import { receipts, replays } from "../db/schema";
 import { enqueueReceipts } from "../relay/enqueue";
 
 /** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
@@ -16,7 +17,14 @@ const BODY_RETAINED = or(isNotNull(receipts.body), isNotNull(receipts.bodyLocati
  * A replayed receipt is due at once (next_attempt_at = the replay's time, which also puts it in the retry index).
  * If the enqueue fails after the reset, the receipts are pending in D1 with no message: the cron re-drive
  * finds them, so nothing is lost either way.
+ *
+ * Each replay also leaves a row in `replays` (when, from which status, through which door), written in the same
+ * batch as the reset and under the same condition, so the log and the receipt never disagree. Only a replay
+ * writes there: the happy path pays nothing for the history.
  */
+
+/** Which door a replay came through, kept in its `replays` row. */
+export type ReplayRequester = "api" | "dashboard";
 
 /** Statuses a replay can start from. Pending and processing receipts are already on their way. */
 const REPLAYABLE = ["processed", "stale", "skipped", "dead"] as const;
@@ -30,7 +38,7 @@ export type ReplayOne =
   | { kind: "payload_expired"; receiptId: string };
 
 /** Replays one receipt, whatever its finished status. */
-export async function replayReceipt(env: Env, receiptId: string, now = Date.now()): Promise<ReplayOne> {
+export async function replayReceipt(env: Env, receiptId: string, now = Date.now(), requestedBy: ReplayRequester | null = null): Promise<ReplayOne> {
   const db = database(env);
   const [current] = await db
     .select({ status: receipts.status, bodyRetained: sql<number>`${BODY_RETAINED}` })
@@ -40,11 +48,13 @@ export async function replayReceipt(env: Env, receiptId: string, now = Date.now(
   if (!(REPLAYABLE as readonly string[]).includes(current.status)) return { kind: "in_flight", receiptId, status: current.status };
   if (!current.bodyRetained) return { kind: "payload_expired", receiptId };
 
-  const [reset] = await db
-    .update(receipts)
-    .set(resetColumns(now))
-    .where(and(eq(receipts.receiptId, receiptId), eq(receipts.status, current.status), BODY_RETAINED))
-    .returning({ source: receipts.source });
+  const unchanged = and(eq(receipts.receiptId, receiptId), eq(receipts.status, current.status), BODY_RETAINED);
+  const {
+    reset: [reset],
+  } = await batchByName(db, {
+    logged: logReplays(db, unchanged, now, requestedBy),
+    reset: db.update(receipts).set(resetColumns(now)).where(unchanged).returning({ source: receipts.source }),
+  });
   // Changed between the read and the reset (another replay, a consumer): report what it is now.
   if (!reset) return replayStateNow(db, receiptId);
   await enqueueReceipts(env, [{ source: reset.source, receiptId }]);
@@ -84,7 +94,12 @@ export const DEFAULT_REPLAY_LIMIT = 500;
 export const MAX_REPLAY_LIMIT = 1000;
 
 /** Replays every dead receipt matching `filter` (all of them when empty), oldest first, up to `limit`. */
-export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {}, now = Date.now()): Promise<ReplayMany> {
+export async function replayDeadReceipts(
+  env: Env,
+  filter: DeadReceiptFilter = {},
+  now = Date.now(),
+  requestedBy: ReplayRequester | null = null,
+): Promise<ReplayMany> {
   const limit = checkFilter(filter);
   const db = database(env);
   const matching = and(
@@ -95,16 +110,15 @@ export async function replayDeadReceipts(env: Env, filter: DeadReceiptFilter = {
     filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
     filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
   );
-  const reset = await db
-    .update(receipts)
-    .set(resetColumns(now))
-    .where(
-      inArray(
-        receipts.receiptId,
-        db.select({ receiptId: receipts.receiptId }).from(receipts).where(matching).orderBy(asc(receipts.receiptId)).limit(limit),
-      ),
-    )
-    .returning({ receiptId: receipts.receiptId, source: receipts.source });
+  // The log and the reset select the same oldest `limit` matching receipts: one batch is one transaction.
+  const chosen = inArray(
+    receipts.receiptId,
+    db.select({ receiptId: receipts.receiptId }).from(receipts).where(matching).orderBy(asc(receipts.receiptId)).limit(limit),
+  );
+  const { reset } = await batchByName(db, {
+    logged: logReplays(db, chosen, now, requestedBy),
+    reset: db.update(receipts).set(resetColumns(now)).where(chosen).returning({ receiptId: receipts.receiptId, source: receipts.source }),
+  });
   const receiptIds = reset.map((row) => row.receiptId).sort();
   await enqueueReceipts(env, reset);
   const [remaining] = await db.select({ found: sql<number>`1` }).from(receipts).where(matching).limit(1);
@@ -125,6 +139,25 @@ function resetColumns(now: number) {
     nextAttemptAt: now,
     leaseUntil: null,
   };
+}
+
+/**
+ * One `replays` row per receipt the reset that follows it in the batch will take: the same condition, read before
+ * the reset, so previous_status is the status replayed from and replay_number the replay_count it is about to get.
+ */
+function logReplays(db: Database, resetting: SQL | undefined, now: number, requestedBy: ReplayRequester | null) {
+  return db.insert(replays).select(
+    db
+      .select({
+        receiptId: receipts.receiptId,
+        replayNumber: sql<number>`${receipts.replayCount} + 1`.as("replay_number"),
+        replayedAt: sql<number>`${now}`.as("replayed_at"),
+        previousStatus: receipts.status,
+        requestedBy: sql<string | null>`${requestedBy}`.as("requested_by"),
+      })
+      .from(receipts)
+      .where(resetting),
+  );
 }
 
 function checkFilter(filter: DeadReceiptFilter): number {

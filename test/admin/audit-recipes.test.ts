@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import auditDoc from "../../docs/audit.md?raw";
 import { database } from "../../src/db/client";
-import { quarantine } from "../../src/db/schema";
+import { quarantine, replays } from "../../src/db/schema";
 import { seedAttempt, seedReceipt } from "./support";
 
 /**
@@ -31,7 +31,8 @@ async function run<T>(name: string): Promise<T[]> {
 const at = (iso: string) => Date.parse(iso);
 
 beforeAll(async () => {
-  // The life of evt_1001: one 503, then processed on the retry; later a copy with different bytes.
+  // The life of evt_1001: one 503, then processed on the retry; later a copy with different bytes; then replayed
+  // twice (through the API, then the dashboard), each run finding the outcome committed and applying nothing.
   const t = at("2026-11-01T10:00:00Z");
   const receiptId = await seedReceipt({
     source: "billing",
@@ -44,12 +45,21 @@ beforeAll(async () => {
     leaseGeneration: 2,
     processedAt: t + 31_100,
     committedAt: t + 31_100,
+    replayCount: 2,
+    replayedAt: t + 180_000,
     // The successful attempt lives in the receipt row; only the failed one has an attempts row.
     attemptStartedAt: t + 31_000,
     attemptDurationMs: 100,
     attemptHttpStatus: 200,
   });
   await seedAttempt({ receiptId, attemptNumber: 1, startedAt: t + 1000, finishedAt: t + 1200, outcome: "retry", httpStatus: 503, error: "destination answered 503", durationMs: 200 });
+  await database(env).insert(replays).values([
+    { receiptId, replayNumber: 1, replayedAt: t + 120_000, previousStatus: "processed", requestedBy: "api" },
+    { receiptId, replayNumber: 2, replayedAt: t + 180_000, previousStatus: "processed", requestedBy: "dashboard" },
+  ]);
+  const nothingApplied = "already committed by an earlier run; nothing applied";
+  await seedAttempt({ receiptId, attemptNumber: 3, startedAt: t + 120_050, finishedAt: t + 120_060, outcome: "duplicate", error: nothingApplied, durationMs: 10 });
+  await seedAttempt({ receiptId, attemptNumber: 4, startedAt: t + 180_050, finishedAt: t + 180_060, outcome: "duplicate", error: nothingApplied, durationMs: 10 });
   await database(env).insert(quarantine).values({
     quarantineId: "01KQUARANTINE0000000000001",
     source: "billing",
@@ -72,6 +82,8 @@ beforeAll(async () => {
   await seedReceipt({ source: "billing", eventKey: "evt_3002", receivedAt: at("2026-11-04T09:00:00Z"), status: "processing", attempts: 1 });
   await seedReceipt({ source: "billing", eventKey: "evt_4001", receivedAt: at("2026-11-05T06:00:00Z"), occurredAt: at("2026-11-04T23:00:00Z"), status: "processed", provenance: "reconciled", eventType: "invoice.created" });
   await seedReceipt({ source: "billing", eventKey: "evt_5001", receivedAt: at("2026-11-05T14:20:00Z"), status: "processed", replayCount: 1, replayedAt: at("2026-11-06T09:00:00Z") });
+  // Replayed twice before the replay log existed: only the latest replay's time is known.
+  await seedReceipt({ source: "billing-before-log", eventKey: "evt_1001", receivedAt: at("2026-11-05T15:00:00Z"), relayedAt: at("2026-11-05T15:00:00Z"), status: "processed", processedAt: at("2026-11-05T15:00:01Z"), replayCount: 2, replayedAt: at("2026-11-06T10:00:00Z") });
 });
 
 describe("docs/audit.md recipes", () => {
@@ -89,13 +101,32 @@ describe("docs/audit.md recipes", () => {
       ["2026-11-01 10:00:31", "attempt 2"],
       ["2026-11-01 10:00:31", "finished"],
       ["2026-11-01 10:01:00", "quarantined copy"],
+      ["2026-11-01 10:02:00", "replay 1"],
+      ["2026-11-01 10:02:00", "attempt 3"],
+      ["2026-11-01 10:03:00", "replay 2"],
+      ["2026-11-01 10:03:00", "attempt 4"],
       [null, "now"],
     ]);
     expect(rows[0]!.detail).toMatch(/^live as receipt [0-9A-Z]{26}$/);
     expect(rows[2]!.detail).toBe("retry HTTP 503 in 200 ms: destination answered 503");
     expect(rows[3]!.detail).toBe("processed HTTP 200 in 100 ms");
     expect(rows[5]!.detail).toBe(`payload-mismatch, payload sha256 ${"ab".repeat(32)}`);
-    expect(rows[6]!.detail).toBe("processed after 2 attempt(s)");
+    expect(rows[6]!.detail).toBe("was processed, via api");
+    expect(rows[7]!.detail).toBe("duplicate in 10 ms: already committed by an earlier run; nothing applied");
+    expect(rows[8]!.detail).toBe("was processed, via dashboard");
+    expect(rows[10]!.detail).toBe("processed after 2 attempt(s)");
+  });
+
+  it("the life of an event replayed before the replay log existed shows its latest replay", async () => {
+    const text = RECIPES.get("life-of-one-event")!.replace("source = 'billing'", "source = 'billing-before-log'");
+    const { results } = await env.DB.prepare(text).all<{ at: string | null; step: string; detail: string | null }>();
+    expect(results.map((row) => [row.at, row.step, row.detail])).toEqual([
+      ["2026-11-05 15:00:00", "received", expect.stringMatching(/^live as receipt /)],
+      ["2026-11-05 15:00:00", "recorded in D1", null],
+      ["2026-11-05 15:00:01", "finished", "processed"],
+      ["2026-11-06 10:00:00", "replay 2", "the latest; earlier ones predate the replay log"],
+      [null, "now", "processed after 0 attempt(s)"],
+    ]);
   });
 
   it("everything dead since a time", async () => {

@@ -46,6 +46,10 @@ export function describe(detail, withBody) {
   if (receipt.occurredAt) events.push([receipt.occurredAt, "occurred (provider's time)"]);
   events.push([receipt.receivedAt, "received and acknowledged"]);
   if (receipt.relayedAt) events.push([receipt.relayedAt, "recorded in D1, queued"]);
+  for (const replay of detail.replays ?? []) {
+    const how = [replay.previousStatus && `was ${replay.previousStatus}`, replay.requestedBy && `via ${replay.requestedBy}`].filter(Boolean).join(", ");
+    events.push([replay.replayedAt, `replay ${replay.replayNumber} of ${receipt.replayCount}: queued again${how ? ` (${how})` : ""}`]);
+  }
   for (const attempt of detail.attempts ?? []) {
     const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null && attempt.durationMs !== undefined ? ` in ${duration(attempt.durationMs)}` : ""}`;
     events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`]);

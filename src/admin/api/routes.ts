@@ -70,7 +70,7 @@ adminApi.get("/dead", async (c) => {
 adminApi.post("/receipts/:receiptId/replay", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const [report] = (await replayByIds(c.env, [receiptId])).results;
+  const [report] = (await replayByIds(c.env, [receiptId], "api")).results;
   switch (report?.outcome) {
     case "replayed":
       return c.json(report, 202);
@@ -96,8 +96,8 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
     throw apiError(400, "invalid_body", 'Send a JSON object: {"receiptIds": [...]} or {"source": "...", "since", "until", "type", "limit"}.');
   }
   const request = parseBulkReplayRequest(body);
-  if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds));
-  return c.json(await replayDeadMatching(c.env, request.filter));
+  if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds, "api"));
+  return c.json(await replayDeadMatching(c.env, request.filter, "api"));
 });
 
 /**

@@ -42,7 +42,7 @@ receiptPages.get("/receipts/:receiptId", async (c) => {
 receiptPages.post("/receipts/:receiptId/replay", async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const [report] = (await replayByIds(c.env, [receiptId])).results;
+  const [report] = (await replayByIds(c.env, [receiptId], "dashboard")).results;
   setFlash(c, REPLAY_OUTCOMES[report?.outcome ?? "not_found"] ?? `Replay: ${report?.outcome}.`);
   return c.redirect(`/admin/receipts/${receiptId}`, 303);
 });
@@ -84,7 +84,7 @@ receiptPages.post("/dead/action", async (c) => {
     case "replay":
     case "replay-page": {
       if (receiptIds.length > MAX_REPLAY_IDS) throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
-      const report = await replayByIds(c.env, receiptIds);
+      const report = await replayByIds(c.env, receiptIds, "dashboard");
       setFlash(c, `${plural(report.replayed, "receipt")} replayed.`);
       return c.redirect(back, 303);
     }

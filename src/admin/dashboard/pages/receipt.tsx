@@ -5,22 +5,21 @@ import { Badge, Page } from "../layout";
 
 type TimelineEntry = { at: number; label: string; state: string; detail?: string };
 
+const REQUESTED_BY: Record<string, string> = { api: "through the admin API", dashboard: "from the dashboard" };
+
 /**
  * The life of one receipt in time order. Attempts of every run are listed (a replay starts a new run and the
- * attempt numbers carry on), and each replay is marked: D1 keeps how many there were and when the latest was.
+ * attempt numbers carry on), and every replay is marked where it happened, from the `replays` log.
  */
 export function timeline(detail: ReceiptDetail): TimelineEntry[] {
   const { receipt } = detail;
   const received = receipt.provenance === "reconciled" ? "Found by reconciliation" : "Received";
   const entries: TimelineEntry[] = [{ at: receipt.receivedAt, label: received, state: "ok" }];
   if (receipt.relayedAt !== null) entries.push({ at: receipt.relayedAt, label: "Relayed to D1 and enqueued", state: "ok" });
-  if (receipt.replayedAt !== null && receipt.replayCount > 0) {
-    const label = receipt.replayCount === 1 ? "Replayed: enqueued again" : `Replay ${receipt.replayCount} of ${receipt.replayCount}: enqueued again`;
-    const earlier =
-      receipt.replayCount > 1
-        ? `${receipt.replayCount - 1} earlier ${receipt.replayCount === 2 ? "replay" : "replays"} before this one (only the latest replay's time is kept); their attempts are listed above.`
-        : undefined;
-    entries.push({ at: receipt.replayedAt, label, state: "replay", detail: earlier });
+  for (const replay of detail.replays) {
+    const label = receipt.replayCount === 1 ? "Replayed: enqueued again" : `Replay ${replay.replayNumber} of ${receipt.replayCount}: enqueued again`;
+    const parts = [replay.previousStatus && `was ${replay.previousStatus}`, replay.requestedBy && REQUESTED_BY[replay.requestedBy]].filter(Boolean);
+    entries.push({ at: replay.replayedAt, label, state: "replay", detail: parts.length > 0 ? parts.join(", ") : undefined });
   }
   for (const attempt of detail.attempts) {
     const parts = [
