@@ -33,11 +33,11 @@ export function pruneExpiredKeys(storage: Storage, olderThan: number, options: {
   let pruned = 0;
   while (read < options.readLimit) {
     const want = Math.min(options.pageSize, options.readLimit - read);
-    // After wrapping, the walk stops where this visit began: every tombstone is read at most once per visit.
+    // After wrapping, the walk stops at the key this visit began after: every tombstone is read once per visit.
     const page = execCounted<{ source: string; event_key: string; received_at: number }>(
       sql,
       `SELECT source, event_key, received_at FROM event_claims
-       WHERE relay_pending = 0 AND (source, event_key) > (?1, ?2) AND (?5 = 0 OR (source, event_key) < (?3, ?4))
+       WHERE relay_pending = 0 AND (source, event_key) > (?1, ?2) AND (?5 = 0 OR (source, event_key) <= (?3, ?4))
        ORDER BY relay_pending, source, event_key LIMIT ?6`,
       position.source,
       position.eventKey,
