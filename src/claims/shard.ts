@@ -224,10 +224,10 @@ export class ClaimShard extends DurableObject<Env> {
         );
       }
       for (const quarantine of quarantines) {
-        // Kept as a relayed row (no body): a resend of the same mismatching copy is then recognised, not re-quarantined.
+        // Kept as a relayed row (no body, no headers): a resend of the same mismatching copy is then recognised, not re-quarantined.
         execCounted(
           this.sql,
-          "UPDATE quarantine_outbox SET relayed_at = ?, body = NULL WHERE quarantine_id = ?",
+          "UPDATE quarantine_outbox SET relayed_at = ?, body = NULL, kept_headers = NULL WHERE quarantine_id = ?",
           relayedAt,
           quarantine.quarantineId,
         );
@@ -293,6 +293,12 @@ export class ClaimShard extends DurableObject<Env> {
       "SELECT source, hour, deliveries FROM duplicate_counts WHERE hour >= ? ORDER BY hour",
       Math.floor(since / HOUR_MS) * HOUR_MS,
     );
+  }
+
+  /** This shard's SQLite size in bytes (a Durable Object holds at most 10 GB), for the stats and /admin/api/health. */
+  storageBytes(): number {
+    count("doRequests");
+    return this.sql.databaseSize;
   }
 
   /** This isolate's meter reading, for the bench and the budget test. Not itself counted as a request. */

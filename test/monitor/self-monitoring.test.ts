@@ -9,6 +9,7 @@ import { systemMonitor } from "../../src/monitor/report";
 import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
 import { standInRequests } from "../reconcile/support";
+import { adminGet } from "../admin/support";
 
 /**
  * Self-monitoring without D1: a claim shard whose D1 is unreachable (the binding fails the way an outage does)
@@ -52,6 +53,13 @@ describe("alerts that work when D1 does not", () => {
     const degraded = await health();
     expect(degraded.status).toBe("degraded");
     expect(degraded.reasons).toContain("d1-unreachable");
+    const details = await (await adminGet("/admin/api/health")).json<{ status: string; systemAlerts: { alertId: string; kind: string; reporters: string[]; message: string; recordedState: string | null }[] }>();
+    expect(details.status).toBe("degraded");
+    const incident = details.systemAlerts.find((alert) => alert.alertId === alertId)!;
+    expect(incident).toMatchObject({ kind: "d1-unreachable", recordedState: null });
+    expect(incident.reporters).toHaveLength(1);
+    expect(incident.reporters[0]).toMatch(/^shard:/);
+    expect(incident.message).toMatch(/D1 did not answer/);
     // D1 knows nothing of it yet: it was down.
     expect(await env.DB.prepare("SELECT id FROM alerts WHERE id = ?").bind(alertId).first()).toBeNull();
 
@@ -70,7 +78,11 @@ describe("alerts that work when D1 does not", () => {
     expect(recorded).toMatchObject({ kind: "d1-unreachable", state: "resolved", source: null });
     expect(recorded.notifiedAt).not.toBeNull();
     expect(recorded.resolveNotifiedAt).not.toBeNull();
-    expect((await noticesFor(alertId)).map((notice) => notice.type)).toEqual(["alert.opened", "alert.resolved"]);
+    // The resolution is announced once. (The stand-in is shared by every test run in the working tree and a new
+    // run restarts it, so what it heard before may be gone: the opening was checked above, when it was sent.)
+    const after = (await noticesFor(alertId)).map((notice) => notice.type);
+    expect(after.filter((type) => type === "alert.resolved")).toHaveLength(1);
+    expect(after.filter((type) => type === "alert.opened").length).toBeLessThanOrEqual(1);
     expect((await health()).reasons ?? []).not.toContain("d1-unreachable");
     // Recorded and resolved: the monitor lets it go.
     expect((await systemMonitor(env).list()).map((alert) => alert.alertId)).not.toContain(alertId);

@@ -22,6 +22,8 @@ import { parseBulkReplayRequest } from "../replay-request";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 import { collectMeters } from "../meters";
+import { storageSizes } from "../storage-sizes";
+import { systemHealth } from "../system-health";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
@@ -150,8 +152,13 @@ adminApi.get("/stats", accepts("source", "window"), async (c) => {
   if (onlySource !== undefined && report.sources.length === 0) {
     throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   }
-  return c.json(report);
+  // D1's size always; shard sizes for a single configured source only (one RPC per shard, like duplicates).
+  const shardSources = onlySource !== undefined && report.sources[0]?.configured ? [onlySource] : null;
+  return c.json({ ...report, storage: await storageSizes(c.env, shardSources) });
 });
+
+/** GET /health's reasons with their details: the system monitor's incidents, config problems, storage sizes. */
+adminApi.get("/health", accepts("source"), async (c) => c.json(await systemHealth(c.env, c.req.query("source") || undefined)));
 
 /**
  * The runtime's own meters (D1 rows and calls, Durable Object rows and requests, alarm writes, queue operations)

@@ -1,0 +1,37 @@
+import { healthAnswer } from "../monitor/health";
+import { systemMonitor } from "../monitor/report";
+import { sourcesHealth } from "../sources/registry";
+import { configuredSources, storageSizes, type StorageSizes } from "./storage-sizes";
+
+/**
+ * GET /admin/api/health: what GET /health says, with the details behind each reason — every incident the system
+ * monitor holds (open, or resolved and not yet recorded in D1), each with its message, who reports it and whether
+ * D1 has it yet — and how full D1 and every claim shard are. Answers while D1 is down (D1's size is then null).
+ */
+/** `onlySource` limits the shard sizes to that source's shards (one RPC per shard; every source's otherwise). */
+export async function systemHealth(env: Env, onlySource?: string) {
+  const sources = sourcesHealth(env);
+  const invalidSources = sources.unreadable ? ["*"] : Object.keys(sources.invalid);
+  let monitorError: string | null = null;
+  const alerts = await systemMonitor(env)
+    .list()
+    .catch((error: unknown) => {
+      monitorError = error instanceof Error ? error.message.slice(0, 200) : String(error);
+      return [];
+    });
+  const open = alerts.filter((alert) => alert.state === "open");
+  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"]);
+  let storage: StorageSizes | null = null;
+  try {
+    storage = await storageSizes(env, onlySource === undefined ? configuredSources(env) : configuredSources(env).filter((name) => name === onlySource));
+  } catch {
+    // A shard that does not answer must not hide the alerts; the sizes come back with it.
+  }
+  return {
+    ...answer,
+    configProblems: sources.unreadable ? { "*": sources.unreadable } : sources.invalid,
+    systemAlerts: alerts,
+    monitorError,
+    storage,
+  };
+}
