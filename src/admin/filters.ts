@@ -23,6 +23,8 @@ export interface ReceiptFilter {
   eventType?: string;
   eventKey?: string;
   subjectId?: string;
+  /** An item id inside a batched delivery (SendGrid `sg_event_id`, Adyen `pspReference`): src/providers/batch-items.ts. */
+  itemId?: string;
   provenance?: ReceiptProvenance;
   receivedFrom?: number;
   /** Exclusive, like every time range here: [since, until). */
@@ -37,7 +39,7 @@ export interface ReceiptFilter {
 export type Query = Record<string, string | undefined>;
 
 /** What GET /receipts (and /dead, without status) filters on. */
-export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "provenance", "since", "until", "before", "after", "limit"] as const;
+export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "itemId", "provenance", "since", "until", "before", "after", "limit"] as const;
 
 /** The names in `given` that are not in `allowed`, in the order given. */
 export function unknownNames(given: Iterable<string>, allowed: readonly string[]): string[] {
@@ -145,6 +147,7 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
     eventType: text(query, "type"),
     eventKey: text(query, "eventKey"),
     subjectId: text(query, "subject"),
+    itemId: text(query, "itemId"),
     provenance: oneOf(query, "provenance", PROVENANCES),
     receivedFrom: parseInstant(query, "since"),
     receivedUntil: parseInstant(query, "until"),

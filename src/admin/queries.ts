@@ -58,6 +58,8 @@ export async function searchReceipts(db: Database, filter: ReceiptFilter): Promi
     filter.eventType !== undefined ? eq(receipts.eventType, filter.eventType) : undefined,
     filter.eventKey !== undefined ? eq(receipts.eventKey, filter.eventKey) : undefined,
     filter.subjectId !== undefined ? eq(receipts.subjectId, filter.subjectId) : undefined,
+    // A token of the batch-item-ids annotation; no index, so give source and since to bound the rows read.
+    filter.itemId !== undefined ? sql`instr(' ' || coalesce(json_extract(${receipts.keptHeaders}, '$."batch-item-ids"'), '') || ' ', ${` ${filter.itemId} `}) > 0` : undefined,
     filter.provenance !== undefined ? eq(receipts.provenance, filter.provenance) : undefined,
     filter.receivedFrom !== undefined ? gte(receipts.receiptId, ulidFloor(filter.receivedFrom)) : undefined,
     filter.receivedUntil !== undefined ? lt(receipts.receiptId, ulidFloor(filter.receivedUntil)) : undefined,

@@ -1,5 +1,6 @@
 import { decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies } from "../crypto/verify";
+import { batchItemAnnotations } from "./batch-items";
 import { parseJsonBody, stringAtPath, timeAtPath, valueAtPath } from "./json";
 import { annotationsFrom, eventKeyOf, MAX_VERIFICATION_STEPS, rejected } from "./signed";
 import type { ProviderAdapter } from "./types";
@@ -9,7 +10,9 @@ import type { ProviderAdapter } from "./types";
  * `additionalData.hmacSignature`, base64 HMAC-SHA256 keyed by the hex HMAC key over
  * `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`.
  * Every item must verify. One item is keyed `pspReference:eventCode:success` (Adyen's own duplicate rule); a
- * batch of several, by the payload's SHA-256 (a retry resends the same batch). Adyen wants `[accepted]`.
+ * batch of several, by the payload's SHA-256 (a retry resends the same batch); every item's `pspReference` is kept
+ * with the receipt (src/providers/batch-items.ts), so the audit finds the batch by any of them. Adyen wants
+ * `[accepted]`.
  */
 const MAX_ITEMS = 16;
 
@@ -66,11 +69,13 @@ export const adyen: ProviderAdapter = {
         subjectId: stringAtPath(first, "pspReference"),
         version: null,
         occurredAt: timeAtPath(first, "eventDate"),
-        annotations: annotationsFrom({
-          "merchant-reference": stringAtPath(first, "merchantReference"),
-          items: String(items.length),
-          "event-key-origin": key.eventKeyOrigin === "payload-sha256" ? "payload-sha256" : null,
-        }),
+        annotations: {
+          ...annotationsFrom({
+            "merchant-reference": stringAtPath(first, "merchantReference"),
+            "event-key-origin": key.eventKeyOrigin === "payload-sha256" ? "payload-sha256" : null,
+          }),
+          ...batchItemAnnotations(items.length, items.map((item) => stringAtPath(item, "pspReference"))),
+        },
       },
       acknowledgement: { status: 200, text: "[accepted]" },
     };

@@ -1,11 +1,14 @@
 import { concatBytes, decodeBase64, utf8Bytes } from "../crypto/encoding";
+import { batchItemAnnotations } from "./batch-items";
+import { parseJsonBody } from "./json";
 import { event, eventKeyOf, parseUnixSeconds, presentedSignatures, readHeader, signedAdapter } from "./signed";
 
 /**
  * SendGrid Event Webhook (signed): `X-Twilio-Email-Event-Webhook-Signature` is a base64, DER-encoded ECDSA P-256
  * SHA-256 signature over `X-Twilio-Email-Event-Webhook-Timestamp` ‖ body; the source lists the verification key
  * SendGrid shows (base64 DER public key, PEM armour allowed). One delivery is a batch of events, so the key is the
- * payload's SHA-256: a retry of the batch resends the same bytes.
+ * payload's SHA-256: a retry of the batch resends the same bytes. Each event's `sg_event_id` is kept with the
+ * receipt (src/providers/batch-items.ts), so the audit finds the delivery by any of them.
  */
 function publicKeyBytes(secret: string) {
   return decodeBase64(secret.replace(/-----(BEGIN|END) PUBLIC KEY-----/g, "").replace(/\s+/g, ""));
@@ -35,8 +38,18 @@ export const sendgrid = signedAdapter({
   },
 
   async identify({ input, timestampAgeSeconds }) {
+    const payload = parseJsonBody(input.rawBody);
+    const items = Array.isArray(payload) ? payload : [];
+    const itemIds = items.map((item) => (item && typeof item === "object" ? (item as Record<string, unknown>).sg_event_id : undefined));
     return event(
-      { ...(await eventKeyOf(null, input.rawBody)), eventType: "event-batch", subjectId: null, version: null, occurredAt: null },
+      {
+        ...(await eventKeyOf(null, input.rawBody)),
+        eventType: "event-batch",
+        subjectId: null,
+        version: null,
+        occurredAt: null,
+        annotations: batchItemAnnotations(items.length, itemIds),
+      },
       timestampAgeSeconds,
     );
   },

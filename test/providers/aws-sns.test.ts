@@ -1,9 +1,10 @@
 import { env } from "cloudflare:workers";
 import { X509CertificateGenerator } from "../../src/providers/x509";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
 import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
+import { keyStandinOrigin } from "./support/key-standin";
 
 /**
  * AWS SNS through the real route, against the key stand-in (test/setup/global/key-standin.ts): messages are
@@ -13,7 +14,7 @@ import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, sto
 
 const SOURCE = "pv-aws-sns";
 const TOPIC = "arn:aws:sns:us-east-1:123456789012:receiver-orders";
-const standin = () => inject("keyStandinOrigin");
+const standin = keyStandinOrigin;
 const run = uniqueKey("sns");
 const certPath = `/SimpleNotificationService-${run}.pem`;
 const certUrl = `https://sns.us-east-1.amazonaws.com${certPath}`;

@@ -1,8 +1,9 @@
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
+import { keyStandinOrigin } from "./support/key-standin";
 import { sha256Hex } from "./support/signers";
 
 /**
@@ -11,7 +12,7 @@ import { sha256Hex } from "./support/signers";
  */
 
 const SOURCE = "pv-plaid";
-const standin = () => inject("keyStandinOrigin");
+const standin = keyStandinOrigin;
 const plaidSecret = () => (env as unknown as Record<string, string>).PV_PLAID_SECRET!;
 const KEY_ENDPOINT = "/webhook_verification_key/get";
 
