@@ -1,19 +1,16 @@
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import { readFileSync, writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ReceiverDeployment } from "./setup.ts";
 import type { Sender } from "./sender.ts";
 import type { ReceiptStore } from "./store.ts";
+import { creditedEvents, NO_TOTALS, SOAK_ACCOUNT_PREFIX, SOAK_SOURCE, takeSample, type SoakSample } from "./soak-sample.ts";
 
 /**
  * The soak phase: a fixed arrival rate for a while, with retention scaled down so that housekeeping has to keep
- * pace within the run, and the cron fired on a schedule the way Cloudflare would. Sizes are read from the
- * runtime's own SQLite files (D1 and every claim shard), read-only.
+ * pace within the run, and the cron fired on a schedule the way Cloudflare would. Samples: soak-sample.ts.
  */
 
-export const SOAK_SOURCE = "soak";
-const ACCOUNT_PREFIX = "soak_acct_";
+export { formatSamples, SOAK_SOURCE } from "./soak-sample.ts";
 
 export interface SoakSettings {
   rate: number;
@@ -21,23 +18,6 @@ export interface SoakSettings {
   payloadRetention: string;
   dedupeRetention: string;
   cronSeconds: number;
-}
-
-export interface SoakSample {
-  atSeconds: number;
-  d1Bytes: number;
-  shardBytes: number;
-  receipts: number;
-  receiptsWithBody: number;
-  shardKeys: number;
-  /** Accepted but not finished: claims still in a shard plus pending or processing receipts. */
-  backlog: number;
-  oldestPendingSeconds: number;
-  /** Rows housekeeping removed since the previous sample (cron runs' counts). */
-  receiptsDeleted: number;
-  bodiesDropped: number;
-  shardKeysDeleted: number;
-  cronRuns: number;
 }
 
 /**
@@ -82,7 +62,7 @@ export async function sendAtRate(
   let inFlight = 0;
   const pending: Promise<void>[] = [];
   const deliverOne = async (n: number): Promise<void> => {
-    const body = JSON.stringify({ type: "account.credited", data: { account: `${ACCOUNT_PREFIX}${n % options.accounts}`, amount: 1, note: "x".repeat(600) } });
+    const body = JSON.stringify({ type: "account.credited", data: { account: `${SOAK_ACCOUNT_PREFIX}${n % options.accounts}`, amount: 1, note: "x".repeat(600) } });
     for (let attempt = 0; ; attempt++) {
       const outcome = await sender.deliver(`soak_evt_${n}`, body);
       if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
@@ -128,99 +108,6 @@ export function cronSchedule(origin: () => string, cronSeconds: number): { stop:
       return runs;
     },
   };
-}
-
-interface Totals {
-  receiptsDeleted: number;
-  bodiesDropped: number;
-  shardKeysDeleted: number;
-  cronRuns: number;
-}
-
-/** Reads every size and count of one sample; `previous` turns the cron's cumulative counts into per-sample ones. */
-export function takeSample(store: ReceiptStore, persistDir: string, atSeconds: number, previous: Totals): { sample: SoakSample; totals: Totals } {
-  const now = Date.now();
-  const d1 = store.read((database) => {
-    const counts = database
-      .prepare(
-        `SELECT COUNT(*) AS receipts, SUM(body IS NOT NULL) AS withBody,
-           SUM(status IN ('pending', 'processing')) AS unfinished,
-           MIN(CASE WHEN status IN ('pending', 'processing') THEN received_at END) AS oldestUnfinished
-         FROM receipts WHERE source = ?`,
-      )
-      .get(SOAK_SOURCE) as { receipts: number; withBody: number | null; unfinished: number | null; oldestUnfinished: number | null };
-    const runs = database.prepare("SELECT counts FROM reconcile_runs WHERE counts IS NOT NULL").all() as { counts: string }[];
-    const totals: Totals = { receiptsDeleted: 0, bodiesDropped: 0, shardKeysDeleted: 0, cronRuns: runs.length };
-    for (const run of runs) {
-      const counts = JSON.parse(run.counts) as { retention?: { keysExpired?: number; bodiesDropped?: number }; shards?: { shardKeysExpired?: number } };
-      totals.receiptsDeleted += counts.retention?.keysExpired ?? 0;
-      totals.bodiesDropped += counts.retention?.bodiesDropped ?? 0;
-      totals.shardKeysDeleted += counts.shards?.shardKeysExpired ?? 0;
-    }
-    return { counts, totals, bytes: usedBytes(database) };
-  });
-  const shards = shardFiles(persistDir).map((file) => readShard(file));
-  const oldest = Math.min(d1.counts.oldestUnfinished ?? Infinity, ...shards.map((shard) => shard.oldestUnrelayed ?? Infinity));
-  const sample: SoakSample = {
-    atSeconds,
-    d1Bytes: d1.bytes,
-    shardBytes: shards.reduce((sum, shard) => sum + shard.bytes, 0),
-    receipts: d1.counts.receipts,
-    receiptsWithBody: d1.counts.withBody ?? 0,
-    shardKeys: shards.reduce((sum, shard) => sum + shard.keys, 0),
-    backlog: (d1.counts.unfinished ?? 0) + shards.reduce((sum, shard) => sum + shard.unrelayed, 0),
-    oldestPendingSeconds: Number.isFinite(oldest) ? Math.max(0, Math.round((now - oldest) / 1000)) : 0,
-    receiptsDeleted: d1.totals.receiptsDeleted - previous.receiptsDeleted,
-    bodiesDropped: d1.totals.bodiesDropped - previous.bodiesDropped,
-    shardKeysDeleted: d1.totals.shardKeysDeleted - previous.shardKeysDeleted,
-    cronRuns: d1.totals.cronRuns - previous.cronRuns,
-  };
-  return { sample, totals: d1.totals };
-}
-
-export const NO_TOTALS: Totals = { receiptsDeleted: 0, bodiesDropped: 0, shardKeysDeleted: 0, cronRuns: 0 };
-
-/** Bytes in use: pages minus free pages (SQLite files keep freed pages for reuse and never shrink on their own). */
-function usedBytes(database: DatabaseSync): number {
-  const pragma = (name: string) => (database.prepare(`PRAGMA ${name}`).get() as Record<string, number>)[name]!;
-  return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
-}
-
-/** Every claim shard's SQLite file under the persist directory. */
-function shardFiles(persistDir: string): string[] {
-  const root = join(persistDir, "v3", "do");
-  if (!existsSync(root)) return [];
-  return readdirSync(root)
-    .filter((name) => name.includes("ClaimShard"))
-    .flatMap((name) => readdirSync(join(root, name)).filter((file) => file.endsWith(".sqlite")).map((file) => join(root, name, file)))
-    .filter((file) => statSync(file).size > 0);
-}
-
-function readShard(file: string): { bytes: number; keys: number; unrelayed: number; oldestUnrelayed: number | null } {
-  const database = new DatabaseSync(file, { readOnly: true });
-  try {
-    database.exec("PRAGMA busy_timeout = 5000");
-    const hasClaims = database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'").get();
-    if (!hasClaims) return { bytes: usedBytes(database), keys: 0, unrelayed: 0, oldestUnrelayed: null };
-    const row = database
-      .prepare(
-        `SELECT COUNT(*) AS keys, SUM(relay_pending = 1) AS unrelayed,
-           MIN(CASE WHEN relay_pending = 1 THEN received_at END) AS oldest
-         FROM event_claims WHERE source = ?`,
-      )
-      .get(SOAK_SOURCE) as { keys: number; unrelayed: number | null; oldest: number | null };
-    return { bytes: usedBytes(database), keys: row.keys, unrelayed: row.unrelayed ?? 0, oldestUnrelayed: row.oldest };
-  } finally {
-    database.close();
-  }
-}
-
-/** Events whose credit was applied: the accounts table outlives every retention window. */
-export function creditedEvents(store: ReceiptStore): number {
-  return store.read((database) => {
-    const row = database.prepare("SELECT COALESCE(SUM(credits), 0) AS credited FROM accounts WHERE id LIKE ?").get(`${ACCOUNT_PREFIX}%`) as { credited: number };
-    return row.credited;
-  });
 }
 
 /**
@@ -320,14 +207,3 @@ export function parseMinutes(duration: string): number {
   return match[2] === "s" ? value / 60 : match[2] === "m" ? value : value * 60;
 }
 
-export function formatSamples(samples: readonly SoakSample[]): string {
-  const header = "| t (s) | D1 MB | shards MB | receipts | with body | shard keys | backlog | oldest pending (s) | deleted receipts | dropped bodies | deleted shard keys | cron runs |";
-  const rule = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
-  const mb = (bytes: number) => (bytes / 1_048_576).toFixed(2);
-  const rows = samples.map(
-    (sample) =>
-      `| ${sample.atSeconds} | ${mb(sample.d1Bytes)} | ${mb(sample.shardBytes)} | ${sample.receipts} | ${sample.receiptsWithBody} | ${sample.shardKeys} | ` +
-      `${sample.backlog} | ${sample.oldestPendingSeconds} | ${sample.receiptsDeleted} | ${sample.bodiesDropped} | ${sample.shardKeysDeleted} | ${sample.cronRuns} |`,
-  );
-  return [header, rule, ...rows].join("\n");
-}
