@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { replayReceipt } from "../../src/replay/replay";
+import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
 import { standinRequests } from "../consumers/support/processing";
 import { eventually, post, signDemo, waitForStatus } from "../support/deliveries";
@@ -94,5 +95,16 @@ describe("bodies above the threshold live in R2", () => {
     const inR2 = (await row(SMALL_THRESHOLD, overOwn))!;
     expect(inR2).toMatchObject({ bodyInRow: 0, bodyLocation: "r2" });
     expect((await stored(inR2.receiptId))!.bytes).toEqual(new TextEncoder().encode(smallBody));
+  });
+
+  it("refuses a malformed r2_body_threshold like any other bad setting", () => {
+    const context = { knownProviders: new Set(["standard-webhooks"]), knownHandlers: new Set<string>() };
+    const table = (threshold: unknown) => ({ provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], r2_body_threshold: threshold });
+    expect(parseSource("big-bodies", table("64KB"), context)).toEqual({
+      ok: false,
+      problems: [expect.stringMatching(/r2_body_threshold must be a whole number of bytes/)],
+    });
+    expect(parseSource("big-bodies", table(-1), context).ok).toBe(false);
+    expect(parseSource("big-bodies", table(0), context).ok).toBe(true);
   });
 });
