@@ -88,6 +88,15 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
 }
 
 const OVERDUE_SCAN_CURSOR = "overdue-scan";
+
+/**
+ * The due time a re-driven receipt gets: the run's clock, but never ahead of the wall clock the consumers judge
+ * readiness by (a run's clock is injectable, and a clock ahead would park the receipt instead of waking it).
+ * Setting it also puts the receipt in the retry index, so a later run finds it again if it is still not done.
+ */
+function dueNow(now: number): number {
+  return Math.min(now, Date.now());
+}
 /** Receipts read per page of the overdue scan, and pages per run: each receipt is read by it about once. */
 const SCAN_PAGE = 500;
 const SCAN_PAGES_PER_RUN = 40;
@@ -149,7 +158,7 @@ export async function reenqueueOverdue(env: Env, now: number): Promise<number> {
 
   const claimed = await db
     .update(receipts)
-    .set({ status: "pending", leaseUntil: null, nextAttemptAt: now })
+    .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
     .where(
       and(
         inJsonList(receipts.receiptId, found.map((row) => row.receiptId)),
@@ -196,7 +205,7 @@ export async function returnExpiredLeases(env: Env, now: number): Promise<number
   ]);
   const returned = await db
     .update(receipts)
-    .set({ status: "pending", leaseUntil: null, nextAttemptAt: now })
+    .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
     .where(and(inJsonList(receipts.receiptId, abandoned.map((row) => row.receiptId)), expired))
     .returning({ receiptId: receipts.receiptId, source: receipts.source });
   await enqueueReceipts(env, returned);
