@@ -52,13 +52,17 @@ function lookupSourceOrThrow(env: Env, sourceName: string) {
   return lookup;
 }
 
-/** The values of the Worker secrets a source's `verify_token` names (one name, or a list during a rotation). */
-function verifyTokensOf(env: Env, options: SourceOptions): SourceSecret[] {
+/**
+ * The values of the Worker secrets a source's `verify_token` names (one name, or a list during a rotation), and
+ * whether it names some but none of them is set (a deploy mistake, answered like a missing signing secret).
+ */
+function verifyTokensOf(env: Env, options: SourceOptions): { tokens: SourceSecret[]; allMissing: boolean } {
   const names = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
-  return names.flatMap((name) => {
+  const tokens = names.flatMap((name) => {
     const value = typeof name === "string" ? secretValue(env, name) : null;
     return value === null ? [] : [{ name: name as string, value }];
   });
+  return { tokens, allMissing: names.length > 0 && tokens.length === 0 };
 }
 
 async function receive(c: Context<{ Bindings: Env }>, method: Method) {
@@ -97,6 +101,12 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     logEvent("config.secret_missing", { source: sourceName, missing: missing.join(","), requestId });
     throw apiError(503, "source_secret_missing", "This source's signing secret is not configured yet.");
   }
+  const verifyTokens = verifyTokensOf(c.env, source.options);
+  if (verifyTokens.allMissing) {
+    // The same deploy mistake for the token that proves a handshake: 503, never a 401 the sender takes as final.
+    logEvent("config.secret_missing", { source: sourceName, missing: "verify_token", requestId });
+    throw apiError(503, "source_secret_missing", "This source's verify token is not configured yet.");
+  }
 
   const verifyWith = async (fresh: boolean) => {
     let kept;
@@ -115,7 +125,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
       secrets,
       now: startedAt,
       options: source.options,
-      verifyTokens: verifyTokensOf(c.env, source.options),
+      verifyTokens: verifyTokens.tokens,
       storedSecrets: kept?.secrets,
     });
     return { result, cached: kept?.cached ?? false };

@@ -59,6 +59,11 @@ export interface PresetSpec {
   keptHeaders: readonly string[];
   /** Correlation headers kept as annotations (retry counters and the like). */
   annotations?: readonly string[];
+  /**
+   * Characters whose percent-encodings (either hex case) the sender decodes in the URL before signing it; every
+   * other encoding stays as received (HubSpot v3).
+   */
+  urlDecodes?: readonly string[];
 }
 
 function located(input: DeliveryInput, payload: unknown, where: Located | undefined): string | null {
@@ -83,6 +88,13 @@ function signedAtOf(text: string, format: PresetSpec["timestampFormat"]): number
 /** The URL the sender signed: the source's `public_url` when set (a proxy or custom domain), else the one called. */
 export function signedUrlOf(input: DeliveryInput): string {
   return optionString(input.options, "public_url") ?? input.url;
+}
+
+/** The URL with only the listed characters' percent-encodings decoded (the rest stays as received). */
+export function decodingOnly(url: string, characters: readonly string[] | undefined): string {
+  if (!characters || characters.length === 0) return url;
+  const decoded = new Map(characters.map((character) => [character.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"), character]));
+  return url.replace(/%([0-9A-Fa-f]{2})/g, (encoding, hex: string) => decoded.get(hex.toUpperCase()) ?? encoding);
 }
 
 function presetRead(spec: PresetSpec) {
@@ -120,7 +132,7 @@ function presetRead(spec: PresetSpec) {
       if (part === "body") return input.rawBody;
       if (part === "timestamp") return utf8Bytes(timestampText ?? "");
       if (part === "method") return utf8Bytes(input.method ?? "POST");
-      if (part === "url") return utf8Bytes(signedUrlOf(input));
+      if (part === "url") return utf8Bytes(decodingOnly(signedUrlOf(input), spec.urlDecodes));
       return utf8Bytes(part.literal);
     });
     return { signatures: presentedSignatures(candidates, spec.encoding, spec.algorithm), signedAt, signedContent: concatBytes(...parts) };
@@ -191,6 +203,8 @@ export const presets: readonly PresetSpec[] = [
     timestampFormat: "unix-ms",
     toleranceSeconds: 300,
     signs: ["method", "url", "body", "timestamp"],
+    // HubSpot's v3 rule: these encodings in the request URI are decoded before signing, no others.
+    urlDecodes: [":", "/", "?", "@", "!", "$", "'", "(", ")", "*", ",", ";"],
     type: { path: "0.subscriptionType" },
     subjectPath: "0.objectId",
     occurredAtPath: "0.occurredAt",

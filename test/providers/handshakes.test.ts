@@ -46,15 +46,27 @@ async function expectUnprovenAndNothingWritten(source: string, response: Promise
 
 const metaBody = (marker: string) =>
   JSON.stringify({ object: "whatsapp_business_account", entry: [{ id: "1029", time: 1_700_000_000, changes: [{ field: "messages", value: { marker } }] }] });
+// Instagram's changes (object `instagram`) and Messenger's messaging events (object `page`), as each product sends them.
+const instagramBody = (marker: string) =>
+  JSON.stringify({ object: "instagram", entry: [{ id: "1029", time: 1_700_000_000, changes: [{ field: "comments", value: { id: marker, text: "hi" } }] }] });
+const messengerBody = (marker: string) =>
+  JSON.stringify({ object: "page", entry: [{ id: "1029", time: 1_700_000_000, messaging: [{ sender: { id: "5001" }, recipient: { id: "1029" }, message: { mid: marker } }] }] });
 
-for (const name of ["meta", "whatsapp"]) {
+const metaProducts = [
+  { name: "meta", body: metaBody, eventType: "whatsapp_business_account.messages" },
+  { name: "whatsapp", body: metaBody, eventType: "whatsapp_business_account.messages" },
+  { name: "instagram", body: instagramBody, eventType: "instagram.comments" },
+  { name: "messenger", body: messengerBody, eventType: "page.messaging" },
+];
+
+for (const { name, body: bodyOf, eventType } of metaProducts) {
   adapterContract({
     name,
     sign: ({ secret, eventKey }) => {
-      const body = metaBody(eventKey);
+      const body = bodyOf(eventKey);
       return { body, headers: { "x-hub-signature-256": `sha256=${hmac("sha256", secret, body).toString("hex")}`, "content-type": "application/json" } };
     },
-    expected: (_args, request) => ({ eventKey: sha256Hex(request.body as string), eventType: "whatsapp_business_account.messages", subjectId: "1029" }),
+    expected: (_args, request) => ({ eventKey: sha256Hex(request.body as string), eventType, subjectId: "1029" }),
     signatureHeaders: ["x-hub-signature-256"],
     malformEncoding: (request) => withHeader(request, "x-hub-signature-256", "sha256=abc"),
     junkSignature: (request) => withHeader(request, "x-hub-signature-256", "sha1=zz"),
@@ -79,6 +91,29 @@ describe("meta: GET hub.challenge", () => {
       "pv-meta",
       get(`/webhooks/pv-meta?hub.mode=unsubscribe&hub.challenge=echo-me&hub.verify_token=${verifyTokenOf("pv-meta")}`),
     );
+  });
+
+  it("each Meta product by name (instagram, messenger) answers its own verify token, and only its own", async () => {
+    for (const name of ["instagram", "messenger"]) {
+      const challenge = uniqueKey("challenge");
+      const response = await get(`/webhooks/pv-${name}?hub.mode=subscribe&hub.challenge=${challenge}&hub.verify_token=${verifyTokenOf(`pv-${name}`)}`);
+      expect(await response.text()).toBe(challenge);
+      await expectUnprovenAndNothingWritten(`pv-${name}`, get(`/webhooks/pv-${name}?hub.mode=subscribe&hub.challenge=${challenge}&hub.verify_token=${verifyTokenOf("pv-meta")}`));
+    }
+  });
+
+  it("a verify_token whose Worker secret is not set is a 503 (a deploy mistake the sender retries), never a 401 or an echo", async () => {
+    const before = await storedCounts("pv-meta-token-unset");
+    for (const request of [
+      get(`/webhooks/pv-meta-token-unset?hub.mode=subscribe&hub.challenge=echo-me&hub.verify_token=anything`),
+      get(`/webhooks/pv-dropbox-token-unset?challenge=echo-me&verify_token=anything`),
+      get(`/webhooks/pv-dropbox-token-unset?challenge=echo-me`),
+    ]) {
+      const answer = await request;
+      expect(answer.status).toBe(503);
+      expect(await answer.json()).toEqual({ error: { code: "source_secret_missing", message: "This source's verify token is not configured yet." } });
+    }
+    expect(await storedCounts("pv-meta-token-unset")).toEqual(before);
   });
 
   it("GET to a source whose sender has no GET handshake, or another method, is a 405 with Allow", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { presets } from "../../src/providers/presets";
-import { adapterContract, expectAccepted, header, nowSeconds, secretValue, storedReceipt, uniqueKey, withHeader, type AdapterSpec, type SignedRequest } from "./support/contract";
+import { adapterContract, expectAccepted, expectRejectedAndNothingWritten, header, nowSeconds, secretValue, storedReceipt, uniqueKey, withHeader, type AdapterSpec, type SignedRequest } from "./support/contract";
 import { hmac, sha256Hex } from "./support/signers";
 
 /**
@@ -295,5 +295,20 @@ describe("presets: the table and the docs agree", () => {
     });
     const receiptId = await expectAccepted("pv-hubspot-proxied", signedAt("https://hooks.example.com/crm/hubspot?portal=7"));
     expect((await storedReceipt("pv-hubspot-proxied", receiptId)).eventType).toBe("deal.creation");
+  });
+
+  it("HubSpot v3 decodes exactly the listed percent-encodings in the URI before signing (%3A %2F %3F %40 %21 %24 %27 %28 %29 %2A %2C %3B), in either hex case", async () => {
+    const secret = secretValue("hubspot", "CURRENT");
+    const ms = String(nowSeconds() * 1000);
+    const called = "https://receiver.test/webhooks/pv-hubspot?back=https%3A%2F%2Fcrm.example%2fdeals%3Fid%3D5&who=Jane%20Doe%2C%20%28sales%29%3b%40%21%24%27%2A";
+    const decoded = "https://receiver.test/webhooks/pv-hubspot?back=https://crm.example/deals?id%3D5&who=Jane%20Doe,%20(sales);@!$'*";
+    const signedOver = (signedUrl: string, marker: string) => {
+      const body = JSON.stringify([{ subscriptionType: "contact.propertyChange", objectId: 9, marker }]);
+      return { url: called, body, headers: { "x-hubspot-signature-v3": b64(hmac("sha256", secret, "POST", signedUrl, body, ms)), "x-hubspot-request-timestamp": ms } };
+    };
+    await expectAccepted("pv-hubspot", signedOver(decoded, uniqueKey("hs_decoded")));
+    // The URI as received (nothing decoded) and one decoded too far (%3D, %20 are not on the list) are not what HubSpot signs.
+    await expectRejectedAndNothingWritten("pv-hubspot", signedOver(called, uniqueKey("hs_raw")));
+    await expectRejectedAndNothingWritten("pv-hubspot", signedOver(decodeURIComponent(called), uniqueKey("hs_over")));
   });
 });
