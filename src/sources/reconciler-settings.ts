@@ -3,7 +3,8 @@ import { parseDuration, type SourceConfig } from "./config";
 /**
  * The reconciler's per-source settings, read from the source's table in wrangler.toml:
  *
- *   catch_up = { api = "stripe", api_key_secret = "STRIPE_API_KEY" }
+ *   catch_up = { api = "stripe", api_key_secret = "STRIPE_API_KEY", endpoint = "we_123" }
+ *   catch_up = { api = "stripe", api_key_secret = "STRIPE_API_KEY", enabled_events = ["invoice.paid"] }
  *   catch_up = { api = "github", api_key_secret = "GITHUB_TOKEN", hook = "repos/acme/shop/hooks/123" }
  *   alert_pending_after = "1h"
  *
@@ -18,6 +19,15 @@ export interface CatchUpSettings {
   baseUrl: string;
   /** GitHub only: the hook's API path, `repos/<owner>/<repo>/hooks/<id>` or `orgs/<org>/hooks/<id>`. */
   hookPath: string | null;
+  /**
+   * Stripe only: which events the webhook endpoint receives, so catch-up claims no other. Either listed here
+   * (`enabled_events`, Stripe's own names, "*" for all) or read from the endpoint (`endpoint = "we_…"`) on every
+   * run; one of the two is required.
+   */
+  stripeEndpoint: string | null;
+  enabledEvents: string[] | null;
+  /** Stripe only: live (true) or test (false) events; unset: the endpoint's mode, else the API key's. */
+  livemode: boolean | null;
   /** Re-read this much before the checkpoint: listing lag and clock error must not hide an event. */
   overlapMs: number;
   /** Where the very first run starts looking; later runs start from the checkpoint. */
@@ -36,6 +46,8 @@ const DEFAULT_MAX_PAGES = 5;
 const MAX_PAGES_CEILING = 50;
 export const DEFAULT_PENDING_ALERT_AFTER_MS = 60 * 60_000;
 
+const STRIPE_ENDPOINT = /^we_[A-Za-z0-9_]{1,255}$/;
+const STRIPE_EVENT_TYPE = /^(?:\*|[a-z0-9_]+(?:\.[a-z0-9_]+)+)$/;
 const HOOK_PATH = /^(?:repos\/[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+|orgs\/[A-Za-z0-9_.-]+)\/hooks\/\d+$/;
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; problems: string[] };
@@ -64,6 +76,30 @@ export function catchUpSettings(source: SourceConfig): Parsed<CatchUpSettings> |
       hookPath = table.hook;
     }
   }
+  let stripeEndpoint: string | null = null;
+  let enabledEvents: string[] | null = null;
+  let livemode: boolean | null = null;
+  if (api === "stripe") {
+    if (table.endpoint !== undefined) {
+      if (typeof table.endpoint !== "string" || !STRIPE_ENDPOINT.test(table.endpoint)) problems.push(`${where}.endpoint must be a webhook endpoint id like "we_123"`);
+      else stripeEndpoint = table.endpoint;
+    }
+    if (table.enabled_events !== undefined) {
+      const events = table.enabled_events;
+      if (!Array.isArray(events) || events.length === 0 || !events.every((name) => typeof name === "string" && STRIPE_EVENT_TYPE.test(name))) {
+        problems.push(`${where}.enabled_events must be a non-empty list of Stripe event types ("invoice.paid", or "*" for all)`);
+      } else {
+        enabledEvents = events as string[];
+      }
+    }
+    if (table.endpoint === undefined && table.enabled_events === undefined) {
+      problems.push(`${where} must name the webhook endpoint (endpoint = "we_…") or list its enabled_events, so catch-up claims only events the endpoint receives`);
+    }
+    if (table.livemode !== undefined) {
+      if (typeof table.livemode !== "boolean") problems.push(`${where}.livemode must be true (live events) or false (test events)`);
+      else livemode = table.livemode;
+    }
+  }
   const overlapMs = durationOr(table.overlap, DEFAULT_OVERLAP_MS, `${where}.overlap`, problems);
   const initialLookbackMs = durationOr(table.initial_lookback, DEFAULT_INITIAL_LOOKBACK_MS, `${where}.initial_lookback`, problems);
   const maxPages = table.max_pages ?? DEFAULT_MAX_PAGES;
@@ -78,6 +114,9 @@ export function catchUpSettings(source: SourceConfig): Parsed<CatchUpSettings> |
       apiKeySecret: apiKeySecret as string,
       baseUrl: (baseUrl as string).replace(/\/+$/, ""),
       hookPath,
+      stripeEndpoint,
+      enabledEvents,
+      livemode,
       overlapMs,
       initialLookbackMs,
       maxPages: maxPages as number,

@@ -74,3 +74,40 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await forwardsOf(late.id)).toHaveLength(1);
   });
 });
+
+describe("Stripe catch-up claims only what the webhook endpoint subscribes to", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
+  it("skips event types the endpoint is not enabled for, and events of the other mode (configured enabled_events)", async () => {
+    const tag = unique();
+    const now = clock + 2 * 60 * 60_000;
+    const subscribed = stripeEvent(`evt_sub_${tag}`, now - 3 * 60_000, `in_sub_${tag}`);
+    const otherType = stripeEvent(`evt_type_${tag}`, now - 3 * 60_000, `cus_type_${tag}`, "customer.created");
+    const otherMode = { ...stripeEvent(`evt_mode_${tag}`, now - 3 * 60_000, `in_mode_${tag}`), livemode: true };
+    await standIn(SOURCE, "stripe-events", [subscribed, otherType, otherMode]);
+
+    const run = await cronRun(now);
+    expect(run.failures).toBeNull();
+    expect(await waitForStatus(SOURCE, subscribed.id)).toBe("processed");
+    expect(await receipt(SOURCE, otherType.id)).toBeNull();
+    expect(await receipt(SOURCE, otherMode.id)).toBeNull();
+  });
+
+  it("reads the endpoint's enabled events and mode through the API when the source names the endpoint", async () => {
+    const source = "reconcile-stripe-endpoint";
+    const tag = unique();
+    const now = clock + 3 * 60 * 60_000;
+    // The endpoint (seeded by the stand-in's setup) receives customer.created, in test mode.
+    const subscribed = stripeEvent(`evt_ep_sub_${tag}`, now - 3 * 60_000, `cus_ep_${tag}`, "customer.created");
+    const otherType = stripeEvent(`evt_ep_type_${tag}`, now - 3 * 60_000, `in_ep_${tag}`);
+    const otherMode = { ...stripeEvent(`evt_ep_mode_${tag}`, now - 3 * 60_000, `cus_ep_mode_${tag}`, "customer.created"), livemode: true };
+    await standIn(source, "stripe-events", [subscribed, otherType, otherMode]);
+
+    const run = await cronRun(now);
+    expect(run.failures).toBeNull();
+    await eventually(async () => ((await receipt(source, subscribed.id)) ? true : undefined));
+    expect((await receipt(source, subscribed.id))?.provenance).toBe("reconciled");
+    expect(await receipt(source, otherType.id)).toBeNull();
+    expect(await receipt(source, otherMode.id)).toBeNull();
+    const endpointReads = (await standInRequests(source)).filter((request) => request.path === "/v1/webhook_endpoints/we_reconcile_endpoint");
+    expect(endpointReads.length).toBeGreaterThanOrEqual(1);
+  });
+});

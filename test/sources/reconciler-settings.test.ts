@@ -11,13 +11,16 @@ function withCatchUp(catchUp: unknown): SourceConfig {
 
 describe("catch_up settings", () => {
   it("reads a Stripe and a GitHub table with their defaults", () => {
-    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY" }))).toEqual({
+    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY", endpoint: "we_1Nx" }))).toEqual({
       ok: true,
       value: {
         api: "stripe",
         apiKeySecret: "STRIPE_API_KEY",
         baseUrl: "https://api.stripe.com",
         hookPath: null,
+        stripeEndpoint: "we_1Nx",
+        enabledEvents: null,
+        livemode: null,
         overlapMs: 600_000,
         initialLookbackMs: 3_600_000,
         maxPages: 5,
@@ -39,6 +42,25 @@ describe("catch_up settings", () => {
         "SOURCES.configured.catch_up.base_url must be an http(s) URL",
         'SOURCES.configured.catch_up.overlap must be a duration like "10m"',
         "SOURCES.configured.catch_up.max_pages must be an integer from 1 to 50",
+      ],
+    });
+    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY", enabled_events: ["invoice.paid", "*"], livemode: true }))).toMatchObject({
+      ok: true,
+      value: { stripeEndpoint: null, enabledEvents: ["invoice.paid", "*"], livemode: true },
+    });
+    // Stripe lists every event in the account: catch-up must know which ones the endpoint receives.
+    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY" }))).toEqual({
+      ok: false,
+      problems: [
+        'SOURCES.configured.catch_up must name the webhook endpoint (endpoint = "we_…") or list its enabled_events, so catch-up claims only events the endpoint receives',
+      ],
+    });
+    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "K", endpoint: "https://x", enabled_events: [], livemode: "live" }))).toEqual({
+      ok: false,
+      problems: [
+        'SOURCES.configured.catch_up.endpoint must be a webhook endpoint id like "we_123"',
+        'SOURCES.configured.catch_up.enabled_events must be a non-empty list of Stripe event types ("invoice.paid", or "*" for all)',
+        "SOURCES.configured.catch_up.livemode must be true (live events) or false (test events)",
       ],
     });
     expect(catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "repos/acme" }))).toEqual({

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 /**
  * A stand-in for the provider APIs the reconciler calls, speaking their documented shapes:
  *   Stripe  GET  /v1/events?created[gte]=&created[lte]=&limit=&starting_after=   newest first, {object:"list", data, has_more}
+ *           GET  /v1/webhook_endpoints/:id                                     the endpoint (enabled_events, livemode), or 404
  *   GitHub  GET  /repos/:owner/:repo/hooks/:hook/deliveries?per_page=&cursor=   newest first, Link rel="next"
  *           POST /repos/:owner/:repo/hooks/:hook/deliveries/:delivery/attempts  202
  * plus sinks that record what the receiver sends out (forwards, alerts).
@@ -16,7 +17,7 @@ import { fileURLToPath } from "node:url";
 
 const PORT = 8800;
 /** Bumped when the stand-in's behaviour changes, so a test run replaces an older one still idling on the port. */
-const VERSION = 2;
+const VERSION = 3;
 const IDENTITY = `reconcile-stand-in v${VERSION}`;
 
 interface StripeEvent {
@@ -43,6 +44,7 @@ interface RecordedRequest {
 
 interface Namespace {
   stripeEvents: StripeEvent[];
+  stripeEndpoints: Map<string, Record<string, unknown>>;
   githubDeliveries: GithubDelivery[];
   /** Answer every provider API call with this status instead (outage simulation). */
   failWith: number | null;
@@ -54,7 +56,7 @@ const namespaces = new Map<string, Namespace>();
 function namespace(name: string): Namespace {
   let found = namespaces.get(name);
   if (!found) {
-    found = { stripeEvents: [], githubDeliveries: [], failWith: null, requests: [] };
+    found = { stripeEvents: [], stripeEndpoints: new Map(), githubDeliveries: [], failWith: null, requests: [] };
     namespaces.set(name, found);
   }
   return found;
@@ -137,6 +139,11 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
       state.stripeEvents.push(...(JSON.parse(body) as StripeEvent[]));
       return sendJson(response, 200, { count: state.stripeEvents.length });
     }
+    if (control === "stripe-endpoint" && request.method === "POST") {
+      const endpoint = JSON.parse(body) as { id: string };
+      state.stripeEndpoints.set(endpoint.id, { object: "webhook_endpoint", status: "enabled", ...endpoint });
+      return sendJson(response, 200, { count: state.stripeEndpoints.size });
+    }
     if (control === "github-deliveries" && request.method === "POST") {
       state.githubDeliveries.push(...(JSON.parse(body) as GithubDelivery[]));
       return sendJson(response, 200, { count: state.githubDeliveries.length });
@@ -157,7 +164,8 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
 
   if (path === "/sink") return sendJson(response, 200, { received: true });
 
-  const isStripe = path === "/v1/events";
+  const stripeEndpoint = /^\/v1\/webhook_endpoints\/([^/]+)$/.exec(path);
+  const isStripe = path === "/v1/events" || stripeEndpoint !== null;
   const githubList = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries$/.test(path);
   const githubRedeliver = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries\/\d+\/attempts$/.test(path);
   if (!isStripe && !githubList && !githubRedeliver) return sendJson(response, 404, { message: "Not Found" });
@@ -166,6 +174,12 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
     return isStripe
       ? sendJson(response, 401, { error: { type: "invalid_request_error", message: "Invalid API Key provided" } })
       : sendJson(response, 401, { message: "Bad credentials" });
+  }
+  if (stripeEndpoint && request.method === "GET") {
+    const endpoint = state.stripeEndpoints.get(decodeURIComponent(stripeEndpoint[1]!));
+    return endpoint
+      ? sendJson(response, 200, endpoint)
+      : sendJson(response, 404, { error: { type: "invalid_request_error", message: `No such webhook endpoint: '${stripeEndpoint[1]}'` } });
   }
   if (isStripe && request.method === "GET") return listStripeEvents(state, url, response);
   if (githubList && request.method === "GET") {
@@ -213,6 +227,19 @@ function serve(): void {
  * exits by itself after ten idle minutes.
  */
 export default async function setup(): Promise<void> {
+  await startStandIn();
+  // Before any test's cron run reaches them: every run's catch-up reads the endpoints the fixture sources name.
+  for (const { namespace: name, endpoint } of FIXTURE_ENDPOINTS) {
+    await fetch(`http://127.0.0.1:${PORT}/${name}/_control/stripe-endpoint`, { method: "POST", body: JSON.stringify(endpoint) });
+  }
+}
+
+/** Stripe webhook endpoints named by test/fixtures/sources/reconcile.json (`catch_up.endpoint`). */
+const FIXTURE_ENDPOINTS = [
+  { namespace: "reconcile-stripe-endpoint", endpoint: { id: "we_reconcile_endpoint", enabled_events: ["customer.created"], livemode: false } },
+];
+
+async function startStandIn(): Promise<void> {
   const running = await runningIdentity();
   if (running === IDENTITY) return;
   if (running?.startsWith("reconcile-stand-in")) {
