@@ -8,7 +8,7 @@ import { nextState } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";
 import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
-import { standInRequests } from "../reconcile/support";
+import { runCron, standInRequests } from "../reconcile/support";
 import { adminGet } from "../admin/support";
 
 /**
@@ -53,7 +53,7 @@ describe("alerts that work when D1 does not", () => {
     const degraded = await health();
     expect(degraded.status).toBe("degraded");
     expect(degraded.reasons).toContain("d1-unreachable");
-    const details = await (await adminGet("/admin/api/health")).json<{ status: string; systemAlerts: { alertId: string; kind: string; reporters: string[]; message: string; recordedState: string | null }[] }>();
+    const details = await (await adminGet("/admin/api/health?source=demo")).json<{ status: string; systemAlerts: { alertId: string; kind: string; reporters: string[]; message: string; recordedState: string | null }[] }>();
     expect(details.status).toBe("degraded");
     const incident = details.systemAlerts.find((alert) => alert.alertId === alertId)!;
     expect(incident).toMatchObject({ kind: "d1-unreachable", recordedState: null });
@@ -86,6 +86,37 @@ describe("alerts that work when D1 does not", () => {
     expect((await health()).reasons ?? []).not.toContain("d1-unreachable");
     // Recorded and resolved: the monitor lets it go.
     expect((await systemMonitor(env).list()).map((alert) => alert.alertId)).not.toContain(alertId);
+  });
+});
+
+describe("a cron run that cannot reach D1", () => {
+  it("raises cron-failed and d1-unreachable once across runs, and resolves and records both after a good run", { timeout: 120_000 }, async () => {
+    const broken = { ...env, DB: unreachableD1() } as Env;
+    const now = Date.now();
+    await runCron(now, broken);
+    await runCron(now + 300_000, broken);
+    const open = (await systemMonitor(env).list()).filter((alert) => alert.state === "open" && alert.reporters.includes("cron"));
+    expect(open.map((alert) => alert.kind).sort()).toEqual(["cron-failed", "d1-unreachable"]);
+    expect((await health()).reasons).toEqual(expect.arrayContaining(["cron-failed", "d1-unreachable"]));
+    for (const alert of open) {
+      const notices = await eventually(async () => {
+        const found = await noticesFor(alert.alertId);
+        return found.length > 0 ? found : undefined;
+      }, 10_000, `the ${alert.kind} notice`);
+      expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
+    }
+
+    // Only this source, so the good run is quick and touches nothing other tests use.
+    const quiet = { ...env, SOURCES: { "bodies-r2-small": (env.SOURCES as Record<string, unknown>)["bodies-r2-small"] } } as Env;
+    await runCron(now + 600_000, quiet);
+    for (const alert of open) {
+      const row = await env.DB.prepare("SELECT state, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?")
+        .bind(alert.alertId)
+        .first<{ state: string; resolveNotifiedAt: number | null }>();
+      expect(row).toMatchObject({ state: "resolved" });
+      expect(row!.resolveNotifiedAt).not.toBeNull();
+    }
+    expect((await health()).reasons ?? []).not.toContain("cron-failed");
   });
 });
 
