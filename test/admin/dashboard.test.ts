@@ -247,9 +247,11 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
   it("writes alerts as sentences, linked to what they concern", async () => {
     const cookie = await sessionCookie();
     const source = uniqueSource("dash-alerts");
-    await seedAlert({ source, kind: "dead-letters", openedAt: Date.now(), detail: JSON.stringify({ message: "3 new dead letters since the last run", facts: { baseline: 1 } }) });
+    await seedAlert({ source, kind: "dead-letters", openedAt: Date.now(), detail: JSON.stringify({ message: "3 new dead letters since the last run", facts: { baseline: 1, dead: 4, oldestAgeMs: 90_000 } }) });
     const html = await (await page(`/admin/alerts?source=${source}`, { headers: { cookie } })).text();
     expect(html).toContain("3 new dead letters since the last run");
+    // The numbers behind the sentence, readable: names as words, durations as durations.
+    expect(html).toContain('<div class="muted alert-facts">baseline 1 · dead 4 · oldest age 90.0 s</div>');
     expect(html).not.toMatch(/"message"|&quot;message&quot;/);
     expect(html).toContain(`href="/admin/dead?source=${source}"`);
     const api = await exports.default.fetch(new Request(`${ORIGIN}/admin/api/alerts?source=${source}`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }));

@@ -3,3 +3,8 @@ declare module "*.md?raw" {
   const text: string;
   export default text;
 }
+
+declare module "*.toml?raw" {
+  const text: string;
+  export default text;
+}

@@ -1,7 +1,7 @@
 import type { ReadableAlert } from "../alerts";
 import type { HealthReason } from "../health";
 import type { ReceiptSummary } from "../queries";
-import { formatInstant, withQuery } from "./format";
+import { formatFacts, formatInstant, withQuery } from "./format";
 import { Badge } from "./layout";
 
 /** Pieces more than one page uses. Tables carry `data-label` on each cell for the phone layout (see styles.ts). */
@@ -128,6 +128,7 @@ export function AlertsTable(props: { alerts: ReadableAlert[] }) {
               </td>
               <td data-label="What happened" class="alert-message">
                 {alert.message ?? "—"}
+                {alert.facts && <div class="muted alert-facts">{formatFacts(alert.facts)}</div>}
               </td>
               <td data-label="Concerns">{concerns ? <a href={concerns.href}>{concerns.label}</a> : "every source"}</td>
               <td data-label="Resolved">{alert.state === "resolved" ? formatInstant(alert.resolvedAt) : "—"}</td>

@@ -21,3 +21,24 @@ export function withQuery(path: string, query: Record<string, string | undefined
   const text = params.toString();
   return text ? `${path}?${text}` : path;
 }
+
+/**
+ * An alert's facts as one line: `{baseline: 2, dead: 5, oldestAgeMs: 300000}` → "baseline 2 · dead 5 · oldest age
+ * 5 min". Names are camelCase words; a name ending in Ms is a duration, in Bytes a size.
+ */
+export function formatFacts(facts: Record<string, number>): string {
+  return Object.entries(facts)
+    .map(([name, value]) => {
+      const words = name.replace(/(Ms|Bytes)$/, "").replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
+      const shown = name.endsWith("Ms") ? formatDuration(value) : name.endsWith("Bytes") ? formatBytes(value) : value.toLocaleString("en-US");
+      return `${words} ${shown}`;
+    })
+    .join(" · ");
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MB`;
+  return `${(bytes / 1024 ** 3).toFixed(2)} GB`;
+}
