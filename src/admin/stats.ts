@@ -77,9 +77,9 @@ export const STATS_NOTES = {
   duplicates:
     "Live duplicate deliveries counted by the claim shards, per whole hour (the window is rounded down to the hour). Only reported for a single source (?source=…): it asks each of that source's shards.",
   rejectedSignatures:
-    "Not in D1: a delivery that fails verification writes nothing there. Bind the METRICS Analytics Engine dataset (docs/metrics.md) to count them here; otherwise count `delivery.rejected` lines in Workers Logs.",
+    "Not in D1: a delivery that fails verification writes nothing there. The METRICS Analytics Engine dataset counts them when bound; set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to read them back here (docs/metrics.md), or count `delivery.rejected` lines in Workers Logs.",
   ackLatencyMs:
-    "Not in D1: the acknowledgement path does no extra write. Bind the METRICS Analytics Engine dataset (docs/metrics.md) to see it here; otherwise it is the durationMs of each `delivery` log line in Workers Logs.",
+    "Not in D1: the acknowledgement path does no extra write. The METRICS Analytics Engine dataset records it when bound; set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to read it back here (docs/metrics.md), or read the durationMs of each `delivery` log line in Workers Logs.",
   oldestPending:
     "The oldest pending or processing receipt received in the window or waiting for a retry (the cron's re-drive schedules anything older).",
 } as const;

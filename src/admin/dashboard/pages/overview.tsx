@@ -55,7 +55,7 @@ export function OriginNote(props: { report: StatsReport }) {
   return (
     <p class="muted" id="origin-note">
       Counts and latencies come from D1. Rejected deliveries and acknowledgement latency are not stored there (a rejected delivery
-      writes nothing): bind the METRICS Analytics Engine dataset to see them here (docs/metrics.md), or read the <code>delivery.rejected</code>{" "}
+      writes nothing): the METRICS Analytics Engine dataset records them when bound, and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to see them here (docs/metrics.md), or read the <code>delivery.rejected</code>{" "}
       and <code>delivery</code> lines in Workers Logs.
     </p>
   );

@@ -43,7 +43,7 @@ export function SourcePage(props: { name: string; report: StatsReport; points: H
 }
 
 function Charts(props: { points: HourPoint[]; rejectedStored: boolean }) {
-  const notStored = "Not stored in D1: a rejected delivery writes nothing. Bind the METRICS Analytics Engine dataset to chart it.";
+  const notStored = "Not stored in D1: a rejected delivery writes nothing. Bind the METRICS Analytics Engine dataset and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to chart it (docs/metrics.md).";
   return (
     <div class="charts" id="charts">
       <HourlyBars id="chart-received" title="Received" points={props.points} value={(point) => point.received} tone="ink" />
