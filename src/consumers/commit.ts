@@ -2,6 +2,7 @@ import { and, eq, inArray, isNotNull, isNull, sql, type SQL } from "drizzle-orm"
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { database } from "../db/client";
 import { attempts, batchAborts, receipts } from "../db/schema";
+import { logError } from "../lib/log";
 import { count, meteredD1 } from "../lib/meter";
 import { decide, type AttemptFacts, type Decision } from "./decide";
 import type { VersionGate } from "../handlers/types";
@@ -74,9 +75,19 @@ async function commitAlone(env: Env, attempt: FinishedAttempt, decision: Decisio
     }
   }
   const fallback = await explainAbort(env, attempt, knownFailure);
-  await batchUnlessEmpty(d1, statementsFor(d1, attempt, fallback));
-  return fallback;
+  try {
+    await batchUnlessEmpty(d1, statementsFor(d1, attempt, fallback));
+    return fallback;
+  } catch (error) {
+    // The receipt moved between the explanation and its write (another run committed it a moment ago): record
+    // nothing now and look again shortly, without failing the rest of the batch with it.
+    logError("commit.unsettled", error, { receipt: attempt.receipt.receiptId });
+    return { kind: "nothing", queue: { kind: "retry", delaySeconds: UNSETTLED_RETRY_SECONDS }, record: null };
+  }
 }
+
+/** When a receipt's outcome could not be written because it changed under the attempt, look again this soon. */
+const UNSETTLED_RETRY_SECONDS = 5;
 
 /**
  * D1 refuses an empty batch; an attempt that records nothing (lease taken elsewhere) makes none. The rows the
