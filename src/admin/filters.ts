@@ -1,5 +1,6 @@
 import { apiError } from "../lib/errors";
 import { parseDuration } from "../sources/config";
+import { isReceiptCursor } from "./receipt-cursor";
 
 /**
  * Query-string parsing shared by the admin API and the dashboard. Anything unreadable is a 400 that names the
@@ -29,7 +30,7 @@ export interface ReceiptFilter {
   receivedFrom?: number;
   /** Exclusive, like every time range here: [since, until). */
   receivedUntil?: number;
-  /** Keyset cursor: only receipts whose id sorts before this one (ids are ULIDs, so: older). */
+  /** Keyset cursor (receipt-cursor.ts): receipts whose id sorts before its id (ids are ULIDs, so: older). */
   before?: string;
   /** Keyset cursor the other way: only receipts newer than this one (the previous page). */
   after?: string;
@@ -135,6 +136,13 @@ export function parseCursor(query: Query, name = "before"): string | undefined {
   return value;
 }
 
+/** A receipt page's cursor: a receipt id, or the `nextCursor`/`prevCursor` of a page (the id and its read time). */
+function parseReceiptCursor(query: Query, name: "before" | "after"): string | undefined {
+  const value = text(query, name);
+  if (value !== undefined && !isReceiptCursor(value)) invalid(name, `must be a previous page's ${name === "after" ? "prevCursor" : "nextCursor"} or a receipt id`);
+  return value;
+}
+
 export function parseReceiptFilter(query: Query): ReceiptFilter {
   const statusText = text(query, "status");
   const statuses = statusText?.split(",").map((status) => status.trim());
@@ -151,8 +159,8 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
     provenance: oneOf(query, "provenance", PROVENANCES),
     receivedFrom: parseInstant(query, "since"),
     receivedUntil: parseInstant(query, "until"),
-    before: parseCursor(query),
-    after: parseCursor(query, "after"),
+    before: parseReceiptCursor(query, "before"),
+    after: parseReceiptCursor(query, "after"),
     limit: parseLimit(query),
   };
   if (filter.receivedFrom !== undefined && filter.receivedUntil !== undefined && filter.receivedFrom >= filter.receivedUntil) {

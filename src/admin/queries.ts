@@ -1,7 +1,9 @@
 import { and, asc, desc, eq, gt, gte, inArray, lt, or, sql, type SQL } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { attempts, quarantine, receipts, replays } from "../db/schema";
+import { d1NowMs } from "../db/clock";
 import { ulidFloor } from "../lib/ulid";
+import { caughtUpConditions, decodeCursor, encodeCursor, mergeCaughtUp, type Direction } from "./receipt-cursor";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import type { ReceiptFilter } from "./filters";
@@ -37,6 +39,11 @@ function selectSummaries(db: Database, where: SQL | undefined, newestFirst: bool
     .limit(limit);
 }
 
+/** Receipts relayed behind a reader's cursor, in the order they were relayed (see receipt-cursor.ts). */
+function selectCaughtUp(db: Database, where: SQL | undefined, limit: number) {
+  return db.select(receiptSummaryColumns).from(receipts).where(where).orderBy(asc(receipts.relayedAt), asc(receipts.receiptId)).limit(limit);
+}
+
 export type ReceiptSummary = Awaited<ReturnType<typeof selectSummaries>>[number];
 
 export interface Page<T> {
@@ -48,11 +55,13 @@ export interface Page<T> {
 }
 
 /**
- * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer), so
- * pages never skip or repeat while new receipts arrive. Times are id ranges: ids are ULIDs minted on arrival.
+ * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer). Times
+ * are id ranges: ids are ULIDs minted on arrival. A cursor also carries the D1 time its page was read, and a page
+ * starts with the receipts relayed behind the reader since then (late relays have older ids), so paging never
+ * skips a receipt: the argument is in receipt-cursor.ts. Everything is read in one D1 batch, one snapshot.
  */
 export async function searchReceipts(db: Database, filter: ReceiptFilter): Promise<Page<ReceiptSummary>> {
-  const conditions: (SQL | undefined)[] = [
+  const matching = and(
     filter.source !== undefined ? eq(receipts.source, filter.source) : undefined,
     filter.statuses?.length ? inArray(receipts.status, filter.statuses) : undefined,
     filter.eventType !== undefined ? eq(receipts.eventType, filter.eventType) : undefined,
@@ -63,22 +72,42 @@ export async function searchReceipts(db: Database, filter: ReceiptFilter): Promi
     filter.provenance !== undefined ? eq(receipts.provenance, filter.provenance) : undefined,
     filter.receivedFrom !== undefined ? gte(receipts.receiptId, ulidFloor(filter.receivedFrom)) : undefined,
     filter.receivedUntil !== undefined ? lt(receipts.receiptId, ulidFloor(filter.receivedUntil)) : undefined,
-    filter.before !== undefined ? lt(receipts.receiptId, filter.before) : undefined,
-    filter.after !== undefined ? gt(receipts.receiptId, filter.after) : undefined,
-  ];
-  // One row more than the page tells us whether another page exists without a COUNT. Paging towards newer
-  // receipts reads upwards from the cursor and turns the page round.
-  const newer = filter.after !== undefined && filter.before === undefined;
-  const rows = await selectSummaries(db, and(...conditions), !newer, filter.limit + 1);
-  const more = rows.length > filter.limit;
-  const page = rows.slice(0, filter.limit);
-  if (newer) page.reverse();
-  const first = page[0]?.receiptId ?? null;
-  const last = page.at(-1)?.receiptId ?? null;
+  );
+  const before = filter.before !== undefined ? decodeCursor(filter.before) : null;
+  const after = filter.after !== undefined ? decodeCursor(filter.after) : null;
+  // Paging towards newer receipts reads upwards from the cursor and turns the page round.
+  const direction: Direction = after && !before ? "newer" : "older";
+  const cursor = direction === "newer" ? after : before;
+  const catchUp = cursor ? caughtUpConditions(cursor, direction) : null;
+  const ahead = and(matching, before ? lt(receipts.receiptId, before.receiptId) : undefined, after ? gt(receipts.receiptId, after.receiptId) : undefined);
+  // One row more than the page tells whether another page exists without a COUNT.
+  const [clock, late, recent, rows] = await db.batch([
+    db.select({ now: d1NowMs }).from(sql`(SELECT 1)`),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, filter.limit + 1),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.recent) : sql`0`, filter.limit + 1),
+    selectSummaries(db, ahead, direction === "older", filter.limit + 1),
+  ]);
+  const readAt = clock[0]!.now;
+  const caughtUp = mergeCaughtUp(late, recent);
+  if (cursor && caughtUp.length > filter.limit) {
+    // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it.
+    const shown = caughtUp.slice(0, filter.limit);
+    const last = shown.at(-1)!;
+    const resume = encodeCursor({ ...cursor, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: last.receiptId } });
+    const back = encodeCursor({ receiptId: cursor.receiptId, readAt, caughtUpTo: null });
+    return direction === "older" ? { receipts: shown, nextCursor: resume, prevCursor: back } : { receipts: shown, nextCursor: back, prevCursor: resume };
+  }
+  const room = filter.limit - caughtUp.length;
+  const more = rows.length > room;
+  const page = rows.slice(0, room);
+  if (direction === "newer") page.reverse();
+  const at = (receiptId: string | undefined) => (receiptId === undefined ? null : encodeCursor({ receiptId, readAt, caughtUpTo: null }));
+  const first = at(page[0]?.receiptId ?? cursor?.receiptId);
+  const last = at(page.at(-1)?.receiptId ?? cursor?.receiptId);
   return {
-    receipts: page,
-    nextCursor: newer || more ? last : null,
-    prevCursor: newer ? (more ? first : null) : filter.before !== undefined || filter.after !== undefined ? first : null,
+    receipts: [...caughtUp, ...page],
+    nextCursor: direction === "newer" || more ? last : null,
+    prevCursor: direction === "newer" ? (more ? first : null) : cursor ? first : null,
   };
 }
 

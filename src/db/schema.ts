@@ -66,6 +66,8 @@ export const receipts = sqliteTable(
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
     index("receipts_dead").on(table.source, table.receiptId).where(sql`status = 'dead'`),
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
+    // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
+    index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
   ],
 );
 

@@ -1,4 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
+import { d1NowMs } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
@@ -44,7 +45,8 @@ export async function relayToD1(
           bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
           keptHeaders: claim.keptHeaders,
           receivedAt: claim.receivedAt,
-          relayedAt: now,
+          // D1's clock, not the shard's: relayed_at then follows commit order, which paging relies on.
+          relayedAt: d1NowMs,
           provenance: claim.provenance,
           status: "pending",
         })
