@@ -44,6 +44,8 @@ export async function fetchPinned<T>(
   url: URL,
   init: RequestInit,
   read: (response: Response) => Promise<Fetched<T>>,
+  /** Reads a 4xx that may mean "our credentials are wrong" (a deploy mistake to retry after) rather than "no such key". */
+  classifyRefusal?: (response: Response) => Promise<"refused" | "unavailable">,
 ): Promise<Fetched<T>> {
   let response: Response;
   try {
@@ -52,11 +54,11 @@ export async function fetchPinned<T>(
     return { kind: "unavailable" };
   }
   if (response.status >= 200 && response.status < 300) return read(response);
-  await response.body?.cancel();
   // A redirect is not followed: it would leave the pinned host.
-  return response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429
-    ? { kind: "refused" }
-    : { kind: "unavailable" };
+  const refused = response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429;
+  if (refused && classifyRefusal) return { kind: await classifyRefusal(response).catch(() => "refused" as const) };
+  await response.body?.cancel();
+  return refused ? { kind: "refused" } : { kind: "unavailable" };
 }
 
 /**

@@ -41,11 +41,22 @@ async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetch
           if (key.key.expired_at !== null && key.key.expired_at !== undefined) return { kind: "refused" };
           return { kind: "found", value: key.key };
         },
+        refusalOf,
       );
       if (outcome.kind !== "refused") return outcome;
     }
     return outcome;
   });
+}
+
+/**
+ * Plaid refusing our own credentials (a wrong `client_id` or secret for this environment) is a deploy mistake, not
+ * a forged delivery: unavailable, so the answer is a 503 the sender retries once the config is fixed. Any other
+ * refusal (an unknown key id) means the token names a key Plaid never published.
+ */
+async function refusalOf(response: Response): Promise<"refused" | "unavailable"> {
+  const error = (await response.json().catch(() => null)) as { error_code?: unknown } | null;
+  return error?.error_code === "INVALID_API_KEYS" ? "unavailable" : "refused";
 }
 
 function rejectionOf(error: unknown): VerifyResult {

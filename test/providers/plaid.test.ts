@@ -96,4 +96,12 @@ describe("plaid: ES256 JWT with a key fetched by key id", () => {
     expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("verification_key_unavailable");
     expect(await storedCounts(SOURCE)).toEqual(before);
   });
+
+  it("a secret Plaid refuses (INVALID_API_KEYS) is a deploy mistake: 503, never a 401 a sender takes as final", async () => {
+    const before = await storedCounts("pv-plaid-wrong-secret");
+    // A key id this isolate has not fetched yet (a key is public: once fetched, whichever source fetched it, it is kept).
+    const answer = await send("pv-plaid-wrong-secret", await signed(webhookBody(), await publishedKey()));
+    expect(answer.status).toBe(503);
+    expect(await storedCounts("pv-plaid-wrong-secret")).toEqual(before);
+  });
 });

@@ -12,8 +12,8 @@ import type { TestProject } from "vitest/node";
  *   GET  /hang/…                     answers only after 5 s, past the receiver's fetch timeout
  *   GET  /?Action=ConfirmSubscription&Token=<t>   200 and recorded (a token starting "down" gets 503)
  *   PUT  /__plaid/<kid>              {secret, key}: the key Plaid returns for that id when asked with that secret
- *   POST /webhook_verification_key/get   Plaid's key endpoint: 200 {key}, 400 for an unknown id or wrong secret,
- *                                    503 for an id starting "down"
+ *   POST /webhook_verification_key/get   Plaid's key endpoint: 200 {key}; 400 INVALID_API_KEYS for a wrong
+ *                                    secret, 400 with another code for an unknown id; 503 for an id starting "down"
  *   GET  /__fetches?path=<path>      how many fetches reached <path> (path and query, as fetched)
  */
 
@@ -67,7 +67,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       const asked = JSON.parse(body || "{}") as { secret?: string; key_id?: string };
       if ((asked.key_id ?? "").startsWith("down")) return answer(503);
       const known = plaidKeys.get(asked.key_id ?? "");
-      if (!known || known.secret !== asked.secret) return answer(400, JSON.stringify({ error_code: "INVALID_INPUT" }), "application/json");
+      if (known && known.secret !== asked.secret) return answer(400, JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_API_KEYS" }), "application/json");
+      if (!known) return answer(400, JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_WEBHOOK_VERIFICATION_KEY_ID" }), "application/json");
       return answer(200, JSON.stringify({ key: known.key, request_id: "standin" }), "application/json");
     }
     if (request.method === "GET" && served.has(url.pathname)) return answer(200, served.get(url.pathname));
