@@ -27,6 +27,8 @@ interface SigningCertificate {
   spki: ArrayBuffer;
   notBefore: number;
   notAfter: number;
+  /** Its public key imported once per hash, kept with the cached certificate. */
+  imported: Partial<Record<"SHA-1" | "SHA-256", Promise<CryptoKey>>>;
 }
 
 const certificates = new KeyCache<SigningCertificate>();
@@ -39,7 +41,7 @@ function signingCertificate(url: URL): Promise<Fetched<SigningCertificate>> {
         const certificate = new X509Certificate(await response.text());
         return {
           kind: "found",
-          value: { spki: certificate.publicKey.rawData, notBefore: certificate.notBefore.getTime(), notAfter: certificate.notAfter.getTime() },
+          value: { spki: certificate.publicKey.rawData, notBefore: certificate.notBefore.getTime(), notAfter: certificate.notAfter.getTime(), imported: {} },
         };
       } catch {
         // The pinned host answered with something that is no certificate: nothing to verify with.
@@ -55,7 +57,9 @@ async function signatureVerifies(message: SnsMessage, certificate: SigningCertif
   if (!signature || signature.length === 0) return false;
   const hash = HASH_OF_VERSION[message.SignatureVersion];
   try {
-    const key = await crypto.subtle.importKey("spki", certificate.spki, { name: "RSASSA-PKCS1-v1_5", hash }, false, ["verify"]);
+    const importing = certificate.imported[hash] ?? crypto.subtle.importKey("spki", certificate.spki, { name: "RSASSA-PKCS1-v1_5", hash }, false, ["verify"]);
+    certificate.imported[hash] = importing;
+    const key = await importing;
     return await crypto.subtle.verify("RSASSA-PKCS1-v1_5", key, signature, utf8Bytes(snsStringToSign(message)));
   } catch {
     // Not an RSA key (or one WebCrypto refuses): it verifies nothing.

@@ -18,28 +18,33 @@ import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from
 const PLAID_HOSTS: Readonly<Record<string, string>> = { production: "production.plaid.com", sandbox: "sandbox.plaid.com" };
 const MAX_TOKEN_AGE_SECONDS = 300;
 
-const keys = new KeyCache<JWK>();
+/** Each key id's public key, imported once per isolate. */
+const keys = new KeyCache<CryptoKey>();
 
 function keyUrl(options: SourceOptions): URL {
   return new URL(`https://${PLAID_HOSTS[optionString(options, "environment") ?? "production"]}/webhook_verification_key/get`);
 }
 
 /** The key with this id, asked for with each listed secret in turn (a rotation) until Plaid answers. */
-async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetched<JWK>> {
+async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetched<CryptoKey>> {
   const url = keyUrl(input.options);
   const clientId = optionString(input.options, "client_id")!;
   return keys.get(`${url.href} ${clientId} ${kid}`, async () => {
-    let outcome: Fetched<JWK> = { kind: "refused" };
+    let outcome: Fetched<CryptoKey> = { kind: "refused" };
     for (const secret of input.secrets) {
       outcome = await fetchPinned(
         url,
         { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ client_id: clientId, secret: secret.value, key_id: kid }) },
-        async (response): Promise<Fetched<JWK>> => {
+        async (response): Promise<Fetched<CryptoKey>> => {
           const key = (await response.json().catch(() => null)) as { key?: JWK & { expired_at?: unknown } } | null;
           if (!key?.key || key.key.kty !== "EC" || key.key.crv !== "P-256") return { kind: "refused" };
           // A rotated-out key verifies nothing, however the token was signed.
           if (key.key.expired_at !== null && key.key.expired_at !== undefined) return { kind: "refused" };
-          return { kind: "found", value: key.key };
+          try {
+            return { kind: "found", value: (await importJWK(key.key, "ES256")) as CryptoKey };
+          } catch {
+            return { kind: "refused" };
+          }
         },
         refusalOf,
       );
@@ -102,7 +107,7 @@ export const plaid: ProviderAdapter = {
 
     let claims: Record<string, unknown>;
     try {
-      const verified = await jwtVerify(token, await importJWK(key.value, "ES256"), {
+      const verified = await jwtVerify(token, key.value, {
         algorithms: ["ES256"],
         maxTokenAge: MAX_TOKEN_AGE_SECONDS,
         currentDate: new Date(input.now),
