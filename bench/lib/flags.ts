@@ -46,7 +46,7 @@ const HELP = `npm run bench -- [flags]
   --shuffle P           delivery moved within the window (0.10)
   --shuffle-window N    positions (20)
   --sender-concurrency N deliveries in flight (16; the meters phase uses 64 unless given)
-  --crash-events N      events in the crash-recovery run (2000; 400 with --check)
+  --crash-events N      events in the crash-recovery run (2000; 300 with --check)
   --kills N             SIGKILLs of the runtime during that run (5; 2 with --check)
   --cron-lead-minutes M after the crashes, fire the cron as if M minutes later (11: past the 5 min lease
                         and the 10 min overdue grace of the re-drive)
@@ -54,7 +54,7 @@ const HELP = `npm run bench -- [flags]
   --perf-levels a,b,c   concurrency levels (1,16,64)
   --e2e-events N        events for the end-to-end throughput run (2000)
   --only sim,crash,perf,meters,soak
-                        phases to run (default all but soak; --check runs sim). meters: billed units per event from
+                        phases to run (default all but soak; --check runs sim and crash: real SIGKILLs). meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
                         fixed arrival rate for a while with retention scaled down, sampled every 30 s
   --rate R              soak: events per second (20)
@@ -111,7 +111,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   };
 
   const phases = new Set<Phase>();
-  for (const phase of (given.get("only") ?? (check ? "sim" : "sim,crash,perf,meters")).split(",")) {
+  for (const phase of (given.get("only") ?? (check ? "sim,crash" : "sim,crash,perf,meters")).split(",")) {
     if (phase !== "sim" && phase !== "crash" && phase !== "perf" && phase !== "meters" && phase !== "soak") throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
   }
@@ -141,7 +141,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     shuffleWindow: integer("shuffle-window", 20, 0),
     senderConcurrency: integer("sender-concurrency", 16, 1),
     metersConcurrency: integer("sender-concurrency", 64, 1),
-    crashEvents: integer("crash-events", check ? 400 : 2000, 1),
+    crashEvents: integer("crash-events", check ? 300 : 2000, 1),
     kills: integer("kills", check ? 2 : 5, 0),
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),
     perfSeconds: integer("perf-seconds", 5, 1),
