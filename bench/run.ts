@@ -17,7 +17,8 @@ import { mulberry32 } from "./lib/random.ts";
 import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
-import { bareRuntime, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
+import { bareRuntime, deploymentWithSource, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
+import { startForwardBackend } from "./lib/forward-backend.ts";
 import { formatSamples, runSoak, SOAK_SOURCE, soakDeployment, type SoakResult } from "./lib/soak.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
@@ -46,7 +47,7 @@ async function main(flags: BenchFlags): Promise<void> {
     runtimes.push(receiver);
     await receiver.start();
   }
-  if (flags.phases.has("meters")) await meters(flags, deployment, receiver!);
+  if (flags.phases.has("meters")) await meters(flags, deployment, receiver!, stateDir);
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
@@ -95,15 +96,47 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
 }
 
 /**
- * Billed units per event on the happy path (every event accepted and processed on its first attempt by the demo
- * handler), read from the receiver's own meters before and after. Runs first, on a fresh runtime.
+ * Billed units per event on the happy path (every event accepted and processed on its first attempt), read from
+ * the receiver's own meters before and after: first through the demo source's in-Worker handler, then, reported
+ * apart, through a source that forwards every event to a local backend answering 200. Runs first, on fresh runtimes.
  */
-async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {
+async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
   const events = flags.phases.size === 1 ? flags.events : 2000;
   const concurrency = flags.metersConcurrency;
   console.log(`\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`);
-  const before = await readMeters(receiver.origin, deployment.adminToken);
-  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: concurrency });
+  console.log("handler destination (demo source, handler:accounts):");
+  const handler = await meterHappyPath(receiver, deployment, "/webhooks/demo", "meter_evt_", events, concurrency);
+
+  const backend = await startForwardBackend();
+  const forwarding = receiverRuntime(
+    deploymentWithSource(deployment, "meters-forward", FORWARD_SOURCE, {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      destination: `http://127.0.0.1:${backend.port}/hooks`,
+    }),
+    stateDir,
+    "meters-forward",
+    await portAt(flags, 5),
+    await portAt(flags, 15),
+  );
+  runtimes.push(forwarding);
+  await forwarding.start();
+  const forwardEvents = Math.max(1, Math.floor(events / 2));
+  console.log(`forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`);
+  const forward = await meterHappyPath(forwarding, deployment, `/webhooks/${FORWARD_SOURCE}`, "meter_fwd_", forwardEvents, concurrency);
+  await forwarding.stop();
+  await backend.close();
+  console.log(`the backend received ${backend.received()} forwards for ${forwardEvents} events`);
+
+  results.meters = { ...handler, forward };
+  if (backend.received() < forwardEvents) failures.push(`meters: the forward backend received ${backend.received()} of ${forwardEvents} events`);
+}
+
+const FORWARD_SOURCE = "bench-forward";
+
+async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, path: string, keyPrefix: string, events: number, concurrency: number) {
+  const before = await readMeters(runtime.origin, deployment.adminToken);
+  const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
   const startedAt = performance.now();
   let next = 0;
   let deliveries = 0;
@@ -113,18 +146,18 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receive
         const body = JSON.stringify({ type: "account.credited", data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } });
         for (;;) {
           deliveries++;
-          const outcome = await sender.deliver(`meter_evt_${n}`, body);
+          const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
           if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
         }
       }
     }),
   );
   sender.close();
-  const store = new ReceiptStore(receiver.options.persistDir);
-  const waited = await waitUntilFinished(store, "meter_evt_", events, { origin: () => receiver.origin, startedAt });
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
   // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
   await sleep(3000);
-  const after = await readMeters(receiver.origin, deployment.adminToken);
+  const after = await readMeters(runtime.origin, deployment.adminToken);
   const per = perEvent(before, after, events, deliveries);
   const usd = usdPerMillion(per);
   const inclusions = eventsWithinInclusions(per);
@@ -134,7 +167,8 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receive
       `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
       `${waited.finished} of ${events} finished, receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
   );
-  results.meters = {
+  if (waited.finished < events) failures.push(`meters (${path}): only ${waited.finished} of ${events} events finished`);
+  return {
     events,
     concurrency,
     perEvent: {
@@ -149,11 +183,11 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receive
     handlerRowsWrittenPerEvent: per.handlerRowsWritten,
     alarmWritesPerEvent: per.alarmWrites,
     workersRequestsPerEvent: per.workersRequests,
+    d1DurationMsPerEvent: per.d1DurationMs,
     usdPerMillion: usd,
     eventsWithinMonthlyInclusions: inclusions,
     raw: { before, after },
   };
-  if (waited.finished < events) failures.push(`meters: only ${waited.finished} of ${events} events finished`);
 }
 
 async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {

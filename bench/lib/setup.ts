@@ -55,6 +55,26 @@ export function heldBackDeployment(deployment: ReceiverDeployment, stateDir: str
   return { ...deployment, envFile };
 }
 
+/**
+ * The deployment with one more source table in a copy of its config (placed before the first environment, where
+ * top-level vars end), for a phase that needs a source of its own.
+ */
+export function deploymentWithSource(
+  deployment: ReceiverDeployment,
+  label: string,
+  sourceName: string,
+  settings: Record<string, string | string[]>,
+): ReceiverDeployment {
+  const original = readFileSync(deployment.configPath, "utf8");
+  const lines = Object.entries(settings).map(([key, value]) => `${key} = ${JSON.stringify(value)}`);
+  const table = [`[vars.SOURCES.${sourceName}]`, ...lines, "", ""].join("\n");
+  const at = original.search(/^\[env\./m);
+  const config = at < 0 ? `${original}\n${table}` : `${original.slice(0, at)}${table}${original.slice(at)}`;
+  const configPath = deployment.configPath.replace(/wrangler\.toml$/, `wrangler-${label}.toml`);
+  writeFileSync(configPath, config);
+  return { ...deployment, configPath };
+}
+
 export function receiverRuntime(deployment: ReceiverDeployment, stateDir: string, label: string, port: number, inspectorPort: number): Runtime {
   const persistDir = join(stateDir, `${label}-persist`);
   const logFile = join(stateDir, `${label}.log`);

@@ -1,6 +1,5 @@
-import { readFileSync, writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ReceiverDeployment } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import type { Sender } from "./sender.ts";
 import type { ReceiptStore } from "./store.ts";
 import { creditedEvents, NO_TOTALS, SOAK_ACCOUNT_PREFIX, SOAK_SOURCE, takeSample, type SoakSample } from "./soak-sample.ts";
@@ -26,25 +25,15 @@ export interface SoakSettings {
  * retention has deleted their receipts) and the scaled-down retention.
  */
 export function soakDeployment(deployment: ReceiverDeployment, settings: SoakSettings): ReceiverDeployment {
-  const original = readFileSync(deployment.configPath, "utf8");
-  const table = [
-    `[vars.SOURCES.${SOAK_SOURCE}]`,
-    `provider = "standard-webhooks"`,
-    `secrets = ["DEMO_WEBHOOK_SECRET"]`,
-    `destination = "handler:accounts"`,
-    `type_path = "type"`,
-    `subject_path = "data.account"`,
-    `payload_retention = "${settings.payloadRetention}"`,
-    `dedupe_retention = "${settings.dedupeRetention}"`,
-    "",
-    "",
-  ].join("\n");
-  // Top-level vars end where the first environment starts; the table goes just before it.
-  const at = original.search(/^\[env\./m);
-  const config = at < 0 ? `${original}\n${table}` : `${original.slice(0, at)}${table}${original.slice(at)}`;
-  const configPath = deployment.configPath.replace(/wrangler\.toml$/, "wrangler-soak.toml");
-  writeFileSync(configPath, config);
-  return { ...deployment, configPath };
+  return deploymentWithSource(deployment, "soak", SOAK_SOURCE, {
+    provider: "standard-webhooks",
+    secrets: ["DEMO_WEBHOOK_SECRET"],
+    destination: "handler:accounts",
+    type_path: "type",
+    subject_path: "data.account",
+    payload_retention: settings.payloadRetention,
+    dedupe_retention: settings.dedupeRetention,
+  });
 }
 
 /** Deliveries at a fixed rate, each resent until acknowledged (an at-least-once sender). Returns the events acknowledged. */
