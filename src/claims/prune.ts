@@ -22,6 +22,8 @@ interface KeyPosition {
 /** Before every key: the empty source sorts first. */
 const START: KeyPosition = { source: "", eventKey: "" };
 
+type TombstoneAge = { source: string; event_key: string; received_at: number };
+
 type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
 
 export function pruneExpiredKeys(storage: Storage, olderThan: number, options: { readLimit: number; pageSize: number }): number {
@@ -34,18 +36,28 @@ export function pruneExpiredKeys(storage: Storage, olderThan: number, options: {
   while (read < options.readLimit) {
     const want = Math.min(options.pageSize, options.readLimit - read);
     // After wrapping, the walk stops at the key this visit began after: every tombstone is read once per visit.
-    const page = execCounted<{ source: string; event_key: string; received_at: number }>(
-      sql,
-      `SELECT source, event_key, received_at FROM event_claims
-       WHERE relay_pending = 0 AND (source, event_key) > (?1, ?2) AND (?5 = 0 OR (source, event_key) <= (?3, ?4))
-       ORDER BY relay_pending, source, event_key LIMIT ?6`,
-      position.source,
-      position.eventKey,
-      startedFrom.source,
-      startedFrom.eventKey,
-      wrapped ? 1 : 0,
-      want,
-    );
+    // The bound is part of the key range (a seek), so the scan never reads on past it.
+    const page = wrapped
+      ? execCounted<TombstoneAge>(
+          sql,
+          `SELECT source, event_key, received_at FROM event_claims
+           WHERE relay_pending = 0 AND (source, event_key) > (?1, ?2) AND (source, event_key) <= (?3, ?4)
+           ORDER BY relay_pending, source, event_key LIMIT ?5`,
+          position.source,
+          position.eventKey,
+          startedFrom.source,
+          startedFrom.eventKey,
+          want,
+        )
+      : execCounted<TombstoneAge>(
+          sql,
+          `SELECT source, event_key, received_at FROM event_claims
+           WHERE relay_pending = 0 AND (source, event_key) > (?1, ?2)
+           ORDER BY relay_pending, source, event_key LIMIT ?3`,
+          position.source,
+          position.eventKey,
+          want,
+        );
     read += page.length;
     const expired = page.filter((row) => row.received_at < olderThan);
     if (expired.length > 0) {
