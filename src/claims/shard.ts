@@ -379,8 +379,10 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   private relayDelayMs(): number {
-    const configured = Number(secretValue(this.env, "RELAY_DELAY_MS"));
-    return Number.isFinite(configured) && configured >= 0 ? configured : DEFAULT_RELAY_DELAY_MS;
+    // Unset means the default: Number(null) would be 0, a relay per claim.
+    const configured = secretValue(this.env, "RELAY_DELAY_MS");
+    const delayMs = configured === null ? Number.NaN : Number(configured);
+    return Number.isFinite(delayMs) && delayMs >= 0 ? delayMs : DEFAULT_RELAY_DELAY_MS;
   }
 
   /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */
