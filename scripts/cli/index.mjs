@@ -46,6 +46,8 @@ program
   .option("--status <list>", "only these statuses, comma-separated: pending,processing,processed,stale,dead,skipped")
   .option("--history <n>", "receipts from before to show first", "10")
   .option("--interval <ms>", "how often to look, in milliseconds", "1000")
+  .option("--page <n>", "how many of the newest receipts each look reads (1-200)", "50")
+  .option("--window <duration>", "also follow changes to receipts received this far back (e.g. 1h, 24h, at most 7d)", "6h")
   .action(run(() => import("./commands/tail.mjs"), "tail"));
 
 program

@@ -10,7 +10,7 @@ import type { ReceiptFilter } from "./filters";
 
 /** Read-only audit queries behind both the admin API and the dashboard. Bodies only ever come back one receipt at a time. */
 
-const receiptSummaryColumns = {
+export const receiptSummaryColumns = {
   receiptId: receipts.receiptId,
   source: receipts.source,
   eventKey: receipts.eventKey,

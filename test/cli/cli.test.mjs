@@ -158,6 +158,22 @@ describe("tail, show, replay", () => {
     assert.equal(await tail.interrupt(), 0);
   });
 
+  test("tail shows a replay of an older receipt that is no longer among the newest it reads", async () => {
+    const older = acceptedReceipt((await cli(["send", "cli-slack", ...project], env)).stdout);
+    await showWhenFinished([older]);
+    const newer = acceptedReceipt((await cli(["send", "cli-slack", ...project], env)).stdout);
+    await showWhenFinished([newer]);
+    // --page 1: each look reads only the newest receipt, so the older one can only come from the changes query.
+    const tail = cliProcess(["tail", "--source", "cli-slack", "--page", "1", "--interval", "300", "--history", "0", "--window", "1h", ...project], env);
+    await tail.waitFor(/following .* source cli-slack/);
+    assert.equal((await cli(["replay", older, ...project], env)).code, 0);
+    await tail.waitFor(new RegExp(`cli-slack  ${older}  replayed \\(was skipped\\)`));
+    await tail.waitFor(new RegExp(`cli-slack  ${older}  attempt \\d+ skipped`));
+    assert.match(tail.output(), new RegExp(`cli-slack  ${older}  .*\\(received earlier, changed now\\)`));
+    assert.doesNotMatch(tail.output(), new RegExp(newer), "the newer receipt did not change: history 0 shows nothing of it");
+    assert.equal(await tail.interrupt(), 0);
+  });
+
   test("replay one receipt, then every dead letter of a source; a receipt id that does not exist is one line", async () => {
     const broken = writeFile(workDir, "broken-replay.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
     const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);

@@ -120,36 +120,6 @@ describe("a cron run that cannot reach D1", () => {
   });
 });
 
-describe("a shard past its storage threshold", () => {
-  it("raises shard-storage on the cron's visit once, and resolves it when the shard is back under", async () => {
-    const eventKey = `msg_storage_${crypto.randomUUID()}`;
-    expect((await deliverDemo(eventKey, credit("acct_storage", 1))).status).toBe(200);
-    await waitForStatus("demo", eventKey);
-    const shard = shardFor(env, "demo", eventKey);
-    const bytes = await shard.storageBytes();
-    // The threshold set just under what this shard stores (the var ALERT_SHARD_STORAGE_BYTES), for its visits.
-    const restore = await breakShardBindings(shard, { ALERT_SHARD_STORAGE_BYTES: String(bytes - 1) } as Partial<Env>);
-    const farPast = 0;
-    await shard.sweep(farPast, 1, 10);
-    await shard.sweep(farPast, 1, 10);
-    const open = (await systemMonitor(env).list()).filter((alert) => alert.kind === "shard-storage" && alert.state === "open");
-    expect(open).toHaveLength(1);
-    expect(open[0]!.message).toMatch(new RegExp(`stores ${bytes} bytes`));
-    expect((await health()).reasons).toContain("shard-storage");
-    const notices = await eventually(async () => {
-      const found = await noticesFor(open[0]!.alertId);
-      return found.length > 0 ? found : undefined;
-    }, 10_000, "the shard-storage notice");
-    expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
-
-    await restore();
-    await shard.sweep(farPast, 1, 10);
-    expect((await health()).reasons ?? []).not.toContain("shard-storage");
-    const recorded = await env.DB.prepare("SELECT kind, state FROM alerts WHERE id = ?").bind(open[0]!.alertId).first();
-    expect(recorded).toEqual({ kind: "shard-storage", state: "resolved" });
-  });
-});
-
 describe("the rules", () => {
   it("opens once per kind whoever reports it, and keeps a per-shard kind open while any shard still sees it", () => {
     const first = nextState("shard-backlog", new Set(), { reporter: "shard:a", firing: true }, false);

@@ -1,14 +1,19 @@
-// `tail [--source S] [--status a,b]`: a live feed of receipts and their attempts, read from the admin API. The
-// API has no push channel, so this polls the newest receipts and prints what changed since the last look.
+// `tail [--source S] [--status a,b] [--window 6h]`: a live feed of receipts and their attempts, read from the admin
+// API. The API has no push channel, so this polls the newest receipts, and every few seconds asks what changed
+// since the last look among receipts received in the window (`changedSince`): a retry, replay or dismissal of
+// an older receipt shows up too. That second question reads every receipt received in the window, so it is asked
+// less often (CHANGES_EVERY_MS) and the window is a flag.
 import { CliError } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 import { clock, dim, duration, status } from "../format.mjs";
 import { receiverUrl } from "../project.mjs";
 
 const STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"];
+/** How often the window is asked for changes at most. */
+const CHANGES_EVERY_MS = 5_000;
 
 /**
- * @param {{ source?: string, status?: string, interval?: string, history?: string } & import("../project.mjs").ProjectOptions} options
+ * @param {{ source?: string, status?: string, interval?: string, history?: string, page?: string, window?: string } & import("../project.mjs").ProjectOptions} options
  */
 export async function tail(options) {
   const statuses = options.status?.split(",").map((word) => word.trim()).filter(Boolean) ?? [];
@@ -16,16 +21,29 @@ export async function tail(options) {
   if (unknown.length > 0) throw new CliError(`unknown status ${unknown.join(", ")}: use any of ${STATUSES.join(", ")}`);
   const intervalMs = Math.max(200, Number(options.interval ?? 1000));
   const history = Math.min(200, Math.max(0, Number(options.history ?? 10)));
-  const query = new URLSearchParams({ limit: "50" });
+  const page = Number(options.page ?? 50);
+  if (!Number.isInteger(page) || page < 1 || page > 200) throw new CliError(`--page ${options.page}: use a whole number from 1 to 200`);
+  const query = new URLSearchParams({ limit: String(page) });
   if (options.source) query.set("source", options.source);
   if (statuses.length > 0) query.set("status", statuses.join(","));
+  const window = options.window ?? "6h";
+  if (!/^\d+(ms|s|m|h|d)$/.test(window)) throw new CliError(`--window ${window}: use a duration like 30m, 6h or 2d (at most 7d)`);
+  const changes = new URLSearchParams(query);
+  changes.set("window", window);
+  changes.set("limit", "200");
+  let changesCursor = String(Date.now());
+  let changesAskedAt = Date.now();
 
-  /** @type {Map<string, string>} what we last printed for each receipt: status and attempt count */
+  /** @type {Map<string, Seen>} what was last printed for each receipt */
   const seen = new Map();
   const first = await adminRequest(options, `/receipts?${query}`);
   const backlog = [...first.receipts].reverse();
   for (const receipt of backlog.slice(Math.max(0, backlog.length - history))) await report(receipt, seen, options);
-  for (const receipt of backlog) seen.set(receipt.receiptId, stateOf(receipt));
+  // The rest of the first page is history: from now on only what happens to them is news.
+  const watchedFrom = Date.now();
+  for (const receipt of backlog) {
+    if (!seen.has(receipt.receiptId)) seen.set(receipt.receiptId, { state: stateOf(receipt), status: receipt.status, lastAttempt: 0, replays: receipt.replayCount ?? 0, from: watchedFrom });
+  }
   console.log(dim(`following ${receiverUrl(options)}${options.source ? ` · source ${options.source}` : ""}${statuses.length ? ` · status ${statuses.join(",")}` : ""} · Ctrl-C to stop`));
 
   let stopped = false;
@@ -36,10 +54,20 @@ export async function tail(options) {
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
     if (stopped) break;
     try {
-      const page = await adminRequest(options, `/receipts?${query}`);
+      const newest = await adminRequest(options, `/receipts?${query}`);
       if (lostSince) console.log(dim(`receiver back at ${clock(Date.now())}`));
       lostSince = 0;
-      for (const receipt of [...page.receipts].reverse()) await report(receipt, seen, options);
+      for (const receipt of [...newest.receipts].reverse()) await report(receipt, seen, options);
+      if (Date.now() - changesAskedAt >= Math.max(intervalMs, CHANGES_EVERY_MS)) {
+        changesAskedAt = Date.now();
+        let more = true;
+        while (more && !stopped) {
+          changes.set("changedSince", changesCursor);
+          const changed = await adminRequest(options, `/receipts?${changes}`);
+          for (const receipt of changed.receipts) await report(receipt, seen, options, Number(changesCursor.split(".")[0]));
+          ({ changesCursor, more } = changed);
+        }
+      }
     } catch (error) {
       // A restart of npm start should not end the feed: say so once and keep looking.
       if (!(error instanceof CliError)) throw error;
@@ -51,32 +79,54 @@ export async function tail(options) {
 }
 
 /** @param {any} receipt */
-const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}`;
+const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.replayCount ?? 0}`;
 
 /**
- * Prints a receipt the first time it is seen, and each attempt and status change after that.
- * @param {any} receipt a receipt summary from the API
- * @param {Map<string, string>} seen
- * @param {import("../project.mjs").ProjectOptions} options
+ * @typedef {{ state: string, status: string, lastAttempt: number, replays: number, from: number }} Seen what was last
+ * printed of a receipt: its state, the highest attempt and replay numbers shown (both only ever grow), and the
+ * time from which its attempts are news (0: all of them)
  */
-async function report(receipt, seen, options) {
+
+/**
+ * Prints a receipt the first time it is seen, and each attempt, replay and status change after that. An older
+ * receipt first seen because it changed (`changedFrom`, the changes cursor's time) shows only what happened since
+ * then, not its whole history (`show` has that).
+ * @param {any} receipt a receipt summary from the API
+ * @param {Map<string, Seen>} seen
+ * @param {import("../project.mjs").ProjectOptions} options
+ * @param {number} [changedFrom]
+ */
+async function report(receipt, seen, options, changedFrom) {
   const before = seen.get(receipt.receiptId);
-  const now = stateOf(receipt);
-  if (before === now) return;
-  seen.set(receipt.receiptId, now);
+  const state = stateOf(receipt);
+  if (before?.state === state) return;
   const who = `${receipt.source}  ${receipt.receiptId}`;
   if (before === undefined) {
-    console.log(`${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ?? "—"}  key ${receipt.eventKey}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}`);
+    const older = changedFrom !== undefined ? dim(" (received earlier, changed now)") : "";
+    console.log(`${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ?? "—"}  key ${receipt.eventKey}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`);
   }
-  const attemptsBefore = before === undefined ? 0 : Number(before.split("/")[1]);
-  if (receipt.attempts > attemptsBefore) {
+  const from = before?.from ?? changedFrom ?? 0;
+  const next = { state, status: receipt.status, lastAttempt: before?.lastAttempt ?? 0, replays: before?.replays ?? 0, from };
+  if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays) {
     const detail = await adminRequest(options, `/receipts/${receipt.receiptId}`);
-    for (const attempt of detail.attempts.filter((/** @type {any} */ a) => a.attemptNumber > attemptsBefore)) {
-      const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null ? ` ${dim(`(${duration(attempt.durationMs)})`)}` : ""}`;
-      console.log(`${clock(attempt.startedAt)}  ${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`);
+    /** @type {[number, string][]} */
+    const lines = [];
+    for (const replay of detail.replays ?? []) {
+      const fresh = replay.replayNumber > next.replays && replay.replayedAt >= from;
+      if (fresh) lines.push([replay.replayedAt, `${who}  replayed${replay.previousStatus ? ` (was ${replay.previousStatus})` : ""}`]);
+      next.replays = Math.max(next.replays, replay.replayNumber);
     }
+    for (const attempt of detail.attempts) {
+      const fresh = attempt.attemptNumber > next.lastAttempt && (attempt.finishedAt ?? attempt.startedAt) >= from;
+      if (!fresh) continue;
+      const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null ? ` ${dim(`(${duration(attempt.durationMs)})`)}` : ""}`;
+      lines.push([attempt.startedAt, `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`]);
+    }
+    next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((/** @type {any} */ attempt) => attempt.attemptNumber));
+    for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
   }
-  if (before !== undefined && before.split("/")[0] !== receipt.status) {
+  if (before !== undefined && before.status !== receipt.status) {
     console.log(`${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${receipt.lastError}` : ""}`);
   }
+  seen.set(receipt.receiptId, next);
 }

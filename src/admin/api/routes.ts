@@ -17,6 +17,7 @@ import { listAlerts } from "../alerts";
 import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
 import { deliveryMetricsFor } from "../metrics-query";
 import { listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
+import { CHANGE_PARAMETERS, parseChangesQuery, receiptChanges } from "../receipt-changes";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
 import { sourcesHealth } from "../../sources/registry";
@@ -41,8 +42,12 @@ function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
   };
 }
 
-adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS), async (c) => {
-  return c.json(await searchReceipts(database(c.env), parseReceiptFilter(c.req.query())));
+/** Paged search; with `changedSince`, instead what changed since a cursor, for a live tail (../receipt-changes.ts). */
+adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS, ...CHANGE_PARAMETERS), async (c) => {
+  const query = c.req.query();
+  if (query.changedSince !== undefined) return c.json(await receiptChanges(database(c.env), parseChangesQuery(query)));
+  if (query.window !== undefined) throw apiError(400, "invalid_query", 'Query parameter "window" only goes with changedSince.');
+  return c.json(await searchReceipts(database(c.env), parseReceiptFilter(query)));
 });
 
 adminApi.get("/receipts/:receiptId", accepts(), async (c) => {

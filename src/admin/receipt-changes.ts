@@ -1,0 +1,120 @@
+import { and, asc, eq, gt, gte, inArray, or, sql, type SQL } from "drizzle-orm";
+import type { Database } from "../db/client";
+import { receipts } from "../db/schema";
+import { apiError } from "../lib/errors";
+import { ulidFloor } from "../lib/ulid";
+import { parseDuration } from "../sources/config";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RECEIPT_STATUSES, type Query, type ReceiptStatus } from "./filters";
+import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
+
+/**
+ * "What changed since I last looked?" for a live tail: GET /admin/api/receipts?changedSince=…, which finds
+ * receipts of any age in the window that were relayed, finished an attempt, were replayed or dismissed since a
+ * cursor — not only new ones, which paging by id finds.
+ *
+ * Receipts have no time index besides the ULID id, and a change index would be a billed row on every write of the
+ * happy path. So this reads the id range of the window (`id >= ulidFloor(now - window)`, the primary key) and
+ * filters on the change times the writes already keep: relayed_at, the latest attempt's end (attempt_started_at
+ * + attempt_duration_ms, written when an attempt commits), processed_at, replayed_at, dismissed_at. The cost is
+ * the trade-off: every call reads every receipt received in the window (1 hour by default, at most 7 days), so a
+ * tail polls it less often than it polls new receipts, and a wider window is for looking back, not for polling.
+ *
+ * Changes outside those columns are not seen: a lease taken (status processing) and a dead verdict written by the
+ * work queue's own dead-letter consumer, which keeps no time. A change time is the Worker's clock when the change
+ * was decided, which can commit a moment later: the cursor an answer hands back trails its read by SETTLE_MS, so
+ * the next call overlaps and a reader drops what it has already seen (`tail` does).
+ */
+
+export const CHANGE_PARAMETERS = ["changedSince", "window", "source", "status", "limit"] as const;
+
+const DEFAULT_WINDOW_MS = 3_600_000;
+const MAX_WINDOW_MS = 7 * 86_400_000;
+/** How far behind its read an answer's cursor trails, for changes decided before the read and committed after it. */
+export const SETTLE_MS = 30_000;
+
+export interface ChangesQuery {
+  /** Changes at or after this time (epoch ms); with `afterId`, strictly after (since, afterId). */
+  since: number;
+  afterId: string | null;
+  windowMs: number;
+  source?: string;
+  statuses?: ReceiptStatus[];
+  limit: number;
+}
+
+export interface ChangesPage {
+  /** Oldest change first; each with `changedAt`, its latest change time. */
+  receipts: (ReceiptSummary & { changedAt: number })[];
+  /** Pass as `changedSince` next time. */
+  changesCursor: string;
+  /** More changes matched than `limit`: call again at once with the cursor. */
+  more: boolean;
+}
+
+/** The latest of the times a change writes. SQLite's max() is NULL if any argument is, hence the COALESCEs. */
+export const changedAt = sql<number>`max(
+  coalesce(${receipts.relayedAt}, 0),
+  coalesce(${receipts.attemptStartedAt} + coalesce(${receipts.attemptDurationMs}, 0), 0),
+  coalesce(${receipts.processedAt}, 0),
+  coalesce(${receipts.replayedAt}, 0),
+  coalesce(${receipts.dismissedAt}, 0))`;
+
+function invalid(parameter: string, expectation: string): never {
+  throw apiError(400, "invalid_query", `Query parameter "${parameter}" ${expectation}.`);
+}
+
+const CURSOR = /^(\d{1,15})(?:\.([0-9A-HJKMNP-TV-Z]{26}))?$/;
+
+/** The query, read strictly: only the parameters that make sense for changes (CHANGE_PARAMETERS). */
+export function parseChangesQuery(query: Query): ChangesQuery {
+  const unsupported = Object.keys(query).filter((name) => !(CHANGE_PARAMETERS as readonly string[]).includes(name));
+  if (unsupported.length > 0) invalid(unsupported[0]!, `cannot be combined with changedSince (it takes ${CHANGE_PARAMETERS.join(", ")})`);
+  const cursor = query.changedSince?.trim() ?? "";
+  const iso = Date.parse(cursor);
+  const match = CURSOR.exec(cursor);
+  if (!match && !Number.isFinite(iso)) invalid("changedSince", "must be epoch milliseconds, an ISO 8601 date or a previous answer's changesCursor");
+  const windowText = query.window?.trim();
+  const windowMs = windowText ? parseDuration(windowText) : DEFAULT_WINDOW_MS;
+  if (windowMs === null || windowMs <= 0 || windowMs > MAX_WINDOW_MS) invalid("window", 'must be a duration like "15m" or "24h", at most 7d');
+  const statuses = query.status?.split(",").map((status) => status.trim()).filter(Boolean);
+  for (const status of statuses ?? []) {
+    if (!(RECEIPT_STATUSES as readonly string[]).includes(status)) invalid("status", `must be a comma-separated list of ${RECEIPT_STATUSES.join(", ")}`);
+  }
+  const limit = query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) invalid("limit", `must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  return {
+    since: match ? Number(match[1]) : iso,
+    afterId: match?.[2] ?? null,
+    windowMs,
+    source: query.source?.trim() || undefined,
+    statuses: statuses?.length ? (statuses as ReceiptStatus[]) : undefined,
+    limit,
+  };
+}
+
+/** Receipts received in the window that changed at or after the cursor, oldest change first. */
+export async function receiptChanges(db: Database, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
+  const sinceCursor: SQL =
+    query.afterId === null ? gte(changedAt, query.since) : or(gt(changedAt, query.since), and(eq(changedAt, query.since), gt(receipts.receiptId, query.afterId)))!;
+  const rows = await db
+    .select({ ...receiptSummaryColumns, changedAt })
+    .from(receipts)
+    .where(
+      and(
+        gte(receipts.receiptId, ulidFloor(now - query.windowMs)),
+        // `+source` keeps the planner on the id range rather than the (source, event_key) index.
+        query.source === undefined ? undefined : sql`+${receipts.source} = ${query.source}`,
+        query.statuses === undefined ? undefined : inArray(receipts.status, query.statuses),
+        sinceCursor,
+      ),
+    )
+    .orderBy(asc(changedAt), asc(receipts.receiptId))
+    .limit(query.limit + 1);
+  const more = rows.length > query.limit;
+  const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  // A full page continues exactly after its last row; otherwise from a little before the read (see SETTLE_MS),
+  // never going back past where this call started.
+  const changesCursor = more && last ? `${last.changedAt}.${last.receiptId}` : String(Math.max(query.since, now - SETTLE_MS));
+  return { receipts: page, changesCursor, more };
+}
