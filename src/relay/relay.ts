@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { d1NowMs } from "../db/clock";
+import { relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
@@ -46,7 +46,7 @@ export async function relayToD1(
           keptHeaders: claim.keptHeaders,
           receivedAt: claim.receivedAt,
           // D1's clock, not the shard's: relayed_at then follows commit order, which paging relies on.
-          relayedAt: d1NowMs,
+          relayedAt: relayBatchClock(claims[0]!.receiptId, claim.receiptId),
           provenance: claim.provenance,
           status: "pending",
         })
