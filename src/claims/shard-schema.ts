@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS quarantine_outbox (
   relayed_at INTEGER,
   UNIQUE (source, event_key, payload_sha256)
 );
+-- The relay's quarantine backlog, found without reading the relayed copies kept until retention (a drain would
+-- otherwise read them all once per batch). Only a quarantine writes it, never an accepted claim.
+CREATE INDEX IF NOT EXISTS quarantine_outbox_unrelayed ON quarantine_outbox (received_at) WHERE relayed_at IS NULL;
 CREATE TABLE IF NOT EXISTS duplicate_counts (
   source TEXT NOT NULL,
   hour INTEGER NOT NULL,

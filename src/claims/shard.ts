@@ -263,7 +263,7 @@ export class ClaimShard extends DurableObject<Env> {
     const row = execCounted<{ pending: number }>(
       this.sql,
       `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM event_claims WHERE relay_pending = 1 LIMIT ?1))
-            + (SELECT COUNT(*) FROM quarantine_outbox WHERE relayed_at IS NULL) AS pending`,
+            + (SELECT COUNT(*) FROM (SELECT 1 FROM quarantine_outbox WHERE relayed_at IS NULL LIMIT ?1)) AS pending`,
       cap,
     )[0];
     return row?.pending ?? 0;
