@@ -95,4 +95,18 @@ describe("paging through receipts while late relays arrive", () => {
     const late = await insert(t + 1, t + 1 + LATE_RELAY_MS + 1);
     expect(late).toBe(onTime + 1);
   });
+
+  it("going back to newer pages, lists a receipt relayed late below the reader", async () => {
+    const source = uniqueSource("paging-newer");
+    const t = Date.now() - 60_000;
+    const [a, b, c, d] = await Promise.all([0, 1, 2, 3].map((n) => seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500 })));
+    const first = await page(`source=${source}&limit=2`);
+    const second = await page(`source=${source}&limit=2&before=${encodeURIComponent(first.nextCursor!)}`);
+    expect(second.receipts.map((receipt) => receipt.receiptId)).toEqual([b, a]);
+
+    // Relayed after the second page was read, with an id older than anything listed.
+    const lateBelow = await seedReceipt({ source, receivedAt: t - 600_000, relayedAt: Date.now() });
+    const back = await page(`source=${source}&limit=3&after=${encodeURIComponent(second.prevCursor!)}`);
+    expect(back.receipts.map((receipt) => receipt.receiptId)).toEqual([lateBelow, d, c]);
+  });
 });
