@@ -7,7 +7,7 @@ import { healthAnswer } from "../../src/monitor/health";
 import { nextState } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";
 import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
-import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
+import { breakShardBindings, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
 import { runCron, standInRequests } from "../reconcile/support";
 import { adminGet } from "../admin/support";
 
@@ -89,6 +89,33 @@ describe("alerts that work when D1 does not", () => {
   });
 });
 
+describe("a relay failing while D1 answers", () => {
+  it("raises relay-failing after 3 failures in a row, not d1-unreachable, and resolves it when the relay works", { timeout: 90_000 }, async () => {
+    const eventKey = `msg_queue_down_${crypto.randomUUID()}`;
+    const shard = shardFor(env, "demo", eventKey);
+    const restore = await breakShardBindings(shard, { WORK_QUEUE: unreachableQueue() });
+    expect((await deliverDemo(eventKey, credit("acct_queue_down", 1))).status).toBe(200);
+    await eventually(async () => ((await relayFailures(shard)) >= 1 ? true : undefined), 15_000, "the first failed relay");
+    const mine = async () => (await systemMonitor(env).list()).filter((alert) => alert.state === "open" && alert.reporters.some((reporter) => reporter.startsWith("shard:")));
+    // Two failures are a blip: nothing yet.
+    expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await relayFailures(shard)).toBe(2);
+    expect((await mine()).map((alert) => alert.kind)).not.toContain("relay-failing");
+    expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await relayFailures(shard)).toBeGreaterThanOrEqual(3);
+    const kinds = (await mine()).map((alert) => alert.kind);
+    expect(kinds).toContain("relay-failing");
+    expect(kinds).not.toContain("d1-unreachable");
+    expect((await health()).reasons).toContain("relay-failing");
+
+    await restore();
+    expect(await runDurableObjectAlarm(shard)).toBe(true);
+    expect(await waitForStatus("demo", eventKey)).toBe("processed");
+    expect((await mine()).map((alert) => alert.kind)).not.toContain("relay-failing");
+  });
+});
+
 describe("a cron run that cannot reach D1", () => {
   it("raises cron-failed and d1-unreachable once across runs, and resolves and records both after a good run", { timeout: 120_000 }, async () => {
     const broken = { ...env, DB: unreachableD1() } as Env;
@@ -117,6 +144,36 @@ describe("a cron run that cannot reach D1", () => {
       expect(row!.resolveNotifiedAt).not.toBeNull();
     }
     expect((await health()).reasons ?? []).not.toContain("cron-failed");
+  });
+});
+
+describe("a shard past its storage threshold", () => {
+  it("raises shard-storage on the cron's visit once, and resolves it when the shard is back under", async () => {
+    const eventKey = `msg_storage_${crypto.randomUUID()}`;
+    expect((await deliverDemo(eventKey, credit("acct_storage", 1))).status).toBe(200);
+    await waitForStatus("demo", eventKey);
+    const shard = shardFor(env, "demo", eventKey);
+    const bytes = await shard.storageBytes();
+    // The threshold set just under what this shard stores (the var ALERT_SHARD_STORAGE_BYTES), for its visits.
+    const restore = await breakShardBindings(shard, { ALERT_SHARD_STORAGE_BYTES: String(bytes - 1) } as Partial<Env>);
+    const farPast = 0;
+    await shard.sweep(farPast, 1, 10);
+    await shard.sweep(farPast, 1, 10);
+    const open = (await systemMonitor(env).list()).filter((alert) => alert.kind === "shard-storage" && alert.state === "open");
+    expect(open).toHaveLength(1);
+    expect(open[0]!.message).toMatch(new RegExp(`stores ${bytes} bytes`));
+    expect((await health()).reasons).toContain("shard-storage");
+    const notices = await eventually(async () => {
+      const found = await noticesFor(open[0]!.alertId);
+      return found.length > 0 ? found : undefined;
+    }, 10_000, "the shard-storage notice");
+    expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
+
+    await restore();
+    await shard.sweep(farPast, 1, 10);
+    expect((await health()).reasons ?? []).not.toContain("shard-storage");
+    const recorded = await env.DB.prepare("SELECT kind, state FROM alerts WHERE id = ?").bind(open[0]!.alertId).first();
+    expect(recorded).toEqual({ kind: "shard-storage", state: "resolved" });
   });
 });
 
