@@ -5,7 +5,7 @@ import { secretValue } from "../lib/secrets";
 import { ulid } from "../lib/ulid";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "./body-threshold";
-import { SHARD_BACKLOG_ALERT } from "../monitor/conditions";
+import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { isSameEvent } from "../model/same-event";
 import { pruneExpiredKeys } from "./prune";
@@ -172,7 +172,7 @@ export class ClaimShard extends DurableObject<Env> {
       this.lastRelayFailureAt = Date.now();
       this.backedOffUntil = this.lastRelayFailureAt + backoffMs;
       await this.armRelay(backoffMs);
-      await this.watch.afterFailure(this.env, { failures, backlog: this.unrelayedCount(SHARD_BACKLOG_ALERT), storageBytes: this.sql.databaseSize });
+      await this.watch.afterFailure(this.env, { failures, backlog: this.unrelayedCount(shardThresholds(this.env).backlog), storageBytes: this.sql.databaseSize });
       return;
     }
     this.clearFailures();
@@ -338,7 +338,11 @@ export class ClaimShard extends DurableObject<Env> {
       if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
       remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     }
-    return { relayed, remaining, keysPruned: this.pruneKeys(keyCutoff, pruneReadLimit) };
+    const keysPruned = this.pruneKeys(keyCutoff, pruneReadLimit);
+    // Backlog and size, told to the system monitor only when they cross its thresholds (src/monitor/).
+    const backlog = remaining >= REMAINING_COUNT_CAP ? this.unrelayedCount(shardThresholds(this.env).backlog) : remaining;
+    await this.watch.afterVisit(this.env, { backlog, storageBytes: this.sql.databaseSize });
+    return { relayed, remaining, keysPruned };
   }
 
   /** What the shard still knows about one key: the dedupe tombstone, for the reconciler's checks and tests. */
@@ -375,8 +379,10 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   private relayDelayMs(): number {
-    const configured = Number(secretValue(this.env, "RELAY_DELAY_MS"));
-    return Number.isFinite(configured) && configured >= 0 ? configured : DEFAULT_RELAY_DELAY_MS;
+    // Unset means the default: Number(null) would be 0, a relay per claim.
+    const configured = secretValue(this.env, "RELAY_DELAY_MS");
+    const delayMs = configured === null ? Number.NaN : Number(configured);
+    return Number.isFinite(delayMs) && delayMs >= 0 ? delayMs : DEFAULT_RELAY_DELAY_MS;
   }
 
   /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */

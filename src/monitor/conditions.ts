@@ -68,6 +68,7 @@ export function nextState(
 export function relayFailureObservations(
   reporter: string,
   facts: { d1Reachable: boolean; failures: number; backlog: number; storageBytes: number },
+  thresholds?: ShardThresholds,
 ): Observation[] {
   return [
     {
@@ -82,24 +83,49 @@ export function relayFailureObservations(
       firing: facts.d1Reachable && facts.failures >= RELAY_FAILURES_ALERT,
       message: `A claim shard's relay failed ${facts.failures} times in a row while D1 answered (the queue or R2 refusing).`,
     },
-    ...storageObservations(reporter, facts),
+    ...storageObservations(reporter, facts, thresholds),
   ];
 }
 
+export interface ShardThresholds {
+  backlog: number;
+  storageBytes: number;
+}
+
+/**
+ * The shard thresholds: the defaults above, or the vars ALERT_SHARD_BACKLOG and ALERT_SHARD_STORAGE_BYTES (whole
+ * numbers) when set.
+ */
+export function shardThresholds(env: object): ShardThresholds {
+  const vars = env as Record<string, unknown>;
+  const whole = (value: unknown, fallback: number) => {
+    const parsed = typeof value === "string" ? Number(value) : Number.NaN;
+    return Number.isSafeInteger(parsed) && parsed > 0 ? parsed : fallback;
+  };
+  return {
+    backlog: whole(vars.ALERT_SHARD_BACKLOG, SHARD_BACKLOG_ALERT),
+    storageBytes: whole(vars.ALERT_SHARD_STORAGE_BYTES, SHARD_STORAGE_ALERT_BYTES),
+  };
+}
+
 /** Backlog and storage of one shard, checked on every failed relay and every cron visit. */
-export function storageObservations(reporter: string, facts: { backlog: number; storageBytes: number }): Observation[] {
+export function storageObservations(
+  reporter: string,
+  facts: { backlog: number; storageBytes: number },
+  thresholds: ShardThresholds = { backlog: SHARD_BACKLOG_ALERT, storageBytes: SHARD_STORAGE_ALERT_BYTES },
+): Observation[] {
   return [
     {
       kind: "shard-backlog",
       reporter,
-      firing: facts.backlog >= SHARD_BACKLOG_ALERT,
-      message: `A claim shard holds ${facts.backlog >= SHARD_BACKLOG_ALERT ? "at least " : ""}${facts.backlog} unrelayed claims.`,
+      firing: facts.backlog >= thresholds.backlog,
+      message: `A claim shard holds ${facts.backlog >= thresholds.backlog ? "at least " : ""}${facts.backlog} unrelayed claims (alert at ${thresholds.backlog}).`,
     },
     {
       kind: "shard-storage",
       reporter,
-      firing: facts.storageBytes > SHARD_STORAGE_ALERT_BYTES,
-      message: `A claim shard stores ${megabytes(facts.storageBytes)} MB (alert above ${megabytes(SHARD_STORAGE_ALERT_BYTES)} MB of its 10 GB).`,
+      firing: facts.storageBytes > thresholds.storageBytes,
+      message: `A claim shard stores ${facts.storageBytes} bytes (alert above ${thresholds.storageBytes}; a Durable Object holds 10 GB).`,
     },
   ];
 }

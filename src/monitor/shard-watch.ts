@@ -1,5 +1,5 @@
 import { logError } from "../lib/log";
-import { relayFailureObservations, type Observation, type SystemAlertKind } from "./conditions";
+import { relayFailureObservations, shardThresholds, storageObservations, type Observation, type SystemAlertKind } from "./conditions";
 import { d1Answers, reportObservations } from "./report";
 
 /**
@@ -10,6 +10,7 @@ import { d1Answers, reportObservations } from "./report";
  * reported costs one read of an empty table per instance, and nothing after.
  */
 const SCHEMA = "CREATE TABLE IF NOT EXISTS watch_reported (kind TEXT PRIMARY KEY)";
+const RELAY_KINDS: ReadonlySet<SystemAlertKind> = new Set(["d1-unreachable", "relay-failing"]);
 
 export class ShardWatch {
   private reported: Set<SystemAlertKind> | null = null;
@@ -21,14 +22,19 @@ export class ShardWatch {
 
   async afterFailure(env: Env, facts: { failures: number; backlog: number; storageBytes: number }): Promise<void> {
     const d1 = await d1Answers(env);
-    await this.tell(env, relayFailureObservations(this.reporter, { ...facts, d1Reachable: d1.reachable }), d1.reachable);
+    await this.tell(env, relayFailureObservations(this.reporter, { ...facts, d1Reachable: d1.reachable }, shardThresholds(env)), d1.reachable);
   }
 
-  /** D1 took the batch: whatever this shard reported firing is over. */
+  /** D1 took the batch: the relay problems this shard reported are over (backlog and size are the visit's to clear). */
   async afterSuccess(env: Env): Promise<void> {
-    const reported = this.load();
-    if (reported.size === 0) return;
-    await this.tell(env, [...reported].map((kind) => ({ kind, reporter: this.reporter, firing: false, message: `${kind} cleared` })), true);
+    const reported = [...this.load()].filter((kind) => RELAY_KINDS.has(kind));
+    if (reported.length === 0) return;
+    await this.tell(env, reported.map((kind) => ({ kind, reporter: this.reporter, firing: false, message: `${kind} cleared` })), true);
+  }
+
+  /** The cron's visit: backlog and size checked whether or not the relay fails (tombstones grow a healthy shard). */
+  async afterVisit(env: Env, facts: { backlog: number; storageBytes: number }): Promise<void> {
+    await this.tell(env, storageObservations(this.reporter, facts, shardThresholds(env)), true);
   }
 
   private async tell(env: Env, observations: Observation[], d1Reachable: boolean): Promise<void> {
