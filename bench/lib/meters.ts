@@ -24,18 +24,7 @@ export const MONTHLY_INCLUSIONS = {
   queueOperations: 1_000_000,
 } as const;
 
-export interface MeterTotals {
-  d1Calls: number;
-  d1RowsRead: number;
-  d1RowsWritten: number;
-  d1HandlerRowsWritten: number;
-  d1DurationMs: number;
-  doRowsRead: number;
-  doRowsWritten: number;
-  doAlarmWrites: number;
-  doRequests: number;
-  queueOperations: number;
-}
+import type { MeterTotals } from "../../src/lib/meter-totals.ts";
 
 export interface PerEvent {
   /** Rows written to the receiver's own tables (the handler's effect rows are in handlerRowsWritten). */

@@ -1,3 +1,7 @@
+import { ZERO_TOTALS, type MeterReading, type MeterTotals } from "./meter-totals";
+
+export { difference, sumReadings, ZERO_TOTALS, type MeterReading, type MeterTotals } from "./meter-totals";
+
 /**
  * Billed units, counted where they happen from the runtime's own meters: D1's `meta.rows_read` /
  * `meta.rows_written`, Durable Object SQLite cursors' `rowsRead` / `rowsWritten`, and the calls Cloudflare bills
@@ -12,42 +16,6 @@
  * const before = meterReading();
  */
 
-export interface MeterTotals {
-  d1Calls: number;
-  d1RowsRead: number;
-  d1RowsWritten: number;
-  /** Of d1RowsWritten: rows written by in-Worker handlers' own statements (their effect), not the receiver's tables. */
-  d1HandlerRowsWritten: number;
-  /** Time the database spent executing, from each result's meta.duration (ms): what bounds one database's rate. */
-  d1DurationMs: number;
-  doRowsRead: number;
-  /** SQLite rows written by Durable Objects, alarm writes included (Cloudflare bills each setAlarm as a row). */
-  doRowsWritten: number;
-  /** Of doRowsWritten: setAlarm and deleteAlarm calls. */
-  doAlarmWrites: number;
-  /** RPC calls into a Durable Object and alarm invocations. */
-  doRequests: number;
-  /** Writes, reads and deletes, one each per 64 KB of a message. */
-  queueOperations: number;
-}
-
-export interface MeterReading {
-  isolateId: string;
-  totals: MeterTotals;
-}
-
-export const ZERO_TOTALS: Readonly<MeterTotals> = Object.freeze({
-  d1Calls: 0,
-  d1RowsRead: 0,
-  d1RowsWritten: 0,
-  d1HandlerRowsWritten: 0,
-  d1DurationMs: 0,
-  doRowsRead: 0,
-  doRowsWritten: 0,
-  doAlarmWrites: 0,
-  doRequests: 0,
-  queueOperations: 0,
-});
 
 /** Minted on first read: Workers refuse random values at module load. */
 let isolateId: string | null = null;
@@ -62,22 +30,6 @@ export function count(meter: keyof MeterTotals, amount = 1): void {
   totals[meter] += amount;
 }
 
-/** Adds readings from several places, each isolate once. */
-export function sumReadings(readings: readonly MeterReading[]): MeterTotals {
-  const seen = new Map<string, MeterTotals>();
-  for (const reading of readings) seen.set(reading.isolateId, reading.totals);
-  const sum: MeterTotals = { ...ZERO_TOTALS };
-  for (const each of seen.values()) {
-    for (const key of Object.keys(sum) as (keyof MeterTotals)[]) sum[key] += each[key];
-  }
-  return sum;
-}
-
-export function difference(after: MeterTotals, before: MeterTotals): MeterTotals {
-  const delta: MeterTotals = { ...ZERO_TOTALS };
-  for (const key of Object.keys(delta) as (keyof MeterTotals)[]) delta[key] = after[key] - before[key];
-  return delta;
-}
 
 /** A queue message is billed per 64 KB for each of its write, read and delete. */
 export const QUEUE_BILLING_CHUNK_BYTES = 64 * 1024;
