@@ -52,7 +52,7 @@ const HELP = `npm run bench -- [flags]
                         and the 10 min overdue grace of the re-drive)
   --perf-seconds S      measured seconds per target and concurrency (5)
   --perf-levels a,b,c   concurrency levels (1,16,64)
-  --e2e-events N        events for the end-to-end throughput run (2000)
+  --e2e-events N        events for the end-to-end throughput run (5000)
   --only sim,crash,perf,meters,soak
                         phases to run (default all but soak; --check runs sim and crash: real SIGKILLs). meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
@@ -146,7 +146,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),
     perfSeconds: integer("perf-seconds", 5, 1),
     perfLevels,
-    e2eEvents: integer("e2e-events", 2000, 1),
+    e2eEvents: integer("e2e-events", 5000, 1),
     phases,
     check,
     keepState: switches.has("keep-state"),
