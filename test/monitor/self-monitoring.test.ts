@@ -4,7 +4,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { healthAnswer } from "../../src/monitor/health";
-import { nextState } from "../../src/monitor/conditions";
+import { cronObservations, D1_CAP_BYTES, nextState } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";
 import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
 import { breakShardBindings, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
@@ -189,6 +189,15 @@ describe("the rules", () => {
     // D1 is one thing: anyone reaching it clears it for everyone.
     const d1 = nextState("d1-unreachable", new Set(["shard:a", "cron"]), { reporter: "shard:b", firing: false }, true);
     expect(d1).toMatchObject({ transition: "resolve", reporters: new Set() });
+  });
+
+  it("fires d1-storage above 80 % of D1's 10 GB cap, and says nothing of size when the size is unknown", () => {
+    const storage = (d1SizeBytes: number | null) =>
+      cronObservations({ d1Reachable: true, failedSteps: [], d1SizeBytes }).find((observation) => observation.kind === "d1-storage");
+    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))).toMatchObject({ firing: true, reporter: "cron" });
+    expect(storage(Math.floor(D1_CAP_BYTES * 0.79))).toMatchObject({ firing: false });
+    expect(storage(null)).toBeUndefined();
+    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))!.message).toMatch(/MB of its 10240 MB cap/);
   });
 
   it("answers degraded with every reason by name, keeping the invalid sources", () => {
