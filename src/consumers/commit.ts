@@ -79,15 +79,21 @@ async function commitAlone(env: Env, attempt: FinishedAttempt, decision: Decisio
     await batchUnlessEmpty(d1, statementsFor(d1, attempt, fallback));
     return fallback;
   } catch (error) {
-    // The receipt moved between the explanation and its write (another run committed it a moment ago): record
-    // nothing now and look again shortly, without failing the rest of the batch with it.
-    logError("commit.unsettled", error, { receipt: attempt.receipt.receiptId });
-    return { kind: "nothing", queue: { kind: "retry", delaySeconds: UNSETTLED_RETRY_SECONDS }, record: null };
+    // Another run may have committed the event between the explanation and this write: then this attempt is a
+    // duplicate, and the rest of the batch goes on. Anything else (D1 gone) fails the batch, to be retried whole.
+    if (!(await isCommitted(env, attempt))) throw error;
+    logError("commit.raced", error, { receipt: attempt.receipt.receiptId });
+    return { kind: "nothing", queue: { kind: "done", status: "duplicate" }, record: null };
   }
 }
 
-/** When a receipt's outcome could not be written because it changed under the attempt, look again this soon. */
-const UNSETTLED_RETRY_SECONDS = 5;
+async function isCommitted(env: Env, attempt: FinishedAttempt): Promise<boolean> {
+  const [row] = await database(env)
+    .select({ committedAt: receipts.committedAt })
+    .from(receipts)
+    .where(eq(receipts.receiptId, attempt.receipt.receiptId));
+  return row?.committedAt != null;
+}
 
 /**
  * D1 refuses an empty batch; an attempt that records nothing (lease taken elsewhere) makes none. The rows the
