@@ -126,8 +126,8 @@ export function AlertsTable(props: { alerts: ReadableAlert[] }) {
               <td data-label="State">
                 <Badge value={alert.state} />
               </td>
-              <td data-label="What happened" class="alert-message">
-                {alert.message ?? "—"}
+              <td data-label="What happened">
+                <span class="alert-message">{alert.message ?? "—"}</span>
                 {alert.facts && <div class="muted alert-facts">{formatFacts(alert.facts)}</div>}
               </td>
               <td data-label="Concerns">{concerns ? <a href={concerns.href}>{concerns.label}</a> : "every source"}</td>
