@@ -93,18 +93,11 @@ async function duplicatesByHour(env: Env, sourceName: string, since: number): Pr
   return [...perHour].sort(([a], [b]) => a - b).map(([hour, deliveries]) => ({ hour, deliveries }));
 }
 
-interface WindowCounts {
-  source: string;
-  received: number;
-  processed: number;
-  stale: number;
-  skipped: number;
-  dead: number;
-  dismissed: number;
-  pending: number;
-  reconciled: number;
-  replayed: number;
-}
+/** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
+type WindowCounts = Pick<
+  SourceStats,
+  "source" | "received" | "processed" | "stale" | "skipped" | "dead" | "dismissed" | "pending" | "reconciled" | "replayed"
+>;
 
 /**
  * The report behind GET /admin/api/stats and the dashboard. Every D1 read is a primary-key range (receipt and

@@ -5,10 +5,10 @@ import { receipts } from "../db/schema";
 import { logEvent } from "../lib/log";
 import { recordAttempt } from "../lib/metrics";
 import { loadSources, sourceProblems } from "../sources/registry";
-import { commitAttempts, type FinishedAttempt } from "./commit";
 import { DEFAULT_RETRY } from "../sources/config";
+import { commitAttempts, type FinishedAttempt } from "./commit";
 import type { Decision, QueueVerdict } from "./decide";
-import { LazyLease, leaseReceipts } from "./lease";
+import { LazyLease, LEASE_RACE_RETRY_SECONDS, leaseReceipts } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
 
@@ -21,8 +21,6 @@ import { runDestination, type AttemptRun } from "./run";
  */
 
 export type ProcessOutcome = QueueVerdict;
-
-import { LEASE_RACE_RETRY_SECONDS } from "./lease";
 
 /**
  * Destinations run at once within a batch. A Worker keeps at most six outgoing connections open, and a forward
