@@ -74,6 +74,9 @@ export default defineConfig(async () => {
       cloudflareTest({
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
+          // A second receipt database, so splitting sources across databases is tested end to end
+          // (test/fixtures/sources/databases.json puts sources there; docs/operations.md "Past one database").
+          d1Databases: { DB_SECOND: "receiver-second-database" },
           bindings: {
             TEST_MIGRATIONS: await readD1Migrations("./migrations"),
             SOURCES: sources,

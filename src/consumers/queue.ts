@@ -3,6 +3,7 @@ import { logError } from "../lib/log";
 import { receiptIdsOf, type QueuedWork } from "../model/work-message";
 import { enqueueReceipts } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
+import { databaseBindingOf, envForDatabase, envForSource } from "../sources/databases";
 import { loadSources } from "../sources/registry";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
@@ -22,10 +23,14 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const receiptIds = batch.messages.flatMap((message) => receiptIdsOf(message.body));
   const verdicts = new Map<string, QueueVerdict>();
   try {
-    // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
-    for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_SLICE) {
-      for (const [receiptId, verdict] of await processBatch(env, receiptIds.slice(start, start + RECEIPTS_PER_SLICE))) {
-        verdicts.set(receiptId, verdict);
+    // Per database (each message is one source's, and a source's receipts live in one database), in slices of
+    // one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
+    for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages)) {
+      const databaseEnv = envForDatabase(env, binding);
+      for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
+        for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE))) {
+          verdicts.set(receiptId, verdict);
+        }
       }
     }
   } catch (error) {
@@ -61,6 +66,16 @@ function sourceName(message: QueuedWork): string {
   return "source" in message ? message.source : "";
 }
 
+/** The batch's receipt ids grouped by the database their source names; a message without a source is `DB`'s. */
+function receiptIdsByDatabase(env: Env, messages: readonly Message<QueuedWork>[]): Map<string, string[]> {
+  const byDatabase = new Map<string, string[]>();
+  for (const message of messages) {
+    const binding = databaseBindingOf(env, sourceName(message.body));
+    byDatabase.set(binding, [...(byDatabase.get(binding) ?? []), ...receiptIdsOf(message.body)]);
+  }
+  return byDatabase;
+}
+
 function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): number {
   let policy = DEFAULT_RETRY;
   try {
@@ -78,7 +93,7 @@ function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): 
 async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Promise<void> {
   for (const message of batch.messages) {
     try {
-      await markDead(env, receiptIdsOf(message.body), `work queue gave up after ${message.attempts} deliveries`);
+      await markDead(envForSource(env, sourceName(message.body)), receiptIdsOf(message.body), `work queue gave up after ${message.attempts} deliveries`);
       message.ack();
       count("queueOperations");
     } catch (error) {

@@ -6,6 +6,7 @@ import { quarantine, receipts } from "../db/schema";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
+import { databaseBindingOf, envForDatabase } from "../sources/databases";
 import { enqueueReceipts } from "./enqueue";
 
 /**
@@ -20,6 +21,26 @@ export async function relayToD1(
   quarantines: readonly PendingQuarantine[],
   /** Bytes above which a source's bodies go to R2 (the shard passes each source's setting); none by default. */
   bodyThresholdOf: (source: string) => number = () => Number.POSITIVE_INFINITY,
+): Promise<Omit<RelayReport, "remaining">> {
+  // Each source's receipts go to its own database (src/sources/databases.ts). A shard holds one source, so this
+  // is one group in practice; several are relayed one database after another, each in its own batch.
+  const bindings = new Set([...claims, ...quarantines].map((record) => databaseBindingOf(env, record.source)));
+  const report = { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
+  for (const binding of bindings) {
+    const inDatabase = (record: { source: string }) => databaseBindingOf(env, record.source) === binding;
+    const part = await relayToOneDatabase(envForDatabase(env, binding), claims.filter(inDatabase), quarantines.filter(inDatabase), bodyThresholdOf);
+    report.receiptsRelayed += part.receiptsRelayed;
+    report.quarantinesRelayed += part.quarantinesRelayed;
+    report.duplicatesCaughtByD1 += part.duplicatesCaughtByD1;
+  }
+  return report;
+}
+
+async function relayToOneDatabase(
+  env: Env,
+  claims: readonly PendingClaim[],
+  quarantines: readonly PendingQuarantine[],
+  bodyThresholdOf: (source: string) => number,
 ): Promise<Omit<RelayReport, "remaining">> {
   if (claims.length === 0 && quarantines.length === 0) {
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };

@@ -42,6 +42,8 @@ export interface SourceConfig {
   dedupeRetentionMs: number;
   /** Where this source's claim shards are created (see "Where shards live" in docs/architecture.md). */
   placement: ShardPlacement;
+  /** The D1 binding that holds this source's receipts, attempts and handler effects (`DB` unless `database` says). */
+  database: string;
   options: SourceOptions;
 }
 
@@ -93,6 +95,18 @@ export class SourceConfigError extends Error {
 }
 
 const SOURCE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** The binding every source uses unless its table names another: also where system-wide tables live. */
+export const DEFAULT_DATABASE_BINDING = "DB";
+/** A Worker binding name as wrangler accepts it (a JavaScript identifier). */
+const BINDING_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+function databaseBinding(value: unknown, where: string, problems: string[]): string {
+  if (value === undefined) return DEFAULT_DATABASE_BINDING;
+  if (typeof value === "string" && BINDING_NAME.test(value)) return value;
+  problems.push(`${where}: database must name a D1 binding of this Worker, such as "DB_EU" (got ${JSON.stringify(value)})`);
+  return DEFAULT_DATABASE_BINDING;
+}
 
 /** "90s", "15m", "1h", "7d" → milliseconds. */
 export function parseDuration(value: unknown): number | null {
@@ -278,6 +292,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
   }
   const placement = parsePlacement(options, where, problems);
+  const database = databaseBinding(options.database, where, problems);
   const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
   const r2Problem = r2BodyThresholdProblem(options.r2_body_threshold);
   if (r2Problem) problems.push(`${where}: ${r2Problem}`);
@@ -296,6 +311,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       payloadRetentionMs,
       dedupeRetentionMs,
       placement,
+      database,
       options,
     },
   };

@@ -1,6 +1,7 @@
 import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
 import { catchUpSettings } from "./reconciler-settings";
+import { hasD1Binding } from "./d1-binding";
 import { parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
 
 /**
@@ -22,9 +23,14 @@ function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
   // deploy, instead of only as a failure in each cron run's record.
   for (const source of [...tables.sources.values()]) {
     const settings = catchUpSettings(source);
-    if (settings && !settings.ok) {
+    const problems = settings && !settings.ok ? [...settings.problems] : [];
+    // A database the Worker has no binding for would fail every relay; refused here, the source alone answers 503.
+    if (!hasD1Binding(env, source.database)) {
+      problems.push(`SOURCES.${source.name}: database ${JSON.stringify(source.database)} is not a D1 binding of this Worker (add a [[d1_databases]] entry with binding = "${source.database}")`);
+    }
+    if (problems.length > 0) {
       tables.sources.delete(source.name);
-      tables.problems.set(source.name, settings.problems);
+      tables.problems.set(source.name, problems);
     }
   }
   // A broken parse is not kept: handlers can be registered later in the isolate's life (tests do), and redoing

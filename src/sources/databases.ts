@@ -1,0 +1,80 @@
+import { DEFAULT_DATABASE_BINDING } from "./config";
+import { hasD1Binding, isD1Database } from "./d1-binding";
+import { loadSources } from "./registry";
+
+/**
+ * Past one database: each source names the D1 binding that holds its receipts (`database = "DB_EU"` in its
+ * table; `DB` by default). Everything about one source — its receipts, attempts, replays, quarantine, the
+ * re-drive and retention cursors over them, and its handler's effect rows — lives in that one database, so every
+ * write the pipeline makes stays inside one D1 batch. System-wide tables (alerts, reconcile runs, handshake
+ * secrets) stay in `DB`.
+ *
+ * The rest of the code reaches D1 through `database(env)`, which reads `env.DB`; the pipeline hands a source's
+ * work an env whose `DB` is that source's database (`envForDatabase`). One relay batch and one queue message are
+ * one source's, so they never span two databases.
+ *
+ * @example
+ * // wrangler.toml: a second [[d1_databases]] entry with binding = "DB_EU", and [vars.SOURCES.stripe-eu]
+ * // database = "DB_EU". Then:
+ * const stripeEnv = envForSource(env, "stripe-eu"); // database(stripeEnv) reads and writes DB_EU
+ */
+
+/**
+ * `env` with `DB` pointing at another D1 binding: everything that takes `env` then works on that database.
+ * Throws for a binding this Worker does not have (config validation refuses such a source first).
+ */
+export function envForDatabase<E extends Pick<Env, "DB">>(env: E, binding: string): E {
+  if (binding === DEFAULT_DATABASE_BINDING) return env;
+  const d1 = (env as Record<string, unknown>)[binding];
+  if (!isD1Database(d1)) throw new Error(`this Worker has no D1 binding named ${binding}`);
+  return { ...env, DB: d1 };
+}
+
+/**
+ * The database binding a source's receipts live in. A valid source says so in its config; a broken one (or one
+ * no longer configured) is read from its raw table when that names a database this Worker has, so its receipts
+ * stay readable and its work in flight keeps its place; otherwise `DB`.
+ */
+export function databaseBindingOf(env: Pick<Env, "SOURCES">, source: string): string {
+  let valid: string | undefined;
+  try {
+    valid = loadSources(env).get(source)?.database;
+  } catch {
+    // SOURCES itself unreadable: fall through to the raw table.
+  }
+  if (valid !== undefined) return valid;
+  const raw = rawDatabaseNames(env).get(source);
+  return raw !== undefined && hasD1Binding(env, raw) ? raw : DEFAULT_DATABASE_BINDING;
+}
+
+/** `env` for one source's work: its `DB` is the source's database. */
+export function envForSource<E extends Pick<Env, "DB" | "SOURCES">>(env: E, source: string): E {
+  return envForDatabase(env, databaseBindingOf(env, source));
+}
+
+/**
+ * Every database that holds receipts: `DB` first, then each other binding some source names (valid or broken)
+ * that this Worker has, in name order. Cross-database reads (the admin API, the dashboard) and the cron's
+ * per-database work (re-drive, retention) go over these.
+ */
+export function receiptDatabaseBindings(env: Pick<Env, "SOURCES">): string[] {
+  const named = new Set([...rawDatabaseNames(env).values()].filter((binding) => binding !== DEFAULT_DATABASE_BINDING && hasD1Binding(env, binding)));
+  return [DEFAULT_DATABASE_BINDING, ...[...named].sort()];
+}
+
+/** Each receipt database with the env that works on it. */
+export function receiptDatabaseEnvs<E extends Pick<Env, "DB" | "SOURCES">>(env: E): { binding: string; env: E }[] {
+  return receiptDatabaseBindings(env).map((binding) => ({ binding, env: envForDatabase(env, binding) }));
+}
+
+/** The `database` key of every source table that has one as a string, whether or not the table is valid. */
+function rawDatabaseNames(env: Pick<Env, "SOURCES">): Map<string, string> {
+  const tables: unknown = env.SOURCES;
+  const names = new Map<string, string>();
+  if (!tables || typeof tables !== "object") return names;
+  for (const [source, table] of Object.entries(tables as Record<string, unknown>)) {
+    const database = table && typeof table === "object" ? (table as { database?: unknown }).database : undefined;
+    if (typeof database === "string") names.set(source, database);
+  }
+  return names;
+}
