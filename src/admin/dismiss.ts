@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
+import { database, type Database } from "../db/client";
 import { receipts } from "../db/schema";
+import { groupByDatabase } from "./receipt-databases";
 
 /**
  * Dismissing a dead letter: the operator says "seen; the cause is fixed, or this one is not worth replaying".
@@ -42,6 +43,26 @@ export async function restoreDeadLetters(db: Database, receiptIds: readonly stri
     .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dismissed")))
     .returning({ receiptId: receipts.receiptId });
   return report(receiptIds, rows);
+}
+
+/** Dismisses by id wherever each receipt lives: one update per database holding some of them (just `DB` when alone). */
+export function dismissAnywhere(env: Env, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
+  return acrossDatabases(env, receiptIds, (db, ids) => dismissDeadLetters(db, ids, now));
+}
+
+/** Restores by id wherever each receipt lives. */
+export function restoreAnywhere(env: Env, receiptIds: readonly string[]): Promise<DismissReport> {
+  return acrossDatabases(env, receiptIds, restoreDeadLetters);
+}
+
+async function acrossDatabases(
+  env: Env,
+  receiptIds: readonly string[],
+  action: (db: Database, receiptIds: readonly string[]) => Promise<DismissReport>,
+): Promise<DismissReport> {
+  const groups = await groupByDatabase(env, receiptIds);
+  const reports = await Promise.all(groups.map((group) => action(database(group.env), group.receiptIds)));
+  return report(receiptIds, reports.flatMap((each) => each.changed.map((receiptId) => ({ receiptId }))));
 }
 
 function report(asked: readonly string[], rows: { receiptId: string }[]): DismissReport {

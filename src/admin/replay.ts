@@ -1,11 +1,23 @@
 import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
-import { ReplayFilterError, replayDeadReceipts, replayReceipt, type DeadReceiptFilter, type ReplayOne, type ReplayRequester } from "../replay/replay";
+import {
+  anyDeadMatching,
+  DEFAULT_REPLAY_LIMIT,
+  ReplayFilterError,
+  replayDeadReceipts,
+  replayReceipt,
+  type DeadReceiptFilter,
+  type ReplayMany,
+  type ReplayOne,
+  type ReplayRequester,
+} from "../replay/replay";
+import { databasesToRead, groupByDatabase } from "./receipt-databases";
 
 /**
  * The admin surface's door to replay. Replay itself — resetting a receipt and putting it back on the queue —
- * is src/replay's; this adapts its answers to one report shape for the API and the dashboard, and logs who
- * asked for how much (counts only).
+ * is src/replay's, one database at a time; this finds each receipt's database (ids in whichever holds them, a
+ * filter with a source in that source's, `all` in every one), adapts the answers to one report shape for the API
+ * and the dashboard, and logs who asked for how much (counts only).
  */
 
 export interface ReplayReport {
@@ -24,10 +36,11 @@ export interface BulkReplayReport {
 export const MAX_REPLAY_IDS = 100;
 
 export async function replayByIds(env: Env, receiptIds: readonly string[], requestedBy: ReplayRequester): Promise<BulkReplayReport> {
+  const databaseOf = new Map((await groupByDatabase(env, receiptIds)).flatMap((group) => group.receiptIds.map((receiptId) => [receiptId, group.env] as const)));
   const results: ReplayReport[] = [];
   // One at a time: each is a read, a guarded reset and an enqueue, and a bulk request must not burst D1.
   for (const receiptId of receiptIds) {
-    const outcome = await replayReceipt(env, receiptId, Date.now(), requestedBy);
+    const outcome = await replayReceipt(databaseOf.get(receiptId) ?? env, receiptId, Date.now(), requestedBy);
     results.push({ receiptId, outcome: outcome.kind });
   }
   const replayed = results.filter((result) => result.outcome === "replayed").length;
@@ -38,7 +51,7 @@ export async function replayByIds(env: Env, receiptIds: readonly string[], reque
 export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<BulkReplayReport> {
   let outcome;
   try {
-    outcome = await replayDeadReceipts(env, filter, Date.now(), requestedBy);
+    outcome = await replayDeadAcrossDatabases(env, filter, requestedBy);
   } catch (error) {
     if (error instanceof ReplayFilterError) throw apiError(400, "invalid_body", `Replay filter: ${error.message}.`);
     throw error;
@@ -49,4 +62,25 @@ export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, re
     more: outcome.more,
     results: outcome.receiptIds.map((receiptId) => ({ receiptId, outcome: "replayed" as const })),
   };
+}
+
+/**
+ * The filter's dead letters in each database it reaches (a source's own; every one for `all`), `DB` first, up to
+ * `limit` in all. Once the limit is spent, the databases not reached are only asked whether they have more.
+ */
+async function replayDeadAcrossDatabases(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<ReplayMany> {
+  let remaining = filter.limit ?? DEFAULT_REPLAY_LIMIT;
+  const total: ReplayMany = { replayed: 0, receiptIds: [], more: false };
+  for (const { env: databaseEnv } of databasesToRead(env, filter.source)) {
+    if (remaining <= 0) {
+      total.more ||= await anyDeadMatching(databaseEnv, filter);
+      continue;
+    }
+    const page = await replayDeadReceipts(databaseEnv, { ...filter, limit: remaining }, Date.now(), requestedBy);
+    total.replayed += page.replayed;
+    total.receiptIds.push(...page.receiptIds);
+    total.more ||= page.more;
+    remaining -= page.replayed;
+  }
+  return total;
 }

@@ -102,14 +102,7 @@ export async function replayDeadReceipts(
 ): Promise<ReplayMany> {
   const limit = checkFilter(filter);
   const db = database(env);
-  const matching = and(
-    eq(receipts.status, "dead"),
-    BODY_RETAINED,
-    filter.source === undefined ? undefined : eq(receipts.source, filter.source),
-    filter.eventType === undefined ? undefined : eq(receipts.eventType, filter.eventType),
-    filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
-    filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
-  );
+  const matching = deadMatching(filter);
   // The log and the reset select the same oldest `limit` matching receipts: one batch is one transaction.
   const chosen = inArray(
     receipts.receiptId,
@@ -121,8 +114,25 @@ export async function replayDeadReceipts(
   });
   const receiptIds = reset.map((row) => row.receiptId).sort();
   await enqueueReceipts(env, reset);
-  const [remaining] = await db.select({ found: sql<number>`1` }).from(receipts).where(matching).limit(1);
-  return { replayed: receiptIds.length, receiptIds, more: remaining !== undefined };
+  return { replayed: receiptIds.length, receiptIds, more: await anyDeadMatching(env, filter) };
+}
+
+/** Whether any dead receipt matches `filter`: a bulk replay spanning several databases asks the ones it did not reach. */
+export async function anyDeadMatching(env: Env, filter: DeadReceiptFilter): Promise<boolean> {
+  checkFilter(filter);
+  const [found] = await database(env).select({ found: sql<number>`1` }).from(receipts).where(deadMatching(filter)).limit(1);
+  return found !== undefined;
+}
+
+function deadMatching(filter: DeadReceiptFilter): SQL | undefined {
+  return and(
+    eq(receipts.status, "dead"),
+    BODY_RETAINED,
+    filter.source === undefined ? undefined : eq(receipts.source, filter.source),
+    filter.eventType === undefined ? undefined : eq(receipts.eventType, filter.eventType),
+    filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
+    filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
+  );
 }
 
 /**

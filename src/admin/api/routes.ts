@@ -14,12 +14,14 @@ import {
   type Query,
 } from "../filters";
 import { listAlerts } from "../alerts";
-import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
+import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
 import { deliveryMetricsFor } from "../metrics-query";
 import { listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
 import { CHANGE_PARAMETERS, parseChangesQuery, receiptChanges } from "../receipt-changes";
+import { inFirstDatabase } from "../receipt-databases";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
+import { envForSource } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 import { collectMeters } from "../meters";
@@ -53,14 +55,14 @@ adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS, ...CHANGE_PARAME
 adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const detail = await receiptDetail(database(c.env), receiptId, c.env);
+  const detail = await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env));
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.json(detail);
 });
 
-/** The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source). */
+/** The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source), in the source's database. */
 adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
-  const db = database(c.env);
+  const db = database(envForSource(c.env, c.req.param("source")));
   const receiptId = await receiptIdForEvent(db, c.req.param("source"), c.req.param("eventKey"));
   const detail = receiptId ? await receiptDetail(db, receiptId, c.env) : null;
   if (!detail) throw apiError(404, "event_not_found", "No receipt for this event key under this source (never accepted, or not yet relayed).");
@@ -111,8 +113,8 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
  * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
  * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back.
  */
-adminApi.post("/dead/dismiss", accepts(), async (c) => c.json(await dismissDeadLetters(database(c.env), await receiptIdsBody(c.req.raw))));
-adminApi.post("/dead/restore", accepts(), async (c) => c.json(await restoreDeadLetters(database(c.env), await receiptIdsBody(c.req.raw))));
+adminApi.post("/dead/dismiss", accepts(), async (c) => c.json(await dismissAnywhere(c.env, await receiptIdsBody(c.req.raw))));
+adminApi.post("/dead/restore", accepts(), async (c) => c.json(await restoreAnywhere(c.env, await receiptIdsBody(c.req.raw))));
 
 async function receiptIdsBody(request: Request): Promise<string[]> {
   const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids.`;

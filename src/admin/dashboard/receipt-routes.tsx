@@ -2,9 +2,10 @@ import { Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import type { AdminEnv } from "../auth";
-import { dismissDeadLetters, MAX_DISMISS_IDS, restoreDeadLetters } from "../dismiss";
+import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
 import { isReceiptId, parseReceiptFilter, rejectUnknownParameters, RECEIPT_FILTER_PARAMETERS, type ReceiptFilter } from "../filters";
 import { receiptDetail, searchReceipts } from "../queries";
+import { inFirstDatabase } from "../receipt-databases";
 import { MAX_REPLAY_IDS, replayByIds } from "../replay";
 import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
@@ -34,7 +35,7 @@ receiptPages.get("/receipts", async (c) => {
 
 receiptPages.get("/receipts/:receiptId", async (c) => {
   const receiptId = c.req.param("receiptId");
-  const detail = isReceiptId(receiptId) ? await receiptDetail(database(c.env), receiptId, c.env) : null;
+  const detail = isReceiptId(receiptId) ? await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env)) : null;
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
 });
@@ -79,7 +80,6 @@ receiptPages.post("/dead/action", async (c) => {
     setFlash(c, "Nothing selected: tick the receipts first.");
     return c.redirect(back, 303);
   }
-  const db = database(c.env);
   switch (action) {
     case "replay":
     case "replay-page": {
@@ -90,13 +90,13 @@ receiptPages.post("/dead/action", async (c) => {
     }
     case "dismiss": {
       if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
-      const report = await dismissDeadLetters(db, receiptIds);
+      const report = await dismissAnywhere(c.env, receiptIds);
       setFlash(c, `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`);
       return c.redirect(single, 303);
     }
     case "restore": {
       if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
-      const report = await restoreDeadLetters(db, receiptIds);
+      const report = await restoreAnywhere(c.env, receiptIds);
       setFlash(c, `${plural(report.changed.length, "receipt")} restored to the dead letters.`);
       return c.redirect(single, 303);
     }
