@@ -3,12 +3,13 @@ import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
-import type { SourceConfig } from "../sources/config";
+import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
+import { envForSource, receiptDatabaseEnvs } from "../sources/databases";
 import { loadSources } from "../sources/registry";
 import { applyConditions, sendAlertNotices, type AlertCondition, type NotifyCounts } from "./alerts";
 import { catchUp, type CatchUpCounts } from "./catch-up";
 import { reenqueueOverdue, returnExpiredLeases, sweepShards, type ShardSweepCounts } from "./redrive";
-import { applyRetention, type RetentionCounts } from "./retention";
+import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { catchUpSettings } from "../sources/reconciler-settings";
 import { catchUpMissing, watchSources } from "./watch";
 
@@ -72,23 +73,37 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   };
 
   let sources: SourceConfig[] = [];
+  let databaseEnvs = [{ binding: DEFAULT_DATABASE_BINDING, env }];
   await attempt("config", null, async () => {
     sources = [...loadSources(env).values()];
+    databaseEnvs = receiptDatabaseEnvs(env);
   });
 
   // The shard sweep goes first: it brings D1 up to date (relaying what the shards still hold) for every later step.
   await attempt("shards", null, async () => {
     counts.shards = await sweepShards(env, sources, now);
   });
-  await attempt("redrive.overdue", null, async () => {
-    counts.redrive.overdueReenqueued = await reenqueueOverdue(env, now);
-  });
-  await attempt("redrive.leases", null, async () => {
-    counts.redrive.expiredLeasesReturned = await returnExpiredLeases(env, now);
-  });
-  await attempt("retention", null, async () => {
-    counts.retention = await applyRetention(env, sources, now);
-  });
+  // Re-drive and retention go database by database (src/sources/databases.ts): each keeps its own cursors next to
+  // the receipts they page through, and a database that fails is recorded while the others still run.
+  // One retention budget for the run, shared by the databases in turn.
+  let retentionDeadline: number | null = null;
+  for (const { binding, env: databaseEnv } of databaseEnvs) {
+    const where = binding === DEFAULT_DATABASE_BINDING ? null : `database:${binding}`;
+    await attempt("redrive.overdue", where, async () => {
+      counts.redrive.overdueReenqueued += await reenqueueOverdue(databaseEnv, now);
+    });
+    await attempt("redrive.leases", where, async () => {
+      counts.redrive.expiredLeasesReturned += await returnExpiredLeases(databaseEnv, now);
+    });
+    const inDatabase = sources.filter((source) => source.database === binding);
+    if (binding !== DEFAULT_DATABASE_BINDING && inDatabase.length === 0) continue;
+    await attempt("retention", where, async () => {
+      const first = retentionDeadline === null;
+      retentionDeadline ??= Date.now() + RETENTION_BUDGET_MS;
+      const retained = await applyRetention(databaseEnv, inDatabase, now, Math.max(0, retentionDeadline - Date.now()));
+      counts.retention = first ? retained : addRetentionCounts(counts.retention, retained);
+    });
+  }
 
   const conditions: AlertCondition[] = [];
   for (const source of sources) {
@@ -99,7 +114,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       continue;
     }
     await attempt("catch-up", source.name, async () => {
-      const found = await catchUp(env, source, settings.value, now);
+      const found = await catchUp(envForSource(env, source.name), source, settings.value, now);
       counts.catchUp[source.name] = found;
       conditions.push(catchUpMissing(source, found));
     });
@@ -135,4 +150,15 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     durations: Object.entries(counts.durationsMs).map(([step, ms]) => `${step}:${ms}`).join(" "),
   });
   return { runId, counts, failures };
+}
+
+/** Two databases' retention counts as one: sums, and caught up only when both are. */
+function addRetentionCounts(a: RetentionCounts, b: RetentionCounts): RetentionCounts {
+  return {
+    bodiesDropped: a.bodiesDropped + b.bodiesDropped,
+    quarantineBodiesDropped: a.quarantineBodiesDropped + b.quarantineBodiesDropped,
+    keysExpired: a.keysExpired + b.keysExpired,
+    runsForgotten: a.runsForgotten + b.runsForgotten,
+    caughtUp: a.caughtUp && b.caughtUp,
+  };
 }

@@ -4,6 +4,7 @@ import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { alerts, checkpoints, receipts } from "../db/schema";
 import type { SourceConfig } from "../sources/config";
+import { receiptDatabaseEnvs } from "../sources/databases";
 import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
 import { checkpointWrite, parseCursor } from "./checkpoints";
@@ -33,9 +34,19 @@ interface Snapshot {
   deadIncidentBaseline: Map<string, number>;
 }
 
-async function snapshot(db: Database, sources: readonly SourceConfig[]): Promise<Snapshot> {
+/**
+ * What the watch needs, read in one D1 batch: receipts and cursors from the sources' database, open alerts from
+ * `alertsDb` (the system database, `DB`). When the sources live in `DB` too it is all one batch; otherwise the
+ * alerts are a second call.
+ */
+async function snapshot(db: Database, sources: readonly SourceConfig[], alertsDb: Database | null): Promise<Snapshot> {
   const silenceWatched = sources.filter((source) => source.expectWithinMs !== null).map((source) => source.name);
-  const read = await batchByName(db, {
+  const openDeadAlerts = (from: Database) =>
+    from
+      .select({ source: alerts.source, detail: alerts.detail })
+      .from(alerts)
+      .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open")));
+  const receiptQueries = {
     lastLive: db
       .select({ source: receipts.source, lastLive: max(receipts.receivedAt) })
       .from(receipts)
@@ -55,11 +66,11 @@ async function snapshot(db: Database, sources: readonly SourceConfig[]): Promise
       .select({ source: checkpoints.source, reconciler: checkpoints.reconciler, cursor: checkpoints.cursor })
       .from(checkpoints)
       .where(inArray(checkpoints.reconciler, ["dead-letters", "silence-watch"])),
-    openDead: db
-      .select({ source: alerts.source, detail: alerts.detail })
-      .from(alerts)
-      .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open"))),
-  });
+  };
+  const [read, openDead] =
+    alertsDb === null
+      ? await batchByName(db, { ...receiptQueries, openDead: openDeadAlerts(db) }).then(({ openDead, ...rest }) => [rest, openDead] as const)
+      : await Promise.all([batchByName(db, receiptQueries), openDeadAlerts(alertsDb)]);
   const cursorOf = (reconciler: string) =>
     new Map(
       read.cursors
@@ -73,17 +84,27 @@ async function snapshot(db: Database, sources: readonly SourceConfig[]): Promise
     deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
     watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
     deadIncidentBaseline: new Map(
-      read.openDead.flatMap((row) =>
+      openDead.flatMap((row) =>
         row.source === null ? [] : [[row.source, (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0] as const],
       ),
     ),
   };
 }
 
+/** Every source's conditions, each read from the database its receipts live in (src/sources/databases.ts). */
 export async function watchSources(env: Env, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
-  if (sources.length === 0) return [];
-  const db = database(env);
-  const seen = await snapshot(db, sources);
+  const conditions: AlertCondition[] = [];
+  for (const { binding, env: databaseEnv } of receiptDatabaseEnvs(env)) {
+    const inDatabase = sources.filter((source) => source.database === binding);
+    if (inDatabase.length === 0) continue;
+    const alertsDb = databaseEnv === env ? null : database(env);
+    conditions.push(...(await watchDatabase(database(databaseEnv), alertsDb, inDatabase, now)));
+  }
+  return conditions;
+}
+
+async function watchDatabase(db: Database, alertsDb: Database | null, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
+  const seen = await snapshot(db, sources, alertsDb);
   const conditions: AlertCondition[] = [];
   const cursorWrites: { source: string; reconciler: string; cursor: unknown }[] = [];
   const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) => cursorWrites.push({ source, reconciler, cursor });
