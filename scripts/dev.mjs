@@ -18,10 +18,6 @@ if (!existsSync(".dev.vars")) {
   console.log("Created .dev.vars from .dev.vars.example (local secrets for the demo source).");
 }
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
-const run = (args) => {
-  const result = spawnSync("npx", ["wrangler", ...args], { stdio: "inherit", env });
-  if (result.status !== 0) process.exit(result.status ?? 1);
-};
 
 /** Takes `--name value` or `--name=value` out of args; answers the value (or true for a bare flag). */
 function takeOption(args, name, { flag = false } = {}) {
@@ -53,7 +49,10 @@ const port = process.env.PORT ?? "8787";
 // The migrations must land in the same local state directory wrangler dev will read.
 const persistTo = peekOption(devArgs, "--persist-to");
 const configArgs = ["--config", "-c"].flatMap((name) => (peekOption(devArgs, name) ? [name, peekOption(devArgs, name)] : [])).slice(0, 2);
-run(["d1", "migrations", "apply", "DB", "--local", ...configArgs, ...(persistTo ? ["--persist-to", persistTo] : [])]);
+const envArgs = ["--env", "-e"].flatMap((name) => (peekOption(devArgs, name) ? ["--env", peekOption(devArgs, name)] : [])).slice(0, 2);
+// Every D1 database the config binds, not only DB: a source may keep its receipts in another (scripts/migrate.mjs).
+const migrated = spawnSync(process.execPath, ["scripts/migrate.mjs", "--local", ...configArgs, ...envArgs, ...(persistTo ? ["--persist-to", persistTo] : [])], { stdio: "inherit", env });
+if (migrated.status !== 0) process.exit(migrated.status ?? 1);
 
 const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], { stdio: "inherit", env });
 wrangler.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -13,9 +13,10 @@ const MIN_ADMIN_TOKEN_LENGTH = 16;
  * The Worker's own source checks (src/sources/registry.ts), bundled on the fly, so check can never disagree with
  * what a deployed Worker would answer 503 for.
  * @param {Record<string, unknown>} sources
+ * @param {string[]} d1Bindings the config's [[d1_databases]] bindings: a source's `database` must name one
  * @returns {Promise<{ valid: string[], problems: string[] }>}
  */
-async function workerVerdict(sources) {
+async function workerVerdict(sources, d1Bindings) {
   const { build } = await import("esbuild");
   const result = await build({
     stdin: { contents: 'export * from "./src/sources/registry.ts";', resolveDir: ROOT, loader: "ts" },
@@ -26,7 +27,12 @@ async function workerVerdict(sources) {
     logLevel: "silent",
   });
   const registry = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
-  const env = { SOURCES: sources };
+  // Stand-ins for the D1 bindings the deployed Worker will have (the registry checks a source's database is one).
+  class D1Database {
+    prepare() {}
+    batch() {}
+  }
+  const env = { SOURCES: sources, ...Object.fromEntries(d1Bindings.map((binding) => [binding, new D1Database()])) };
   try {
     const valid = [...registry.loadSources(env).keys()];
     // Per-source problems, where the registry keeps a broken table out of service instead of failing them all.
@@ -95,7 +101,8 @@ export async function check(options) {
   // A fresh production config has no source yet: it deploys and serves the admin API, and accepts nothing.
   if (Object.keys(sources).length === 0) warnings.push(`${where} declares no source yet: every /webhooks/<name> answers 404 until you add a [${options.env ? `env.${options.env}.` : ""}vars.SOURCES.<name>] table`);
   else {
-    const verdict = await workerVerdict(sources);
+    const d1Bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
+    const verdict = await workerVerdict(sources, d1Bindings);
     if (verdict.valid.length > 0) console.log(`ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`);
     problems.push(...verdict.problems);
   }
