@@ -290,6 +290,27 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   await runtime.stop();
 }
 
+/** The bare Worker's paths for the floor of one Durable Object call (bench/bare-worker/index.ts). */
+const FLOOR_RPC_PATH = "/floor/rpc";
+const FLOOR_WRITE_PATH = "/floor/write";
+
+/** One target's req/s and latencies over another's, side by side at one concurrency. */
+interface RatioResult {
+  requestsPerSecond: number;
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+function ratioOf(result: LevelResult, base: LevelResult): RatioResult {
+  return {
+    requestsPerSecond: result.requestsPerSecond / base.requestsPerSecond,
+    p50: result.p50 / base.p50,
+    p95: result.p95 / base.p95,
+    p99: result.p99 / base.p99,
+  };
+}
+
 async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
   const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
   const heldBack = receiverRuntime(heldBackDeployment(deployment, stateDir), stateDir, "held-back", await portAt(flags, 3), await portAt(flags, 13));
@@ -298,7 +319,11 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
   await heldBack.start();
   console.log(`\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`);
   console.log("(b) is the whole system: its relay and consumer share the runtime. (c) is the ack path alone: the same receiver with its relay held back.");
-  const levels: Array<{ bare: LevelResult; receiver: LevelResult; ackOnly: LevelResult }> = [];
+  console.log(
+    "(d) and (e) are the floor of one Durable Object call before the 2xx: the bare Worker making one RPC with the body to a trivial object, " +
+      "(d) storing nothing, (e) inserting one row before it answers. (c), (d) and (e) start once (b)'s events are processed.",
+  );
+  const levels: Array<{ bare: LevelResult; receiver: LevelResult; ackOnly: LevelResult; doCall: LevelResult; doWrite: LevelResult; ratios: Record<string, RatioResult> }> = [];
   const header = `${"concurrency".padEnd(12)}${"target".padEnd(26)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
   console.log(header);
   const print = (result: LevelResult) =>
@@ -306,22 +331,38 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
       `${String(result.concurrency).padEnd(12)}${result.target.padEnd(26)}${result.requestsPerSecond.toFixed(0).padStart(9)}` +
         `${result.p50.toFixed(1).padStart(9)}${result.p95.toFixed(1).padStart(9)}${result.p99.toFixed(1).padStart(9)}${String(result.non2xx).padStart(9)}`,
     );
-  const printRatio = (label: string, result: LevelResult, base: LevelResult) =>
+  const printRatio = (label: string, result: LevelResult, base: LevelResult): RatioResult => {
+    const ratio = ratioOf(result, base);
     console.log(
-      `${"".padEnd(12)}${label.padEnd(26)}${(result.requestsPerSecond / base.requestsPerSecond).toFixed(2).padStart(9)}` +
-        `${(result.p50 / base.p50).toFixed(1).padStart(9)}${(result.p95 / base.p95).toFixed(1).padStart(9)}${(result.p99 / base.p99).toFixed(1).padStart(9)}`,
+      `${"".padEnd(12)}${label.padEnd(26)}${ratio.requestsPerSecond.toFixed(2).padStart(9)}` +
+        `${ratio.p50.toFixed(1).padStart(9)}${ratio.p95.toFixed(1).padStart(9)}${ratio.p99.toFixed(1).padStart(9)}`,
     );
+    return ratio;
+  };
+  const receiverStore = new ReceiptStore(receiver.options.persistDir);
   for (const concurrency of flags.perfLevels) {
     const common = { path: "/webhooks/demo", secret: deployment.demoSecret, concurrency, seconds: flags.perfSeconds, accountPrefix: "perf_acct_" };
     const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_` });
     print(bareResult);
     const receiverResult = await measureLevel({ ...common, target: "(b) receiver, whole system", origin: receiver.origin, keyPrefix: `perf_ack_c${concurrency}_` });
     print(receiverResult);
+    // The whole system goes on relaying and processing what (b) accepted: let it finish first, or that background
+    // work on the shared cores would be measured as the cost of the targets after it.
+    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, Number.MAX_SAFE_INTEGER, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
     const ackOnlyResult = await measureLevel({ ...common, target: "(c) receiver, ack path alone", origin: heldBack.origin, keyPrefix: `perf_held_c${concurrency}_` });
     print(ackOnlyResult);
-    printRatio("(b)/(a)", receiverResult, bareResult);
-    printRatio("(c)/(a)", ackOnlyResult, bareResult);
-    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult });
+    const doCallResult = await measureLevel({ ...common, target: "(d) bare + one DO call", origin: bare.origin, path: FLOOR_RPC_PATH, keyPrefix: `perf_floor_rpc_c${concurrency}_` });
+    print(doCallResult);
+    const doWriteResult = await measureLevel({ ...common, target: "(e) bare + DO call + row", origin: bare.origin, path: FLOOR_WRITE_PATH, keyPrefix: `perf_floor_row_c${concurrency}_` });
+    print(doWriteResult);
+    const ratios = {
+      "(b)/(a)": printRatio("(b)/(a)", receiverResult, bareResult),
+      "(c)/(a)": printRatio("(c)/(a)", ackOnlyResult, bareResult),
+      "(d)/(a)": printRatio("(d)/(a)", doCallResult, bareResult),
+      "(e)/(a)": printRatio("(e)/(a)", doWriteResult, bareResult),
+      "(c)/(e)": printRatio("(c)/(e)", ackOnlyResult, doWriteResult),
+    };
+    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult, doCall: doCallResult, doWrite: doWriteResult, ratios });
   }
   await heldBack.stop();
 
