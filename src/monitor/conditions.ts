@@ -130,14 +130,26 @@ export function storageObservations(
   ];
 }
 
-/** The cron's observations about one run: whether it failed, whether D1 answered, and D1's size. */
-export function cronObservations(facts: { d1Reachable: boolean; failedSteps: string[]; d1SizeBytes: number | null }): Observation[] {
+/** What the cron found of one D1 database: whether it answered, and its size when D1 reports it. */
+export interface DatabaseAnswer {
+  binding: string;
+  reachable: boolean;
+  sizeBytes: number | null;
+}
+
+/**
+ * The cron's observations about one run: whether it failed, whether every receipt database answered, and the
+ * fullest database's size against the cap (each D1 database has its own 10 GB: the alert is about the one that
+ * reaches it first).
+ */
+export function cronObservations(facts: { databases: readonly DatabaseAnswer[]; failedSteps: string[] }): Observation[] {
+  const unreachable = facts.databases.filter((database) => !database.reachable).map((database) => database.binding);
   const observations: Observation[] = [
     {
       kind: "d1-unreachable",
       reporter: "cron",
-      firing: !facts.d1Reachable,
-      message: "The cron could not reach D1: nothing is relayed, processed or cleaned up until it answers.",
+      firing: unreachable.length > 0,
+      message: `The cron could not reach D1 (${unreachable.join(", ") || "none"}): nothing is relayed, processed or cleaned up there until it answers.`,
     },
     {
       kind: "cron-failed",
@@ -146,12 +158,14 @@ export function cronObservations(facts: { d1Reachable: boolean; failedSteps: str
       message: `The cron run failed: ${facts.failedSteps.join(", ") || "none"}.`,
     },
   ];
-  if (facts.d1SizeBytes !== null) {
+  const sized = facts.databases.filter((database): database is DatabaseAnswer & { sizeBytes: number } => database.sizeBytes !== null);
+  const fullest = sized.reduce<(typeof sized)[number] | null>((largest, database) => (largest === null || database.sizeBytes > largest.sizeBytes ? database : largest), null);
+  if (fullest !== null) {
     observations.push({
       kind: "d1-storage",
       reporter: "cron",
-      firing: facts.d1SizeBytes > D1_CAP_BYTES * D1_STORAGE_ALERT_FRACTION,
-      message: `D1 holds ${megabytes(facts.d1SizeBytes)} MB of its ${megabytes(D1_CAP_BYTES)} MB cap.`,
+      firing: fullest.sizeBytes > D1_CAP_BYTES * D1_STORAGE_ALERT_FRACTION,
+      message: `D1 database ${fullest.binding} holds ${megabytes(fullest.sizeBytes)} MB of its ${megabytes(D1_CAP_BYTES)} MB cap.`,
     });
   }
   return observations;

@@ -1,6 +1,8 @@
 import { logError } from "../lib/log";
 import { cronObservations } from "../monitor/conditions";
 import { d1Answers, reportObservations } from "../monitor/report";
+import { DEFAULT_DATABASE_BINDING } from "../sources/config";
+import { receiptDatabaseEnvs } from "../sources/databases";
 import { runReconcile, type ReconcileReport } from "./run";
 
 /**
@@ -17,10 +19,13 @@ export async function watchedReconcile(env: Env, now: number): Promise<Reconcile
     thrown = error;
     logError("reconcile.run_failed", error, {});
   }
-  const d1 = await d1Answers(env);
+  // Every receipt database (src/sources/databases.ts): each has its own cap, and any of them can be down.
+  const databases = await Promise.all(receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => ({ binding, ...(await d1Answers(databaseEnv)) })));
+  // Incidents are copied into DB, so DB answering is what lets the monitor write them down.
+  const systemReachable = databases.find((database) => database.binding === DEFAULT_DATABASE_BINDING)?.reachable ?? false;
   const failedSteps = thrown !== null ? ["the whole run"] : [...new Set(report!.failures.map((failure) => failure.step))];
   try {
-    await reportObservations(env, cronObservations({ d1Reachable: d1.reachable, failedSteps, d1SizeBytes: d1.sizeBytes }), d1.reachable);
+    await reportObservations(env, cronObservations({ databases, failedSteps }), systemReachable);
   } catch (error) {
     logError("monitor.report_failed", error, { reporter: "cron" });
   }

@@ -192,12 +192,27 @@ describe("the rules", () => {
   });
 
   it("fires d1-storage above 80 % of D1's 10 GB cap, and says nothing of size when the size is unknown", () => {
-    const storage = (d1SizeBytes: number | null) =>
-      cronObservations({ d1Reachable: true, failedSteps: [], d1SizeBytes }).find((observation) => observation.kind === "d1-storage");
+    const storage = (sizeBytes: number | null) =>
+      cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes }], failedSteps: [] }).find((observation) => observation.kind === "d1-storage");
     expect(storage(Math.floor(D1_CAP_BYTES * 0.81))).toMatchObject({ firing: true, reporter: "cron" });
     expect(storage(Math.floor(D1_CAP_BYTES * 0.79))).toMatchObject({ firing: false });
     expect(storage(null)).toBeUndefined();
     expect(storage(Math.floor(D1_CAP_BYTES * 0.81))!.message).toMatch(/MB of its 10240 MB cap/);
+  });
+
+  it("watches every receipt database: the fullest one against its own cap, and any one that does not answer", () => {
+    const observations = cronObservations({
+      databases: [
+        { binding: "DB", reachable: true, sizeBytes: Math.floor(D1_CAP_BYTES * 0.1) },
+        { binding: "DB_EU", reachable: true, sizeBytes: Math.floor(D1_CAP_BYTES * 0.85) },
+        { binding: "DB_US", reachable: false, sizeBytes: null },
+      ],
+      failedSteps: [],
+    });
+    expect(observations.find((observation) => observation.kind === "d1-storage")).toMatchObject({ firing: true, message: expect.stringMatching(/^D1 database DB_EU holds/) });
+    expect(observations.find((observation) => observation.kind === "d1-unreachable")).toMatchObject({ firing: true, message: expect.stringMatching(/\(DB_US\)/) });
+    const allWell = cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes: 1 }, { binding: "DB_EU", reachable: true, sizeBytes: 2 }], failedSteps: [] });
+    expect(allWell.filter((observation) => observation.firing)).toEqual([]);
   });
 
   it("answers degraded with every reason by name, keeping the invalid sources", () => {
