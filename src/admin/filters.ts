@@ -17,6 +17,7 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 const MAX_TEXT = 512;
+const MAX_CURSOR = 8192;
 
 export interface ReceiptFilter {
   source?: string;
@@ -99,10 +100,10 @@ function invalid(parameter: string, expectation: string): never {
   throw apiError(400, "invalid_query", `Query parameter "${parameter}" ${expectation}.`);
 }
 
-function text(query: Query, name: string): string | undefined {
+function text(query: Query, name: string, maxLength = MAX_TEXT): string | undefined {
   const value = query[name]?.trim();
   if (!value) return undefined;
-  if (value.length > MAX_TEXT) invalid(name, `must be at most ${MAX_TEXT} characters`);
+  if (value.length > maxLength) invalid(name, `must be at most ${maxLength} characters`);
   return value;
 }
 
@@ -136,9 +137,12 @@ export function parseCursor(query: Query, name = "before"): string | undefined {
   return value;
 }
 
-/** A receipt page's cursor: a receipt id, or the `nextCursor`/`prevCursor` of a page (the id and its read time). */
+/**
+ * A receipt page's cursor: a receipt id, or the `nextCursor`/`prevCursor` of a page (the id and each database's
+ * read time, so it grows with the number of receipt databases: at most about 130 characters each).
+ */
 function parseReceiptCursor(query: Query, name: "before" | "after"): string | undefined {
-  const value = text(query, name);
+  const value = text(query, name, MAX_CURSOR);
   if (value !== undefined && !isReceiptCursor(value)) invalid(name, `must be a previous page's ${name === "after" ? "prevCursor" : "nextCursor"} or a receipt id`);
   return value;
 }

@@ -3,7 +3,7 @@ import type { Database } from "../db/client";
 import { attempts, quarantine, receipts, replays } from "../db/schema";
 import { d1NowMs } from "../db/clock";
 import { ulidFloor } from "../lib/ulid";
-import { caughtUpConditions, decodeCursor, encodeCursor, mergeCaughtUp, type Direction } from "./receipt-cursor";
+import { caughtUpConditions, mergeCaughtUp, type Direction, type ReceiptCursor } from "./receipt-cursor";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import type { ReceiptFilter } from "./filters";
@@ -54,14 +54,9 @@ export interface Page<T> {
   prevCursor: string | null;
 }
 
-/**
- * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer). Times
- * are id ranges: ids are ULIDs minted on arrival. A cursor also carries the D1 time its page was read, and a page
- * starts with the receipts relayed behind the reader since then (late relays have older ids), so paging never
- * skips a receipt: the argument is in receipt-cursor.ts. Everything is read in one D1 batch, one snapshot.
- */
-export async function searchReceipts(db: Database, filter: ReceiptFilter): Promise<Page<ReceiptSummary>> {
-  const matching = and(
+/** The filter's conditions on receipts, apart from paging. */
+export function receiptsMatching(filter: ReceiptFilter): SQL | undefined {
+  return and(
     filter.source !== undefined ? eq(receipts.source, filter.source) : undefined,
     filter.statuses?.length ? inArray(receipts.status, filter.statuses) : undefined,
     filter.eventType !== undefined ? eq(receipts.eventType, filter.eventType) : undefined,
@@ -73,42 +68,39 @@ export async function searchReceipts(db: Database, filter: ReceiptFilter): Promi
     filter.receivedFrom !== undefined ? gte(receipts.receiptId, ulidFloor(filter.receivedFrom)) : undefined,
     filter.receivedUntil !== undefined ? lt(receipts.receiptId, ulidFloor(filter.receivedUntil)) : undefined,
   );
-  const before = filter.before !== undefined ? decodeCursor(filter.before) : null;
-  const after = filter.after !== undefined ? decodeCursor(filter.after) : null;
-  // Paging towards newer receipts reads upwards from the cursor and turns the page round.
-  const direction: Direction = after && !before ? "newer" : "older";
-  const cursor = direction === "newer" ? after : before;
-  const catchUp = cursor ? caughtUpConditions(cursor, direction) : null;
-  const ahead = and(matching, before ? lt(receipts.receiptId, before.receiptId) : undefined, after ? gt(receipts.receiptId, after.receiptId) : undefined);
-  // One row more than the page tells whether another page exists without a COUNT.
+}
+
+/** What one database holds for a page (receipt-pages.ts makes the page from every database's slice). */
+export interface ReceiptSlice {
+  /** This database's D1 clock at the read. */
+  readAt: number;
+  /** Receipts relayed behind the reader since its last read here, in the order they were relayed. */
+  caughtUp: ReceiptSummary[];
+  /** The first `limit + 1` receipts past the cursor, in the direction of travel. */
+  ahead: ReceiptSummary[];
+}
+
+/**
+ * One database's part of a receipt page, in one D1 batch (one snapshot): its clock, the receipts relayed behind
+ * the reader since the cursor's read (receipt-cursor.ts), and the receipts ahead of the cursor inside `range`
+ * (`below`: ids under the `before` cursor; `above`: ids over the `after` one). `limit + 1` rows of each, so one
+ * row more than a page tells whether another page exists without a COUNT.
+ */
+export async function readReceiptSlice(
+  db: Database,
+  matching: SQL | undefined,
+  at: { direction: Direction; cursor: ReceiptCursor | null; below?: string; above?: string },
+  limit: number,
+): Promise<ReceiptSlice> {
+  const catchUp = at.cursor ? caughtUpConditions(at.cursor, at.direction) : null;
+  const ahead = and(matching, at.below !== undefined ? lt(receipts.receiptId, at.below) : undefined, at.above !== undefined ? gt(receipts.receiptId, at.above) : undefined);
   const [clock, late, recent, rows] = await db.batch([
     db.select({ now: d1NowMs }).from(sql`(SELECT 1)`),
-    selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, filter.limit + 1),
-    selectCaughtUp(db, catchUp ? and(matching, catchUp.recent) : sql`0`, filter.limit + 1),
-    selectSummaries(db, ahead, direction === "older", filter.limit + 1),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, limit + 1),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.recent) : sql`0`, limit + 1),
+    selectSummaries(db, ahead, at.direction === "older", limit + 1),
   ]);
-  const readAt = clock[0]!.now;
-  const caughtUp = mergeCaughtUp(late, recent);
-  if (cursor && caughtUp.length > filter.limit) {
-    // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it.
-    const shown = caughtUp.slice(0, filter.limit);
-    const last = shown.at(-1)!;
-    const resume = encodeCursor({ ...cursor, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: last.receiptId } });
-    const back = encodeCursor({ receiptId: cursor.receiptId, readAt, caughtUpTo: null });
-    return direction === "older" ? { receipts: shown, nextCursor: resume, prevCursor: back } : { receipts: shown, nextCursor: back, prevCursor: resume };
-  }
-  const room = filter.limit - caughtUp.length;
-  const more = rows.length > room;
-  const page = rows.slice(0, room);
-  if (direction === "newer") page.reverse();
-  const at = (receiptId: string | undefined) => (receiptId === undefined ? null : encodeCursor({ receiptId, readAt, caughtUpTo: null }));
-  const first = at(page[0]?.receiptId ?? cursor?.receiptId);
-  const last = at(page.at(-1)?.receiptId ?? cursor?.receiptId);
-  return {
-    receipts: [...caughtUp, ...page],
-    nextCursor: direction === "newer" || more ? last : null,
-    prevCursor: direction === "newer" ? (more ? first : null) : cursor ? first : null,
-  };
+  return { readAt: clock[0]!.now, caughtUp: mergeCaughtUp(late, recent), ahead: rows };
 }
 
 /** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
@@ -241,8 +233,9 @@ function parseHeaders(kept: string | null): Record<string, string> | null {
   }
 }
 
-export async function listQuarantine(db: Database, options: { source?: string; before?: string; limit: number }) {
-  const rows = await db
+/** One database's quarantine, newest first: `limit + 1` rows, the one more telling whether another page exists. */
+export async function readQuarantine(db: Database, options: { source?: string; before?: string; limit: number }) {
+  return db
     .select({
       quarantineId: quarantine.quarantineId,
       source: quarantine.source,
@@ -263,6 +256,13 @@ export async function listQuarantine(db: Database, options: { source?: string; b
     )
     .orderBy(desc(quarantine.quarantineId))
     .limit(options.limit + 1);
-  const page = rows.slice(0, options.limit);
-  return { quarantine: page, nextCursor: rows.length > options.limit ? page[page.length - 1]!.quarantineId : null };
+}
+
+export type QuarantineRow = Awaited<ReturnType<typeof readQuarantine>>[number];
+export type QuarantineList = { quarantine: QuarantineRow[]; nextCursor: string | null };
+
+/** A page from the newest `limit + 1` rows (newest first). */
+export function quarantinePage(rows: readonly QuarantineRow[], limit: number): QuarantineList {
+  const page = rows.slice(0, limit);
+  return { quarantine: page, nextCursor: rows.length > limit ? page[page.length - 1]!.quarantineId : null };
 }

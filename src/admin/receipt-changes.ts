@@ -44,7 +44,7 @@ export interface ChangesQuery {
 
 export interface ChangesPage {
   /** Oldest change first; each with `changedAt`, its latest change time. */
-  receipts: (ReceiptSummary & { changedAt: number })[];
+  receipts: ChangedReceipt[];
   /** Pass as `changedSince` next time. */
   changesCursor: string;
   /** More changes matched than `limit`: call again at once with the cursor. */
@@ -92,11 +92,21 @@ export function parseChangesQuery(query: Query): ChangesQuery {
   };
 }
 
-/** Receipts received in the window that changed at or after the cursor, oldest change first. */
-export async function receiptChanges(db: Database, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
+export type ChangedReceipt = ReceiptSummary & { changedAt: number };
+
+/** Oldest change first, by (changedAt, id): the order of a changes answer and of its cursor. */
+export function byChange(a: ChangedReceipt, b: ChangedReceipt): number {
+  return a.changedAt - b.changedAt || (a.receiptId < b.receiptId ? -1 : a.receiptId > b.receiptId ? 1 : 0);
+}
+
+/**
+ * One database's receipts received in the window that changed at or after the cursor: the first `limit + 1` by
+ * (changedAt, id), the one more telling whether another answer follows.
+ */
+export async function readChanges(db: Database, query: ChangesQuery, now: number): Promise<ChangedReceipt[]> {
   const sinceCursor: SQL =
     query.afterId === null ? gte(changedAt, query.since) : or(gt(changedAt, query.since), and(eq(changedAt, query.since), gt(receipts.receiptId, query.afterId)))!;
-  const rows = await db
+  return db
     .select({ ...receiptSummaryColumns, changedAt })
     .from(receipts)
     .where(
@@ -110,6 +120,10 @@ export async function receiptChanges(db: Database, query: ChangesQuery, now = Da
     )
     .orderBy(asc(changedAt), asc(receipts.receiptId))
     .limit(query.limit + 1);
+}
+
+/** The answer from the first `limit + 1` changes (oldest first) read at `now`. */
+export function changesPage(rows: readonly ChangedReceipt[], query: ChangesQuery, now: number): ChangesPage {
   const more = rows.length > query.limit;
   const page = rows.slice(0, query.limit);
   const last = page.at(-1);

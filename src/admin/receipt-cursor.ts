@@ -30,20 +30,24 @@ export const LATE_RELAY_MS = 10_000;
 /** Relayed late: the condition of the partial index, written the same way so that D1 can use it. */
 const relayedLate = sql`${receipts.relayedAt} > ${receipts.receivedAt} + 10000`;
 
-export interface ReceiptCursor {
-  /** The id the previous page ended at (older direction) or started at (newer direction). */
-  receiptId: string;
+/** Where a reader stands in one database: that database's D1 clock at the read, and an unfinished catch-up. */
+export interface DatabaseReadState {
   /** The D1 time the previous page was read; absent in a cursor written by hand (then no catch-up). */
   readAt: number | null;
   /** When the previous page was all catch-up and more remained: the last one listed, (relayed_at, id). */
   caughtUpTo: { relayedAt: number; receiptId: string } | null;
 }
 
+export interface ReceiptCursor extends DatabaseReadState {
+  /** The id the previous page ended at (older direction) or started at (newer direction). */
+  receiptId: string;
+}
+
 const ULID = "[0-9A-HJKMNP-TV-Z]{26}";
 const CURSOR = new RegExp(`^(${ULID})(?:\\.(\\d{1,16})(?:\\.(\\d{1,16})\\.(${ULID}))?)?$`);
 
 export function isReceiptCursor(text: string): boolean {
-  return CURSOR.test(text);
+  return CURSOR.test(text) || ACROSS.test(text);
 }
 
 export function decodeCursor(text: string): ReceiptCursor {
@@ -59,6 +63,55 @@ export function decodeCursor(text: string): ReceiptCursor {
 export function encodeCursor(cursor: ReceiptCursor): string {
   const base = cursor.readAt === null ? cursor.receiptId : `${cursor.receiptId}.${cursor.readAt}`;
   return cursor.caughtUpTo ? `${base}.${cursor.caughtUpTo.relayedAt}.${cursor.caughtUpTo.receiptId}` : base;
+}
+
+/**
+ * Across databases (the admin lists read every receipt database, src/admin/across-databases.ts): one receipt id
+ * boundary shared by every database, and each database's own read state, since each database has its own clock.
+ * `ID~DB.readAt[.relayedAt.ID]~DB_EU.readAt…`; a database without a segment reads with no catch-up. A page read
+ * from one database only (one database in all, or a source filter) writes the single-database form above, and
+ * either form is taken anywhere: a single-database cursor's state stands for every database (D1 clocks are wall
+ * clocks, so only a cursor from before a second database was added is read that way).
+ */
+export interface PagesCursor {
+  receiptId: string;
+  /** Each database's read state, by binding name. */
+  databases: ReadonlyMap<string, DatabaseReadState>;
+  /** The state of a database the cursor does not name. */
+  others: DatabaseReadState;
+}
+
+const BINDING = "[A-Za-z_][A-Za-z0-9_]{0,63}";
+const SEGMENT = new RegExp(`^(${BINDING})\\.(\\d{1,16})(?:\\.(\\d{1,16})\\.(${ULID}))?$`);
+const ACROSS = new RegExp(`^${ULID}(?:~${BINDING}\\.\\d{1,16}(?:\\.\\d{1,16}\\.${ULID})?)+$`);
+const NO_CATCH_UP: DatabaseReadState = { readAt: null, caughtUpTo: null };
+
+export function decodePagesCursor(text: string): PagesCursor {
+  if (!ACROSS.test(text)) {
+    const { receiptId, ...state } = decodeCursor(text);
+    return { receiptId, databases: new Map(), others: state };
+  }
+  const [receiptId, ...segments] = text.split("~");
+  const databases = new Map<string, DatabaseReadState>();
+  for (const segment of segments) {
+    const match = SEGMENT.exec(segment)!;
+    databases.set(match[1]!, { readAt: Number(match[2]), caughtUpTo: match[3] === undefined ? null : { relayedAt: Number(match[3]), receiptId: match[4]! } });
+  }
+  return { receiptId: receiptId!, databases, others: NO_CATCH_UP };
+}
+
+/** The cursor as one database reads it. */
+export function cursorIn(cursor: PagesCursor, binding: string): ReceiptCursor {
+  return { receiptId: cursor.receiptId, ...(cursor.databases.get(binding) ?? cursor.others) };
+}
+
+/** A cursor at `receiptId` with each database's state; the single-database form when there is one database. */
+export function encodePagesCursor(receiptId: string, states: readonly (readonly [binding: string, state: DatabaseReadState])[]): string {
+  if (states.length === 1) return encodeCursor({ receiptId, ...states[0]![1] });
+  const segments = states
+    .filter(([, state]) => state.readAt !== null)
+    .map(([binding, state]) => `~${binding}.${state.readAt}${state.caughtUpTo ? `.${state.caughtUpTo.relayedAt}.${state.caughtUpTo.receiptId}` : ""}`);
+  return receiptId + segments.join("");
 }
 
 export type Direction = "older" | "newer";

@@ -16,8 +16,9 @@ import {
 import { listAlerts } from "../alerts";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
 import { deliveryMetricsFor } from "../metrics-query";
-import { listQuarantine, receiptDetail, receiptIdForEvent, searchReceipts } from "../queries";
-import { CHANGE_PARAMETERS, parseChangesQuery, receiptChanges } from "../receipt-changes";
+import { listQuarantine, receiptChanges, searchReceipts } from "../lists";
+import { receiptDetail, receiptIdForEvent } from "../queries";
+import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";
 import { inFirstDatabase } from "../receipt-databases";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
@@ -47,9 +48,9 @@ function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
 /** Paged search; with `changedSince`, instead what changed since a cursor, for a live tail (../receipt-changes.ts). */
 adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS, ...CHANGE_PARAMETERS), async (c) => {
   const query = c.req.query();
-  if (query.changedSince !== undefined) return c.json(await receiptChanges(database(c.env), parseChangesQuery(query)));
+  if (query.changedSince !== undefined) return c.json(await receiptChanges(c.env, parseChangesQuery(query)));
   if (query.window !== undefined) throw apiError(400, "invalid_query", 'Query parameter "window" only goes with changedSince.');
-  return c.json(await searchReceipts(database(c.env), parseReceiptFilter(query)));
+  return c.json(await searchReceipts(c.env, parseReceiptFilter(query)));
 });
 
 adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
@@ -73,7 +74,7 @@ adminApi.get("/dead", async (c) => {
   const query = c.req.query();
   if (query.status !== undefined) throw apiError(400, "invalid_query", 'Dead letters are status "dead"; use /admin/api/receipts to filter by status.');
   rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
-  return c.json(await searchReceipts(database(c.env), parseReceiptFilter({ ...query, status: "dead" })));
+  return c.json(await searchReceipts(c.env, parseReceiptFilter({ ...query, status: "dead" })));
 });
 
 adminApi.post("/receipts/:receiptId/replay", accepts(), async (c) => {
@@ -136,7 +137,7 @@ async function receiptIdsBody(request: Request): Promise<string[]> {
 
 adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
   const query = c.req.query();
-  return c.json(await listQuarantine(database(c.env), { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) }));
+  return c.json(await listQuarantine(c.env, { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) }));
 });
 
 adminApi.get("/alerts", accepts("source", "state", "limit"), async (c) => {

@@ -4,7 +4,8 @@ import { apiError } from "../../lib/errors";
 import type { AdminEnv } from "../auth";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
 import { isReceiptId, parseReceiptFilter, rejectUnknownParameters, RECEIPT_FILTER_PARAMETERS, type ReceiptFilter } from "../filters";
-import { receiptDetail, searchReceipts } from "../queries";
+import { searchReceipts } from "../lists";
+import { receiptDetail } from "../queries";
 import { inFirstDatabase } from "../receipt-databases";
 import { MAX_REPLAY_IDS, replayByIds } from "../replay";
 import { filterProblem, setFlash, takeFlash } from "./flash";
@@ -29,7 +30,7 @@ receiptPages.get("/receipts", async (c) => {
     rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
     filter = parseReceiptFilter(query);
   });
-  const page = filter ? await searchReceipts(database(c.env), filter) : null;
+  const page = filter ? await searchReceipts(c.env, filter) : null;
   return c.html(<ReceiptsPage query={query} page={page} problem={problem} />, problem ? 400 : 200);
 });
 
@@ -60,7 +61,7 @@ receiptPages.get("/dead", async (c) => {
     const { show: _show, ...rest } = query;
     filter = parseReceiptFilter({ ...rest, status: dismissed ? "dismissed" : "dead" });
   });
-  const page = filter ? await searchReceipts(database(c.env), filter) : null;
+  const page = filter ? await searchReceipts(c.env, filter) : null;
   return c.html(<DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />, problem ? 400 : 200);
 });
 

@@ -8,7 +8,7 @@ import { apiError, renderError } from "../../lib/errors";
 import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, type AdminEnv } from "../auth";
 import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
-import { listQuarantine } from "../queries";
+import { listQuarantine } from "../lists";
 import { deliveryMetricsFor } from "../metrics-query";
 import { emptySeries, hourlySeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
@@ -103,7 +103,7 @@ dashboard.route("/", receiptPages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();
-  const page = await listQuarantine(database(c.env), { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) });
+  const page = await listQuarantine(c.env, { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) });
   return c.html(<QuarantinePage page={page} />);
 });
 

@@ -1,8 +1,6 @@
-import type { listQuarantine } from "../../queries";
+import type { QuarantineList } from "../../queries";
 import { formatInstant } from "../format";
 import { Page } from "../layout";
-
-type QuarantineList = Awaited<ReturnType<typeof listQuarantine>>;
 
 export function QuarantinePage(props: { page: QuarantineList }) {
   return (

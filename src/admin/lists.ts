@@ -1,0 +1,64 @@
+import { database } from "../db/client";
+import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../sources/databases";
+import type { ReceiptFilter } from "./filters";
+import { quarantinePage, readQuarantine, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
+import { byChange, changesPage, readChanges, type ChangesPage, type ChangesQuery } from "./receipt-changes";
+import { cursorIn, decodePagesCursor, type Direction } from "./receipt-cursor";
+import { receiptPage } from "./receipt-pages";
+
+/**
+ * The admin lists — receipts and dead letters, what changed since a cursor, quarantine — read across every
+ * receipt database (src/sources/databases.ts), so an operator sees one list whichever database holds a receipt.
+ * With a source filter only that source's database is read; with one database in all, that one: exactly the
+ * reads a single database always cost. Otherwise each database is read once (one D1 call each, side by side) for
+ * its own first `limit + 1` rows, and the merged list takes the first `limit`: whatever the order, a row among the
+ * union's first `limit` is among its own database's first `limit`, so nothing is skipped.
+ */
+
+/** The databases a list reads: the source's own for a filtered list, else every receipt database (`DB` first). */
+function databasesFor(env: Env, source: string | undefined): { binding: string; env: Env }[] {
+  if (source === undefined) return receiptDatabaseEnvs(env);
+  return [{ binding: databaseBindingOf(env, source), env: envForSource(env, source) }];
+}
+
+/**
+ * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer). Times
+ * are id ranges: ids are ULIDs minted on arrival. A cursor also carries each database's D1 time at its page's
+ * read, and a page starts with the receipts relayed behind the reader since then (late relays have older ids), so
+ * paging never skips a receipt: receipt-cursor.ts has the argument for one database, receipt-pages.ts for several.
+ */
+export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<Page<ReceiptSummary>> {
+  const before = filter.before !== undefined ? decodePagesCursor(filter.before) : null;
+  const after = filter.after !== undefined ? decodePagesCursor(filter.after) : null;
+  // Paging towards newer receipts reads upwards from the cursor and turns the page round.
+  const direction: Direction = after && !before ? "newer" : "older";
+  const cursor = direction === "newer" ? after : before;
+  const matching = receiptsMatching(filter);
+  const slices = await Promise.all(
+    databasesFor(env, filter.source).map(async ({ binding, env: databaseEnv }) => {
+      const readWith = cursor ? cursorIn(cursor, binding) : null;
+      const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId };
+      const slice = await readReceiptSlice(database(databaseEnv), matching, at, filter.limit);
+      return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };
+    }),
+  );
+  return receiptPage(slices, cursor, direction, filter.limit);
+}
+
+/**
+ * What changed since a cursor (receipt-changes.ts), across databases. The cursor is a change time on the
+ * Worker's clock with the last receipt id, the same in every database, so the first `limit + 1` changes of each
+ * merged by (changedAt, id) are the first of all.
+ */
+export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
+  const perDatabase = await Promise.all(databasesFor(env, query.source).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
+  const rows = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort(byChange).slice(0, query.limit + 1);
+  return changesPage(rows, query, now);
+}
+
+/** Quarantined deliveries, newest first, paged by quarantine id (a ULID) across databases. */
+export async function listQuarantine(env: Env, options: { source?: string; before?: string; limit: number }): Promise<QuarantineList> {
+  const perDatabase = await Promise.all(databasesFor(env, options.source).map(({ env: databaseEnv }) => readQuarantine(database(databaseEnv), options)));
+  const newestFirst = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort((a, b) => (a.quarantineId < b.quarantineId ? 1 : a.quarantineId > b.quarantineId ? -1 : 0));
+  return quarantinePage(newestFirst.slice(0, options.limit + 1), options.limit);
+}

@@ -1,0 +1,56 @@
+import type { Page, ReceiptSlice, ReceiptSummary } from "./queries";
+import { encodePagesCursor, type DatabaseReadState, type Direction, type ReceiptCursor } from "./receipt-cursor";
+
+/**
+ * A receipt page from what each database returned for it (queries.ts `readReceiptSlice`): the caught-up rows
+ * first, then the rows ahead of the cursor merged by id. One database gives exactly the single-database page.
+ *
+ * Why none is skipped across databases: every database read its own first `limit + 1` rows past the shared id
+ * boundary, so any row among the first `limit` of the union is among the first `limit` of its own database and
+ * was read; the page takes the union's first rows and moves the boundary to the last one shown, so the ids passed
+ * are exactly the ids shown (as seen at each database's read). Each database then keeps receipt-cursor.ts's
+ * argument on its own clock: the cursor carries that database's read time, and the next page catches up on
+ * whatever it relayed behind the boundary since.
+ */
+
+export interface DatabaseSlice extends ReceiptSlice {
+  binding: string;
+  /** The read state this database was read with (the cursor's, or none on a first page). */
+  readWith: DatabaseReadState;
+}
+
+const byId = (a: ReceiptSummary, b: ReceiptSummary) => (a.receiptId < b.receiptId ? -1 : a.receiptId > b.receiptId ? 1 : 0);
+const byRelay = (a: ReceiptSummary, b: ReceiptSummary) => (a.relayedAt ?? 0) - (b.relayedAt ?? 0) || byId(a, b);
+
+export function receiptPage(slices: readonly DatabaseSlice[], cursor: Pick<ReceiptCursor, "receiptId"> | null, direction: Direction, limit: number): Page<ReceiptSummary> {
+  const freshRead = (receiptId: string) => encodePagesCursor(receiptId, slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const));
+  const caughtUp = slices.flatMap((slice) => slice.caughtUp.map((row) => ({ binding: slice.binding, row }))).sort((a, b) => byRelay(a.row, b.row));
+  if (cursor && caughtUp.length > limit) {
+    // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it,
+    // in each database from the last of its rows listed here (a prefix of its own, as the order is one order).
+    const shown = caughtUp.slice(0, limit);
+    const resume = encodePagesCursor(
+      cursor.receiptId,
+      slices.map((slice) => {
+        const last = shown.filter((entry) => entry.binding === slice.binding).at(-1)?.row;
+        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: last.receiptId } } : slice.readWith] as const;
+      }),
+    );
+    const back = freshRead(cursor.receiptId);
+    const receipts = shown.map((entry) => entry.row);
+    return direction === "older" ? { receipts, nextCursor: resume, prevCursor: back } : { receipts, nextCursor: back, prevCursor: resume };
+  }
+  const room = limit - caughtUp.length;
+  const ahead = slices.flatMap((slice) => slice.ahead).sort(direction === "older" ? (a, b) => byId(b, a) : byId);
+  const more = ahead.length > room;
+  const page = ahead.slice(0, room);
+  if (direction === "newer") page.reverse();
+  const at = (receiptId: string | undefined) => (receiptId === undefined ? null : freshRead(receiptId));
+  const first = at(page[0]?.receiptId ?? cursor?.receiptId);
+  const last = at(page.at(-1)?.receiptId ?? cursor?.receiptId);
+  return {
+    receipts: [...caughtUp.map((entry) => entry.row), ...page],
+    nextCursor: direction === "newer" || more ? last : null,
+    prevCursor: direction === "newer" ? (more ? first : null) : cursor ? first : null,
+  };
+}
