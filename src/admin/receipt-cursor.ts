@@ -66,12 +66,13 @@ export function encodeCursor(cursor: ReceiptCursor): string {
 }
 
 /**
- * Across databases (the admin lists read every receipt database, src/admin/across-databases.ts): one receipt id
- * boundary shared by every database, and each database's own read state, since each database has its own clock.
+ * Across databases (the admin lists read every receipt database, src/admin/lists.ts): one receipt id boundary
+ * shared by every database, and each database's own read state, since each database has its own clock:
  * `ID~DB.readAt[.relayedAt.ID]~DB_EU.readAt…`; a database without a segment reads with no catch-up. A page read
- * from one database only (one database in all, or a source filter) writes the single-database form above, and
- * either form is taken anywhere: a single-database cursor's state stands for every database (D1 clocks are wall
- * clocks, so only a cursor from before a second database was added is read that way).
+ * from one database only (one database in all, or a source filter) writes the single-database form above. Either
+ * form is taken anywhere: a source-filtered page reads its database's segment, and a single-database cursor's
+ * state stands for every database (D1 clocks are wall clocks, near enough for the one page that reads a cursor
+ * written before a second database was added).
  */
 export interface PagesCursor {
   receiptId: string;

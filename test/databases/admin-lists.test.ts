@@ -106,6 +106,21 @@ describe("the admin lists across databases", () => {
     expect(await calls(() => searchReceipts(env, filter))).toBe(2);
   });
 
+  it("takes a single-database cursor on an unfiltered list, and a cross-database one on a filtered list", async () => {
+    const { t, range } = quietMinute();
+    const seeded = await interleaved(t);
+    // A page of the demo source (one database): its cursor, at seeded[7], continues the list of both below it.
+    const demo = await get<Page>(`/admin/api/receipts?${range}&source=demo&limit=2`);
+    expect(ids(demo)).toEqual([seeded[8], seeded[7]]);
+    const rest = await get<Page>(`/admin/api/receipts?${range}&limit=50&before=${encodeURIComponent(demo.nextCursor!)}`);
+    expect(ids(rest)).toEqual(seeded.slice(0, 7).reverse());
+    // An unfiltered page's cursor, at seeded[7], read with a source filter: that source's receipts below it.
+    const both = await get<Page>(`/admin/api/receipts?${range}&limit=3`);
+    expect(both.nextCursor).toContain("~DB_SECOND.");
+    const second = await get<Page>(`/admin/api/receipts?${range}&source=second-db&limit=50&before=${encodeURIComponent(both.nextCursor!)}`);
+    expect(ids(second)).toEqual([seeded[6], seeded[3], seeded[0]]);
+  });
+
   it("lists dead letters of both databases in /dead", async () => {
     const { t, range } = quietMinute();
     const deadFirst = await seed("DB", { receivedAt: t, status: "dead" });
