@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
-import type { Database } from "../db/client";
+import { database, type Database } from "../db/client";
 import { ulidFloor } from "../lib/ulid";
 import { PICKUP_MS } from "./latency-sql";
 import { percentilesByGroup } from "./percentiles";
+import { databasesToRead, ownEntries } from "./receipt-databases";
 
 /**
  * Per-source, per-hour series for the dashboard's charts: the last `hours` whole hours up to now (the current,
@@ -38,15 +39,34 @@ export const HOUR_MS = 3_600_000;
 /** Per source and hour, from Analytics Engine: rejected deliveries and ack latency. */
 export type HourlyMetrics = Map<string, Map<number, { rejected: number; ackP50: number | null; ackP95: number | null }>>;
 
+type SeriesOptions = { now?: number; hours?: number; onlySource?: string; metrics?: HourlyMetrics | null };
+
 /**
+ * The series of every receipt database (the one source's own when `onlySource` is given), each source's from the
+ * database it lives in; with `DB` alone, exactly `hourlySeries` over it.
+ *
+ * @example
+ *   const series = await sourceSeries(env, { onlySource: "stripe" });
+ */
+export async function sourceSeries(env: Env, options: SeriesOptions = {}): Promise<SourceSeries> {
+  const now = options.now ?? Date.now();
+  const perDatabase = await Promise.all(
+    databasesToRead(env, options.onlySource).map(async ({ binding, env: databaseEnv }) => ({
+      binding,
+      entries: await hourlySeries(database(databaseEnv), { ...options, now }),
+    })),
+  );
+  return ownEntries(env, perDatabase);
+}
+
+/**
+ * One database's series.
+ *
  * @example
  *   const series = await hourlySeries(database(env), { onlySource: "stripe" });
  *   series.get("stripe")?.at(-1)?.received; // receipts received so far this hour
  */
-export async function hourlySeries(
-  db: Database,
-  options: { now?: number; hours?: number; onlySource?: string; metrics?: HourlyMetrics | null } = {},
-): Promise<SourceSeries> {
+export async function hourlySeries(db: Database, options: SeriesOptions = {}): Promise<SourceSeries> {
   const now = options.now ?? Date.now();
   const hours = options.hours ?? 24;
   const firstHour = Math.floor(now / HOUR_MS) * HOUR_MS - (hours - 1) * HOUR_MS;

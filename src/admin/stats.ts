@@ -1,11 +1,10 @@
 import { sql } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
-import type { Database } from "../db/client";
-import { ulidFloor } from "../lib/ulid";
+import { database } from "../db/client";
 import { loadSources, sourcesHealth } from "../sources/registry";
 import { explainHealth, type Health, type HealthReason } from "./health";
-import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
-import { NO_SAMPLES, percentilesByGroup, type Percentiles } from "./percentiles";
+import { NO_SAMPLES, type Percentiles } from "./percentiles";
+import { receiptNumbers } from "./stats-rows";
 
 export type { Percentiles } from "./percentiles";
 
@@ -93,60 +92,24 @@ async function duplicatesByHour(env: Env, sourceName: string, since: number): Pr
   return [...perHour].sort(([a], [b]) => a - b).map(([hour, deliveries]) => ({ hour, deliveries }));
 }
 
-/** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
-type WindowCounts = Pick<
-  SourceStats,
-  "source" | "received" | "processed" | "stale" | "skipped" | "dead" | "dismissed" | "pending" | "reconciled" | "replayed"
->;
-
 /**
- * The report behind GET /admin/api/stats and the dashboard. Every D1 read is a primary-key range (receipt and
- * quarantine ids are ULIDs, so "received since" is "id ≥ the smallest id of that instant") or one of the
- * receipts table's partial indexes (dead letters, scheduled retries).
+ * The report behind GET /admin/api/stats and the dashboard. Each source's numbers are read from the database its
+ * receipts live in (./stats-rows.ts); open alerts, which are system-wide, from `DB`.
  *
  * @example
- *   const report = await sourceStats(env, database(env), 24 * 3_600_000, { onlySource: "stripe" });
+ *   const report = await sourceStats(env, 24 * 3_600_000, { onlySource: "stripe" });
  *   report.sources[0]?.healthReasons; // [{ reason: "dead-letters", count: 2, message: "2 dead letters …" }]
  */
 export async function sourceStats(
   env: Env,
-  db: Database,
   windowMs: number,
   options: { now?: number; onlySource?: string; metrics?: DeliveryMetrics | null } = {},
 ): Promise<StatsReport> {
   const now = options.now ?? Date.now();
   const since = now - windowMs;
-  const fromId = ulidFloor(since);
-  const inWindow = options.onlySource === undefined ? sql`r.id >= ${fromId}` : sql`r.id >= ${fromId} AND +r.source = ${options.onlySource}`;
-  // `+r.source` keeps SQLite on the id range: the (source, event_key) index would read the source's whole history.
-  const bySource = (column: string) => sql.raw(`r.source AS ${column}`);
-
-  const [windowCounts, pendingRows, deadRows, quarantineRows, alertRows, pickup, processing, attemptDuration] = await Promise.all([
-    db.all<WindowCounts>(sql`
-      SELECT r.source AS source, COUNT(*) AS received,
-        COALESCE(SUM(r.status = 'processed'), 0) AS processed, COALESCE(SUM(r.status = 'stale'), 0) AS stale,
-        COALESCE(SUM(r.status = 'skipped'), 0) AS skipped, COALESCE(SUM(r.status = 'dead'), 0) AS dead,
-        COALESCE(SUM(r.status = 'dismissed'), 0) AS dismissed,
-        COALESCE(SUM(r.status IN ('pending', 'processing')), 0) AS pending,
-        COALESCE(SUM(r.provenance = 'reconciled'), 0) AS reconciled,
-        COALESCE(SUM(r.replay_count > 0 OR r.provenance = 'replayed'), 0) AS replayed
-      FROM receipts r WHERE ${inWindow} GROUP BY r.source`),
-    // Unfinished work: what arrived in the window, plus anything waiting for a retry (the partial index
-    // receipts_retrying). Work older than the window that was never retried is re-driven by the cron, which
-    // schedules it, so it shows up here within a cron period.
-    db.all<{ source: string; oldest: number }>(sql`
-      SELECT source, MIN(received_at) AS oldest FROM (
-        SELECT r.source, r.received_at FROM receipts r WHERE ${inWindow} AND r.status IN ('pending', 'processing')
-        UNION ALL
-        SELECT r.source, r.received_at FROM receipts r WHERE r.next_attempt_at IS NOT NULL AND r.status IN ('pending', 'processing')
-      ) GROUP BY source`),
-    // Covered by the partial index receipts_dead (source, id) WHERE status = 'dead'.
-    db.all<{ source: string; total: number; newest: string }>(sql`SELECT source, COUNT(*) AS total, MAX(id) AS newest FROM receipts WHERE status = 'dead' GROUP BY source`),
-    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`),
-    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM alerts WHERE state = 'open' GROUP BY source`),
-    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
-    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),
-    percentilesByGroup(db, attemptDurations(bySource("grp"), inWindow)),
+  const [numbers, alertRows] = await Promise.all([
+    receiptNumbers(env, since, options.onlySource),
+    database(env).all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM alerts WHERE state = 'open' GROUP BY source`),
   ]);
 
   let configured: string[] = [];
@@ -156,12 +119,8 @@ export async function sourceStats(
     // A broken SOURCES table must not hide the audit trail: fall back to the sources D1 knows.
   }
   const invalid = sourcesHealth(env).invalid;
-  const byName = <T extends { source: string | null }>(rows: T[]) => new Map(rows.map((row) => [row.source ?? "", row]));
-  const counts = byName(windowCounts);
-  const pendingBySource = byName(pendingRows);
-  const deadBySource = byName(deadRows);
-  const quarantineBySource = byName(quarantineRows);
-  const alertsBySource = byName(alertRows);
+  const { counts, oldestPending: pendingBySource, deadTotal: deadBySource, quarantined, pickup, processing, attemptDuration } = numbers;
+  const alertsBySource = new Map(alertRows.map((row) => [row.source ?? "", row.total]));
   const names = [...new Set([...configured, ...Object.keys(invalid), ...counts.keys(), ...pendingBySource.keys(), ...deadBySource.keys()])]
     .filter((name) => options.onlySource === undefined || name === options.onlySource)
     .sort();
@@ -174,11 +133,10 @@ export async function sourceStats(
 
   const sources = names.map((name): SourceStats => {
     const windowRow = counts.get(name);
-    const oldestPending = pendingBySource.get(name)?.oldest ?? null;
+    const oldestPending = pendingBySource.get(name) ?? null;
     const oldestPendingAgeMs = oldestPending === null ? null : Math.max(0, now - oldestPending);
-    const deadRow = deadBySource.get(name);
-    const deadTotal = deadRow?.total ?? 0;
-    const openAlerts = alertsBySource.get(name)?.total ?? 0;
+    const deadTotal = deadBySource.get(name) ?? 0;
+    const openAlerts = alertsBySource.get(name) ?? 0;
     const { health, reasons } = explainHealth({ deadTotal, openAlerts, oldestPendingAgeMs, configProblems: invalid[name]?.length ?? 0 });
     return {
       source: name,
@@ -192,7 +150,7 @@ export async function sourceStats(
       pending: windowRow?.pending ?? 0,
       reconciled: windowRow?.reconciled ?? 0,
       replayed: windowRow?.replayed ?? 0,
-      quarantined: quarantineBySource.get(name)?.total ?? 0,
+      quarantined: quarantined.get(name) ?? 0,
       duplicates: hourlyDuplicates === null ? null : hourlyDuplicates.reduce((total, row) => total + row.deliveries, 0),
       duplicatesByHour: hourlyDuplicates,
       rejectedSignatures: metrics ? (metrics.rejectedSignatures.get(name) ?? 0) : null,

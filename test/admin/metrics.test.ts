@@ -1,6 +1,5 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { database } from "../../src/db/client";
 import { app } from "../../src/app";
 import { readDeliveryMetrics } from "../../src/admin/metrics-query";
 import { sourceStats } from "../../src/admin/stats";
@@ -72,7 +71,7 @@ describe("metrics export to Analytics Engine", () => {
     expect(readout.hourly.get(source)?.get(hour)).toEqual({ rejected: 4, ackP50: 12, ackP95: 30 });
     expect(readout.totals.ackLatencyMs.get(source)).toEqual({ samples: 10, p50: 12, p95: 30, p99: 41, max: 55 });
 
-    const report = await sourceStats(bound as unknown as Env, database(env), 24 * 3_600_000, { onlySource: source, metrics: readout.totals });
+    const report = await sourceStats(bound as unknown as Env, 24 * 3_600_000, { onlySource: source, metrics: readout.totals });
     expect(report.origins).toMatchObject({ rejectedSignatures: "analytics-engine", ackLatencyMs: "analytics-engine", counts: "d1" });
     // Nothing of this source is in D1, so the report has no row for it: the numbers are checked on the readout.
     expect(await readDeliveryMetrics({ ...env }, 3_600_000, source, fetcher)).toBeNull();

@@ -155,12 +155,12 @@ adminApi.get("/stats", accepts("source", "window"), async (c) => {
   const onlySource = query.source || undefined;
   const windowMs = parseWindow(query);
   const { readout, note } = await deliveryMetricsFor(c.env, windowMs, onlySource);
-  const report = await sourceStats(c.env, database(c.env), windowMs, { onlySource, metrics: readout?.totals ?? null });
+  const report = await sourceStats(c.env, windowMs, { onlySource, metrics: readout?.totals ?? null });
   if (note) report.notes.analyticsEngine = note;
   if (onlySource !== undefined && report.sources.length === 0) {
     throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   }
-  // D1's size always; shard sizes for a single configured source only (one RPC per shard, like duplicates).
+  // Every receipt database's size always; shard sizes for a single configured source only (one RPC per shard, like duplicates).
   const shardSources = onlySource !== undefined && report.sources[0]?.configured ? [onlySource] : null;
   return c.json({ ...report, storage: await storageSizes(c.env, shardSources) });
 });

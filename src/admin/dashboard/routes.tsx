@@ -10,7 +10,7 @@ import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../lists";
 import { deliveryMetricsFor } from "../metrics-query";
-import { emptySeries, hourlySeries } from "../series";
+import { emptySeries, sourceSeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
 import { DASHBOARD_CSP } from "./layout";
@@ -74,8 +74,8 @@ dashboard.get("/", async (c) => {
   const windowMs = parseWindow(c.req.query());
   const { readout } = await deliveryMetricsFor(c.env, windowMs);
   const [report, series, alerts] = await Promise.all([
-    sourceStats(c.env, db, windowMs, { metrics: readout?.totals ?? null }),
-    hourlySeries(db, { metrics: readout?.hourly ?? null }),
+    sourceStats(c.env, windowMs, { metrics: readout?.totals ?? null }),
+    sourceSeries(c.env, { metrics: readout?.hourly ?? null }),
     listAlerts(db, { state: "open", limit: 50 }),
   ]);
   return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} />);
@@ -88,8 +88,8 @@ dashboard.get("/sources/:source", async (c) => {
   const windowMs = parseWindow(c.req.query());
   const { readout, note } = await deliveryMetricsFor(c.env, windowMs, onlySource);
   const [report, series, alerts] = await Promise.all([
-    sourceStats(c.env, db, windowMs, { onlySource, now, metrics: readout?.totals ?? null }),
-    hourlySeries(db, { onlySource, now, metrics: readout?.hourly ?? null }),
+    sourceStats(c.env, windowMs, { onlySource, now, metrics: readout?.totals ?? null }),
+    sourceSeries(c.env, { onlySource, now, metrics: readout?.hourly ?? null }),
     listAlerts(db, { source: onlySource, limit: 50 }),
   ]);
   const problems = sourcesHealth(c.env).invalid[onlySource];

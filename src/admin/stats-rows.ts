@@ -1,0 +1,99 @@
+import { sql } from "drizzle-orm";
+import { database, type Database } from "../db/client";
+import { ulidFloor } from "../lib/ulid";
+import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
+import { percentilesByGroup, type Percentiles } from "./percentiles";
+import { databasesToRead, ownEntries } from "./receipt-databases";
+import type { SourceStats } from "./stats";
+
+/** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
+export type WindowCounts = Pick<
+  SourceStats,
+  "source" | "received" | "processed" | "stale" | "skipped" | "dead" | "dismissed" | "pending" | "reconciled" | "replayed"
+>;
+
+/** What the stats read from the receipt databases, by source. */
+export interface ReceiptNumbers {
+  counts: Map<string, WindowCounts>;
+  /** received_at of the oldest unfinished receipt (see the query). */
+  oldestPending: Map<string, number>;
+  deadTotal: Map<string, number>;
+  quarantined: Map<string, number>;
+  pickup: Map<string, Percentiles>;
+  processing: Map<string, Percentiles>;
+  attemptDuration: Map<string, Percentiles>;
+}
+
+/**
+ * Each source's numbers from its own database: every receipt database is read (only the source's own for a
+ * one-source report) and each source keeps the rows of the database it lives in (receipt-databases.ts). With
+ * `DB` alone that is the one set of reads it always was.
+ */
+export async function receiptNumbers(env: Env, since: number, onlySource?: string): Promise<ReceiptNumbers> {
+  const perDatabase = await Promise.all(
+    databasesToRead(env, onlySource).map(async ({ binding, env: databaseEnv }) => ({ binding, numbers: await readDatabase(database(databaseEnv), since, onlySource) })),
+  );
+  const merged = <K extends keyof ReceiptNumbers>(key: K) =>
+    ownEntries(
+      env,
+      perDatabase.map(({ binding, numbers }) => ({ binding, entries: numbers[key] as Map<string, unknown> })),
+    ) as ReceiptNumbers[K];
+  return {
+    counts: merged("counts"),
+    oldestPending: merged("oldestPending"),
+    deadTotal: merged("deadTotal"),
+    quarantined: merged("quarantined"),
+    pickup: merged("pickup"),
+    processing: merged("processing"),
+    attemptDuration: merged("attemptDuration"),
+  };
+}
+
+/**
+ * One database's reads. Every one is a primary-key range (receipt and quarantine ids are ULIDs, so "received
+ * since" is "id ≥ the smallest id of that instant") or one of the receipts table's partial indexes (dead letters,
+ * scheduled retries).
+ */
+async function readDatabase(db: Database, since: number, onlySource: string | undefined): Promise<ReceiptNumbers> {
+  const fromId = ulidFloor(since);
+  const inWindow = onlySource === undefined ? sql`r.id >= ${fromId}` : sql`r.id >= ${fromId} AND +r.source = ${onlySource}`;
+  // `+r.source` keeps SQLite on the id range: the (source, event_key) index would read the source's whole history.
+  const bySource = (column: string) => sql.raw(`r.source AS ${column}`);
+
+  const [windowCounts, pendingRows, deadRows, quarantineRows, pickup, processing, attemptDuration] = await Promise.all([
+    db.all<WindowCounts>(sql`
+      SELECT r.source AS source, COUNT(*) AS received,
+        COALESCE(SUM(r.status = 'processed'), 0) AS processed, COALESCE(SUM(r.status = 'stale'), 0) AS stale,
+        COALESCE(SUM(r.status = 'skipped'), 0) AS skipped, COALESCE(SUM(r.status = 'dead'), 0) AS dead,
+        COALESCE(SUM(r.status = 'dismissed'), 0) AS dismissed,
+        COALESCE(SUM(r.status IN ('pending', 'processing')), 0) AS pending,
+        COALESCE(SUM(r.provenance = 'reconciled'), 0) AS reconciled,
+        COALESCE(SUM(r.replay_count > 0 OR r.provenance = 'replayed'), 0) AS replayed
+      FROM receipts r WHERE ${inWindow} GROUP BY r.source`),
+    // Unfinished work: what arrived in the window, plus anything waiting for a retry (the partial index
+    // receipts_retrying). Work older than the window that was never retried is re-driven by the cron, which
+    // schedules it, so it shows up here within a cron period.
+    db.all<{ source: string; oldest: number }>(sql`
+      SELECT source, MIN(received_at) AS oldest FROM (
+        SELECT r.source, r.received_at FROM receipts r WHERE ${inWindow} AND r.status IN ('pending', 'processing')
+        UNION ALL
+        SELECT r.source, r.received_at FROM receipts r WHERE r.next_attempt_at IS NOT NULL AND r.status IN ('pending', 'processing')
+      ) GROUP BY source`),
+    // Covered by the partial index receipts_dead (source, id) WHERE status = 'dead'.
+    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM receipts WHERE status = 'dead' GROUP BY source`),
+    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`),
+    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
+    percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),
+    percentilesByGroup(db, attemptDurations(bySource("grp"), inWindow)),
+  ]);
+  const bySourceName = <T extends { source: string | null }, V>(rows: T[], value: (row: T) => V) => new Map(rows.map((row) => [row.source ?? "", value(row)]));
+  return {
+    counts: bySourceName(windowCounts, (row) => row),
+    oldestPending: bySourceName(pendingRows, (row) => row.oldest),
+    deadTotal: bySourceName(deadRows, (row) => row.total),
+    quarantined: bySourceName(quarantineRows, (row) => row.total),
+    pickup,
+    processing,
+    attemptDuration,
+  };
+}
