@@ -6,7 +6,8 @@ import { configuredSources, storageSizes, type StorageSizes } from "./storage-si
 /**
  * GET /admin/api/health: what GET /health says, with the details behind each reason — every incident the system
  * monitor holds (open, or resolved and not yet recorded in D1), each with its message, who reports it and whether
- * D1 has it yet — and how full D1 and every claim shard are. Answers while D1 is down (D1's size is then null).
+ * D1 has it yet — and how full every receipt database and every claim shard are. Answers while D1 is down (a
+ * database that does not answer has a null size).
  */
 /** `onlySource` limits the shard sizes to that source's shards (one RPC per shard; every source's otherwise). */
 export async function systemHealth(env: Env, onlySource?: string) {
