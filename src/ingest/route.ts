@@ -7,6 +7,7 @@ import { adapterFor } from "../providers/registry";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import { SourceConfigError, usableSecrets } from "../sources/config";
 import { lookupSource } from "../sources/registry";
+import { verifyTokensOf } from "../sources/secrets-set";
 import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
 import { keepSecret, storedSecrets } from "./handshake-secrets";
@@ -50,19 +51,6 @@ function lookupSourceOrThrow(env: Env, sourceName: string) {
   }
   if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
   return lookup;
-}
-
-/**
- * The values of the Worker secrets a source's `verify_token` names (one name, or a list during a rotation), and
- * whether it names some but none of them is set (a deploy mistake, answered like a missing signing secret).
- */
-function verifyTokensOf(env: Env, options: SourceOptions): { tokens: SourceSecret[]; allMissing: boolean } {
-  const names = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
-  const tokens = names.flatMap((name) => {
-    const value = typeof name === "string" ? secretValue(env, name) : null;
-    return value === null ? [] : [{ name: name as string, value }];
-  });
-  return { tokens, allMissing: names.length > 0 && tokens.length === 0 };
 }
 
 async function receive(c: Context<{ Bindings: Env }>, method: Method) {

@@ -8,17 +8,24 @@ export interface HealthAnswer {
   status: "ok" | "degraded";
   reasons?: string[];
   invalidSources?: string[];
+  /** Valid sources answering 503 because a secret they need is not set (names of sources, never of secrets). */
+  sourcesMissingSecrets?: string[];
   detail?: string;
 }
 
-export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[]): HealthAnswer {
-  const reasons = [...(invalidSources.length > 0 ? ["config-invalid"] : []), ...new Set(openSystemAlerts)];
+export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[], sourcesMissingSecrets: readonly string[] = []): HealthAnswer {
+  const reasons = [
+    ...(invalidSources.length > 0 ? ["config-invalid"] : []),
+    ...(sourcesMissingSecrets.length > 0 ? ["secrets-missing"] : []),
+    ...new Set(openSystemAlerts),
+  ];
   if (reasons.length === 0) return { status: "ok" };
   return {
     status: "degraded",
     reasons,
     ...(invalidSources.length > 0 ? { invalidSources: [...invalidSources] } : {}),
-    detail: "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem.",
+    ...(sourcesMissingSecrets.length > 0 ? { sourcesMissingSecrets: [...sourcesMissingSecrets].sort() } : {}),
+    detail: "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem and missing secret.",
   };
 }
 

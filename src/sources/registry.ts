@@ -2,7 +2,7 @@ import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
 import { catchUpSettings } from "./reconciler-settings";
 import { hasD1Binding } from "./d1-binding";
-import { parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
+import { DEFAULT_DATABASE_BINDING, parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
 
 /**
  * The deployed sources, each checked on its own: a broken `[vars.SOURCES.<name>]` table takes only that source
@@ -25,7 +25,8 @@ function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
     const settings = catchUpSettings(source);
     const problems = settings && !settings.ok ? [...settings.problems] : [];
     // A database the Worker has no binding for would fail every relay; refused here, the source alone answers 503.
-    if (!hasD1Binding(env, source.database)) {
+    // `DB` itself is not checked: without it nothing works at all, and a stand-in for it is not refused.
+    if (source.database !== DEFAULT_DATABASE_BINDING && !hasD1Binding(env, source.database)) {
       problems.push(`SOURCES.${source.name}: database ${JSON.stringify(source.database)} is not a D1 binding of this Worker (add a [[d1_databases]] entry with binding = "${source.database}")`);
     }
     if (problems.length > 0) {
