@@ -1,6 +1,7 @@
 import { healthAnswer } from "../monitor/health";
 import { systemMonitor } from "../monitor/report";
 import { sourcesHealth } from "../sources/registry";
+import { sourcesMissingSecrets } from "../sources/secrets-set";
 import { configuredSources, storageSizes, type StorageSizes } from "./storage-sizes";
 
 /**
@@ -21,7 +22,8 @@ export async function systemHealth(env: Env, onlySource?: string) {
       return [];
     });
   const open = alerts.filter((alert) => alert.state === "open");
-  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"]);
+  const missingSecrets = sourcesMissingSecrets(env, Date.now());
+  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], [...missingSecrets.keys()]);
   let storage: StorageSizes | null = null;
   try {
     storage = await storageSizes(env, onlySource === undefined ? configuredSources(env) : configuredSources(env).filter((name) => name === onlySource));
@@ -31,6 +33,8 @@ export async function systemHealth(env: Env, onlySource?: string) {
   return {
     ...answer,
     configProblems: sources.unreadable ? { "*": sources.unreadable } : sources.invalid,
+    /** Per source that cannot verify a delivery, the secret names it lacks (`wrangler secret put <name>`). */
+    missingSecrets: Object.fromEntries(missingSecrets),
     systemAlerts: alerts,
     monitorError,
     storage,

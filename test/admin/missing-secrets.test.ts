@@ -42,5 +42,13 @@ describe("a source whose secret is not set", () => {
     const answer = await degraded.json<{ status: string; reasons: string[]; sourcesMissingSecrets: string[] }>();
     expect(answer).toMatchObject({ status: "degraded", reasons: ["secrets-missing"], sourcesMissingSecrets: ["secret-unset", "token-unset"] });
     expect(JSON.stringify(answer)).not.toMatch(/NEVER_SET/);
+
+    // Behind the admin token, which secret each lacks and so what to set.
+    const admin = { authorization: `Bearer ${env.ADMIN_TOKEN}` };
+    const sources = await (await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/sources", { headers: admin }))).json<{ missingSecrets: Record<string, string[]> }>();
+    expect(sources.missingSecrets).toEqual({ "secret-unset": ["NEVER_SET_WHSEC"], "token-unset": ["NEVER_SET_TOKEN"] });
+    const health = await (await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/health", { headers: admin }))).json<{ reasons: string[]; missingSecrets: Record<string, string[]> }>();
+    expect(health.reasons).toContain("secrets-missing");
+    expect(health.missingSecrets).toEqual(sources.missingSecrets);
   });
 });
