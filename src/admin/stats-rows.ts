@@ -4,7 +4,7 @@ import { ulidFloor } from "../lib/ulid";
 import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
 import { percentilesByGroup, type Percentiles } from "./percentiles";
 import { databasesToRead, ownEntries } from "./receipt-databases";
-import type { SourceStats } from "./stats";
+import type { SourceStats } from "./source-stats";
 
 /** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
 export type WindowCounts = Pick<

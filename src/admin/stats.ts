@@ -2,8 +2,9 @@ import { sql } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
 import { database } from "../db/client";
 import { loadSources, sourcesHealth } from "../sources/registry";
-import { explainHealth, type Health, type HealthReason } from "./health";
+import { explainHealth } from "./health";
 import { NO_SAMPLES, type Percentiles } from "./percentiles";
+import type { SourceStats } from "./source-stats";
 import { receiptNumbers } from "./stats-rows";
 
 export type { Percentiles } from "./percentiles";
@@ -23,36 +24,7 @@ export type { Percentiles } from "./percentiles";
  *   attemptDurationMs — each attempt's own duration
  */
 
-export interface SourceStats {
-  source: string;
-  configured: boolean;
-  received: number;
-  processed: number;
-  stale: number;
-  skipped: number;
-  dead: number;
-  /** Dead letters an operator dismissed (the cause was fixed, or they are not worth replaying). */
-  dismissed: number;
-  pending: number;
-  reconciled: number;
-  replayed: number;
-  quarantined: number;
-  duplicates: number | null;
-  /** Start of each hour (epoch ms) with its live duplicate count; single-source reports only. */
-  duplicatesByHour: { hour: number; deliveries: number }[] | null;
-  rejectedSignatures: number | null;
-  deadTotal: number;
-  oldestPendingReceivedAt: number | null;
-  oldestPendingAgeMs: number | null;
-  openAlerts: number;
-  ackLatencyMs: Percentiles | null;
-  pickupLatencyMs: Percentiles;
-  processingLatencyMs: Percentiles;
-  attemptDurationMs: Percentiles;
-  health: Health;
-  /** Why the health is what it is: empty when "ok". */
-  healthReasons: HealthReason[];
-}
+export type { SourceStats } from "./source-stats";
 
 /** Where a number in the report came from. */
 export type Origin = "d1" | "claim-shards" | "analytics-engine" | "not-stored";
