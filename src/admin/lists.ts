@@ -1,9 +1,9 @@
 import { database } from "../db/client";
-import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../sources/databases";
 import type { ReceiptFilter } from "./filters";
 import { quarantinePage, readQuarantine, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
 import { byChange, changesPage, readChanges, type ChangesPage, type ChangesQuery } from "./receipt-changes";
 import { cursorIn, decodePagesCursor, type Direction } from "./receipt-cursor";
+import { databasesToRead } from "./receipt-databases";
 import { receiptPage } from "./receipt-pages";
 
 /**
@@ -14,12 +14,6 @@ import { receiptPage } from "./receipt-pages";
  * its own first `limit + 1` rows, and the merged list takes the first `limit`: whatever the order, a row among the
  * union's first `limit` is among its own database's first `limit`, so nothing is skipped.
  */
-
-/** The databases a list reads: the source's own for a filtered list, else every receipt database (`DB` first). */
-function databasesFor(env: Env, source: string | undefined): { binding: string; env: Env }[] {
-  if (source === undefined) return receiptDatabaseEnvs(env);
-  return [{ binding: databaseBindingOf(env, source), env: envForSource(env, source) }];
-}
 
 /**
  * Newest first, keyset-paged on the receipt id in both directions (`before` for older, `after` for newer). Times
@@ -35,7 +29,7 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
   const cursor = direction === "newer" ? after : before;
   const matching = receiptsMatching(filter);
   const slices = await Promise.all(
-    databasesFor(env, filter.source).map(async ({ binding, env: databaseEnv }) => {
+    databasesToRead(env, filter.source).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
       const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId };
       const slice = await readReceiptSlice(database(databaseEnv), matching, at, filter.limit);
@@ -51,14 +45,14 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
  * merged by (changedAt, id) are the first of all.
  */
 export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
-  const perDatabase = await Promise.all(databasesFor(env, query.source).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
+  const perDatabase = await Promise.all(databasesToRead(env, query.source).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
   const rows = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort(byChange).slice(0, query.limit + 1);
   return changesPage(rows, query, now);
 }
 
 /** Quarantined deliveries, newest first, paged by quarantine id (a ULID) across databases. */
 export async function listQuarantine(env: Env, options: { source?: string; before?: string; limit: number }): Promise<QuarantineList> {
-  const perDatabase = await Promise.all(databasesFor(env, options.source).map(({ env: databaseEnv }) => readQuarantine(database(databaseEnv), options)));
+  const perDatabase = await Promise.all(databasesToRead(env, options.source).map(({ env: databaseEnv }) => readQuarantine(database(databaseEnv), options)));
   const newestFirst = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort((a, b) => (a.quarantineId < b.quarantineId ? 1 : a.quarantineId > b.quarantineId ? -1 : 0));
   return quarantinePage(newestFirst.slice(0, options.limit + 1), options.limit);
 }
