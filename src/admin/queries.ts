@@ -64,7 +64,13 @@ export function receiptsMatching(filter: ReceiptFilter): SQL | undefined {
     filter.subjectId !== undefined ? eq(receipts.subjectId, filter.subjectId) : undefined,
     // A token of the batch-item-ids annotation; no index, so give source and since to bound the rows read.
     filter.itemId !== undefined ? sql`instr(' ' || coalesce(json_extract(${receipts.keptHeaders}, '$."batch-item-ids"'), '') || ' ', ${` ${filter.itemId} `}) > 0` : undefined,
-    filter.provenance !== undefined ? eq(receipts.provenance, filter.provenance) : undefined,
+    // A replay keeps where the event came from; "replayed" means replayed at least once (or, from before that
+    // rule, a receipt whose provenance was overwritten with it).
+    filter.provenance === "replayed"
+      ? or(gt(receipts.replayCount, 0), eq(receipts.provenance, "replayed"))
+      : filter.provenance !== undefined
+        ? eq(receipts.provenance, filter.provenance)
+        : undefined,
     filter.receivedFrom !== undefined ? gte(receipts.receiptId, ulidFloor(filter.receivedFrom)) : undefined,
     filter.receivedUntil !== undefined ? lt(receipts.receiptId, ulidFloor(filter.receivedUntil)) : undefined,
   );

@@ -258,6 +258,9 @@ describe("replay", () => {
     const detail = await (await adminGet(`/admin/api/receipts/${dead.receiptId}`)).json<{ receipt: { provenance: string; replayCount: number; replayedAt: number | null } }>();
     // A replay never rewrites where the event came from; it is counted and timed instead.
     expect(detail.receipt).toMatchObject({ provenance: "live", replayCount: 1, replayedAt: expect.any(Number) });
+    // Still found as replayed: the filter means "replayed at least once", whatever the event's provenance.
+    const replayedOnes = await (await adminGet(`/admin/api/receipts?source=admin-audit&provenance=replayed&eventKey=${dead.eventKey}`)).json<{ receipts: { receiptId: string }[] }>();
+    expect(replayedOnes.receipts.map((receipt) => receipt.receiptId)).toEqual([dead.receiptId]);
 
     // Replaying the now-processed receipt again applies nothing: its processed key blocks a second effect.
     expect((await adminPost(`/admin/api/receipts/${dead.receiptId}/replay`, {})).status).toBe(202);
