@@ -10,8 +10,11 @@ import { configuredSources, storageSizes, type StorageSizes } from "./storage-si
  * D1 has it yet — and how full every receipt database and every claim shard are. Answers while D1 is down (a
  * database that does not answer has a null size).
  */
-/** `onlySource` limits the shard sizes to that source's shards (one RPC per shard; every source's otherwise). */
-export async function systemHealth(env: Env, onlySource?: string) {
+/**
+ * `onlySource` limits the shard sizes to that source's shards (one RPC per shard; every source's when undefined);
+ * null asks no shard at all (`storage.shards` is null), for pages that cannot afford an RPC per shard per view.
+ */
+export async function systemHealth(env: Env, onlySource?: string | null) {
   const sources = sourcesHealth(env);
   const invalidSources = sources.unreadable ? ["*"] : Object.keys(sources.invalid);
   let monitorError: string | null = null;
@@ -26,7 +29,9 @@ export async function systemHealth(env: Env, onlySource?: string) {
   const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], [...missingSecrets.keys()]);
   let storage: StorageSizes | null = null;
   try {
-    storage = await storageSizes(env, onlySource === undefined ? configuredSources(env) : configuredSources(env).filter((name) => name === onlySource));
+    const shardsOfSources =
+      onlySource === null ? null : onlySource === undefined ? configuredSources(env) : configuredSources(env).filter((name) => name === onlySource);
+    storage = await storageSizes(env, shardsOfSources);
   } catch {
     // A shard that does not answer must not hide the alerts; the sizes come back with it.
   }

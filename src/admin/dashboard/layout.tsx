@@ -13,6 +13,7 @@ const SECTIONS = [
   { path: "/admin/dead", label: "Dead letters" },
   { path: "/admin/quarantine", label: "Quarantine" },
   { path: "/admin/alerts", label: "Alerts" },
+  { path: "/admin/system", label: "System" },
 ] as const;
 
 /**

@@ -4,7 +4,9 @@ import { csrf } from "hono/csrf";
 import { HTTPException } from "hono/http-exception";
 import { tokensEqual } from "../../crypto/hmac";
 import { database } from "../../db/client";
-import { apiError, renderError } from "../../lib/errors";
+import { apiError } from "../../lib/errors";
+import { logError } from "../../lib/log";
+import { shardThresholds } from "../../monitor/conditions";
 import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, type AdminEnv } from "../auth";
 import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
@@ -13,12 +15,15 @@ import { deliveryMetricsFor } from "../metrics-query";
 import { emptySeries, sourceSeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";
+import { systemHealth } from "../system-health";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage } from "./pages/alerts";
 import { LoginPage, ProblemPage } from "./pages/login";
 import { OverviewPage } from "./pages/overview";
 import { QuarantinePage } from "./pages/quarantine";
 import { SourcePage } from "./pages/source";
+import { OverviewWithoutStatsPage, SystemPage } from "./pages/system";
+import { shardTotals, summarizeSystem } from "./system-summary";
 import { receiptPages } from "./receipt-routes";
 
 /**
@@ -72,13 +77,32 @@ dashboard.use("*", async (c, next) => {
 dashboard.get("/", async (c) => {
   const db = database(c.env);
   const windowMs = parseWindow(c.req.query());
-  const { readout } = await deliveryMetricsFor(c.env, windowMs);
-  const [report, series, alerts] = await Promise.all([
-    sourceStats(c.env, windowMs, { metrics: readout?.totals ?? null }),
-    sourceSeries(c.env, { metrics: readout?.hourly ?? null }),
-    listAlerts(db, { state: "open", limit: 50 }),
-  ]);
-  return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} />);
+  // No shard is asked here: that is one RPC per shard of every source (8 per source by default) on every view of
+  // the most viewed page. A shard past its threshold already opens a shard-storage incident, which the panel
+  // shows; the sizes themselves are on /admin/system.
+  const system = systemHealth(c.env, null).then(summarizeSystem);
+  let stats;
+  try {
+    const { readout } = await deliveryMetricsFor(c.env, windowMs);
+    stats = await Promise.all([
+      sourceStats(c.env, windowMs, { metrics: readout?.totals ?? null }),
+      sourceSeries(c.env, { metrics: readout?.hourly ?? null }),
+      listAlerts(db, { state: "open", limit: 50 }),
+    ]);
+  } catch (error) {
+    // D1 down, most likely: the system monitor does not depend on it, so show what it knows rather than nothing.
+    logError("dashboard.stats_failed", error, {});
+    return c.html(<OverviewWithoutStatsPage summary={await system} config={sourcesHealth(c.env)} />, 503);
+  }
+  const [report, series, alerts] = stats;
+  return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} system={await system} />);
+});
+
+dashboard.get("/system", async (c) => {
+  const health = await systemHealth(c.env);
+  return c.html(
+    <SystemPage summary={summarizeSystem(health)} shards={shardTotals(health)} shardAlertBytes={shardThresholds(c.env).storageBytes} config={sourcesHealth(c.env)} />,
+  );
 });
 
 dashboard.get("/sources/:source", async (c) => {
@@ -115,9 +139,15 @@ dashboard.get("/alerts", async (c) => {
   return c.html(<AlertsPage alerts={alerts} source={source} state={state} />);
 });
 
-/** Problems on a page are shown as a page: the same messages the API puts in its JSON envelope. */
+/**
+ * Problems on a page are shown as a page: the same messages the API puts in its JSON envelope. An unexpected
+ * failure (D1 down, most often) is a page too, pointing at /admin/system, which does not need D1.
+ */
 dashboard.onError(async (error: Error, c: Context) => {
-  if (!(error instanceof HTTPException)) return renderError(error, c);
+  if (!(error instanceof HTTPException)) {
+    logError("request.failed", error, { path: new URL(c.req.url).pathname, method: c.req.method });
+    return c.html(<ProblemPage status={500} message="This page could not be loaded; the error is in the Worker's log." />, 500);
+  }
   const response = error.getResponse();
   if (response.status === 401 || response.status === 403) return response;
   const envelope = await response.json<{ error?: { message?: string } }>().catch(() => null);

@@ -57,6 +57,8 @@ figure.chart .grid { stroke:#eceef2; }
 .chart-note { font-size:12px; margin:4px 0 0; }
 svg.spark { vertical-align:middle; margin-left:6px; } svg.spark path { fill:none; stroke:#4a6fd8; stroke-width:1.5; } svg.spark.has-dead path { stroke:var(--bad); }
 .pager { display:flex; gap:16px; margin:12px 0; }
+#system-quiet { margin:0 0 10px; } ul.system-resolved { margin:0 0 10px; padding-left:18px; font-size:12px; }
+#database-sizes { max-width:480px; margin-bottom:12px; } #database-sizes tr.near-cap td, #database-sizes tr.silent td { background:#fde2df; color:var(--bad); font-weight:600; }
 ol.timeline { list-style:none; padding:0; margin:0; border-left:2px solid var(--line); }
 ol.timeline li { position:relative; padding:4px 0 10px 18px; }
 ol.timeline li::before { content:""; position:absolute; left:-7px; top:9px; width:12px; height:12px; border-radius:50%; background:#c3c9d4; }

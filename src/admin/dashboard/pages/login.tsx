@@ -16,10 +16,16 @@ export function LoginPage(props: { problem?: string }) {
 }
 
 export function ProblemPage(props: { status: number; message: string }) {
+  const failed = props.status >= 500;
   return (
     <Page title="Problem">
-      <h1>{props.status === 404 ? "Not found" : "Request not understood"}</h1>
+      <h1>{props.status === 404 ? "Not found" : failed ? "Could not load this page" : "Request not understood"}</h1>
       <p class="error">{props.message}</p>
+      {failed && (
+        <p>
+          <a href="/admin/system">The System page</a> says whether D1 or another part of the receiver is down; it does not need D1 to answer.
+        </p>
+      )}
     </Page>
   );
 }

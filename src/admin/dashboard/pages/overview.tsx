@@ -6,6 +6,8 @@ import { Sparkline } from "../charts";
 import { AlertsTable, HealthReasons, ProblemList } from "../components";
 import { formatDuration, formatInstant } from "../format";
 import { Badge, Page } from "../layout";
+import type { SystemSummary } from "../system-summary";
+import { SystemPanel } from "./system-panel";
 
 function latency(value: Percentiles) {
   return value.samples === 0 ? "—" : `${formatDuration(value.p50)} / ${formatDuration(value.p95)} / ${formatDuration(value.p99)}`;
@@ -61,12 +63,13 @@ export function OriginNote(props: { report: StatsReport }) {
   );
 }
 
-export function OverviewPage(props: { report: StatsReport; series: SourceSeries; alerts: ReadableAlert[]; config: SourcesHealth }) {
+export function OverviewPage(props: { report: StatsReport; series: SourceSeries; alerts: ReadableAlert[]; config: SourcesHealth; system: SystemSummary }) {
   const { report } = props;
   return (
     <Page title="Sources" current="/admin">
       <h1>Sources</h1>
       <ConfigProblems config={props.config} />
+      <SystemPanel summary={props.system} linkToDetails />
       <p class="muted">
         Last {formatDuration(report.windowMs)} (since {formatInstant(report.since)}). Latencies are p50 / p95 / p99.
       </p>
