@@ -364,6 +364,10 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
     };
     levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult, doCall: doCallResult, doWrite: doWriteResult, ratios });
   }
+  // Held back means nothing reached D1: a relayed claim would mean (c) measured relay and consumer work as well.
+  const ackOnlyRelayed = [...new ReceiptStore(heldBack.options.persistDir).statusCounts("perf_held_").values()].reduce((sum, count) => sum + count, 0);
+  console.log(`(c)'s runtime relayed ${ackOnlyRelayed} of its claims to D1 while it was measured (held back: 0)`);
+  if (ackOnlyRelayed > 0) failures.push(`perf: the ack-path-alone runtime relayed ${ackOnlyRelayed} claims, so (c) is not the ack path alone`);
   await heldBack.stop();
 
   // End to end: fresh events at the highest level, timed from the first send until every one is processed.
@@ -422,7 +426,7 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
   console.log(
     `peak RSS (VmHWM of the largest workerd process): receiver ${memory.receiverPeakRssMiB.toFixed(0)} MiB, bare Worker ${memory.bareWorkerPeakRssMiB.toFixed(0)} MiB`,
   );
-  results.performance = { levels, e2e, memory };
+  results.performance = { levels, e2e, memory, ackOnlyRelayed };
 }
 
 function assertCorrect(phase: string, row: VerdictRow): void {

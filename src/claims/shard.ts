@@ -83,6 +83,11 @@ export class ClaimShard extends DurableObject<Env> {
   private relaying: Promise<RelayReport> | null = null;
   /** Tells the system monitor what a failed relay revealed (D1 unreachable, backlog, size), once per change. */
   private readonly watch: ShardWatch;
+  /**
+   * RELAY_HELD_BACK (bench only): a full batch waits out the relay delay like any other instead of going at once.
+   * With an hour's RELAY_DELAY_MS nothing is relayed, so the bench measures the acknowledgement path alone.
+   */
+  private readonly fullBatchWaits: boolean;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -90,6 +95,7 @@ export class ClaimShard extends DurableObject<Env> {
     this.sql.exec(CLAIMS_SCHEMA);
     migrateLegacyClaims(this.sql);
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
+    this.fullBatchWaits = secretValue(env, "RELAY_HELD_BACK") !== null;
   }
 
   /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
@@ -149,7 +155,7 @@ export class ClaimShard extends DurableObject<Env> {
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
     if (!this.relayArmed) await this.armRelay(this.relayDelayMs());
-    else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing) await this.armRelay(0);
+    else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing && !this.fullBatchWaits) await this.armRelay(0);
     else if (this.probeDue(Date.now())) {
       this.backedOffUntil = 0;
       await this.armRelay(0);
