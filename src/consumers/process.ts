@@ -2,7 +2,7 @@ import { and, inArray } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { logEvent } from "../lib/log";
+import { logEvent, logsSuccesses } from "../lib/log";
 import { recordAttempt } from "../lib/metrics";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY } from "../sources/config";
@@ -134,6 +134,8 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
   const httpStatus =
     decision.kind === "fail" ? decision.attempt.httpStatus : decision.kind === "commit" && decision.result.status === "processed" ? (decision.result.httpStatus ?? null) : null;
   const durationMs = finished.facts.finishedAt - finished.startedAt;
+  recordAttempt(env, { source: receipt.source, outcome, httpStatus, durationMs, attempt: finished.generation });
+  if (outcome === "processed" && !logsSuccesses(env)) return;
   logEvent("attempt", {
     source: receipt.source,
     eventKey: receipt.eventKey,
@@ -146,7 +148,6 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
     note: decision.kind === "commit" && decision.result.status === "skipped" ? decision.result.reason : undefined,
     durationMs,
   });
-  recordAttempt(env, { source: receipt.source, outcome, httpStatus, durationMs, attempt: finished.generation });
 }
 
 /**

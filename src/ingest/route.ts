@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import { apiError } from "../lib/errors";
-import { logError, logEvent } from "../lib/log";
+import { logError, logEvent, logsSuccesses } from "../lib/log";
 import { recordDelivery } from "../lib/metrics";
 import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
@@ -172,6 +172,19 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
   }
 
+  if (claimed.disposition !== "accepted" || logsSuccesses(c.env)) logDelivery(sourceName, identity, claimed, verdict, requestId, startedAt);
+  recordDelivery(c.env, { source: sourceName, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
+  return acknowledge(claimed, verdict.acknowledgement);
+}
+
+function logDelivery(
+  sourceName: string,
+  identity: { eventKey: string; eventType: string | null },
+  claimed: { disposition: string; receiptId: string },
+  verdict: { timestampAgeSeconds?: number | null },
+  requestId: string,
+  startedAt: number,
+): void {
   logEvent("delivery", {
     source: sourceName,
     eventKey: identity.eventKey,
@@ -183,6 +196,4 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     requestId,
     durationMs: Date.now() - startedAt,
   });
-  recordDelivery(c.env, { source: sourceName, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
-  return acknowledge(claimed, verdict.acknowledgement);
 }

@@ -1,5 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app";
+import { processBatch } from "../../src/consumers/process";
+import { seedReceipt } from "../consumers/support/processing";
 import { eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 
 /**
@@ -95,5 +98,31 @@ describe("structured logs", () => {
     for (const line of logs.raw.filter((text) => text.includes(eventKey))) {
       expect(() => JSON.parse(line)).not.toThrow();
     }
+  });
+
+  it("with LOG_SUCCESSES = \"false\", logs only what needs a look: no line for a first acceptance or a processed attempt", async () => {
+    const quiet = { ...env, LOG_SUCCESSES: "false" } as Env;
+    const logs = captureLogs();
+    const eventKey = `msg_quiet_${crypto.randomUUID()}`;
+    const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${eventKey}`, amount: 1 } });
+    const headers = signDemo(eventKey, body);
+    const deliver = (extra: Record<string, string> = {}) =>
+      app.fetch(new Request("https://receiver.test/webhooks/admin-logs", { method: "POST", body, headers: { ...headers, ...extra } }), quiet);
+
+    expect((await deliver()).status).toBe(200);
+    expect((await deliver()).status).toBe(200);
+    expect((await deliver({ "webhook-signature": "v1,c2lnbmF0dXJlLXRoYXQtbmV2ZXItdmVyaWZpZXM=" })).status).toBe(401);
+    const deliveries = logs.parsed().filter((line) => line.eventKey === eventKey && line.event === "delivery");
+    expect(deliveries.map((line) => line.disposition)).toEqual(["duplicate"]);
+    expect(logs.parsed().filter((line) => line.event === "delivery.rejected" && line.source === "admin-logs")).toHaveLength(1);
+
+    // A processed attempt is silent too; the receipt itself still records it.
+    const seededKey = `msg_quiet_seeded_${crypto.randomUUID()}`;
+    const receiptId = await seedReceipt({ source: "admin-logs", eventKey: seededKey, eventType: "account.credited", payload: { type: "account.credited", data: { account: `acct_${seededKey}`, amount: 1 } } });
+    const outcomes = await processBatch(quiet, [receiptId]);
+    expect(outcomes.get(receiptId)).toEqual({ kind: "done", status: "processed" });
+    expect(logs.parsed().filter((line) => line.event === "attempt" && line.receipt === receiptId)).toEqual([]);
+    const row = await env.DB.prepare("SELECT status FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string }>();
+    expect(row).toEqual({ status: "processed" });
   });
 });
