@@ -2,12 +2,10 @@ import { Hono, type Context } from "hono";
 import { apiError } from "../lib/errors";
 import { logError, logEvent, logsSuccesses } from "../lib/log";
 import { recordDelivery } from "../lib/metrics";
-import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
-import type { SourceOptions, SourceSecret } from "../providers/types";
-import { SourceConfigError, usableSecrets } from "../sources/config";
+import { SourceConfigError } from "../sources/config";
 import { lookupSource } from "../sources/registry";
-import { verifyTokensOf } from "../sources/secrets-set";
+import { sourceKeys } from "../sources/secrets-set";
 import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
 import { keepSecret, storedSecrets } from "./handshake-secrets";
@@ -83,14 +81,13 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
   }
 
-  const { secrets, missing } = usableSecrets(source, c.env, startedAt);
-  if (missing.length > 0 && secrets.length === 0) {
+  const { secrets, verifyTokens, signingUnset, verifyTokensUnset } = sourceKeys(source, c.env, startedAt);
+  if (signingUnset.length > 0) {
     // A deploy mistake, not the sender's: 503 makes it retry once the secret is set.
-    logEvent("config.secret_missing", { source: sourceName, missing: missing.join(","), requestId });
+    logEvent("config.secret_missing", { source: sourceName, missing: signingUnset.join(","), requestId });
     throw apiError(503, "source_secret_missing", "This source's signing secret is not configured yet.");
   }
-  const verifyTokens = verifyTokensOf(c.env, source.options);
-  if (verifyTokens.allMissing) {
+  if (verifyTokensUnset.length > 0) {
     // The same deploy mistake for the token that proves a handshake: 503, never a 401 the sender takes as final.
     logEvent("config.secret_missing", { source: sourceName, missing: "verify_token", requestId });
     throw apiError(503, "source_secret_missing", "This source's verify token is not configured yet.");
@@ -113,7 +110,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
       secrets,
       now: startedAt,
       options: source.options,
-      verifyTokens: verifyTokens.tokens,
+      verifyTokens,
       storedSecrets: kept?.secrets,
     });
     return { result, cached: kept?.cached ?? false };

@@ -1,24 +1,45 @@
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
-import { SourceConfigError, usableSecrets } from "./config";
+import { SourceConfigError, usableSecrets, type SourceConfig } from "./config";
 import { loadSources } from "./registry";
 
 /**
  * Whether the secrets a source names are set on the Worker. A valid table whose secrets are not set is a deploy
- * mistake: every delivery to it answers 503 (`source_secret_missing`) until they are, so /health says so too.
+ * mistake: every delivery to it answers 503 (`source_secret_missing`) until they are, and /health says so too.
+ * The route and /health ask the same question here, so they can never disagree.
  */
 
-/**
- * The values of the Worker secrets a source's `verify_token` names (one name, or a list during a rotation), and
- * whether it names some but none of them is set (a deploy mistake, answered like a missing signing secret).
- */
-export function verifyTokensOf(env: object, options: SourceOptions): { tokens: SourceSecret[]; allMissing: boolean } {
-  const names = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
-  const tokens = names.flatMap((name) => {
-    const value = typeof name === "string" ? secretValue(env, name) : null;
-    return value === null ? [] : [{ name: name as string, value }];
+export interface SourceKeys {
+  /** Signing secrets usable now (set, and not past their `expires`). */
+  secrets: SourceSecret[];
+  /** Handshake verify tokens that are set. */
+  verifyTokens: SourceSecret[];
+  /** Signing secret names left unset when none usable is set (nothing verifies); empty otherwise. */
+  signingUnset: string[];
+  /** Verify token names when the source names some but none is set; empty otherwise. */
+  verifyTokensUnset: string[];
+}
+
+/** The secret values a delivery to `source` may be verified with now, and what is unset so that none can be. */
+export function sourceKeys(source: SourceConfig, env: object, now: number): SourceKeys {
+  const { secrets, missing } = usableSecrets(source, env, now);
+  const tokenNames = verifyTokenNames(source.options);
+  const verifyTokens = tokenNames.flatMap((name) => {
+    const value = secretValue(env, name);
+    return value === null ? [] : [{ name, value }];
   });
-  return { tokens, allMissing: names.length > 0 && tokens.length === 0 };
+  return {
+    secrets,
+    verifyTokens,
+    signingUnset: secrets.length === 0 ? missing : [],
+    verifyTokensUnset: tokenNames.length > 0 && verifyTokens.length === 0 ? tokenNames : [],
+  };
+}
+
+/** The Worker secret names a source's `verify_token` names: one name, or a list during a rotation. */
+function verifyTokenNames(options: SourceOptions): string[] {
+  const named = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
+  return named.filter((name): name is string => typeof name === "string");
 }
 
 /**
@@ -36,9 +57,8 @@ export function sourcesMissingSecrets(env: Pick<Env, "SOURCES">, now: number): M
     throw error;
   }
   for (const source of sources.values()) {
-    const { secrets, missing } = usableSecrets(source, env, now);
-    const tokens = verifyTokensOf(env, source.options);
-    const lacking = [...(secrets.length === 0 ? missing : []), ...(tokens.allMissing ? [String(source.options.verify_token)] : [])];
+    const { signingUnset, verifyTokensUnset } = sourceKeys(source, env, now);
+    const lacking = [...signingUnset, ...verifyTokensUnset];
     if (lacking.length > 0) missingBySource.set(source.name, lacking);
   }
   return missingBySource;
