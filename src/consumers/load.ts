@@ -2,17 +2,12 @@ import { inJsonList } from "../db/id-list";
 import type { Database } from "../db/client";
 import { receipts } from "../db/schema";
 import { readStoredBodies } from "../bodies/stored-bodies";
+import type { EventFacts } from "../model/claims";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
 /** Everything an attempt needs from a receipt, read for a whole consumer batch in one D1 call. */
-export interface ReceiptForWork {
+export interface ReceiptForWork extends EventFacts {
   receiptId: string;
-  source: string;
-  eventKey: string;
-  eventType: string | null;
-  subjectId: string | null;
-  version: number | null;
-  occurredAt: number | null;
   body: Uint8Array | null;
   keptHeaders: string | null;
   receivedAt: number;

@@ -1,12 +1,8 @@
+import type { EventFacts } from "../model/claims";
+
 /** What a handler sees: the receipt's identity and its verified payload. */
-export interface HandlerEvent {
+export interface HandlerEvent extends EventFacts {
   receiptId: string;
-  source: string;
-  eventKey: string;
-  eventType: string | null;
-  subjectId: string | null;
-  version: number | null;
-  occurredAt: number | null;
   /** The parsed JSON body, or undefined when the body is not JSON. */
   payload: unknown;
 }

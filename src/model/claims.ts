@@ -1,14 +1,18 @@
 export type Provenance = "live" | "reconciled" | "replayed";
 
-/** Everything the shard stores for a new event: verified identity plus the exact bytes received. */
-export interface ClaimRequest {
+/** What is known of an event at every stage — the shard, D1, the consumer, a handler — named the same in each. */
+export interface EventFacts {
   source: string;
   eventKey: string;
-  payloadSha256: string;
   eventType: string | null;
   subjectId: string | null;
   version: number | null;
   occurredAt: number | null;
+}
+
+/** Everything the shard stores for a new event: verified identity plus the exact bytes received. */
+export interface ClaimRequest extends EventFacts {
+  payloadSha256: string;
   body: Uint8Array;
   /** JSON object of kept headers (never signature headers). */
   keptHeaders: string;
@@ -25,15 +29,9 @@ export interface ClaimResult {
 }
 
 /** A claim the shard has accepted but not yet relayed into D1. */
-export interface PendingClaim {
+export interface PendingClaim extends EventFacts {
   receiptId: string;
-  source: string;
-  eventKey: string;
   payloadSha256: string;
-  eventType: string | null;
-  subjectId: string | null;
-  version: number | null;
-  occurredAt: number | null;
   body: ArrayBuffer | null;
   keptHeaders: string | null;
   receivedAt: number;
