@@ -169,28 +169,20 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
   }
 
-  if (claimed.disposition !== "accepted" || logsSuccesses(c.env)) logDelivery(sourceName, identity, claimed, verdict, requestId, startedAt);
+  // A first acceptance is the routine line LOG_SUCCESSES = "false" leaves out; a duplicate or quarantine always logs.
+  if (claimed.disposition !== "accepted" || logsSuccesses(c.env)) {
+    logEvent("delivery", {
+      source: sourceName,
+      eventKey: identity.eventKey,
+      eventType: identity.eventType,
+      disposition: claimed.disposition,
+      receipt: claimed.receiptId,
+      signature: "valid",
+      timestampAgeSeconds: verdict.timestampAgeSeconds,
+      requestId,
+      durationMs: Date.now() - startedAt,
+    });
+  }
   recordDelivery(c.env, { source: sourceName, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
   return acknowledge(claimed, verdict.acknowledgement);
-}
-
-function logDelivery(
-  sourceName: string,
-  identity: { eventKey: string; eventType: string | null },
-  claimed: { disposition: string; receiptId: string },
-  verdict: { timestampAgeSeconds?: number | null },
-  requestId: string,
-  startedAt: number,
-): void {
-  logEvent("delivery", {
-    source: sourceName,
-    eventKey: identity.eventKey,
-    eventType: identity.eventType,
-    disposition: claimed.disposition,
-    receipt: claimed.receiptId,
-    signature: "valid",
-    timestampAgeSeconds: verdict.timestampAgeSeconds,
-    requestId,
-    durationMs: Date.now() - startedAt,
-  });
 }
