@@ -23,7 +23,7 @@ const deployedSources = unstable_readConfig({ config: "./wrangler.toml" }).vars.
 
 /**
  * The forward stand-in (test/setup/global/forward-standin.ts). The fixture sources name it at 8793; a run that
- * finds 8793 taken (another run on this machine) takes the next free port, and the fixtures are pointed at it
+ * finds 8793 taken (another run on this machine) takes the next free one, then any port the OS picks, and the fixtures are pointed at it
  * here, in the binding itself, so no test file ever rewrites the shared SOURCES object at run time. The port is
  * held from this moment (the stand-in's global setup, in this same process, serves on the reserved server), so
  * no other run can take it in between.
@@ -48,7 +48,12 @@ async function reserveStandinPort(): Promise<number> {
     holder[RESERVED_STANDIN] = server;
     return port;
   }
-  return STANDIN_PORTS[0]!;
+  // Every preferred port is taken (many runs at once): any free port the OS picks, which the fixtures are pointed at.
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  server.unref();
+  holder[RESERVED_STANDIN] = server;
+  return (server.address() as { port: number }).port;
 }
 
 function pointAtStandin(sources: Record<string, Json>, origin: string): Record<string, Json> {

@@ -3,7 +3,7 @@ import type { TestProject } from "vitest/node";
 
 /**
  * A stand-in for a user's backend that forward destinations (and handlers' external calls) point at, on
- * 127.0.0.1:8793 (or the next free port up to 8797, reserved by vitest.config.ts). Its behaviour is chosen by the path, so a test source's URL says what it will meet:
+ * 127.0.0.1:8793 (or the next free port, reserved by vitest.config.ts). Its behaviour is chosen by the path, so a test source's URL says what it will meet:
  *
  *   /ok                         204 to everything
  *   /status/<code>              always <code>
