@@ -1,6 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { issueSession } from "../../src/admin/auth";
+import { STYLE } from "../../src/admin/dashboard/styles";
 import { account, credit, waitForStatus } from "../support/deliveries";
 import { seedAlert, seedReceipt, uniqueSource } from "./support";
 
@@ -75,6 +76,16 @@ describe("dashboard sign-in", () => {
     expect((await page("/admin", { headers: { cookie: `admin_session=${expired}` } })).status).toBe(303);
     const otherToken = await issueSession("some-other-token-of-enough-length");
     expect((await page("/admin", { headers: { cookie: `admin_session=${otherToken}` } })).status).toBe(303);
+  });
+});
+
+describe("dashboard stylesheet", () => {
+  it("serves the stylesheet byte for byte: no HTML escaping inside <style>, which would drop rules holding > or \"", async () => {
+    const html = await (await page("/admin/login")).text();
+    const served = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1];
+    expect(served).toBe(STYLE);
+    expect(served).toContain("td > .badge");
+    expect(served).toContain('"Segoe UI"');
   });
 });
 

@@ -7,13 +7,23 @@ import assert from "node:assert/strict";
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { standardWebhookHeaders } from "../../scripts/lib/signed-delivery.mjs";
 
-const PORT = Number(process.env.ADMIN_BROWSER_PORT ?? 8811);
-const INSPECTOR_PORT = PORT + 1;
+/** A port the OS says is free now: runs on one machine must not collide on a fixed one. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const PORT = process.env.ADMIN_BROWSER_PORT ? Number(process.env.ADMIN_BROWSER_PORT) : await freePort();
+const INSPECTOR_PORT = await freePort();
 const BASE = `http://127.0.0.1:${PORT}`;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const WRANGLER = join(process.cwd(), "node_modules", ".bin", "wrangler");
@@ -294,6 +304,32 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     assert.equal(rows, 1, `${path}: the navigation wraps`);
     await shoot(page, name);
   }
+  await page.close();
+});
+
+test("the stylesheet applies as written: body font, unstretched badges on a phone, timeline dots", async () => {
+  // Screenshots did not catch an HTML-escaped stylesheet: read what the browser computed instead.
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/receipts/${receipts.broken}`);
+  const body = await page.evaluate(() => {
+    const style = getComputedStyle(document.body);
+    return { fontFamily: style.fontFamily, fontSize: style.fontSize };
+  });
+  assert.match(body.fontFamily, /^system-ui, -apple-system, "Segoe UI", sans-serif$/);
+  assert.equal(body.fontSize, "14px");
+  const dot = await page.locator("ol.timeline li").first().evaluate((item) => {
+    const marker = getComputedStyle(item, "::before");
+    return { content: marker.content, width: marker.width, radius: marker.borderRadius };
+  });
+  assert.deepEqual(dot, { content: '""', width: "12px", radius: "50%" });
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${BASE}/admin/receipts`);
+  const badges = await page.locator("table.rows td > .badge").evaluateAll((elements) =>
+    elements.map((badge) => ({ badge: badge.getBoundingClientRect().width, cell: badge.parentElement!.getBoundingClientRect().width })),
+  );
+  assert.ok(badges.length > 0, "the receipts table shows status badges");
+  for (const { badge, cell } of badges) assert.ok(badge < cell / 2, `a badge ${badge} px wide stretches across its ${cell} px cell`);
   await page.close();
 });
 

@@ -1,3 +1,4 @@
+import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import { STYLE } from "./styles";
 
@@ -29,7 +30,8 @@ export function Page(props: { title: string; current?: string; signedIn?: boolea
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · webhook receiver`}</title>
-        <style>{STYLE}</style>
+        {/* Raw: JSX escapes text, and an escaped `>` or `"` silently drops the rules that hold one (a browser does not unescape inside <style>). */}
+        <style>{raw(STYLE)}</style>
       </head>
       <body>
         <header>
