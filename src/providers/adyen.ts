@@ -1,36 +1,48 @@
+import { sha256Hex } from "../crypto/digest";
 import { decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies } from "../crypto/verify";
 import { batchItemAnnotations } from "./batch-items";
 import { parseJsonBody, stringAtPath, timeAtPath, valueAtPath } from "./json";
-import { annotationsFrom, eventKeyOf, MAX_VERIFICATION_STEPS, rejected } from "./signed";
+import { annotationsFrom, MAX_VERIFICATION_STEPS, rejected } from "./signed";
 import type { ProviderAdapter } from "./types";
 
 /**
  * Adyen standard webhooks: each `notificationItems[].NotificationRequestItem` carries its own
  * `additionalData.hmacSignature`, base64 HMAC-SHA256 keyed by the hex HMAC key over
  * `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`.
- * Every item must verify. One item is keyed `pspReference:eventCode:success` (Adyen's own duplicate rule); a
- * batch of several, by the payload's SHA-256 (a retry resends the same batch); every item's `pspReference` is kept
- * with the receipt (src/providers/batch-items.ts), so the audit finds the batch by any of them. Adyen wants
- * `[accepted]`.
+ * Every item must verify. Each item's key is `pspReference:eventCode:success` (Adyen's own duplicate rule), all
+ * three inside what the item signs. One item is keyed by its key; a batch of several by the SHA-256 of its items'
+ * keys, sorted: Adyen signs no timestamp and nothing around the items, so a key over the batch's bytes would make a
+ * re-indented or reordered copy of a captured batch a new event. A batch that holds one item twice is refused for
+ * the same reason. Every item's `pspReference` is kept with the receipt (src/providers/batch-items.ts), so the
+ * audit finds the batch by any of them. Adyen wants `[accepted]`.
  */
 const MAX_ITEMS = 16;
 
+/** A field as the signing string spells it: absent or null is empty, anything else its string form. */
+function field(item: unknown, path: string): string {
+  const value = valueAtPath(item, path);
+  return value === undefined || value === null ? "" : String(value);
+}
+
 function signingString(item: unknown): string {
-  const field = (path: string) => {
-    const value = valueAtPath(item, path);
-    return value === undefined || value === null ? "" : String(value);
-  };
-  return [
-    field("pspReference"),
-    field("originalReference"),
-    field("merchantAccountCode"),
-    field("merchantReference"),
-    field("amount.value"),
-    field("amount.currency"),
-    field("eventCode"),
-    field("success"),
-  ].join(":");
+  return ["pspReference", "originalReference", "merchantAccountCode", "merchantReference", "amount.value", "amount.currency", "eventCode", "success"]
+    .map((path) => field(item, path))
+    .join(":");
+}
+
+/** `pspReference:eventCode:success`, every part signed; null when one is missing (Adyen always sends all three). */
+function itemKey(item: unknown): string | null {
+  const parts = ["pspReference", "eventCode", "success"].map((path) => field(item, path));
+  return parts.every((part) => part.length > 0) ? parts.join(":") : null;
+}
+
+/** The delivery's key from its items' keys alone; null when an item has none or two items share one. */
+async function batchKey(items: readonly unknown[]): Promise<string | null> {
+  const keys = items.map(itemKey);
+  if (keys.some((key) => key === null) || new Set(keys).size !== keys.length) return null;
+  if (keys.length === 1) return keys[0]!;
+  return `batch:${await sha256Hex(utf8Bytes(JSON.stringify(keys.sort())))}`;
 }
 
 export const adyen: ProviderAdapter = {
@@ -58,22 +70,20 @@ export const adyen: ProviderAdapter = {
       for (const key of keys) if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) verified = true;
       if (!verified) return rejected("signature-mismatch");
     }
+    const eventKey = await batchKey(items);
+    if (!eventKey) return rejected("malformed-payload");
     const first = items[0];
-    const single = items.length === 1 ? [stringAtPath(first, "pspReference"), stringAtPath(first, "eventCode"), stringAtPath(first, "success")] : [];
-    const key = await eventKeyOf(single.length === 3 && single.every(Boolean) ? single.join(":") : null, input.rawBody);
     return {
       kind: "event",
       identity: {
-        ...key,
+        eventKey,
+        eventKeyOrigin: "provider-id",
         eventType: stringAtPath(first, "eventCode"),
         subjectId: stringAtPath(first, "pspReference"),
         version: null,
         occurredAt: timeAtPath(first, "eventDate"),
         annotations: {
-          ...annotationsFrom({
-            "merchant-reference": stringAtPath(first, "merchantReference"),
-            "event-key-origin": key.eventKeyOrigin === "payload-sha256" ? "payload-sha256" : null,
-          }),
+          ...annotationsFrom({ "merchant-reference": stringAtPath(first, "merchantReference") }),
           ...batchItemAnnotations(items.length, items.map((item) => stringAtPath(item, "pspReference"))),
         },
       },

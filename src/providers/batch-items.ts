@@ -1,9 +1,9 @@
 /**
  * Deliveries that batch several events (SendGrid's event array, Adyen's notificationItems) are claimed as one
- * delivery, deduped by the whole batch (its bytes, or Adyen's one-item key). So that the audit can still find a
- * delivery by any item's own id, the item ids ride in the receipt's kept headers as one space-separated
- * annotation, which the admin API's `itemId` filter matches token by token. No index and no extra row: the ids
- * live in the row the happy path writes anyway.
+ * delivery, deduped by the whole batch (SendGrid's by its bytes, Adyen's by its items' signed keys). So that the
+ * audit can still find a delivery by any item's own id, the item ids ride in the receipt's kept headers as one
+ * space-separated annotation, which the admin API's `itemId` filter matches token by token. No index and no extra
+ * row: the ids live in the row the happy path writes anyway.
  */
 
 export const BATCH_ITEM_IDS = "batch-item-ids";

@@ -1,12 +1,22 @@
 import { env, exports } from "cloudflare:workers";
 import { hmacValidator as AdyenHmacValidator } from "@adyen/api-library";
 import { describe, expect, it } from "vitest";
-import { claimAnswer, nowSeconds, secretValue, send, storedCounts, storedReceipt, uniqueKey, type SignedRequest } from "./support/contract";
+import {
+  claimAnswer,
+  expectRejectedAndNothingWritten,
+  nowSeconds,
+  secretValue,
+  send,
+  storedCounts,
+  storedReceipt,
+  uniqueKey,
+  type SignedRequest,
+} from "./support/contract";
 import { ecdsaDerSign, sha256Hex } from "./support/signers";
 
 /**
- * Deliveries that batch events: each is deduped as a whole (SendGrid by its bytes; Adyen by its bytes when it holds
- * several items), so a retried batch is one receipt; and the audit finds the delivery by any item's own id through
+ * Deliveries that batch events: each is deduped as a whole (SendGrid by its bytes; Adyen by its items' signed keys,
+ * so a re-indented or reordered copy is the same event), so a retried batch is one receipt; and the audit finds the delivery by any item's own id through
  * the admin API's `itemId` filter.
  */
 
@@ -68,13 +78,40 @@ function adyenItem(pspReference: string, eventCode = "AUTHORISATION") {
 }
 
 describe("adyen: notificationItems", () => {
-  it("a retried batch of several items is one receipt keyed by its bytes, found by any item's pspReference", async () => {
+  it("a retried batch of several items is one receipt keyed by its items' keys, found by any item's pspReference", async () => {
     const references = [uniqueKey("psp_a"), uniqueKey("psp_b")];
     const body = JSON.stringify({ live: "false", notificationItems: references.map((reference, index) => ({ NotificationRequestItem: adyenItem(reference, index ? "CAPTURE" : "AUTHORISATION") })) });
     const request = { body, headers: { "content-type": "application/json" } };
     const receiptId = await expectOneReceiptForRetriedBatch("pv-adyen", request, request);
-    expect((await storedReceipt("pv-adyen", receiptId)).eventKey).toBe(sha256Hex(body));
+    const itemKeys = [`${references[0]}:AUTHORISATION:true`, `${references[1]}:CAPTURE:true`].sort();
+    expect((await storedReceipt("pv-adyen", receiptId)).eventKey).toBe(`batch:${sha256Hex(JSON.stringify(itemKeys))}`);
     for (const reference of references) expect(await findByItem("pv-adyen", reference)).toEqual([receiptId]);
+  });
+
+  it("a captured batch re-indented or reordered is a duplicate, an item doubled is refused, and a different batch is new", async () => {
+    const [a, b, c] = [adyenItem(uniqueKey("psp_replay_a")), adyenItem(uniqueKey("psp_replay_b"), "CAPTURE"), adyenItem(uniqueKey("psp_replay_c"))];
+    const batch = (...items: unknown[]) => ({ live: "false", notificationItems: items.map((item) => ({ NotificationRequestItem: item })) });
+    const captured = { body: JSON.stringify(batch(a, b)), headers: { "content-type": "application/json" } };
+    const receiptId = await expectOneReceiptForRetriedBatch("pv-adyen", captured, captured);
+    // Adyen signs each item, never the batch around them: a re-indented or reordered copy changes no signed byte, so
+    // it is the same event under its key, and its other bytes make it a quarantined copy (for a human), never new.
+    const before = await storedCounts("pv-adyen");
+    for (const copy of [JSON.stringify(batch(b, a), null, 2), JSON.stringify(batch(a, b), null, 4)]) {
+      expect(await claimAnswer(await send("pv-adyen", { ...captured, body: copy }))).toEqual({ status: "quarantined", receipt: receiptId });
+    }
+    expect(await storedCounts("pv-adyen")).toEqual(before);
+
+    // One genuine item, doubled (and re-indented), is not a new event: it is refused and writes nothing.
+    const alone = { body: JSON.stringify(batch(c)), headers: { "content-type": "application/json" } };
+    const single = await claimAnswer(await send("pv-adyen", alone));
+    expect(single.status).toBe("accepted");
+    for (const doubled of [JSON.stringify(batch(c, c)), JSON.stringify(batch(c, c), null, 2), JSON.stringify(batch(a, b, a))]) {
+      await expectRejectedAndNothingWritten("pv-adyen", { ...alone, body: doubled });
+    }
+    expect(await claimAnswer(await send("pv-adyen", { ...alone, body: JSON.stringify(batch(c), null, 2) }))).toEqual({ status: "quarantined", receipt: single.receipt });
+
+    // A genuinely different batch (another item beside a known one) is a new event.
+    expect((await claimAnswer(await send("pv-adyen", { ...captured, body: JSON.stringify(batch(a, c)) }))).status).toBe("accepted");
   });
 
   it("a single item is keyed by Adyen's own rule and found by its pspReference too", async () => {

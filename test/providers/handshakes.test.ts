@@ -343,16 +343,18 @@ adapterContract({
 });
 
 describe("adyen: [accepted] and batches", () => {
-  it("answers [accepted] as text, and a retried batch of two items is one event keyed by its bytes", async () => {
+  it("answers [accepted] as text, and a retried batch of two items is one event keyed by its items' keys", async () => {
     const key = secretValue("adyen", "CURRENT");
-    const body = adyenBody(adyenItem(key, uniqueKey("psp_a")), adyenItem(key, uniqueKey("psp_b"), "CAPTURE"));
+    const [first, second] = [uniqueKey("psp_a"), uniqueKey("psp_b")];
+    const body = adyenBody(adyenItem(key, first), adyenItem(key, second, "CAPTURE"));
     const response = await send("pv-adyen", { body, headers: {} });
     expect(await response.text()).toBe("[accepted]");
     expect(response.headers.get("x-webhook-disposition")).toBe("accepted");
     const retry = await send("pv-adyen", { body, headers: {} });
     expect(await retry.text()).toBe("[accepted]");
     expect(retry.headers.get("x-webhook-disposition")).toBe("duplicate");
-    expect((await storedReceipt("pv-adyen", response.headers.get("x-webhook-receipt")!)).eventKey).toBe(sha256Hex(body));
+    const itemKeys = [`${first}:AUTHORISATION:true`, `${second}:CAPTURE:true`].sort();
+    expect((await storedReceipt("pv-adyen", response.headers.get("x-webhook-receipt")!)).eventKey).toBe(`batch:${sha256Hex(JSON.stringify(itemKeys))}`);
   });
 
   it("one forged item beside a genuine one refuses the whole batch", async () => {
