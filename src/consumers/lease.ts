@@ -42,6 +42,25 @@ export async function leaseReceipts(db: Database, receiptIds: readonly string[],
   return new Map(leased.map((row) => [row.receiptId, row.leaseGeneration]));
 }
 
+/**
+ * Gives back leases this consumer took but will not use (it ran out of time before starting the attempt): the
+ * receipt is pending again at once. Fenced by generation, so a lease that has since passed to another consumer
+ * is left alone.
+ */
+export async function releaseLeases(db: Database, held: readonly { receiptId: string; generation: number }[]): Promise<void> {
+  if (held.length === 0) return;
+  await db
+    .update(receipts)
+    .set({ status: "pending", leaseUntil: null })
+    .where(
+      and(
+        isNull(receipts.committedAt),
+        eq(receipts.status, "processing"),
+        sql`(${receipts.receiptId}, ${receipts.leaseGeneration}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${JSON.stringify(held.map(({ receiptId, generation }) => [receiptId, generation]))}))`,
+      ),
+    );
+}
+
 /** A lease taken on first need: the handler's first external call takes it, later calls reuse it. */
 export class LazyLease {
   private generation: number | null;

@@ -8,9 +8,10 @@ import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
 import type { Decision, QueueVerdict } from "./decide";
-import { LazyLease, LEASE_RACE_RETRY_SECONDS, leaseReceipts } from "./lease";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
+import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -39,15 +40,21 @@ async function mapConcurrently<T, R>(items: readonly T[], limit: number, run: (i
 }
 
 /**
- * @param now the attempts' start (epoch ms). Injected by tests to step through the retry schedule; elapsed real
- * time is added to it for each attempt's end, so durations stay true.
+ * @param now the slice's start (epoch ms). Injected by tests to step through the retry schedule; elapsed real
+ * time is added to it for each attempt's own start and end, so a forward late in a slice is signed with the time
+ * it is sent, and durations stay true.
+ * @param invocationEndsBy real time (Date.now()) by which the consumer invocation must be done: no attempt starts
+ * that could outlast it (src/consumers/slice-budget.ts).
  */
-export async function processBatch(env: Env, receiptIds: readonly string[], now = Date.now()): Promise<Map<string, ProcessOutcome>> {
+export async function processBatch(
+  env: Env,
+  receiptIds: readonly string[],
+  now = Date.now(),
+  invocationEndsBy = Number.POSITIVE_INFINITY,
+): Promise<Map<string, ProcessOutcome>> {
   // Read the configuration before anything else: a broken table throws here and leaves every receipt untouched.
   const sources = loadSources(env);
   const broken = sourceProblems(env);
-  const startedReally = Date.now();
-  const clock = () => now + (Date.now() - startedReally);
   const db = database(env);
   const unique = [...new Set(receiptIds)];
   const rows = await loadReceipts(db, unique, env);
@@ -79,10 +86,28 @@ export async function processBatch(env: Env, receiptIds: readonly string[], now 
     verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
     return false;
   });
-  // A handler's external call takes its lease lazily; losing that race ends the attempt as leased-elsewhere.
-  const attempts = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, (receipt) =>
-    attempt(env, receipt, now, clock, new LazyLease(db, receipt.receiptId, now, leased.get(receipt.receiptId) ?? null), sources.get(receipt.source)),
-  );
+  // Each attempt takes its own start: what a forward is signed with and a lazy lease starts at. A handler's external
+  // call takes its lease lazily; losing that race ends the attempt as leased-elsewhere.
+  // The attempt clock reads `now` when the first attempts start (the Workers clock stands still between I/O, so
+  // the first wave starts exactly then) and runs on in real time from there.
+  const attemptsBegan = Date.now();
+  const clock = () => now + (Date.now() - attemptsBegan);
+  const started = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, async (receipt) => {
+    const source = sources.get(receipt.source);
+    const heldGeneration = leased.get(receipt.receiptId) ?? null;
+    const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
+    const startedAt = clock();
+    if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) return { notStarted: receipt, heldGeneration };
+    return attempt(env, receipt, startedAt, clock, new LazyLease(db, receipt.receiptId, startedAt, heldGeneration), source);
+  });
+  const attempts = started.filter((run): run is FinishedAttempt => "run" in run);
+  const notStarted = started.filter((run) => "notStarted" in run);
+  if (notStarted.length > 0) {
+    // Out of time for these: no attempt was made, so none is recorded. Their leases go back and they go back on
+    // the queue at once, for a consumer with time left.
+    await releaseLeases(db, notStarted.flatMap(({ notStarted: receipt, heldGeneration }) => (heldGeneration === null ? [] : [{ receiptId: receipt.receiptId, generation: heldGeneration }])));
+    for (const { notStarted: receipt } of notStarted) verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
+  }
   const decisions = await commitAttempts(env, attempts);
   for (const finished of attempts) {
     const decision = decisions.get(finished.receipt.receiptId)!;
@@ -100,7 +125,7 @@ export async function processReceipt(env: Env, receiptId: string, now = Date.now
 async function attempt(
   env: Env,
   receipt: ReceiptForWork,
-  now: number,
+  startedAt: number,
   clock: () => number,
   lease: LazyLease,
   source: ReturnType<ReturnType<typeof loadSources>["get"]>,
@@ -113,14 +138,14 @@ async function attempt(
   } else if (!source) {
     run = { result: { status: "dead", error: `source ${receipt.source} is no longer configured` }, plan: null };
   } else {
-    run = await runDestination(env, source, receipt, now, lease);
+    run = await runDestination(env, source, receipt, startedAt, lease);
   }
   const generation = lease.heldGeneration ?? receipt.leaseGeneration + 1;
   return {
     receipt,
     run,
     facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, receivedAt: receipt.receivedAt, finishedAt: clock() },
-    startedAt: now,
+    startedAt,
     generation,
     leased: lease.heldGeneration !== null,
   };

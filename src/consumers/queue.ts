@@ -11,6 +11,7 @@ import { clampQueueDelay, type QueueVerdict } from "./decide";
 const RECEIPTS_PER_SLICE = 50;
 import { markDead, processBatch } from "./process";
 import { retryDelaySeconds } from "./retry-schedule";
+import { CONSUMER_WALL_MS } from "./slice-budget";
 
 /**
  * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:
@@ -22,13 +23,14 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
   const receiptIds = batch.messages.flatMap((message) => receiptIdsOf(message.body));
   const verdicts = new Map<string, QueueVerdict>();
+  const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   try {
     // Per database (each message is one source's, and a source's receipts live in one database), in slices of
     // one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
     for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages)) {
       const databaseEnv = envForDatabase(env, binding);
       for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
-        for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE))) {
+        for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE), Date.now(), invocationEndsBy)) {
           verdicts.set(receiptId, verdict);
         }
       }

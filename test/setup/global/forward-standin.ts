@@ -11,6 +11,7 @@ import type { TestProject } from "vitest/node";
  *                               a step is a status ("500", "200"), "429:<seconds>" (429 with Retry-After), or
  *                               "hang" (answers only after 3 s, long after the caller's timeout)
  *   /poison                     500 when the body contains "poison", 200 otherwise
+ *   /slow/<ms>                  204, answered only after <ms> (a destination that is slow but answers in time)
  *   GET /__requests?key=<key>   what arrived under that Idempotency-Key: headers, body, answer
  *   GET /__standin              identifies the server
  *
@@ -79,6 +80,16 @@ function standinHandler(): RequestListener {
     };
     seen.push(record);
     const step = chooseStep(url.pathname, seen.length, body);
+    if (typeof step === "object" && step.afterMs !== undefined) {
+      record.answer = step.status;
+      setTimeout(() => {
+        if (!response.destroyed) {
+          response.writeHead(step.status);
+          response.end();
+        }
+      }, step.afterMs);
+      return;
+    }
     if (step === "hang") {
       record.answer = "hung";
       setTimeout(() => {
@@ -92,13 +103,15 @@ function standinHandler(): RequestListener {
   };
 }
 
-type Step = "hang" | { status: number; retryAfter?: number };
+type Step = "hang" | { status: number; retryAfter?: number; afterMs?: number };
 
 function chooseStep(path: string, requestNumber: number, body: string): Step {
   if (path === "/ok") return { status: 204 };
   const status = /^\/status\/(\d{3})$/.exec(path);
   if (status) return { status: Number(status[1]) };
   if (path === "/poison") return { status: body.includes("poison") ? 500 : 200 };
+  const slow = /^\/slow\/(\d{1,6})$/.exec(path);
+  if (slow) return { status: 204, afterMs: Number(slow[1]) };
   const script = /^\/script\/([^/]+)$/.exec(path);
   if (script) {
     const steps = script[1]!.split(",");

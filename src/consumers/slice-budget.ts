@@ -1,0 +1,41 @@
+import { MAX_DESTINATION_TIMEOUT_MS } from "../sources/config";
+import type { SourceConfig } from "../sources/config";
+
+/**
+ * How long a consumer may go on starting attempts. A queue consumer invocation is stopped after 15 minutes of wall
+ * time, and a lease taken for a whole slice up front runs out LEASE_MS after it was taken: an attempt started too
+ * late would outlive one or the other, and a second consumer could then run it at once. So an attempt starts only
+ * if, at its worst, it still ends (with a minute left to commit its outcome) inside both. One that may not start
+ * is no attempt at all: it goes back on the queue at once, its lease released, its retries unspent.
+ */
+
+/** A queue consumer invocation's wall time on Cloudflare. */
+export const CONSUMER_WALL_MS = 15 * 60_000;
+/** Kept free at the end of a lease or an invocation, to commit what was attempted. */
+export const COMMIT_MARGIN_MS = 60_000;
+
+/** The limits one attempt must end inside, each in its own clock's epoch milliseconds. */
+export interface AttemptLimits {
+  /** Real time (Date.now()) by which the consumer invocation must have committed; Infinity outside a consumer. */
+  invocationEndsBy: number;
+  /** Attempt-clock time at which the lease this attempt holds from the slice runs out; Infinity without one. */
+  leaseUntil: number;
+}
+
+/** The longest one attempt of this destination may run: its forward timeout, or a handler's external-call budget. */
+export function longestAttemptMs(source: SourceConfig | undefined): number {
+  if (!source) return 0;
+  switch (source.destination.kind) {
+    case "none":
+      return 0;
+    case "forward":
+      return source.destination.timeoutMs;
+    case "handler":
+      return MAX_DESTINATION_TIMEOUT_MS;
+  }
+}
+
+/** Whether an attempt that may run `longestMs` can start at (`realNow`, `attemptNow`) and still end inside its limits. Pure. */
+export function mayStartAttempt(limits: AttemptLimits, longestMs: number, realNow: number, attemptNow: number): boolean {
+  return realNow + longestMs + COMMIT_MARGIN_MS <= limits.invocationEndsBy && attemptNow + longestMs + COMMIT_MARGIN_MS <= limits.leaseUntil;
+}

@@ -1,0 +1,86 @@
+import { env } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
+import { LEASE_MS } from "../../src/consumers/lease";
+import { processBatch } from "../../src/consumers/process";
+import { COMMIT_MARGIN_MS, mayStartAttempt } from "../../src/consumers/slice-budget";
+import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";
+
+/**
+ * One consumer slice holds up to 50 receipts and runs six at a time, so its forwards go out in waves. The source
+ * proc-forward-slow points at a stand-in that answers 204 only after 2.5 s (its forward timeout is 5 s): the
+ * second wave leaves about 2.5 s after the slice began.
+ */
+const WAVE_MS = 2500;
+const LONGEST_MS = 5000;
+
+async function seedSlowForwards(count: number): Promise<string[]> {
+  const receiptIds: string[] = [];
+  for (let index = 0; index < count; index += 1) {
+    receiptIds.push(await seedReceipt({ source: "proc-forward-slow", payload: { type: "order.paid", data: { order: `ord_${index}` } } }));
+  }
+  return receiptIds;
+}
+
+describe("a slice of slow forwards", () => {
+  it("signs each forward with the time it is sent, not the slice's start", async () => {
+    const receiptIds = await seedSlowForwards(12);
+    const verdicts = await processBatch(env, receiptIds);
+    const verifier = new Webhook(env.GATEWAY_SIGNING_SECRET);
+    const skews: number[] = [];
+    for (const receiptId of receiptIds) {
+      expect(verdicts.get(receiptId)).toEqual({ kind: "done", status: "processed" });
+      const [request, ...more] = await standinRequests(receiptId);
+      expect(more).toHaveLength(0);
+      expect(() => verifier.verify(request!.body, request!.headers)).not.toThrow();
+      // A verifier with a tolerance measures exactly this: how long before its arrival the forward was signed.
+      skews.push(request!.receivedAt - Number(request!.headers["webhook-timestamp"]) * 1000);
+    }
+    // The timestamp is whole seconds, so a forward signed as it leaves arrives under a second after it; the second
+    // wave signed at the slice's start would arrive at least 2.5 s after.
+    expect(Math.max(...skews)).toBeLessThan(WAVE_MS - 500);
+    // The audit trail agrees: the second wave's attempts started when they ran.
+    const starts = await Promise.all(receiptIds.map(async (receiptId) => (await attemptRows(receiptId))[0]!.startedAt));
+    expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(WAVE_MS - 100);
+  });
+
+  it("starts no attempt that could outlast the consumer's invocation: the rest go back unattempted, leases released", async () => {
+    const receiptIds = await seedSlowForwards(12);
+    // Room for exactly one wave: an attempt may start only while its 5 s timeout and the commit margin still fit.
+    const invocationEndsBy = Date.now() + LONGEST_MS + COMMIT_MARGIN_MS + 1000;
+    const verdicts = await processBatch(env, receiptIds, Date.now(), invocationEndsBy);
+
+    const processed = receiptIds.filter((receiptId) => verdicts.get(receiptId)?.kind === "done");
+    const sentBack = receiptIds.filter((receiptId) => verdicts.get(receiptId)?.kind === "retry");
+    expect(processed).toHaveLength(6);
+    expect(sentBack).toHaveLength(6);
+    for (const receiptId of sentBack) {
+      expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0 });
+      const row = await receiptRow(receiptId);
+      // No attempt was made, so none is spent or recorded, and the lease is free for the next consumer at once.
+      expect(row).toMatchObject({ status: "pending", attempts: 0, leaseUntil: null, nextAttemptAt: null });
+      expect(await attemptRows(receiptId)).toHaveLength(0);
+      expect(await standinRequests(receiptId)).toHaveLength(0);
+    }
+
+    // The next consumer, with time to spare, takes them straight away.
+    const again = await processBatch(env, sentBack);
+    for (const receiptId of sentBack) expect(again.get(receiptId)).toEqual({ kind: "done", status: "processed" });
+  });
+});
+
+describe("mayStartAttempt", () => {
+  const t0 = 1_800_000_000_000;
+  it("admits an attempt only while it can end, commit margin included, inside the lease taken for its slice", () => {
+    const limits = { invocationEndsBy: Number.POSITIVE_INFINITY, leaseUntil: t0 + LEASE_MS };
+    const latestStart = t0 + LEASE_MS - LONGEST_MS - COMMIT_MARGIN_MS;
+    expect(mayStartAttempt(limits, LONGEST_MS, Date.now(), t0)).toBe(true);
+    expect(mayStartAttempt(limits, LONGEST_MS, Date.now(), latestStart)).toBe(true);
+    expect(mayStartAttempt(limits, LONGEST_MS, Date.now(), latestStart + 1)).toBe(false);
+  });
+  it("and inside the consumer invocation, in real time", () => {
+    const limits = { invocationEndsBy: t0 + 10 * 60_000, leaseUntil: Number.POSITIVE_INFINITY };
+    expect(mayStartAttempt(limits, LONGEST_MS, t0 + 10 * 60_000 - LONGEST_MS - COMMIT_MARGIN_MS, 0)).toBe(true);
+    expect(mayStartAttempt(limits, LONGEST_MS, t0 + 10 * 60_000 - LONGEST_MS - COMMIT_MARGIN_MS + 1, 0)).toBe(false);
+  });
+});
