@@ -23,7 +23,8 @@ export interface AttemptFacts {
   policy: RetryPolicy | undefined;
   /** Attempts in this run, the one just made included. */
   attemptNumberInRun: number;
-  receivedAt: number;
+  /** When this run's retry budget began: the receipt's arrival, or its latest replay (a replay starts afresh). */
+  budgetStartedAt: number;
   finishedAt: number;
 }
 
@@ -66,7 +67,7 @@ export function decide(result: AttemptResult, facts: AttemptFacts): Decision {
       }
       const delaySeconds = nextRetryDelaySeconds(policy, facts.attemptNumberInRun, result.status === "retry" ? (result.retryAfterSeconds ?? null) : null);
       const nextAttemptAt = facts.finishedAt + delaySeconds * 1000;
-      const deadline = facts.receivedAt + (policy.maxAgeMs ?? Number.POSITIVE_INFINITY);
+      const deadline = facts.budgetStartedAt + (policy.maxAgeMs ?? Number.POSITIVE_INFINITY);
       if (nextAttemptAt > deadline) {
         const outcome = result.status === "unknown" ? "unknown" : "dead";
         return deadDecision(`retry deadline (max_age) passed after ${facts.attemptNumberInRun} attempts: ${error}`, outcome, httpStatus);

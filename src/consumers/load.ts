@@ -11,6 +11,7 @@ export interface ReceiptForWork extends EventFacts {
   body: Uint8Array | null;
   keptHeaders: string | null;
   receivedAt: number;
+  replayedAt: number | null;
   status: string;
   attempts: number;
   leaseGeneration: number;
@@ -35,6 +36,7 @@ export async function loadReceipts(db: Database, receiptIds: readonly string[], 
       bodyLocation: receipts.bodyLocation,
       keptHeaders: receipts.keptHeaders,
       receivedAt: receipts.receivedAt,
+      replayedAt: receipts.replayedAt,
       status: receipts.status,
       attempts: receipts.attempts,
       leaseGeneration: receipts.leaseGeneration,

@@ -144,7 +144,7 @@ async function attempt(
   return {
     receipt,
     run,
-    facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, receivedAt: receipt.receivedAt, finishedAt: clock() },
+    facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: Math.max(receipt.receivedAt, receipt.replayedAt ?? 0), finishedAt: clock() },
     startedAt,
     generation,
     leased: lease.heldGeneration !== null,

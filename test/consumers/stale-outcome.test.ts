@@ -59,7 +59,7 @@ async function planNow(receiptId: string, now: number): Promise<FinishedAttempt>
   return {
     receipt: receipt!,
     run: { result: { status: "processed" }, plan },
-    facts: { policy: loadSources(env).get("demo")!.retry, attemptNumberInRun: 1, receivedAt: receipt!.receivedAt, finishedAt: now + 1 },
+    facts: { policy: loadSources(env).get("demo")!.retry, attemptNumberInRun: 1, budgetStartedAt: receipt!.receivedAt, finishedAt: now + 1 },
     startedAt: now,
     generation: receipt!.leaseGeneration + 1,
     leased: false,
