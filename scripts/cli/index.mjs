@@ -79,6 +79,15 @@ program
   .action(run(() => import("./commands/check.mjs"), "check"));
 
 program
+  .command("kept")
+  .description("the secrets asana and notion sources keep from their handshakes: kept list <source> | kept approve|revoke <source> <fingerprint>")
+  .argument("<action>", "list | approve | revoke")
+  .argument("<source>", "an asana or notion source")
+  .argument("[fingerprint]", "for approve and revoke: the fingerprint kept list shows")
+  .option("--json", "print the API's answer as JSON")
+  .action(run(() => import("./commands/kept.mjs"), "kept"));
+
+program
   .command("echo")
   .description("a local backend for forward destinations: prints each delivery and verifies its gateway signature")
   .option("-p, --port <port>", "port to listen on", "8789")

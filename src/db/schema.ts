@@ -184,7 +184,9 @@ export const accounts = sqliteTable("accounts", {
 /**
  * Secrets a sender handed over in a proven handshake (Asana's X-Hook-Secret, Notion's verification_token): later
  * deliveries to the source verify against them (src/ingest/handshake-secrets.ts). Written only after the handshake's
- * own proof (the source's verify token) checked out.
+ * own proof (the source's verify token) checked out. Only "active" ones verify deliveries: a handshake while the
+ * source already has one is kept "pending" until an operator approves it (migrations/0008_kept_secret_status.sql).
+ * `received_at` is the last time the sender handed it over (a repeated handshake refreshes it).
  */
 export const handshakeSecrets = sqliteTable(
   "handshake_secrets",
@@ -192,6 +194,7 @@ export const handshakeSecrets = sqliteTable(
     source: text("source").notNull(),
     secret: text("secret").notNull(),
     receivedAt: integer("received_at").notNull(),
+    status: text("status", { enum: ["active", "pending"] }).notNull().default("active"),
   },
   (table) => [primaryKey({ columns: [table.source, table.secret] }), index("handshake_secrets_newest").on(table.source, table.receivedAt)],
 );

@@ -8,7 +8,7 @@ import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
 import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
-import { keepSecret, storedSecrets } from "./handshake-secrets";
+import { keepSecret, secretFingerprint, storedSecrets } from "./handshake-secrets";
 import { readBodyWithCap } from "./read-body";
 
 /**
@@ -136,16 +136,19 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(503, "verification_key_unavailable", "The key this delivery is signed with could not be fetched; retry later.", { "retry-after": "5" });
   }
   if (verdict.kind === "handshake") {
+    let kept: { kept?: string; fingerprint?: string } = {};
     if (verdict.keepSecret !== undefined) {
       try {
-        await keepSecret(c.env, sourceName, verdict.keepSecret, startedAt);
+        kept = { kept: await keepSecret(c.env, sourceName, verdict.keepSecret, startedAt), fingerprint: await secretFingerprint(verdict.keepSecret) };
       } catch (error) {
         // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
         logError("delivery.handshake_store_failed", error, { source: sourceName, requestId });
         throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", { "retry-after": "5" });
       }
     }
-    logEvent("delivery.handshake", { source: sourceName, method, signature: "valid", requestId });
+    // A pending secret gets the same answer as an active one: the caller learns nothing of what the source holds,
+    // and a genuine new hook is established, its deliveries refused (and retried by the sender) until approved.
+    logEvent("delivery.handshake", { source: sourceName, method, signature: "valid", ...kept, requestId });
     return verdict.response;
   }
   if (method !== "POST") {

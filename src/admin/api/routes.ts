@@ -29,10 +29,11 @@ import { sourceStats } from "../stats";
 import { collectMeters } from "../meters";
 import { storageSizes } from "../storage-sizes";
 import { systemHealth } from "../system-health";
+import { keptSecretsApi } from "./kept-secrets";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
- * write; the replay endpoints are the only ones that change anything.
+ * write; the replay, dismiss and kept-secret endpoints are the only ones that change anything.
  */
 export const adminApi = new Hono<AdminEnv>();
 
@@ -174,6 +175,11 @@ adminApi.get("/health", accepts("source"), async (c) => c.json(await systemHealt
  * as counted since each isolate started; `npm run bench -- --only meters` reads this before and after a run.
  */
 adminApi.get("/meters", accepts(), async (c) => c.json(await collectMeters(c.env)));
+
+/** Kept handshake secrets (Asana, Notion): list, approve, revoke (./kept-secrets.ts). */
+adminApi.use("/sources/:source/kept-secrets/*", accepts());
+adminApi.use("/sources/:source/kept-secrets", accepts());
+adminApi.route("/sources", keptSecretsApi);
 
 /** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
 adminApi.all("*", () => {

@@ -1,0 +1,163 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ADMIN, adminGet, adminPost } from "../admin/support";
+import { expectAccepted, expectRejectedAndNothingWritten, send, uniqueKey } from "./support/contract";
+import { hmac, sha256Hex } from "./support/signers";
+
+/**
+ * Kept handshake secrets (Asana, Notion) through the real route and the admin API. The URL's verify token proves a
+ * handshake, but it sits in URLs and so in logs: it installs a source's first secret and nothing more. A new
+ * secret handed over while one is active is pending (same answer to the caller) and verifies nothing until an
+ * operator approves it; revoke removes one; a genuine repeat refreshes its time; list never shows a value.
+ */
+
+const secrets = env as unknown as Record<string, string>;
+const ASANA_TOKEN = secrets.KS_ASANA_VERIFY_TOKEN!;
+const NOTION_TOKEN = secrets.KS_NOTION_VERIFY_TOKEN!;
+
+interface Listing {
+  fingerprint: string;
+  status: "active" | "pending";
+  receivedAt: number;
+}
+
+const asanaHandshake = (source: string, hookSecret: string) =>
+  send(source, { url: `https://receiver.test/webhooks/${source}?verify_token=${ASANA_TOKEN}`, body: "", headers: { "x-hook-secret": hookSecret } });
+
+function asanaDelivery(secret: string) {
+  const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: uniqueKey("task"), resource_type: "task" }, created_at: "2026-11-30T08:00:00.000Z" }] });
+  return { body, headers: { "x-hook-signature": hmac("sha256", secret, body).toString("hex") } };
+}
+
+async function keptSecrets(source: string): Promise<Listing[]> {
+  const response = await adminGet(`/admin/api/sources/${source}/kept-secrets`);
+  expect(response.status).toBe(200);
+  const text = await response.text();
+  const answer = JSON.parse(text) as { source: string; keptSecrets: Listing[] };
+  expect(answer.source).toBe(source);
+  return answer.keptSecrets;
+}
+
+const fingerprintOf = (secret: string) => sha256Hex(secret).slice(0, 16);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("kept secrets: the verify token installs a source's first secret only", () => {
+  it("asana: the first secret is active at once; a second one with the same verify token gets the same answer but verifies nothing", async () => {
+    const source = "ks-asana";
+    const lines: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(" ")));
+    const genuine = uniqueKey("asana_genuine");
+    const first = await asanaHandshake(source, genuine);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-hook-secret")).toBe(genuine);
+    await expectAccepted(source, asanaDelivery(genuine));
+
+    // Someone who read the verify token in a log hands over a secret of their own.
+    const forged = uniqueKey("asana_forged");
+    const second = await asanaHandshake(source, forged);
+    expect(second.status).toBe(200);
+    expect(second.headers.get("x-hook-secret")).toBe(forged);
+    await expectRejectedAndNothingWritten(source, asanaDelivery(forged));
+    // The real sender is not locked out.
+    await expectAccepted(source, asanaDelivery(genuine));
+
+    expect(await keptSecrets(source)).toEqual([
+      { fingerprint: await fingerprintOf(forged), status: "pending", receivedAt: expect.any(Number) },
+      { fingerprint: await fingerprintOf(genuine), status: "active", receivedAt: expect.any(Number) },
+    ]);
+    const handshakeLines = lines.filter((line) => line.includes('"delivery.handshake"'));
+    expect(handshakeLines.map((line) => JSON.parse(line).kept)).toEqual(["active", "pending"]);
+    expect(lines.join("\n")).not.toContain(genuine);
+    expect(lines.join("\n")).not.toContain(forged);
+  });
+
+  it("notion: the first verification_token is kept active; a later one is pending and verifies nothing", async () => {
+    const source = "ks-notion";
+    const handshake = (token: string) =>
+      send(source, { url: `https://receiver.test/webhooks/${source}?verify_token=${NOTION_TOKEN}`, body: JSON.stringify({ verification_token: token }), headers: { "content-type": "application/json" } });
+    const delivery = (token: string) => {
+      const body = JSON.stringify({ id: uniqueKey("ntn"), type: "page.created", timestamp: "2026-11-30T08:00:00.000Z", entity: { id: "pg_1", type: "page" } });
+      return { body, headers: { "x-notion-signature": `sha256=${hmac("sha256", token, body).toString("hex")}` } };
+    };
+    const genuine = `secret_${uniqueKey("notion")}`;
+    const forged = `secret_${uniqueKey("notion_forged")}`;
+    expect((await handshake(genuine)).status).toBe(200);
+    expect((await handshake(forged)).status).toBe(200);
+    await expectAccepted(source, delivery(genuine));
+    await expectRejectedAndNothingWritten(source, delivery(forged));
+    expect((await keptSecrets(source)).map(({ status }) => status)).toEqual(["pending", "active"]);
+  });
+
+  it("a repeated genuine handshake refreshes the kept secret's time and leaves it active, with no second row", async () => {
+    const source = "ks-asana-refresh";
+    const genuine = uniqueKey("asana_refresh");
+    await asanaHandshake(source, genuine);
+    const [before] = await keptSecrets(source);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await asanaHandshake(source, genuine)).status).toBe(200);
+    const after = await keptSecrets(source);
+    expect(after).toEqual([{ fingerprint: before!.fingerprint, status: "active", receivedAt: expect.any(Number) }]);
+    expect(after[0]!.receivedAt).toBeGreaterThan(before!.receivedAt);
+    await expectAccepted(source, asanaDelivery(genuine));
+  });
+
+  it("keeps at most 8 pending secrets per source, the newest, so a leaked token cannot grow the table", async () => {
+    const source = "ks-asana-flood";
+    await asanaHandshake(source, uniqueKey("asana_first"));
+    const flood = Array.from({ length: 12 }, (_, index) => uniqueKey(`asana_flood_${index}`));
+    for (const secret of flood) {
+      await asanaHandshake(source, secret);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    const listed = await keptSecrets(source);
+    expect(listed.filter(({ status }) => status === "active")).toHaveLength(1);
+    const pending = listed.filter(({ status }) => status === "pending").map(({ fingerprint }) => fingerprint);
+    expect(pending).toEqual(await Promise.all(flood.slice(-8).reverse().map(fingerprintOf)));
+  });
+});
+
+describe("kept secrets: list, approve and revoke through the admin API", () => {
+  it("approving a pending secret lets its deliveries in; revoking one shuts its deliveries out", async () => {
+    const source = "ks-asana-admin";
+    const original = uniqueKey("asana_original");
+    const replacement = uniqueKey("asana_replacement");
+    await asanaHandshake(source, original);
+    await asanaHandshake(source, replacement);
+    await expectRejectedAndNothingWritten(source, asanaDelivery(replacement));
+
+    const listing = await adminGet(`/admin/api/sources/${source}/kept-secrets`);
+    const listed = await listing.text();
+    expect(listed).not.toContain(original);
+    expect(listed).not.toContain(replacement);
+
+    const approved = await adminPost(`/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(replacement)}/approve`, {});
+    expect(approved.status).toBe(200);
+    expect(await approved.json()).toEqual({ source, approved: { fingerprint: await fingerprintOf(replacement), status: "active", receivedAt: expect.any(Number) } });
+    await expectAccepted(source, asanaDelivery(replacement));
+    await expectAccepted(source, asanaDelivery(original));
+
+    const revoked = await adminPost(`/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(original)}/revoke`, {});
+    expect(revoked.status).toBe(200);
+    expect(await revoked.json()).toEqual({ source, revoked: { fingerprint: await fingerprintOf(original), status: "active", receivedAt: expect.any(Number) } });
+    await expectRejectedAndNothingWritten(source, asanaDelivery(original));
+    await expectAccepted(source, asanaDelivery(replacement));
+    expect((await keptSecrets(source)).map(({ fingerprint }) => fingerprint)).toEqual([await fingerprintOf(replacement)]);
+  });
+
+  it("answers a clear 4xx for an unknown source, a source that keeps no secrets, a malformed or unknown fingerprint, and no token", async () => {
+    const errorCode = async (response: Response | Promise<Response>, status: number) => {
+      const answer = await response;
+      expect(answer.status).toBe(status);
+      return ((await answer.json()) as { error: { code: string } }).error.code;
+    };
+    expect(await errorCode(adminGet("/admin/api/sources/no-such-source/kept-secrets"), 404)).toBe("unknown_source");
+    expect(await errorCode(adminGet("/admin/api/sources/demo/kept-secrets"), 400)).toBe("no_kept_secrets");
+    expect(await errorCode(adminPost("/admin/api/sources/ks-asana/kept-secrets/NOT-HEX/approve", {}), 400)).toBe("invalid_fingerprint");
+    expect(await errorCode(adminPost(`/admin/api/sources/ks-asana/kept-secrets/${"0".repeat(16)}/revoke`, {}), 404)).toBe("kept_secret_not_found");
+    expect(await errorCode(adminGet("/admin/api/sources/ks-asana/kept-secrets?x=1"), 400)).toBe("unknown_parameter");
+    expect(await errorCode(adminGet("/admin/api/sources/ks-asana/kept-secrets", { authorization: `${ADMIN.authorization}x` }), 401)).toBe("unauthorized");
+  });
+});
