@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { admin } from "./admin";
+import { adminTokenProblem } from "./admin/auth";
 import { webhooks } from "./ingest/route";
 import { apiError, renderError } from "./lib/errors";
 import { healthAnswer, openSystemAlertKinds } from "./monitor/health";
@@ -18,7 +19,8 @@ app.get("/health", async (c) => {
   const health = sourcesHealth(c.env);
   const invalidSources = health.unreadable ? ["*"] : Object.keys(health.invalid);
   const missingSecrets = [...sourcesMissingSecrets(c.env, Date.now()).keys()];
-  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env), missingSecrets));
+  const adminTokenIsExample = adminTokenProblem(c.env) === "shipped-example";
+  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env), missingSecrets, adminTokenIsExample));
 });
 app.route("/webhooks", webhooks);
 app.route("/admin", admin);

@@ -17,14 +17,48 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 export const SESSION_COOKIE = "admin_session";
 export const SESSION_TTL_MS = 12 * 3_600_000;
 
-/** The configured token, or null when the admin surface is disabled. Short tokens count as unset. */
-export function adminToken(env: Env): string | null {
+/**
+ * Every value the repository ships as an example (.dev.vars.example, the README's local commands). Anyone can read
+ * them, so as ADMIN_TOKEN they open nothing outside local development; test/admin/token-guard.test.ts keeps this
+ * list equal to .dev.vars.example.
+ */
+export const SHIPPED_EXAMPLE_VALUES: readonly string[] = [
+  "local-admin-token-change-me",
+  "whsec_ZGVtby1zZWNyZXQtZm9yLWxvY2FsLWRldmVsb3BtZW50LW9ubHk=",
+  "whsec_Z2F0ZXdheS1zZWNyZXQtZm9yLWxvY2FsLWRldmVsb3BtZW50",
+];
+
+/**
+ * Local development is what `.dev.vars` says, never wrangler.toml: wrangler reads `.dev.vars` for `wrangler dev`
+ * only and never deploys it, so no deployed Worker (production, staging, or the top-level config deployed by
+ * hand) can claim to be local by accident.
+ */
+export function isLocalDevelopment(env: Env): boolean {
+  return secretValue(env, "LOCAL_DEVELOPMENT") === "true";
+}
+
+export type AdminTokenProblem = "unset" | "shipped-example";
+
+/** Why the admin surface is shut, or null when ADMIN_TOKEN can be used. Short tokens count as unset. */
+export function adminTokenProblem(env: Env): AdminTokenProblem | null {
   const token = secretValue(env, "ADMIN_TOKEN");
-  return token !== null && token.length >= 16 ? token : null;
+  if (token === null || token.length < 16) return "unset";
+  if (SHIPPED_EXAMPLE_VALUES.includes(token) && !isLocalDevelopment(env)) return "shipped-example";
+  return null;
+}
+
+export const SHIPPED_EXAMPLE_MESSAGE =
+  "The admin token is the shipped example value, which anyone can read, so the admin API and dashboard stay shut. " +
+  "Set a new one: npm run -s cli -- secret token | npx wrangler secret put ADMIN_TOKEN";
+
+/** The configured token, or null when the admin surface is shut (unset, too short, or a shipped example). */
+export function adminToken(env: Env): string | null {
+  return adminTokenProblem(env) === null ? secretValue(env, "ADMIN_TOKEN") : null;
 }
 
 export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const expected = adminToken(c.env);
+  if (adminTokenProblem(c.env) === "shipped-example") throw apiError(503, "admin_token_is_example", SHIPPED_EXAMPLE_MESSAGE);
   if (!expected) throw apiError(503, "admin_disabled", "The admin API is disabled: set the ADMIN_TOKEN secret.");
   const presented = BEARER.exec(c.req.header("authorization") ?? "")?.[1];
   if (!presented || !(await tokensEqual(presented, expected))) {

@@ -13,10 +13,20 @@ export interface HealthAnswer {
   detail?: string;
 }
 
-export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[], sourcesMissingSecrets: readonly string[] = []): HealthAnswer {
+/**
+ * `adminTokenIsExample`: ADMIN_TOKEN is a value the repository ships as an example, so the admin surface is shut
+ * (src/admin/auth.ts) and GET /admin/api/health cannot say why: the reason "admin-token-example" says it here.
+ */
+export function healthAnswer(
+  invalidSources: readonly string[],
+  openSystemAlerts: readonly string[],
+  sourcesMissingSecrets: readonly string[] = [],
+  adminTokenIsExample = false,
+): HealthAnswer {
   const reasons = [
     ...(invalidSources.length > 0 ? ["config-invalid"] : []),
     ...(sourcesMissingSecrets.length > 0 ? ["secrets-missing"] : []),
+    ...(adminTokenIsExample ? ["admin-token-example"] : []),
     ...new Set(openSystemAlerts),
   ];
   if (reasons.length === 0) return { status: "ok" };
@@ -25,7 +35,9 @@ export function healthAnswer(invalidSources: readonly string[], openSystemAlerts
     reasons,
     ...(invalidSources.length > 0 ? { invalidSources: [...invalidSources] } : {}),
     ...(sourcesMissingSecrets.length > 0 ? { sourcesMissingSecrets: [...sourcesMissingSecrets].sort() } : {}),
-    detail: "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem and missing secret.",
+    detail: adminTokenIsExample
+      ? "ADMIN_TOKEN is the shipped example value, so the admin API and dashboard are shut: set a new one with wrangler secret put ADMIN_TOKEN."
+      : "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem and missing secret.",
   };
 }
 

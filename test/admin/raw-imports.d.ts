@@ -8,3 +8,8 @@ declare module "*.toml?raw" {
   const text: string;
   export default text;
 }
+
+declare module "*.example?raw" {
+  const text: string;
+  export default text;
+}

@@ -7,7 +7,8 @@ import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
-import { adminToken, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, type AdminEnv } from "../auth";
+import { adminToken, adminTokenProblem, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, SHIPPED_EXAMPLE_MESSAGE, type AdminEnv } from "../auth";
+import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../login-throttle";
 import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../lists";
@@ -49,10 +50,22 @@ dashboard.get("/login", async (c) => {
 
 dashboard.post("/login", async (c) => {
   const expected = adminToken(c.env);
+  if (adminTokenProblem(c.env) === "shipped-example") return c.html(<LoginPage problem={SHIPPED_EXAMPLE_MESSAGE} />, 503);
   if (!expected) return c.html(<LoginPage problem="The dashboard is disabled: set the ADMIN_TOKEN secret." />, 503);
+  const client = loginClient(c.req.raw);
+  const now = Date.now();
+  const retryAfter = loginRetryAfterSeconds(client, now);
+  if (retryAfter !== null) {
+    c.header("retry-after", String(retryAfter));
+    return c.html(<LoginPage problem={`Too many failed sign-ins from your address: try again in ${retryAfter} s.`} />, 429);
+  }
   const form = await c.req.parseBody();
   const presented = typeof form.token === "string" ? form.token : "";
-  if (!(await tokensEqual(presented, expected))) return c.html(<LoginPage problem="That token was not accepted." />, 401);
+  if (!(await tokensEqual(presented, expected))) {
+    recordLoginFailure(client, now);
+    return c.html(<LoginPage problem="That token was not accepted." />, 401);
+  }
+  forgetLoginFailures(client);
   setCookie(c, SESSION_COOKIE, await issueSession(expected), {
     path: "/admin",
     httpOnly: true,

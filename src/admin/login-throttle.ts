@@ -1,0 +1,49 @@
+/**
+ * A brake on guessing the admin token through the sign-in form: after LOGIN_FAILURES_PER_WINDOW failed sign-ins
+ * from one client (CF-Connecting-IP) within a minute, that client's sign-ins answer 429 with Retry-After until the
+ * minute is over, right token or not. Kept in memory per isolate, so a sign-in costs no D1 write or Durable Object
+ * call; the price is that each isolate counts on its own (a client spread over many isolates, or many addresses,
+ * gets more guesses). A 16+ character random token is the real defence; this only makes guessing slower still.
+ */
+
+export const LOGIN_FAILURES_PER_WINDOW = 10;
+export const LOGIN_WINDOW_MS = 60_000;
+/** Bounds the isolate's memory: past this many clients, the oldest window is forgotten first. */
+const MAX_TRACKED_CLIENTS = 10_000;
+
+const failures = new Map<string, { count: number; windowStartedAt: number }>();
+
+/** Who is signing in, as Cloudflare's edge saw it; one shared key where there is no edge (wrangler dev, tests). */
+export function loginClient(request: Request): string {
+  return request.headers.get("cf-connecting-ip") ?? "no-client-address";
+}
+
+function currentWindow(client: string, now: number) {
+  const entry = failures.get(client);
+  if (entry && now - entry.windowStartedAt >= LOGIN_WINDOW_MS) {
+    failures.delete(client);
+    return undefined;
+  }
+  return entry;
+}
+
+/** Seconds until this client may try again, or null when it may try now. */
+export function loginRetryAfterSeconds(client: string, now: number): number | null {
+  const entry = currentWindow(client, now);
+  if (!entry || entry.count < LOGIN_FAILURES_PER_WINDOW) return null;
+  return Math.max(1, Math.ceil((entry.windowStartedAt + LOGIN_WINDOW_MS - now) / 1000));
+}
+
+export function recordLoginFailure(client: string, now: number): void {
+  const entry = currentWindow(client, now);
+  if (entry) {
+    entry.count += 1;
+    return;
+  }
+  if (failures.size >= MAX_TRACKED_CLIENTS) failures.delete(failures.keys().next().value!);
+  failures.set(client, { count: 1, windowStartedAt: now });
+}
+
+export function forgetLoginFailures(client: string): void {
+  failures.delete(client);
+}
