@@ -1,5 +1,5 @@
 import { shardFor } from "./routing";
-import type { ClaimResult, Provenance } from "../model/claims";
+import { claimKeyOf, type ClaimRequest, type ClaimResult, type Provenance } from "../model/claims";
 import { sha256Hex } from "../crypto/digest";
 import type { EventIdentity } from "../providers/types";
 import type { SourceConfig } from "../sources/config";
@@ -14,15 +14,17 @@ export interface ClaimInput {
 }
 
 /**
- * Claims a verified event in the shard that owns its key. The live route, provider catch-up and tests all
- * enter here, so every path to a receipt shares one arbiter.
+ * Claims a verified event in the shard that owns its claim key (the event key, or the payload hash when the
+ * signature does not cover the key: claimKeyOf). The live route, provider catch-up and tests all enter here, so
+ * every path to a receipt shares one arbiter.
  */
 export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResult> {
   const payloadSha256 = await sha256Hex(input.rawBody);
   const { identity } = input;
-  return shardFor(env, input.source, identity.eventKey).claim({
+  const request: ClaimRequest = {
     source: input.source.name,
     eventKey: identity.eventKey,
+    eventKeySigned: identity.eventKeySigned,
     payloadSha256,
     eventType: identity.eventType,
     subjectId: identity.subjectId,
@@ -32,7 +34,8 @@ export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResu
     keptHeaders: JSON.stringify({ ...input.keptHeaders, ...identity.annotations }),
     receivedAt: input.receivedAt,
     provenance: input.provenance,
-  });
+  };
+  return shardFor(env, input.source, claimKeyOf(request)).claim(request);
 }
 
 export function pickHeaders(headers: Headers, names: readonly string[]): Record<string, string> {

@@ -3,6 +3,10 @@
  * one billed row per insert (no separate key index), the relay's backlog is the key prefix relay_pending = 1
  * (a seek, never a scan), and a dedupe lookup is two seeks (relay_pending IN (0, 1)). Turning a claim into a
  * tombstone moves it to relay_pending = 0 in one update, which the local meters count as one row written.
+ *
+ * `event_key` is the claim key (src/model/claims.ts claimKeyOf): the event key when the sender's signature covers
+ * it, else the payload's SHA-256, with the provider's unsigned key kept in `unsigned_event_key` until the relay
+ * has given it to D1. So a source with unsigned keys dedupes on the payload hash at no extra row or index.
  */
 export const CLAIMS_SCHEMA = `
 CREATE TABLE IF NOT EXISTS event_claims (
@@ -13,6 +17,7 @@ CREATE TABLE IF NOT EXISTS event_claims (
   payload_sha256 TEXT NOT NULL,
   received_at INTEGER NOT NULL,
   provenance TEXT NOT NULL,
+  unsigned_event_key TEXT,
   event_type TEXT,
   subject TEXT,
   version INTEGER,
@@ -54,6 +59,17 @@ CREATE TABLE IF NOT EXISTS prune_cursor (
   event_key TEXT NOT NULL
 );
 `;
+
+/**
+ * Shards created before unsigned keys were keyed by payload hash have no `unsigned_event_key`: added once (a NULL
+ * column, so every existing row keeps its meaning: keyed by its event key). A read of the table's columns on
+ * every later start.
+ */
+export function migrateUnsignedKeyColumn(sql: SqlStorage): void {
+  const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('event_claims')").toArray();
+  if (columns.some((column) => column.name === "unsigned_event_key")) return;
+  sql.exec("ALTER TABLE event_claims ADD COLUMN unsigned_event_key TEXT");
+}
 
 /**
  * Shards created before event_claims kept claims in `claims` (rowid table, relayed_at column, an index): move

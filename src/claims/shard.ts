@@ -9,8 +9,8 @@ import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { isSameEvent } from "../model/same-event";
 import { pruneExpiredKeys } from "./prune";
-import { CLAIMS_SCHEMA, migrateLegacyClaims } from "./shard-schema";
-import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
+import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
+import { claimKeyOf, type ClaimRequest, type ClaimResult, type PendingClaim, type PendingQuarantine, type RelayReport } from "../model/claims";
 
 /**
  * A claim shard owns a slice of one source's event keys. Durable Objects run one event at a time, and the
@@ -20,7 +20,9 @@ import type { ClaimRequest, ClaimResult, PendingClaim, PendingQuarantine, RelayR
  * the Worker acknowledge with a 2xx.
  *
  * Billed rows per accepted event: the claim insert (1, a WITHOUT ROWID table with no other index) and the relay's
- * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch.
+ * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch. The
+ * same for a source whose key the signature does not cover: its claims are keyed by the payload hash (claimKeyOf)
+ * in the same table, so a replay under a new key finds the first copy here without any other row or index.
  */
 
 const RELAY_BATCH = 50;
@@ -93,6 +95,7 @@ export class ClaimShard extends DurableObject<Env> {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(CLAIMS_SCHEMA);
+    migrateUnsignedKeyColumn(this.sql);
     migrateLegacyClaims(this.sql);
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
     this.fullBatchWaits = secretValue(env, "RELAY_HELD_BACK") !== null;
@@ -101,26 +104,29 @@ export class ClaimShard extends DurableObject<Env> {
   /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     count("doRequests");
+    const claimKey = claimKeyOf(request);
     const result = this.ctx.storage.transactionSync((): ClaimResult => {
       const existing = execCounted<ClaimRow>(
         this.sql,
         `SELECT receipt_id, payload_sha256, provenance FROM event_claims
          WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
         request.source,
-        request.eventKey,
+        claimKey,
       )[0];
       if (!existing) {
         const receiptId = ulid(request.receivedAt);
         execCounted(
           this.sql,
           `INSERT INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
-             event_type, subject, version, occurred_at, kept_headers, body) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             unsigned_event_key, event_type, subject, version, occurred_at, kept_headers, body)
+           VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           request.source,
-          request.eventKey,
+          claimKey,
           receiptId,
           request.payloadSha256,
           request.receivedAt,
           request.provenance,
+          claimKey === request.eventKey ? null : request.eventKey,
           request.eventType,
           request.subjectId,
           request.version,
@@ -134,7 +140,8 @@ export class ClaimShard extends DurableObject<Env> {
         if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
         return { disposition: "duplicate", receiptId: existing.receipt_id };
       }
-      // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it.
+      // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it. (Only a
+      // signed key gets here: under a payload-hash claim key the bytes always match, and D1 compares them instead.)
       execCounted(
         this.sql,
         `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
@@ -222,11 +229,11 @@ export class ClaimShard extends DurableObject<Env> {
       for (const claim of claims) {
         execCounted(
           this.sql,
-          `UPDATE event_claims SET relay_pending = 0, event_type = NULL, subject = NULL, version = NULL, occurred_at = NULL,
-             kept_headers = NULL, body = NULL
+          `UPDATE event_claims SET relay_pending = 0, unsigned_event_key = NULL, event_type = NULL, subject = NULL, version = NULL,
+             occurred_at = NULL, kept_headers = NULL, body = NULL
            WHERE relay_pending = 1 AND source = ? AND event_key = ?`,
           claim.source,
-          claim.eventKey,
+          claim.claimKey,
         );
       }
       for (const quarantine of quarantines) {
@@ -240,7 +247,7 @@ export class ClaimShard extends DurableObject<Env> {
       }
     });
     const last = claims.at(-1);
-    if (last) this.relayCursor = last.eventKey;
+    if (last) this.relayCursor = last.claimKey;
     // Counted only far enough to say "another batch waits": a count per batch over the whole backlog would make
     // draining it quadratic.
     return { ...outcome, remaining: this.unrelayedCount(RELAY_BATCH) };
@@ -251,7 +258,8 @@ export class ClaimShard extends DurableObject<Env> {
     const query = (afterKey: string) =>
       withinBudget<PendingClaim>(
         this.sql,
-        `SELECT receipt_id AS receiptId, source, event_key AS eventKey, payload_sha256 AS payloadSha256,
+        `SELECT receipt_id AS receiptId, source, event_key AS claimKey, COALESCE(unsigned_event_key, event_key) AS eventKey,
+           payload_sha256 AS payloadSha256,
            event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
            kept_headers AS keptHeaders, received_at AS receivedAt, provenance
          FROM event_claims WHERE relay_pending = 1 AND event_key > ? ORDER BY relay_pending, source, event_key LIMIT ?`,
@@ -351,14 +359,17 @@ export class ClaimShard extends DurableObject<Env> {
     return { relayed, remaining, keysPruned };
   }
 
-  /** What the shard still knows about one key: the dedupe tombstone, for the reconciler's checks and tests. */
-  tombstone(source: string, eventKey: string): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
+  /**
+   * What the shard still knows about one claim key (the event key, or the payload hash for an unsigned key): the
+   * dedupe tombstone, for the reconciler's checks and tests.
+   */
+  tombstone(source: string, claimKey: string): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
     const row = execCounted<{ receipt_id: string; payload_sha256: string; has_body: number; relay_pending: number }>(
       this.sql,
       `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
        FROM event_claims WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
       source,
-      eventKey,
+      claimKey,
     )[0];
     if (!row) return null;
     return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relay_pending === 0 };

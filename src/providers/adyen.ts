@@ -78,6 +78,8 @@ export const adyen: ProviderAdapter = {
       identity: {
         eventKey,
         eventKeyOrigin: "provider-id",
+        // Each item's key is made of fields its HMAC signing string covers.
+        eventKeySigned: true,
         eventType: stringAtPath(first, "eventCode"),
         subjectId: stringAtPath(first, "pspReference"),
         version: null,

@@ -116,6 +116,8 @@ export const awsSns: ProviderAdapter = {
       identity: {
         eventKey: message.MessageId,
         eventKeyOrigin: "provider-id",
+        // MessageId is part of the string to sign.
+        eventKeySigned: true,
         eventType: "Notification",
         subjectId: message.TopicArn,
         version: null,

@@ -94,7 +94,7 @@ export const ed25519 = signedAdapter({
         return {
           ...event(
             {
-              ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody)),
+              ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody, { signed: true })),
               ...describePayload(payload, input.options, { type: "type", subject: "data.id" }),
             },
             timestampAgeSeconds,

@@ -108,6 +108,16 @@ function read(input: DeliveryInput) {
   };
 }
 
+/**
+ * Whether the signature covers the key: a JSON path always is (the signed content must include {body}); a header
+ * only when it is the `id_header` the template signs as {id}.
+ */
+function keyHeaderSigned(options: SourceOptions, keyHeader: string | undefined): boolean {
+  if (keyHeader === undefined) return true;
+  const { idHeader, template } = settings(options);
+  return idHeader !== undefined && idHeader.toLowerCase() === keyHeader.toLowerCase() && template.includes("{id}");
+}
+
 export const generic = signedAdapter({
   provider: "generic",
   keptHeaders: ["content-type", "user-agent"],
@@ -125,6 +135,7 @@ export const generic = signedAdapter({
         ...(await eventKeyOf(
           keyHeader ? readHeader(input.headers, keyHeader) : stringAtPath(payload, optionString(options, "event_key_path")),
           input.rawBody,
+          { signed: keyHeaderSigned(options, keyHeader) },
         )),
         ...described,
         eventType: typeHeader ? readHeader(input.headers, typeHeader) : described.eventType,

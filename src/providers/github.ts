@@ -16,7 +16,7 @@ export const github = signedAdapter({
     const payload = parseJsonBody(input.rawBody);
     const described = describePayload(payload, input.options, {});
     return event({
-      ...(await eventKeyOf(readHeader(input.headers, "x-github-delivery"), input.rawBody)),
+      ...(await eventKeyOf(readHeader(input.headers, "x-github-delivery"), input.rawBody, { signed: false })),
       ...described,
       eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(input.headers, "x-github-event")),
       annotations: annotationsFrom({ action: stringAtPath(payload, "action") }),

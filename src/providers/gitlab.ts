@@ -23,7 +23,7 @@ export const gitlab = signedAdapter({
     const headers = input.headers;
     const described = describePayload(parseJsonBody(input.rawBody), input.options, { subject: "object_attributes.id" });
     return event({
-      ...(await eventKeyOf(readHeader(headers, "idempotency-key") ?? readHeader(headers, "x-gitlab-event-uuid"), input.rawBody)),
+      ...(await eventKeyOf(readHeader(headers, "idempotency-key") ?? readHeader(headers, "x-gitlab-event-uuid"), input.rawBody, { signed: false })),
       ...described,
       eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(headers, "x-gitlab-event")),
     });

@@ -14,7 +14,7 @@ export const intercom = signedAdapter({
   async identify({ input }) {
     const payload = parseJsonBody(input.rawBody);
     return event({
-      ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody)),
+      ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody, { signed: true })),
       ...describePayload(payload, input.options, { type: "topic", subject: "data.item.id", occurredAt: "created_at" }),
     });
   },

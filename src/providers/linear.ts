@@ -30,7 +30,7 @@ export const linear = signedAdapter({
     const action = stringAtPath(payload, "action");
     return event(
       {
-        ...(await eventKeyOf(readHeader(input.headers, "linear-delivery"), input.rawBody)),
+        ...(await eventKeyOf(readHeader(input.headers, "linear-delivery"), input.rawBody, { signed: false })),
         ...described,
         eventType: described.eventType ?? (entity && action ? `${entity}.${action}` : entity),
       },

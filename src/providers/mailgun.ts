@@ -43,7 +43,7 @@ export const mailgun = signedAdapter({
     const payload = parseJsonBody(input.rawBody);
     return event(
       {
-        ...(await eventKeyOf(stringAtPath(payload, "event-data.id"), input.rawBody)),
+        ...(await eventKeyOf(stringAtPath(payload, "event-data.id"), input.rawBody, { signed: false })),
         ...describePayload(payload, input.options, {
           type: "event-data.event",
           subject: "event-data.message.headers.message-id",

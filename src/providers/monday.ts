@@ -23,7 +23,7 @@ const delivery = signedAdapter({
     const challenge = challengeText(valueAtPath(payload, "challenge"));
     if (challenge) return handshake(Response.json({ challenge }));
     return event({
-      ...(await eventKeyOf(stringAtPath(payload, "event.triggerUuid"), input.rawBody)),
+      ...(await eventKeyOf(stringAtPath(payload, "event.triggerUuid"), input.rawBody, { signed: false })),
       ...describePayload(payload, input.options, { type: "event.type", subject: "event.pulseId", occurredAt: "event.triggerTime" }),
     });
   },

@@ -32,7 +32,7 @@ export const paddle = signedAdapter({
     const payload = parseJsonBody(input.rawBody);
     return event(
       {
-        ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody)),
+        ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody, { signed: true })),
         ...describePayload(payload, input.options, { type: "event_type", subject: "data.id", occurredAt: "occurred_at" }),
       },
       timestampAgeSeconds,

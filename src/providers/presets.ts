@@ -160,6 +160,14 @@ function presetKey(spec: PresetSpec) {
   };
 }
 
+/**
+ * Whether the signature covers the key: only a key read from a body the MAC covers. No preset signs a key header,
+ * and a token scheme signs nothing at all.
+ */
+function keySigned(spec: PresetSpec): boolean {
+  return spec.algorithm !== "token" && spec.signs.includes("body") && spec.eventKey?.header === undefined;
+}
+
 export function presetAdapter(spec: PresetSpec): ProviderAdapter {
   return signedAdapter({
     provider: spec.provider,
@@ -181,7 +189,7 @@ export function presetAdapter(spec: PresetSpec): ProviderAdapter {
       }
       return event(
         {
-          ...(await eventKeyOf(located(input, payload, spec.eventKey), input.rawBody)),
+          ...(await eventKeyOf(located(input, payload, spec.eventKey), input.rawBody, { signed: keySigned(spec) })),
           ...described,
           eventType: optionString(input.options, "type_path") ? described.eventType : headerOrPathType,
           annotations: annotationsFrom(Object.fromEntries((spec.annotations ?? []).map((name) => [name, readHeader(input.headers, name)]))),

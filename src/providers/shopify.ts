@@ -17,7 +17,7 @@ export const shopify = signedAdapter({
     const described = describePayload(parseJsonBody(input.rawBody), input.options, { subject: "admin_graphql_api_id" });
     const triggeredAt = Date.parse(readHeader(headers, "x-shopify-triggered-at") ?? "");
     return event({
-      ...(await eventKeyOf(readHeader(headers, "x-shopify-webhook-id"), input.rawBody)),
+      ...(await eventKeyOf(readHeader(headers, "x-shopify-webhook-id"), input.rawBody, { signed: false })),
       ...described,
       eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(headers, "x-shopify-topic")),
       occurredAt: described.occurredAt ?? (Number.isNaN(triggeredAt) ? null : triggeredAt),

@@ -246,16 +246,18 @@ export function headerTypeUnlessConfigured(options: SourceOptions, describedType
   return optionString(options, "type_path") ? describedType : headerType;
 }
 
+type EventKey = Pick<EventIdentity, "eventKey" | "eventKeyOrigin" | "eventKeySigned">;
+
 /**
  * The provider's own id when it gave one; otherwise the payload's SHA-256, and eventKeyOrigin says so.
  * Only for providers (or deliveries) that carry no id: a hash key treats a changed resend as a new event.
+ * `coverage.signed` says whether the scheme's signature covers the id (a payload hash is covered by definition).
  */
-export async function eventKeyOf(
-  providerId: string | null | undefined,
-  rawBody: Uint8Array,
-): Promise<Pick<EventIdentity, "eventKey" | "eventKeyOrigin">> {
-  if (providerId) return { eventKey: providerId, eventKeyOrigin: "provider-id" };
-  return { eventKey: await sha256Hex(rawBody), eventKeyOrigin: "payload-sha256" };
+export async function eventKeyOf(providerId: null, rawBody: Uint8Array): Promise<EventKey>;
+export async function eventKeyOf(providerId: string | null | undefined, rawBody: Uint8Array, coverage: { signed: boolean }): Promise<EventKey>;
+export async function eventKeyOf(providerId: string | null | undefined, rawBody: Uint8Array, coverage?: { signed: boolean }): Promise<EventKey> {
+  if (providerId && coverage) return { eventKey: providerId, eventKeyOrigin: "provider-id", eventKeySigned: coverage.signed };
+  return { eventKey: await sha256Hex(rawBody), eventKeyOrigin: "payload-sha256", eventKeySigned: true };
 }
 
 /** Drops empty values so annotations only carry what the sender actually sent. */

@@ -37,7 +37,7 @@ export const slack = signedAdapter({
     const described = describePayload(payload, input.options, { subject: "event.item.ts", occurredAt: "event_time" });
     return event(
       {
-        ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody)),
+        ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody, { signed: true })),
         ...described,
         eventType: described.eventType ?? (type === "event_callback" ? stringAtPath(payload, "event.type") : type),
         annotations: annotationsFrom({

@@ -27,7 +27,7 @@ export const square = signedAdapter({
   async identify({ input }) {
     const payload = parseJsonBody(input.rawBody);
     return event({
-      ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody)),
+      ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody, { signed: true })),
       ...describePayload(payload, input.options, { type: "type", subject: "data.id", occurredAt: "created_at" }),
     });
   },

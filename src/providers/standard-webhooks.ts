@@ -65,6 +65,7 @@ export const standardWebhooks = signedAdapter({
       {
         eventKey: webhookId,
         eventKeyOrigin: "provider-id",
+        eventKeySigned: true,
         ...describePayload(payload, input.options, { type: "type", occurredAt: "timestamp" }),
       },
       timestampAgeSeconds,

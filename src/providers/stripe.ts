@@ -34,7 +34,7 @@ export const stripe = signedAdapter({
     const payload = parseJsonBody(input.rawBody);
     return event(
       {
-        ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody)),
+        ...(await eventKeyOf(stringAtPath(payload, "id"), input.rawBody, { signed: true })),
         ...describePayload(payload, input.options, { type: "type", subject: "data.object.id", occurredAt: "created" }),
       },
       timestampAgeSeconds,

@@ -169,13 +169,13 @@ export const twilio = signedAdapter({
     const token = readHeader(input.headers, "i-twilio-idempotency-token");
     const isJson = new URL(input.url).searchParams.has("bodySHA256");
     if (isJson) {
-      return event({ ...(await eventKeyOf(token, input.rawBody)), ...describePayload(parseJsonBody(input.rawBody), input.options, {}) });
+      return event({ ...(await eventKeyOf(token, input.rawBody, { signed: false })), ...describePayload(parseJsonBody(input.rawBody), input.options, {}) });
     }
     const form = parseFormBody(input.rawBody)!;
     const firstParam = (names: string[]) => names.map((name) => form.get(name)).find((value) => value) ?? null;
     return {
       ...event({
-        ...(await eventKeyOf(token, input.rawBody)),
+        ...(await eventKeyOf(token, input.rawBody, { signed: false })),
         eventType: firstParam(TYPE_PARAMS),
         subjectId: firstParam(SUBJECT_PARAMS),
         version: null,

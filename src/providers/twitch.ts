@@ -52,7 +52,7 @@ export const twitch = signedAdapter({
     const signedAt = Date.parse(readHeader(headers, "twitch-eventsub-message-timestamp")!);
     return event(
       {
-        ...(await eventKeyOf(readHeader(headers, "twitch-eventsub-message-id"), input.rawBody)),
+        ...(await eventKeyOf(readHeader(headers, "twitch-eventsub-message-id"), input.rawBody, { signed: true })),
         ...described,
         eventType: headerTypeUnlessConfigured(
           input.options,

@@ -41,6 +41,12 @@ export interface EventIdentity {
   eventKey: string;
   /** Where eventKey came from. "payload-sha256" only for providers that give no id, and it says so. */
   eventKeyOrigin: "provider-id" | "payload-sha256";
+  /**
+   * Whether the signature covers eventKey (a payload-sha256 key trivially is). When it does not (an unsigned
+   * header such as X-GitHub-Delivery, a key in a body no signature covers), a replay of the signed content under a
+   * new key must still be a duplicate: the claim shard then dedupes on the payload's SHA-256 (src/model/claims.ts).
+   */
+  eventKeySigned: boolean;
   eventType: string | null;
   /** The object the event is about (account, invoice, repository, …), when the provider names one. */
   subjectId: string | null;

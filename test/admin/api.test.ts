@@ -433,7 +433,7 @@ describe("per-source stats", () => {
     const rawBody = new TextEncoder().encode(JSON.stringify(payload));
     const again = await claimEvent(env, {
       source: loadSources(env).get("admin-audit")!,
-      identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "account.credited", subjectId: null, version: null, occurredAt: null },
+      identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "account.credited", subjectId: null, version: null, occurredAt: null },
       rawBody,
       keptHeaders: {},
       receivedAt: Date.now(),

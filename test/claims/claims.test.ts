@@ -178,6 +178,7 @@ describe("changing the shard count", () => {
       identity: {
         eventKey,
         eventKeyOrigin: "provider-id",
+        eventKeySigned: true,
         eventType: "account.credited",
         subjectId: "acct_reshard_reconciled",
         version: null,
@@ -205,7 +206,7 @@ describe("changing the shard count", () => {
     const rendered = new TextEncoder().encode(JSON.stringify({ data: { amount: 80, account: "acct_replayed_reconciled" }, type: "account.credited" }));
     const reclaimed = await claimEvent(env, {
       source: loadSources(env).get("demo")!,
-      identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "account.credited", subjectId: "acct_replayed_reconciled", version: null, occurredAt: null },
+      identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "account.credited", subjectId: "acct_replayed_reconciled", version: null, occurredAt: null },
       rawBody: rendered,
       keptHeaders: {},
       receivedAt: Date.now(),

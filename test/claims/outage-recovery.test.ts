@@ -25,6 +25,7 @@ function claimOf(source: string, eventKey: string) {
   return {
     source,
     eventKey,
+    eventKeySigned: true,
     payloadSha256: `sha-${eventKey}`,
     eventType: "thing.happened",
     subjectId: null,

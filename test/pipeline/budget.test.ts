@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { collectMeters } from "../../src/admin/meters";
 import { difference } from "../../src/lib/meter";
 import { credit, deliverDemo } from "../support/deliveries";
+import { deliverGithub } from "../support/github";
 import { settle } from "../support/storage";
 
 /**
@@ -41,6 +42,29 @@ describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {
     expect(spent.queueOperations).toBeGreaterThan(0);
 
     const { results } = await env.DB.prepare("SELECT status, COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_budget_%' GROUP BY status").all();
+    expect(results).toEqual([{ status: "processed", n: EVENTS }]);
+  });
+
+  // GitHub does not sign X-GitHub-Delivery: its claims are keyed by the payload hash (src/model/claims.ts), in the
+  // same table and at the same price as a signed key — no extra row, no extra index.
+  it(`keeps an unsigned-key source (GitHub) to the same ${DO_ROWS_PER_EVENT} Durable Object and ${D1_RECEIVER_ROWS_PER_EVENT} D1 rows`, async () => {
+    await settle();
+    const before = await collectMeters(env);
+    const answers = await Promise.all(
+      Array.from({ length: EVENTS }, (_, index) =>
+        deliverGithub("uk-github-budget", `gh_budget_${index}`, JSON.stringify({ ...credit(`acct_gh_budget_${index % 7}`, 1), delivery: index })),
+      ),
+    );
+    expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
+    await settle(30_000);
+    const spent = difference((await collectMeters(env)).totals, before.totals);
+
+    expect(spent.d1HandlerRowsWritten).toBeGreaterThanOrEqual(EVENTS);
+    expect((spent.d1RowsWritten - spent.d1HandlerRowsWritten) / EVENTS).toBeLessThanOrEqual(D1_RECEIVER_ROWS_PER_EVENT);
+    expect(spent.doRowsWritten / EVENTS).toBeLessThanOrEqual(DO_ROWS_PER_EVENT);
+    expect(spent.doRowsWritten - spent.doAlarmWrites).toBe(2 * EVENTS);
+
+    const { results } = await env.DB.prepare("SELECT status, COUNT(*) AS n FROM receipts WHERE source = 'uk-github-budget' GROUP BY status").all();
     expect(results).toEqual([{ status: "processed", n: EVENTS }]);
   });
 });

@@ -195,7 +195,7 @@ const cases: Case[] = [
   {
     name: "box",
     sign({ secret, eventKey, timestamp }) {
-      const body = JSON.stringify({ trigger: "FILE.UPLOADED", source: { id: "12345", type: "file" }, created_at: "2026-11-30T08:00:00-08:00" });
+      const body = JSON.stringify({ type: "webhook_event", id: eventKey, trigger: "FILE.UPLOADED", source: { id: "12345", type: "file" }, created_at: "2026-11-30T08:00:00-08:00" });
       const at = rfc3339(timestamp);
       // Box signs with the primary and the secondary key; here the secondary is a key this source does not list.
       return {

@@ -35,7 +35,7 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // The source's last live delivery was two hours ago; it expects one within the hour.
     await claimEvent(env, {
       source: loadSources(env).get(SOURCE)!,
-      identity: { eventKey: lastKey, eventKeyOrigin: "provider-id", eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
+      identity: { eventKey: lastKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
       rawBody: utf8Bytes("{}"),
       keptHeaders: {},
       receivedAt: now - 2 * HOUR,

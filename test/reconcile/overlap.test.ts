@@ -15,7 +15,7 @@ async function claimAgo(eventKey: string, ageMs: number, now: number) {
   const event = stripeEvent(eventKey, now - ageMs, `in_${eventKey}`);
   return claimEvent(env, {
     source: loadSources(env).get(SOURCE)!,
-    identity: { eventKey, eventKeyOrigin: "provider-id", eventType: event.type, subjectId: event.data.object.id, version: null, occurredAt: null },
+    identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: event.type, subjectId: event.data.object.id, version: null, occurredAt: null },
     rawBody: utf8Bytes(JSON.stringify(event, null, 2)),
     keptHeaders: { "content-type": "application/json" },
     receivedAt: now - ageMs,

@@ -55,6 +55,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       await shard.claim({
         source: SOURCE,
         eventKey,
+        eventKeySigned: true,
         payloadSha256: await sha256Hex(body),
         eventType: "thing.happened",
         subjectId: null,

@@ -15,7 +15,7 @@ async function receivedAgo(eventKey: string, body: string, ageMs: number, now: n
   const source = loadSources(env).get(SOURCE)!;
   return claimEvent(env, {
     source,
-    identity: { eventKey, eventKeyOrigin: "provider-id", eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
+    identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
     rawBody: utf8Bytes(body),
     keptHeaders: { "content-type": "application/json" },
     receivedAt: now - ageMs,

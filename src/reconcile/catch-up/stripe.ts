@@ -40,6 +40,8 @@ export function stripeEventIdentity(event: unknown, options: SourceOptions): Eve
   return {
     eventKey,
     eventKeyOrigin: "provider-id",
+    // Read from Stripe's API over an authenticated call, not from an unverified sender.
+    eventKeySigned: true,
     ...describePayload(event, options, { type: "type", subject: "data.object.id", occurredAt: "created" }),
     annotations: { "reconciled-from": "stripe:/v1/events" },
   };
