@@ -104,6 +104,18 @@ describe("kept secrets: the verify token installs a source's first secret only",
     await expectAccepted(source, asanaDelivery(genuine));
   });
 
+  it("two first handshakes at once with different secrets make exactly one of them active", async () => {
+    const source = "ks-asana-race";
+    const racing = Array.from({ length: 4 }, (_, index) => uniqueKey(`asana_race_${index}`));
+    const answers = await Promise.all(racing.map((secret) => asanaHandshake(source, secret)));
+    expect(answers.map(({ status }) => status)).toEqual([200, 200, 200, 200]);
+    const listed = await keptSecrets(source);
+    expect(listed.map(({ status }) => status).sort()).toEqual(["active", "pending", "pending", "pending"]);
+    const winner = racing.find((secret) => fingerprintOf(secret) === listed.find(({ status }) => status === "active")!.fingerprint)!;
+    await expectAccepted(source, asanaDelivery(winner));
+    for (const loser of racing.filter((secret) => secret !== winner)) await expectRejectedAndNothingWritten(source, asanaDelivery(loser));
+  });
+
   it("keeps at most 8 pending secrets per source, the newest, so a leaked token cannot grow the table", async () => {
     const source = "ks-asana-flood";
     await asanaHandshake(source, uniqueKey("asana_first"));
