@@ -103,6 +103,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
       throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", { "retry-after": "5" });
     }
     const result = await adapter.verify({
+      source: sourceName,
       method,
       rawBody,
       headers: c.req.raw.headers,

@@ -3,7 +3,8 @@ import { decodeBase64, utf8Bytes } from "../crypto/encoding";
 import { pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
 import { handshake } from "./handshake";
 import { parseJsonBody } from "./json";
-import { fetchPinned, KeyCache, type Fetched } from "./key-fetch";
+import { KeyCache, type Fetched } from "./key-cache";
+import { fetchPinned } from "./key-fetch";
 import { annotationsFrom, rejected } from "./signed";
 import type { DeliveryInput, ProviderAdapter, VerifyResult } from "./types";
 
@@ -11,7 +12,8 @@ import type { DeliveryInput, ProviderAdapter, VerifyResult } from "./types";
  * AWS SNS over HTTP/S. The body is a JSON message signed with RSA by the certificate at its `SigningCertURL`:
  * SignatureVersion 1 is SHA1withRSA, 2 is SHA256withRSA, over AWS's string to sign for the message type
  * (src/providers/aws-sns-message.ts). The certificate is fetched only from `https://sns.<region>.amazonaws.com/…`
- * (src/providers/key-fetch.ts: timeout, per-isolate cache, 503 while it cannot be fetched).
+ * (src/providers/key-fetch.ts: timeout, 503 while it cannot be fetched; src/providers/key-cache.ts: per-isolate
+ * cache, refusals remembered, fetches in flight capped per source).
  *
  * A valid AWS signature proves AWS sent the message, not that it came from your topic: anyone can sign messages
  * from a topic of their own. So the source's `secrets` name Worker secrets holding the topic ARNs it accepts (one
@@ -34,8 +36,8 @@ interface SigningCertificate {
 const certificates = new KeyCache<SigningCertificate>();
 const HASH_OF_VERSION = { "1": "SHA-1", "2": "SHA-256" } as const;
 
-function signingCertificate(url: URL): Promise<Fetched<SigningCertificate>> {
-  return certificates.get(url.href, () =>
+function signingCertificate(url: URL, source: string): Promise<Fetched<SigningCertificate>> {
+  return certificates.get(url.href, source, () =>
     fetchPinned(url, { method: "GET" }, async (response): Promise<Fetched<SigningCertificate>> => {
       try {
         const certificate = new X509Certificate(await response.text());
@@ -102,11 +104,12 @@ export const awsSns: ProviderAdapter = {
     // A certificate anywhere else is never fetched: the message is a forgery.
     if (!certificateUrl) return rejected("malformed-signature");
 
-    const certificate = await signingCertificate(certificateUrl);
-    if (certificate.kind === "unavailable") return { kind: "unavailable", reason: "signing-certificate-unreachable" };
+    const certificate = await signingCertificate(certificateUrl, input.source ?? "");
+    if (certificate.kind === "unavailable") return { kind: "unavailable", reason: certificate.busy ? "key-fetches-at-capacity" : "signing-certificate-unreachable" };
     if (certificate.kind === "refused") return rejected("signature-mismatch");
     if (!(await signatureVerifies(message, certificate.value, input.now))) return rejected("signature-mismatch");
     if (!acceptedTopics(input).has(message.TopicArn)) return rejected("signature-mismatch");
+    certificates.proved(certificateUrl.href, certificate.value);
 
     if (message.Type === "SubscriptionConfirmation") return confirmSubscription(message);
     if (message.Type === "UnsubscribeConfirmation") return handshake(new Response(null, { status: 200 }));

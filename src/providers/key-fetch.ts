@@ -1,8 +1,11 @@
+import type { Fetched } from "./key-cache";
+
 /**
  * Keys and certificates some senders publish instead of sharing a secret (AWS SNS's signing certificate, Plaid's
  * verification keys). They are fetched only from the sender's own pinned hosts (a URL the request names is checked
- * against the pin before anything is fetched), with a timeout, and kept per isolate so a burst of deliveries costs
- * one fetch. The outcome is one of three, and the route answers each differently:
+ * against the pin before anything is fetched), with a timeout, and kept per isolate (src/providers/key-cache.ts:
+ * refusals remembered, fetches in flight capped per source, keys that verified a delivery protected). The outcome
+ * is one of three, and the route answers each differently:
  *   - `found`: the key material;
  *   - `refused`: the pinned host said there is no such key (a 4xx), or the URL is not pinned: a forgery, a 401;
  *   - `unavailable`: the host could not be reached in time or failed (network error, timeout, 5xx): a 503, so
@@ -10,31 +13,6 @@
  */
 
 export const KEY_FETCH_TIMEOUT_MS = 3_000;
-/** Enough for every key a sender rotates through; bounded so names an attacker picks cannot grow it for ever. */
-const MAX_CACHED_KEYS = 64;
-
-export type Fetched<T> = { kind: "found"; value: T } | { kind: "refused" } | { kind: "unavailable" };
-
-/** What was fetched, keyed by what was asked; a failure is never cached, so the next delivery tries again. */
-export class KeyCache<T> {
-  private readonly entries = new Map<string, Promise<Fetched<T>>>();
-
-  async get(cacheKey: string, load: () => Promise<Fetched<T>>): Promise<Fetched<T>> {
-    const cached = this.entries.get(cacheKey);
-    if (cached) return cached;
-    const pending = load().catch((): Fetched<T> => ({ kind: "unavailable" }));
-    if (this.entries.size >= MAX_CACHED_KEYS) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(cacheKey, pending);
-    const outcome = await pending;
-    // Only a found key is worth keeping: a refusal may be a key published a moment later, an outage ends.
-    if (outcome.kind !== "found") this.entries.delete(cacheKey);
-    return outcome;
-  }
-
-  clear(): void {
-    this.entries.clear();
-  }
-}
 
 /**
  * Fetches a URL that has already passed its sender's pin, with the timeout. The answer's status decides the

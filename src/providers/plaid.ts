@@ -2,7 +2,8 @@ import { decodeProtectedHeader, errors, importJWK, jwtVerify, type JWK } from "j
 import { sha256Hex } from "../crypto/digest";
 import { tokensEqual } from "../crypto/hmac";
 import { parseJsonBody, stringAtPath } from "./json";
-import { fetchPinned, KeyCache, type Fetched } from "./key-fetch";
+import { KeyCache, type Fetched } from "./key-cache";
+import { fetchPinned } from "./key-fetch";
 import { eventKeyOf, optionString, readHeader, rejected } from "./signed";
 import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from "./types";
 
@@ -10,58 +11,72 @@ import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from
  * Plaid: `Plaid-Verification` is an ES256 JWT whose `kid` names a key fetched from Plaid's
  * `/webhook_verification_key/get` (POST with the source's `client_id` and the listed secret, on
  * `https://production.plaid.com` or `https://sandbox.plaid.com` as `environment` says, nothing else), kept per
- * isolate by key id. The JWT's `request_body_sha256` must equal the body's SHA-256 (compared in constant time) and
- * its `iat` be at most 5 minutes old. A key Plaid reports as expired verifies nothing. Plaid gives no event id, so
- * the key is the payload's SHA-256 (a retry resends the same bytes).
+ * isolate by key id; a `kid` that is not a UUID is refused before any fetch. The JWT's `request_body_sha256` must
+ * equal the body's SHA-256 (compared in constant time) and its `iat` be at most 5 minutes old. A key Plaid reports
+ * as expired verifies nothing. Plaid gives no event id, so the key is the payload's SHA-256 (a retry resends the
+ * same bytes).
  */
 
 const PLAID_HOSTS: Readonly<Record<string, string>> = { production: "production.plaid.com", sandbox: "sandbox.plaid.com" };
 const MAX_TOKEN_AGE_SECONDS = 300;
 
-/** Each key id's public key, imported once per isolate. */
+/** Each key id's public key, imported once per isolate (src/providers/key-cache.ts: refusals remembered too). */
 const keys = new KeyCache<CryptoKey>();
+
+/** Plaid's key ids are UUIDs; any other `kid` is a forgery refused before anything is fetched. */
+const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function keyUrl(options: SourceOptions): URL {
   return new URL(`https://${PLAID_HOSTS[optionString(options, "environment") ?? "production"]}/webhook_verification_key/get`);
 }
 
-/** The key with this id, asked for with each listed secret in turn (a rotation) until Plaid answers. */
-async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetched<CryptoKey>> {
-  const url = keyUrl(input.options);
-  const clientId = optionString(input.options, "client_id")!;
-  return keys.get(`${url.href} ${clientId} ${kid}`, async () => {
-    let outcome: Fetched<CryptoKey> = { kind: "refused" };
-    for (const secret of input.secrets) {
-      outcome = await fetchPinned(
-        url,
-        { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ client_id: clientId, secret: secret.value, key_id: kid }) },
-        async (response): Promise<Fetched<CryptoKey>> => {
-          const key = (await response.json().catch(() => null)) as { key?: JWK & { expired_at?: unknown } } | null;
-          if (!key?.key || key.key.kty !== "EC" || key.key.crv !== "P-256") return { kind: "refused" };
-          // A rotated-out key verifies nothing, however the token was signed.
-          if (key.key.expired_at !== null && key.key.expired_at !== undefined) return { kind: "refused" };
-          try {
-            return { kind: "found", value: (await importJWK(key.key, "ES256")) as CryptoKey };
-          } catch {
-            return { kind: "refused" };
-          }
-        },
-        refusalOf,
-      );
-      if (outcome.kind !== "refused") return outcome;
-    }
-    return outcome;
-  });
+function cacheKeyOf(input: DeliveryInput, kid: string): string {
+  return `${keyUrl(input.options).href} ${optionString(input.options, "client_id")!} ${kid}`;
 }
 
 /**
- * Plaid refusing our own credentials (a wrong `client_id` or secret for this environment) is a deploy mistake, not
- * a forged delivery: unavailable, so the answer is a 503 the sender retries once the config is fixed. Any other
- * refusal (an unknown key id) means the token names a key Plaid never published.
+ * The key with this id. Each listed secret is tried in turn only while Plaid refuses the credentials themselves (a
+ * secret rotated out): an answer about the key id is the same whichever of our secrets asked, so a forged `kid`
+ * costs one call, not one per secret.
  */
-async function refusalOf(response: Response): Promise<"refused" | "unavailable"> {
+async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetched<CryptoKey>> {
+  const url = keyUrl(input.options);
+  const clientId = optionString(input.options, "client_id")!;
+  return keys.get(cacheKeyOf(input, kid), input.source ?? "", async () => {
+    for (const secret of input.secrets) {
+      let credentialsRefused = false;
+      const outcome = await fetchPinned(
+        url,
+        { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ client_id: clientId, secret: secret.value, key_id: kid }) },
+        readKey,
+        async (response) => {
+          credentialsRefused = await refusesCredentials(response);
+          return credentialsRefused ? "unavailable" : "refused";
+        },
+      );
+      if (!credentialsRefused) return outcome;
+    }
+    // Plaid refused every secret listed: a deploy mistake, not a forged delivery. A 503 the sender retries once fixed.
+    return { kind: "unavailable" };
+  });
+}
+
+async function readKey(response: Response): Promise<Fetched<CryptoKey>> {
+  const key = (await response.json().catch(() => null)) as { key?: JWK & { expired_at?: unknown } } | null;
+  if (!key?.key || key.key.kty !== "EC" || key.key.crv !== "P-256") return { kind: "refused" };
+  // A rotated-out key verifies nothing, however the token was signed.
+  if (key.key.expired_at !== null && key.key.expired_at !== undefined) return { kind: "refused" };
+  try {
+    return { kind: "found", value: (await importJWK(key.key, "ES256")) as CryptoKey };
+  } catch {
+    return { kind: "refused" };
+  }
+}
+
+/** `INVALID_API_KEYS`: a wrong `client_id` or secret for this environment. Any other refusal is about the key id. */
+async function refusesCredentials(response: Response): Promise<boolean> {
   const error = (await response.json().catch(() => null)) as { error_code?: unknown } | null;
-  return error?.error_code === "INVALID_API_KEYS" ? "unavailable" : "refused";
+  return error?.error_code === "INVALID_API_KEYS";
 }
 
 function rejectionOf(error: unknown): VerifyResult {
@@ -93,7 +108,7 @@ export const plaid: ProviderAdapter = {
     let kid: string | undefined;
     try {
       const header = decodeProtectedHeader(token);
-      if (header.alg !== "ES256" || typeof header.kid !== "string" || header.kid.length === 0 || header.kid.length > 128) {
+      if (header.alg !== "ES256" || typeof header.kid !== "string" || !KEY_ID.test(header.kid)) {
         return rejected("malformed-signature");
       }
       kid = header.kid;
@@ -102,7 +117,7 @@ export const plaid: ProviderAdapter = {
     }
 
     const key = await verificationKey(input, kid);
-    if (key.kind === "unavailable") return { kind: "unavailable", reason: "plaid-verification-key-unreachable" };
+    if (key.kind === "unavailable") return { kind: "unavailable", reason: key.busy ? "key-fetches-at-capacity" : "plaid-verification-key-unreachable" };
     if (key.kind === "refused") return rejected("signature-mismatch");
 
     let claims: Record<string, unknown>;
@@ -118,6 +133,7 @@ export const plaid: ProviderAdapter = {
     }
     const bodyHash = claims.request_body_sha256;
     if (typeof bodyHash !== "string" || !(await tokensEqual(bodyHash, await sha256Hex(input.rawBody)))) return rejected("signature-mismatch");
+    keys.proved(cacheKeyOf(input, kid), key.value);
 
     const payload = parseJsonBody(input.rawBody);
     const webhookType = stringAtPath(payload, "webhook_type");

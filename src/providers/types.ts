@@ -12,6 +12,8 @@ export interface SourceSecret {
 }
 
 export interface DeliveryInput {
+  /** The source's name: what per-source limits (key fetches in flight) count against. Absent in direct adapter tests. */
+  source?: string;
   /** POST for deliveries; GET only reaches adapters that list it in `methods` (challenge handshakes). Absent: POST. */
   method?: "GET" | "POST";
   rawBody: Uint8Array;

@@ -153,12 +153,22 @@ describe("aws-sns: signature against the fetched certificate", () => {
       expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("verification_key_unavailable");
       expect(await storedCounts(SOURCE)).toEqual(before);
     }
-    // A failure is not cached: once the host answers, the same URL verifies.
-    const recovered = `/${run}-recovered.pem`;
+    // An outage is not remembered: once the host answers, the same URL verifies.
+    const recovered = `/status-503/${run}-recovered.pem`;
     const recoveredUrl = `https://sns.us-east-1.amazonaws.com${recovered}`;
-    expect((await send(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))))).status).toBe(401);
+    expect((await send(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))))).status).toBe(503);
     await serve(recovered, signer.certificatePem);
     await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))));
+  });
+
+  it("remembers a certificate the host does not have: repeating its URL costs one fetch", async () => {
+    const missing = `/${run}-missing.pem`;
+    const missingUrl = `https://sns.us-east-1.amazonaws.com${missing}`;
+    for (let i = 0; i < 5; i++) await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: missingUrl }))));
+    // Even once something answers there, the refusal holds for its few minutes without another fetch.
+    await serve(missing, signer.certificatePem);
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: missingUrl }))));
+    expect(await fetchesOf(missing)).toBe(1);
   });
 });
 

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fetchPinned, KeyCache, redirectKeyFetchesForTests, type Fetched } from "../../src/providers/key-fetch";
+import { KeyCache, MAX_FETCHES_IN_FLIGHT, MAX_UNPROVEN_ENTRIES, REFUSAL_TTL_MS, type Fetched } from "../../src/providers/key-cache";
+import { fetchPinned, redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { keyStandinOrigin } from "./support/key-standin";
 
 /** The pieces every fetched-key sender shares: the test-only redirect's guards, the per-isolate cache, the outcomes. */
@@ -16,6 +17,9 @@ describe("redirectKeyFetchesForTests: honoured only in tests, only to loopback",
 });
 
 describe("KeyCache", () => {
+  const found = (value: string) => async (): Promise<Fetched<string>> => ({ kind: "found", value });
+  const refused = async (): Promise<Fetched<string>> => ({ kind: "refused" });
+
   it("concurrent requests for one key share one load; a found key is kept", async () => {
     const cache = new KeyCache<string>();
     let loads = 0;
@@ -24,19 +28,73 @@ describe("KeyCache", () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
       return { kind: "found", value: "key" };
     };
-    const outcomes = await Promise.all(Array.from({ length: 5 }, () => cache.get("kid", load)));
+    const outcomes = await Promise.all(Array.from({ length: 5 }, () => cache.get("kid", "source", load)));
     expect(outcomes.every((outcome) => outcome.kind === "found")).toBe(true);
-    await cache.get("kid", load);
+    await cache.get("kid", "source", load);
     expect(loads).toBe(1);
   });
 
-  it("never keeps a failure or a refusal, and a load that throws is unavailable", async () => {
+  it("never keeps a failure, and a load that throws is unavailable", async () => {
     const cache = new KeyCache<string>();
-    const answers: Fetched<string>[] = [{ kind: "unavailable" }, { kind: "refused" }, { kind: "found", value: "late" }];
+    const answers: Fetched<string>[] = [{ kind: "unavailable" }, { kind: "found", value: "late" }];
     const seen = [];
-    for (let i = 0; i < 3; i++) seen.push((await cache.get("kid", async () => answers[i]!)).kind);
-    expect(seen).toEqual(["unavailable", "refused", "found"]);
-    expect((await cache.get("other", async () => Promise.reject(new Error("boom")))).kind).toBe("unavailable");
+    for (let i = 0; i < 2; i++) seen.push((await cache.get("kid", "source", async () => answers[i]!)).kind);
+    expect(seen).toEqual(["unavailable", "found"]);
+    expect((await cache.get("other", "source", async () => Promise.reject(new Error("boom")))).kind).toBe("unavailable");
+  });
+
+  it(`remembers a refusal for ${REFUSAL_TTL_MS / 60_000} minutes, then asks again`, async () => {
+    let now = 1_000_000;
+    const cache = new KeyCache<string>(() => now);
+    let loads = 0;
+    const load = async (): Promise<Fetched<string>> => {
+      loads += 1;
+      return loads === 1 ? { kind: "refused" } : { kind: "found", value: "published late" };
+    };
+    expect((await cache.get("kid", "source", load)).kind).toBe("refused");
+    now += REFUSAL_TTL_MS - 1;
+    expect((await cache.get("kid", "source", load)).kind).toBe("refused");
+    expect(loads).toBe(1);
+    now += 1;
+    expect(await cache.get("kid", "source", load)).toEqual({ kind: "found", value: "published late" });
+    expect(loads).toBe(2);
+  });
+
+  it(`runs at most ${MAX_FETCHES_IN_FLIGHT} loads at once per scope: the next one is unavailable (busy) without loading; other scopes go on`, async () => {
+    const cache = new KeyCache<string>();
+    const release: (() => void)[] = [];
+    const held = () => new Promise<Fetched<string>>((resolve) => release.push(() => resolve({ kind: "refused" })));
+    const waiting = Array.from({ length: MAX_FETCHES_IN_FLIGHT }, (_, i) => cache.get(`held-${i}`, "flooded", held));
+    let extraLoads = 0;
+    const extra = async (): Promise<Fetched<string>> => {
+      extraLoads += 1;
+      return { kind: "found", value: "key" };
+    };
+    expect(await cache.get("one-more", "flooded", extra)).toEqual({ kind: "unavailable", busy: true });
+    expect(extraLoads).toBe(0);
+    // A request for a key already loading shares that load rather than counting again.
+    const sharing = cache.get("held-0", "flooded", extra);
+    expect((await cache.get("elsewhere", "quiet", extra)).kind).toBe("found");
+    for (const done of release) done();
+    await Promise.all([...waiting, sharing]);
+    expect((await cache.get("one-more", "flooded", extra)).kind).toBe("found");
+    expect(extraLoads).toBe(2);
+  });
+
+  it("a key that verified a delivery is never evicted by keys or refusals that have not; an unproven key is", async () => {
+    const cache = new KeyCache<string>();
+    await cache.get("genuine", "source", found("genuine key"));
+    cache.proved("genuine", "genuine key");
+    await cache.get("fetched-unproven", "source", found("someone's key"));
+    for (let i = 0; i < MAX_UNPROVEN_ENTRIES + 36; i++) await cache.get(`forged-${i}`, "source", i % 2 === 0 ? refused : found(`published-${i}`));
+    let reloads = 0;
+    const reload = async (): Promise<Fetched<string>> => {
+      reloads += 1;
+      return { kind: "found", value: "reloaded" };
+    };
+    expect(await cache.get("genuine", "source", reload)).toEqual({ kind: "found", value: "genuine key" });
+    expect(reloads).toBe(0);
+    expect(await cache.get("fetched-unproven", "source", reload)).toEqual({ kind: "found", value: "reloaded" });
   });
 });
 

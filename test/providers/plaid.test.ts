@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_FETCHES_IN_FLIGHT, MAX_UNPROVEN_ENTRIES } from "../../src/providers/key-cache";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
 import { keyStandinOrigin } from "./support/key-standin";
@@ -21,17 +22,27 @@ interface SigningKey {
   privateKey: CryptoKey;
 }
 
+async function publish(kid: string, published: object): Promise<void> {
+  const response = await fetch(`${standin()}/__plaid/${kid}`, { method: "PUT", body: JSON.stringify(published) });
+  expect(response.status).toBe(204);
+}
+
+/** A key published under a fresh id (Plaid's ids are UUIDs). */
 async function publishedKey(options: { expired?: boolean } = {}): Promise<SigningKey> {
   const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
-  const kid = uniqueKey("kid");
+  const kid = crypto.randomUUID();
   const key = { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig", created_at: 1_700_000_000, expired_at: options.expired ? 1_700_000_100 : null };
-  const response = await fetch(`${standin()}/__plaid/${kid}`, { method: "PUT", body: JSON.stringify({ secret: plaidSecret(), key }) });
-  expect(response.status).toBe(204);
+  await publish(kid, { secret: plaidSecret(), key });
   return { kid, privateKey };
 }
 
 async function keyFetches(): Promise<number> {
   return Number(await (await fetch(`${standin()}/__fetches?path=${encodeURIComponent(KEY_ENDPOINT)}`)).text());
+}
+
+/** Key requests that asked for this id, whichever secret asked. */
+async function fetchesOfKid(kid: string): Promise<number> {
+  return Number(await (await fetch(`${standin()}/__fetches?kid=${encodeURIComponent(kid)}`)).text());
 }
 
 function webhookBody(): string {
@@ -79,7 +90,7 @@ describe("plaid: ES256 JWT with a key fetched by key id", () => {
     await expectRejectedAndNothingWritten(SOURCE, { ...request, body: body.replace("item-42", "item-43") });
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, current, { iat: Math.floor(Date.now() / 1000) - 6 * 60 }));
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, current, { iat: Math.floor(Date.now() / 1000) + 10 * 60 }));
-    const unpublished = { kid: uniqueKey("unknown"), privateKey: current.privateKey };
+    const unpublished = { kid: crypto.randomUUID(), privateKey: current.privateKey };
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, unpublished));
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, await publishedKey({ expired: true })));
     const other = await publishedKey();
@@ -89,7 +100,8 @@ describe("plaid: ES256 JWT with a key fetched by key id", () => {
   });
 
   it("answers 503 while the key cannot be fetched, writing nothing", async () => {
-    const down = { kid: uniqueKey("down"), privateKey: current.privateKey };
+    const down = { kid: crypto.randomUUID(), privateKey: current.privateKey };
+    await publish(down.kid, { answer: "down" });
     const before = await storedCounts(SOURCE);
     const answer = await send(SOURCE, await signed(webhookBody(), down));
     expect(answer.status).toBe(503);
@@ -103,5 +115,60 @@ describe("plaid: ES256 JWT with a key fetched by key id", () => {
     const answer = await send("pv-plaid-wrong-secret", await signed(webhookBody(), await publishedKey()));
     expect(answer.status).toBe(503);
     expect(await storedCounts("pv-plaid-wrong-secret")).toEqual(before);
+  });
+});
+
+describe("plaid: a forged kid can neither multiply key requests nor evict the genuine key", () => {
+  const forged = (kid: string) => ({ kid, privateKey: current.privateKey });
+
+  it("a kid that is not a UUID is refused before anything is fetched", async () => {
+    for (const kid of ["not-a-uuid", `${crypto.randomUUID()}x`, "../../webhook_verification_key/get", "0".repeat(128), ""]) {
+      await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged(kid)));
+      expect(await fetchesOfKid(kid)).toBe(0);
+    }
+  });
+
+  it("repeating one unknown kid costs one key request per listed secret, then none while the refusal is remembered", async () => {
+    const once = forged(crypto.randomUUID());
+    for (let i = 0; i < 10; i++) await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), once));
+    expect(await fetchesOfKid(once.kid)).toBe(1);
+    // Two secrets: the first one Plaid refuses as credentials, the second one learns the id is unknown.
+    const rotating = forged(crypto.randomUUID());
+    for (let i = 0; i < 10; i++) await expectRejectedAndNothingWritten("pv-plaid-rotating", await signed(webhookBody(), rotating));
+    expect(await fetchesOfKid(rotating.kid)).toBe(2);
+  });
+
+  it("a rotated-out secret listed first is skipped: the next listed secret fetches the key", async () => {
+    const key = await publishedKey();
+    await expectAccepted("pv-plaid-rotating", await signed(webhookBody(), key));
+    expect(await fetchesOfKid(key.kid)).toBe(2);
+  });
+
+  it("after 100 forged kids (published keys that verify nothing, and unknown ids) the genuine key verifies without a refetch", async () => {
+    const genuine = await publishedKey();
+    await expectAccepted(SOURCE, await signed(webhookBody(), genuine));
+    expect(await fetchesOfKid(genuine.kid)).toBe(1);
+    for (let i = 0; i < 100; i++) {
+      // Real key ids the attacker cannot sign for (fetched and kept, but they never verify a delivery), and unknown ones.
+      await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged((await publishedKey()).kid)));
+      if (i % 4 === 0) await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged(crypto.randomUUID())));
+    }
+    expect(100).toBeGreaterThan(MAX_UNPROVEN_ENTRIES);
+    await expectAccepted(SOURCE, await signed(webhookBody(), genuine));
+    expect(await fetchesOfKid(genuine.kid)).toBe(1);
+  });
+
+  it(`at most ${MAX_FETCHES_IN_FLIGHT} key requests wait at once per source; the rest are 503 without a fetch, and a known key still verifies`, async () => {
+    const hanging = Array.from({ length: MAX_FETCHES_IN_FLIGHT + 3 }, () => forged(crypto.randomUUID()));
+    for (const key of hanging) await publish(key.kid, { answer: "hang" });
+    const before = await storedCounts(SOURCE);
+    const flood = Promise.all(hanging.map(async (key) => send(SOURCE, await signed(webhookBody(), key))));
+    // While the flood waits on Plaid, a delivery signed with a key this isolate already holds needs no fetch.
+    await expectAccepted(SOURCE, await signed(webhookBody(), current));
+    const answers = await flood;
+    expect(answers.map((answer) => answer.status)).toEqual(hanging.map(() => 503));
+    const fetched = await Promise.all(hanging.map((key) => fetchesOfKid(key.kid)));
+    expect(fetched.reduce((sum, count) => sum + count, 0)).toBe(MAX_FETCHES_IN_FLIGHT);
+    expect((await storedCounts(SOURCE)).receipts).toBe(before.receipts + 1);
   });
 });
