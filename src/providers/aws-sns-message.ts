@@ -53,8 +53,26 @@ export function snsStringToSign(message: SnsMessage): string {
     .join("");
 }
 
-/** `sns.<region>.amazonaws.com` (or `.amazonaws.com.cn`): the only hosts a certificate or subscribe URL may name. */
-const SNS_HOST = /^sns\.[a-z0-9-]{1,32}\.amazonaws\.com(\.cn)?$/;
+/** A region's name as AWS spells them (`us-east-1`, `ap-southeast-2`, `us-gov-west-1`, `cn-northwest-1`). */
+const REGION = "[a-z]{2}(?:-gov)?-(?:north|south|east|west|central|northeast|northwest|southeast|southwest)-\\d{1,2}";
+
+/**
+ * `sns.<region>.amazonaws.com`, or `sns.cn-<…>.amazonaws.com.cn` in the China partition: the only hosts a
+ * certificate or subscribe URL may name. The region must be region-shaped: `sns.s3.amazonaws.com` is an S3 bucket
+ * named `sns`, which anyone can create and fill.
+ */
+const SNS_HOST = new RegExp(`^sns\\.(?:(?!cn-)${REGION}\\.amazonaws\\.com|cn-[a-z]+-\\d{1,2}\\.amazonaws\\.com\\.cn)$`);
+
+/**
+ * The names AWS issues SNS signing certificates to: `sns.amazonaws.com` in most regions, `sns-<region>.amazonaws.com`
+ * (GovCloud) or `.amazonaws.com.cn` (China), `sns-signing.<region>.amazonaws.com` in opt-in regions.
+ */
+const SNS_SIGNING_NAME = new RegExp(`^(?:sns|sns-${REGION}|sns-signing\\.${REGION})\\.amazonaws\\.com(?:\\.cn)?$`);
+
+/** Whether a certificate subject (its CN or a DNS subject alternative name) is one SNS signs with. */
+export function isSnsSigningName(name: string): boolean {
+  return SNS_SIGNING_NAME.test(name.toLowerCase());
+}
 
 /**
  * The URL when it is https on an SNS host with no port or user info, else null. `certificate` also requires a

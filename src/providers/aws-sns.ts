@@ -1,6 +1,6 @@
-import { X509Certificate } from "./x509";
+import { SubjectAlternativeNameExtension, X509Certificate } from "./x509";
 import { decodeBase64, utf8Bytes } from "../crypto/encoding";
-import { pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
+import { isSnsSigningName, pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
 import { handshake } from "./handshake";
 import { parseJsonBody } from "./json";
 import { KeyCache, type Fetched } from "./key-cache";
@@ -11,9 +11,10 @@ import type { DeliveryInput, ProviderAdapter, VerifyResult } from "./types";
 /**
  * AWS SNS over HTTP/S. The body is a JSON message signed with RSA by the certificate at its `SigningCertURL`:
  * SignatureVersion 1 is SHA1withRSA, 2 is SHA256withRSA, over AWS's string to sign for the message type
- * (src/providers/aws-sns-message.ts). The certificate is fetched only from `https://sns.<region>.amazonaws.com/…`
- * (src/providers/key-fetch.ts: timeout, 503 while it cannot be fetched; src/providers/key-cache.ts: per-isolate
- * cache, refusals remembered, fetches in flight capped per source).
+ * (src/providers/aws-sns-message.ts); `signature_version = 2` accepts only 2. The certificate is fetched only from
+ * a region-shaped `https://sns.<region>.amazonaws.com/…` (src/providers/key-fetch.ts: timeout, 503 while it cannot
+ * be fetched; src/providers/key-cache.ts: per-isolate cache, refusals remembered, fetches in flight capped per
+ * source), and must be issued to an SNS signing name (`sns.amazonaws.com`, …).
  *
  * A valid AWS signature proves AWS sent the message, not that it came from your topic: anyone can sign messages
  * from a topic of their own. So the source's `secrets` name Worker secrets holding the topic ARNs it accepts (one
@@ -41,6 +42,8 @@ function signingCertificate(url: URL, source: string): Promise<Fetched<SigningCe
     fetchPinned(url, { method: "GET" }, async (response): Promise<Fetched<SigningCertificate>> => {
       try {
         const certificate = new X509Certificate(await response.text());
+        // Defence in depth behind the host pin: a certificate not issued to SNS verifies nothing.
+        if (!namesSns(certificate)) return { kind: "refused" };
         return {
           kind: "found",
           value: { spki: certificate.publicKey.rawData, notBefore: certificate.notBefore.getTime(), notAfter: certificate.notAfter.getTime(), imported: {} },
@@ -51,6 +54,13 @@ function signingCertificate(url: URL, source: string): Promise<Fetched<SigningCe
       }
     }),
   );
+}
+
+/** Whether the certificate's subject CN, or one of its DNS subject alternative names, is an SNS signing name. */
+function namesSns(certificate: X509Certificate): boolean {
+  const alternativeNames = certificate.getExtension(SubjectAlternativeNameExtension)?.names.items ?? [];
+  const dnsNames = alternativeNames.filter((name) => name.type === "dns").map((name) => name.value);
+  return [...certificate.subjectName.getField("CN"), ...dnsNames].some(isSnsSigningName);
 }
 
 async function signatureVerifies(message: SnsMessage, certificate: SigningCertificate, now: number): Promise<boolean> {
@@ -91,6 +101,11 @@ export const awsSns: ProviderAdapter = {
   provider: "aws-sns",
   keptHeaders: ["x-amz-sns-message-type", "x-amz-sns-message-id", "x-amz-sns-topic-arn", "x-amz-sns-subscription-arn", "user-agent"],
 
+  validateOptions(options) {
+    const version = options.signature_version;
+    return version === undefined || version === 2 ? [] : ["signature_version must be 2 (accept only SHA256withRSA messages), or unset to accept 1 and 2"];
+  },
+
   async verify(input) {
     if (input.secrets.length === 0) return rejected("no-usable-secret");
     const payload = parseJsonBody(input.rawBody);
@@ -100,6 +115,8 @@ export const awsSns: ProviderAdapter = {
     }
     const message = snsMessage(payload);
     if (!message) return rejected("malformed-signature");
+    // A topic set to SignatureVersion 2 never sends SHA1: a v1 message for it is refused before anything is fetched.
+    if (input.options.signature_version === 2 && message.SignatureVersion !== "2") return rejected("malformed-signature");
     const certificateUrl = pinnedSnsUrl(message.SigningCertURL, "certificate");
     // A certificate anywhere else is never fetched: the message is a forgery.
     if (!certificateUrl) return rejected("malformed-signature");

@@ -2,4 +2,4 @@
 // not have; the polyfill must be evaluated before the library, so every use of it imports it from here.
 import "@abraham/reflection";
 
-export { X509Certificate, X509CertificateGenerator } from "@peculiar/x509";
+export { SubjectAlternativeNameExtension, X509Certificate, X509CertificateGenerator } from "@peculiar/x509";

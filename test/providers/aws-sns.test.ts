@@ -1,8 +1,9 @@
 import { env } from "cloudflare:workers";
-import { X509CertificateGenerator } from "../../src/providers/x509";
+import { SubjectAlternativeNameExtension, X509CertificateGenerator } from "../../src/providers/x509";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
-import { snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
+import { awsSns } from "../../src/providers/aws-sns";
+import { pinnedSnsUrl, snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
 import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
 import { keyStandinOrigin } from "./support/key-standin";
 
@@ -25,13 +26,15 @@ interface Signer {
   certificatePem: string;
 }
 
-async function makeSigner(): Promise<Signer> {
+/** A self-signed certificate issued to `name` (and these DNS alternative names): AWS's is issued to sns.amazonaws.com. */
+async function makeSigner(name = "CN=sns.amazonaws.com", alternativeNames: string[] = []): Promise<Signer> {
   const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", publicExponent: new Uint8Array([1, 0, 1]), modulusLength: 2048 };
   const keys = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
   const certificate = await X509CertificateGenerator.createSelfSigned(
     {
       serialNumber: "01",
-      name: "CN=sns.amazonaws.com",
+      name,
+      extensions: alternativeNames.length > 0 ? [new SubjectAlternativeNameExtension(alternativeNames.map((value) => ({ type: "dns" as const, value })))] : [],
       notBefore: new Date(Date.now() - 86_400_000),
       notAfter: new Date(Date.now() + 86_400_000),
       keys,
@@ -136,6 +139,11 @@ describe("aws-sns: signature against the fetched certificate", () => {
       `https://sns.us-east-1.amazonaws.com:8443${certPath}-port.pem`,
       `https://user@sns.us-east-1.amazonaws.com${certPath}-user.pem`,
       `https://sns.us-east-1.amazonaws.com/${run}-not-a-pem`,
+      // S3 virtual hosts: buckets named `sns`, which anyone can create and serve a certificate from.
+      `https://sns.s3.amazonaws.com${certPath}-s3.pem`,
+      `https://sns.s3-us-west-2.amazonaws.com${certPath}-s3-region.pem`,
+      `https://sns.amazonaws.com${certPath}-no-region.pem`,
+      `https://sns.us-east-1.amazonaws.com.cn${certPath}-wrong-partition.pem`,
     ];
     for (const url of offPin) {
       const fetchedBefore = await fetchesOf(new URL(url).pathname);
@@ -169,6 +177,47 @@ describe("aws-sns: signature against the fetched certificate", () => {
     await serve(missing, signer.certificatePem);
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: missingUrl }))));
     expect(await fetchesOf(missing)).toBe(1);
+  });
+
+  it("refuses a certificate not issued to an SNS signing name, and accepts the names AWS uses", async () => {
+    for (const [name, alternativeNames] of [["CN=attacker.test", []], ["CN=sns.amazonaws.com.attacker.test", ["attacker.test"]], ["CN=sns.s3.amazonaws.com", []]] as const) {
+      const impostor = await makeSigner(name, [...alternativeNames]);
+      const path = `/SimpleNotificationService-${uniqueKey("impostor")}.pem`;
+      await serve(path, impostor.certificatePem);
+      await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", impostor)));
+    }
+    for (const [name, alternativeNames] of [["CN=Amazon", ["sns.amazonaws.com"]], ["CN=sns-signing.me-south-1.amazonaws.com", []], ["CN=sns-us-gov-west-1.amazonaws.com", []]] as const) {
+      const issued = await makeSigner(name, [...alternativeNames]);
+      const path = `/SimpleNotificationService-${uniqueKey("issued")}.pem`;
+      await serve(path, issued.certificatePem);
+      await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", issued)));
+    }
+  });
+
+  it("pins region-shaped hosts in every partition AWS documents", () => {
+    for (const host of ["sns.us-east-1.amazonaws.com", "sns.ap-southeast-2.amazonaws.com", "sns.us-gov-west-1.amazonaws.com", "sns.cn-northwest-1.amazonaws.com.cn"]) {
+      expect(pinnedSnsUrl(`https://${host}/SimpleNotificationService-0123.pem`, "certificate")?.hostname).toBe(host);
+    }
+    for (const host of ["sns.s3.amazonaws.com", "sns.s3.us-east-1.amazonaws.com", "sns.my-bucket.amazonaws.com", "sns.cn-north-1.amazonaws.com"]) {
+      expect(pinnedSnsUrl(`https://${host}/SimpleNotificationService-0123.pem`, "certificate")).toBeNull();
+    }
+  });
+});
+
+describe("aws-sns: signature_version = 2", () => {
+  it("refuses a SignatureVersion 1 (SHA1) message before fetching anything, and accepts version 2", async () => {
+    const path = `/SimpleNotificationService-${run}-v2-only.pem`;
+    await serve(path, signer.certificatePem);
+    const SigningCertURL = `https://sns.us-east-1.amazonaws.com${path}`;
+    await expectRejectedAndNothingWritten("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL }), "1")));
+    expect(await fetchesOf(path)).toBe(0);
+    await expectAccepted("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL }), "2")));
+  });
+
+  it("is the only value the option takes", () => {
+    expect(awsSns.validateOptions!({ signature_version: 2 })).toEqual([]);
+    expect(awsSns.validateOptions!({})).toEqual([]);
+    for (const value of [1, "2", 3, true]) expect(awsSns.validateOptions!({ signature_version: value })).toHaveLength(1);
   });
 });
 
