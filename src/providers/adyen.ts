@@ -2,7 +2,8 @@ import { sha256Hex } from "../crypto/digest";
 import { decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies } from "../crypto/verify";
 import { batchItemAnnotations } from "./batch-items";
-import { parseJsonBody, stringAtPath, timeAtPath, valueAtPath } from "./json";
+import { stringAtPath, timeAtPath, valueAtPath } from "./json";
+import { parseUnverifiedJson } from "./unverified";
 import { annotationsFrom, MAX_VERIFICATION_STEPS, rejected } from "./signed";
 import type { ProviderAdapter } from "./types";
 
@@ -51,7 +52,7 @@ export const adyen: ProviderAdapter = {
 
   async verify(input) {
     if (input.secrets.length === 0) return rejected("no-usable-secret");
-    const payload = parseJsonBody(input.rawBody);
+    const payload = parseUnverifiedJson(input.rawBody);
     const wrapped = valueAtPath(payload, "notificationItems");
     if (!Array.isArray(wrapped) || wrapped.length === 0) return rejected("missing-signature");
     if (wrapped.length > MAX_ITEMS) return rejected("verification-over-budget");

@@ -2,7 +2,7 @@ import { SubjectAlternativeNameExtension, X509Certificate } from "./x509";
 import { decodeBase64, utf8Bytes } from "../crypto/encoding";
 import { isSnsSigningName, pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
 import { handshake } from "./handshake";
-import { parseJsonBody } from "./json";
+import { parseUnverifiedJson } from "./unverified";
 import { KeyCache, type Fetched } from "./key-cache";
 import { fetchPinned } from "./key-fetch";
 import { annotationsFrom, rejected } from "./signed";
@@ -108,7 +108,7 @@ export const awsSns: ProviderAdapter = {
 
   async verify(input) {
     if (input.secrets.length === 0) return rejected("no-usable-secret");
-    const payload = parseJsonBody(input.rawBody);
+    const payload = parseUnverifiedJson(input.rawBody);
     if (payload === undefined) return rejected("malformed-payload");
     if (!payload || typeof payload !== "object" || typeof (payload as Record<string, unknown>).Signature !== "string") {
       return rejected("missing-signature");

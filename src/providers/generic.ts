@@ -2,11 +2,11 @@ import { concatBytes, decodeBase64, decodeHex, utf8Bytes } from "../crypto/encod
 import type { SignatureAlgorithm, VerificationKey } from "../crypto/verify";
 import { parseJsonBody, stringAtPath } from "./json";
 import {
+  boundedEntries,
   describePayload,
   event,
   eventKeyOf,
   optionString,
-  MAX_SIGNATURE_ENTRIES,
   parseUnixSeconds,
   presentedSignatures,
   readHeader,
@@ -82,8 +82,8 @@ function read(input: DeliveryInput) {
   const config = settings(input.options);
   const header = readHeader(input.headers, config.signatureHeader);
   if (!header) return "missing-signature" as const;
-  const entries = config.separator ? header.split(config.separator).map((entry) => entry.trim()).filter(Boolean) : [header];
-  if (entries.length > MAX_SIGNATURE_ENTRIES) return "malformed-signature" as const;
+  const entries = config.separator ? boundedEntries(header, config.separator) : [header];
+  if (!entries) return "malformed-signature" as const;
   const candidates = entries.filter((entry) => entry.startsWith(config.prefix)).map((entry) => entry.slice(config.prefix.length));
 
   const values: Record<string, string> = { url: input.url };

@@ -1,4 +1,5 @@
 import { parseJsonBody, stringAtPath } from "./json";
+import { parseUnverifiedJson } from "./unverified";
 import { bodySignature, describePayload, event, eventKeyOf, readHeader, signedAdapter, utf8Key } from "./signed";
 
 /**
@@ -16,7 +17,7 @@ export const linear = signedAdapter({
   read(input) {
     const presented = bodyRead(input);
     if (typeof presented === "string") return presented;
-    const timestampMs = (parseJsonBody(input.rawBody) as { webhookTimestamp?: unknown } | undefined)?.webhookTimestamp;
+    const timestampMs = (parseUnverifiedJson(input.rawBody) as { webhookTimestamp?: unknown } | undefined)?.webhookTimestamp;
     if (typeof timestampMs !== "number" || !Number.isSafeInteger(timestampMs)) return "malformed-signature";
     return { ...presented, signedAt: Math.floor(timestampMs / 1000) };
   },

@@ -1,5 +1,6 @@
 import { utf8Bytes } from "../crypto/encoding";
-import { parseFormBody, parseJsonBody, stringAtPath } from "./json";
+import { parseJsonBody, stringAtPath } from "./json";
+import { parseUnverifiedForm, parseUnverifiedJson } from "./unverified";
 import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, signedAdapter, utf8Key } from "./signed";
 
 /**
@@ -9,13 +10,13 @@ import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatur
  * everything else are only as trustworthy as the transport; the timestamp tolerance bounds replays.
  */
 function signatureFields(rawBody: Uint8Array): { timestamp: string; token: string; signature: string } | null {
-  const json = parseJsonBody(rawBody);
+  const json = parseUnverifiedJson(rawBody);
   const fromJson = (name: string) => stringAtPath(json, `signature.${name}`);
   if (json !== undefined) {
     const [timestamp, token, signature] = [fromJson("timestamp"), fromJson("token"), fromJson("signature")];
     return timestamp && token && signature ? { timestamp, token, signature } : null;
   }
-  const form = parseFormBody(rawBody);
+  const form = parseUnverifiedForm(rawBody);
   const [timestamp, token, signature] = [form?.get("timestamp"), form?.get("token"), form?.get("signature")];
   return timestamp && token && signature ? { timestamp, token, signature } : null;
 }

@@ -1,6 +1,7 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { challengeText, echo, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
 import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import { parseUnverifiedJson } from "./unverified";
 import { describePayload, event, eventKeyOf, rejected, signedAdapter, utf8Key } from "./signed";
 
 /**
@@ -15,7 +16,7 @@ const notifications = signedAdapter({
   keptHeaders: ["content-type", "user-agent"],
 
   read({ rawBody }) {
-    const items = valueAtPath(parseJsonBody(rawBody), "value");
+    const items = valueAtPath(parseUnverifiedJson(rawBody), "value");
     if (!Array.isArray(items) || items.length === 0 || items.length > 100) return "missing-signature";
     const states = new Set(items.map((item) => stringAtPath(item, "clientState")));
     // Every item must be proven: one forged item beside a genuine one is not accepted.

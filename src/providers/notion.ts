@@ -1,4 +1,5 @@
-import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import { stringAtPath, valueAtPath } from "./json";
+import { parseUnverifiedJson } from "./unverified";
 import { keptSecretAdapter } from "./kept-secret";
 import { presetAdapter } from "./presets";
 
@@ -26,7 +27,7 @@ export const notion = keptSecretAdapter(
   delivery,
   (input) => {
     if (input.headers.has("x-notion-signature")) return null;
-    const payload = parseJsonBody(input.rawBody);
+    const payload = parseUnverifiedJson(input.rawBody);
     if (valueAtPath(payload, "verification_token") === undefined) return null;
     return stringAtPath(payload, "verification_token") ?? "";
   },

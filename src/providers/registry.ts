@@ -20,6 +20,7 @@ import { plaid } from "./plaid";
 import { presetAdapters } from "./presets";
 import { sendgrid } from "./sendgrid";
 import { shopify } from "./shopify";
+import { refusingOversized } from "./signed";
 import { slack } from "./slack";
 import { square } from "./square";
 import { standardWebhooks } from "./standard-webhooks";
@@ -63,8 +64,16 @@ const adapters: readonly ProviderAdapter[] = [
   generic,
 ];
 
+/**
+ * Every adapter's verification, with an oversized header or an unverified body over its limits refused the same way
+ * (src/providers/unverified.ts), whether the adapter is built on the shared pipeline or written out (Adyen, SNS).
+ */
+function refusingOverLimits(adapter: ProviderAdapter): ProviderAdapter {
+  return { ...adapter, verify: (input) => refusingOversized(() => adapter.verify(input)) };
+}
+
 export const providers: ReadonlyMap<string, ProviderAdapter> = new Map(
-  adapters.flatMap((adapter) => [[adapter.provider, adapter] as const]),
+  adapters.flatMap((adapter) => [[adapter.provider, refusingOverLimits(adapter)] as const]),
 );
 
 /** Senders that use another adapter's scheme unchanged; the alias keeps configs readable. */

@@ -3,6 +3,7 @@ import { concatBytes, decodeBase64, decodeBase64Url, decodeHex, utf8Bytes } from
 import { anySignatureVerifies, isHmac, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
 import { stringAtPath, timeAtPath, versionAtPath } from "./json";
 import type { DeliveryInput, EventIdentity, ProviderAdapter, RejectReason, SourceOptions, SourceSecret, VerifyResult } from "./types";
+import { PayloadOverLimits } from "./unverified";
 
 /**
  * The parts every provider adapter shares, in one place: bounded header reads, signature-list parsing, strict
@@ -30,13 +31,32 @@ export function readHeader(headers: Headers, name: string): string | null {
   return value === null || value.length === 0 ? null : value;
 }
 
+/** Runs a verification step, turning an oversized header or an unverified body over its limits into a rejection. */
 export async function refusingOversized(step: () => VerifyResult | Promise<VerifyResult>): Promise<VerifyResult> {
   try {
     return await step();
   } catch (error) {
     if (error instanceof OversizedHeader) return rejected("malformed-signature");
+    if (error instanceof PayloadOverLimits) return rejected("payload-over-limits");
     throw error;
   }
+}
+
+/**
+ * The non-empty, trimmed entries of a separated header value, or null when there are none or more than `max`.
+ * Stops at the first entry over `max` rather than splitting the whole value first.
+ */
+export function boundedEntries(header: string, separator: string, max = MAX_SIGNATURE_ENTRIES): string[] | null {
+  if (separator.length === 0) return header.trim().length > 0 ? [header.trim()] : null;
+  const entries: string[] = [];
+  for (let start = 0; start <= header.length; ) {
+    const end = header.indexOf(separator, start);
+    const entry = header.slice(start, end === -1 ? header.length : end).trim();
+    if (entry.length > 0 && entries.push(entry) > max) return null;
+    if (end === -1) break;
+    start = end + separator.length;
+  }
+  return entries.length > 0 ? entries : null;
 }
 
 /**
@@ -44,8 +64,8 @@ export async function refusingOversized(step: () => VerifyResult | Promise<Verif
  * [name, value] pairs. Entries without the separator are skipped, not fatal; too many entries is null.
  */
 export function parseSignatureList(header: string, entrySeparator: string, pairSeparator: string): Array<[string, string]> | null {
-  const entries = header.split(entrySeparator).map((entry) => entry.trim()).filter((entry) => entry.length > 0);
-  if (entries.length === 0 || entries.length > MAX_SIGNATURE_ENTRIES) return null;
+  const entries = boundedEntries(header, entrySeparator);
+  if (!entries) return null;
   const pairs: Array<[string, string]> = [];
   for (const entry of entries) {
     const at = entry.indexOf(pairSeparator);

@@ -67,6 +67,8 @@ export type RejectReason =
   | "timestamp-out-of-tolerance"
   | "no-usable-secret"
   | "malformed-payload"
+  /** A body read before verification (a form, or JSON carrying its own signature) over src/providers/unverified.ts's limits. */
+  | "payload-over-limits"
   /** More signatures × secrets × signed contents than one request may make us check. */
   | "verification-over-budget";
 
