@@ -1,7 +1,7 @@
 // One signer per provider, as the real sender signs, so `send` exercises the receiver's own verification. Where
 // the test suite signs with the provider's SDK (Stripe, GitHub/Octokit, Standard Webhooks, Twilio) this does too;
 // the others follow each provider's documented recipe with node:crypto, all in this one file.
-import { createHash, createHmac, createPrivateKey, randomBytes, sign as cryptoSign } from "node:crypto";
+import { createHash, createHmac, createPrivateKey, sign as cryptoSign } from "node:crypto";
 import { sign as octokitSign } from "@octokit/webhooks-methods";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import Stripe from "stripe";
@@ -266,9 +266,10 @@ export const schemes = {
   mailgun: {
     keyIn: "body",
     sign(input) {
-      // Mailgun's signature sits in the body: HMAC-SHA256 of timestamp ‖ token, next to the event data.
+      // Mailgun's signature sits in the body: HMAC-SHA256 of timestamp ‖ token, next to the event data. The signed
+      // token is the receiver's key for Mailgun, so the event key is the token (and event-data.id, as Mailgun's).
       const timestamp = String(unixSeconds(input.now));
-      const token = randomBytes(25).toString("hex");
+      const token = input.eventKey;
       const signature = { timestamp, token, signature: hmac("sha256", input.secret, timestamp, token).toString("hex") };
       const body = bodyOf(withValueAt(withValueAt(input.payload, "event-data.id", input.eventKey), "signature", signature));
       return { body, headers: json };

@@ -1,13 +1,16 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
 import { parseUnverifiedForm, parseUnverifiedJson } from "./unverified";
-import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, signedAdapter, utf8Key } from "./signed";
+import { annotationsFrom, describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, signedAdapter, utf8Key } from "./signed";
 
 /**
  * Mailgun: the signature travels inside the body — `signature: {timestamp, token, signature}` in JSON webhooks, or
  * `timestamp`, `token`, `signature` form fields for routes — as hex HMAC-SHA256 over timestamp‖token keyed by the
- * account's webhook signing key. It does not cover the rest of the body, so the dedupe key (`event-data.id`) and
- * everything else are only as trustworthy as the transport; the timestamp tolerance bounds replays.
+ * account's webhook signing key. It does not cover the rest of the body, so the key is the signed `token` (Mailgun's
+ * own advice: honour no token twice), never the unsigned `event-data.id`, which rides along as an annotation. A
+ * captured triple beside other event data is then the same key with other bytes: quarantined, never a new event.
+ * Mailgun's retries are reported to resend the same signature block, so they stay one event; the tolerance
+ * bounds how long a captured triple is worth anything.
  */
 function signatureFields(rawBody: Uint8Array): { timestamp: string; token: string; signature: string } | null {
   const json = parseUnverifiedJson(rawBody);
@@ -42,14 +45,16 @@ export const mailgun = signedAdapter({
 
   async identify({ input, timestampAgeSeconds }) {
     const payload = parseJsonBody(input.rawBody);
+    const { token } = signatureFields(input.rawBody)!;
     return event(
       {
-        ...(await eventKeyOf(stringAtPath(payload, "event-data.id"), input.rawBody, { signed: false })),
+        ...(await eventKeyOf(token, input.rawBody, { signed: true })),
         ...describePayload(payload, input.options, {
           type: "event-data.event",
           subject: "event-data.message.headers.message-id",
           occurredAt: "event-data.timestamp",
         }),
+        annotations: annotationsFrom({ "mailgun-event-id": stringAtPath(payload, "event-data.id") }),
       },
       timestampAgeSeconds,
     );

@@ -1,10 +1,14 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   adapterContract,
+  claimAnswer,
   expectAccepted,
   expectRejectedAndNothingWritten,
   nowSeconds,
   secretValue,
+  send,
+  storedCounts,
   storedReceipt,
   uniqueKey,
   type SignedRequest,
@@ -33,7 +37,14 @@ function replaceSignatureField(request: SignedRequest, field: "signature" | "tok
 adapterContract({
   name: "mailgun",
   sign: ({ secret, eventKey, timestamp }) => ({ body: mailgunBody(secret, eventKey, timestamp), headers: { "content-type": "application/json" } }),
-  expected: ({ eventKey }) => ({ eventKey, eventType: "delivered", subjectId: `msg-${eventKey}@example.com`, occurredAt: 1_700_000_000_250 }),
+  // The key is the signed token (the unsigned event-data.id rides along as an annotation).
+  expected: ({ eventKey }, request) => ({
+    eventKey: JSON.parse(request.body as string).signature.token,
+    eventType: "delivered",
+    subjectId: `msg-${eventKey}@example.com`,
+    occurredAt: 1_700_000_000_250,
+    kept: { "mailgun-event-id": eventKey },
+  }),
   // The signature lives in the body: there is no signature header to remove or inflate (see the tests below).
   signatureHeaders: [],
   malformEncoding: (request) => replaceSignatureField(request, "signature", "abc"),
@@ -72,5 +83,26 @@ describe("mailgun: signature fields in the body", () => {
     const body = mailgunBody(secretValue("mailgun", "CURRENT"), eventKey, nowSeconds()).replace('"delivered"', '"failed"');
     const receiptId = await expectAccepted("pv-mailgun", { body, headers: {} });
     expect((await storedReceipt("pv-mailgun", receiptId)).eventType).toBe("failed");
+  });
+
+  it("one signed timestamp and token is one event: a second body under them is quarantined, never a new event", async () => {
+    const timestamp = nowSeconds();
+    const token = uniqueKey("mg_reused").padEnd(50, "z");
+    const secret = secretValue("mailgun", "CURRENT");
+    const captured = { body: mailgunBody(secret, uniqueKey("mg_first"), timestamp, token), headers: { "content-type": "application/json" } };
+    const before = await storedCounts("pv-mailgun");
+    const accepted = await claimAnswer(await send("pv-mailgun", captured));
+    expect(accepted.status).toBe("accepted");
+    expect(await claimAnswer(await send("pv-mailgun", captured))).toEqual({ status: "duplicate", receipt: accepted.receipt });
+    // The MAC covers timestamp ‖ token only: the same triple beside other event data must not pass as new events.
+    for (const other of [uniqueKey("mg_second"), uniqueKey("mg_third")]) {
+      expect(await claimAnswer(await send("pv-mailgun", { ...captured, body: mailgunBody(secret, other, timestamp, token) }))).toEqual({
+        status: "quarantined",
+        receipt: accepted.receipt,
+      });
+    }
+    expect(await storedCounts("pv-mailgun")).toEqual({ claims: before.claims + 1, receipts: before.receipts + 1 });
+    const quarantined = await env.DB.prepare("SELECT COUNT(*) AS count FROM quarantine WHERE source = ? AND event_key = ?").bind("pv-mailgun", token).first<{ count: number }>();
+    expect(quarantined?.count).toBe(2);
   });
 });
