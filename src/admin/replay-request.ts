@@ -11,10 +11,10 @@ import { MAX_REPLAY_IDS } from "./replay";
 export type BulkReplayRequest = { kind: "ids"; receiptIds: string[] } | { kind: "filter"; filter: DeadReceiptFilter };
 
 const BY_IDS = ["receiptIds"] as const;
-const BY_FILTER = ["source", "all", "type", "since", "until", "limit"] as const;
+const BY_FILTER = ["source", "all", "type", "since", "until", "limit", "after"] as const;
 const ALL_KEYS = [...BY_IDS, ...BY_FILTER];
 
-const USAGE = 'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit"} (or "all": true for every source).';
+const USAGE = 'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit", "after"} (or "all": true for every source).';
 
 function invalid(message: string): never {
   throw apiError(400, "invalid_body", message);
@@ -39,6 +39,8 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
   const all = request.all;
   if (all !== undefined && all !== true) invalid('"all" may only be true: it says the replay spans every source on purpose.');
   const fields: Query = {};
+  const after = request.after;
+  if (after !== undefined && (typeof after !== "string" || !isReceiptId(after))) invalid('"after" must be the "cursor" a previous bulk replay answered with.');
   for (const name of ["source", "type", "since", "until", "limit"] as const) {
     const value = request[name];
     if (value === undefined) continue;
@@ -56,6 +58,7 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
       receivedFrom: parseInstant(fields, "since"),
       receivedBefore: parseInstant(fields, "until"),
       limit: fields.limit === undefined ? undefined : Number(fields.limit),
+      after: after as string | undefined,
     },
   };
 }

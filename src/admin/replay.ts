@@ -3,6 +3,7 @@ import { logEvent } from "../lib/log";
 import {
   anyDeadMatching,
   DEFAULT_REPLAY_LIMIT,
+  oldestDeadMatching,
   ReplayFilterError,
   replayDeadReceipts,
   replayReceipt,
@@ -28,8 +29,10 @@ export interface ReplayReport {
 
 export interface BulkReplayReport {
   replayed: number;
-  /** More receipts matched the filter than one call replays: call again. */
+  /** More receipts matched the filter than one call replays: call again with `after: cursor`. */
   more: boolean;
+  /** Where this call stopped: send it back as `after` so the next call goes on from there (null for replay by id). */
+  cursor: string | null;
   results: ReplayReport[];
 }
 
@@ -45,7 +48,7 @@ export async function replayByIds(env: Env, receiptIds: readonly string[], reque
   }
   const replayed = results.filter((result) => result.outcome === "replayed").length;
   logEvent("admin.replay", { mode: "ids", requested: receiptIds.length, replayed });
-  return { replayed, more: false, results };
+  return { replayed, more: false, cursor: null, results };
 }
 
 export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<BulkReplayReport> {
@@ -60,27 +63,30 @@ export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, re
   return {
     replayed: outcome.replayed,
     more: outcome.more,
+    cursor: outcome.cursor,
     results: outcome.receiptIds.map((receiptId) => ({ receiptId, outcome: "replayed" as const })),
   };
 }
 
 /**
- * The filter's dead letters in each database it reaches (a source's own; every one for `all`), `DB` first, up to
- * `limit` in all. Once the limit is spent, the databases not reached are only asked whether they have more.
+ * The filter's dead letters in each database it reaches (a source's own; every one for `all`), oldest first, up to
+ * `limit` in all. Across several databases the oldest `limit` ids of them all draw one boundary, and each database
+ * replays its own up to it, so one cursor continues every database from the same place and none is skipped.
  */
 async function replayDeadAcrossDatabases(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<ReplayMany> {
-  let remaining = filter.limit ?? DEFAULT_REPLAY_LIMIT;
-  const total: ReplayMany = { replayed: 0, receiptIds: [], more: false };
-  for (const { env: databaseEnv } of databasesToRead(env, filter.source)) {
-    if (remaining <= 0) {
-      total.more ||= await anyDeadMatching(databaseEnv, filter);
-      continue;
-    }
-    const page = await replayDeadReceipts(databaseEnv, { ...filter, limit: remaining }, Date.now(), requestedBy);
+  const databases = databasesToRead(env, filter.source);
+  if (databases.length === 1) return replayDeadReceipts(databases[0]!.env, filter, Date.now(), requestedBy);
+  const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
+  const oldest = (await Promise.all(databases.map(({ env: databaseEnv }) => oldestDeadMatching(databaseEnv, filter)))).flat().sort().slice(0, limit);
+  const through = oldest.at(-1);
+  if (through === undefined) return { replayed: 0, receiptIds: [], more: false, cursor: filter.after ?? null };
+  const total: ReplayMany = { replayed: 0, receiptIds: [], more: false, cursor: through };
+  for (const { env: databaseEnv } of databases) {
+    const page = await replayDeadReceipts(databaseEnv, { ...filter, through, limit }, Date.now(), requestedBy);
     total.replayed += page.replayed;
     total.receiptIds.push(...page.receiptIds);
     total.more ||= page.more;
-    remaining -= page.replayed;
   }
+  total.receiptIds.sort();
   return total;
 }

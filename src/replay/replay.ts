@@ -1,4 +1,4 @@
-import { and, asc, eq, gte, inArray, isNotNull, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, isNotNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import { batchByName } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { receipts, replays } from "../db/schema";
@@ -76,13 +76,23 @@ export interface DeadReceiptFilter {
   receivedBefore?: number;
   /** At most this many per call (1–1000, default 500); call again while `more` is true. */
   limit?: number;
+  /**
+   * Only receipts with ids after this one: the `cursor` the previous call returned. A bulk replay walks the
+   * matching dead letters once, oldest first, so those that fail again and are dead once more are not replayed
+   * again by the next call, and newer ones are reached.
+   */
+  after?: string;
+  /** Only receipts with ids up to and including this one (a replay across databases shares one boundary). */
+  through?: string;
 }
 
 export interface ReplayMany {
   replayed: number;
   receiptIds: string[];
-  /** More dead receipts matched than `limit`: call again to continue. */
+  /** More dead receipts matched than `limit`: call again, with `after: cursor`, to continue. */
   more: boolean;
+  /** The newest receipt id this call reached: pass it as `after` to continue (null when nothing was reached). */
+  cursor: string | null;
 }
 
 /** A filter that cannot be right. The message is written for the API caller. */
@@ -91,6 +101,8 @@ export class ReplayFilterError extends Error {
 }
 
 export const DEFAULT_REPLAY_LIMIT = 500;
+/** A receipt id (a ULID): what `after` and `through` must be. */
+const RECEIPT_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 export const MAX_REPLAY_LIMIT = 1000;
 
 /** Replays every dead receipt matching `filter` (all of them when empty), oldest first, up to `limit`. */
@@ -114,7 +126,15 @@ export async function replayDeadReceipts(
   });
   const receiptIds = reset.map((row) => row.receiptId).sort();
   await enqueueReceipts(env, reset);
-  return { replayed: receiptIds.length, receiptIds, more: await anyDeadMatching(env, filter) };
+  const cursor = receiptIds.at(-1) ?? filter.through ?? filter.after ?? null;
+  return { replayed: receiptIds.length, receiptIds, more: await anyDeadMatching(env, { ...filter, through: undefined, after: cursor ?? undefined }), cursor };
+}
+
+/** The ids of the oldest `limit` dead receipts matching `filter`: where a replay across databases draws its boundary. */
+export async function oldestDeadMatching(env: Env, filter: DeadReceiptFilter): Promise<string[]> {
+  const limit = checkFilter(filter);
+  const rows = await database(env).select({ receiptId: receipts.receiptId }).from(receipts).where(deadMatching(filter)).orderBy(asc(receipts.receiptId)).limit(limit);
+  return rows.map((row) => row.receiptId);
 }
 
 /** Whether any dead receipt matches `filter`: a bulk replay spanning several databases asks the ones it did not reach. */
@@ -132,6 +152,8 @@ function deadMatching(filter: DeadReceiptFilter): SQL | undefined {
     filter.eventType === undefined ? undefined : eq(receipts.eventType, filter.eventType),
     filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
     filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
+    filter.after === undefined ? undefined : gt(receipts.receiptId, filter.after),
+    filter.through === undefined ? undefined : lte(receipts.receiptId, filter.through),
   );
 }
 
@@ -184,6 +206,9 @@ function checkFilter(filter: DeadReceiptFilter): number {
     if (value !== undefined && (!Number.isSafeInteger(value) || value < 0)) {
       throw new ReplayFilterError(`${name} must be a time in epoch milliseconds`);
     }
+  }
+  for (const [name, value] of [["after", filter.after], ["through", filter.through]] as const) {
+    if (value !== undefined && (typeof value !== "string" || !RECEIPT_ID.test(value))) throw new ReplayFilterError(`${name} must be a receipt id`);
   }
   if (filter.receivedFrom !== undefined && filter.receivedBefore !== undefined && filter.receivedFrom >= filter.receivedBefore) {
     throw new ReplayFilterError("receivedFrom must be earlier than receivedBefore");

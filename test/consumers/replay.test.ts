@@ -108,9 +108,9 @@ describe("replaying dead receipts by filter", () => {
     const filter = { source: "proc-forward-ok", eventType: "a.one", receivedFrom: base, receivedBefore: base + 24 * hour };
 
     const firstPage = await replayDeadReceipts(env, { ...filter, limit: 2 });
-    expect(firstPage).toEqual({ replayed: 2, receiptIds: matching.slice(0, 2), more: true });
-    const secondPage = await replayDeadReceipts(env, { ...filter, limit: 2 });
-    expect(secondPage).toEqual({ replayed: 1, receiptIds: matching.slice(2), more: false });
+    expect(firstPage).toEqual({ replayed: 2, receiptIds: matching.slice(0, 2), more: true, cursor: matching[1] });
+    const secondPage = await replayDeadReceipts(env, { ...filter, limit: 2, after: firstPage.cursor! });
+    expect(secondPage).toEqual({ replayed: 1, receiptIds: matching.slice(2), more: false, cursor: matching[2] });
 
     for (const receiptId of matching) {
       await waitForAttempts(receiptId, 1);
@@ -122,7 +122,7 @@ describe("replaying dead receipts by filter", () => {
       ["dead", "live"],
       ["processed", "live"],
     ]);
-    expect(await replayDeadReceipts(env, filter)).toEqual({ replayed: 0, receiptIds: [], more: false });
+    expect(await replayDeadReceipts(env, filter)).toEqual({ replayed: 0, receiptIds: [], more: false, cursor: null });
   });
 
   it("rejects a filter that cannot be right, before touching anything", async () => {

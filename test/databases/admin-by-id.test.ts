@@ -134,15 +134,17 @@ describe("admin by id across databases", () => {
     const slice = Date.parse("2025-04-01T00:00:00Z") + Math.floor(Math.random() * 1e9);
     const [inDb, inSecond] = [await seedDeadLetter("DB", slice), await seedDeadLetter("DB_SECOND", slice + 1)];
     const filter = { all: true, since: slice, until: slice + 2, limit: 1 };
-    const firstPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{ replayed: number; more: boolean; results: { receiptId: string }[] }>();
-    expect(firstPage).toMatchObject({ replayed: 1, more: true, results: [{ receiptId: inDb.receiptId }] });
-    const secondPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{ replayed: number; more: boolean; results: { receiptId: string }[] }>();
-    expect(secondPage).toMatchObject({ replayed: 1, more: false, results: [{ receiptId: inSecond.receiptId }] });
+    type Page = { replayed: number; more: boolean; cursor: string; results: { receiptId: string }[] };
+    const firstPage = await (await adminPost("/admin/api/dead/replay", filter)).json<Page>();
+    expect(firstPage).toMatchObject({ replayed: 1, more: true, cursor: inDb.receiptId, results: [{ receiptId: inDb.receiptId }] });
+    // One cursor goes on in both databases from the same place.
+    const secondPage = await (await adminPost("/admin/api/dead/replay", { ...filter, after: firstPage.cursor })).json<Page>();
+    expect(secondPage).toMatchObject({ replayed: 1, more: false, cursor: inSecond.receiptId, results: [{ receiptId: inSecond.receiptId }] });
 
     // A filter naming a source replays in that source's database.
     const bySource = await seedDeadLetter("DB_SECOND", slice + 5);
     const sourcePage = await (await adminPost("/admin/api/dead/replay", { source: "second-db", since: slice, until: slice + 10 })).json<{ replayed: number; more: boolean }>();
-    expect(sourcePage).toEqual({ replayed: 1, more: false, results: [{ receiptId: bySource.receiptId, outcome: "replayed" }] });
+    expect(sourcePage).toEqual({ replayed: 1, more: false, cursor: bySource.receiptId, results: [{ receiptId: bySource.receiptId, outcome: "replayed" }] });
 
     for (const dead of [second, first, inDb, inSecond, bySource]) {
       await waitForStatusIn(dead.binding, dead.receiptId);

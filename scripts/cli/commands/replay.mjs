@@ -18,13 +18,17 @@ export async function replay(receiptId, options) {
   let total = 0;
   /** @type {string[]} */
   const ids = [];
-  // The API replays at most a bounded batch per call and says "more" while dead letters remain that match.
+  // The API replays at most a bounded batch per call and says "more" while dead letters remain that match; each
+  // call goes on after the previous one's cursor, so a dead letter that fails again at once is not replayed twice.
+  /** @type {string | undefined} */
+  let after;
   for (let round = 0; round < 1000; round += 1) {
-    const filter = Object.fromEntries(Object.entries({ source: options.source, since: options.since, until: options.until, type: options.type }).filter(([, value]) => value !== undefined));
+    const filter = Object.fromEntries(Object.entries({ source: options.source, since: options.since, until: options.until, type: options.type, after }).filter(([, value]) => value !== undefined));
     const report = await adminRequest(options, "/dead/replay", { method: "POST", body: filter });
     total += report.replayed;
     ids.push(...report.results.filter((/** @type {any} */ result) => result.outcome === "replayed").map((/** @type {any} */ result) => result.receiptId));
-    if (!report.more || report.replayed === 0) break;
+    if (!report.more || !report.cursor || report.cursor === after) break;
+    after = report.cursor;
   }
   if (options.json) console.log(JSON.stringify({ replayed: total, receiptIds: ids }));
   else {
