@@ -5,12 +5,12 @@ import { webhooks } from "./ingest/route";
 import { apiError, renderError } from "./lib/errors";
 import { healthAnswer, openSystemAlertKinds } from "./monitor/health";
 import { sourcesHealth } from "./sources/registry";
-import { sourcesMissingSecrets } from "./sources/secrets-set";
+import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "./sources/secrets-set";
 
 export const app = new Hono<{ Bindings: Env }>();
 
 /**
- * Up, which sources cannot accept deliveries (a broken table, or a secret not set), and which system alerts are open (D1 unreachable, a failing relay,
+ * Up, which sources cannot accept deliveries (a broken table, a secret not set, or every secret expired), and which system alerts are open (D1 unreachable, a failing relay,
  * a failed cron run, storage near a cap), read from the system monitor, never from D1. Names only: this route is
  * unauthenticated, and the problems quote configuration, so the why is behind the admin token
  * (GET /admin/api/health, GET /admin/api/sources). Still 200 when degraded: the Worker is serving what it can.
@@ -18,9 +18,11 @@ export const app = new Hono<{ Bindings: Env }>();
 app.get("/health", async (c) => {
   const health = sourcesHealth(c.env);
   const invalidSources = health.unreadable ? ["*"] : Object.keys(health.invalid);
-  const missingSecrets = [...sourcesMissingSecrets(c.env, Date.now()).keys()];
+  const now = Date.now();
+  const missingSecrets = [...sourcesMissingSecrets(c.env, now).keys()];
+  const expiredSecrets = [...sourcesWithExpiredSecrets(c.env, now).keys()];
   const adminTokenIsExample = adminTokenProblem(c.env) === "shipped-example";
-  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env), missingSecrets, adminTokenIsExample));
+  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env), { missingSecrets, expiredSecrets, adminTokenIsExample }));
 });
 app.route("/webhooks", webhooks);
 app.route("/admin", admin);

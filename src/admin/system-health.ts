@@ -1,7 +1,7 @@
 import { healthAnswer } from "../monitor/health";
 import { systemMonitor } from "../monitor/report";
 import { sourcesHealth } from "../sources/registry";
-import { sourcesMissingSecrets } from "../sources/secrets-set";
+import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../sources/secrets-set";
 import { configuredSources, storageSizes, type StorageSizes } from "./storage-sizes";
 
 /**
@@ -25,8 +25,13 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
       return [];
     });
   const open = alerts.filter((alert) => alert.state === "open");
-  const missingSecrets = sourcesMissingSecrets(env, Date.now());
-  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], [...missingSecrets.keys()]);
+  const now = Date.now();
+  const missingSecrets = sourcesMissingSecrets(env, now);
+  const expiredSecrets = sourcesWithExpiredSecrets(env, now);
+  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], {
+    missingSecrets: [...missingSecrets.keys()],
+    expiredSecrets: [...expiredSecrets.keys()],
+  });
   let storage: StorageSizes | null = null;
   try {
     const shardsOfSources =
@@ -40,6 +45,8 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
     configProblems: sources.unreadable ? { "*": sources.unreadable } : sources.invalid,
     /** Per source that cannot verify a delivery, the secret names it lacks (`wrangler secret put <name>`). */
     missingSecrets: Object.fromEntries(missingSecrets),
+    /** Per source every signing secret of which has expired, those secret names: list a fresh one and deploy. */
+    expiredSecrets: Object.fromEntries(expiredSecrets),
     systemAlerts: alerts,
     monitorError,
     storage,

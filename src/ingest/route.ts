@@ -81,7 +81,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
   }
 
-  const { secrets, verifyTokens, signingUnset, verifyTokensUnset } = sourceKeys(source, c.env, startedAt);
+  const { secrets, verifyTokens, signingUnset, verifyTokensUnset, signingExpired } = sourceKeys(source, c.env, startedAt);
   if (signingUnset.length > 0) {
     // A deploy mistake, not the sender's: 503 makes it retry once the secret is set.
     logEvent("config.secret_missing", { source: sourceName, missing: signingUnset.join(","), requestId });
@@ -91,6 +91,12 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     // The same deploy mistake for the token that proves a handshake: 503, never a 401 the sender takes as final.
     logEvent("config.secret_missing", { source: sourceName, missing: "verify_token", requestId });
     throw apiError(503, "source_secret_missing", "This source's verify token is not configured yet.");
+  }
+  if (signingExpired.length > 0) {
+    // Every listed secret is past its expires: a rotation left unfinished, not a forgery. 503 so the sender keeps
+    // its deliveries until a fresh secret is deployed; a 401 would make it give up on genuine ones.
+    logEvent("config.secrets_expired", { source: sourceName, expired: signingExpired.join(","), requestId });
+    throw apiError(503, "source_secrets_expired", "Every signing secret of this source has expired; nothing was accepted.");
   }
 
   const verifyWith = async (fresh: boolean) => {

@@ -10,22 +10,30 @@ export interface HealthAnswer {
   invalidSources?: string[];
   /** Valid sources answering 503 because a secret they need is not set (names of sources, never of secrets). */
   sourcesMissingSecrets?: string[];
+  /** Valid sources answering 503 because every signing secret they list is past its `expires` (source names only). */
+  sourcesWithExpiredSecrets?: string[];
   detail?: string;
 }
 
-/**
- * `adminTokenIsExample`: ADMIN_TOKEN is a value the repository ships as an example, so the admin surface is shut
- * (src/admin/auth.ts) and GET /admin/api/health cannot say why: the reason "admin-token-example" says it here.
- */
-export function healthAnswer(
-  invalidSources: readonly string[],
-  openSystemAlerts: readonly string[],
-  sourcesMissingSecrets: readonly string[] = [],
-  adminTokenIsExample = false,
-): HealthAnswer {
+/** What else keeps sources or the admin surface from working: names of sources only. */
+export interface HealthFacts {
+  /** Valid sources none of whose signing secrets (or verify tokens) is set. */
+  missingSecrets?: readonly string[];
+  /** Valid sources every signing secret of which is past its `expires`. */
+  expiredSecrets?: readonly string[];
+  /**
+   * ADMIN_TOKEN is a value the repository ships as an example, so the admin surface is shut (src/admin/auth.ts)
+   * and GET /admin/api/health cannot say why: the reason "admin-token-example" says it here.
+   */
+  adminTokenIsExample?: boolean;
+}
+
+export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[], facts: HealthFacts = {}): HealthAnswer {
+  const { missingSecrets = [], expiredSecrets = [], adminTokenIsExample = false } = facts;
   const reasons = [
     ...(invalidSources.length > 0 ? ["config-invalid"] : []),
-    ...(sourcesMissingSecrets.length > 0 ? ["secrets-missing"] : []),
+    ...(missingSecrets.length > 0 ? ["secrets-missing"] : []),
+    ...(expiredSecrets.length > 0 ? ["secrets-expired"] : []),
     ...(adminTokenIsExample ? ["admin-token-example"] : []),
     ...new Set(openSystemAlerts),
   ];
@@ -34,10 +42,11 @@ export function healthAnswer(
     status: "degraded",
     reasons,
     ...(invalidSources.length > 0 ? { invalidSources: [...invalidSources] } : {}),
-    ...(sourcesMissingSecrets.length > 0 ? { sourcesMissingSecrets: [...sourcesMissingSecrets].sort() } : {}),
+    ...(missingSecrets.length > 0 ? { sourcesMissingSecrets: [...missingSecrets].sort() } : {}),
+    ...(expiredSecrets.length > 0 ? { sourcesWithExpiredSecrets: [...expiredSecrets].sort() } : {}),
     detail: adminTokenIsExample
       ? "ADMIN_TOKEN is the shipped example value, so the admin API and dashboard are shut: set a new one with wrangler secret put ADMIN_TOKEN."
-      : "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem and missing secret.",
+      : "GET /admin/api/health explains each reason; GET /admin/api/sources names each config problem, missing secret and expired secret.",
   };
 }
 

@@ -349,8 +349,8 @@ export function parseSources(raw: unknown, context: ParseContext): Map<string, S
 }
 
 /**
- * The secrets a delivery may be verified with right now. A name listed in config but absent from the Worker's
- * secrets is a deploy mistake, reported as such (the caller answers 503 so the sender retries).
+ * The secrets a delivery may be verified with right now. A name listed in config, not yet expired, but absent from
+ * the Worker's secrets is a deploy mistake, reported as such (the caller answers 503 so the sender retries).
  */
 export function usableSecrets(
   source: SourceConfig,
@@ -360,12 +360,13 @@ export function usableSecrets(
   const secrets: SourceSecret[] = [];
   const missing: string[] = [];
   for (const ref of source.secrets) {
+    // Past its expires, a secret is neither usable nor missing: leaving it unset is the end of a rotation.
+    if (ref.expiresAt !== null && now >= ref.expiresAt) continue;
     const value = secretValue(env, ref.name);
     if (value === null) {
       missing.push(ref.name);
       continue;
     }
-    if (ref.expiresAt !== null && now >= ref.expiresAt) continue;
     secrets.push({ name: ref.name, value });
   }
   return { secrets, missing };

@@ -1,4 +1,5 @@
 import { secretValue } from "../lib/secrets";
+import { adapterFor } from "../providers/registry";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import { SourceConfigError, usableSecrets, type SourceConfig } from "./config";
 import { loadSources } from "./registry";
@@ -18,6 +19,12 @@ export interface SourceKeys {
   signingUnset: string[];
   /** Verify token names when the source names some but none is set; empty otherwise. */
   verifyTokensUnset: string[];
+  /**
+   * Signing secret names when every one is set and all are past their `expires` (nothing verifies: a rotation
+   * that was never finished); empty otherwise. Not for an adapter that keeps the sender's secret from a
+   * handshake: its listed secrets only prove the handshake, and its deliveries verify with the kept ones.
+   */
+  signingExpired: string[];
 }
 
 /** The secret values a delivery to `source` may be verified with now, and what is unset so that none can be. */
@@ -33,6 +40,7 @@ export function sourceKeys(source: SourceConfig, env: object, now: number): Sour
     verifyTokens,
     signingUnset: secrets.length === 0 ? missing : [],
     verifyTokensUnset: tokenNames.length > 0 && verifyTokens.length === 0 ? tokenNames : [],
+    signingExpired: secrets.length === 0 && missing.length === 0 && !adapterFor(source.provider)?.storedSecrets ? source.secrets.map((ref) => ref.name) : [],
   };
 }
 
@@ -42,24 +50,40 @@ function verifyTokenNames(options: SourceOptions): string[] {
   return named.filter((name): name is string => typeof name === "string");
 }
 
+/** The valid sources, or none when SOURCES itself is unreadable (then /health reports that instead). */
+function validSources(env: Pick<Env, "SOURCES">): SourceConfig[] {
+  try {
+    return [...loadSources(env).values()];
+  } catch (error) {
+    if (error instanceof SourceConfigError) return [];
+    throw error;
+  }
+}
+
 /**
  * Valid sources that cannot accept a delivery for want of a secret, each with the secret names it lacks: no
- * signing secret it names is set (an expired one does not count), or none of its verify tokens is. A source with
+ * unexpired signing secret it names is set, or none of its verify tokens is. A source with
  * one secret of a rotation unset still verifies with the other, and is not listed.
  */
 export function sourcesMissingSecrets(env: Pick<Env, "SOURCES">, now: number): Map<string, string[]> {
   const missingBySource = new Map<string, string[]>();
-  let sources;
-  try {
-    sources = loadSources(env);
-  } catch (error) {
-    if (error instanceof SourceConfigError) return missingBySource;
-    throw error;
-  }
-  for (const source of sources.values()) {
+  for (const source of validSources(env)) {
     const { signingUnset, verifyTokensUnset } = sourceKeys(source, env, now);
     const lacking = [...signingUnset, ...verifyTokensUnset];
     if (lacking.length > 0) missingBySource.set(source.name, lacking);
   }
   return missingBySource;
+}
+
+/**
+ * Valid sources every signing secret of which is past its `expires`, each with those secret names: every delivery
+ * to them answers 503 (`source_secrets_expired`) until a fresh secret is listed and deployed.
+ */
+export function sourcesWithExpiredSecrets(env: Pick<Env, "SOURCES">, now: number): Map<string, string[]> {
+  const expiredBySource = new Map<string, string[]>();
+  for (const source of validSources(env)) {
+    const { signingExpired } = sourceKeys(source, env, now);
+    if (signingExpired.length > 0) expiredBySource.set(source.name, signingExpired);
+  }
+  return expiredBySource;
 }

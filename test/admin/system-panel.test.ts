@@ -122,6 +122,7 @@ describe("the System panel", () => {
         systemAlerts: [],
         monitorError: null,
         missingSecrets: {},
+        expiredSecrets: {},
         storage: { d1CapBytes: D1_CAP_BYTES, d1Databases: bytes.map((size, index) => ({ binding: `DB${index}`, bytes: size, usedFraction: null })) },
       }) as unknown as SystemHealth;
     const near = summarizeSystem(health([Math.floor(D1_CAP_BYTES * 0.81), 1024 ** 2]));

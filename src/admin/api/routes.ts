@@ -24,7 +24,7 @@ import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
 import { envForSource } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
-import { sourcesMissingSecrets } from "../../sources/secrets-set";
+import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { sourceStats } from "../stats";
 import { collectMeters } from "../meters";
 import { storageSizes } from "../storage-sizes";
@@ -150,7 +150,14 @@ adminApi.get("/alerts", accepts("source", "state", "limit"), async (c) => {
 });
 
 /** Which sources accept deliveries and which are broken (answering 503), with every problem of each table. */
-adminApi.get("/sources", accepts(), (c) => c.json({ ...sourcesHealth(c.env), missingSecrets: Object.fromEntries(sourcesMissingSecrets(c.env, Date.now())) }));
+adminApi.get("/sources", accepts(), (c) => {
+  const now = Date.now();
+  return c.json({
+    ...sourcesHealth(c.env),
+    missingSecrets: Object.fromEntries(sourcesMissingSecrets(c.env, now)),
+    expiredSecrets: Object.fromEntries(sourcesWithExpiredSecrets(c.env, now)),
+  });
+});
 
 adminApi.get("/stats", accepts("source", "window"), async (c) => {
   const query = c.req.query();

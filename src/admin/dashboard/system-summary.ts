@@ -30,6 +30,8 @@ export interface SystemSummary {
   databases: DatabaseSize[] | null;
   capBytes: number | null;
   missingSecrets: { source: string; secrets: string[] }[];
+  /** Sources every signing secret of which has expired, with those names. */
+  expiredSecrets: { source: string; secrets: string[] }[];
   allWell: boolean;
 }
 
@@ -43,16 +45,20 @@ export function summarizeSystem(health: SystemHealth): SystemSummary {
       const state = fraction === null ? "silent" : fraction > DATABASE_NEAR_CAP_FRACTION ? "near-cap" : "ok";
       return { binding, bytes, fraction, state };
     }) ?? null;
-  const missingSecrets = Object.entries(health.missingSecrets)
-    .map(([source, secrets]) => ({ source, secrets }))
-    .sort((a, b) => a.source.localeCompare(b.source));
+  const bySource = (secretsBySource: Record<string, string[]>) =>
+    Object.entries(secretsBySource)
+      .map(([source, secrets]) => ({ source, secrets }))
+      .sort((a, b) => a.source.localeCompare(b.source));
+  const missingSecrets = bySource(health.missingSecrets);
+  const expiredSecrets = bySource(health.expiredSecrets);
   const allWell =
     open.length === 0 &&
     health.monitorError === null &&
     missingSecrets.length === 0 &&
+    expiredSecrets.length === 0 &&
     databases !== null &&
     databases.every((database) => database.state === "ok");
-  return { open, resolvedUnrecorded, monitorError: health.monitorError, databases, capBytes: storage?.d1CapBytes ?? null, missingSecrets, allWell };
+  return { open, resolvedUnrecorded, monitorError: health.monitorError, databases, capBytes: storage?.d1CapBytes ?? null, missingSecrets, expiredSecrets, allWell };
 }
 
 /** The claim shards' total and largest, when the shards were asked (the System page asks; the overview does not). */

@@ -43,6 +43,7 @@ export function SystemPanel(props: { summary: SystemSummary; linkToDetails?: boo
       <OpenIncidents incidents={summary.open} />
       <ResolvedIncidents incidents={summary.resolvedUnrecorded} />
       <MissingSecrets missing={summary.missingSecrets} />
+      <ExpiredSecrets expired={summary.expiredSecrets} />
       <DatabaseSizes databases={summary.databases} />
       {details && <p class="muted">Claim shard sizes and every detail:{details}</p>}
     </section>
@@ -85,6 +86,38 @@ function ResolvedIncidents(props: { incidents: SystemIncident[] }) {
   );
 }
 
+function SecretNames(props: { names: string[] }) {
+  return (
+    <>
+      {props.names.map((name, index) => (
+        <>
+          {index > 0 && ", "}
+          <code>{name}</code>
+        </>
+      ))}
+    </>
+  );
+}
+
+function ExpiredSecrets(props: { expired: SystemSummary["expiredSecrets"] }) {
+  if (props.expired.length === 0) return null;
+  return (
+    <div class="error" id="expired-secrets">
+      <p>
+        {props.expired.length === 1 ? "One source has" : `${props.expired.length} sources have`} only expired signing secrets: each answers 503
+        to every delivery (its sender retries) until a current secret is listed in its <code>secrets</code> and deployed.
+      </p>
+      <ul>
+        {props.expired.map(({ source, secrets }) => (
+          <li data-expired-source={source}>
+            <strong>{source}</strong>: <SecretNames names={secrets} />
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
 function MissingSecrets(props: { missing: SystemSummary["missingSecrets"] }) {
   if (props.missing.length === 0) return null;
   return (
@@ -96,12 +129,7 @@ function MissingSecrets(props: { missing: SystemSummary["missingSecrets"] }) {
       <ul>
         {props.missing.map(({ source, secrets }) => (
           <li data-missing-source={source}>
-            <strong>{source}</strong>: {secrets.map((name, index) => (
-              <>
-                {index > 0 && ", "}
-                <code>{name}</code>
-              </>
-            ))}
+            <strong>{source}</strong>: <SecretNames names={secrets} />
           </li>
         ))}
       </ul>
