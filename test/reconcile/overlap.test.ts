@@ -65,7 +65,9 @@ describe("overlapping runs", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Catch-up: both runs listed the omitted event; one claim was accepted, one effect reached the destination.
     expect(await waitForStatus(SOURCE, omitted.id)).toBe("processed");
     expect((await receipt(SOURCE, omitted.id))?.provenance).toBe("reconciled");
-    // Expired lease: returned once, attempted once more.
+    // Expired lease: returned once, attempted once more. Counted, not only inferred from the effect: the commit
+    // guard would absorb a second return, so only the runs' own counts show that one run alone took it.
+    expect(runs.reduce((sum, run) => sum + run.counts.redrive.expiredLeasesReturned, 0)).toBe(1);
     expect(await waitForStatus(SOURCE, leased)).toBe("processed");
     await eventually(async () => ((await forwardsOf(omitted.id)).length > 0 && (await forwardsOf(leased)).length > 0 ? true : undefined));
     expect(await forwardsOf(omitted.id)).toHaveLength(1);
