@@ -2,7 +2,7 @@ import { challengeText, handshake, tokenMatches, urlVerifyToken, withHandshake }
 import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
 import { parseUnverifiedJson } from "./unverified";
 import { readHs256Jwt } from "./jwt";
-import { describePayload, event, eventKeyOf, readHeader, rejected, signedAdapter, utf8Key } from "./signed";
+import { DEFAULT_TOLERANCE_SECONDS, describePayload, event, eventKeyOf, readHeader, rejected, signedAdapter, toleranceSeconds, utf8Key } from "./signed";
 
 /**
  * monday.com: `Authorization: <JWT>`, HS256 keyed by the app's signing secret (the shared JWT scheme). Creating a
@@ -12,10 +12,10 @@ import { describePayload, event, eventKeyOf, readHeader, rejected, signedAdapter
 const delivery = signedAdapter({
   provider: "monday",
   keptHeaders: ["content-type", "user-agent"],
-  read({ headers, now }) {
+  read({ headers, now, options }) {
     const token = readHeader(headers, "authorization");
     if (!token) return "missing-signature";
-    const read = readHs256Jwt(token, now);
+    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS));
     return typeof read === "string" ? read : read.presented;
   },
   keyFor: utf8Key("hmac-sha256"),

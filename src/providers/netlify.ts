@@ -3,7 +3,7 @@ import { utf8Bytes } from "../crypto/encoding";
 import { bytesEqualConstantTime } from "../crypto/hmac";
 import { parseJsonBody } from "./json";
 import { readHs256Jwt } from "./jwt";
-import { describePayload, event, eventKeyOf, readHeader, signedAdapter, utf8Key } from "./signed";
+import { DEFAULT_TOLERANCE_SECONDS, describePayload, event, eventKeyOf, readHeader, signedAdapter, toleranceSeconds, utf8Key } from "./signed";
 
 /**
  * Netlify: `X-Webhook-Signature` is a JWS (HS256, the shared JWT scheme) keyed by the notification's JWS secret,
@@ -13,10 +13,10 @@ import { describePayload, event, eventKeyOf, readHeader, signedAdapter, utf8Key 
 export const netlify = signedAdapter({
   provider: "netlify",
   keptHeaders: ["x-netlify-event", "content-type", "user-agent"],
-  async read({ headers, rawBody, now }) {
+  async read({ headers, rawBody, now, options }) {
     const token = readHeader(headers, "x-webhook-signature");
     if (!token) return "missing-signature";
-    const read = readHs256Jwt(token, now);
+    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS));
     if (typeof read === "string") return read;
     if (read.claims.iss !== "netlify" || typeof read.claims.sha256 !== "string") return "malformed-signature";
     // The body hash is part of what the JWS signs; a body that does not match it is a changed body.

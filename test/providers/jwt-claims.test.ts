@@ -1,0 +1,60 @@
+import { SignJWT } from "jose";
+import { describe, it } from "vitest";
+import { expectAccepted, expectRejectedAndNothingWritten, nowSeconds, secretValue, uniqueKey, type SignedRequest } from "./support/contract";
+import { sha256Hex } from "./support/signers";
+
+/**
+ * The JWT senders (monday.com, Netlify), through the real route: a token must say when it expires, and when it was
+ * issued that must be now-ish. A token with no `exp` would stay good forever, so a captured one could be replayed
+ * at any time; an `iat` far in the past or the future is a token minted for another moment. jose signs each token.
+ */
+
+interface Times {
+  iat?: number;
+  exp?: number;
+}
+
+function token(secret: string, claims: Record<string, unknown>, { iat, exp }: Times): Promise<string> {
+  const jwt = new SignJWT(claims).setProtectedHeader({ alg: "HS256", typ: "JWT" });
+  if (iat !== undefined) jwt.setIssuedAt(iat);
+  if (exp !== undefined) jwt.setExpirationTime(exp);
+  return jwt.sign(new TextEncoder().encode(secret));
+}
+
+const senders: { source: string; request(times: Times): Promise<SignedRequest> }[] = [
+  {
+    source: "pv-monday",
+    async request(times) {
+      const body = JSON.stringify({ event: { type: "create_pulse", triggerUuid: uniqueKey("mnd_times"), pulseId: 1 } });
+      return { body, headers: { authorization: await token(secretValue("monday", "CURRENT"), { dat: { client_id: "c" } }, times), "content-type": "application/json" } };
+    },
+  },
+  {
+    source: "pv-netlify",
+    async request(times) {
+      const body = JSON.stringify({ id: uniqueKey("ntl_times"), state: "ready" });
+      return { body, headers: { "x-webhook-signature": await token(secretValue("netlify", "CURRENT"), { iss: "netlify", sha256: sha256Hex(body) }, times) } };
+    },
+  },
+];
+
+for (const { source, request } of senders) {
+  describe(`${source}: the JWT's exp and iat`, () => {
+    it("a token with no exp is refused, and writes nothing", async () => {
+      await expectRejectedAndNothingWritten(source, await request({ iat: nowSeconds() }));
+      await expectRejectedAndNothingWritten(source, await request({}));
+    });
+
+    it("an iat in the future beyond a minute's skew, or older than the tolerance, is refused even with a live exp", async () => {
+      const now = nowSeconds();
+      await expectRejectedAndNothingWritten(source, await request({ iat: now + 600, exp: now + 900 }));
+      await expectRejectedAndNothingWritten(source, await request({ iat: now - 3600, exp: now + 300 }));
+    });
+
+    it("a fresh token with exp (and iat within the skew) is accepted", async () => {
+      const now = nowSeconds();
+      await expectAccepted(source, await request({ iat: now + 30, exp: now + 300 }));
+      await expectAccepted(source, await request({ exp: now + 300 }));
+    });
+  });
+}
