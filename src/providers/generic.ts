@@ -161,6 +161,17 @@ export const generic = signedAdapter({
     if (!placeholders.includes("body")) problems.push("signed_content must include {body}");
     if (placeholders.includes("timestamp") && !config.timestampHeader) problems.push("signed_content uses {timestamp} but timestamp_header is not set");
     if (placeholders.includes("id") && !config.idHeader) problems.push("signed_content uses {id} but id_header is not set");
+    // Options that would check or key on what the signature leaves out: a captured delivery could then be replayed
+    // with a fresh time or under a new key. The source is refused until its table says what the sender signs.
+    if (config.timestampHeader && !placeholders.includes("timestamp")) {
+      problems.push("timestamp_header is set but signed_content does not include {timestamp}: an unsigned time bounds no replay");
+    }
+    const keyHeader = optionString(options, "event_key_header");
+    if (keyHeader && !keyHeaderSigned(options, keyHeader)) {
+      problems.push(
+        "event_key_header must be the id_header that signed_content signs as {id} (an unsigned key header lets a replay pass as a new event); or use event_key_path",
+      );
+    }
     if (options.event_key_header !== undefined && options.event_key_path !== undefined) {
       problems.push("set event_key_header or event_key_path, not both");
     }

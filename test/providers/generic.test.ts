@@ -96,6 +96,25 @@ describe("generic: configured entirely in wrangler.toml", () => {
     expect(problemsOf({ provider: "generic", signature_header: "x-sig" })).toEqual([]);
   });
 
+  it("refuses option sets that defeat replay protection: a timestamp the signature leaves out, a key header it does not sign", () => {
+    // The tolerance would check a time the sender never signed: anyone could refresh it on a captured delivery.
+    expect(problemsOf({ provider: "generic", signature_header: "x-sig", timestamp_header: "x-ts" })).toEqual([
+      "SOURCES.probe: timestamp_header is set but signed_content does not include {timestamp}: an unsigned time bounds no replay",
+    ]);
+    // A dedupe key from a header the signature does not cover: a captured delivery under a new value is a new key.
+    const unsignedKey = "SOURCES.probe: event_key_header must be the id_header that signed_content signs as {id} (an unsigned key header lets a replay pass as a new event); or use event_key_path";
+    expect(problemsOf({ provider: "generic", signature_header: "x-sig", event_key_header: "x-delivery" })).toEqual([unsignedKey]);
+    expect(problemsOf({ provider: "generic", signature_header: "x-sig", id_header: "x-delivery", event_key_header: "x-delivery" })).toEqual([unsignedKey]);
+    expect(
+      problemsOf({ provider: "generic", signature_header: "x-sig", signed_content: "{id}.{body}", id_header: "x-other", event_key_header: "x-delivery" }),
+    ).toEqual([unsignedKey]);
+    // Signed as {id} (header names are case-insensitive), or a key inside the signed body: fine.
+    expect(
+      problemsOf({ provider: "generic", signature_header: "x-sig", signed_content: "{id}.{timestamp}.{body}", id_header: "X-Delivery", timestamp_header: "x-ts", event_key_header: "x-delivery" }),
+    ).toEqual([]);
+    expect(problemsOf({ provider: "generic", signature_header: "x-sig", event_key_path: "meta.id" })).toEqual([]);
+  });
+
   it("unsupported provider names and bad adapter options fail validation instead of accepting traffic", () => {
     expect(problemsOf({ provider: "stripe-ish" })).toEqual(['SOURCES.probe: unsupported provider "stripe-ish"']);
     expect(problemsOf({ provider: "square", notification_url: "hooks.example.com" })).toEqual([
