@@ -82,6 +82,22 @@ export function portSpellings(url: string): string[] {
 }
 
 /**
+ * Every spelling twilio-node's validateRequest accepts for one URL, each with both port spellings: the URL as given
+ * (what Twilio signs), then as WHATWG `new URL()` normalizes it (`'` in a query becomes `%27`), for senders that
+ * signed the escaped form. The URL called is already normalized; a configured `public_url` may not be. Not tried:
+ * twilio-node's last fallback, the query re-encoded by Node's legacy `querystring`.
+ */
+export function urlSpellings(url: string): string[] {
+  let normalized = url;
+  try {
+    normalized = new URL(url).toString();
+  } catch {
+    // Not a URL WHATWG can read: only the spelling as given can have been signed.
+  }
+  return [...new Set([url, normalized].flatMap(portSpellings))];
+}
+
+/**
  * A URL configured with user info (`https://user:pass@host/…`) reaches the Worker without it: Twilio moves it to
  * `Authorization: Basic`. The URL Twilio signed still has it, so it is put back from that header.
  */
@@ -151,7 +167,7 @@ export const twilio = signedAdapter({
       if (!form) return "malformed-payload";
       params = sortedParams(form);
     }
-    const [first, ...others] = [...withUserInfo(fullUrl, headers), fullUrl].flatMap(portSpellings);
+    const [first, ...others] = [...new Set([...withUserInfo(fullUrl, headers), fullUrl].flatMap(urlSpellings))];
     return {
       signatures: presentedSignatures([signature], "base64", algorithm),
       signedContent: utf8Bytes(first + params),

@@ -31,6 +31,21 @@ describe("twilio: the URL Twilio signed", () => {
     await expectRejectedAndNothingWritten("pv-twilio-proxied", signedFor("https://hooks.example.com:443/twilio/sms?tenant=7", params("CA2")));
   });
 
+  it("public_url with a character WHATWG encodes (') verifies when Twilio signed its normalized form, as twilio-node accepts", async () => {
+    const configured = "https://hooks.example.com/twilio/sms?tenant=o'neil&note=x";
+    const normalized = new URL(configured).toString();
+    expect(normalized).toBe("https://hooks.example.com/twilio/sms?tenant=o%27neil&note=x");
+    for (const signedUrl of [normalized, configured]) {
+      const sid = `CA${uniqueKey("tw_quoted")}`;
+      const request = signedFor(signedUrl, params(sid));
+      // Twilio's own validator, given the URL as configured, accepts this signature: so must the receiver.
+      expect(twilioLibrary.validateRequest(secretValue("twilio", "CURRENT"), request.headers["x-twilio-signature"], configured, params(sid))).toBe(true);
+      const receiptId = await expectAccepted("pv-twilio-quoted", request);
+      expect((await storedReceipt("pv-twilio-quoted", receiptId)).subjectId).toBe(sid);
+    }
+    await expectRejectedAndNothingWritten("pv-twilio-quoted", signedFor("https://hooks.example.com/twilio/sms?tenant=oneil&note=x", params("CA3")));
+  });
+
   it("twilio-node's explicit-port vector: https://mycompany.com:1234/… signed without the port verifies (adapter)", async () => {
     const values = { CallSid: "CA1234567890ABCDE", Caller: "+14158675309", Digits: "1234", From: "+14158675309", To: "+18005551212" };
     const verify = (url: string, signature: string) =>
