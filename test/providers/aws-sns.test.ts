@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { SubjectAlternativeNameExtension, X509CertificateGenerator } from "../../src/providers/x509";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_FETCHES_IN_FLIGHT } from "../../src/providers/key-cache";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { awsSns } from "../../src/providers/aws-sns";
 import { pinnedSnsUrl, snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
@@ -192,6 +193,21 @@ describe("aws-sns: signature against the fetched certificate", () => {
       await serve(path, issued.certificatePem);
       await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", issued)));
     }
+  });
+
+  it(`fetches at most ${MAX_FETCHES_IN_FLIGHT} certificates at once per source: the rest are 503 without a fetch, and another source is not held up`, async () => {
+    const hanging = Array.from({ length: MAX_FETCHES_IN_FLIGHT + 3 }, (_, i) => `/hang/${run}-flood-${i}.pem`);
+    const flood = Promise.all(
+      hanging.map(async (path) => send(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))))),
+    );
+    // Another source naming a certificate this isolate has not fetched yet has its own allowance.
+    const elsewhere = `/SimpleNotificationService-${run}-elsewhere.pem`;
+    await serve(elsewhere, signer.certificatePem);
+    await expectAccepted("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${elsewhere}` }), "2")));
+    const answers = await flood;
+    expect(answers.map((answer) => answer.status)).toEqual(hanging.map(() => 503));
+    const fetched = await Promise.all(hanging.map((path) => fetchesOf(path)));
+    expect(fetched.reduce((sum, count) => sum + count, 0)).toBe(MAX_FETCHES_IN_FLIGHT);
   });
 
   it("pins region-shaped hosts in every partition AWS documents", () => {
