@@ -169,7 +169,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     claimed = await claimEvent(c.env, {
       source,
       identity,
-      rawBody,
+      rawBody: verdict.storedBody ?? rawBody,
       keptHeaders: pickHeaders(c.req.raw.headers, adapter.keptHeaders),
       receivedAt: startedAt,
       provenance: "live",

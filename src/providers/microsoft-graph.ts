@@ -9,8 +9,21 @@ import { describePayload, event, eventKeyOf, rejected, signedAdapter, utf8Key } 
  * text/plain within 10 s; it carries no proof, so the notification URL holds `?verify_token=<token>` and the echo
  * happens only when it equals the source's `verify_token`. Notifications (`{"value": [...]}`) are proven by each
  * item's `clientState`, the secret given when subscribing: every item must carry the same one, compared with the
- * listed secrets in constant time. A batch has no id, so the key is the payload's SHA-256. Graph wants `202`.
+ * listed secrets in constant time. That token is the source's secret, so it never leaves the route: the body kept,
+ * shown and forwarded is the notification re-serialized with every `clientState` replaced by `[redacted]`, and the
+ * key (a batch has no id) is that body's SHA-256, the same for Graph's retries of the same bytes. Graph wants `202`.
  */
+export const REDACTED = "[redacted]";
+
+/** The notification without the secret it carries: every item's clientState replaced; null if it is not one. */
+function withoutClientState(payload: unknown): Uint8Array | null {
+  const items = valueAtPath(payload, "value");
+  if (!Array.isArray(items)) return null;
+  const redactedItems = items.map((item: unknown) =>
+    item !== null && typeof item === "object" && "clientState" in item ? { ...(item as Record<string, unknown>), clientState: REDACTED } : item,
+  );
+  return utf8Bytes(JSON.stringify({ ...(payload as Record<string, unknown>), value: redactedItems }));
+}
 const notifications = signedAdapter({
   provider: "microsoft-graph",
   keptHeaders: ["content-type", "user-agent"],
@@ -29,12 +42,15 @@ const notifications = signedAdapter({
 
   async identify({ input }) {
     const payload = parseJsonBody(input.rawBody);
+    const storedBody = withoutClientState(payload);
+    if (!storedBody) return rejected("malformed-payload");
     return {
       ...event({
-        ...(await eventKeyOf(null, input.rawBody)),
+        ...(await eventKeyOf(null, storedBody)),
         ...describePayload(payload, input.options, { type: "value.0.changeType", subject: "value.0.resource" }),
       }),
       acknowledgement: { status: 202 },
+      storedBody,
     };
   },
 });

@@ -95,6 +95,11 @@ export type VerifyResult =
       /** seconds between the signed timestamp and now */
       timestampAgeSeconds?: number;
       acknowledgement?: Acknowledgement;
+      /**
+       * The bytes to keep, show and forward in place of the received ones, for a sender whose body carries the
+       * source's secret (Graph's `clientState`): the receiver never keeps a secret. Hashed and claimed as received.
+       */
+      storedBody?: Uint8Array;
     }
   /**
    * A proven handshake (Slack url_verification, Zoom url_validation, Twitch challenge, Meta's GET hub.challenge):
