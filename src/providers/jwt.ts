@@ -6,9 +6,12 @@ import type { RejectReason } from "./types";
 /**
  * The shared JWT (JWS compact) scheme for HS256 senders (monday.com, Netlify): the signature is an HMAC-SHA256
  * over `<header>.<payload>` keyed by the shared secret. The algorithm is fixed by the provider, never taken from
- * the token (a token saying `none` or `RS256` is malformed). The token must say when it expires (`exp`, not yet
- * past): without one a captured token would verify forever. An `iat`, when present, must lie within the source's
- * tolerance before now and at most ISSUED_AT_SKEW_SECONDS after it (a clock a little ahead is no reason to refuse).
+ * the token (a token saying `none` or `RS256` is malformed). Where the token alone proves the delivery (monday.com:
+ * it does not cover the body), it must say when it expires (`exp`, not yet past): without one a captured token
+ * would verify forever. A sender whose token binds the body's hash and whose events are keyed by that hash
+ * (Netlify) does not put `exp` in its tokens: a replay of it is the same bytes, a duplicate. Either way an `exp`,
+ * when present, must not be past, and an `iat`, when present, must lie within the source's tolerance before now
+ * and at most ISSUED_AT_SKEW_SECONDS after it (a clock a little ahead is no reason to refuse).
  */
 export const ISSUED_AT_SKEW_SECONDS = 60;
 const JWS = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/;
@@ -30,21 +33,21 @@ function jsonPart(part: string): Record<string, unknown> | null {
   }
 }
 
-/** Whether the token's `exp` and `iat` place it now: exp required and not past, iat (if any) within the window. */
-function timelyAt(claims: Record<string, unknown>, nowSeconds: number, toleranceSeconds: number): boolean {
-  if (typeof claims.exp !== "number" || !Number.isFinite(claims.exp) || claims.exp < nowSeconds) return false;
+/** Whether the token's `exp` and `iat` place it now: exp (required when `expiryRequired`) not past, iat (if any) within the window. */
+function timelyAt(claims: Record<string, unknown>, nowSeconds: number, toleranceSeconds: number, expiryRequired: boolean): boolean {
+  if (claims.exp === undefined ? expiryRequired : typeof claims.exp !== "number" || !Number.isFinite(claims.exp) || claims.exp < nowSeconds) return false;
   if (claims.iat === undefined) return true;
   return typeof claims.iat === "number" && claims.iat <= nowSeconds + ISSUED_AT_SKEW_SECONDS && claims.iat >= nowSeconds - toleranceSeconds;
 }
 
-export function readHs256Jwt(token: string, nowMs: number, toleranceSeconds: number): ReadJwt | RejectReason {
+export function readHs256Jwt(token: string, nowMs: number, toleranceSeconds: number, { expiryRequired }: { expiryRequired: boolean }): ReadJwt | RejectReason {
   const match = JWS.exec(token.replace(/^Bearer\s+/i, ""));
   if (!match) return "malformed-signature";
   const [, headerPart, payloadPart, signaturePart] = match;
   const header = jsonPart(headerPart!);
   const claims = jsonPart(payloadPart!);
   if (!header || !claims || header.alg !== "HS256") return "malformed-signature";
-  if (!timelyAt(claims, nowMs / 1000, toleranceSeconds)) return "timestamp-out-of-tolerance";
+  if (!timelyAt(claims, nowMs / 1000, toleranceSeconds, expiryRequired)) return "timestamp-out-of-tolerance";
   return {
     claims,
     presented: {

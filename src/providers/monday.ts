@@ -15,7 +15,7 @@ const delivery = signedAdapter({
   read({ headers, now, options }) {
     const token = readHeader(headers, "authorization");
     if (!token) return "missing-signature";
-    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS));
+    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS), { expiryRequired: true });
     return typeof read === "string" ? read : read.presented;
   },
   keyFor: utf8Key("hmac-sha256"),
