@@ -29,11 +29,12 @@ export type ProcessOutcome = QueueVerdict;
  */
 const ATTEMPTS_IN_FLIGHT = 6;
 
-async function mapConcurrently<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
+/** `run` is told whether the item had to wait for an earlier one to finish (the first `limit` never do). */
+async function mapConcurrently<T, R>(items: readonly T[], limit: number, run: (item: T, waited: boolean) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {
-    for (let index = next++; index < items.length; index = next++) results[index] = await run(items[index]!);
+    for (let index = next++; index < items.length; index = next++) results[index] = await run(items[index]!, index >= limit);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
@@ -88,15 +89,15 @@ export async function processBatch(
   });
   // Each attempt takes its own start: what a forward is signed with and a lazy lease starts at. A handler's external
   // call takes its lease lazily; losing that race ends the attempt as leased-elsewhere.
-  // The attempt clock reads `now` when the first attempts start (the Workers clock stands still between I/O, so
-  // the first wave starts exactly then) and runs on in real time from there.
+  // The attempt clock reads `now` when the attempts begin and runs on in real time: the first wave starts at `now`
+  // exactly, and an attempt that waited for a free slot starts when it really does.
   const attemptsBegan = Date.now();
   const clock = () => now + (Date.now() - attemptsBegan);
-  const started = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, async (receipt) => {
+  const started = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, async (receipt, waited) => {
     const source = sources.get(receipt.source);
     const heldGeneration = leased.get(receipt.receiptId) ?? null;
     const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
-    const startedAt = clock();
+    const startedAt = waited ? clock() : now;
     if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) return { notStarted: receipt, heldGeneration };
     return attempt(env, receipt, startedAt, clock, new LazyLease(db, receipt.receiptId, startedAt, heldGeneration), source);
   });
