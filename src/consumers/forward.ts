@@ -20,6 +20,19 @@ export interface ForwardRequest {
 
 export type ForwardResult = Exclude<OutboundResult, { kind: "delivered" }> | { kind: "delivered"; httpStatus: number };
 
+/** Printable ASCII, no leading or trailing space: what every HTTP stack passes through unchanged as a header value. */
+const PLAIN_HEADER_VALUE = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
+
+/**
+ * A sender-chosen value (an event key, a type read by `type_path`) as a header. Most are plain ASCII and go as
+ * they are; one holding a newline, an emoji or other non-ASCII text would make fetch throw, and the delivery
+ * would retry until dead. Such a value goes percent-encoded (UTF-8) under `<name>-encoded` instead, so a backend
+ * never mistakes an encoded value for a plain one; the body, which the signature covers, still has the original.
+ */
+export function eventHeader(name: string, value: string): Record<string, string> {
+  return PLAIN_HEADER_VALUE.test(value) ? { [name]: value } : { [`${name}-encoded`]: encodeURIComponent(value) };
+}
+
 export async function forward(request: ForwardRequest, signingSecret: string, now = Date.now()): Promise<ForwardResult> {
   const timestamp = Math.floor(now / 1000);
   const signature = await signStandardWebhook(signingSecret, request.receiptId, timestamp, request.body);
@@ -35,8 +48,8 @@ export async function forward(request: ForwardRequest, signingSecret: string, no
         "webhook-timestamp": String(timestamp),
         "webhook-signature": signature,
         "x-webhook-source": request.source,
-        "x-webhook-event-key": request.eventKey,
-        ...(request.eventType ? { "x-webhook-event-type": request.eventType } : {}),
+        ...eventHeader("x-webhook-event-key", request.eventKey),
+        ...(request.eventType ? eventHeader("x-webhook-event-type", request.eventType) : {}),
       },
     },
     now,

@@ -177,9 +177,36 @@ function parseDestination(value: unknown, where: string, options: SourceOptions,
   if (value.startsWith("handler:") && value.length > "handler:".length) {
     return { kind: "handler", handlerName: value.slice("handler:".length) };
   }
-  if (/^https?:\/\//.test(value)) return { kind: "forward", url: value, timeoutMs };
+  if (/^https?:\/\//i.test(value)) {
+    const problem = forwardUrlProblem(value);
+    if (problem === null) return { kind: "forward", url: value, timeoutMs };
+    problems.push(`${where}: destination ${JSON.stringify(value)} ${problem}`);
+    return { kind: "none" };
+  }
   problems.push(`${where}: destination ${JSON.stringify(value)} is neither handler:<name> nor a URL`);
   return { kind: "none" };
+}
+
+/** 127.0.0.0/8, localhost (and its subdomains) and [::1]: hosts only the machine itself can reach. */
+function isLoopbackHost(hostname: string): boolean {
+  return /^127(\.\d{1,3}){3}$/.test(hostname) || hostname === "localhost" || hostname.endsWith(".localhost") || hostname === "[::1]";
+}
+
+/**
+ * Why a forward URL cannot be used, or null. Events leave the receiver signed but readable, so only https: plain
+ * http is allowed to a loopback address alone, which is local development (`npm run cli -- echo`, test
+ * stand-ins); a deployed Worker can reach no loopback address, so that exception opens nothing in production.
+ */
+export function forwardUrlProblem(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "is not a valid URL";
+  }
+  if (url.protocol === "https:") return null;
+  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return null;
+  return "must be an https URL (plain http only to a loopback address such as http://127.0.0.1:8080, for local development)";
 }
 
 function positiveNumber(value: unknown, fallback: number, where: string, problems: string[]): number {

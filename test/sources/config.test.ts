@@ -140,3 +140,18 @@ describe("claim shard placement", () => {
     expect(problemsOf({ jurisdiction: ["eu"] })).toHaveLength(1);
   });
 });
+
+describe("forward destinations", () => {
+  it("take https, and plain http only to a loopback address (local development)", () => {
+    for (const url of ["https://api.example.com/hooks", "http://127.0.0.1:8080/hooks", "http://localhost:3000/x", "http://[::1]:9000/"]) {
+      expect(parsed({ destination: url }).destination).toMatchObject({ kind: "forward", url });
+    }
+  });
+  it("refuse plain http to any other host, and a URL that does not parse, saying why", () => {
+    expect(problemsOf({ destination: "http://api.example.com/hooks" })).toEqual([
+      expect.stringMatching(/destination "http:\/\/api\.example\.com\/hooks" must be an https URL \(plain http only to a loopback address/),
+    ]);
+    expect(problemsOf({ destination: "http://10.0.0.5/hooks" })).toEqual([expect.stringContaining("must be an https URL")]);
+    expect(problemsOf({ destination: "https://" })).toEqual([expect.stringContaining("is not a valid URL")]);
+  });
+});
