@@ -34,3 +34,20 @@ export function status(/** @type {string} */ word) {
   if (word === "pending" || word === "processing" || word === "retry" || word === "stale" || word === "skipped") return yellow(word);
   return word;
 }
+
+/**
+ * Sender-chosen text (event keys and types, header values, bodies, errors that quote them) made safe for a
+ * terminal: control characters (C0 but tab, DEL, C1) and the bidirectional overrides that reorder what is shown
+ * are printed as visible `\x1b` / `\u202e` escapes, so a sender can neither move the cursor, clear the screen,
+ * retitle the window nor disguise a line. Newlines are kept only where the text is meant to span lines (a body).
+ * @param {unknown} text
+ * @param {{ multiline?: boolean }} [options]
+ */
+export function printable(text, { multiline = false } = {}) {
+  if (text === null || text === undefined) return "";
+  return String(text).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (character) => {
+    if (multiline && character === "\n") return character;
+    const code = character.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}

@@ -4,7 +4,7 @@
 import { createServer } from "node:http";
 import { Webhook } from "standardwebhooks";
 import { CliError } from "../errors.mjs";
-import { clock, dim, status } from "../format.mjs";
+import { clock, dim, printable, status } from "../format.mjs";
 import { devVarsPath, readDevVars } from "../project.mjs";
 
 /**
@@ -39,9 +39,19 @@ export async function echo(options) {
         answer = 401;
       }
       if (forcedStatus !== undefined) answer = forcedStatus;
-      console.log(`── ${clock(Date.now())}  ${request.method} ${request.url}  ${answer === 401 && verdict.startsWith("signature REJECTED") ? status("failed") : ""}${verdict} → ${answer}`);
-      console.log(`   receipt ${header("webhook-id") || "—"}  source ${header("x-webhook-source") || "—"}  event ${header("x-webhook-event-key") || "—"}${header("x-webhook-event-type") ? `  type ${header("x-webhook-event-type")}` : ""}`);
-      console.log(dim(`   idempotency-key ${header("idempotency-key") || "—"}  content-type ${header("content-type") || "—"}`));
+      // A forwarded key or type that is no plain header value arrives percent-encoded under "<name>-encoded".
+      const eventHeader = (/** @type {string} */ name) => {
+        const encoded = header(`${name}-encoded`);
+        if (!encoded) return header(name);
+        try {
+          return decodeURIComponent(encoded);
+        } catch {
+          return encoded;
+        }
+      };
+      console.log(`── ${clock(Date.now())}  ${request.method} ${printable(request.url)}  ${answer === 401 && verdict.startsWith("signature REJECTED") ? status("failed") : ""}${verdict} → ${answer}`);
+      console.log(`   receipt ${printable(header("webhook-id")) || "—"}  source ${printable(header("x-webhook-source")) || "—"}  event ${printable(eventHeader("x-webhook-event-key")) || "—"}${eventHeader("x-webhook-event-type") ? `  type ${printable(eventHeader("x-webhook-event-type"))}` : ""}`);
+      console.log(dim(`   idempotency-key ${printable(header("idempotency-key")) || "—"}  content-type ${printable(header("content-type")) || "—"}`));
       console.log(indent(pretty(body)));
       response.writeHead(answer, { "content-type": "application/json" });
       response.end(JSON.stringify({ received: answer < 300 }));
@@ -66,9 +76,9 @@ export async function echo(options) {
 
 function pretty(/** @type {string} */ body) {
   try {
-    return JSON.stringify(JSON.parse(body), null, 2);
+    return printable(JSON.stringify(JSON.parse(body), null, 2), { multiline: true });
   } catch {
-    return body;
+    return printable(body, { multiline: true });
   }
 }
 

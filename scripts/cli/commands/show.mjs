@@ -1,7 +1,7 @@
 // `show <receipt-id>` or `show <source> <event-key>`: one receipt, its timeline and its outcome.
 import { CliError } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
-import { clock, dateTime, dim, duration, status } from "../format.mjs";
+import { clock, dateTime, dim, duration, printable, status } from "../format.mjs";
 
 const RECEIPT_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -35,10 +35,10 @@ export function describe(detail, withBody) {
   const receipt = detail.receipt;
   const lines = [
     `receipt   ${receipt.receiptId}`,
-    `source    ${receipt.source}   event ${receipt.eventKey}${receipt.eventType ? `   type ${receipt.eventType}` : ""}`,
+    `source    ${receipt.source}   event ${printable(receipt.eventKey)}${receipt.eventType ? `   type ${printable(receipt.eventType)}` : ""}`,
   ];
   if (receipt.subjectId || receipt.version !== null) {
-    lines.push(`subject   ${receipt.subjectId ?? "—"}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
+    lines.push(`subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
   }
   lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${receipt.attempts}`, "", "timeline");
   /** @type {[number, string][]} */
@@ -52,7 +52,7 @@ export function describe(detail, withBody) {
   }
   for (const attempt of detail.attempts ?? []) {
     const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null && attempt.durationMs !== undefined ? ` in ${duration(attempt.durationMs)}` : ""}`;
-    events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`]);
+    events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
   }
   if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status)}`]);
   events.sort((a, b) => a[0] - b[0]);
@@ -67,7 +67,7 @@ export function describe(detail, withBody) {
   }
   if (receipt.keptHeaders && Object.keys(receipt.keptHeaders).length > 0) {
     lines.push("", "kept headers");
-    for (const [name, value] of Object.entries(receipt.keptHeaders)) lines.push(`  ${name}: ${value}`);
+    for (const [name, value] of Object.entries(receipt.keptHeaders)) lines.push(`  ${printable(name)}: ${printable(value)}`);
   }
   if (withBody) lines.push("", "body", receipt.body === null ? "  (past payload retention)" : prettyBody(receipt.body));
   else lines.push("", dim(receipt.body === null ? "body: past payload retention" : "body: kept (add --body to print it)"));
@@ -80,14 +80,14 @@ function outcomeSentence(receipt) {
     case "processed":
       return `${status("processed")}: applied once${receipt.provenance === "replayed" ? " (after a replay)" : ""}`;
     case "dead":
-      return `${status("dead")}: ${receipt.lastError ?? "gave up"} — fix the cause, then npm run cli -- replay ${receipt.receiptId}`;
+      return `${status("dead")}: ${receipt.lastError ? printable(receipt.lastError) : "gave up"} — fix the cause, then npm run cli -- replay ${receipt.receiptId}`;
     case "stale":
       return `${status("stale")}: an equal or newer version was already applied${receipt.staleAgainstVersion !== null && receipt.staleAgainstVersion !== undefined ? ` (version ${receipt.staleAgainstVersion})` : ""}`;
     case "skipped":
-      return `${status("skipped")}: nothing to do for this event${receipt.lastError ? ` (${receipt.lastError})` : ""}`;
+      return `${status("skipped")}: nothing to do for this event${receipt.lastError ? ` (${printable(receipt.lastError)})` : ""}`;
     case "pending":
     case "processing":
-      return `${status(receipt.status)}: not finished yet${receipt.lastError ? `; last error: ${receipt.lastError}` : ""}`;
+      return `${status(receipt.status)}: not finished yet${receipt.lastError ? `; last error: ${printable(receipt.lastError)}` : ""}`;
     default:
       return status(receipt.status);
   }
@@ -97,8 +97,9 @@ function outcomeSentence(receipt) {
 function prettyBody(body) {
   if (body.encoding === "base64") return `(binary, base64) ${body.text}`;
   try {
-    return JSON.stringify(JSON.parse(body.text), null, 2);
+    // JSON.stringify escapes control characters inside strings; the bidirectional overrides it leaves as they are.
+    return printable(JSON.stringify(JSON.parse(body.text), null, 2), { multiline: true });
   } catch {
-    return body.text;
+    return printable(body.text, { multiline: true });
   }
 }

@@ -5,7 +5,7 @@
 // less often (CHANGES_EVERY_MS) and the window is a flag.
 import { CliError } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
-import { clock, dim, duration, status } from "../format.mjs";
+import { clock, dim, duration, printable, status } from "../format.mjs";
 import { receiverUrl } from "../project.mjs";
 
 const STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"];
@@ -103,7 +103,7 @@ async function report(receipt, seen, options, changedFrom) {
   const who = `${receipt.source}  ${receipt.receiptId}`;
   if (before === undefined) {
     const older = changedFrom !== undefined ? dim(" (received earlier, changed now)") : "";
-    console.log(`${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ?? "—"}  key ${receipt.eventKey}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`);
+    console.log(`${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ? printable(receipt.eventType) : "—"}  key ${printable(receipt.eventKey)}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`);
   }
   const from = before?.from ?? changedFrom ?? 0;
   const next = { state, status: receipt.status, lastAttempt: before?.lastAttempt ?? 0, replays: before?.replays ?? 0, from };
@@ -120,13 +120,13 @@ async function report(receipt, seen, options, changedFrom) {
       const fresh = attempt.attemptNumber > next.lastAttempt && (attempt.finishedAt ?? attempt.startedAt) >= from;
       if (!fresh) continue;
       const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null ? ` ${dim(`(${duration(attempt.durationMs)})`)}` : ""}`;
-      lines.push([attempt.startedAt, `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${attempt.error}` : ""}`]);
+      lines.push([attempt.startedAt, `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
     }
     next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((/** @type {any} */ attempt) => attempt.attemptNumber));
     for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
   }
   if (before !== undefined && before.status !== receipt.status) {
-    console.log(`${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${receipt.lastError}` : ""}`);
+    console.log(`${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`);
   }
   seen.set(receipt.receiptId, next);
 }
