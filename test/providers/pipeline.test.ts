@@ -5,7 +5,7 @@ import { github } from "../../src/providers/github";
 import { parseSignatureList, MAX_SIGNATURE_ENTRIES } from "../../src/providers/signed";
 import { standardWebhooks } from "../../src/providers/standard-webhooks";
 import type { DeliveryInput } from "../../src/providers/types";
-import { expectRejectedAndNothingWritten, secretValue, uniqueKey } from "./support/contract";
+import { secretValue, send, storedCounts, uniqueKey } from "./support/contract";
 
 /** The shared pieces every adapter runs through (src/providers/signed.ts, src/crypto/verify.ts). */
 
@@ -21,12 +21,17 @@ const input = (overrides: Partial<DeliveryInput>): DeliveryInput => ({
 });
 
 describe("shared verification pipeline", () => {
-  it("a source whose every secret has expired refuses even a delivery signed with one of them", async () => {
+  it("a source whose every secret has expired accepts nothing, even signed with one of them: 503, so the sender retries", async () => {
     const body = JSON.stringify({ zen: uniqueKey("expired_only") });
-    await expectRejectedAndNothingWritten("pv-expired-only", {
+    const before = await storedCounts("pv-expired-only");
+    const response = await send("pv-expired-only", {
       body,
       headers: { "x-hub-signature-256": await sign(secretValue("github", "CURRENT"), body), "x-github-delivery": uniqueKey("d"), "x-github-event": "ping" },
     });
+    // A configuration problem, not the sender's: a 401 would read as final.
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("source_secrets_expired");
+    expect(await storedCounts("pv-expired-only")).toEqual(before);
   });
 
   it("names the failed part for the logs: no usable secret, oversized header, overlong event key", async () => {
