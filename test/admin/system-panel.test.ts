@@ -57,6 +57,10 @@ describe("the System panel", () => {
     expect(panel).toContain("<h2>System</h2>");
     const missing = /<li data-missing-source="syspanel-unset">.*?<\/li>/s.exec(panel)?.[0] ?? "";
     expect(missing).toContain("<code>NEVER_SET_SYSPANEL_WHSEC</code>");
+    // A source whose every secret has expired is listed apart, with the names it lists (the fixtures hold one).
+    const expired = /<li data-expired-source="edges-expired">.*?<\/li>/s.exec(panel)?.[0] ?? "";
+    expect(expired).toContain("<code>EDGES_EXPIRED_SECRET</code>");
+    expect(panel).toContain('id="expired-secrets"');
     expect(html).not.toContain(env.DEMO_WEBHOOK_SECRET);
     for (const binding of ["DB", "DB_SECOND"]) {
       const row = databaseRow(panel, binding);

@@ -1,3 +1,4 @@
+import type { Child } from "hono/jsx";
 import { formatInstant } from "../format";
 import {
   formatMegabytes,
@@ -99,17 +100,18 @@ function SecretNames(props: { names: string[] }) {
   );
 }
 
-function ExpiredSecrets(props: { expired: SystemSummary["expiredSecrets"] }) {
-  if (props.expired.length === 0) return null;
+/**
+ * Sources that accept nothing until a secret is fixed, each with the secret names concerned (never a value): one
+ * list for secrets that are unset and one for secrets that have all expired, told apart by `kind`.
+ */
+function SourcesWithSecretProblem(props: { kind: "missing" | "expired"; sources: SystemSummary["missingSecrets"]; children: Child }) {
+  if (props.sources.length === 0) return null;
   return (
-    <div class="error" id="expired-secrets">
-      <p>
-        {props.expired.length === 1 ? "One source has" : `${props.expired.length} sources have`} only expired signing secrets: each answers 503
-        to every delivery (its sender retries) until a current secret is listed in its <code>secrets</code> and deployed.
-      </p>
+    <div class="error" id={`${props.kind}-secrets`}>
+      <p>{props.children}</p>
       <ul>
-        {props.expired.map(({ source, secrets }) => (
-          <li data-expired-source={source}>
+        {props.sources.map(({ source, secrets }) => (
+          <li {...{ [`data-${props.kind}-source`]: source }}>
             <strong>{source}</strong>: <SecretNames names={secrets} />
           </li>
         ))}
@@ -118,22 +120,23 @@ function ExpiredSecrets(props: { expired: SystemSummary["expiredSecrets"] }) {
   );
 }
 
-function MissingSecrets(props: { missing: SystemSummary["missingSecrets"] }) {
-  if (props.missing.length === 0) return null;
+function ExpiredSecrets(props: { expired: SystemSummary["expiredSecrets"] }) {
+  const count = props.expired.length;
   return (
-    <div class="error" id="missing-secrets">
-      <p>
-        {props.missing.length === 1 ? "One source lacks" : `${props.missing.length} sources lack`} a secret: each answers 503 to every
-        delivery (its sender retries) until it is set with <code>wrangler secret put &lt;name&gt;</code>.
-      </p>
-      <ul>
-        {props.missing.map(({ source, secrets }) => (
-          <li data-missing-source={source}>
-            <strong>{source}</strong>: <SecretNames names={secrets} />
-          </li>
-        ))}
-      </ul>
-    </div>
+    <SourcesWithSecretProblem kind="expired" sources={props.expired}>
+      {count === 1 ? "One source has" : `${count} sources have`} only expired signing secrets: each answers 503 to every
+      delivery (its sender retries) until a current secret is listed in its <code>secrets</code> and deployed.
+    </SourcesWithSecretProblem>
+  );
+}
+
+function MissingSecrets(props: { missing: SystemSummary["missingSecrets"] }) {
+  const count = props.missing.length;
+  return (
+    <SourcesWithSecretProblem kind="missing" sources={props.missing}>
+      {count === 1 ? "One source lacks" : `${count} sources lack`} a secret: each answers 503 to every delivery (its
+      sender retries) until it is set with <code>wrangler secret put &lt;name&gt;</code>.
+    </SourcesWithSecretProblem>
   );
 }
 
