@@ -4,8 +4,8 @@ import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { claimEvent } from "../../src/claims/claim-event";
 import { loadSources } from "../../src/sources/registry";
-import { waitForStatus } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronUntil, deliverLive, receipt, unique } from "./support";
+import { eventually, waitForStatus } from "../support/deliveries";
+import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, deliverLive, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-retention";
 const DAY = 86_400_000;
@@ -85,5 +85,32 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const resend = await deliverLive(SOURCE, weekOld, body("week"));
     expect(resend.status).toBe(200);
     expect(await resend.json()).toEqual({ status: "duplicate", receipt: (await receipt(SOURCE, weekOld))?.receiptId });
+  });
+
+  it("keeps quarantine evidence until dedupe retention, its body only until payload retention", async () => {
+    const tag = unique();
+    const now = Date.now();
+    const body = (name: string, copy: string) => JSON.stringify({ type: "thing.happened", data: { name, copy, tag } });
+    const weekOld = `msg_q_week_${tag}`;
+    const expired = `msg_q_36d_${tag}`;
+    for (const [eventKey, ageMs] of [[weekOld, 8 * DAY], [expired, 36 * DAY]] as const) {
+      await receivedAgo(eventKey, body(eventKey, "original"), ageMs, now);
+      // Same key, other bytes: quarantined, received as long ago as the original.
+      expect((await receivedAgo(eventKey, body(eventKey, "changed"), ageMs, now)).disposition).toBe("quarantined");
+    }
+    const evidence = (eventKey: string) =>
+      env.DB.prepare("SELECT body IS NOT NULL AS hasBody, kept_headers AS keptHeaders FROM quarantine WHERE source = ? AND event_key = ?")
+        .bind(SOURCE, eventKey)
+        .first<{ hasBody: number; keptHeaders: string | null }>();
+    for (const eventKey of [weekOld, expired]) {
+      expect(await eventually(async () => (await evidence(eventKey)) ?? undefined, 15_000, `quarantine of ${eventKey} in D1`)).toMatchObject({ hasBody: 1 });
+    }
+
+    const run = await cronRun(now);
+    expect(run.failures).toBeNull();
+    // Past payload retention only: the evidence stays (a human may still look at it), without its bytes.
+    expect(await evidence(weekOld)).toEqual({ hasBody: 0, keptHeaders: null });
+    // Past dedupe retention: gone, like the key it was evidence about.
+    expect(await evidence(expired)).toBeNull();
   });
 });
