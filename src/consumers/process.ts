@@ -1,5 +1,5 @@
-import { and, inArray } from "drizzle-orm";
-import { database } from "../db/client";
+import { and, eq, inArray } from "drizzle-orm";
+import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
 import { logEvent, logsSuccesses } from "../lib/log";
@@ -74,11 +74,13 @@ export async function processBatch(
     else verdicts.set(row.receiptId, state.queue);
   }
   // A source whose table is broken keeps its receipts waiting (and retrying) until it is fixed: never dead.
-  const runnable = ready.filter((row) => {
-    if (!broken.has(row.source)) return true;
-    verdicts.set(row.receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
-    return false;
-  });
+  const runnable = ready.filter((row) => !broken.has(row.source));
+  const waitingForFix = ready.filter((row) => broken.has(row.source));
+  if (waitingForFix.length > 0) {
+    const delaySeconds = DEFAULT_RETRY.baseDelaySeconds;
+    await holdForFix(db, waitingForFix.map((row) => row.receiptId), now + delaySeconds * 1000);
+    for (const row of waitingForFix) verdicts.set(row.receiptId, { kind: "retry", delaySeconds });
+  }
   const needsLease = runnable.filter((row) => row.committedAt === null && sources.get(row.source)?.destination.kind === "forward");
   const leased = await leaseReceipts(db, needsLease.map((row) => row.receiptId), now);
 
@@ -174,6 +176,19 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
     note: decision.kind === "commit" && decision.result.status === "skipped" ? decision.result.reason : undefined,
     durationMs,
   });
+}
+
+/**
+ * Receipts of a broken source go back on the queue until the table is fixed. Their wait is recorded as the due
+ * time of the message that carries them back, so the cron's re-drive sees a receipt whose message is alive (a
+ * due time not yet overdue) and sends no copy of its own: one message per receipt stays in flight. A leased one
+ * keeps its lease; the re-drive returns it once the lease runs out.
+ */
+async function holdForFix(db: Database, receiptIds: readonly string[], dueAt: number): Promise<void> {
+  await db
+    .update(receipts)
+    .set({ nextAttemptAt: dueAt })
+    .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
 }
 
 /**

@@ -1,6 +1,8 @@
 import { receiptDetail } from "../../src/admin/queries";
 import { database } from "../../src/db/client";
-import { runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
+import worker from "../../src/index";
+import type { QueuedWork } from "../../src/model/work-message";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
@@ -122,5 +124,34 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const again = await cronRun(now + 1000);
     expect(again.counts.redrive.overdueReenqueued).toBe(0);
     expect(again.counts.redrive.expiredLeasesReturned).toBe(0);
+  });
+
+  it("keeps one message in flight for a receipt of a broken source: the consumer's wait is a due time the re-drive respects", async () => {
+    const now = Date.now();
+    const eventKey = `msg_broken_source_${unique()}`;
+    // Relayed 20 minutes ago, its message bouncing off a source whose table is broken ever since.
+    const receiptId = await storedReceipt(eventKey, { status: "pending" }, 20 * MINUTE, now);
+    const sources = env.SOURCES as Record<string, Record<string, unknown>>;
+    const brokenEnv = { ...env, SOURCES: { ...sources, [SOURCE]: { ...sources[SOURCE], destination: "ftp://nowhere" } } } as Env;
+    const batch = createMessageBatch<QueuedWork>("webhook-work", [
+      { id: "broken-source-1", timestamp: new Date(), attempts: 1, body: { source: SOURCE, receiptIds: [receiptId] } },
+    ]);
+    const ctx = createExecutionContext();
+    await worker.queue(batch, brokenEnv, ctx);
+    // The consumer sent the receipt back as a new message and acknowledged the one it was given.
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["broken-source-1"]);
+    const waiting = await env.DB.prepare("SELECT status, attempts, next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ status: string; attempts: number; nextAttemptAt: number | null }>();
+    expect(waiting).toMatchObject({ status: "pending", attempts: 0 });
+    // The wait is on record: the message that comes back is due then, and until then it is the one in flight.
+    expect(waiting!.nextAttemptAt).toBeGreaterThan(now);
+
+    // So the cron, which takes a never-attempted receipt this old for one whose message was lost, sends no copy.
+    const run = await cronRun(Date.now());
+    expect(run.failures).toBeNull();
+    const after = await env.DB.prepare("SELECT next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?").bind(receiptId).first<{ nextAttemptAt: number }>();
+    expect(after!.nextAttemptAt).toBe(waiting!.nextAttemptAt);
+    expect(run.counts.redrive.overdueReenqueued).toBe(0);
   });
 });
