@@ -45,13 +45,14 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
 }
 
 /**
- * The same deployment with the relay held back (RELAY_DELAY_MS of an hour, and RELAY_HELD_BACK so that a full batch
- * of 50 waits too, set in an env file of its own, which wrangler dev lets override a var): claims pile up in the
+ * The same deployment with the relay held back (RELAY_DELAY_MS of an hour, RELAY_HELD_BACK so that a full batch
+ * of 50 waits too, and LOCAL_DEVELOPMENT, without which both are refused (src/claims/relay-settings.ts), set in an
+ * env file of its own, which wrangler dev lets override a var): claims pile up in the
  * shards and no consumer runs, so a measurement of it is the acknowledgement path alone.
  */
 export function heldBackDeployment(deployment: ReceiverDeployment, stateDir: string): ReceiverDeployment {
   const envFile = join(stateDir, "bench-held-back.env");
-  writeFileSync(envFile, `${readFileSync(deployment.envFile, "utf8")}RELAY_DELAY_MS=3600000\nRELAY_HELD_BACK=1\n`, { mode: 0o600 });
+  writeFileSync(envFile, `${readFileSync(deployment.envFile, "utf8")}RELAY_DELAY_MS=3600000\nRELAY_HELD_BACK=1\nLOCAL_DEVELOPMENT=true\n`, { mode: 0o600 });
   return { ...deployment, envFile };
 }
 

@@ -4,6 +4,7 @@ import { getCookie } from "hono/cookie";
 import { encodeHex, utf8Bytes } from "../crypto/encoding";
 import { hmacSign, tokensEqual } from "../crypto/hmac";
 import { apiError } from "../lib/errors";
+import { isLocalDevelopment } from "../lib/local-development";
 
 /**
  * Who may see receipts: whoever holds the ADMIN_TOKEN Worker secret. The API takes it as a bearer token; the
@@ -28,14 +29,6 @@ export const SHIPPED_EXAMPLE_VALUES: readonly string[] = [
   "whsec_Z2F0ZXdheS1zZWNyZXQtZm9yLWxvY2FsLWRldmVsb3BtZW50",
 ];
 
-/**
- * Local development is what `.dev.vars` says, never wrangler.toml: wrangler reads `.dev.vars` for `wrangler dev`
- * only and never deploys it, so no deployed Worker (production, staging, or the top-level config deployed by
- * hand) can claim to be local by accident.
- */
-export function isLocalDevelopment(env: Env): boolean {
-  return secretValue(env, "LOCAL_DEVELOPMENT") === "true";
-}
 
 export type AdminTokenProblem = "unset" | "shipped-example";
 

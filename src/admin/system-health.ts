@@ -1,3 +1,4 @@
+import { relaySettings } from "../claims/relay-settings";
 import { healthAnswer } from "../monitor/health";
 import { systemMonitor } from "../monitor/report";
 import { sourcesHealth } from "../sources/registry";
@@ -28,9 +29,11 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
   const now = Date.now();
   const missingSecrets = sourcesMissingSecrets(env, now);
   const expiredSecrets = sourcesWithExpiredSecrets(env, now);
+  const relay = relaySettings(env);
   const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], {
     missingSecrets: [...missingSecrets.keys()],
     expiredSecrets: [...expiredSecrets.keys()],
+    relaySettingsRefused: relay.problems.length > 0,
   });
   let storage: StorageSizes | null = null;
   try {
@@ -47,6 +50,8 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
     missingSecrets: Object.fromEntries(missingSecrets),
     /** Per source every signing secret of which has expired, those secret names: list a fresh one and deploy. */
     expiredSecrets: Object.fromEntries(expiredSecrets),
+    /** Why RELAY_HELD_BACK or RELAY_DELAY_MS is not honoured as written, and what is used instead. */
+    relaySettings: relay.problems,
     systemAlerts: alerts,
     monitorError,
     storage,

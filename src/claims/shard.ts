@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
 import { count, countCursor, execCounted, meterReading, type MeterReading } from "../lib/meter";
-import { secretValue } from "../lib/secrets";
+import { relaySettings } from "./relay-settings";
 import { ulid } from "../lib/ulid";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "./body-threshold";
@@ -32,12 +32,6 @@ const RELAY_BATCH = 50;
  * a Worker's 128 MB. At least one row always goes, whatever its size.
  */
 export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
-/**
- * How long a shard gathers claims before relaying them as one D1 batch and one queue message — unless a full
- * batch is waiting first, which goes at once. A longer wait means fewer alarms, D1 calls and queue operations per
- * event at low and middling rates, at the price of that much pickup latency. RELAY_DELAY_MS overrides it.
- */
-export const DEFAULT_RELAY_DELAY_MS = 3000;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
 /**
  * While relays fail, a claim arriving at a shard whose backed-off alarm is further off than this brings it forward
@@ -86,9 +80,11 @@ export class ClaimShard extends DurableObject<Env> {
   /** Tells the system monitor what a failed relay revealed (D1 unreachable, backlog, size), once per change. */
   private readonly watch: ShardWatch;
   /**
-   * RELAY_HELD_BACK (bench only): a full batch waits out the relay delay like any other instead of going at once.
-   * With an hour's RELAY_DELAY_MS nothing is relayed, so the bench measures the acknowledgement path alone.
+   * How long claims gather before a relay (a longer wait means fewer alarms, D1 calls and queue operations per
+   * event, at the price of that much pickup latency), and whether a full batch waits it out too (the bench's
+   * held-back receiver): RELAY_DELAY_MS and RELAY_HELD_BACK, read strictly and bounded (./relay-settings.ts).
    */
+  private readonly relayDelay: number;
   private readonly fullBatchWaits: boolean;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -98,7 +94,7 @@ export class ClaimShard extends DurableObject<Env> {
     migrateUnsignedKeyColumn(this.sql);
     migrateLegacyClaims(this.sql);
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
-    this.fullBatchWaits = secretValue(env, "RELAY_HELD_BACK") !== null;
+    ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
   }
 
   /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
@@ -161,7 +157,7 @@ export class ClaimShard extends DurableObject<Env> {
     });
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
-    if (!this.relayArmed) await this.armRelay(this.relayDelayMs());
+    if (!this.relayArmed) await this.armRelay(this.relayDelay);
     else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing && !this.fullBatchWaits) await this.armRelay(0);
     else if (this.probeDue(Date.now())) {
       this.backedOffUntil = 0;
@@ -192,7 +188,7 @@ export class ClaimShard extends DurableObject<Env> {
     // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
     // batch still waiting goes at once; the few that came in while this batch was relayed wait for company.
     if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
-    else if (report.remaining > 0) await this.armRelay(this.relayDelayMs());
+    else if (report.remaining > 0) await this.armRelay(this.relayDelay);
     else this.relayArmed = false;
     await this.watch.afterSuccess(this.env);
   }
@@ -393,13 +389,6 @@ export class ClaimShard extends DurableObject<Env> {
       `INSERT INTO relay_state (singleton, failures) VALUES (1, 1)
        ON CONFLICT (singleton) DO UPDATE SET failures = failures + 1 RETURNING failures`,
     )[0]!.failures;
-  }
-
-  private relayDelayMs(): number {
-    // Unset means the default: Number(null) would be 0, a relay per claim.
-    const configured = secretValue(this.env, "RELAY_DELAY_MS");
-    const delayMs = configured === null ? Number.NaN : Number(configured);
-    return Number.isFinite(delayMs) && delayMs >= 0 ? delayMs : DEFAULT_RELAY_DELAY_MS;
   }
 
   /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */

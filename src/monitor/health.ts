@@ -26,15 +26,18 @@ export interface HealthFacts {
    * and GET /admin/api/health cannot say why: the reason "admin-token-example" says it here.
    */
   adminTokenIsExample?: boolean;
+  /** RELAY_HELD_BACK or RELAY_DELAY_MS is not honoured as written (src/claims/relay-settings.ts). */
+  relaySettingsRefused?: boolean;
 }
 
 export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[], facts: HealthFacts = {}): HealthAnswer {
-  const { missingSecrets = [], expiredSecrets = [], adminTokenIsExample = false } = facts;
+  const { missingSecrets = [], expiredSecrets = [], adminTokenIsExample = false, relaySettingsRefused = false } = facts;
   const reasons = [
     ...(invalidSources.length > 0 ? ["config-invalid"] : []),
     ...(missingSecrets.length > 0 ? ["secrets-missing"] : []),
     ...(expiredSecrets.length > 0 ? ["secrets-expired"] : []),
     ...(adminTokenIsExample ? ["admin-token-example"] : []),
+    ...(relaySettingsRefused ? ["relay-settings-refused"] : []),
     ...new Set(openSystemAlerts),
   ];
   if (reasons.length === 0) return { status: "ok" };
