@@ -67,7 +67,7 @@ describe("a refused relay setting", () => {
       expect((await health(vars)).reasons ?? [], JSON.stringify(vars)).not.toContain("relay-settings-refused");
     }
     const details = await app.fetch(
-      new Request("https://receiver.test/admin/api/health", { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }),
+      new Request("https://receiver.test/admin/api/health?source=demo", { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }),
       { ...env, RELAY_HELD_BACK: "1" } as unknown as Env,
     );
     expect(details.status).toBe(200);
