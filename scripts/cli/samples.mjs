@@ -3,7 +3,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { randomUUID } from "node:crypto";
+import { randomInt, randomUUID } from "node:crypto";
 import { CliError } from "./errors.mjs";
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));
@@ -42,9 +42,30 @@ export function loadSample(provider, sampleOrFile) {
 }
 
 /** Ids shaped like each provider's own, so receipts read naturally in `tail` and `show`. */
-const ID_PREFIXES = /** @type {Record<string, string>} */ ({ stripe: "evt_", paddle: "evt_", slack: "Ev", intercom: "notif_", svix: "msg_", "standard-webhooks": "msg_" });
+const ID_PREFIXES = /** @type {Record<string, string>} */ ({
+  stripe: "evt_",
+  paddle: "evt_",
+  slack: "Ev",
+  intercom: "notif_",
+  svix: "msg_",
+  "standard-webhooks": "msg_",
+  clerk: "msg_",
+  resend: "msg_",
+  brex: "msg_",
+  openai: "msg_",
+  razorpay: "evt_",
+  whatsapp: "wamid.",
+  instagram: "aWdfZAG1f",
+  messenger: "m_",
+  dropbox: "dbid:",
+});
+/** Senders whose ids are UUIDs. */
+const UUID_IDS = new Set(["twilio", "github", "twitch", "okta", "monday", "zendesk", "sentry", "bitbucket", "mux", "notion", "calendly", "docusign", "lemonsqueezy", "coinbase-commerce", "netlify"]);
+/** Senders whose ids are numbers (the receiver reads Telegram's update_id as one). */
+const NUMERIC_IDS = new Set(["telegram", "hubspot", "woocommerce", "asana"]);
 
 export function freshEventKey(/** @type {string} */ provider) {
-  const random = randomUUID().replace(/-/g, "");
-  return `${ID_PREFIXES[provider] ?? ""}${provider === "twilio" || provider === "github" || provider === "twitch" ? randomUUID() : random.slice(0, 24)}`;
+  if (UUID_IDS.has(provider)) return randomUUID();
+  if (NUMERIC_IDS.has(provider)) return String(1_000_000_000 + randomInt(1_000_000_000));
+  return `${ID_PREFIXES[provider] ?? ""}${randomUUID().replace(/-/g, "").slice(0, 24)}`;
 }

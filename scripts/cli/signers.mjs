@@ -1,12 +1,18 @@
-// One signer per provider, as the real sender signs, so `send` exercises the receiver's own verification. Where
+// One signer per scheme, as the real sender signs, so `send` exercises the receiver's own verification. Where
 // the test suite signs with the provider's SDK (Stripe, GitHub/Octokit, Standard Webhooks, Twilio) this does too;
-// the others follow each provider's documented recipe with node:crypto, all in this one file.
+// the others follow each provider's documented recipe with node:crypto: here, in app-signers.mjs, and for the
+// senders the receiver reads as tables, in preset-signers.mjs. `schemeFor` picks one for every provider name.
 import { createHash, createHmac, createPrivateKey, sign as cryptoSign } from "node:crypto";
 import { sign as octokitSign } from "@octokit/webhooks-methods";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import Stripe from "stripe";
 import twilioLibrary from "twilio";
 import { CliError } from "./errors.mjs";
+import { appSchemes } from "./app-signers.mjs";
+import { bodyOf, valueAt, withValueAt } from "./payload.mjs";
+import { handshakeSecret, presetSpecs, signAsSpec } from "./preset-signers.mjs";
+
+export { withValueAt };
 
 /**
  * @typedef {object} SignInput
@@ -18,7 +24,9 @@ import { CliError } from "./errors.mjs";
  * @property {string} url the URL the request is posted to
  * @property {Record<string, unknown>} options the source's table from wrangler.toml
  * @property {Date} now
- * @typedef {{ body: string, headers: Record<string, string> }} SignedRequest
+ * @typedef {{ body: string, headers: Record<string, string>, eventKey?: string, keptFingerprint?: string }} SignedRequest
+ *   `eventKey`: the key the receiver will record, when it is neither the id sent nor the body's SHA-256;
+ *   `keptFingerprint`: for senders that hand their secret over, the fingerprint of the one handed over
  * @typedef {{ keyIn: "header" | "body" | "payload-hash", asymmetric?: boolean, sign(input: SignInput): SignedRequest | Promise<SignedRequest> }} Scheme
  */
 
@@ -29,31 +37,6 @@ const hmac = (/** @type {string} */ algorithm, /** @type {string | Buffer} */ ke
   for (const part of parts) mac.update(part);
   return mac.digest();
 };
-
-/** The sample as the bytes to send; a string (a file that is not JSON) goes out untouched. */
-function bodyOf(/** @type {unknown} */ payload) {
-  return typeof payload === "string" ? payload : JSON.stringify(payload, null, 2);
-}
-
-/** A copy of a JSON sample with `value` written at a dotted path, e.g. `event-data.id`; strings stay as they are. */
-export function withValueAt(/** @type {unknown} */ payload, /** @type {string} */ path, /** @type {unknown} */ value) {
-  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return payload;
-  const copy = structuredClone(payload);
-  const keys = path.split(".");
-  let node = /** @type {Record<string, unknown>} */ (copy);
-  for (const key of keys.slice(0, -1)) {
-    if (typeof node[key] !== "object" || node[key] === null) node[key] = {};
-    node = /** @type {Record<string, unknown>} */ (node[key]);
-  }
-  node[keys.at(-1) ?? ""] = value;
-  return copy;
-}
-
-function valueAt(/** @type {unknown} */ payload, /** @type {string} */ path) {
-  let node = payload;
-  for (const key of path.split(".")) node = typeof node === "object" && node !== null ? /** @type {Record<string, unknown>} */ (node)[key] : undefined;
-  return node;
-}
 
 function privateKeyObject(/** @type {string} */ text, /** @type {string} */ secretName) {
   try {
@@ -66,6 +49,9 @@ function privateKeyObject(/** @type {string} */ text, /** @type {string} */ secr
 const ed25519Signature = (/** @type {SignInput} */ input, /** @type {(string | Buffer)[]} */ ...parts) =>
   cryptoSign(null, Buffer.concat(parts.map((part) => Buffer.from(part))), privateKeyObject(input.privateKey(), input.secretName));
 
+/** Standard Webhooks senders that deliver through Svix, under svix-* header names. */
+const SVIX_SENDERS = new Set(["svix", "clerk", "resend"]);
+
 /** @type {Scheme} */
 const standardWebhooks = {
   keyIn: "header",
@@ -73,7 +59,7 @@ const standardWebhooks = {
     const body = bodyOf(input.payload);
     const timestamp = String(unixSeconds(input.now));
     // Svix sends the same scheme under svix-* names; a whpk_ "secret" means the sender signs with Ed25519 (v1a).
-    const prefix = input.options.provider === "svix" ? "svix" : "webhook";
+    const prefix = SVIX_SENDERS.has(String(input.options.provider)) ? "svix" : "webhook";
     const signature = input.secret.startsWith("whpk_")
       ? `v1a,${ed25519Signature(input, `${input.eventKey}.${timestamp}.`, body).toString("base64")}`
       : new StandardWebhook(input.secret).sign(input.eventKey, input.now, body);
@@ -349,11 +335,87 @@ function signGeneric(input) {
   return { body, headers };
 }
 
-/** The provider's scheme, following the receiver's aliases. */
-export function schemeFor(/** @type {string} */ provider) {
-  const scheme = schemes[provider];
-  if (!scheme) throw new CliError(`no signer for provider ${JSON.stringify(provider)}: known providers are ${Object.keys(schemes).join(", ")}`);
-  return scheme;
+/** Names the receiver reads with another provider's scheme (src/providers/registry.ts, providerAliases). */
+const ALIASES = /** @type {Record<string, string>} */ ({
+  clerk: "standard-webhooks",
+  resend: "standard-webhooks",
+  brex: "standard-webhooks",
+  openai: "standard-webhooks",
+  whatsapp: "meta",
+  instagram: "meta",
+  messenger: "meta",
+});
+
+/**
+ * Senders whose deliveries only the sender can sign: the receiver verifies them with a key it fetches from the
+ * sender's own pinned hosts, so no local key can stand in without opening that pin.
+ */
+const SIGNED_BY_THE_SENDER_ONLY = /** @type {Record<string, (options: Record<string, unknown>) => string>} */ ({
+  "aws-sns": () =>
+    "aws-sns messages are signed by Amazon's own certificate, which the receiver fetches from https://sns.<region>.amazonaws.com (and nowhere else), so only AWS can sign one it accepts: subscribe a real SNS topic to a tunnel to this receiver, or run npx vitest run test/providers/aws-sns.test.ts (its Worker is pointed at a stand-in certificate host)",
+  plaid: (options) =>
+    `plaid deliveries are signed by Plaid's own key, which the receiver fetches from https://${options.environment === "sandbox" ? "sandbox" : "production"}.plaid.com/webhook_verification_key/get (and nowhere else), so only Plaid can sign one it accepts: fire one with Plaid's sandbox /sandbox/item/fire_webhook at a tunnel to this receiver, or run npx vitest run test/providers/plaid.test.ts (its Worker is pointed at a stand-in key host)`,
+});
+
+/**
+ * Where a sender that sends no id puts something unique to the event: the event key is written there, so every
+ * send is a new payload (the receiver keys these by the payload's SHA-256) and the same `--id` is a duplicate.
+ */
+const UNIQUE_FIELD = /** @type {Record<string, string>} */ ({
+  hubspot: "0.eventId",
+  calendly: "payload.uuid",
+  lemonsqueezy: "data.attributes.identifier",
+  docusign: "data.envelopeId",
+  dropbox: "list_folder.accounts.0",
+  postmark: "MessageID",
+  asana: "events.0.resource.gid",
+  meta: "entry.0.changes.0.value.id",
+  whatsapp: "entry.0.changes.0.value.messages.0.id",
+  instagram: "entry.0.messaging.0.message.mid",
+  messenger: "entry.0.messaging.0.message.mid",
+  netlify: "id",
+  "microsoft-graph": "value.0.resourceData.id",
+});
+
+/**
+ * The scheme `send` signs with for this provider: written out above or in app-signers.mjs, or read from the
+ * receiver's own preset table.
+ * @param {string} provider
+ * @param {Record<string, unknown>} options the source's table
+ * @returns {Promise<Scheme>}
+ */
+export async function schemeFor(provider, options = {}) {
+  const unsendable = SIGNED_BY_THE_SENDER_ONLY[provider];
+  if (unsendable) throw new CliError(unsendable(options));
+  const named = ALIASES[provider] ?? provider;
+  const written = schemes[named] ?? appSchemes[named];
+  if (written) return UNIQUE_FIELD[provider] ? withUniqueField(written, UNIQUE_FIELD[provider]) : written;
+  const spec = (await presetSpecs()).get(named);
+  if (!spec) {
+    throw new CliError(`provider ${JSON.stringify(provider)} is not one the receiver verifies: npm run cli -- check names the close ones, and docs/providers.md lists them all`);
+  }
+  return presetScheme(spec, UNIQUE_FIELD[provider]);
+}
+
+/** @returns {Scheme} */
+function withUniqueField(/** @type {Scheme} */ scheme, /** @type {string} */ path) {
+  return { ...scheme, sign: (input) => scheme.sign({ ...input, payload: withValueAt(input.payload, path, input.eventKey) }) };
+}
+
+/** @returns {Scheme} */
+function presetScheme(/** @type {import("./preset-signers.mjs").Spec} */ spec, /** @type {string | undefined} */ uniqueField) {
+  return {
+    keyIn: spec.eventKey?.header ? "header" : spec.eventKey ? "body" : "payload-hash",
+    async sign(input) {
+      const path = spec.eventKey?.path ?? uniqueField;
+      // Where the sample holds a number (Telegram's update_id, HubSpot's eventId), the key goes in as one.
+      const asSampleHasIt = (/** @type {unknown} */ sampled) => (typeof sampled === "number" && /^\d+$/.test(input.eventKey) ? Number(input.eventKey) : input.eventKey);
+      const payload = path ? withValueAt(input.payload, path, asSampleHasIt(valueAt(input.payload, path))) : input.payload;
+      const handedOver = spec.provider === "asana" || spec.provider === "notion" ? await handshakeSecret(spec.provider, input) : undefined;
+      const signed = signAsSpec(spec, input, { body: bodyOf(payload), secret: handedOver?.secret });
+      return { ...signed, keptFingerprint: handedOver?.fingerprint };
+    },
+  };
 }
 
 /** For messages about payload-hash providers: the key the receiver will compute. */

@@ -1,15 +1,10 @@
 import { stringAtPath, valueAtPath } from "./json";
 import { parseUnverifiedJson } from "./unverified";
 import { keptSecretAdapter } from "./kept-secret";
-import { presetAdapter } from "./presets";
+import { presetAdapter, type PresetSpec } from "./presets";
 
-/**
- * Notion: creating a subscription POSTs `{"verification_token": "secret_…"}`, unsigned; the operator pastes that
- * token back into Notion, and it then keys `X-Notion-Signature: sha256=<hex>` (HMAC-SHA256 over the body). The
- * handshake is proven by the URL's `verify_token`; the token is kept (and readable with the SQL in the docs).
- * The key is the event `id`.
- */
-const delivery = presetAdapter({
+/** The delivery scheme as data, also read by the CLI's `send` to sign the same way (scripts/cli/signers.mjs). */
+export const notionSpec: PresetSpec = {
   provider: "notion",
   signatureHeader: "x-notion-signature",
   algorithm: "hmac-sha256",
@@ -21,8 +16,15 @@ const delivery = presetAdapter({
   subjectPath: "entity.id",
   occurredAtPath: "timestamp",
   keptHeaders: ["content-type", "user-agent"],
-});
+};
+const delivery = presetAdapter(notionSpec);
 
+/**
+ * Notion: creating a subscription POSTs `{"verification_token": "secret_…"}`, unsigned; the operator pastes that
+ * token back into Notion, and it then keys `X-Notion-Signature: sha256=<hex>` (HMAC-SHA256 over the body). The
+ * handshake is proven by the URL's `verify_token`; the token is kept (and readable with the SQL in the docs).
+ * The key is the event `id`.
+ */
 export const notion = keptSecretAdapter(
   delivery,
   (input) => {

@@ -1,14 +1,9 @@
 import { challengeText, handshake, tokenMatches, withHandshake } from "./handshake";
-import { presetAdapter } from "./presets";
+import { presetAdapter, type PresetSpec } from "./presets";
 import { readHeader, rejected } from "./signed";
 
-/**
- * Okta event hooks: Okta sends the authentication field configured on the hook (`Authorization: <secret>`) with
- * every request, compared with the listed secrets in constant time. Verifying the hook is a GET carrying
- * `X-Okta-Verification-Challenge`, answered `{"verification": <challenge>}` only when that same header checks out.
- * The key is `eventId`; the type is the first event's `eventType`.
- */
-const delivery = presetAdapter({
+/** The delivery scheme as data, also read by the CLI's `send` to sign the same way (scripts/cli/signers.mjs). */
+export const oktaSpec: PresetSpec = {
   provider: "okta",
   signatureHeader: "authorization",
   algorithm: "token",
@@ -19,8 +14,15 @@ const delivery = presetAdapter({
   subjectPath: "data.events.0.target.0.id",
   occurredAtPath: "eventTime",
   keptHeaders: ["content-type", "user-agent"],
-});
+};
+const delivery = presetAdapter(oktaSpec);
 
+/**
+ * Okta event hooks: Okta sends the authentication field configured on the hook (`Authorization: <secret>`) with
+ * every request, compared with the listed secrets in constant time. Verifying the hook is a GET carrying
+ * `X-Okta-Verification-Challenge`, answered `{"verification": <challenge>}` only when that same header checks out.
+ * The key is `eventId`; the type is the first event's `eventType`.
+ */
 export const okta = withHandshake(
   delivery,
   async (input) => {

@@ -40,7 +40,7 @@ function keyPair(/** @type {"ed25519" | "whpk" | "p256"} */ kind) {
 
 /**
  * One source per provider (and alias), each with its own secret. `extra` is written into the source's table.
- * @type {{ name: string, provider: string, secret: "hmac" | "whsec" | "ed25519" | "whpk" | "p256", extra?: string }[]}
+ * @type {{ name: string, provider: string, secret: "hmac" | "whsec" | "ed25519" | "whpk" | "p256" | "basic" | "topic-arn", extra?: string }[]}
  */
 export const PROVIDER_SOURCES = [
   { name: "cli-svix", provider: "svix", secret: "whsec" },
@@ -61,6 +61,42 @@ export const PROVIDER_SOURCES = [
   { name: "cli-sendgrid", provider: "sendgrid", secret: "p256" },
   { name: "cli-ed25519", provider: "ed25519", secret: "ed25519" },
   { name: "cli-discord", provider: "discord", secret: "ed25519" },
+  { name: "cli-clerk", provider: "clerk", secret: "whsec" },
+  { name: "cli-resend", provider: "resend", secret: "whsec" },
+  { name: "cli-brex", provider: "brex", secret: "whsec" },
+  { name: "cli-openai", provider: "openai", secret: "whsec" },
+  { name: "cli-meta", provider: "meta", secret: "hmac" },
+  { name: "cli-whatsapp", provider: "whatsapp", secret: "hmac" },
+  { name: "cli-instagram", provider: "instagram", secret: "hmac" },
+  { name: "cli-messenger", provider: "messenger", secret: "hmac" },
+  { name: "cli-dropbox", provider: "dropbox", secret: "hmac" },
+  { name: "cli-okta", provider: "okta", secret: "hmac" },
+  { name: "cli-microsoft-graph", provider: "microsoft-graph", secret: "hmac" },
+  // Asana and Notion hand their signing secret over in a handshake: the listed secret is the URL's verify token.
+  { name: "cli-asana", provider: "asana", secret: "hmac" },
+  { name: "cli-notion", provider: "notion", secret: "hmac" },
+  { name: "cli-monday", provider: "monday", secret: "hmac" },
+  { name: "cli-netlify", provider: "netlify", secret: "hmac" },
+  { name: "cli-adyen", provider: "adyen", secret: "hmac" },
+  { name: "cli-aws-sns", provider: "aws-sns", secret: "topic-arn" },
+  { name: "cli-plaid", provider: "plaid", secret: "hmac", extra: 'client_id = "cli-test-client"\nenvironment = "sandbox"' },
+  { name: "cli-hubspot", provider: "hubspot", secret: "hmac" },
+  { name: "cli-zendesk", provider: "zendesk", secret: "hmac" },
+  { name: "cli-woocommerce", provider: "woocommerce", secret: "hmac" },
+  { name: "cli-typeform", provider: "typeform", secret: "hmac" },
+  { name: "cli-calendly", provider: "calendly", secret: "hmac" },
+  { name: "cli-vercel", provider: "vercel", secret: "hmac" },
+  { name: "cli-sentry", provider: "sentry", secret: "hmac" },
+  { name: "cli-mux", provider: "mux", secret: "hmac" },
+  { name: "cli-pagerduty", provider: "pagerduty", secret: "hmac" },
+  { name: "cli-lemonsqueezy", provider: "lemonsqueezy", secret: "hmac" },
+  { name: "cli-razorpay", provider: "razorpay", secret: "hmac" },
+  { name: "cli-coinbase-commerce", provider: "coinbase-commerce", secret: "hmac" },
+  { name: "cli-bitbucket", provider: "bitbucket", secret: "hmac" },
+  { name: "cli-box", provider: "box", secret: "hmac" },
+  { name: "cli-docusign", provider: "docusign", secret: "hmac" },
+  { name: "cli-telegram", provider: "telegram", secret: "hmac" },
+  { name: "cli-postmark", provider: "postmark", secret: "basic" },
   {
     name: "cli-generic",
     provider: "generic",
@@ -110,6 +146,8 @@ export function testDevVars() {
   for (const source of PROVIDER_SOURCES) {
     const name = secretName(source.name);
     if (source.secret === "hmac") lines.push(`${name}="${hmacSecret()}"`);
+    else if (source.secret === "basic") lines.push(`${name}="hooks:${hmacSecret()}"`);
+    else if (source.secret === "topic-arn") lines.push(`${name}="arn:aws:sns:eu-west-1:123456789012:cli-test"`);
     else if (source.secret === "whsec") lines.push(`${name}="whsec_${randomBytes(32).toString("base64")}"`);
     else {
       const pair = keyPair(source.secret);

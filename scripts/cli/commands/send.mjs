@@ -34,7 +34,7 @@ export async function send(sourceName, sampleOrFile, options) {
   const source = sources[sourceName];
   if (!source) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`);
   const provider = String(source.provider);
-  const scheme = schemeFor(provider);
+  const scheme = await schemeFor(provider, source);
   const vars = readDevVars(options);
   const secret = signingSecret(sourceName, source, vars, devVarsPath(options));
   const { payload } = loadSample(provider, sampleOrFile);
@@ -64,12 +64,18 @@ export async function send(sourceName, sampleOrFile, options) {
   }
   const response = await postWebhook(url, request);
   console.log(`${response.status} ${response.text}`);
-  const keyNote = scheme.keyIn === "payload-hash" ? `event key ${payloadHash(request.body)} (${provider} sends no id: the key is the payload's SHA-256)` : `event key ${eventKey}`;
-  if (response.status === 200) {
-    console.log(`${keyNote} · follow it: npm run cli -- show ${sourceName} ${scheme.keyIn === "payload-hash" ? payloadHash(request.body) : eventKey}`);
+  const recordedKey = request.eventKey ?? (scheme.keyIn === "payload-hash" ? payloadHash(request.body) : eventKey);
+  const keyNote = scheme.keyIn === "payload-hash" ? `event key ${recordedKey} (${provider} sends no id: the key is the payload's SHA-256)` : `event key ${recordedKey}`;
+  // Microsoft Graph is answered 202, as it asks; every other sender 200.
+  if (response.status === 200 || response.status === 202) {
+    console.log(`${keyNote} · follow it: npm run cli -- show ${sourceName} ${recordedKey}`);
     return 0;
   }
-  console.error(adviceFor(response.status, sourceName, secret.name));
+  console.error(
+    response.status === 401 && request.keptFingerprint
+      ? `the receiver refused the delivery signed with the secret send handed over (${request.keptFingerprint}): ${sourceName} already keeps another one from an earlier handshake, so this one waits as pending: npm run cli -- kept approve ${sourceName} ${request.keptFingerprint}`
+      : adviceFor(response.status, sourceName, secret.name),
+  );
   return 1;
 }
 
