@@ -3,19 +3,17 @@
 // dev, and fire the scheduled handler on the configured cron schedule (wrangler dev never does that by itself).
 //   --cron-every 30s   fire it every 30 seconds instead, for impatient people
 //   --no-cron          never fire it
+//   --port 8797        listen there instead of 8787 (or PORT=8797)
 // Every other argument goes to wrangler dev.
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
 import { parseCron, parseEvery } from "./lib/cron.mjs";
 
 const [major, minor] = process.versions.node.split(".").map(Number);
 if (major < 22 || (major === 22 && minor < 12)) {
   console.error(`Node ${process.versions.node} is too old: wrangler needs Node >= 22.12.`);
   process.exit(1);
-}
-if (!existsSync(".dev.vars")) {
-  copyFileSync(".dev.vars.example", ".dev.vars");
-  console.log("Created .dev.vars from .dev.vars.example (local secrets for the demo source).");
 }
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
 
@@ -44,14 +42,36 @@ if (cronEveryText !== undefined && cronEveryMs === null) {
   console.error(`--cron-every ${cronEveryText}: use a duration like 30s, 2m or 1h`);
   process.exit(1);
 }
-const port = process.env.PORT ?? "8787";
+// wrangler dev takes one --port: ours is taken out of the arguments and passed once.
+const port = takeOption(devArgs, "--port") ?? process.env.PORT ?? "8787";
+const host = peekOption(devArgs, "--ip") ?? "127.0.0.1";
+
+/** Whether something already listens on the port (another npm start, most often). */
+function portTaken(/** @type {number} */ candidate) {
+  return new Promise((done) => {
+    const probe = createServer();
+    probe.once("error", () => done(true));
+    probe.listen(candidate, host.replace("0.0.0.0", "127.0.0.1"), () => probe.close(() => done(false)));
+  });
+}
+if (await portTaken(Number(port))) {
+  let suggestion = Number(port) + 10;
+  while ((await portTaken(suggestion)) && suggestion < Number(port) + 100) suggestion += 1;
+  console.error(`port ${port} is in use (another npm start?): stop it, or run npm start -- --port ${suggestion}`);
+  process.exit(1);
+}
+// A chosen --env-file holds the secrets; otherwise the first run makes .dev.vars from the committed example.
+if (!peekOption(devArgs, "--env-file") && !existsSync(".dev.vars")) {
+  copyFileSync(".dev.vars.example", ".dev.vars");
+  console.log("Created .dev.vars from .dev.vars.example (local secrets for the demo source).");
+}
 
 // The migrations must land in the same local state directory wrangler dev will read.
 const persistTo = peekOption(devArgs, "--persist-to");
 const configArgs = ["--config", "-c"].flatMap((name) => (peekOption(devArgs, name) ? [name, peekOption(devArgs, name)] : [])).slice(0, 2);
 const envArgs = ["--env", "-e"].flatMap((name) => (peekOption(devArgs, name) ? ["--env", peekOption(devArgs, name)] : [])).slice(0, 2);
 // Every D1 database the config binds, not only DB: a source may keep its receipts in another (scripts/migrate.mjs).
-const migrated = spawnSync(process.execPath, ["scripts/migrate.mjs", "--local", ...configArgs, ...envArgs, ...(persistTo ? ["--persist-to", persistTo] : [])], { stdio: "inherit", env });
+const migrated = spawnSync(process.execPath, ["scripts/migrate.mjs", "--local", "--quiet", ...configArgs, ...envArgs, ...(persistTo ? ["--persist-to", persistTo] : [])], { stdio: "inherit", env });
 if (migrated.status !== 0) process.exit(migrated.status ?? 1);
 
 const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], { stdio: "inherit", env });

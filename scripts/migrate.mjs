@@ -4,6 +4,7 @@
 // database holds the same tables.
 //   node scripts/migrate.mjs --local [--config wrangler.toml] [--env E] [--persist-to DIR]
 //   node scripts/migrate.mjs --remote --env production
+//   --quiet   one summary line per database instead of wrangler's tables (npm start); a failure prints it all
 import { spawnSync } from "node:child_process";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,6 +28,7 @@ const config = configOption === undefined ? undefined : resolve(configOption);
 const environment = option("--env", "-e");
 const persistToOption = option("--persist-to");
 const persistTo = persistToOption === undefined ? undefined : resolve(persistToOption);
+const quiet = args.includes("--quiet");
 
 const bindings = (unstable_readConfig({ config, env: environment }).d1_databases ?? []).map((entry) => entry.binding);
 if (bindings.length === 0) {
@@ -35,7 +37,20 @@ if (bindings.length === 0) {
 }
 for (const binding of bindings) {
   const wranglerArgs = ["wrangler", "d1", "migrations", "apply", binding, where, ...(config ? ["--config", config] : []), ...(environment ? ["--env", environment] : []), ...(persistTo ? ["--persist-to", persistTo] : [])];
-  const result = spawnSync("npx", wranglerArgs, { cwd: PROJECT_ROOT, stdio: "inherit", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } });
+  const result = spawnSync("npx", wranglerArgs, {
+    cwd: PROJECT_ROOT,
+    stdio: quiet ? ["inherit", "pipe", "pipe"] : "inherit",
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  if (quiet && result.status === 0) {
+    // wrangler lists every migration it applies in a table; a first run's would be ~150 lines.
+    const applied = /About to apply (\d+) migration/.exec(result.stdout ?? "")?.[1] ?? (/No migrations to apply/.test(result.stdout ?? "") ? "0" : undefined);
+    console.log(`migrations: ${binding} up to date${applied === undefined ? "" : ` (${applied} applied)`}`);
+  } else if (quiet) {
+    process.stdout.write(result.stdout ?? "");
+    process.stderr.write(result.stderr ?? "");
+  }
   if (result.status !== 0) {
     console.error(`migrations failed for ${binding}; the databases before it are migrated, run this again once it is fixed`);
     process.exit(result.status ?? 1);

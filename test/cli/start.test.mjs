@@ -1,0 +1,89 @@
+/**
+ * `npm start` (scripts/dev.mjs) as a newcomer runs it: `--port` picks the port, a port already taken is one line
+ * saying how to pick another, and the first run's migrations print a summary rather than their tables.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { freePort, makeWorkDir, ROOT, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+
+const workDir = makeWorkDir();
+after(() => rmSync(workDir, { recursive: true, force: true }));
+
+/** Runs `node scripts/dev.mjs …` from the project root; `stop()` ends it and everything it started. */
+function start(/** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) {
+  const child = spawn(process.execPath, ["scripts/dev.mjs", ...args], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, CI: "true", NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", WRANGLER_REGISTRY_PATH: join(workDir, "registry"), ...extraEnv },
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  const exited = new Promise((done) => child.once("exit", (code) => done(code)));
+  return {
+    output: () => ({ stdout, stderr }),
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.pid) {
+        process.kill(-child.pid, "SIGTERM");
+        await exited;
+      }
+    },
+  };
+}
+
+/** The files a started receiver reads: this test's own config, secrets and state, never the checkout's. */
+function projectArgs() {
+  const config = writeFile(workDir, "wrangler.toml", testConfig(1));
+  const vars = writeFile(workDir, ".dev.vars", testDevVars());
+  return ["--config", config, "--env-file", vars, "--persist-to", join(workDir, "state"), "--no-cron", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
+}
+
+async function occupiedPort() {
+  const server = createServer();
+  await new Promise((done) => server.listen(0, "127.0.0.1", () => done(undefined)));
+  return { port: /** @type {import("node:net").AddressInfo} */ (server.address()).port, close: () => new Promise((done) => server.close(done)) };
+}
+
+test("--port runs the receiver on that port, and the migrations print a summary, not their tables", async () => {
+  const port = await freePort();
+  const run = start(["--port", String(port), "--inspector-port", String(await freePort()), ...projectArgs()]);
+  try {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      if (await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)) break;
+      const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
+      assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
+      assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
+    }
+    const { stdout, stderr } = run.output();
+    assert.doesNotMatch(stderr, /expects a single value/);
+    assert.match(stdout, /^migrations: DB up to date \(\d+ applied\)$/m);
+    assert.doesNotMatch(stdout, /│|┌|Migrations to be applied/, "no migration tables");
+  } finally {
+    await run.stop();
+  }
+});
+
+test("a port already taken is one line naming it and how to pick another, before anything else runs", async () => {
+  const taken = await occupiedPort();
+  try {
+    for (const [args, env] of /** @type {[string[], Record<string, string>][]} */ ([[["--port", String(taken.port)], {}], [[], { PORT: String(taken.port) }]])) {
+      const run = start([...args, ...projectArgs()], env);
+      const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("still running"), 30_000))]);
+      await run.stop();
+      const { stdout, stderr } = run.output();
+      assert.equal(code, 1, `${stdout}${stderr}`);
+      assert.match(stderr.trim(), new RegExp(`^port ${taken.port} is in use \\(another npm start\\?\\): stop it, or run npm start -- --port \\d+$`));
+      assert.doesNotMatch(stdout, /migrations/, "refused before migrating");
+    }
+  } finally {
+    await taken.close();
+  }
+});
