@@ -19,17 +19,28 @@ import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
  * the trade-off: every call reads every receipt received in the window (1 hour by default, at most 7 days), so a
  * tail polls it less often than it polls new receipts, and a wider window is for looking back, not for polling.
  *
- * Changes outside those columns are not seen: a lease taken (status processing) and a dead verdict written by the
- * work queue's own dead-letter consumer, which keeps no time. A change time is the Worker's clock when the change
- * was decided, which can commit a moment later: the cursor an answer hands back trails its read by SETTLE_MS, so
- * the next call overlaps and a reader drops what it has already seen (`tail` does).
+ * Changes outside those columns are not seen: a lease taken (status processing), a dead verdict written by the
+ * work queue's own dead-letter consumer, which keeps no time, and a dismissal undone (restore clears dismissed_at).
+ *
+ * Exact paging. A change time is the clock of whoever decided the change (a consumer's, the relay's D1), and the
+ * change commits a moment later: a read at `now` may not yet see a change stamped just before it, but sees every
+ * one stamped before `now - SETTLE_MS` ("settled"). So an answer lists changes oldest first in two parts:
+ * - settled ones, paged exactly: a full page of them (`more`) hands back the last one's (changedAt, id), and
+ *   nothing can later appear before it;
+ * - once the settled ones past the cursor all fit, the page is filled with an early look at newer ones (at or
+ *   after `settledBefore`), and the cursor stops at the settle line (`more` false), never before where the call
+ *   started.
+ * A pass (calls following the cursor until `more` is false) thus lists every change settled by its last read once,
+ * in order, and no change stamped before a cursor it hands out can come later; the next pass lists again the early
+ * look, with whatever committed late among it. A receipt is listed at its latest change: one that changes again
+ * is listed again, later.
  */
 
 export const CHANGE_PARAMETERS = ["changedSince", "window", "source", "status", "limit"] as const;
 
 const DEFAULT_WINDOW_MS = 3_600_000;
 const MAX_WINDOW_MS = 7 * 86_400_000;
-/** How far behind its read an answer's cursor trails, for changes decided before the read and committed after it. */
+/** How long a change may take to commit after the time it is stamped with, clocks' skew included. */
 export const SETTLE_MS = 30_000;
 
 export interface ChangesQuery {
@@ -47,8 +58,10 @@ export interface ChangesPage {
   receipts: ChangedReceipt[];
   /** Pass as `changedSince` next time. */
   changesCursor: string;
-  /** More changes matched than `limit`: call again at once with the cursor. */
+  /** More settled changes matched than `limit`: call again at once with the cursor. */
   more: boolean;
+  /** Changes at or after this time are an early look: the next pass lists them again (see above). */
+  settledBefore: number;
 }
 
 /** The latest of the times a change writes. SQLite's max() is NULL if any argument is, hence the COALESCEs. */
@@ -123,12 +136,14 @@ export async function readChanges(db: Database, query: ChangesQuery, now: number
 }
 
 /** The answer from the first `limit + 1` changes (oldest first) read at `now`. */
-export function changesPage(rows: readonly ChangedReceipt[], query: ChangesQuery, now: number): ChangesPage {
-  const more = rows.length > query.limit;
-  const page = rows.slice(0, query.limit);
-  const last = page.at(-1);
-  // A full page continues exactly after its last row; otherwise from a little before the read (see SETTLE_MS),
-  // never going back past where this call started.
-  const changesCursor = more && last ? `${last.changedAt}.${last.receiptId}` : String(Math.max(query.since, now - SETTLE_MS));
-  return { receipts: page, changesCursor, more };
+export function changesPage(rows: readonly ChangedReceipt[], query: Pick<ChangesQuery, "since" | "afterId" | "limit">, now: number): ChangesPage {
+  const settledBefore = now - SETTLE_MS;
+  const settled = rows.filter((row) => row.changedAt < settledBefore);
+  if (settled.length > query.limit) {
+    const page = settled.slice(0, query.limit);
+    const last = page.at(-1)!;
+    return { receipts: page, changesCursor: `${last.changedAt}.${last.receiptId}`, more: true, settledBefore };
+  }
+  const where = query.afterId === null ? String(query.since) : `${query.since}.${query.afterId}`;
+  return { receipts: rows.slice(0, query.limit), changesCursor: settledBefore > query.since ? String(settledBefore) : where, more: false, settledBefore };
 }

@@ -1,5 +1,14 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { receiptChanges } from "../../src/admin/lists";
+import { changesPage, parseChangesQuery, SETTLE_MS, type ChangedReceipt } from "../../src/admin/receipt-changes";
 import { adminGet, seedReceipt, uniqueSource } from "./support";
+
+/** A changes cursor as the route reads it. */
+const cursorOf = (changedSince: string) => {
+  const { since, afterId } = parseChangesQuery({ changedSince });
+  return { since, afterId };
+};
 
 /**
  * GET /admin/api/receipts?changedSince=…: receipts of any age in the window that changed since a cursor, which
@@ -53,12 +62,13 @@ describe("receipts changed since a cursor", () => {
     const source = uniqueSource("changes-paged");
     const now = Date.now();
     const ids: string[] = [];
-    // Five receipts, three finished in the same millisecond.
-    for (const [index, finished] of [now - 4_000, now - 3_000, now - 3_000, now - 3_000, now - 1_000].entries()) {
+    // Five receipts, three finished in the same millisecond, all longer ago than SETTLE_MS (newer ones are an early
+    // look, at the end of a pass: the test below).
+    for (const [index, finished] of [now - 44_000, now - 43_000, now - 43_000, now - 43_000, now - 41_000].entries()) {
       ids.push(await seedReceipt({ source, receivedAt: now - HOUR + index, relayedAt: now - HOUR + index, status: "processed", processedAt: finished }));
     }
     const seen: string[] = [];
-    let cursor = String(now - 10_000);
+    let cursor = String(now - 50_000);
     for (let call = 0; call < 10; call++) {
       const page = await changes({ changedSince: cursor, window: "2h", source, limit: "2" });
       seen.push(...page.receipts.map((receipt) => receipt.receiptId));
@@ -66,6 +76,50 @@ describe("receipts changed since a cursor", () => {
       if (!page.more) break;
     }
     expect(seen).toEqual(ids);
+  });
+
+  it("lists a change that commits after a read it was stamped before, on a later pass, whether or not the pass paged past its time", async () => {
+    const source = uniqueSource("changes-late");
+    const T = Date.now();
+    const query = { since: T - 10_000, afterId: null, windowMs: 2 * HOUR, source, limit: 2 };
+    const finished = (processedAt: number) => seedReceipt({ source, receivedAt: T - HOUR + (processedAt % 1000), relayedAt: T - HOUR, status: "processed", processedAt });
+    const early = [await finished(T - 5_000), await finished(T - 4_000), await finished(T - 3_000)];
+
+    /** Follows the cursor from `changedSince` until `more` is false, every call read at `now`. */
+    async function pass(changedSince: string, now: number): Promise<{ listed: string[]; cursor: string }> {
+      const listed: string[] = [];
+      let cursor = changedSince;
+      for (let call = 0; call < 10; call++) {
+        const answer = await receiptChanges(env, { ...query, ...cursorOf(cursor) }, now);
+        listed.push(...answer.receipts.map((receipt) => receipt.receiptId));
+        cursor = answer.changesCursor;
+        if (!answer.more) return { listed, cursor };
+      }
+      throw new Error("the pass did not end");
+    }
+
+    // A pass read at T, with more changes from the last SETTLE_MS than a page holds.
+    const first = await pass(String(query.since), T);
+    expect(new Set(first.listed).size).toBe(first.listed.length);
+    // Then a change decided at T - 4.5 s (a consumer's clock) commits: after that read, before the last listed one.
+    const late = await finished(T - 4_500);
+    // The next pass, once everything has settled, lists it, and every change once.
+    const second = await pass(first.cursor, T + SETTLE_MS + 10_000);
+    expect(second.listed).toEqual([early[0], late, early[1], early[2]]);
+    expect(new Set([...first.listed, ...second.listed])).toEqual(new Set([...early, late]));
+  });
+
+  it("continues a full page exactly only through settled changes, and says where the early look begins", () => {
+    const row = (changedAt: number, receiptId: string) => ({ changedAt, receiptId }) as ChangedReceipt;
+    const now = 1_000_000;
+    const query = { since: 0, afterId: null, windowMs: HOUR, limit: 2 };
+    const settled = [row(now - 50_000, "A"), row(now - 40_000, "B"), row(now - 35_000, "C")];
+    expect(changesPage(settled, query, now)).toEqual({ receipts: settled.slice(0, 2), changesCursor: `${now - 40_000}.B`, more: true, settledBefore: now - SETTLE_MS });
+    // The second row is from the last SETTLE_MS: all settled changes are on the page; the cursor stops at the settle line.
+    const mixed = [row(now - 50_000, "A"), row(now - 1_000, "B"), row(now - 500, "C")];
+    expect(changesPage(mixed, query, now)).toEqual({ receipts: mixed.slice(0, 2), changesCursor: String(now - SETTLE_MS), more: false, settledBefore: now - SETTLE_MS });
+    // A cursor already past the settle line stays where it is, its tie-breaking id included.
+    expect(changesPage([row(now - 100, "Z")], { ...query, since: now - 1_000, afterId: "Y" }, now).changesCursor).toBe(`${now - 1_000}.Y`);
   });
 
   it("refuses what it cannot honour, naming the parameter", async () => {

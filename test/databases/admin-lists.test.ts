@@ -161,13 +161,14 @@ describe("the admin lists across databases", () => {
   it("tails changes in both databases, paged without skipping or repeating", async () => {
     const now = Date.now();
     const HOUR = 3_600_000;
-    const finished = [now - 6_000, now - 5_000, now - 5_000, now - 4_000, now - 3_000, now - 2_000];
+    // Settled (older than SETTLE_MS), so one pass pages through all of them.
+    const finished = [now - 46_000, now - 45_000, now - 45_000, now - 44_000, now - 43_000, now - 42_000];
     const changed: string[] = [];
     for (const [n, processedAt] of finished.entries()) {
       changed.push(await seed(n % 2 === 0 ? "DB_SECOND" : "DB", { receivedAt: now - HOUR + n, relayedAt: now - HOUR + n, processedAt }));
     }
     const seen: string[] = [];
-    let cursor = String(now - 10_000);
+    let cursor = String(now - 50_000);
     for (let call = 0; call < 100; call++) {
       const answer = await get<{ receipts: Summary[]; changesCursor: string; more: boolean }>(
         `/admin/api/receipts?changedSince=${cursor}&window=2h&limit=2`,
