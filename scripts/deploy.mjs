@@ -4,6 +4,7 @@
 // (`wrangler deploy --dry-run`). Extra arguments go to the final `wrangler deploy`.
 //   npm run deploy -- --env staging     another environment
 //   npm run deploy -- --skip-secrets    skip the remote secret lookup (e.g. a CI token without that permission)
+//   npm run deploy -- --config path     another wrangler config (every step reads the same one)
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +15,8 @@ const envAt = args.findIndex((arg) => arg === "--env" || arg === "-e");
 const environment = envAt >= 0 ? args.splice(envAt, 2)[1] : "production";
 const skipAt = args.indexOf("--skip-secrets");
 const skipSecrets = skipAt >= 0 && args.splice(skipAt, 1).length > 0;
+const configAt = args.findIndex((arg) => arg === "--config" || arg === "-c");
+const configArgs = configAt >= 0 ? ["--config", args.splice(configAt, 2)[1]] : [];
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
 
 function step(title, command, commandArgs) {
@@ -28,12 +31,12 @@ function step(title, command, commandArgs) {
 step(
   `check the config and ${skipSecrets ? "its local shape" : "the Worker's secrets"} (env ${environment})`,
   process.execPath,
-  ["scripts/cli/index.mjs", "check", "--env", environment, skipSecrets ? "--config-only" : "--remote"],
+  ["scripts/cli/index.mjs", "check", "--env", environment, skipSecrets ? "--config-only" : "--remote", ...configArgs],
 );
 const outdir = mkdtempSync(join(tmpdir(), "receiver-dry-run-"));
 try {
-  step("build it without deploying (wrangler deploy --dry-run)", "npx", ["wrangler", "deploy", "--dry-run", "--env", environment, "--outdir", outdir]);
+  step("build it without deploying (wrangler deploy --dry-run)", "npx", ["wrangler", "deploy", "--dry-run", "--env", environment, "--outdir", outdir, ...configArgs]);
 } finally {
   rmSync(outdir, { recursive: true, force: true });
 }
-step(`deploy (env ${environment})`, "npx", ["wrangler", "deploy", "--env", environment, ...args]);
+step(`deploy (env ${environment})`, "npx", ["wrangler", "deploy", "--env", environment, ...configArgs, ...args]);

@@ -103,11 +103,37 @@ export function adminToken(options = {}) {
   return token;
 }
 
-/** Wrangler's config errors open with "Processing <file> configuration:" and list each problem as "- …". */
+/**
+ * Wrangler's config errors open with "Processing <file> configuration:" and list each problem as "- …". A TOML
+ * parse error carries its location instead, which the message alone does not name.
+ */
 function wranglerProblem(/** @type {unknown} */ error) {
+  const location = /** @type {{ location?: { line?: number, lineText?: string, fileText?: string } }} */ (error).location;
+  if (typeof location?.line === "number") return sourcesRedefined(location) ?? `${firstLine(error)} at line ${location.line}: ${location.lineText ?? ""}`.trim();
   const text = error instanceof Error ? error.message : String(error);
   const problem = text.split("\n").find((line) => /^\s*- /.test(line));
   return problem ? problem.replace(/^\s*- /, "").trim() : firstLine(error);
+}
+
+/**
+ * The commonest TOML error in this project: a `[…vars.SOURCES.<name>]` table added while the same vars still say
+ * `SOURCES = {}` (the shipped production config does, until a first source). Names both lines and the fix.
+ * @param {{ line?: number, lineText?: string, fileText?: string }} location
+ */
+function sourcesRedefined(location) {
+  const table = /^\s*\[(.*\bvars)\.SOURCES\.[^\]]+\]\s*$/.exec(location.lineText ?? "");
+  if (!table || !location.fileText || !location.line) return undefined;
+  const lines = location.fileText.split(/\r?\n/);
+  // The `SOURCES = …` assignment inside the same [<env.>vars] table, before the line that failed.
+  let section = "";
+  for (let index = 0; index < location.line - 1; index++) {
+    const header = /^\s*\[([^\[\]]+)\]\s*$/.exec(lines[index]);
+    if (header) section = header[1].trim();
+    else if (section === table[1] && /^\s*SOURCES\s*=/.test(lines[index])) {
+      return `line ${location.line} (${lines[location.line - 1].trim()}) defines a source, but line ${index + 1} already set ${lines[index].trim()}: delete line ${index + 1}, the [${table[1]}.SOURCES.<name>] tables take its place`;
+    }
+  }
+  return undefined;
 }
 
 /** @param {unknown} error */

@@ -331,11 +331,15 @@ describe("check --remote", () => {
 });
 
 describe("the production config", () => {
-  test("ships no demo source: check --env production passes on config alone and says no source is configured yet", async () => {
+  test("ships no demo source, and its one problem on config alone is the database id still to paste", async () => {
     const result = await cli(["check", "--env", "production", "--config-only"]);
-    assert.equal(result.code, 0, result.stdout + result.stderr);
+    assert.equal(result.code, 1, result.stdout + result.stderr);
     assert.doesNotMatch(result.stdout, /demo/);
     assert.match(result.stdout, /^warn\s+wrangler\.toml \[env\.production\] declares no source yet: .*\[env\.production\.vars\.SOURCES\.<name>\]/m);
+    assert.deepEqual(result.stdout.match(/^FAIL.*$/gm), [
+      "FAIL  wrangler.toml:" + (readFileSync(join(ROOT, "wrangler.toml"), "utf8").split("\n").findIndex((line) => /^database_id = "0{8}.*replace with/.test(line)) + 1) +
+        ": [[env.production.d1_databases]] DB still has the placeholder database_id 00000000-0000-0000-0000-000000000000: paste the id npx wrangler d1 create webhook-receipts printed (or npx wrangler d1 list shows) there",
+    ]);
   });
 });
 

@@ -1,6 +1,7 @@
 // `check [--remote] [--env E]`: the config parses exactly as the Worker parses it, and every secret it names is
 // set — in .dev.vars locally, or among the deployed Worker's secrets with --remote.
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { CliError } from "../errors.mjs";
@@ -98,6 +99,7 @@ export async function check(options) {
   /** @type {string[]} */
   const warnings = [];
 
+  if (options.env) problems.push(...placeholderDatabaseIds(config, options));
   // A fresh production config has no source yet: it deploys and serves the admin API, and accepts nothing.
   if (Object.keys(sources).length === 0) warnings.push(`${where} declares no source yet: every /webhooks/<name> answers 404 until you add a [${options.env ? `env.${options.env}.` : ""}vars.SOURCES.<name>] table`);
   else {
@@ -125,6 +127,46 @@ export async function check(options) {
     }
   }
   return report(problems, warnings, options.remote ? "remote secrets" : "");
+}
+
+/** The id the shipped config holds until `wrangler d1 create` prints the real one. */
+const PLACEHOLDER_DATABASE_ID = /^0{8}-0{4}-0{4}-0{4}-0{12}$/;
+
+/**
+ * A deployed environment whose D1 database still has the placeholder id: wrangler would fail on it mid-deploy (or
+ * bind nothing). Names the file, the line of that database_id and what to paste there.
+ * @param {{ d1_databases?: { binding: string, database_name?: string, database_id?: string }[] }} config
+ * @param {import("../project.mjs").ProjectOptions} options
+ */
+function placeholderDatabaseIds(config, options) {
+  const path = configPath(options);
+  const lines = readFileSync(path, "utf8").split(/\r?\n/);
+  return (config.d1_databases ?? [])
+    .filter((database) => PLACEHOLDER_DATABASE_ID.test(database.database_id ?? ""))
+    .map((database) => {
+      const table = `[[env.${options.env}.d1_databases]]`;
+      const line = placeholderLine(lines, table, database.binding);
+      const name = database.database_name ?? "<name>";
+      return `${path}${line ? `:${line}` : ""}: ${table} ${database.binding} still has the placeholder database_id ${database.database_id}: paste the id npx wrangler d1 create ${name} printed (or npx wrangler d1 list shows) there`;
+    });
+}
+
+/** The 1-based line of the placeholder database_id in the `table` block that binds `binding`, or 0. */
+function placeholderLine(/** @type {string[]} */ lines, /** @type {string} */ table, /** @type {string} */ binding) {
+  let inTable = false;
+  let bindsIt = false;
+  let idLine = 0;
+  for (let index = 0; index <= lines.length; index++) {
+    const line = (lines[index] ?? "[end]").trim();
+    if (line.startsWith("[")) {
+      if (inTable && bindsIt && idLine) return idLine;
+      inTable = line === table;
+      bindsIt = false;
+      idLine = 0;
+    } else if (inTable && new RegExp(`^binding\\s*=\\s*"${binding}"`).test(line)) bindsIt = true;
+    else if (inTable && /^database_id\s*=\s*"0{8}-0{4}-0{4}-0{4}-0{12}"/.test(line)) idLine = index + 1;
+  }
+  return 0;
 }
 
 /** Prints the verdict; answers the exit code. */
