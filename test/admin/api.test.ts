@@ -231,13 +231,13 @@ describe("dead letters", () => {
 
 describe("replay", () => {
   /** A dead letter whose body is fine: it died of a destination outage, which has since ended. */
-  async function seedDeadLetter(receivedAt = Date.now()) {
+  async function seedDeadLetter(receivedAt = Date.now(), eventType = "account.credited") {
     const eventKey = `msg_replay_${crypto.randomUUID()}`;
     const accountId = `acct_${eventKey}`;
     const receiptId = await seedReceipt({
       source: "admin-audit",
       eventKey,
-      eventType: "account.credited",
+      eventType,
       subjectId: accountId,
       receivedAt,
       status: "dead",
@@ -299,6 +299,22 @@ describe("replay", () => {
       await waitForStatus("admin-audit", dead.eventKey);
       expect((await account(dead.accountId))?.credits).toBe(5);
     }
+  });
+
+  it("replays by filter only the dead letters of the type asked for", async () => {
+    // A time slice nobody else writes to, holding one dead letter of each type.
+    const slice = Date.parse("2025-06-01T00:00:00Z") + Math.floor(Math.random() * 1e9);
+    const credited = await seedDeadLetter(slice);
+    const otherType = await seedDeadLetter(slice + 1, "account.closed");
+    const filter = { source: "admin-audit", type: "account.credited", since: slice, until: new Date(slice + 2).toISOString() };
+    const response = await adminPost("/admin/api/dead/replay", filter);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ replayed: 1, more: false, results: [{ receiptId: credited.receiptId, outcome: "replayed" }] });
+
+    expect(await waitForStatus("admin-audit", credited.eventKey)).toBe("processed");
+    expect((await account(credited.accountId))?.credits).toBe(5);
+    const untouched = await (await adminGet(`/admin/api/receipts/${otherType.receiptId}`)).json<{ receipt: { status: string; replayCount: number } }>();
+    expect(untouched.receipt).toMatchObject({ status: "dead", replayCount: 0 });
   });
 });
 

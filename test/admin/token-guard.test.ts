@@ -73,6 +73,27 @@ describe("a shipped example admin token", () => {
   });
 });
 
+describe("the whole admin token, and nothing less", () => {
+  it("opens neither the API nor the sign-in form for a prefix of it: one character, all but the last, or nothing", async () => {
+    const real = "a-real-admin-token-0123456789abcdef";
+    const deployed = withToken(real);
+    const address = { "cf-connecting-ip": "203.0.113.41" };
+    for (const prefix of [real.slice(0, 1), real.slice(0, -1)]) {
+      const api = await apiCall(prefix, deployed);
+      expect(api.status, `bearer ${prefix}`).toBe(401);
+      expect(api.headers.get("www-authenticate")).toBe('Bearer realm="admin"');
+    }
+    for (const prefix of ["", real.slice(0, 1), real.slice(0, -1)]) {
+      const form = await login(prefix, address, deployed);
+      expect(form.status, `form ${JSON.stringify(prefix)}`).toBe(401);
+      expect(form.headers.get("set-cookie")).toBeNull();
+    }
+    // The whole token opens both under the same env: the refusals above are the prefixes', not the setup's.
+    expect((await apiCall(real, deployed)).status).toBe(200);
+    expect((await login(real, address, deployed)).status).toBe(303);
+  });
+});
+
 describe("the sign-in throttle", () => {
   it("answers 429 with Retry-After after too many failures from one address, right token or not; other addresses are unaffected", async () => {
     const address = { "cf-connecting-ip": "203.0.113.7" };

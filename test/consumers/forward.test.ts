@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
-import { attemptRows, receiptRow, SECOND, seedReceipt, standinRequests } from "./support/processing";
+import { attemptRows, envWithSources, receiptRow, SECOND, seedReceipt, standinOrigin, standinRequests } from "./support/processing";
 
 /**
  * A forward destination served by the Node stand-in (test/setup/global/forward-standin.ts). The source
@@ -90,6 +90,20 @@ describe("forwarding to a destination that fails, times out, throttles, then suc
     expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "dead" });
     expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", lastError: "destination answered 404", hasBody: 1, attempts: 1 });
     expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "dead", httpStatus: 404, error: "destination answered 404" }]);
+  });
+
+  it("sends a redirect straight to dead without following it: a 3xx is not a delivery", async () => {
+    for (const status of [301, 302, 307, 308]) {
+      const source = `proc-forward-moved-${status}`;
+      const movedEnv = envWithSources({
+        [source]: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: `${standinOrigin()}/status/${status}` },
+      });
+      const receiptId = await seedReceipt({ source, payload: { type: "x" } });
+      expect(await processReceipt(movedEnv, receiptId), `${status}`).toEqual({ kind: "done", status: "dead" });
+      expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", lastError: `destination answered ${status}`, hasBody: 1, attempts: 1 });
+      expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "dead", httpStatus: status }]);
+      expect(await standinRequests(receiptId)).toHaveLength(1);
+    }
   });
 
   it("retries a refused connection as transient, with no HTTP status", async () => {

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processBatch, processReceipt } from "../../src/consumers/process";
 import { account, deliverDemo, planChange, waitForStatus } from "../support/deliveries";
 import { plannedOutcomes, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt } from "./support/processing";
@@ -73,6 +73,26 @@ describe("ordering by version", () => {
       }
     }
     expect(racesLostByOlder).toBeGreaterThan(0);
+  });
+});
+
+describe("ordering by version, two different events with one version", () => {
+  it("applies exactly one when both are planned before either commits: the gate treats equal as not newer", async () => {
+    const accountId = "acct_order_same_version_race";
+    const first = await seedReceipt({ source: "proc-versioned", payload: { account: accountId, plan: "plan_first", version: 3 } });
+    const second = await seedReceipt({ source: "proc-versioned", payload: { account: accountId, plan: "plan_second", version: 3 } });
+    // One batch: both handlers read "nothing stored" and plan to apply, so only the batch-level claim decides.
+    const verdicts = await processBatch(testEnv, [first, second]);
+    expect([plannedOutcomes.get(first), plannedOutcomes.get(second)]).toEqual(["apply", "apply"]);
+
+    const rows = { [first]: await receiptRow(first), [second]: await receiptRow(second) };
+    const winner = [first, second].find((receiptId) => rows[receiptId]!.status === "processed");
+    const loser = winner === first ? second : first;
+    expect(winner).toBeDefined();
+    expect(verdicts.get(loser)).toEqual({ kind: "done", status: "stale" });
+    expect(rows[loser]).toMatchObject({ status: "stale", staleAgainstVersion: 3 });
+    expect(await account(accountId)).toMatchObject({ plan: winner === first ? "plan_first" : "plan_second", credits: 1 });
+    expect(await storedVersionOf(accountId)).toBe(3);
   });
 });
 

@@ -99,6 +99,22 @@ describe("the accounts handler losing a version race", () => {
     expect(await account("acct_race_batch")).toMatchObject({ plan: "plan_v7", planVersion: 7 });
   });
 
+  it("records the second of two different plan changes carrying the same version in one batch as stale, applying only the first", async () => {
+    const t0 = Date.now();
+    // Both plan "apply" (nothing is stored yet); only the version gate can stop the second, and an equal version
+    // is not newer.
+    const seedSameVersion = (plan: string, receivedAt: number) =>
+      seedReceipt({ source: "demo", eventType: "account.plan_changed", version: 7, receivedAt, payload: planChange("acct_race_same_version", plan, 7) });
+    const first = await seedSameVersion("plan_first", t0 - 2);
+    const second = await seedSameVersion("plan_second", t0 - 1);
+    const verdicts = await processBatch(env, [first, second], t0);
+
+    expect(verdicts.get(first)).toEqual({ kind: "done", status: "processed" });
+    expect(verdicts.get(second)).toEqual({ kind: "done", status: "stale" });
+    expect(await receiptRow(second)).toMatchObject({ status: "stale", staleAgainstVersion: 7, attempts: 1 });
+    expect(await account("acct_race_same_version")).toMatchObject({ plan: "plan_first", planVersion: 7 });
+  });
+
   it("records stale against the newer version committed between the handler's plan and its commit", async () => {
     const t0 = Date.now();
     const v5 = await seedPlanChange("acct_race_between", 5);
