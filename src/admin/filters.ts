@@ -131,9 +131,10 @@ export function parseLimit(query: Query): number {
   return limit;
 }
 
+/** A quarantine page's cursor: a quarantine id, or a page's `nextCursor` (the id and each database's read time). */
 export function parseCursor(query: Query, name = "before"): string | undefined {
-  const value = text(query, name);
-  if (value !== undefined && !ULID.test(value)) invalid(name, `must be an id from a previous page's ${name === "after" ? "prevCursor" : "nextCursor"}`);
+  const value = text(query, name, MAX_CURSOR);
+  if (value !== undefined && !isReceiptCursor(value)) invalid(name, `must be an id from a previous page's ${name === "after" ? "prevCursor" : "nextCursor"}`);
   return value;
 }
 

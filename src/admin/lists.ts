@@ -1,10 +1,10 @@
 import { database } from "../db/client";
 import type { ReceiptFilter } from "./filters";
-import { quarantinePage, readQuarantine, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
+import { readQuarantineSlice, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
 import { byChange, changesPage, readChanges, type ChangesPage, type ChangesQuery } from "./receipt-changes";
 import { cursorIn, decodePagesCursor, type Direction } from "./receipt-cursor";
 import { databasesToRead } from "./receipt-databases";
-import { receiptPage } from "./receipt-pages";
+import { keysetPage, receiptPage } from "./receipt-pages";
 
 /**
  * The admin lists — receipts and dead letters, what changed since a cursor, quarantine — read across every
@@ -50,9 +50,20 @@ export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.n
   return changesPage(rows, query, now);
 }
 
-/** Quarantined deliveries, newest first, paged by quarantine id (a ULID) across databases. */
+/**
+ * Quarantined deliveries, newest first, paged by quarantine id (a ULID minted on arrival, like a receipt's) across
+ * databases. A quarantine row is relayed like a receipt, so its cursor is a receipt cursor too (each database's read
+ * time with the id boundary) and a page starts with the rows relayed behind the reader since: paging never skips one.
+ */
 export async function listQuarantine(env: Env, options: { source?: string; before?: string; limit: number }): Promise<QuarantineList> {
-  const perDatabase = await Promise.all(databasesToRead(env, options.source).map(({ env: databaseEnv }) => readQuarantine(database(databaseEnv), options)));
-  const newestFirst = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort((a, b) => (a.quarantineId < b.quarantineId ? 1 : a.quarantineId > b.quarantineId ? -1 : 0));
-  return quarantinePage(newestFirst.slice(0, options.limit + 1), options.limit);
+  const cursor = options.before !== undefined ? decodePagesCursor(options.before) : null;
+  const slices = await Promise.all(
+    databasesToRead(env, options.source).map(async ({ binding, env: databaseEnv }) => {
+      const readWith = cursor ? cursorIn(cursor, binding) : null;
+      const slice = await readQuarantineSlice(database(databaseEnv), { source: options.source, cursor: readWith, limit: options.limit });
+      return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };
+    }),
+  );
+  const { rows, nextCursor } = keysetPage(slices, cursor, "older", options.limit, (row) => row.quarantineId);
+  return { quarantine: rows, nextCursor };
 }

@@ -3,7 +3,7 @@ import type { Database } from "../db/client";
 import { attempts, quarantine, receipts, replays } from "../db/schema";
 import { d1NowMs } from "../db/clock";
 import { ulidFloor } from "../lib/ulid";
-import { caughtUpConditions, mergeCaughtUp, type Direction, type ReceiptCursor } from "./receipt-cursor";
+import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type Direction, type ReceiptCursor } from "./receipt-cursor";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import type { ReceiptFilter } from "./filters";
@@ -239,36 +239,44 @@ function parseHeaders(kept: string | null): Record<string, string> | null {
   }
 }
 
-/** One database's quarantine, newest first: `limit + 1` rows, the one more telling whether another page exists. */
-export async function readQuarantine(db: Database, options: { source?: string; before?: string; limit: number }) {
-  return db
-    .select({
-      quarantineId: quarantine.quarantineId,
-      source: quarantine.source,
-      eventKey: quarantine.eventKey,
-      reason: quarantine.reason,
-      originalReceiptId: quarantine.originalReceiptId,
-      originalSha256: quarantine.originalSha256,
-      payloadSha256: quarantine.payloadSha256,
-      receivedAt: quarantine.receivedAt,
-      bodyRetained: sql<number>`${quarantine.body} IS NOT NULL`.mapWith(Boolean),
-    })
-    .from(quarantine)
-    .where(
-      and(
-        options.source !== undefined ? eq(quarantine.source, options.source) : undefined,
-        options.before !== undefined ? lt(quarantine.quarantineId, options.before) : undefined,
-      ),
-    )
-    .orderBy(desc(quarantine.quarantineId))
-    .limit(options.limit + 1);
+const quarantineColumns = {
+  quarantineId: quarantine.quarantineId,
+  source: quarantine.source,
+  eventKey: quarantine.eventKey,
+  reason: quarantine.reason,
+  originalReceiptId: quarantine.originalReceiptId,
+  originalSha256: quarantine.originalSha256,
+  payloadSha256: quarantine.payloadSha256,
+  receivedAt: quarantine.receivedAt,
+  relayedAt: quarantine.relayedAt,
+  bodyRetained: sql<number>`${quarantine.body} IS NOT NULL`.mapWith(Boolean),
+};
+
+/**
+ * One database's part of a quarantine page (newest first), in one D1 batch: its clock, the rows relayed behind the
+ * reader since the cursor's read (through the `quarantine_relayed_at` index, in the order they were relayed), and
+ * the `limit + 1` rows below the cursor's id. receipt-cursor.ts has the argument: it holds here as for receipts.
+ */
+export async function readQuarantineSlice(db: Database, options: { source?: string; cursor: ReceiptCursor | null; limit: number }) {
+  const ofSource = options.source !== undefined ? eq(quarantine.source, options.source) : undefined;
+  const since = options.cursor ? relayedSinceRead(options.cursor, quarantine.relayedAt, quarantine.quarantineId) : null;
+  const [clock, caughtUp, ahead] = await db.batch([
+    db.select({ now: d1NowMs }).from(sql`(SELECT 1)`),
+    db
+      .select(quarantineColumns)
+      .from(quarantine)
+      .where(since ? and(ofSource, since, gt(quarantine.quarantineId, options.cursor!.receiptId)) : sql`0`)
+      .orderBy(asc(quarantine.relayedAt), asc(quarantine.quarantineId))
+      .limit(options.limit + 1),
+    db
+      .select(quarantineColumns)
+      .from(quarantine)
+      .where(and(ofSource, options.cursor ? lt(quarantine.quarantineId, options.cursor.receiptId) : undefined))
+      .orderBy(desc(quarantine.quarantineId))
+      .limit(options.limit + 1),
+  ]);
+  return { readAt: clock[0]!.now, caughtUp, ahead };
 }
 
-export type QuarantineRow = Awaited<ReturnType<typeof readQuarantine>>[number];
+export type QuarantineRow = Awaited<ReturnType<typeof readQuarantineSlice>>["ahead"][number];
 export type QuarantineList = { quarantine: QuarantineRow[]; nextCursor: string | null };
-
-/** A page from the newest `limit + 1` rows (newest first). */
-export function quarantinePage(rows: readonly QuarantineRow[], limit: number): QuarantineList {
-  const page = rows.slice(0, limit);
-  return { quarantine: page, nextCursor: rows.length > limit ? page[page.length - 1]!.quarantineId : null };
-}

@@ -1,4 +1,4 @@
-import { and, eq, gt, gte, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, eq, gt, gte, lt, or, sql, type Column, type SQL } from "drizzle-orm";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 
@@ -24,7 +24,7 @@ import { ulidFloor } from "../lib/ulid";
  * LATE_RELAY_MS): a short range of the primary key.
  */
 
-/** Must equal the literal in the partial index `receipts_late_relays` (migrations/0006_late_relays.sql). */
+/** Must equal the literal in the partial index `receipts_late_relays` (migrations/0007_late_relays.sql). */
 export const LATE_RELAY_MS = 10_000;
 
 /** Relayed late: the condition of the partial index, written the same way so that D1 can use it. */
@@ -128,14 +128,22 @@ function passed(direction: Direction, receiptId: string): SQL {
  */
 export function caughtUpConditions(cursor: ReceiptCursor, direction: Direction): { late: SQL; recent: SQL } | null {
   if (cursor.readAt === null) return null;
-  const since = cursor.caughtUpTo
-    ? or(gt(receipts.relayedAt, cursor.caughtUpTo.relayedAt), and(eq(receipts.relayedAt, cursor.caughtUpTo.relayedAt), gt(receipts.receiptId, cursor.caughtUpTo.receiptId)))!
-    : gte(receipts.relayedAt, cursor.readAt);
+  const since = relayedSinceRead(cursor, receipts.relayedAt, receipts.receiptId)!;
   const behind = passed(direction, cursor.receiptId);
   return {
     late: and(relayedLate, since, behind)!,
     recent: and(gte(receipts.receiptId, ulidFloor(cursor.readAt - LATE_RELAY_MS)), since, behind)!,
   };
+}
+
+/**
+ * Rows relayed since the cursor's read, or after the last one a catch-up listed (by relayed_at, then id); null for
+ * a cursor without a read time. The same for any table whose rows a relay inserts under ids minted on arrival.
+ */
+export function relayedSinceRead(cursor: DatabaseReadState, relayedAt: Column, rowId: Column): SQL | null {
+  if (cursor.readAt === null) return null;
+  if (!cursor.caughtUpTo) return gte(relayedAt, cursor.readAt);
+  return or(gt(relayedAt, cursor.caughtUpTo.relayedAt), and(eq(relayedAt, cursor.caughtUpTo.relayedAt), gt(rowId, cursor.caughtUpTo.receiptId)))!;
 }
 
 /** Catch-up rows from both queries: each once, in the order they were relayed. */

@@ -1,9 +1,9 @@
-import type { Page, ReceiptSlice, ReceiptSummary } from "./queries";
+import type { Page, ReceiptSummary } from "./queries";
 import { encodePagesCursor, type DatabaseReadState, type Direction, type ReceiptCursor } from "./receipt-cursor";
 
 /**
- * A receipt page from what each database returned for it (queries.ts `readReceiptSlice`): the caught-up rows
- * first, then the rows ahead of the cursor merged by id. One database gives exactly the single-database page.
+ * A receipt (or quarantine) page from what each database returned for it (queries.ts `readReceiptSlice`,
+ * `readQuarantineSlice`): the caught-up rows first, then the rows ahead of the cursor merged by id. One database gives exactly the single-database page.
  *
  * Why none is skipped across databases: every database read its own first `limit + 1` rows past the shared id
  * boundary, so any row among the first `limit` of the union is among the first `limit` of its own database and
@@ -13,17 +13,38 @@ import { encodePagesCursor, type DatabaseReadState, type Direction, type Receipt
  * whatever it relayed behind the boundary since.
  */
 
-export interface DatabaseSlice extends ReceiptSlice {
+/** What one database returned for a page: its clock at the read, the rows caught up behind the cursor, the rows ahead. */
+export interface DatabaseSlice<T> {
   binding: string;
   /** The read state this database was read with (the cursor's, or none on a first page). */
   readWith: DatabaseReadState;
+  readAt: number;
+  /** Rows relayed behind the reader since its last read here, in the order they were relayed. */
+  caughtUp: T[];
+  /** The first `limit + 1` rows past the cursor, in the direction of travel. */
+  ahead: T[];
 }
 
-const byId = (a: ReceiptSummary, b: ReceiptSummary) => (a.receiptId < b.receiptId ? -1 : a.receiptId > b.receiptId ? 1 : 0);
-const byRelay = (a: ReceiptSummary, b: ReceiptSummary) => (a.relayedAt ?? 0) - (b.relayedAt ?? 0) || byId(a, b);
+export interface KeysetPage<T> {
+  rows: T[];
+  nextCursor: string | null;
+  prevCursor: string | null;
+}
 
-export function receiptPage(slices: readonly DatabaseSlice[], cursor: Pick<ReceiptCursor, "receiptId"> | null, direction: Direction, limit: number): Page<ReceiptSummary> {
-  const freshRead = (receiptId: string) => encodePagesCursor(receiptId, slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const));
+/** Keyed rows a relay inserted: an id minted on arrival (a ULID) and D1's clock at the insert. */
+type Relayed = { relayedAt: number | null };
+
+/** The page for any such rows (receipts, quarantine), `idOf` naming each row's id. */
+export function keysetPage<T extends Relayed>(
+  slices: readonly DatabaseSlice<T>[],
+  cursor: { receiptId: string } | null,
+  direction: Direction,
+  limit: number,
+  idOf: (row: T) => string,
+): KeysetPage<T> {
+  const byId = (a: T, b: T) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0);
+  const byRelay = (a: T, b: T) => (a.relayedAt ?? 0) - (b.relayedAt ?? 0) || byId(a, b);
+  const freshRead = (rowId: string) => encodePagesCursor(rowId, slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const));
   const caughtUp = slices.flatMap((slice) => slice.caughtUp.map((row) => ({ binding: slice.binding, row }))).sort((a, b) => byRelay(a.row, b.row));
   if (cursor && caughtUp.length > limit) {
     // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it,
@@ -33,24 +54,29 @@ export function receiptPage(slices: readonly DatabaseSlice[], cursor: Pick<Recei
       cursor.receiptId,
       slices.map((slice) => {
         const last = shown.filter((entry) => entry.binding === slice.binding).at(-1)?.row;
-        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: last.receiptId } } : slice.readWith] as const;
+        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: idOf(last) } } : slice.readWith] as const;
       }),
     );
     const back = freshRead(cursor.receiptId);
-    const receipts = shown.map((entry) => entry.row);
-    return direction === "older" ? { receipts, nextCursor: resume, prevCursor: back } : { receipts, nextCursor: back, prevCursor: resume };
+    const rows = shown.map((entry) => entry.row);
+    return direction === "older" ? { rows, nextCursor: resume, prevCursor: back } : { rows, nextCursor: back, prevCursor: resume };
   }
   const room = limit - caughtUp.length;
   const ahead = slices.flatMap((slice) => slice.ahead).sort(direction === "older" ? (a, b) => byId(b, a) : byId);
   const more = ahead.length > room;
   const page = ahead.slice(0, room);
   if (direction === "newer") page.reverse();
-  const at = (receiptId: string | undefined) => (receiptId === undefined ? null : freshRead(receiptId));
-  const first = at(page[0]?.receiptId ?? cursor?.receiptId);
-  const last = at(page.at(-1)?.receiptId ?? cursor?.receiptId);
+  const at = (rowId: string | undefined) => (rowId === undefined ? null : freshRead(rowId));
+  const first = at(page[0] ? idOf(page[0]) : cursor?.receiptId);
+  const last = at(page.at(-1) ? idOf(page.at(-1)!) : cursor?.receiptId);
   return {
-    receipts: [...caughtUp.map((entry) => entry.row), ...page],
+    rows: [...caughtUp.map((entry) => entry.row), ...page],
     nextCursor: direction === "newer" || more ? last : null,
     prevCursor: direction === "newer" ? (more ? first : null) : cursor ? first : null,
   };
+}
+
+export function receiptPage(slices: readonly DatabaseSlice<ReceiptSummary>[], cursor: Pick<ReceiptCursor, "receiptId"> | null, direction: Direction, limit: number): Page<ReceiptSummary> {
+  const { rows, ...cursors } = keysetPage(slices, cursor, direction, limit, (row) => row.receiptId);
+  return { receipts: rows, ...cursors };
 }

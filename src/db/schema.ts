@@ -102,8 +102,10 @@ export const quarantine = sqliteTable(
     body: blob("body", { mode: "buffer" }),
     keptHeaders: text("kept_headers"),
     receivedAt: integer("received_at").notNull(),
+    /** D1's clock when the relay inserted the row (NULL for rows from before migrations/0012). */
+    relayedAt: integer("relayed_at"),
   },
-  (table) => [index("quarantine_source_key").on(table.source, table.eventKey)],
+  (table) => [index("quarantine_source_key").on(table.source, table.eventKey), index("quarantine_relayed_at").on(table.relayedAt)],
 );
 
 /** Never holds a row: a guard statement inserts NULL here to abort its D1 batch (see src/consumers/commit.ts). */

@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { relayBatchClock } from "../db/clock";
+import { d1NowMs, relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
@@ -95,6 +95,8 @@ async function relayToOneDatabase(
           body: record.body ? Buffer.from(record.body) : null,
           keptHeaders: record.keptHeaders,
           receivedAt: record.receivedAt,
+          // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/queries.ts).
+          relayedAt: d1NowMs,
         })
         .onConflictDoNothing()
         .returning({ storedQuarantineId: quarantine.quarantineId }),
@@ -153,6 +155,7 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
           body: claim.body ? Buffer.from(claim.body) : null,
           keptHeaders: claim.keptHeaders,
           receivedAt: claim.receivedAt,
+          relayedAt: d1NowMs,
         })
         .onConflictDoNothing(),
     ];
