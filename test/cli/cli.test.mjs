@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { cli, cliProcess, freePort, ROOT, stopLeftoverCommands, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
@@ -184,6 +185,47 @@ describe("tail, show, replay", () => {
     await tail.waitFor(new RegExp(`demo  ${receipt}  attempt 1 processed`));
     assert.match(tail.output(), new RegExp(`demo  ${receipt}  account\\.credited  key msg_\\w+  (pending|processing|processed)`));
     assert.doesNotMatch(tail.output(), /cli-github/, "--source demo shows only demo");
+    assert.equal(await tail.interrupt(), 0);
+  });
+
+  test("an idle tail backs off: a dozen seconds with nothing new is a handful of requests, and news still shows", async () => {
+    // A counting proxy in front of the receiver: every request tail makes is one line in the dev server's log.
+    const requests = /** @type {string[]} */ ([]);
+    const proxy = createServer(async (request, response) => {
+      requests.push(`${request.method} ${request.url}`);
+      const upstream = await fetch(`${receiver.url}${request.url}`, { method: request.method, headers: /** @type {Record<string, string>} */ (request.headers) });
+      response.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "application/json" });
+      response.end(Buffer.from(await upstream.arrayBuffer()));
+    });
+    await new Promise((done) => proxy.listen(0, "127.0.0.1", () => done(undefined)));
+    const proxyUrl = `http://127.0.0.1:${/** @type {import("node:net").AddressInfo} */ (proxy.address()).port}`;
+    try {
+      const tail = cliProcess(["tail", "--source", "cli-shopify", "--history", "0", ...project], { RECEIVER_URL: proxyUrl });
+      await tail.waitFor(/following .* source cli-shopify/);
+      const before = requests.length;
+      await new Promise((done) => setTimeout(done, 12_000));
+      const idle = requests.slice(before).filter((line) => line.startsWith("GET /admin/api/receipts"));
+      assert.ok(idle.length <= 6, `${idle.length} requests in 12 s of nothing new:\n${idle.join("\n")}`);
+      const sent = await cli(["send", "cli-shopify", ...project], env);
+      const eventKey = /follow it: npm run cli -- show cli-shopify (\S+)$/m.exec(sent.stdout)?.[1];
+      await tail.waitFor(new RegExp(`cli-shopify  \\S+  orders/create  key ${eventKey}`), 20_000);
+      assert.equal(await tail.interrupt(), 0);
+    } finally {
+      await new Promise((done) => proxy.close(done));
+    }
+  });
+
+  test("tail --source shows duplicate deliveries, which keep no receipt of their own", async () => {
+    const tail = cliProcess(["tail", "--source", "cli-paddle", "--interval", "300", "--history", "0", ...project], env);
+    await tail.waitFor(/following .* source cli-paddle/);
+    const id = `evt_dup_${Date.now()}`;
+    acceptedReceipt((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout);
+    for (let copy = 0; copy < 2; copy++) assert.match((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout, /"status":"duplicate"/);
+    // Each look at the tally prints what arrived since the last one: one line of 2, or two of 1.
+    const shown = () => [...tail.output().matchAll(/cli-paddle  (\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+    const deadline = Date.now() + 30_000;
+    while (shown() < 2 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 250));
+    assert.equal(shown(), 2, tail.output());
     assert.equal(await tail.interrupt(), 0);
   });
 

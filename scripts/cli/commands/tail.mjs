@@ -2,7 +2,9 @@
 // API. The API has no push channel, so this polls the newest receipts, and every few seconds asks what changed
 // since the last look among receipts received in the window (`changedSince`): a retry, replay or dismissal of
 // an older receipt shows up too. That second question reads every receipt received in the window, so it is asked
-// less often (CHANGES_EVERY_MS) and the window is a flag.
+// less often (CHANGES_EVERY_MS) and the window is a flag. Each look is a line in the dev server's log, so while
+// nothing happens the looks slow down (doubling up to IDLE_MAX_MS) and speed back up at the first news.
+// Duplicates keep no receipt: with --source, their count is read from the claim shards' tally (the stats).
 import { CliError } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 import { clock, dim, duration, printable, status } from "../format.mjs";
@@ -11,6 +13,10 @@ import { receiverUrl } from "../project.mjs";
 const STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"];
 /** How often the window is asked for changes at most. */
 const CHANGES_EVERY_MS = 5_000;
+/** The longest wait between looks while nothing is new: news seen later than this after the relay is too late. */
+const IDLE_MAX_MS = 5_000;
+/** How often the duplicate tally is read (it asks each of the source's shards). */
+const DUPLICATES_EVERY_MS = 10_000;
 
 /**
  * @param {{ source?: string, status?: string, interval?: string, history?: string, page?: string, window?: string } & import("../project.mjs").ProjectOptions} options
@@ -47,25 +53,46 @@ export async function tail(options) {
   console.log(dim(`following ${receiverUrl(options)}${options.source ? ` · source ${options.source}` : ""}${statuses.length ? ` · status ${statuses.join(",")}` : ""} · Ctrl-C to stop`));
 
   let stopped = false;
-  process.once("SIGINT", () => (stopped = true));
-  process.once("SIGTERM", () => (stopped = true));
+  /** @type {() => void} */
+  let wake = () => {};
+  const stop = () => {
+    stopped = true;
+    wake();
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  const duplicates = options.source ? await duplicateTally(options, options.source) : null;
+  let duplicatesAskedAt = Date.now();
   let lostSince = 0;
+  let waitMs = intervalMs;
   while (!stopped) {
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    await new Promise((resolve) => {
+      wake = () => resolve(undefined);
+      setTimeout(resolve, waitMs);
+    });
     if (stopped) break;
+    let news = false;
     try {
       const newest = await adminRequest(options, `/receipts?${query}`);
       if (lostSince) console.log(dim(`receiver back at ${clock(Date.now())}`));
       lostSince = 0;
-      for (const receipt of [...newest.receipts].reverse()) await report(receipt, seen, options);
+      for (const receipt of [...newest.receipts].reverse()) news = (await report(receipt, seen, options)) || news;
       if (Date.now() - changesAskedAt >= Math.max(intervalMs, CHANGES_EVERY_MS)) {
         changesAskedAt = Date.now();
         let more = true;
         while (more && !stopped) {
           changes.set("changedSince", changesCursor);
           const changed = await adminRequest(options, `/receipts?${changes}`);
-          for (const receipt of changed.receipts) await report(receipt, seen, options, Number(changesCursor.split(".")[0]));
+          for (const receipt of changed.receipts) news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
           ({ changesCursor, more } = changed);
+        }
+      }
+      if (duplicates && options.source && Date.now() - duplicatesAskedAt >= DUPLICATES_EVERY_MS) {
+        duplicatesAskedAt = Date.now();
+        const fresh = await duplicates.fresh();
+        if (fresh > 0) {
+          console.log(`${clock(Date.now())}  ${options.source}  ${fresh} duplicate deliver${fresh === 1 ? "y" : "ies"} ${dim("(answered with the first receipt; a duplicate stores nothing)")}`);
+          news = true;
         }
       }
     } catch (error) {
@@ -74,8 +101,42 @@ export async function tail(options) {
       if (!lostSince) console.log(dim(`${error.message} — still trying`));
       lostSince ||= Date.now();
     }
+    waitMs = news ? intervalMs : Math.min(Math.max(intervalMs, IDLE_MAX_MS), waitMs * 2);
   }
   return 0;
+}
+
+/**
+ * The source's duplicate deliveries since tail started, from the claim shards' hourly tally (GET /stats?source=…):
+ * `fresh()` answers how many arrived since it was last asked. Null when the source has no tally (not configured).
+ * @param {import("../project.mjs").ProjectOptions} options
+ * @param {string} source
+ */
+async function duplicateTally(options, source) {
+  const read = async () => {
+    const stats = await adminRequest(options, `/stats?source=${encodeURIComponent(source)}&window=2h`);
+    const hours = /** @type {{ hour: number, deliveries: number }[] | null | undefined} */ (stats.sources?.[0]?.duplicatesByHour);
+    return hours ? new Map(hours.map((row) => [row.hour, row.deliveries])) : null;
+  };
+  /** @type {Map<number, number> | null} */
+  let counted;
+  try {
+    counted = await read();
+  } catch (error) {
+    if (error instanceof CliError) return null;
+    throw error;
+  }
+  if (!counted) return null;
+  return {
+    async fresh() {
+      const now = await read();
+      if (!now) return 0;
+      let added = 0;
+      for (const [hour, deliveries] of now) added += Math.max(0, deliveries - (counted?.get(hour) ?? 0));
+      counted = now;
+      return added;
+    },
+  };
 }
 
 /** @param {any} receipt */
@@ -90,7 +151,7 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
 /**
  * Prints a receipt the first time it is seen, and each attempt, replay and status change after that. An older
  * receipt first seen because it changed (`changedFrom`, the changes cursor's time) shows only what happened since
- * then, not its whole history (`show` has that).
+ * then, not its whole history (`show` has that). Answers whether anything about it changed.
  * @param {any} receipt a receipt summary from the API
  * @param {Map<string, Seen>} seen
  * @param {import("../project.mjs").ProjectOptions} options
@@ -99,7 +160,7 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
 async function report(receipt, seen, options, changedFrom) {
   const before = seen.get(receipt.receiptId);
   const state = stateOf(receipt);
-  if (before?.state === state) return;
+  if (before?.state === state) return false;
   const who = `${receipt.source}  ${receipt.receiptId}`;
   if (before === undefined) {
     const older = changedFrom !== undefined ? dim(" (received earlier, changed now)") : "";
@@ -129,4 +190,5 @@ async function report(receipt, seen, options, changedFrom) {
     console.log(`${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`);
   }
   seen.set(receipt.receiptId, next);
+  return true;
 }
