@@ -86,7 +86,8 @@ export function describeUnknown(kind: string, unknown: readonly string[], allowe
     return `${JSON.stringify(name.slice(0, 64))}${meant ? ` (did you mean "${meant}"?)` : ""}`;
   });
   const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : "";
-  const accepted = allowed.length > 0 ? `accepted: ${allowed.join(", ")}` : "none are accepted here";
+  // A route may accept two lists that share names (/receipts: the filters and the changes parameters).
+  const accepted = allowed.length > 0 ? `accepted: ${[...new Set(allowed)].join(", ")}` : "none are accepted here";
   return `Unknown ${kind}${unknown.length === 1 ? "" : "s"} ${named.join(", ")}${more}; ${accepted}.`;
 }
 

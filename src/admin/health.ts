@@ -1,3 +1,5 @@
+import { plural } from "../lib/plural";
+
 /**
  * A source's health, and the reasons for it. "failing" always comes with at least one reason an operator can
  * act on: dead letters to replay or dismiss, an open alert, a broken config table.
@@ -14,9 +16,6 @@ export type HealthReason =
 /** A backlog this old makes a source unhealthy even with nothing dead. */
 export const BACKLOG_AGE_MS = 15 * 60_000;
 
-function plural(count: number, one: string, many = `${one}s`): string {
-  return `${count} ${count === 1 ? one : many}`;
-}
 
 /**
  * @example

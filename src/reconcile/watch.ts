@@ -8,6 +8,7 @@ import { receiptDatabaseEnvs } from "../sources/databases";
 import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
 import { checkpointWrite, parseCursor } from "./checkpoints";
+import { plural } from "../lib/plural";
 
 /**
  * The conditions the cron watches, for every source at once, read from D1 after the shard sweep has flushed
@@ -134,7 +135,7 @@ async function watchDatabase(db: Database, alertsDb: Database | null, sources: r
       source: source.name,
       kind: "dead-letters",
       firing: dead > baseline,
-      message: `${dead} dead receipts (was ${baseline})`,
+      message: `${plural(dead, "dead receipt")} (was ${baseline})`,
       facts: { baseline, dead },
     });
 

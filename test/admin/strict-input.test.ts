@@ -47,6 +47,10 @@ describe("unknown query parameters", () => {
   it("say what a typo was probably meant to be", async () => {
     const { error } = await (await adminGet("/admin/api/receipts?sttus=dead")).json<ErrorEnvelope>();
     expect(error.message).toContain('"sttus" (did you mean "status"?)');
+    // /receipts reads the search filters and the changes parameters, which share names: each is listed once.
+    const accepted = /accepted: (.*)\.$/.exec(error.message)![1]!.split(", ");
+    expect(accepted).toEqual([...new Set(accepted)]);
+    expect(accepted).toEqual(expect.arrayContaining(["source", "status", "limit", "changedSince"]));
     const snake = await (await adminGet("/admin/api/receipts?event_key=msg_1")).json<ErrorEnvelope>();
     expect(snake.error.message).toContain('"event_key" (did you mean "eventKey"?)');
   });

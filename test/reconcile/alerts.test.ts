@@ -87,6 +87,8 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await cronRun(now + 120_000);
     expect(await incidents("dead-letters")).toEqual([expect.objectContaining({ state: "open" })]);
     expect(await incidents("pending-age")).toEqual([expect.objectContaining({ state: "open" })]);
+    const detail = await env.DB.prepare("SELECT detail FROM alerts WHERE source = ? AND kind = 'dead-letters'").bind(source).first<{ detail: string }>();
+    expect(detail?.detail).toContain("1 dead receipt (was 0)");
 
     // Replayed and finished: both incidents resolve, each announced once each way.
     await env.DB.prepare("UPDATE receipts SET status = 'processed' WHERE source = ? AND event_key IN (?, ?)").bind(source, dead, retrying).run();

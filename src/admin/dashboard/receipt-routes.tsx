@@ -12,6 +12,7 @@ import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
 import { ReceiptPage } from "./pages/receipt";
 import { ReceiptsPage } from "./pages/receipts";
+import { plural } from "../../lib/plural";
 
 /** The dashboard's receipts and dead letters: search, one receipt, replay, dismiss and restore. */
 export const receiptPages = new Hono<AdminEnv>();
@@ -65,9 +66,6 @@ receiptPages.get("/dead", async (c) => {
   return c.html(<DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />, problem ? 400 : 200);
 });
 
-function plural(count: number, one: string, many = `${one}s`) {
-  return `${count} ${count === 1 ? one : many}`;
-}
 
 /** Every dead-letter action posts here: replay (selected or the whole page), dismiss, restore. */
 receiptPages.post("/dead/action", async (c) => {
