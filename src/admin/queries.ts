@@ -6,6 +6,7 @@ import { ulidFloor } from "../lib/ulid";
 import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type Direction, type ReceiptCursor } from "./receipt-cursor";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
+import { bodyDropsAtFor } from "./body-retention";
 import type { ReceiptFilter } from "./filters";
 
 /** Read-only audit queries behind both the admin API and the dashboard. Bodies only ever come back one receipt at a time. */
@@ -118,8 +119,11 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
   return row?.receiptId ?? null;
 }
 
-/** `bodies` is where large bodies live (the BODIES bucket, src/bodies/stored-bodies.ts). */
-export async function receiptDetail(db: Database, receiptId: string, bodies: { BODIES?: R2Bucket } = {}) {
+/**
+ * `env.BODIES` is where large bodies live (the BODIES bucket, src/bodies/stored-bodies.ts); `env.SOURCES` says when
+ * retention drops the body (`bodyDropsAt`).
+ */
+export async function receiptDetail(db: Database, receiptId: string, env: { BODIES?: R2Bucket; SOURCES?: Env["SOURCES"] } = {}) {
   const [receipt] = await db
     .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
     .from(receipts)
@@ -144,13 +148,13 @@ export async function receiptDetail(db: Database, receiptId: string, bodies: { B
       .from(quarantine)
       .where(or(eq(quarantine.originalReceiptId, receiptId), and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey))))
       .orderBy(asc(quarantine.quarantineId)),
-    readStoredBodies(bodies, receipt.bodyLocation === null ? [] : [receiptId]),
+    readStoredBodies(env, receipt.bodyLocation === null ? [] : [receiptId]),
     receipt.replayCount === 0 ? [] : replaysOf(db, receiptId),
   ]);
   const { body: rowBody, bodyLocation, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
   const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
   return {
-    receipt: { ...summary, bodyLocation, keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
+    receipt: { ...summary, bodyLocation, bodyDropsAt: bodyDropsAtFor(env, summary), keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
     attempts: withLatestAttempt(attemptRows, receipt),
     /** Every replay, oldest first (see replaysOf). */
     replays: withLatestReplay(replayRows, receipt),

@@ -2,6 +2,13 @@ import { sql } from "drizzle-orm";
 import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
+ * A receipt whose body payload retention's scan may pass without dropping (migrations/0011): a dead letter, a
+ * dismissed one, a replayed one. Written with literals, as the index is: SQLite uses a partial index only for a
+ * query that repeats its condition.
+ */
+export const HELD_BODY = sql`(status IN ('dead', 'dismissed') OR replay_count > 0) AND (body IS NOT NULL OR body_location IS NOT NULL)`;
+
+/**
  * The audit trail. Every accepted delivery becomes one receipt. Times are epoch milliseconds (INTEGER) so that
  * SQL comparisons need no date parsing. The table is WITHOUT ROWID (migrations/0002_lean_receipts.sql) and
  * carries only indexes the happy path never touches beyond the (source, event_key) arbiter: every index a write
@@ -65,6 +72,7 @@ export const receipts = sqliteTable(
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
     index("receipts_dead").on(table.source, table.receiptId).where(sql`status = 'dead'`),
+    index("receipts_held_bodies").on(table.source, table.receiptId).where(HELD_BODY),
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),

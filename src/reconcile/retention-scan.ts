@@ -5,6 +5,13 @@
 
 export const TERMINAL_STATUSES = ["processed", "stale", "skipped", "dead", "dismissed"] as const;
 const TERMINAL = new Set<string>(TERMINAL_STATUSES);
+/**
+ * Finished receipts whose body goes at payload retention. A dead letter keeps its body for the source's
+ * dead_letter_retention instead, so it can still be replayed: the body scan passes it by and the held-bodies scan
+ * (retention-held.ts) drops it then, or at payload retention once it is dismissed or replayed.
+ */
+export const PAYLOAD_EXPIRING_STATUSES = ["processed", "stale", "skipped", "dismissed"] as const;
+const PAYLOAD_EXPIRING = new Set<string>(PAYLOAD_EXPIRING_STATUSES);
 
 export interface ScannedReceipt {
   id: string;
@@ -17,7 +24,7 @@ export type RetentionAction = "drop-body" | "delete";
 
 /** Receipts of the page the action applies to now. Unfinished work (pending, processing) is never touched. */
 export function dueForAction(page: readonly ScannedReceipt[], action: RetentionAction): string[] {
-  return page.filter((row) => TERMINAL.has(row.status) && (action === "delete" || row.hasBody)).map((row) => row.id);
+  return page.filter((row) => (action === "delete" ? TERMINAL.has(row.status) : PAYLOAD_EXPIRING.has(row.status) && row.hasBody)).map((row) => row.id);
 }
 
 /**
@@ -33,9 +40,45 @@ export function advanceCursor(
 ): { cursor: string; held: boolean } {
   let cursor = from;
   for (const row of page) {
-    const needsMore = !done.has(row.id) && (action === "delete" || row.hasBody);
+    // A dead letter's body is the held-bodies scan's to drop: the body scan owes it nothing more.
+    const needsMore = !done.has(row.id) && (action === "delete" || (row.hasBody && row.status !== "dead"));
     if (needsMore) return { cursor, held: true };
     cursor = row.id;
   }
   return { cursor, held: false };
+}
+
+/** A receipt found through the held-bodies index, below its source's payload cutoff. */
+export interface HeldBody {
+  id: string;
+  status: string;
+}
+
+/**
+ * Which held bodies go now, split by the status they were read with (the write re-checks it): a dead letter once
+ * it is past the source's dead-letter cutoff (`deadLetterFloor`, the ULID floor of now − dead_letter_retention),
+ * a dismissed or replayed-and-finished one at once (the page is below the payload cutoff already). Pending and
+ * processing ones (a replay under way) wait.
+ */
+export function heldBodiesDue(page: readonly HeldBody[], deadLetterFloor: string): { dead: string[]; finished: string[] } {
+  return {
+    dead: page.filter((row) => row.status === "dead" && row.id < deadLetterFloor).map((row) => row.id),
+    finished: page.filter((row) => PAYLOAD_EXPIRING.has(row.status)).map((row) => row.id),
+  };
+}
+
+/**
+ * When retention will drop a receipt's body, for operators (the admin API's receipt detail, the dashboard): its
+ * source's dead-letter retention for a dead letter, payload retention for any other finished receipt, both counted
+ * from when it was received. A time already past means the next cron run. Null when it has no body, when it is
+ * unfinished (pending and processing receipts keep theirs whatever their age) or when no retention applies (a
+ * source no longer configured).
+ */
+export function bodyDropsAt(
+  receipt: { status: string; receivedAt: number; bodyRetained: boolean },
+  retention: { payloadRetentionMs: number; deadLetterRetentionMs: number } | null,
+): number | null {
+  if (!receipt.bodyRetained || retention === null) return null;
+  if (receipt.status === "dead") return receipt.receivedAt + retention.deadLetterRetentionMs;
+  return PAYLOAD_EXPIRING.has(receipt.status) ? receipt.receivedAt + retention.payloadRetentionMs : null;
 }

@@ -7,13 +7,15 @@ import { attempts, receipts, replays } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
-import { advanceCursor, dueForAction, TERMINAL_STATUSES, type RetentionAction, type ScannedReceipt } from "./retention-scan";
+import { dropHeldBodies } from "./retention-held";
+import { advanceCursor, dueForAction, PAYLOAD_EXPIRING_STATUSES, TERMINAL_STATUSES, type RetentionAction, type ScannedReceipt } from "./retention-scan";
 
 /**
  * Retention in D1, for every source at once:
  *   after payload retention  the body (and kept headers) of a finished receipt is dropped; the row stays as the
  *                            keyed tombstone (source, event key, payload hash), so a late resend still answers
- *                            "duplicate";
+ *                            "duplicate"; a dead letter keeps its body until dead-letter retention (the key's
+ *                            lifetime by default) or until it is dismissed (retention-held.ts);
  *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
  *                            guard), its attempts and its replays together.
  * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts).
@@ -74,6 +76,7 @@ export async function applyRetention(
       SELECT q.id FROM ${cutoffTable(keyCutoffs)} JOIN quarantine AS q ON q.source = c.source AND q.received_at < c.cutoff LIMIT ${RETENTION_BATCH})`),
   );
   const bodies = await scanBelowCutoffs(env, db, sources, now, "drop-body", deadline);
+  const heldBodies = await dropHeldBodies(env, db, sources, now, deadline);
   const bodyCutoffs = cutoffs(sources, (source) => now - source.payloadRetentionMs);
   const quarantineBodies = await untilDone(deadline, () =>
     db.run(sql`UPDATE quarantine SET body = NULL, kept_headers = NULL WHERE id IN (
@@ -81,11 +84,11 @@ export async function applyRetention(
       WHERE q.body IS NOT NULL LIMIT ${RETENTION_BATCH})`),
   );
   return {
-    bodiesDropped: bodies.changed,
+    bodiesDropped: bodies.changed + heldBodies.changed,
     quarantineBodiesDropped: quarantineBodies.changed,
     keysExpired: keys.changed,
     runsForgotten: runs.changed,
-    caughtUp: runs.caughtUp && keys.caughtUp && quarantineDeleted.caughtUp && bodies.caughtUp && quarantineBodies.caughtUp,
+    caughtUp: runs.caughtUp && keys.caughtUp && quarantineDeleted.caughtUp && bodies.caughtUp && heldBodies.caughtUp && quarantineBodies.caughtUp,
   };
 }
 
@@ -165,7 +168,7 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
     const dropped = await db
       .update(receipts)
       .set({ body: null, bodyLocation: null, keptHeaders: null })
-      .where(and(finished, or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))))
+      .where(and(inJsonList(receipts.receiptId, ids), inArray(receipts.status, [...PAYLOAD_EXPIRING_STATUSES]), or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))))
       .returning({ id: receipts.receiptId });
     return dropped.map((row) => row.id);
   }

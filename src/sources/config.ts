@@ -40,6 +40,11 @@ export interface SourceConfig {
   retry: RetryPolicy;
   payloadRetentionMs: number;
   dedupeRetentionMs: number;
+  /**
+   * How long a dead letter keeps its body (since it was received), so it can still be replayed: the key's own
+   * lifetime unless `dead_letter_retention` says less. Dismissing it hands the body back to payload retention.
+   */
+  deadLetterRetentionMs: number;
   /** Where this source's claim shards are created (see "Where shards live" in docs/architecture.md). */
   placement: ShardPlacement;
   /** The D1 binding that holds this source's receipts, attempts and handler effects (`DB` unless `database` says). */
@@ -318,6 +323,14 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   if (payloadRetentionMs > dedupeRetentionMs) {
     problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
   }
+  const deadLetterRetentionMs = durationSetting(options.dead_letter_retention, dedupeRetentionMs, `${where}: dead_letter_retention`, problems, { positive: true });
+  // Unset, it is the key's lifetime, which the payload_retention check above already holds against.
+  if (options.dead_letter_retention !== undefined && deadLetterRetentionMs > dedupeRetentionMs) {
+    problems.push(`${where}: dead_letter_retention cannot outlast dedupe_retention`);
+  }
+  if (options.dead_letter_retention !== undefined && deadLetterRetentionMs < payloadRetentionMs) {
+    problems.push(`${where}: dead_letter_retention cannot be shorter than payload_retention`);
+  }
   const placement = parsePlacement(options, where, problems);
   const database = databaseBinding(options.database, where, problems);
   const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
@@ -337,6 +350,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       retry,
       payloadRetentionMs,
       dedupeRetentionMs,
+      deadLetterRetentionMs,
       placement,
       database,
       options,

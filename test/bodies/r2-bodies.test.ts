@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { dismissAnywhere } from "../../src/admin/dismiss";
 import { replayReceipt } from "../../src/replay/replay";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
@@ -77,6 +78,33 @@ describe("bodies above the threshold live in R2", () => {
     const after = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{ receipt: { body: unknown; bodyRetained: boolean } }>();
     expect(after.receipt).toMatchObject({ body: null, bodyRetained: false });
     expect((await replayReceipt(env, receipt.receiptId)).kind).toBe("payload_expired");
+  });
+
+  it("keeps a dead letter's body in R2 past payload retention, until it is dismissed", { timeout: 120_000 }, async () => {
+    const tag = crypto.randomUUID();
+    const eventKey = `msg_large_dead_${tag}`;
+    const body = largeBody(tag);
+    expect((await post(`/webhooks/${LARGE}`, body, signDemo(eventKey, body))).status).toBe(200);
+    expect(await waitForStatus(LARGE, eventKey, ["dead"])).toBe("dead");
+    const receipt = (await row(LARGE, eventKey))!;
+    expect(receipt.bodyLocation).toBe("r2");
+
+    // Past payload retention (1h): a dead letter keeps its object, for its key's lifetime (no dead_letter_retention set).
+    const onlyThisSource = { ...env, SOURCES: { [LARGE]: (env.SOURCES as Record<string, unknown>)[LARGE] } } as Env;
+    const later = Date.now() + 2 * 3_600_000;
+    await runCron(later, onlyThisSource);
+    expect(await row(LARGE, eventKey)).toMatchObject({ bodyLocation: "r2" });
+    expect((await stored(receipt.receiptId))!.bytes).toEqual(new TextEncoder().encode(body));
+    const detail = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{ receipt: { receivedAt: number; bodyDropsAt: number } }>();
+    expect(detail.receipt.bodyDropsAt).toBe(detail.receipt.receivedAt + 35 * 86_400_000);
+
+    // Dismissed: the object and the marker go at the next run, payload retention being long past.
+    expect((await dismissAnywhere(env, [receipt.receiptId])).changed).toEqual([receipt.receiptId]);
+    await eventually(async () => {
+      await runCron(later + 1, onlyThisSource);
+      return (await row(LARGE, eventKey))?.bodyLocation === null ? true : undefined;
+    }, 60_000, "retention to drop the dismissed dead letter's R2 body");
+    expect(await stored(receipt.receiptId)).toBeNull();
   });
 
   it("keeps a body at or under the threshold in the D1 row, and honours a source's own threshold", async () => {

@@ -1,9 +1,12 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { claimEvent } from "../../src/claims/claim-event";
+import { dismissAnywhere } from "../../src/admin/dismiss";
+import { replayReceipt } from "../../src/replay/replay";
 import { loadSources } from "../../src/sources/registry";
+import { adminGet } from "../admin/support";
 import { eventually, waitForStatus } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, deliverLive, receipt, unique } from "./support";
 
@@ -112,5 +115,54 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await evidence(weekOld)).toEqual({ hasBody: 0, keptHeaders: null });
     // Past dedupe retention: gone, like the key it was evidence about.
     expect(await evidence(expired)).toBeNull();
+  });
+
+  it("keeps a dead letter's body for dead-letter retention, and hands it back to payload retention once dismissed or replayed", async () => {
+    const tag = unique();
+    const now = Date.now();
+    const deadLetterRetentionMs = loadSources(env).get(SOURCE)!.deadLetterRetentionMs;
+    expect(deadLetterRetentionMs).toBe(20 * DAY); // this source's dead_letter_retention (test/fixtures/sources/reconcile.json)
+    const kept = `msg_dead_kept_${tag}`;
+    const dismissed = `msg_dead_dismissed_${tag}`;
+    const replayed = `msg_dead_replayed_${tag}`;
+    const pastItsRetention = `msg_dead_25d_${tag}`;
+    const ages = { [kept]: 8 * DAY, [dismissed]: 8 * DAY, [replayed]: 8 * DAY, [pastItsRetention]: 25 * DAY };
+    for (const [eventKey, ageMs] of Object.entries(ages)) await receivedAgo(eventKey, JSON.stringify({ type: "thing.happened", data: { eventKey } }), ageMs, now);
+    for (const eventKey of Object.keys(ages)) {
+      expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
+      // As the consumer leaves a delivery that ran out of retries.
+      await env.DB.prepare("UPDATE receipts SET status = 'dead', last_error = 'destination kept failing' WHERE source = ? AND event_key = ?").bind(SOURCE, eventKey).run();
+    }
+
+    // Past payload retention (7 days): every dead letter inside its own retention keeps its body, so it can be replayed.
+    expect((await cronRun(now)).failures).toBeNull();
+    for (const eventKey of [kept, dismissed, replayed]) expect(await receipt(SOURCE, eventKey), eventKey).toMatchObject({ status: "dead", hasBody: 1 });
+    expect(await receipt(SOURCE, pastItsRetention)).toMatchObject({ status: "dead", hasBody: 0, keptHeaders: null });
+    expect(await tombstone(pastItsRetention)).not.toBeNull();
+
+    // The admin API and the dashboard say when it goes.
+    const keptReceipt = (await receipt(SOURCE, kept))!;
+    const detail = await (await adminGet(`/admin/api/receipts/${keptReceipt.receiptId}`)).json<{ receipt: { bodyDropsAt: number | null } }>();
+    expect(detail.receipt.bodyDropsAt).toBe(keptReceipt.receivedAt + 20 * DAY);
+    const expiredReceipt = (await receipt(SOURCE, pastItsRetention))!;
+    expect((await (await adminGet(`/admin/api/receipts/${expiredReceipt.receiptId}`)).json<{ receipt: { bodyDropsAt: number | null } }>()).receipt.bodyDropsAt).toBeNull();
+    const session = (await exports.default.fetch(new Request("https://receiver.test/admin/login", {
+      method: "POST",
+      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" },
+      redirect: "manual",
+    }))).headers.get("set-cookie")!.split(";")[0]!;
+    const receiptPage = await (await exports.default.fetch(new Request(`https://receiver.test/admin/receipts/${keptReceipt.receiptId}`, { headers: { cookie: session } }))).text();
+    const dropsAt = new Date(keptReceipt.receivedAt + 20 * DAY).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+    expect(receiptPage).toMatch(new RegExp(`id="body-drops-at"[^>]*>Kept until ${dropsAt} \\(dead-letter retention`));
+
+    // Dismissed, or replayed and finished: the body goes at payload retention, though the scan went past it as a dead letter.
+    expect((await dismissAnywhere(env, [(await receipt(SOURCE, dismissed))!.receiptId])).changed).toHaveLength(1);
+    expect((await replayReceipt(env, (await receipt(SOURCE, replayed))!.receiptId)).kind).toBe("replayed");
+    expect(await waitForStatus(SOURCE, replayed)).toBe("processed");
+    expect((await cronRun(now + 1)).failures).toBeNull();
+    expect(await receipt(SOURCE, dismissed)).toMatchObject({ status: "dismissed", hasBody: 0, keptHeaders: null });
+    expect(await receipt(SOURCE, replayed)).toMatchObject({ status: "processed", hasBody: 0, keptHeaders: null });
+    expect(await receipt(SOURCE, kept)).toMatchObject({ status: "dead", hasBody: 1 });
   });
 });

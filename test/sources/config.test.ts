@@ -75,6 +75,7 @@ describe("durations are read or refused, never silently defaulted", () => {
     ["alert_pending_after", (value: unknown) => ({ alert_pending_after: value })],
     ["payload_retention", (value: unknown) => ({ payload_retention: value })],
     ["dedupe_retention", (value: unknown) => ({ dedupe_retention: value, payload_retention: "1ms" })],
+    ["dead_letter_retention", (value: unknown) => ({ dead_letter_retention: value })],
     ["forward_timeout", (value: unknown) => ({ forward_timeout: value, destination: "https://example.com/hook" })],
     ["retry.max_age", (value: unknown) => ({ retry: { max_age: value } })],
   ] as const;
@@ -95,6 +96,14 @@ describe("durations are read or refused, never silently defaulted", () => {
     expect(source.payloadRetentionMs).toBe(2 * 86_400_000);
     expect(source.dedupeRetentionMs).toBe(40 * 86_400_000);
     expect(source.expectWithinMs).toBe(90 * 60_000);
+  });
+
+  it("keeps a dead letter's body for the key's lifetime unless dead_letter_retention says less, within the other two", () => {
+    expect(parsed({ dedupe_retention: "40d" }).deadLetterRetentionMs).toBe(40 * 86_400_000);
+    expect(parsed({ dead_letter_retention: "14d" }).deadLetterRetentionMs).toBe(14 * 86_400_000);
+    expect(problemsOf({ dead_letter_retention: "36d" })).toEqual([expect.stringMatching(/dead_letter_retention cannot outlast dedupe_retention/)]);
+    expect(problemsOf({ dead_letter_retention: "6d" })).toEqual([expect.stringMatching(/dead_letter_retention cannot be shorter than payload_retention/)]);
+    expect(problemsOf({ dead_letter_retention: "2d", payload_retention: "2d", dedupe_retention: "2d" })).toEqual([]);
   });
 });
 

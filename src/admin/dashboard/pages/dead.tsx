@@ -66,6 +66,13 @@ export function DeadLettersPage(props: { query: Query; page: ResultPage<ReceiptS
           {!props.dismissed && receipts.length > 0 && (
             <p class="muted">Dismissing says the cause is fixed or the event needs no replay: it leaves the dead count (the source stops showing red) and can be restored.</p>
           )}
+          {receipts.length > 0 && (
+            <p class="muted" id="dead-body-retention">
+              {props.dismissed
+                ? "A dismissed dead letter's body goes at its source's payload retention; the receipt page says when."
+                : "A dead letter keeps its body for its source's dead_letter_retention (by default as long as its key), so it can be replayed; each receipt page says until when."}
+            </p>
+          )}
         </form>
       )}
       {props.page && <Pager path="/admin/dead" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />}

@@ -46,6 +46,19 @@ export function timeline(detail: ReceiptDetail): TimelineEntry[] {
   return entries.sort((a, b) => a.at - b.at);
 }
 
+/** When retention drops the body: a dead letter's stays for its source's dead-letter retention, to be replayed. */
+function BodyRetention(props: { receipt: ReceiptDetail["receipt"] }) {
+  const { receipt } = props;
+  if (receipt.bodyDropsAt === null) return null;
+  const window = receipt.status === "dead" ? "dead-letter retention" : "payload retention";
+  return (
+    <p class="muted" id="body-drops-at">
+      Kept until {formatInstant(receipt.bodyDropsAt)} ({window}
+      {receipt.status === "dead" ? "; dismissing it hands the body back to payload retention" : ""}), then dropped by the next cron run.
+    </p>
+  );
+}
+
 function Actions(props: { receipt: ReceiptDetail["receipt"] }) {
   const { receipt } = props;
   const replayable = ["dead", "processed", "stale", "skipped"].includes(receipt.status) && receipt.bodyRetained;
@@ -139,6 +152,7 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
       <h2>Kept headers</h2>
       {receipt.keptHeaders ? <pre id="headers">{JSON.stringify(receipt.keptHeaders, null, 2)}</pre> : <p class="muted">None kept.</p>}
       <h2>Body</h2>
+      <BodyRetention receipt={receipt} />
       {receipt.body ? (
         <pre id="body">{receipt.body.encoding === "utf8" ? receipt.body.text : `base64: ${receipt.body.text}`}</pre>
       ) : (
