@@ -1,13 +1,23 @@
 /**
+ * The exit codes, the same for every command (docs/cli.md lists them):
+ *   0 done; 1 it ran and failed (a delivery refused, check found problems, an unexpected error);
+ *   2 the command line is wrong (an unknown option, a malformed id or value);
+ *   3 what it names does not exist (a source, receipt, event key, sample or fingerprint);
+ *   4 the setup is missing or unreachable (no receiver, no .dev.vars or config, a token or secret not set).
+ */
+export const EXIT = Object.freeze({ failed: 1, usage: 2, notFound: 3, setup: 4 });
+
+/**
  * Every failure the CLI expects ends as one line saying what went wrong and what to do; index.mjs prints it and
- * exits 1. Anything else is a bug, and even then the user sees one line (with --debug for the trace).
+ * exits with its code (EXIT). Anything else is a bug, and even then the user sees one line (with --debug for the
+ * trace).
  */
 export class CliError extends Error {
   /**
    * @param {string} message what went wrong, then what to do, as one line
-   * @param {number} [exitCode]
+   * @param {number} [exitCode] one of EXIT
    */
-  constructor(message, exitCode = 1) {
+  constructor(message, exitCode = EXIT.failed) {
     super(message);
     this.name = "CliError";
     this.exitCode = exitCode;
@@ -25,10 +35,10 @@ export function unreachable(baseUrl, error) {
   // localhost resolves to both ::1 and 127.0.0.1, and then the refusal arrives as an AggregateError of both.
   const code = cause?.code ?? cause?.errors?.[0]?.code ?? /** @type {{ code?: string }} */ (error)?.code;
   if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ECONNRESET") {
-    return new CliError(`no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`);
+    return new CliError(`no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`, EXIT.setup);
   }
   if (/** @type {{ name?: string }} */ (error)?.name === "TimeoutError") {
-    return new CliError(`the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`);
+    return new CliError(`the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`, EXIT.setup);
   }
-  return new CliError(`could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`);
+  return new CliError(`could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`, EXIT.setup);
 }

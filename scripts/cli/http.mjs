@@ -1,6 +1,6 @@
 // The CLI's two kinds of request: signed deliveries to /webhooks, and the admin API with the bearer token. Both
 // turn a connection failure or an error envelope into one line.
-import { CliError, unreachable } from "./errors.mjs";
+import { CliError, EXIT, unreachable } from "./errors.mjs";
 import { adminToken, receiverUrl } from "./project.mjs";
 
 const TIMEOUT_MS = 15_000;
@@ -45,11 +45,11 @@ export async function adminRequest(options, path, init = {}) {
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw new CliError(`${base} answered ${response.status} with something that is not the admin API: is RECEIVER_URL pointing at the receiver?`);
+    throw new CliError(`${base} answered ${response.status} with something that is not the admin API: is RECEIVER_URL pointing at the receiver?`, EXIT.setup);
   }
   if (response.ok) return parsed;
   const message = parsed?.error?.message ?? `HTTP ${response.status}`;
-  if (response.status === 401) throw new CliError(`the admin API refused the token: use the ADMIN_TOKEN the receiver has (.dev.vars locally, or export ADMIN_TOKEN=…)`);
-  if (response.status === 503) throw new CliError(`the admin API is shut: ${message} Set ADMIN_TOKEN (16+ characters) in .dev.vars and restart npm start`);
-  throw new CliError(message, response.status === 404 ? 2 : 1);
+  if (response.status === 401) throw new CliError(`the admin API refused the token: use the ADMIN_TOKEN the receiver has (.dev.vars locally, or export ADMIN_TOKEN=…)`, EXIT.setup);
+  if (response.status === 503) throw new CliError(`the admin API is shut: ${message} Set ADMIN_TOKEN (16+ characters) in .dev.vars and restart npm start`, EXIT.setup);
+  throw new CliError(message, response.status === 404 ? EXIT.notFound : response.status === 400 ? EXIT.usage : EXIT.failed);
 }

@@ -2,7 +2,7 @@
 // The receiver's command line for the local loop: send signed samples, follow and inspect receipts, replay,
 // check the config and secrets, and stand in for a forward destination. `npm run cli -- <command>`.
 import { Command, CommanderError } from "commander";
-import { CliError } from "./errors.mjs";
+import { CliError, EXIT } from "./errors.mjs";
 import { firstLine } from "./project.mjs";
 
 const [major, minor] = process.versions.node.split(".").map(Number);
@@ -109,7 +109,7 @@ try {
 } catch (error) {
   if (error instanceof CommanderError) {
     // Commander has already printed the usage problem (or the help/version it was asked for).
-    process.exitCode = error.exitCode;
+    process.exitCode = error.exitCode === 0 ? 0 : EXIT.usage;
   } else if (error instanceof CliError) {
     console.error(`error: ${error.message}`);
     process.exitCode = error.exitCode;

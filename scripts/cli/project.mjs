@@ -1,7 +1,7 @@
 // Where the CLI finds the project's settings: the wrangler config (sources, schedule), the local secrets in
 // .dev.vars, and the running receiver's URL. Every lookup that can fail says what to do about it.
 import { existsSync, readFileSync } from "node:fs";
-import { CliError } from "./errors.mjs";
+import { CliError, EXIT } from "./errors.mjs";
 
 export const DEFAULT_RECEIVER_URL = "http://127.0.0.1:8787";
 
@@ -20,10 +20,10 @@ export function receiverUrl(options = {}) {
   try {
     parsed = new URL(raw);
   } catch {
-    throw new CliError(`RECEIVER_URL ${JSON.stringify(raw)} is not a URL: use something like ${DEFAULT_RECEIVER_URL}`);
+    throw new CliError(`RECEIVER_URL ${JSON.stringify(raw)} is not a URL: use something like ${DEFAULT_RECEIVER_URL}`, EXIT.setup);
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new CliError(`RECEIVER_URL must be http:// or https://, not ${parsed.protocol}`);
+    throw new CliError(`RECEIVER_URL must be http:// or https://, not ${parsed.protocol}`, EXIT.setup);
   }
   return `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
 }
@@ -46,12 +46,12 @@ export function devVarsPath(options = {}) {
  */
 export async function readWranglerConfig(options = {}) {
   const path = configPath(options);
-  if (!existsSync(path)) throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`);
+  if (!existsSync(path)) throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`, EXIT.setup);
   const { unstable_readConfig } = await import("wrangler");
   try {
     return unstable_readConfig({ config: path, env: options.env });
   } catch (error) {
-    throw new CliError(`${path} cannot be read: ${wranglerProblem(error)}`);
+    throw new CliError(`${path} cannot be read: ${wranglerProblem(error)}`, EXIT.setup);
   }
 }
 
@@ -64,7 +64,7 @@ export async function readSources(options = {}) {
   const config = await readWranglerConfig(options);
   const sources = config.vars?.SOURCES;
   if (!sources || typeof sources !== "object" || Array.isArray(sources)) {
-    throw new CliError(`${configPath(options)} declares no [vars.SOURCES.<name>] tables${options.env ? ` for env ${options.env}` : ""}: add one (see docs/providers.md)`);
+    throw new CliError(`${configPath(options)} declares no [vars.SOURCES.<name>] tables${options.env ? ` for env ${options.env}` : ""}: add one (see docs/providers.md)`, EXIT.setup);
   }
   return /** @type {Record<string, Record<string, unknown>>} */ (sources);
 }
@@ -76,7 +76,7 @@ export async function readSources(options = {}) {
  */
 export function readDevVars(options = {}) {
   const path = devVarsPath(options);
-  if (!existsSync(path)) throw new CliError(`no ${path} yet: run npm start once (it creates it from .dev.vars.example)`);
+  if (!existsSync(path)) throw new CliError(`no ${path} yet: run npm start once (it creates it from .dev.vars.example)`, EXIT.setup);
   /** @type {Record<string, string>} */
   const vars = {};
   for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
@@ -99,7 +99,7 @@ export function adminToken(options = {}) {
   const fromEnv = process.env.ADMIN_TOKEN;
   if (fromEnv) return fromEnv;
   const token = readDevVars(options).ADMIN_TOKEN;
-  if (!token) throw new CliError(`no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`);
+  if (!token) throw new CliError(`no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`, EXIT.setup);
   return token;
 }
 

@@ -4,13 +4,15 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomInt, randomUUID } from "node:crypto";
-import { CliError } from "./errors.mjs";
+import { CliError, EXIT } from "./errors.mjs";
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));
 const SAMPLES = join(EXAMPLES, "samples");
 
+/** Every name `send` takes: the per-provider samples, then the demo's own events in examples/ (credit, plan-changed). */
 export function sampleNames() {
-  return readdirSync(SAMPLES).filter((name) => name.endsWith(".json")).map((name) => basename(name, ".json")).sort();
+  const jsonNames = (/** @type {string} */ dir) => readdirSync(dir).filter((name) => name.endsWith(".json")).map((name) => basename(name, ".json")).sort();
+  return [...jsonNames(SAMPLES), ...jsonNames(EXAMPLES)];
 }
 
 /**
@@ -30,6 +32,7 @@ export function loadSample(provider, sampleOrFile) {
       sampleOrFile === undefined
         ? `no bundled sample for provider ${provider}: pass a file, e.g. send <source> ./event.json`
         : `no file or sample named ${sampleOrFile}: samples are ${sampleNames().join(", ")}`,
+      EXIT.notFound,
     );
   }
   const text = readFileSync(path, "utf8");

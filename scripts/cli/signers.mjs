@@ -7,7 +7,7 @@ import { sign as octokitSign } from "@octokit/webhooks-methods";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import Stripe from "stripe";
 import twilioLibrary from "twilio";
-import { CliError } from "./errors.mjs";
+import { CliError, EXIT } from "./errors.mjs";
 import { appSchemes } from "./app-signers.mjs";
 import { bodyOf, valueAt, withValueAt } from "./payload.mjs";
 import { handshakeSecret, presetSpecs, signAsSpec } from "./preset-signers.mjs";
@@ -42,7 +42,7 @@ function privateKeyObject(/** @type {string} */ text, /** @type {string} */ secr
   try {
     return text.includes("BEGIN") ? createPrivateKey(text) : createPrivateKey({ key: Buffer.from(text, "base64"), format: "der", type: "pkcs8" });
   } catch {
-    throw new CliError(`${secretName}_PRIVATE_KEY is not a PKCS#8 private key: make a pair with npm run cli -- secret ed25519 ${secretName} (or p256)`);
+    throw new CliError(`${secretName}_PRIVATE_KEY is not a PKCS#8 private key: make a pair with npm run cli -- secret ed25519 ${secretName} (or p256)`, EXIT.setup);
   }
 }
 
@@ -392,7 +392,7 @@ export async function schemeFor(provider, options = {}) {
   if (written) return UNIQUE_FIELD[provider] ? withUniqueField(written, UNIQUE_FIELD[provider]) : written;
   const spec = (await presetSpecs()).get(named);
   if (!spec) {
-    throw new CliError(`provider ${JSON.stringify(provider)} is not one the receiver verifies: npm run cli -- check names the close ones, and docs/providers.md lists them all`);
+    throw new CliError(`provider ${JSON.stringify(provider)} is not one the receiver verifies: npm run cli -- check names the close ones, and docs/providers.md lists them all`, EXIT.setup);
   }
   return presetScheme(spec, UNIQUE_FIELD[provider]);
 }

@@ -1,3 +1,4 @@
+import { likelyMeant } from "../lib/likely-meant";
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import { r2BodyThresholdProblem } from "./body-threshold";
@@ -298,7 +299,8 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   const options = value as SourceOptions;
   const provider = options.provider;
   if (typeof provider !== "string" || !context.knownProviders.has(provider)) {
-    return { ok: false, problems: [...problems, `${where}: unsupported provider ${JSON.stringify(provider)}`] };
+    const meant = typeof provider === "string" ? likelyMeant(provider, [...context.knownProviders]) : null;
+    return { ok: false, problems: [...problems, `${where}: unsupported provider ${JSON.stringify(provider)}${meant ? ` (did you mean "${meant}"?)` : ""}`] };
   }
   const secretList = options.secrets;
   const secrets: SecretRef[] = [];

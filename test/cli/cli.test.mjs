@@ -167,7 +167,7 @@ describe("send", () => {
 
   test("an unknown source, a missing sample and a missing private key are one line each", async () => {
     assertOneLineError(await cli(["send", "nope", ...project], env), /^error: no source nope in the config: sources are demo, cli-svix/);
-    assertOneLineError(await cli(["send", "demo", "no-such-sample", ...project], env), /^error: no file or sample named no-such-sample: samples are .*stripe/);
+    assertOneLineError(await cli(["send", "demo", "no-such-sample", ...project], env), /^error: no file or sample named no-such-sample: samples are .*stripe.*, credit, plan-changed$/);
     const noPrivate = writeFile(workDir, "no-private.vars", testDevVars().replace(/^CLI_DISCORD_SECRET_PRIVATE_KEY=.*$/m, ""));
     assertOneLineError(
       await cli(["send", "cli-discord", "--config", project[1], "--dev-vars", noPrivate], env),
@@ -266,11 +266,33 @@ describe("tail, show, replay", () => {
     assert.match(one.stdout, new RegExp(`^replayed ${receipt}: back to pending`, "m"));
     const replayed = await showWhenFinished([receipt], /dead/);
     assert.match(replayed, /attempt 2: dead/);
+    // A second replay: the receipt's own counter restarts with each replay, the header counts every attempt listed.
+    assert.equal((await cli(["replay", receipt, ...project], env)).code, 0);
+    const deadline = Date.now() + 30_000;
+    let twice = "";
+    while (!/attempt 3: dead/.test(twice) && Date.now() < deadline) {
+      await new Promise((done) => setTimeout(done, 300));
+      twice = (await cli(["show", receipt, ...project], env)).stdout;
+    }
+    assert.match(twice, /attempt 3: dead/);
+    assert.match(twice, /^status\s+dead\s+provenance live\s+attempts 3 \(1 since the last replay\)$/m);
 
     const bulk = await cli(["replay", "--dead", "--source", "demo", "--since", new Date(Date.now() - 3_600_000).toISOString(), ...project], env);
     assert.equal(bulk.code, 0, bulk.stderr);
     assert.match(bulk.stdout, /^replayed [1-9]\d* dead letters? of demo since /m);
     assert.match(bulk.stdout, new RegExp(`^  ${receipt}$`, "m"));
+
+    // Dismissed by an operator: the timeline says when, and how to undo it.
+    await showWhenFinished([receipt], /dead/);
+    const dismissed = await fetch(`${receiver.url}/admin/api/dead/dismiss`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ receiptIds: [receipt] }),
+    });
+    assert.deepEqual((await dismissed.json()).changed, [receipt]);
+    const afterDismiss = await cli(["show", receipt, ...project], env);
+    assert.match(afterDismiss.stdout, /^status\s+dismissed/m);
+    assert.match(afterDismiss.stdout, /^  \S+Z  dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m);
 
     assertOneLineError(await cli(["replay", "01KB0000000000000000000000", ...project], env), /^error: No receipt has this id\.$/);
     assertOneLineError(await cli(["replay", "--dead", ...project], env), /needs --source/);
@@ -335,6 +357,10 @@ describe("check", () => {
     const invalid = await cli(["check", "--config", badConfig, "--dev-vars", project[3]]);
     assert.equal(invalid.code, 1);
     assert.match(invalid.stdout, /^FAIL\s+SOURCES\.cli-bad: unsupported provider "carrier-pigeon"$/m);
+
+    const typo = writeFile(workDir, "typo.toml", `${testConfig(echoPort)}\n[vars.SOURCES.cli-typo]\nprovider = "stirpe"\nsecrets = ["X"]\n`);
+    const suggested = await cli(["check", "--config-only", "--config", typo]);
+    assert.match(suggested.stdout, /^FAIL\s+SOURCES\.cli-typo: unsupported provider "stirpe" \(did you mean "stripe"\?\)$/m);
     assert.match(invalid.stderr, /^check failed: \d+ problems? above$/m);
   });
 });
@@ -391,6 +417,27 @@ describe("failures anyone hits first", () => {
     for (const args of [["send", "demo"], ["show", "01KB0000000000000000000000"], ["replay", "01KB0000000000000000000000"], ["tail"]]) {
       assertOneLineError(await cli([...args, ...project], down), /^error: no receiver at http:\/\/127\.0\.0\.1:\d+: run npm start/);
     }
+  });
+
+  test("exit codes mean the same in every command: 2 a wrong command line, 3 nothing by that name, 4 no setup", async () => {
+    const down = { RECEIVER_URL: `http://127.0.0.1:${await freePort()}/` };
+    for (const [args, where, code] of /** @type {[string[], Record<string, string>, number][]} */ ([
+      [["show", "not-a-receipt"], env, 2],
+      [["tail", "--status", "bogus"], env, 2],
+      [["send", "demo", "--no-such-option"], env, 2],
+      [["show", "01KB0000000000000000000000"], env, 3],
+      [["show", "demo", "msg_never_sent"], env, 3],
+      [["replay", "01KB0000000000000000000000"], env, 3],
+      [["send", "nope"], env, 3],
+      [["send", "demo", "no-such-sample"], env, 3],
+      [["send", "demo"], down, 4],
+      [["show", "01KB0000000000000000000000"], down, 4],
+      [["tail"], down, 4],
+    ])) {
+      const result = await cli([...args, ...project], where);
+      assert.equal(result.code, code, `${args.join(" ")}: ${result.stderr}`);
+    }
+    assert.equal((await cli(["send", "demo", "--dev-vars", `${workDir}/absent.vars`, "--config", project[1]], env)).code, 4);
   });
 
   test("no .dev.vars yet: one line saying npm start creates it", async () => {

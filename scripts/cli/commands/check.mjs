@@ -4,7 +4,7 @@ import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -82,7 +82,7 @@ async function remoteSecretNames(/** @type {import("../project.mjs").ProjectOpti
     return new Set(list.map((/** @type {{ name: string }} */ entry) => entry.name));
   } catch (error) {
     const stderr = /** @type {{ stderr?: string }} */ (error).stderr;
-    throw new CliError(`could not list the Worker's secrets (${firstLine(stderr?.trim() || error)}): run npx wrangler login, or deploy once first`);
+    throw new CliError(`could not list the Worker's secrets (${firstLine(stderr?.trim() || error)}): run npx wrangler login, or deploy once first`, EXIT.setup);
   }
 }
 

@@ -3,7 +3,7 @@
 // it does not verify so the receiver's retry path can be watched too.
 import { createServer } from "node:http";
 import { Webhook } from "standardwebhooks";
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { clock, dim, printable, status } from "../format.mjs";
 import { devVarsPath, readDevVars } from "../project.mjs";
 
@@ -12,15 +12,15 @@ import { devVarsPath, readDevVars } from "../project.mjs";
  */
 export async function echo(options) {
   const secret = process.env.GATEWAY_SIGNING_SECRET || readDevVars(options).GATEWAY_SIGNING_SECRET;
-  if (!secret) throw new CliError(`no GATEWAY_SIGNING_SECRET in ${devVarsPath(options)}: add one (npm run -s cli -- secret gateway makes it) and restart npm start`);
+  if (!secret) throw new CliError(`no GATEWAY_SIGNING_SECRET in ${devVarsPath(options)}: add one (npm run -s cli -- secret gateway makes it) and restart npm start`, EXIT.setup);
   let verifier;
   try {
     verifier = new Webhook(secret);
   } catch {
-    throw new CliError(`GATEWAY_SIGNING_SECRET in ${devVarsPath(options)} is not a whsec_<base64> secret: npm run -s cli -- secret gateway makes one`);
+    throw new CliError(`GATEWAY_SIGNING_SECRET in ${devVarsPath(options)} is not a whsec_<base64> secret: npm run -s cli -- secret gateway makes one`, EXIT.setup);
   }
   const forcedStatus = options.status === undefined ? undefined : Number(options.status);
-  if (forcedStatus !== undefined && !(forcedStatus >= 200 && forcedStatus <= 599)) throw new CliError("--status must be an HTTP status, 200 to 599");
+  if (forcedStatus !== undefined && !(forcedStatus >= 200 && forcedStatus <= 599)) throw new CliError("--status must be an HTTP status, 200 to 599", EXIT.usage);
   const port = Number(options.port ?? 8789);
   const host = options.host ?? "127.0.0.1";
 
@@ -60,7 +60,7 @@ export async function echo(options) {
   await new Promise((resolve, reject) => {
     server.once("error", (error) => {
       const code = /** @type {{ code?: string }} */ (error).code;
-      reject(new CliError(code === "EADDRINUSE" ? `port ${port} is in use: pass --port <another>` : `cannot listen on ${host}:${port} (${code ?? error.message})`));
+      reject(new CliError(code === "EADDRINUSE" ? `port ${port} is in use: pass --port <another>` : `cannot listen on ${host}:${port} (${code ?? error.message})`, EXIT.setup));
     });
     server.listen(port, host, () => resolve(undefined));
   });

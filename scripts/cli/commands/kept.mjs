@@ -1,6 +1,6 @@
 // `kept list <source>`, `kept approve <source> <fingerprint>`, `kept revoke <source> <fingerprint>`: the secrets
 // Asana and Notion sources keep from their handshakes, by fingerprint (the admin API never shows a value).
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { dateTime } from "../format.mjs";
 import { adminRequest } from "../http.mjs";
 
@@ -13,16 +13,16 @@ export const KEPT_ACTIONS = ["list", "approve", "revoke"];
  * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function kept(action, source, fingerprint, options) {
-  if (!KEPT_ACTIONS.includes(action)) throw new CliError(`unknown action ${JSON.stringify(action)}: use kept list <source>, kept approve <source> <fingerprint> or kept revoke <source> <fingerprint>`);
+  if (!KEPT_ACTIONS.includes(action)) throw new CliError(`unknown action ${JSON.stringify(action)}: use kept list <source>, kept approve <source> <fingerprint> or kept revoke <source> <fingerprint>`, EXIT.usage);
   const path = `/sources/${encodeURIComponent(source)}/kept-secrets`;
   if (action === "list") {
-    if (fingerprint !== undefined) throw new CliError("kept list takes only the source");
+    if (fingerprint !== undefined) throw new CliError("kept list takes only the source", EXIT.usage);
     const answer = await adminRequest(options, path);
     if (options.json) console.log(JSON.stringify(answer));
     else printList(source, answer.keptSecrets);
     return 0;
   }
-  if (!fingerprint) throw new CliError(`kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`);
+  if (!fingerprint) throw new CliError(`kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`, EXIT.usage);
   const answer = await adminRequest(options, `${path}/${encodeURIComponent(fingerprint)}/${action}`, { method: "POST", body: {} });
   if (options.json) console.log(JSON.stringify(answer));
   else if (action === "approve") console.log(`approved ${answer.approved.fingerprint} for ${source}: deliveries signed with it now verify`);

@@ -1,5 +1,5 @@
 // `replay <receipt-id>` and `replay --dead --source S [--since T]`: put finished receipts back on the queue.
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 
 /**
@@ -7,14 +7,14 @@ import { adminRequest } from "../http.mjs";
  * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function replay(receiptId, options) {
-  if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both");
+  if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
   if (receiptId !== undefined) {
     const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay`, { method: "POST" });
     console.log(options.json ? JSON.stringify(report) : `replayed ${report.receiptId}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
     return 0;
   }
-  if (!options.dead) throw new CliError("say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]");
-  if (!options.source) throw new CliError("replay --dead needs --source <source>, so one command never replays every source's dead letters at once");
+  if (!options.dead) throw new CliError("say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]", EXIT.usage);
+  if (!options.source) throw new CliError("replay --dead needs --source <source>, so one command never replays every source's dead letters at once", EXIT.usage);
   let total = 0;
   /** @type {string[]} */
   const ids = [];

@@ -1,7 +1,7 @@
 // `secret <kind> [NAME]`: make a new secret value. Printed on stdout only, so it can be piped straight into
 // `npx wrangler secret put` (with `npm run -s`, which keeps npm's banner off stdout).
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 
 export const SECRET_KINDS = ["gateway", "token", "whsec", "ed25519", "whpk", "p256"];
 
@@ -22,7 +22,7 @@ export function secret(kind, name) {
     case "ed25519":
     case "whpk":
     case "p256": {
-      if (!name) throw new CliError(`secret ${kind} needs the secret's name, e.g. secret ${kind} DISCORD_PUBLIC_KEY`);
+      if (!name) throw new CliError(`secret ${kind} needs the secret's name, e.g. secret ${kind} DISCORD_PUBLIC_KEY`, EXIT.usage);
       // For trying an asymmetric sender locally: the public half is what the source lists (the receiver's
       // secret), the private half is what `send` signs with. Both lines go into .dev.vars.
       const pair = kind === "p256" ? generateKeyPairSync("ec", { namedCurve: "P-256" }) : generateKeyPairSync("ed25519");
@@ -36,6 +36,6 @@ export function secret(kind, name) {
       return 0;
     }
     default:
-      throw new CliError(`unknown secret kind ${JSON.stringify(kind)}: use one of ${SECRET_KINDS.join(", ")}`);
+      throw new CliError(`unknown secret kind ${JSON.stringify(kind)}: use one of ${SECRET_KINDS.join(", ")}`, EXIT.usage);
   }
 }

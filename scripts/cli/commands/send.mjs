@@ -1,5 +1,5 @@
 // `send <source> [sample-or-file] [--id ID]`: sign a sample the way the source's provider signs and post it.
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { postWebhook } from "../http.mjs";
 import { readDevVars, readSources, receiverUrl, devVarsPath } from "../project.mjs";
 import { freshEventKey, loadSample } from "../samples.mjs";
@@ -19,7 +19,7 @@ function signingSecret(sourceName, source, vars, varsPath) {
   const found = usable.find((ref) => vars[ref.name]);
   if (!found) {
     const listed = names.map((ref) => ref.name).join(", ") || "(none)";
-    throw new CliError(`source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`);
+    throw new CliError(`source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`, EXIT.setup);
   }
   return { name: found.name, value: vars[found.name] };
 }
@@ -32,7 +32,7 @@ function signingSecret(sourceName, source, vars, varsPath) {
 export async function send(sourceName, sampleOrFile, options) {
   const sources = await readSources(options);
   const source = sources[sourceName];
-  if (!source) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`);
+  if (!source) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`, EXIT.notFound);
   const provider = String(source.provider);
   const scheme = await schemeFor(provider, source);
   const vars = readDevVars(options);
@@ -49,7 +49,7 @@ export async function send(sourceName, sampleOrFile, options) {
       // Asymmetric schemes list the sender's public key; signing locally needs its private half next to it.
       const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
       if (!privateKey) {
-        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : secret.value.startsWith("whpk_") ? "whpk" : "ed25519"} ${secret.name} prints a pair)`);
+        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : secret.value.startsWith("whpk_") ? "whpk" : "ed25519"} ${secret.name} prints a pair)`, EXIT.setup);
       }
       return privateKey;
     },
@@ -59,7 +59,7 @@ export async function send(sourceName, sampleOrFile, options) {
   });
   for (const header of options.header ?? []) {
     const at = header.indexOf(":");
-    if (at <= 0) throw new CliError(`--header ${JSON.stringify(header)} is not name:value`);
+    if (at <= 0) throw new CliError(`--header ${JSON.stringify(header)} is not name:value`, EXIT.usage);
     request.headers[header.slice(0, at).trim().toLowerCase()] = header.slice(at + 1).trim();
   }
   const response = await postWebhook(url, request);

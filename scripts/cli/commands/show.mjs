@@ -1,5 +1,5 @@
 // `show <receipt-id>` or `show <source> <event-key>`: one receipt, its timeline and its outcome.
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 import { clock, dateTime, dim, duration, printable, status } from "../format.mjs";
 
@@ -15,7 +15,7 @@ export async function show(first, eventKey, options) {
     ? `/receipts/${first}`
     : `/sources/${encodeURIComponent(first)}/events/${encodeURIComponent(eventKey ?? "")}`;
   if (eventKey === undefined && !RECEIPT_ID.test(first)) {
-    throw new CliError(`${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`);
+    throw new CliError(`${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`, EXIT.usage);
   }
   const detail = await adminRequest(options, path);
   if (options.json) {
@@ -40,7 +40,10 @@ export function describe(detail, withBody) {
   if (receipt.subjectId || receipt.version !== null) {
     lines.push(`subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
   }
-  lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${receipt.attempts}`, "", "timeline");
+  // The receipt's own counter restarts with each replay; attempt numbers go on across them.
+  const attemptsEver = Math.max(receipt.attempts ?? 0, ...(detail.attempts ?? []).map((/** @type {any} */ attempt) => attempt.attemptNumber));
+  const sinceReplay = (receipt.replayCount ?? 0) > 0 && attemptsEver !== receipt.attempts ? ` (${receipt.attempts} since the last replay)` : "";
+  lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${attemptsEver}${sinceReplay}`, "", "timeline");
   /** @type {[number, string][]} */
   const events = [];
   if (receipt.occurredAt) events.push([receipt.occurredAt, "occurred (provider's time)"]);
@@ -54,7 +57,9 @@ export function describe(detail, withBody) {
     const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null && attempt.durationMs !== undefined ? ` in ${duration(attempt.durationMs)}` : ""}`;
     events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
   }
-  if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status)}`]);
+  if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status === "dismissed" ? "dead" : receipt.status)}`]);
+  // A restore clears the time (the receipt is exactly the dead letter it was), so only a standing dismissal shows.
+  if (receipt.dismissedAt) events.push([receipt.dismissedAt, "dismissed by an operator: out of the dead letters (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)"]);
   events.sort((a, b) => a[0] - b[0]);
   for (const [at, what] of events) lines.push(`  ${dateTime(at)}  ${what}`);
   if (receipt.nextAttemptAt && (receipt.status === "pending" || receipt.status === "processing")) {
@@ -85,6 +90,8 @@ function outcomeSentence(receipt) {
       return `${status("stale")}: an equal or newer version was already applied${receipt.staleAgainstVersion !== null && receipt.staleAgainstVersion !== undefined ? ` (version ${receipt.staleAgainstVersion})` : ""}`;
     case "skipped":
       return `${status("skipped")}: nothing to do for this event${receipt.lastError ? ` (${printable(receipt.lastError)})` : ""}`;
+    case "dismissed":
+      return `${status("dismissed")}: a dead letter set aside by an operator${receipt.lastError ? ` (${printable(receipt.lastError)})` : ""}`;
     case "pending":
     case "processing":
       return `${status(receipt.status)}: not finished yet${receipt.lastError ? `; last error: ${printable(receipt.lastError)}` : ""}`;

@@ -5,7 +5,7 @@
 // less often (CHANGES_EVERY_MS) and the window is a flag. Each look is a line in the dev server's log, so while
 // nothing happens the looks slow down (doubling up to IDLE_MAX_MS) and speed back up at the first news.
 // Duplicates keep no receipt: with --source, their count is read from the claim shards' tally (the stats).
-import { CliError } from "../errors.mjs";
+import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 import { clock, dim, duration, printable, status } from "../format.mjs";
 import { receiverUrl } from "../project.mjs";
@@ -24,16 +24,16 @@ const DUPLICATES_EVERY_MS = 10_000;
 export async function tail(options) {
   const statuses = options.status?.split(",").map((word) => word.trim()).filter(Boolean) ?? [];
   const unknown = statuses.filter((word) => !STATUSES.includes(word));
-  if (unknown.length > 0) throw new CliError(`unknown status ${unknown.join(", ")}: use any of ${STATUSES.join(", ")}`);
+  if (unknown.length > 0) throw new CliError(`unknown status ${unknown.join(", ")}: use any of ${STATUSES.join(", ")}`, EXIT.usage);
   const intervalMs = Math.max(200, Number(options.interval ?? 1000));
   const history = Math.min(200, Math.max(0, Number(options.history ?? 10)));
   const page = Number(options.page ?? 50);
-  if (!Number.isInteger(page) || page < 1 || page > 200) throw new CliError(`--page ${options.page}: use a whole number from 1 to 200`);
+  if (!Number.isInteger(page) || page < 1 || page > 200) throw new CliError(`--page ${options.page}: use a whole number from 1 to 200`, EXIT.usage);
   const query = new URLSearchParams({ limit: String(page) });
   if (options.source) query.set("source", options.source);
   if (statuses.length > 0) query.set("status", statuses.join(","));
   const window = options.window ?? "6h";
-  if (!/^\d+(ms|s|m|h|d)$/.test(window)) throw new CliError(`--window ${window}: use a duration like 30m, 6h or 2d (at most 7d)`);
+  if (!/^\d+(ms|s|m|h|d)$/.test(window)) throw new CliError(`--window ${window}: use a duration like 30m, 6h or 2d (at most 7d)`, EXIT.usage);
   const changes = new URLSearchParams(query);
   changes.set("window", window);
   changes.set("limit", "200");
