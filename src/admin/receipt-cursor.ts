@@ -1,6 +1,7 @@
-import { and, eq, gt, gte, lt, or, sql, type Column, type SQL } from "drizzle-orm";
+import { and, eq, gt, gte, lt, or, type Column, type SQL } from "drizzle-orm";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
+import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 
 /**
  * Paging receipts without skipping late relays.
@@ -24,11 +25,7 @@ import { ulidFloor } from "../lib/ulid";
  * LATE_RELAY_MS): a short range of the primary key.
  */
 
-/** Must equal the literal in the partial index `receipts_late_relays` (migrations/0007_late_relays.sql). */
-export const LATE_RELAY_MS = 10_000;
-
-/** Relayed late: the condition of the partial index, written the same way so that D1 can use it. */
-const relayedLate = sql`${receipts.relayedAt} > ${receipts.receivedAt} + 10000`;
+export { LATE_RELAY_MS };
 
 /** Where a reader stands in one database: that database's D1 clock at the read, and an unfinished catch-up. */
 export interface DatabaseReadState {

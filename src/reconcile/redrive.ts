@@ -2,21 +2,21 @@ import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
 import { PRUNE_READ_LIMIT } from "../claims/shard";
 import { logError } from "../lib/log";
-import { and, eq, gt, inArray, isNotNull, isNull, lt, lte, or, asc } from "drizzle-orm";
+import { and, eq, isNotNull, isNull, lt, lte, or, asc } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { attempts, receipts } from "../db/schema";
 import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
-import { ulidFloor } from "../lib/ulid";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
+import { scanForStuck, STUCK_SCAN_CURSOR } from "./stuck-scan";
 
 /**
  * Re-drive: finish work that stalled at a boundary nobody will revisit on their own.
  *   - a claim shard holding accepted claims whose relay alarm keeps failing or was lost (the same visit prunes
  *     the shard's keys past dedupe retention);
- *   - a pending receipt whose queue message never arrived (or was dropped after a retry);
+ *   - a pending receipt whose queue message never arrived (or was dropped after a retry), however late it reached D1;
  *   - a receipt leased by a consumer that died before finishing.
  * Every change is claimed with one conditional UPDATE … RETURNING, so two overlapping runs never both re-enqueue
  * the same receipt, and a re-enqueue that does slip through is harmless: the lease and the committed_at guard
@@ -25,7 +25,7 @@ import { readCheckpoint, writeCheckpoint } from "./checkpoints";
 
 /** A receipt not picked up this long after it should have been is treated as lost by the queue. */
 export const OVERDUE_GRACE_MS = 10 * 60_000;
-/** Receipts re-enqueued per run, per kind; the rest wait for the next run. */
+/** Overdue retries and expired leases re-enqueued per run, each; the rest wait for the next run. */
 export const REDRIVE_BATCH = 200;
 /** Relay batches per shard per visit (each batch is at most the shard's relay batch size). */
 const SHARD_RELAY_ROUNDS = 4;
@@ -87,8 +87,6 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
   return counts;
 }
 
-const OVERDUE_SCAN_CURSOR = "overdue-scan";
-
 /**
  * The due time a re-driven receipt gets: the run's clock, but never ahead of the wall clock the consumers judge
  * readiness by (a run's clock is injectable, and a clock ahead would park the receipt instead of waking it).
@@ -97,17 +95,18 @@ const OVERDUE_SCAN_CURSOR = "overdue-scan";
 function dueNow(now: number): number {
   return Math.min(now, Date.now());
 }
-/** Receipts read per page of the overdue scan, and pages per run: each receipt is read by it about once. */
-const SCAN_PAGE = 500;
-const SCAN_PAGES_PER_RUN = 40;
+/** Receipts claimed by one UPDATE (and sent by one enqueue): a bounded JSON list per statement. */
+const CLAIM_CHUNK = 500;
 
 /**
- * Receipts nobody will come back to on their own, found without an index the happy path would pay for:
- *   - retries overdue by the grace period (the partial index receipts_retrying holds only receipts that failed);
- *   - receipts never attempted, or leased by a consumer that died, whose queue message was lost: a scan along the
- *     id (time) order from a checkpoint, reading each receipt once, once it is older than the grace period.
+ * Receipts nobody will come back to on their own:
+ *   - retries overdue by the grace period, through the partial index receipts_retrying (only receipts that failed,
+ *     were re-driven, replayed or are waiting for a broken source's fix have a due time);
+ *   - receipts never attempted, or whose first attempt's lease ran out, whose queue message was lost: found by the
+ *     stuck scan (stuck-scan.ts) in the order they reached D1, once they have been there the grace period.
  * Each one found is claimed by setting next_attempt_at to now (so the next run waits another grace period) and
- * re-enqueued; a re-enqueue that races a live consumer is harmless (commit guard, lease).
+ * re-enqueued; a re-enqueue that races a live consumer is harmless (commit guard, lease). The scan's cursor moves
+ * only once what it found is claimed: a run that fails in between is repeated by the next one.
  */
 export async function reenqueueOverdue(env: Env, now: number): Promise<number> {
   const cutoff = now - OVERDUE_GRACE_MS;
@@ -125,52 +124,29 @@ export async function reenqueueOverdue(env: Env, now: number): Promise<number> {
     )
     .orderBy(asc(receipts.nextAttemptAt))
     .limit(REDRIVE_BATCH);
+  const scan = await scanForStuck(env, now, cutoff);
+  const found = [...new Set([...overdueRetries, ...scan.stuck].map((row) => row.receiptId))];
 
-  const found = [...overdueRetries];
-  const scanFrom = (await readCheckpoint<{ after: string }>(env, "*", OVERDUE_SCAN_CURSOR))?.after ?? "";
-  const scanUntil = ulidFloor(cutoff);
-  let after = scanFrom;
-  for (let page = 0; page < SCAN_PAGES_PER_RUN; page++) {
-    const rows = await db
-      .select({
-        receiptId: receipts.receiptId,
-        source: receipts.source,
-        status: receipts.status,
-        nextAttemptAt: receipts.nextAttemptAt,
-        leaseUntil: receipts.leaseUntil,
-      })
-      .from(receipts)
-      .where(and(gt(receipts.receiptId, after), lt(receipts.receiptId, scanUntil)))
-      .orderBy(asc(receipts.receiptId))
-      .limit(SCAN_PAGE);
-    for (const row of rows) {
-      const neverAttempted = row.status === "pending" && row.nextAttemptAt === null;
-      // A first attempt's lease: a leased retry (next_attempt_at set) is returnExpiredLeases' to take back.
-      const abandonedLease = row.status === "processing" && row.nextAttemptAt === null && (row.leaseUntil ?? 0) < now;
-      if (neverAttempted || abandonedLease) found.push(row);
-    }
-    if (rows.length === 0) break;
-    after = rows.at(-1)!.receiptId;
-    if (rows.length < SCAN_PAGE) break;
-  }
-  if (after !== scanFrom) await writeCheckpoint(env, "*", OVERDUE_SCAN_CURSOR, { after }, now);
-  if (found.length === 0) return 0;
-
-  const claimed = await db
-    .update(receipts)
-    .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
-    .where(
-      and(
-        inJsonList(receipts.receiptId, found.map((row) => row.receiptId)),
-        or(
-          and(eq(receipts.status, "pending"), or(isNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, cutoff))),
-          and(eq(receipts.status, "processing"), lt(receipts.leaseUntil, now)),
+  let claimedCount = 0;
+  for (let start = 0; start < found.length; start += CLAIM_CHUNK) {
+    const claimed = await db
+      .update(receipts)
+      .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
+      .where(
+        and(
+          inJsonList(receipts.receiptId, found.slice(start, start + CLAIM_CHUNK)),
+          or(
+            and(eq(receipts.status, "pending"), or(isNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, cutoff))),
+            and(eq(receipts.status, "processing"), isNull(receipts.nextAttemptAt), lt(receipts.leaseUntil, now)),
+          ),
         ),
-      ),
-    )
-    .returning({ receiptId: receipts.receiptId, source: receipts.source });
-  await enqueueReceipts(env, claimed);
-  return claimed.length;
+      )
+      .returning({ receiptId: receipts.receiptId, source: receipts.source });
+    await enqueueReceipts(env, claimed);
+    claimedCount += claimed.length;
+  }
+  if (scan.next) await writeCheckpoint(env, "*", STUCK_SCAN_CURSOR, scan.next, now);
+  return claimedCount;
 }
 
 /**

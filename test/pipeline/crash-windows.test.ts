@@ -5,7 +5,8 @@ import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import worker from "../../src/index";
-import { enqueueReceipts } from "../../src/relay/enqueue";
+import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
+import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { breakShardBindings, failCommitFor, lossyQueue, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
 import { keysInOneShard, processedCount, receiptsFor, settle, shardClaim } from "../support/storage";
@@ -96,7 +97,7 @@ describe("crash window 1: after the claim, before the relay", () => {
 describe("crash window 2: after the relay, before processing", () => {
   beforeEach(settle);
 
-  it("finishes a receipt whose queue message was lost, once, when it is enqueued again", async () => {
+  it("finishes a receipt whose queue message was lost, once, when the cron's re-drive finds it", { timeout: CRON_TEST_TIMEOUT_MS }, async () => {
     const [eventKey] = keysInOneShard("msg_lost_message", 1);
     const shard = shardFor(env, SOURCE, eventKey!);
     const restore = await breakShardBindings(shard, { WORK_QUEUE: lossyQueue() });
@@ -110,9 +111,10 @@ describe("crash window 2: after the relay, before processing", () => {
     expect(await receiptsFor(SOURCE, eventKey!)).toEqual([expect.objectContaining({ receiptId: accepted.receipt, status: "pending", attempts: 0 })]);
     expect(await account("acct_lost_message")).toBeNull();
 
-    // The re-drive (what the cron does for stuck receipts) sends it again, twice over, concurrently.
-    await enqueueReceipts(env, [{ source: "demo", receiptId: accepted.receipt }, { source: "demo", receiptId: accepted.receipt }]);
-    await Promise.all([enqueueReceipts(env, [{ source: "demo", receiptId: accepted.receipt }]), enqueueReceipts(env, [{ source: "demo", receiptId: accepted.receipt }])]);
+    // Nothing else will send it again: the cron's re-drive does, once the receipt has waited past its grace period.
+    // Two runs at once, as overlapping crons would: one claims it, and it is applied once.
+    const later = Date.now() + OVERDUE_GRACE_MS + 60_000;
+    await Promise.all([runCron(later), runCron(later + 1)]);
     expect(await waitForStatus(SOURCE, eventKey!)).toBe("processed");
     await new Promise((resolve) => setTimeout(resolve, 500));
     await expectExactlyOnce([eventKey!], "acct_lost_message", 15);

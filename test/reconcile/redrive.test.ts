@@ -10,32 +10,47 @@ import type { ClaimShard } from "../../src/claims/shard";
 import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
-import { eventually, waitForStatus } from "../support/deliveries";
+import { account, credit, waitForStatus } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-stuck";
 const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
 
-/** A receipt row as the relay would have written it, `ageMs` ago, in the given state. */
+/**
+ * A receipt row as the relay would have written it, received `ageMs` before `clock`, in the given state. Relayed on
+ * receipt unless `relayedAt` says when it reached D1.
+ */
 async function storedReceipt(
   eventKey: string,
-  fields: { status: string; nextAttemptAt?: number; leaseUntil?: number; attempts?: number; leaseGeneration?: number },
+  fields: {
+    status: string;
+    nextAttemptAt?: number;
+    leaseUntil?: number;
+    attempts?: number;
+    leaseGeneration?: number;
+    relayedAt?: number;
+    source?: string;
+    eventType?: string;
+    payload?: unknown;
+  },
   ageMs: number,
-  now: number,
+  clock: number,
 ) {
-  const receiptId = ulid(now - ageMs);
+  const receiptId = ulid(clock - ageMs);
   await env.DB.prepare(
-    `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts, lease_generation)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO receipts (id, source, event_key, event_type, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts, lease_generation)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       receiptId,
-      SOURCE,
+      fields.source ?? SOURCE,
       eventKey,
+      fields.eventType ?? null,
       "0".repeat(64),
-      utf8Bytes("{}"),
-      now - ageMs,
-      now - ageMs,
+      utf8Bytes(JSON.stringify(fields.payload ?? {})),
+      clock - ageMs,
+      fields.relayedAt ?? clock - ageMs,
       fields.status,
       fields.nextAttemptAt ?? null,
       fields.leaseUntil ?? null,
@@ -44,6 +59,23 @@ async function storedReceipt(
     )
     .run();
   return receiptId;
+}
+
+/**
+ * Each test's cron clock, an hour past the previous one's (and past now). The re-drive's cursors only move forward
+ * with the clocks the runs are given, so a test's receipts, stored relative to its own clock, are never behind a
+ * cursor an earlier test moved: no test has to reset one.
+ */
+let lastClock = 0;
+function laterClock(): number {
+  lastClock = Math.max(Date.now(), lastClock) + HOUR;
+  return lastClock;
+}
+
+async function row(receiptId: string) {
+  return env.DB.prepare("SELECT status, attempts, next_attempt_at AS nextAttemptAt, lease_until AS leaseUntil FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ status: string; attempts: number; nextAttemptAt: number | null; leaseUntil: number | null }>();
 }
 
 describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
@@ -79,12 +111,12 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
   });
 
   it("re-enqueues a pending receipt whose message never came, and takes back expired leases", async () => {
-    const now = Date.now();
+    const now = laterClock();
     const overdue = `msg_overdue_${unique()}`;
     const abandonedFirst = `msg_abandoned_${unique()}`;
     const leased = `msg_leased_${unique()}`;
     const fresh = `msg_fresh_${unique()}`;
-    // Never attempted, 20 minutes old: its message was lost. Found by the id-order scan.
+    // Never attempted, 20 minutes old: its message was lost. Found by the stuck scan.
     await storedReceipt(overdue, { status: "pending" }, 20 * MINUTE, now);
     // A first attempt that took a lease and died with its message: also found by the scan, once past the grace.
     await storedReceipt(abandonedFirst, { status: "processing", leaseUntil: now - 14 * MINUTE, attempts: 0, leaseGeneration: 1 }, 20 * MINUTE, now);
@@ -101,9 +133,6 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Relayed a minute ago and not yet consumed: within the grace period, so left alone.
     await storedReceipt(fresh, { status: "pending" }, MINUTE, now);
 
-    // The scan reads receipts in id (time) order once each, from a checkpoint; the test before this one moved it
-    // past these back-dated ids, so start it afresh, as on a new deployment.
-    await env.DB.prepare("DELETE FROM checkpoints WHERE reconciler = 'overdue-scan'").run();
     const run = await cronRun(now);
     expect(run.failures).toBeNull();
     expect(run.counts.redrive.overdueReenqueued).toBe(2);
@@ -124,6 +153,62 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const again = await cronRun(now + 1000);
     expect(again.counts.redrive.overdueReenqueued).toBe(0);
     expect(again.counts.redrive.expiredLeasesReturned).toBe(0);
+  });
+
+  it("finds a receipt that reached D1 late, after the scan had passed its id, once it has been there the grace period", async () => {
+    const clock = laterClock();
+    // The scan passes every id received before clock - 10 min.
+    expect((await cronRun(clock)).failures).toBeNull();
+    // Received three hours before, relayed only now (a relay held up by an outage): its id sorts far behind the scan.
+    const eventKey = `msg_late_relay_${unique()}`;
+    const receiptId = await storedReceipt(eventKey, { status: "pending", relayedAt: clock }, 3 * HOUR, clock);
+    // Its message is lost. Five minutes on it may still be on its way: left alone.
+    expect((await cronRun(clock + 5 * MINUTE)).failures).toBeNull();
+    expect(await row(receiptId)).toMatchObject({ status: "pending", nextAttemptAt: null });
+    // Past the grace period after it reached D1, it is re-driven and finishes.
+    const run = await cronRun(clock + 11 * MINUTE);
+    expect(run.failures).toBeNull();
+    expect(run.counts.redrive.overdueReenqueued).toBe(1);
+    expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
+    expect((await cronRun(clock + 12 * MINUTE)).counts.redrive.overdueReenqueued).toBe(0);
+  });
+
+  it("waits for a first attempt's live lease instead of passing it, and re-drives it once the lease has run out", async () => {
+    const clock = laterClock();
+    const eventKey = `msg_live_lease_${unique()}`;
+    // Relayed 20 minutes ago; a consumer took its lease a minute ago and then died with the message.
+    const receiptId = await storedReceipt(eventKey, { status: "processing", leaseUntil: clock + 4 * MINUTE, leaseGeneration: 1 }, 20 * MINUTE, clock);
+    const first = await cronRun(clock);
+    expect(first.failures).toBeNull();
+    expect(await row(receiptId)).toMatchObject({ status: "processing", leaseUntil: clock + 4 * MINUTE, nextAttemptAt: null });
+    // The lease has run out by the next run, which reads the receipt again.
+    const second = await cronRun(clock + 5 * MINUTE);
+    expect(second.failures).toBeNull();
+    expect(second.counts.redrive.overdueReenqueued).toBe(1);
+    expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
+  });
+
+  it("re-enqueues a pending retry whose message was lost, and it is processed once", async () => {
+    const clock = laterClock();
+    const eventKey = `msg_lost_retry_${unique()}`;
+    const accountId = `acct_lost_retry_${unique()}`;
+    // Its first attempt failed and scheduled a retry for 11 minutes ago; the retry's message never came.
+    const receiptId = await storedReceipt(
+      eventKey,
+      { source: "demo", eventType: "account.credited", payload: credit(accountId, 7), status: "pending", attempts: 1, leaseGeneration: 1, nextAttemptAt: clock - 11 * MINUTE },
+      15 * MINUTE,
+      clock,
+    );
+    const run = await cronRun(clock);
+    expect(run.failures).toBeNull();
+    expect(run.counts.redrive.overdueReenqueued).toBe(1);
+    expect(await waitForStatus("demo", eventKey, ["processed"])).toBe("processed");
+    expect((await account(accountId))?.credits).toBe(7);
+    // Nothing is left to find, and the effect is not applied again.
+    expect((await cronRun(clock + 11 * MINUTE)).counts.redrive.overdueReenqueued).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await row(receiptId))?.status).toBe("processed");
+    expect((await account(accountId))?.credits).toBe(7);
   });
 
   it("keeps one message in flight for a receipt of a broken source: the consumer's wait is a due time the re-drive respects", async () => {
