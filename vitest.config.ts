@@ -59,11 +59,18 @@ async function reserveStandinPort(): Promise<number> {
 function pointAtStandin(sources: Record<string, Json>, origin: string): Record<string, Json> {
   return Object.fromEntries(
     Object.entries(sources).map(([name, table]) => {
-      const destination = (table as { destination?: unknown }).destination;
-      if (typeof destination !== "string" || !destination.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)) return [name, table];
-      return [name, { ...(table as Record<string, Json>), destination: origin + destination.slice(FIXTURE_STANDIN_ORIGIN.length) }];
+      const pointed = pointDestination(table as Record<string, Json>, origin);
+      const routes = (table as { routes?: unknown }).routes;
+      // A route's destination (docs/routing.md) is pointed the same way as a source's own.
+      return [name, Array.isArray(routes) ? { ...pointed, routes: routes.map((route) => pointDestination(route as Record<string, Json>, origin)) } : pointed];
     }),
   );
+}
+
+function pointDestination(table: Record<string, Json>, origin: string): Record<string, Json> {
+  const destination = table.destination;
+  if (typeof destination !== "string" || !destination.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)) return table;
+  return { ...table, destination: origin + destination.slice(FIXTURE_STANDIN_ORIGIN.length) };
 }
 
 const globalSetup = readdirSync("./test/setup/global")

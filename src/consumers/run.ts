@@ -6,6 +6,7 @@ import type { AttemptResult } from "./decide";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
 import { handlerFor } from "../handlers/registry";
+import { applyRoute } from "../routing/route";
 import { OutcomeUnknown, PermanentFailure, TransientFailure, type HandlerPlan } from "../handlers/types";
 import { LEASE_RACE_RETRY_SECONDS, LeasedElsewhere, type LazyLease } from "./lease";
 import type { ReceiptForWork } from "./load";
@@ -31,6 +32,10 @@ async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now:
   const { destination } = source;
   if (destination.kind === "none") return { result: { status: "skipped", reason: "source has no destination" }, plan: null };
   if (!receipt.body) return { result: { status: "dead", error: "payload no longer retained" }, plan: null };
+  // The route's filter, schema and transform (src/routing/route.ts); a plain route passes the stored bytes as they are.
+  const routed = await applyRoute(source.route, { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId });
+  if (routed.kind === "skip") return { result: { status: "skipped", reason: routed.reason }, plan: null };
+  if (routed.kind === "refuse") return { result: { status: "dead", error: routed.error }, plan: null };
   if (destination.kind === "forward") {
     const signingSecret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);
     if (signingSecret === null) return { result: { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` }, plan: null };
@@ -43,8 +48,8 @@ async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now:
         source: receipt.source,
         eventKey: receipt.eventKey,
         eventType: receipt.eventType,
-        body: receipt.body,
-        contentType: headers["content-type"] ?? "application/json",
+        body: routed.transformed?.body ?? receipt.body,
+        contentType: routed.transformed ? "application/json" : (headers["content-type"] ?? "application/json"),
       },
       signingSecret,
       now,
@@ -72,7 +77,7 @@ async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now:
       subjectId: receipt.subjectId,
       version: receipt.version,
       occurredAt: receipt.occurredAt,
-      payload: parseJsonBody(receipt.body),
+      payload: routed.transformed ? routed.transformed.value : parseJsonBody(receipt.body),
     },
     {
       db: meteredD1(env.DB),

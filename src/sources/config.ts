@@ -1,7 +1,9 @@
 import { likelyMeant } from "../lib/likely-meant";
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
+import type { RouteRules } from "../routing/route";
 import { r2BodyThresholdProblem } from "./body-threshold";
+import { parseRoutes } from "./routes";
 
 /**
  * Sources are declared in wrangler.toml under [vars.SOURCES.<name>]; adding one is a config change, never a
@@ -34,7 +36,10 @@ export interface SourceConfig {
   name: string;
   provider: string;
   secrets: readonly SecretRef[];
+  /** The destination of the source's one route (src/sources/routes.ts). */
   destination: Destination;
+  /** That route's name, filter, schema and transform, applied before the destination sees an event. */
+  route: RouteRules;
   maxBodyBytes: number;
   /** Silence alert threshold in ms, when the source is expected to be busy. */
   expectWithinMs: number | null;
@@ -312,7 +317,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       if (ref) secrets.push(ref);
     }
   }
-  const destination = parseDestination(options.destination, where, options, problems);
+  const { destination, rules: route } = parseRoutes(options, where, problems, (value, routeWhere) => parseDestination(value, routeWhere, options, problems));
   if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
     problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
   }
@@ -347,6 +352,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       provider,
       secrets,
       destination,
+      route,
       maxBodyBytes,
       expectWithinMs: expectWithin < 0 ? null : expectWithin,
       retry,

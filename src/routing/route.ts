@@ -1,0 +1,79 @@
+import { parseJsonBody } from "../providers/json";
+import type { EventFilter, FilterSubject } from "./filter";
+import type { EventSchema } from "./schema";
+import type { EventTransform } from "./transform";
+
+/**
+ * What a route does with one event before its destination sees it, as a pure function of the route and the
+ * stored event: filter (does the route want it?), schema (is the body what the route expects?), transform (what
+ * the route is given). The destination itself is the consumer's business (src/consumers/run.ts).
+ */
+
+export interface RouteRules {
+  /** `default` for a source that names its destination directly. */
+  name: string;
+  filter: EventFilter | null;
+  schema: EventSchema | null;
+  transform: EventTransform | null;
+}
+
+/** What the route has of an event: the stored bytes and identity, exactly as the receipt holds them. */
+export interface RoutedEvent {
+  body: Uint8Array;
+  /** The receipt's kept headers, as stored (a JSON object of lower-case names), or null. */
+  keptHeaders: string | null;
+  eventType: string | null;
+  subjectId: string | null;
+}
+
+export type RouteVerdict =
+  /** The filter does not want the event: nothing is sent, and nothing is wrong. */
+  | { kind: "skip"; reason: string }
+  /** The event cannot be given to this route as configured: a dead letter, replayable once config is fixed. */
+  | { kind: "refuse"; error: string }
+  /** Deliver; `transformed` is null when the route has no transform (the original bytes go, untouched). */
+  | { kind: "deliver"; transformed: { body: Uint8Array; value: unknown } | null };
+
+const DELIVER_AS_STORED: RouteVerdict = { kind: "deliver", transformed: null };
+
+export function routeHasRules(rules: RouteRules): boolean {
+  return rules.filter !== null || rules.schema !== null || rules.transform !== null;
+}
+
+const textDecoder = new TextDecoder();
+
+/** The event as filters, schemas and transforms read it: the body as JSON, or its text when it is not JSON. */
+export function filterSubject(event: RoutedEvent): FilterSubject {
+  const parsed = parseJsonBody(event.body);
+  return {
+    body: parsed === undefined ? textDecoder.decode(event.body) : parsed,
+    headers: readHeaders(event.keptHeaders),
+    type: event.eventType,
+    subject: event.subjectId,
+  };
+}
+
+function readHeaders(keptHeaders: string | null): Record<string, string> {
+  if (!keptHeaders) return {};
+  try {
+    const parsed = JSON.parse(keptHeaders) as unknown;
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, string>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise<RouteVerdict> {
+  // The happy path of a plain route reads nothing: no parse, no allocation.
+  if (!routeHasRules(rules)) return DELIVER_AS_STORED;
+  const subject = filterSubject(event);
+  if (rules.filter && !rules.filter(subject)) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
+  if (rules.schema) {
+    const verdict = rules.schema.check(subject.body);
+    if (!verdict.ok) return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
+  }
+  if (!rules.transform) return DELIVER_AS_STORED;
+  const transformed = await rules.transform.run(subject.body, { type: subject.type, subject: subject.subject, headers: subject.headers });
+  if (!transformed.ok) return { kind: "refuse", error: transformed.error };
+  return { kind: "deliver", transformed: { body: transformed.body, value: transformed.value } };
+}

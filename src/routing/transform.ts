@@ -1,0 +1,98 @@
+import jsonata from "jsonata";
+import { regexProblem } from "./regex";
+
+/**
+ * A route's transform: a JSONata expression evaluated over the event body, whose result (as JSON) is what the
+ * route is given instead of the original bytes. JSONata is an interpreter (no `eval`, no `new Function`), and
+ * its own guardrails bound each evaluation's time, depth and sequence length; the result's size is bounded here.
+ */
+
+export const TRANSFORM_TIMEOUT_MS = 100;
+const TRANSFORM_MAX_DEPTH = 200;
+const TRANSFORM_MAX_SEQUENCE = 100_000;
+const MAX_EXPRESSION_CHARS = 10_000;
+export const MAX_TRANSFORM_OUTPUT_BYTES = 256 * 1024;
+
+/** What an expression may read besides the body (`$`): `$type`, `$subject`, `$headers`. */
+export interface TransformBindings {
+  type: string | null;
+  subject: string | null;
+  headers: Record<string, string>;
+}
+
+export type TransformOutcome = { ok: true; body: Uint8Array; value: unknown } | { ok: false; error: string };
+
+export interface EventTransform {
+  readonly expression: string;
+  run(body: unknown, bindings: TransformBindings): Promise<TransformOutcome>;
+}
+
+interface JsonataError {
+  code?: string;
+  message?: string;
+  position?: number;
+}
+
+function errorText(error: unknown): string {
+  const { message, position } = (error ?? {}) as JsonataError;
+  const text = typeof message === "string" ? message : String(error);
+  return position === undefined ? text : `${text} (at character ${position})`;
+}
+
+/** Regex literals in the expression meet the same bounds as a filter's $regex (src/routing/regex.ts). */
+function regexLiteralProblems(node: unknown, problems: string[], seen = new Set<unknown>()): void {
+  if (node === null || typeof node !== "object" || seen.has(node)) return;
+  seen.add(node);
+  const { type, value } = node as { type?: unknown; value?: unknown };
+  if (type === "regex" && value instanceof RegExp) {
+    const problem = regexProblem(value.source, value.flags.replace(/[gu]/g, ""));
+    if (problem) problems.push(problem);
+  }
+  for (const child of Object.values(node)) regexLiteralProblems(child, problems, seen);
+}
+
+const encoder = new TextEncoder();
+
+export function compileTransform(value: unknown): { ok: true; transform: EventTransform } | { ok: false; problem: string } {
+  if (typeof value !== "string" || value.trim() === "") return { ok: false, problem: "transform must be a JSONata expression (a string)" };
+  if (value.length > MAX_EXPRESSION_CHARS) return { ok: false, problem: `transform is longer than ${MAX_EXPRESSION_CHARS} characters` };
+  let compiled: jsonata.Expression;
+  try {
+    compiled = jsonata(value, { timeout: TRANSFORM_TIMEOUT_MS, stack: TRANSFORM_MAX_DEPTH, sequence: TRANSFORM_MAX_SEQUENCE });
+  } catch (error) {
+    return { ok: false, problem: `transform is not a valid JSONata expression: ${errorText(error)}` };
+  }
+  const problems: string[] = [];
+  regexLiteralProblems(compiled.ast(), problems);
+  if (problems.length > 0) return { ok: false, problem: `transform: ${problems.join("; ")}` };
+  const expression = value;
+  return {
+    ok: true,
+    transform: {
+      expression,
+      async run(body, bindings) {
+        let result: unknown;
+        try {
+          result = await compiled.evaluate(body, { type: bindings.type, subject: bindings.subject, headers: bindings.headers });
+        } catch (error) {
+          return { ok: false, error: `transform failed: ${errorText(error)}` };
+        }
+        if (result === undefined) return { ok: false, error: "transform failed: the expression produced nothing for this event" };
+        let text: string | undefined;
+        try {
+          text = JSON.stringify(result);
+        } catch (error) {
+          return { ok: false, error: `transform failed: the result is not JSON (${errorText(error)})` };
+        }
+        // A function is the only result JSON.stringify drops entirely.
+        if (text === undefined) return { ok: false, error: "transform failed: the result is a function, not JSON" };
+        const bytes = encoder.encode(text);
+        if (bytes.byteLength > MAX_TRANSFORM_OUTPUT_BYTES) {
+          return { ok: false, error: `transform failed: the result is ${bytes.byteLength} bytes, over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit` };
+        }
+        // The value as sent (a sequence or a JSONata-internal wrapper becomes plain JSON).
+        return { ok: true, body: bytes, value: JSON.parse(text) as unknown };
+      },
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import { compileFilter } from "../routing/filter";
+import type { RouteRules } from "../routing/route";
+import { compileSchema } from "../routing/schema";
+import { compileTransform } from "../routing/transform";
+
+/**
+ * A source's routes. Today a source has exactly one: the `destination` it names directly (route `default`), or a
+ * single `[[vars.SOURCES.<name>.routes]]` entry with its own name, destination and optional filter, schema and
+ * transform. Fan-out to several routes and per-route delivery control are designed (one delivery per receipt and
+ * matched route) but not built, so they are refused here by name rather than accepted and ignored.
+ */
+
+const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+export const DEFAULT_ROUTE_NAME = "default";
+const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema"]);
+/** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
+const NOT_BUILT_YET: Record<string, string> = {
+  retry: "per-route retry is not available yet (the source's own retry applies to its route)",
+  rate_limit: "rate_limit is not available yet",
+  max_in_flight: "max_in_flight is not available yet",
+  ordered_by: "ordered_by is not available yet",
+  paused: "pausing a route is not available yet",
+};
+const ROUTE_ONLY_KEYS = ["filter", "transform", "schema"] as const;
+
+export interface ParsedRoute<D> {
+  destination: D;
+  rules: RouteRules;
+}
+
+/**
+ * @param readDestination the source's own destination parser, so a route's destination is read exactly as a
+ * source's is (handler:<name>, a URL, or none) and reports its problems under the route's name.
+ */
+export function parseRoutes<D>(
+  options: Record<string, unknown>,
+  where: string,
+  problems: string[],
+  readDestination: (value: unknown, where: string) => D,
+): ParsedRoute<D> {
+  for (const key of ROUTE_ONLY_KEYS) {
+    if (options[key] !== undefined) problems.push(`${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`);
+  }
+  const list = options.routes;
+  if (list === undefined) {
+    return { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null } };
+  }
+  const fallback = () => ({ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null } });
+  if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
+    problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
+    return fallback();
+  }
+  if (options.destination !== undefined) {
+    problems.push(`${where}: give the destination in the route, not beside routes (a source's own destination is its one route)`);
+  }
+  if (list.length === 0) {
+    problems.push(`${where}: routes is empty; name one route, or drop routes and give destination`);
+    return fallback();
+  }
+  if (list.length > 1) {
+    problems.push(`${where}: routes lists ${list.length} routes, and fan-out to more than one route is not available yet: one route per source for now (see docs/routing.md)`);
+    return fallback();
+  }
+  return parseRoute(list[0] as Record<string, unknown>, `${where}.routes[0]`, problems, readDestination);
+}
+
+function parseRoute<D>(table: Record<string, unknown>, where: string, problems: string[], readDestination: (value: unknown, where: string) => D): ParsedRoute<D> {
+  for (const key of Object.keys(table)) {
+    if (NOT_BUILT_YET[key]) problems.push(`${where}: ${NOT_BUILT_YET[key]} (see docs/routing.md)`);
+    else if (!ROUTE_KEYS.has(key)) problems.push(`${where}: unknown route option ${JSON.stringify(key)} (a route takes ${[...ROUTE_KEYS].join(", ")})`);
+  }
+  const name = table.name;
+  if (typeof name !== "string" || !ROUTE_NAME.test(name)) problems.push(`${where}: name must match ${ROUTE_NAME} (got ${JSON.stringify(name)})`);
+  const routeWhere = typeof name === "string" && ROUTE_NAME.test(name) ? `${where.replace(/\.routes\[\d+\]$/, "")} route ${name}` : where;
+  if (table.destination === undefined) problems.push(`${routeWhere}: destination is required ("handler:<name>", an https URL, or "none")`);
+  const destination = readDestination(table.destination, routeWhere);
+  const rules: RouteRules = { name: typeof name === "string" ? name : DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null };
+  if (table.filter !== undefined) {
+    const compiled = compileFilter(table.filter);
+    if (compiled.ok) rules.filter = compiled.filter;
+    else problems.push(`${routeWhere}: ${compiled.problem}`);
+  }
+  if (table.schema !== undefined) {
+    const compiled = compileSchema(table.schema);
+    if (compiled.ok) rules.schema = compiled.schema;
+    else problems.push(`${routeWhere}: ${compiled.problem}`);
+  }
+  if (table.transform !== undefined) {
+    const compiled = compileTransform(table.transform);
+    if (compiled.ok) rules.transform = compiled.transform;
+    else problems.push(`${routeWhere}: ${compiled.problem}`);
+  }
+  return { destination, rules };
+}

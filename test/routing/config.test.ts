@@ -1,0 +1,95 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { app } from "../../src/app";
+import { handlerNames } from "../../src/handlers/registry";
+import { knownProviderNames } from "../../src/providers/registry";
+import { parseSource, type SourceConfig } from "../../src/sources/config";
+import { ADMIN } from "../admin/support";
+
+/** `[[vars.SOURCES.<name>.routes]]`: one route per source today, every option checked when config loads. */
+
+const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
+const base = { provider: "standard-webhooks", secrets: ["S"] };
+
+function parsed(extra: Record<string, unknown>): SourceConfig {
+  const result = parseSource("example", { ...base, ...extra }, context);
+  if (!result.ok) throw new Error(`unexpected problems: ${result.problems.join("; ")}`);
+  return result.source;
+}
+
+function problemsOf(extra: Record<string, unknown>): string[] {
+  const result = parseSource("example", { ...base, ...extra }, context);
+  return result.ok ? [] : result.problems;
+}
+
+describe("a source's routes", () => {
+  it("a source's own destination is one route named default, with no rules", () => {
+    const source = parsed({ destination: "handler:accounts" });
+    expect(source.destination).toEqual({ kind: "handler", handlerName: "accounts" });
+    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null });
+  });
+
+  it("one listed route gives the source its destination, filter, schema and transform", () => {
+    const source = parsed({
+      routes: [{ name: "slack", destination: "https://hooks.example.com/x", filter: { type: "a.b" }, schema: { type: "object" }, transform: '{"text": type}' }],
+    });
+    expect(source.destination).toMatchObject({ kind: "forward", url: "https://hooks.example.com/x" });
+    expect(source.route.name).toBe("slack");
+    expect(source.route.filter).toBeTypeOf("function");
+    expect(source.route.schema).not.toBeNull();
+    expect(source.route.transform?.expression).toBe('{"text": type}');
+  });
+
+  it("refuses fan-out and delivery control by name, as not available yet, instead of ignoring them", () => {
+    const two = [
+      { name: "a", destination: "handler:accounts" },
+      { name: "b", destination: "https://hooks.example.com/x" },
+    ];
+    expect(problemsOf({ routes: two })).toEqual([expect.stringMatching(/routes lists 2 routes, and fan-out to more than one route is not available yet/)]);
+    const controlled = { name: "a", destination: "handler:accounts", retry: { max_retries: 1 }, rate_limit: "10/s", max_in_flight: 2, ordered_by: "subject", paused: true };
+    expect(problemsOf({ routes: [controlled] })).toEqual([
+      expect.stringMatching(/routes\[0\]: per-route retry is not available yet/),
+      expect.stringMatching(/routes\[0\]: rate_limit is not available yet/),
+      expect.stringMatching(/routes\[0\]: max_in_flight is not available yet/),
+      expect.stringMatching(/routes\[0\]: ordered_by is not available yet/),
+      expect.stringMatching(/routes\[0\]: pausing a route is not available yet/),
+    ]);
+  });
+
+  it("names every mistake in a route: its name, destination, options, filter, schema and transform", () => {
+    expect(problemsOf({ routes: [{ name: "Bad Name", destination: "handler:accounts" }] })).toEqual([expect.stringMatching(/name must match/)]);
+    expect(problemsOf({ routes: [{ name: "r" }] })).toEqual([expect.stringMatching(/route r: destination is required/)]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filtr: {} }] })).toEqual([expect.stringMatching(/unknown route option "filtr"/)]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "ftp://x" }] })).toEqual([expect.stringMatching(/route r: destination "ftp:\/\/x" is neither/)]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filter: { type: { $where: "1" } } }] })).toEqual([
+      "SOURCES.example route r: filter: unsupported operator $where",
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", schema: "{oops" }] })).toEqual([expect.stringMatching(/route r: schema is a string but not JSON/)]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", transform: "$$$(" }] })).toEqual([expect.stringMatching(/route r: transform is not a valid JSONata expression/)]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:nope" }] })).toEqual(['SOURCES.example: no handler named "nope" is registered']);
+  });
+
+  it("keeps route options in routes: beside a source's own destination they are refused, as is a destination given twice", () => {
+    expect(problemsOf({ destination: "handler:accounts", filter: { type: "x" } })).toEqual([expect.stringMatching(/filter belongs to a route/)]);
+    expect(problemsOf({ destination: "handler:accounts", routes: [{ name: "r", destination: "handler:accounts" }] })).toEqual([expect.stringMatching(/give the destination in the route, not beside routes/)]);
+    expect(problemsOf({ routes: [] })).toEqual([expect.stringMatching(/routes is empty/)]);
+    expect(problemsOf({ routes: { name: "r" } })).toEqual([expect.stringMatching(/routes must be a list of tables/)]);
+  });
+});
+
+describe("a bad route, as operators see it", () => {
+  it("takes its source alone out of service, with the problem named in /admin/api/sources", async () => {
+    const brokenEnv = {
+      ...env,
+      SOURCES: {
+        ...(env.SOURCES as Record<string, unknown>),
+        "routing-typo": { ...base, secrets: ["DEMO_WEBHOOK_SECRET"], routes: [{ name: "slack", destination: "https://hooks.example.com/x", transform: '{ "text": ' }] },
+      },
+    } as Env;
+    const response = await app.fetch(new Request("https://receiver.test/admin/api/sources", { headers: ADMIN }), brokenEnv);
+    const body = await response.json<{ valid: string[]; invalid: Record<string, string[]> }>();
+    expect(body.valid).toContain("demo");
+    expect(body.valid).toContain("routing-slack");
+    expect(body.invalid).toEqual({ "routing-typo": [expect.stringMatching(/^SOURCES\.routing-typo route slack: transform is not a valid JSONata expression/)] });
+  });
+});
