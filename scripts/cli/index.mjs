@@ -79,6 +79,15 @@ program
   .action(run(() => import("./commands/check.mjs"), "check"));
 
 program
+  .command("route")
+  .description("route test <source> [sample-or-file]: whether the source's route takes the sample, its schema's verdict and its transform's output; sends and writes nothing")
+  .argument("<action>", "test")
+  .argument("<source>", "a source from [vars.SOURCES]")
+  .argument("[sample-or-file]", "a bundled sample name or a file, as for send; default: the provider's sample")
+  .option("--json", "print the result as JSON")
+  .action(run(() => import("./commands/route.mjs"), "route"));
+
+program
   .command("kept")
   .description("the secrets asana and notion sources keep from their handshakes: kept list <source> | kept approve|revoke <source> <fingerprint>")
   .argument("<action>", "list | approve | revoke")

@@ -93,13 +93,13 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * a mistake takes the source out of service when config loads instead of failing events one by one.
  */
 export function compileFilter(value: unknown): { ok: true; filter: EventFilter } | { ok: false; problem: string } {
-  let query = value;
-  if (typeof value === "string") {
-    try {
-      query = JSON.parse(value);
-    } catch {
-      return { ok: false, problem: "filter is a string but not JSON; write it as a table or as a JSON object" };
-    }
+  let query: unknown;
+  try {
+    // Plain JSON objects whatever the source (a TOML reader may build objects without Object's prototype, which
+    // sift would take for values to compare instead of queries).
+    query = JSON.parse(typeof value === "string" ? value : JSON.stringify(value ?? null));
+  } catch {
+    return { ok: false, problem: "filter is a string but not JSON; write it as a table or as a JSON object" };
   }
   if (!isPlainObject(query)) return { ok: false, problem: "filter must be a table (a MongoDB-style query)" };
   const problems = rootFieldProblems(query);

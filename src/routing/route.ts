@@ -77,3 +77,26 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
   if (!transformed.ok) return { kind: "refuse", error: transformed.error };
   return { kind: "deliver", transformed: { body: transformed.body, value: transformed.value } };
 }
+
+/** Every step of a route on one event, each run on its own (not stopping at the first no), for `cli route test`. */
+export interface RouteExplanation {
+  name: string;
+  /** null when the route has no filter (it takes every event). */
+  filterMatches: boolean | null;
+  schema: { ok: true } | { ok: false; errors: string[] } | null;
+  transform: { ok: true; output: unknown } | { ok: false; error: string } | null;
+  /** What the consumer would do: the same function it runs. */
+  verdict: RouteVerdict;
+}
+
+export async function explainRoute(rules: RouteRules, event: RoutedEvent): Promise<RouteExplanation> {
+  const subject = filterSubject(event);
+  const transformed = rules.transform ? await rules.transform.run(subject.body, { type: subject.type, subject: subject.subject, headers: subject.headers }) : null;
+  return {
+    name: rules.name,
+    filterMatches: rules.filter ? rules.filter(subject) : null,
+    schema: rules.schema ? rules.schema.check(subject.body) : null,
+    transform: transformed === null ? null : transformed.ok ? { ok: true, output: transformed.value } : { ok: false, error: transformed.error },
+    verdict: await applyRoute(rules, event),
+  };
+}

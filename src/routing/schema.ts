@@ -36,13 +36,12 @@ function patternProblems(node: unknown, problems: string[]): void {
 }
 
 export function compileSchema(value: unknown): { ok: true; schema: EventSchema } | { ok: false; problem: string } {
-  let document = value;
-  if (typeof value === "string") {
-    try {
-      document = JSON.parse(value);
-    } catch {
-      return { ok: false, problem: "schema is a string but not JSON; write it as a table or as a JSON object" };
-    }
+  let document: unknown;
+  try {
+    // Plain JSON objects whatever the source, as a filter's (src/routing/filter.ts).
+    document = JSON.parse(typeof value === "string" ? value : JSON.stringify(value ?? null));
+  } catch {
+    return { ok: false, problem: "schema is a string but not JSON; write it as a table or as a JSON object" };
   }
   if (document === null || typeof document !== "object" || Array.isArray(document)) return { ok: false, problem: "schema must be a table (a JSON Schema)" };
   const problems: string[] = [];

@@ -2,12 +2,11 @@
 // set — in .dev.vars locally, or among the deployed Worker's secrets with --remote.
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { CliError, EXIT } from "../errors.mjs";
 import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
+import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
 
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const MIN_ADMIN_TOKEN_LENGTH = 16;
 
 /**
@@ -18,22 +17,8 @@ const MIN_ADMIN_TOKEN_LENGTH = 16;
  * @returns {Promise<{ valid: string[], problems: string[] }>}
  */
 async function workerVerdict(sources, d1Bindings) {
-  const { build } = await import("esbuild");
-  const result = await build({
-    stdin: { contents: 'export * from "./src/sources/registry.ts";', resolveDir: ROOT, loader: "ts" },
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "node",
-    logLevel: "silent",
-  });
-  const registry = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
-  // Stand-ins for the D1 bindings the deployed Worker will have (the registry checks a source's database is one).
-  class D1Database {
-    prepare() {}
-    batch() {}
-  }
-  const env = { SOURCES: sources, ...Object.fromEntries(d1Bindings.map((binding) => [binding, new D1Database()])) };
+  const registry = await importWorkerCode('export * from "./src/sources/registry.ts";');
+  const env = { SOURCES: sources, ...d1BindingStandIns(d1Bindings) };
   try {
     const valid = [...registry.loadSources(env).keys()];
     // Per-source problems, where the registry keeps a broken table out of service instead of failing them all.
@@ -56,7 +41,11 @@ async function workerVerdict(sources, d1Bindings) {
 function requiredSecrets(sources, vars) {
   /** @type {{ name: string, usedBy: string, required: boolean }[]} */
   const needed = [{ name: "ADMIN_TOKEN", usedBy: "the admin API and dashboard", required: true }];
-  const forwards = Object.entries(sources).filter(([, source]) => typeof source.destination === "string" && /^https?:\/\//.test(source.destination)).map(([name]) => name);
+  const forwardsTo = (/** @type {unknown} */ destination) => typeof destination === "string" && /^https?:\/\//.test(destination);
+  // A source's own destination, or its route's (docs/routing.md).
+  const forwards = Object.entries(sources)
+    .filter(([, source]) => forwardsTo(source.destination) || (Array.isArray(source.routes) && source.routes.some((/** @type {any} */ route) => forwardsTo(route?.destination))))
+    .map(([name]) => name);
   const gateway = typeof vars.GATEWAY_SIGNING_SECRET_NAME === "string" ? vars.GATEWAY_SIGNING_SECRET_NAME : "GATEWAY_SIGNING_SECRET";
   const gatewayUsers = [...forwards.map((name) => `source ${name} (forwards)`), ...(vars.ALERT_WEBHOOK_URL ? ["alert notices"] : [])];
   needed.push({ name: gateway, usedBy: gatewayUsers.join(", ") || "forwards and alert notices (none configured yet)", required: gatewayUsers.length > 0 });

@@ -12,7 +12,7 @@ import { payloadHash, schemeFor } from "../signers.mjs";
  * @param {Record<string, string>} vars
  * @param {string} varsPath
  */
-function signingSecret(sourceName, source, vars, varsPath) {
+export function signingSecret(sourceName, source, vars, varsPath) {
   const refs = Array.isArray(source.secrets) ? source.secrets : [];
   const names = refs.map((ref) => (typeof ref === "string" ? { name: ref, expires: undefined } : /** @type {{ name: string, expires?: string }} */ (ref)));
   const usable = names.filter((ref) => !ref.expires || Date.parse(ref.expires) > Date.now());

@@ -1,0 +1,97 @@
+// `route test <source> [sample-or-file]`: what the source's route would do with an event — whether its filter
+// matches, its schema's verdict, its transform's output — run by the Worker's own code. Sends and writes nothing.
+import { CliError } from "../errors.mjs";
+import { devVarsPath, readDevVars, readWranglerConfig } from "../project.mjs";
+import { freshEventKey, loadSample } from "../samples.mjs";
+import { schemeFor } from "../signers.mjs";
+import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
+import { signingSecret } from "./send.mjs";
+
+const WORKER_ENTRY = `
+export { lookupSource } from "./src/sources/registry.ts";
+export { adapterFor } from "./src/providers/registry.ts";
+export { pickHeaders } from "./src/claims/claim-event.ts";
+export { explainRoute } from "./src/routing/route.ts";
+`;
+
+/**
+ * The event's identity (type, subject) is what the source's provider adapter reads from a verified delivery, so the
+ * sample is signed as `send` signs it (with the local secret) and verified in-process, exactly as the route would.
+ * @param {string} action
+ * @param {string} sourceName
+ * @param {string | undefined} sampleOrFile
+ * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
+ */
+export async function route(action, sourceName, sampleOrFile, options) {
+  if (action !== "test") throw new CliError(`unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file]`);
+  const config = await readWranglerConfig(options);
+  const sources = /** @type {Record<string, Record<string, unknown>>} */ (config.vars?.SOURCES ?? {});
+  const table = sources[sourceName];
+  if (!table) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ") || "(none)"}`);
+  const worker = await importWorkerCode(WORKER_ENTRY);
+  const bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
+  const lookup = worker.lookupSource({ SOURCES: sources, ...d1BindingStandIns(bindings) }, sourceName);
+  if (lookup.kind !== "valid") {
+    const problems = lookup.kind === "invalid" ? lookup.problems : [`no source ${sourceName}`];
+    for (const problem of problems) console.log(`FAIL  ${problem}`);
+    throw new CliError(`source ${sourceName} is out of service: fix the problems above (npm run cli -- check says the same)`);
+  }
+  const source = lookup.source;
+  const provider = String(table.provider);
+  const vars = readDevVars(options);
+  const secret = signingSecret(sourceName, table, vars, devVarsPath(options));
+  const { payload, from } = loadSample(provider, sampleOrFile);
+  const url = `http://127.0.0.1/webhooks/${encodeURIComponent(sourceName)}`;
+  const signed = await schemeFor(provider).sign({
+    payload,
+    eventKey: freshEventKey(provider),
+    secret: secret.value,
+    secretName: secret.name,
+    privateKey: () => {
+      const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
+      if (!privateKey) throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)}`);
+      return privateKey;
+    },
+    url,
+    options: table,
+    now: new Date(),
+  });
+  const rawBody = typeof signed.body === "string" ? new TextEncoder().encode(signed.body) : new Uint8Array(signed.body);
+  const headers = new Headers(signed.headers);
+  const adapter = worker.adapterFor(provider);
+  const verdict = await adapter.verify({ source: sourceName, method: "POST", rawBody, headers, url, secrets: [{ name: secret.name, value: secret.value }], now: Date.now(), options: table });
+  if (verdict.kind !== "event") throw new CliError(`the ${provider} adapter did not take the signed sample as an event (${verdict.kind}${verdict.reason ? `: ${verdict.reason}` : ""}); is it a ${provider} event?`);
+  const { eventType, subjectId } = verdict.identity;
+  // What the receipt would store (an adapter may keep other bytes than it received: Graph's clientState is dropped).
+  const storedBody = verdict.storedBody ?? rawBody;
+  const keptHeaders = JSON.stringify(worker.pickHeaders(headers, adapter.keptHeaders));
+  const explanation = await worker.explainRoute(source.route, { body: storedBody, keptHeaders, eventType, subjectId });
+  if (options.json) {
+    console.log(JSON.stringify({ source: sourceName, sample: from, type: eventType, subject: subjectId, destination: source.destination, ...explanation }, null, 2));
+    return 0;
+  }
+  console.log(`source ${sourceName} · sample ${from} · type ${eventType ?? "(none)"} · subject ${subjectId ?? "(none)"}`);
+  console.log(`route ${explanation.name} → ${describeDestination(source.destination)}`);
+  console.log(`  filter     ${explanation.filterMatches === null ? "none (takes every event)" : explanation.filterMatches ? "matches" : "does not match"}`);
+  const schema = explanation.schema;
+  console.log(`  schema     ${schema === null ? "none" : schema.ok ? "passes" : `fails: ${schema.errors.join("; ")}`}`);
+  const transform = explanation.transform;
+  console.log(`  transform  ${transform === null ? "none (the original bytes are sent)" : transform.ok ? JSON.stringify(transform.output, null, 2).replace(/\n/g, "\n             ") : transform.error}`);
+  console.log(`  verdict    ${describeVerdict(explanation.verdict, source.destination)}`);
+  console.log("nothing was sent or written");
+  return 0;
+}
+
+function describeDestination(/** @type {{ kind: string, handlerName?: string, url?: string }} */ destination) {
+  if (destination.kind === "handler") return `handler:${destination.handlerName}`;
+  if (destination.kind === "forward") return destination.url;
+  return "none";
+}
+
+function describeVerdict(/** @type {{ kind: string, reason?: string, error?: string, transformed?: unknown }} */ verdict, /** @type {{ kind: string }} */ destination) {
+  if (destination.kind === "none") return "skipped: the route has no destination";
+  if (verdict.kind === "skip") return `skipped (${verdict.reason})`;
+  if (verdict.kind === "refuse") return `dead-lettered: ${verdict.error}`;
+  const what = verdict.transformed ? "the transform's output" : "the original bytes";
+  return destination.kind === "forward" ? `forwarded: ${what}` : `handed to the handler: ${verdict.transformed ? "the transform's output as its payload" : "the event as received"}`;
+}
