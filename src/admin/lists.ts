@@ -31,7 +31,7 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
   const slices = await Promise.all(
     databasesToRead(env, filter.source).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
-      const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId };
+      const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId, statuses: filter.statuses };
       const slice = await readReceiptSlice(database(databaseEnv), matching, at, filter.limit);
       return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };
     }),

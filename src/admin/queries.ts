@@ -3,7 +3,7 @@ import type { Database } from "../db/client";
 import { attempts, quarantine, receipts, replays } from "../db/schema";
 import { d1NowMs } from "../db/clock";
 import { ulidFloor } from "../lib/ulid";
-import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type Direction, type ReceiptCursor } from "./receipt-cursor";
+import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type CaughtUp, type Direction, type ReceiptCursor } from "./receipt-cursor";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import { bodyDropsAtFor } from "./body-retention";
@@ -40,10 +40,19 @@ function selectSummaries(db: Database, where: SQL | undefined, newestFirst: bool
     .limit(limit);
 }
 
-/** Receipts relayed behind a reader's cursor, in the order they were relayed (see receipt-cursor.ts). */
-function selectCaughtUp(db: Database, where: SQL | undefined, limit: number) {
-  return db.select(receiptSummaryColumns).from(receipts).where(where).orderBy(asc(receipts.relayedAt), asc(receipts.receiptId)).limit(limit);
+/** Receipts caught up behind a reader's cursor, in the order of `at` (see receipt-cursor.ts). */
+function selectCaughtUp(db: Database, where: SQL | undefined, at: typeof receipts.relayedAt | typeof receipts.statusEnteredAt, limit: number) {
+  return db
+    // Under a name of its own: D1 answers a batch's rows keyed by column name, and relayed_at is selected already.
+    .select({ ...receiptSummaryColumns, caughtUpAt: sql<number | null>`${at}`.as("caught_up_at") })
+    .from(receipts)
+    .where(where)
+    .orderBy(asc(at), asc(receipts.receiptId))
+    .limit(limit);
 }
+
+const caughtUpEntries = <T extends { caughtUpAt: number | null }>(rows: readonly T[]): CaughtUp<Omit<T, "caughtUpAt">>[] =>
+  rows.map(({ caughtUpAt, ...row }) => ({ row, at: caughtUpAt ?? 0 }));
 
 export type ReceiptSummary = Awaited<ReturnType<typeof selectSummaries>>[number];
 
@@ -81,8 +90,8 @@ export function receiptsMatching(filter: ReceiptFilter): SQL | undefined {
 export interface ReceiptSlice {
   /** This database's D1 clock at the read. */
   readAt: number;
-  /** Receipts relayed behind the reader since its last read here, in the order they were relayed. */
-  caughtUp: ReceiptSummary[];
+  /** Receipts relayed (or entered the filtered status) behind the reader since its last read here, in catch-up order. */
+  caughtUp: CaughtUp<ReceiptSummary>[];
   /** The first `limit + 1` receipts past the cursor, in the direction of travel. */
   ahead: ReceiptSummary[];
 }
@@ -96,18 +105,19 @@ export interface ReceiptSlice {
 export async function readReceiptSlice(
   db: Database,
   matching: SQL | undefined,
-  at: { direction: Direction; cursor: ReceiptCursor | null; below?: string; above?: string },
+  at: { direction: Direction; cursor: ReceiptCursor | null; below?: string; above?: string; statuses?: readonly string[] },
   limit: number,
 ): Promise<ReceiptSlice> {
-  const catchUp = at.cursor ? caughtUpConditions(at.cursor, at.direction) : null;
+  const catchUp = at.cursor ? caughtUpConditions(at.cursor, at.direction, at.statuses) : null;
   const ahead = and(matching, at.below !== undefined ? lt(receipts.receiptId, at.below) : undefined, at.above !== undefined ? gt(receipts.receiptId, at.above) : undefined);
-  const [clock, late, recent, rows] = await db.batch([
+  const [clock, late, recent, entered, rows] = await db.batch([
     db.select({ now: d1NowMs }).from(sql`(SELECT 1)`),
-    selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, limit + 1),
-    selectCaughtUp(db, catchUp ? and(matching, catchUp.recent) : sql`0`, limit + 1),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, receipts.relayedAt, limit + 1),
+    selectCaughtUp(db, catchUp ? and(matching, catchUp.recent) : sql`0`, receipts.relayedAt, limit + 1),
+    selectCaughtUp(db, catchUp?.entered ? and(matching, catchUp.entered) : sql`0`, receipts.statusEnteredAt, limit + 1),
     selectSummaries(db, ahead, at.direction === "older", limit + 1),
   ]);
-  return { readAt: clock[0]!.now, caughtUp: mergeCaughtUp(late, recent), ahead: rows };
+  return { readAt: clock[0]!.now, caughtUp: mergeCaughtUp(caughtUpEntries(late), caughtUpEntries(recent), caughtUpEntries(entered)), ahead: rows };
 }
 
 /** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
@@ -279,7 +289,7 @@ export async function readQuarantineSlice(db: Database, options: { source?: stri
       .orderBy(desc(quarantine.quarantineId))
       .limit(options.limit + 1),
   ]);
-  return { readAt: clock[0]!.now, caughtUp, ahead };
+  return { readAt: clock[0]!.now, caughtUp: caughtUp.map((row) => ({ row, at: row.relayedAt ?? 0 })), ahead };
 }
 
 export type QuarantineRow = Awaited<ReturnType<typeof readQuarantineSlice>>["ahead"][number];

@@ -23,16 +23,34 @@ import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
  * it was received: the partial index `receipts_late_relays`, which only such rows enter, so the happy path pays
  * nothing for it), or received at most LATE_RELAY_MS before R, and so has an id at or above ulidFloor(R -
  * LATE_RELAY_MS): a short range of the primary key.
+ *
+ * Status-filtered lists. A filter on status matches something that changes: a receipt the reader has passed can
+ * enter the filtered status after its place was read. For the resting statuses off the happy path (dead, dismissed,
+ * stale, skipped), `status_entered_at` is D1's clock when the receipt last entered one (a trigger sets it inside
+ * the write of the status, migrations/0012), so the argument above holds for it word for word: each page also lists
+ * every passed receipt, relayed before the previous read, that entered the filtered status at or after that read
+ * (the partial index `receipts_status_entered`). What a pass with such a filter guarantees, then: it lists every
+ * receipt that has the status when its place is read, or enters it behind the reader before the last page is read;
+ * none that keeps its status is listed twice; one that leaves the status and enters it again behind the reader is
+ * listed again, for its new entry; one that leaves the status before its place is read is not listed (it did not
+ * match when it could have been). A catch-up row carries its catch-up time: relayed_at for a late relay, else
+ * status_entered_at, and the caught-up rows of a page are in that order, which a resumed catch-up continues.
+ * For pending, processing and processed — the happy path, where a stamp would be a billed row per event — a pass
+ * lists a receipt iff it has the status when its place is read: one that enters it behind the reader is not listed.
  */
 
 export { LATE_RELAY_MS };
+
+/** The statuses whose entry D1 stamps (migrations/0012): the condition of `receipts_status_entered`, written alike. */
+export const RESTING_STATUSES: readonly string[] = ["dead", "dismissed", "stale", "skipped"];
+const resting = sql`${receipts.status} IN ('dead', 'dismissed', 'stale', 'skipped')`;
 
 /** Where a reader stands in one database: that database's D1 clock at the read, and an unfinished catch-up. */
 export interface DatabaseReadState {
   /** The D1 time the previous page was read; absent in a cursor written by hand (then no catch-up). */
   readAt: number | null;
-  /** When the previous page was all catch-up and more remained: the last one listed, (relayed_at, id). */
-  caughtUpTo: { relayedAt: number; receiptId: string } | null;
+  /** When the previous page was all catch-up and more remained: the last one listed, (catch-up time, id). */
+  caughtUpTo: { at: number; receiptId: string } | null;
 }
 
 export interface ReceiptCursor extends DatabaseReadState {
@@ -53,13 +71,13 @@ export function decodeCursor(text: string): ReceiptCursor {
   return {
     receiptId: match[1]!,
     readAt: match[2] === undefined ? null : Number(match[2]),
-    caughtUpTo: match[3] === undefined ? null : { relayedAt: Number(match[3]), receiptId: match[4]! },
+    caughtUpTo: match[3] === undefined ? null : { at: Number(match[3]), receiptId: match[4]! },
   };
 }
 
 export function encodeCursor(cursor: ReceiptCursor): string {
   const base = cursor.readAt === null ? cursor.receiptId : `${cursor.receiptId}.${cursor.readAt}`;
-  return cursor.caughtUpTo ? `${base}.${cursor.caughtUpTo.relayedAt}.${cursor.caughtUpTo.receiptId}` : base;
+  return cursor.caughtUpTo ? `${base}.${cursor.caughtUpTo.at}.${cursor.caughtUpTo.receiptId}` : base;
 }
 
 /**
@@ -93,7 +111,7 @@ export function decodePagesCursor(text: string): PagesCursor {
   const databases = new Map<string, DatabaseReadState>();
   for (const segment of segments) {
     const match = SEGMENT.exec(segment)!;
-    databases.set(match[1]!, { readAt: Number(match[2]), caughtUpTo: match[3] === undefined ? null : { relayedAt: Number(match[3]), receiptId: match[4]! } });
+    databases.set(match[1]!, { readAt: Number(match[2]), caughtUpTo: match[3] === undefined ? null : { at: Number(match[3]), receiptId: match[4]! } });
   }
   return { receiptId: receiptId!, databases, others: NO_CATCH_UP };
 }
@@ -108,7 +126,7 @@ export function encodePagesCursor(receiptId: string, states: readonly (readonly 
   if (states.length === 1) return encodeCursor({ receiptId, ...states[0]![1] });
   const segments = states
     .filter(([, state]) => state.readAt !== null)
-    .map(([binding, state]) => `~${binding}.${state.readAt}${state.caughtUpTo ? `.${state.caughtUpTo.relayedAt}.${state.caughtUpTo.receiptId}` : ""}`);
+    .map(([binding, state]) => `~${binding}.${state.readAt}${state.caughtUpTo ? `.${state.caughtUpTo.at}.${state.caughtUpTo.receiptId}` : ""}`);
   return receiptId + segments.join("");
 }
 
@@ -120,32 +138,50 @@ function passed(direction: Direction, receiptId: string): SQL {
 }
 
 /**
- * The two catch-up queries' conditions (late relays through the partial index; recent ids through the primary
- * key), or none for a cursor without a read time. Their union is every passed receipt relayed since the read.
+ * The catch-up queries' conditions (late relays through the partial index; recent ids through the primary key;
+ * with a filter on a resting status, entries into it through theirs), or none for a cursor without a read time.
+ * Their union is every passed receipt relayed since the read, and every one relayed before it that entered a
+ * resting status since.
  */
-export function caughtUpConditions(cursor: ReceiptCursor, direction: Direction): { late: SQL; recent: SQL } | null {
+export function caughtUpConditions(
+  cursor: ReceiptCursor,
+  direction: Direction,
+  statuses?: readonly string[],
+): { late: SQL; recent: SQL; entered: SQL | null } | null {
   if (cursor.readAt === null) return null;
   const since = relayedSinceRead(cursor, receipts.relayedAt, receipts.receiptId)!;
   const behind = passed(direction, cursor.receiptId);
+  const enteredSince = relayedSinceRead(cursor, receipts.statusEnteredAt, receipts.receiptId)!;
   return {
     late: and(relayedLate, since, behind)!,
     recent: and(gte(receipts.receiptId, ulidFloor(cursor.readAt - LATE_RELAY_MS)), since, behind)!,
+    // Relayed before the read: one relayed since is caught up by its relay, and listed once.
+    entered: statuses?.some((status) => RESTING_STATUSES.includes(status))
+      ? and(resting, enteredSince, lt(sql`coalesce(${receipts.relayedAt}, 0)`, cursor.readAt), behind)!
+      : null,
   };
 }
 
 /**
- * Rows relayed since the cursor's read, or after the last one a catch-up listed (by relayed_at, then id); null for
- * a cursor without a read time. The same for any table whose rows a relay inserts under ids minted on arrival.
+ * Rows stamped (relayed, or entered a status) since the cursor's read, or after the last one a catch-up listed (by
+ * that stamp, then id); null for a cursor without a read time. The same for any table whose rows a relay inserts
+ * under ids minted on arrival.
  */
-export function relayedSinceRead(cursor: DatabaseReadState, relayedAt: Column, rowId: Column): SQL | null {
+export function relayedSinceRead(cursor: DatabaseReadState, stampedAt: Column, rowId: Column): SQL | null {
   if (cursor.readAt === null) return null;
-  if (!cursor.caughtUpTo) return gte(relayedAt, cursor.readAt);
-  return or(gt(relayedAt, cursor.caughtUpTo.relayedAt), and(eq(relayedAt, cursor.caughtUpTo.relayedAt), gt(rowId, cursor.caughtUpTo.receiptId)))!;
+  if (!cursor.caughtUpTo) return gte(stampedAt, cursor.readAt);
+  return or(gt(stampedAt, cursor.caughtUpTo.at), and(eq(stampedAt, cursor.caughtUpTo.at), gt(rowId, cursor.caughtUpTo.receiptId)))!;
 }
 
-/** Catch-up rows from both queries: each once, in the order they were relayed. */
-export function mergeCaughtUp<T extends { receiptId: string; relayedAt: number | null }>(late: readonly T[], recent: readonly T[]): T[] {
-  const byId = new Map<string, T>();
-  for (const row of [...late, ...recent]) byId.set(row.receiptId, row);
-  return [...byId.values()].sort((a, b) => (a.relayedAt ?? 0) - (b.relayedAt ?? 0) || (a.receiptId < b.receiptId ? -1 : a.receiptId > b.receiptId ? 1 : 0));
+/** A caught-up row and its catch-up time (when it was relayed, or entered its status), the order of a catch-up. */
+export interface CaughtUp<T> {
+  row: T;
+  at: number;
+}
+
+/** Catch-up rows from every query: each once, in catch-up order (at, then id). */
+export function mergeCaughtUp<T extends { receiptId: string }>(...lists: readonly (readonly CaughtUp<T>[])[]): CaughtUp<T>[] {
+  const byId = new Map<string, CaughtUp<T>>();
+  for (const entry of lists.flat()) byId.set(entry.row.receiptId, entry);
+  return [...byId.values()].sort((a, b) => a.at - b.at || (a.row.receiptId < b.row.receiptId ? -1 : a.row.receiptId > b.row.receiptId ? 1 : 0));
 }

@@ -1,5 +1,5 @@
 import type { Page, ReceiptSummary } from "./queries";
-import { encodePagesCursor, type DatabaseReadState, type Direction, type ReceiptCursor } from "./receipt-cursor";
+import { encodePagesCursor, type CaughtUp, type DatabaseReadState, type Direction, type ReceiptCursor } from "./receipt-cursor";
 
 /**
  * A receipt (or quarantine) page from what each database returned for it (queries.ts `readReceiptSlice`,
@@ -19,8 +19,8 @@ export interface DatabaseSlice<T> {
   /** The read state this database was read with (the cursor's, or none on a first page). */
   readWith: DatabaseReadState;
   readAt: number;
-  /** Rows relayed behind the reader since its last read here, in the order they were relayed. */
-  caughtUp: T[];
+  /** Rows relayed (or entered the filtered status) behind the reader since its last read here, in catch-up order. */
+  caughtUp: CaughtUp<T>[];
   /** The first `limit + 1` rows past the cursor, in the direction of travel. */
   ahead: T[];
 }
@@ -31,11 +31,8 @@ export interface KeysetPage<T> {
   prevCursor: string | null;
 }
 
-/** Keyed rows a relay inserted: an id minted on arrival (a ULID) and D1's clock at the insert. */
-type Relayed = { relayedAt: number | null };
-
-/** The page for any such rows (receipts, quarantine), `idOf` naming each row's id. */
-export function keysetPage<T extends Relayed>(
+/** The page for rows a relay inserted under ids minted on arrival (receipts, quarantine), `idOf` naming each row's id. */
+export function keysetPage<T>(
   slices: readonly DatabaseSlice<T>[],
   cursor: { receiptId: string } | null,
   direction: Direction,
@@ -43,9 +40,9 @@ export function keysetPage<T extends Relayed>(
   idOf: (row: T) => string,
 ): KeysetPage<T> {
   const byId = (a: T, b: T) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0);
-  const byRelay = (a: T, b: T) => (a.relayedAt ?? 0) - (b.relayedAt ?? 0) || byId(a, b);
+  const byCatchUp = (a: CaughtUp<T>, b: CaughtUp<T>) => a.at - b.at || byId(a.row, b.row);
   const freshRead = (rowId: string) => encodePagesCursor(rowId, slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const));
-  const caughtUp = slices.flatMap((slice) => slice.caughtUp.map((row) => ({ binding: slice.binding, row }))).sort((a, b) => byRelay(a.row, b.row));
+  const caughtUp = slices.flatMap((slice) => slice.caughtUp.map((entry) => ({ binding: slice.binding, ...entry }))).sort(byCatchUp);
   if (cursor && caughtUp.length > limit) {
     // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it,
     // in each database from the last of its rows listed here (a prefix of its own, as the order is one order).
@@ -53,8 +50,8 @@ export function keysetPage<T extends Relayed>(
     const resume = encodePagesCursor(
       cursor.receiptId,
       slices.map((slice) => {
-        const last = shown.filter((entry) => entry.binding === slice.binding).at(-1)?.row;
-        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { relayedAt: last.relayedAt!, receiptId: idOf(last) } } : slice.readWith] as const;
+        const last = shown.filter((entry) => entry.binding === slice.binding).at(-1);
+        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { at: last.at, receiptId: idOf(last.row) } } : slice.readWith] as const;
       }),
     );
     const back = freshRead(cursor.receiptId);

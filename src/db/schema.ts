@@ -68,6 +68,11 @@ export const receipts = sqliteTable(
     attemptHttpStatus: integer("attempt_http_status"),
     /** When an operator dismissed this dead letter (status `dismissed`, migrations/0004); null once restored. */
     dismissedAt: integer("dismissed_at"),
+    /**
+     * D1's clock when the receipt last entered dead, dismissed, stale or skipped (migrations/0012, set by a trigger
+     * there on every write of the status); status-filtered paging catches up on it (src/admin/receipt-cursor.ts).
+     */
+    statusEnteredAt: integer("status_entered_at"),
   },
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
@@ -76,6 +81,7 @@ export const receipts = sqliteTable(
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
+    index("receipts_status_entered").on(table.statusEnteredAt).where(sql`status IN ('dead', 'dismissed', 'stale', 'skipped')`),
   ],
 );
 
