@@ -80,6 +80,12 @@ describe("dashboard sign-in", () => {
 });
 
 describe("dashboard stylesheet", () => {
+  it("names an inline icon on every page, so no browser asks for /favicon.ico (a 404 in every log)", async () => {
+    for (const html of [await (await page("/admin/login")).text(), await (await page("/admin", { headers: { cookie: await sessionCookie() } })).text()]) {
+      expect(html).toMatch(/<link rel="icon" href="data:image\/svg\+xml,[^"]+"\/?>/);
+    }
+  });
+
   it("serves the stylesheet byte for byte: no HTML escaping inside <style>, which would drop rules holding > or \"", async () => {
     const html = await (await page("/admin/login")).text();
     const served = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1];
@@ -192,6 +198,13 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     }
     expect(failing).toMatch(/id="chart-received" data-total="3"/);
     expect(failing).toMatch(/id="chart-dead" data-total="1"/);
+    // Each chart's time axis ends at "now", right-aligned at the plot's right edge, after its hour labels.
+    for (const id of ["chart-received", "chart-pickup"]) {
+      const svg = new RegExp(`id="${id}"[^>]*>[\\s\\S]*?(<svg[\\s\\S]*?</svg>)`).exec(failing)![1]!;
+      const labels = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">([^<]*)<\/text>/g)].filter((match) => match[2] === "134"); // the x axis: y = HEIGHT - 6
+      expect(labels.at(-1)?.slice(3), id).toEqual(["end", "now"]);
+      expect(labels.slice(0, -1).every((label) => /^\d{2}:00$/.test(label[4]!)), id).toBe(true);
+    }
     expect(failing).toContain("Not stored in D1: a rejected delivery writes nothing");
     expect(failing).toMatch(/id="skipped"[\s\S]*?>1</);
 

@@ -302,6 +302,23 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     assert.ok(width <= 390, `${path} is ${width} px wide at 390 px`);
     const rows = await page.locator("header nav a").evaluateAll((links) => new Set(links.map((link) => (link as HTMLElement).offsetTop)).size);
     assert.equal(rows, 1, `${path}: the navigation wraps`);
+    // The line is cut at the screen's edge: a light edge on the right says more sections lie past it, and the
+    // cover that scrolls with the links hides it once the last one ("System") is in view.
+    const nav = await page.locator("header nav").evaluate((element) => ({
+      overflows: element.scrollWidth > element.clientWidth,
+      attachments: getComputedStyle(element).backgroundAttachment,
+      images: getComputedStyle(element).backgroundImage,
+    }));
+    assert.ok(nav.overflows, `${path}: the navigation fits, so this check says nothing`);
+    assert.equal(nav.attachments, "local, scroll", `${path}: no scroll cue on the navigation`);
+    assert.match(nav.images, /linear-gradient.*linear-gradient/, path);
+    const system = await page.locator("header nav a", { hasText: "System" }).evaluate((link) => {
+      const nav = link.parentElement!;
+      nav.scrollLeft = nav.scrollWidth;
+      const box = link.getBoundingClientRect();
+      return box.right <= nav.getBoundingClientRect().right + 1;
+    });
+    assert.ok(system, `${path}: System cannot be scrolled fully into view`);
     await shoot(page, name);
   }
   await page.close();

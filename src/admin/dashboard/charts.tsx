@@ -45,12 +45,17 @@ function Axes(props: { points: HourPoint[]; max: number; format: (value: number)
         );
       })}
       {props.points.map((point, index) =>
-        index % 6 === 0 ? (
+        // Every sixth hour, and none so close to the right edge that it would collide with "now".
+        index % 6 === 0 && index < props.points.length - 3 ? (
           <text x={LEFT + index * step + step / 2} y={HEIGHT - 6} text-anchor="middle">
             {hourLabel(point.hour)}
           </text>
         ) : null,
       )}
+      {/* The last bar is the hour in progress: the axis says so, so nobody reads it as a drop. */}
+      <text x={WIDTH - RIGHT} y={HEIGHT - 6} text-anchor="end">
+        now
+      </text>
     </g>
   );
 }

@@ -8,6 +8,11 @@ export { formatDuration, formatInstant } from "./format";
 export const DASHBOARD_CSP =
   "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
+/** A small hook in the header's colours, as an inline SVG. */
+const FAVICON = `data:image/svg+xml,${encodeURIComponent(
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#151a24"/><path d="M5 3v6a3 3 0 0 0 6 0V7" stroke="#fff" stroke-width="2" fill="none" stroke-linecap="round"/></svg>',
+)}`;
+
 const SECTIONS = [
   { path: "/admin", label: "Sources" },
   { path: "/admin/receipts", label: "Receipts" },
@@ -30,6 +35,8 @@ export function Page(props: { title: string; current?: string; signedIn?: boolea
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · webhook receiver`}</title>
+        {/* Inline, so no browser asks for /favicon.ico (a 404 on every page); the CSP allows data: images. */}
+        <link rel="icon" href={FAVICON} />
         {/* Raw: JSX escapes text, and an escaped `>` or `"` silently drops the rules that hold one (a browser does not unescape inside <style>). */}
         <style>{raw(STYLE)}</style>
       </head>

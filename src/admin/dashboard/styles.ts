@@ -71,7 +71,9 @@ dl.facts dt { color:var(--muted); } dl.facts dd { margin:0; overflow-wrap:anywhe
 .login input { width:100%; margin:6px 0 12px; }
 @media (max-width: 720px) {
   header { padding:8px 12px; }
-  header nav { order:3; width:100%; }
+  /* One scrolling line: a light edge on the right while more sections lie past it (it scrolls with the view;
+     the header-coloured cover at the end of the list scrolls with the links and hides it once the end is in view). */
+  header nav { order:3; width:100%; background:linear-gradient(to left, #151a24 40%, rgba(21,26,36,0)) right / 28px 100% no-repeat local, linear-gradient(to left, rgba(200,208,224,.55), rgba(200,208,224,0)) right / 18px 100% no-repeat scroll; }
   main { padding:12px; }
   table.rows, table.rows tbody, table.rows tr, table.rows td { display:block; width:100%; }
   table.rows { border:0; background:none; }
