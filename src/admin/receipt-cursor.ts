@@ -1,4 +1,4 @@
-import { and, eq, gt, gte, lt, or, type Column, type SQL } from "drizzle-orm";
+import { and, eq, gt, gte, lt, or, sql, type Column, type SQL } from "drizzle-orm";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
