@@ -1,7 +1,6 @@
-import { database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { receipts } from "../db/schema";
+import { DEFAULT_DATABASE_BINDING } from "../sources/config";
 import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../sources/databases";
+import { receiptHolders } from "../sources/receipt-homes";
 
 /**
  * Where the admin surface finds receipts once they live in several D1 databases (src/sources/databases.ts). A
@@ -18,14 +17,20 @@ export interface DatabaseEnv {
 }
 
 /**
- * The first answer `read` finds, trying each receipt database in turn, `DB` first; null when none has it. A
- * receipt in `DB` costs exactly the one read it cost before.
+ * The first answer `read` finds, trying each receipt database in turn, `first` (by default `DB`) and then the
+ * others; null when none has it. A receipt where it was looked for first costs exactly the one read.
  *
  * @example
  *   const detail = await inFirstDatabase(env, (dbEnv) => receiptDetail(database(dbEnv), receiptId, env));
  */
-export async function inFirstDatabase<T>(env: Env, read: (databaseEnv: Env, binding: string) => Promise<T | null>): Promise<T | null> {
-  for (const { binding, env: databaseEnv } of receiptDatabaseEnvs(env)) {
+export async function inFirstDatabase<T>(
+  env: Env,
+  read: (databaseEnv: Env, binding: string) => Promise<T | null>,
+  first = DEFAULT_DATABASE_BINDING,
+): Promise<T | null> {
+  const databases = receiptDatabaseEnvs(env);
+  const ordered = [...databases.filter((entry) => entry.binding === first), ...databases.filter((entry) => entry.binding !== first)];
+  for (const { binding, env: databaseEnv } of ordered) {
     const found = await read(databaseEnv, binding);
     if (found !== null) return found;
   }
@@ -40,16 +45,10 @@ export async function inFirstDatabase<T>(env: Env, read: (databaseEnv: Env, bind
 export async function groupByDatabase(env: Env, receiptIds: readonly string[]): Promise<(DatabaseEnv & { receiptIds: string[] })[]> {
   const databases = receiptDatabaseEnvs(env);
   if (databases.length === 1 || receiptIds.length === 0) return [{ ...databases[0]!, receiptIds: [...receiptIds] }];
-  const holders = await Promise.all(
-    databases.map(async ({ env: databaseEnv }) => {
-      const rows = await database(databaseEnv).select({ receiptId: receipts.receiptId }).from(receipts).where(inJsonList(receipts.receiptId, receiptIds));
-      return new Set(rows.map((row) => row.receiptId));
-    }),
-  );
-  // An id in two databases cannot be minted (ids are ULIDs), but if it were, the first database answers for it.
-  const holderOf = (receiptId: string) => Math.max(0, holders.findIndex((held) => held.has(receiptId)));
+  const holders = await receiptHolders(databases, receiptIds);
+  const holderOf = (receiptId: string) => holders.get(receiptId) ?? DEFAULT_DATABASE_BINDING;
   return databases
-    .map((entry, index) => ({ ...entry, receiptIds: receiptIds.filter((receiptId) => holderOf(receiptId) === index) }))
+    .map((entry) => ({ ...entry, receiptIds: receiptIds.filter((receiptId) => holderOf(receiptId) === entry.binding) }))
     .filter((group) => group.receiptIds.length > 0);
 }
 

@@ -12,13 +12,14 @@ import {
   type ReplayOne,
   type ReplayRequester,
 } from "../replay/replay";
-import { databasesToRead, groupByDatabase } from "./receipt-databases";
+import { receiptDatabaseEnvs } from "../sources/databases";
+import { groupByDatabase } from "./receipt-databases";
 
 /**
  * The admin surface's door to replay. Replay itself — resetting a receipt and putting it back on the queue —
  * is src/replay's, one database at a time; this finds each receipt's database (ids in whichever holds them, a
- * filter with a source in that source's, `all` in every one), adapts the answers to one report shape for the API
- * and the dashboard, and logs who asked for how much (counts only).
+ * filter in every one), adapts the answers to one report shape for the API and the dashboard, and logs who asked
+ * for how much (counts only).
  */
 
 export interface ReplayReport {
@@ -69,12 +70,13 @@ export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, re
 }
 
 /**
- * The filter's dead letters in each database it reaches (a source's own; every one for `all`), oldest first, up to
- * `limit` in all. Across several databases the oldest `limit` ids of them all draw one boundary, and each database
- * replays its own up to it, so one cursor continues every database from the same place and none is skipped.
+ * The filter's dead letters in every receipt database (a source that moved left its older dead letters in the
+ * database it moved from), oldest first, up to `limit` in all. Across several databases the oldest `limit` ids of
+ * them all draw one boundary, and each database replays its own up to it, so one cursor continues every database
+ * from the same place and none is skipped.
  */
 async function replayDeadAcrossDatabases(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<ReplayMany> {
-  const databases = databasesToRead(env, filter.source);
+  const databases = receiptDatabaseEnvs(env);
   if (databases.length === 1) return replayDeadReceipts(databases[0]!.env, filter, Date.now(), requestedBy);
   const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
   const oldest = (await Promise.all(databases.map(({ env: databaseEnv }) => oldestDeadMatching(databaseEnv, filter)))).flat().sort().slice(0, limit);

@@ -1,9 +1,10 @@
 import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import { receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { databaseNamedBy, receiptIdsOf, type QueuedWork } from "../model/work-message";
 import { enqueueReceipts } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
-import { databaseBindingOf, envForDatabase, envForSource } from "../sources/databases";
+import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
+import { receiptHolders } from "../sources/receipt-homes";
 import { loadSources } from "../sources/registry";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
@@ -23,17 +24,32 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
   const receiptIds = batch.messages.flatMap((message) => receiptIdsOf(message.body));
   const verdicts = new Map<string, QueueVerdict>();
+  /** Where each receipt was processed: its retry names that database. */
+  const processedIn = new Map<string, string>();
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
-  try {
-    // Per database (each message is one source's, and a source's receipts live in one database), in slices of
-    // one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
-    for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages)) {
-      const databaseEnv = envForDatabase(env, binding);
-      for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
-        for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE), Date.now(), invocationEndsBy)) {
-          verdicts.set(receiptId, verdict);
-        }
+  // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
+  const processIn = async (binding: string, idsInDatabase: readonly string[]) => {
+    const databaseEnv = envForDatabase(env, binding);
+    for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
+      for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE), Date.now(), invocationEndsBy)) {
+        verdicts.set(receiptId, verdict);
+        processedIn.set(receiptId, binding);
       }
+    }
+  };
+  try {
+    // Per database: the one each message names (each message is one source's, its receipts in one database).
+    const unbound: string[] = [];
+    for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages)) {
+      if (isReceiptDatabase(env, binding)) await processIn(binding, idsInDatabase);
+      else unbound.push(...idsInDatabase);
+    }
+    // Not where its message said: a message older than its source's move (it names no database, so it was read in
+    // the source's database of today), one naming a database a later deploy unbound, or a receipt retention
+    // removed. Each is looked for in every database before it counts as missing; the happy path never gets here.
+    const elsewhere = [...unbound, ...[...verdicts].flatMap(([receiptId, verdict]) => (isMissing(verdict) ? [receiptId] : []))];
+    if (elsewhere.length > 0) {
+      for (const [binding, idsInDatabase] of groupByValue(await receiptHolders(receiptDatabaseEnvs(env), elsewhere))) await processIn(binding, idsInDatabase);
     }
   } catch (error) {
     // D1 unreachable or similar: every receipt is still pending or leased in D1; come back later, on each
@@ -43,22 +59,32 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     return;
   }
   const sourceOf = new Map(batch.messages.flatMap((message) => receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const)));
-  const later = new Map<number, { source: string; receiptId: string }[]>();
+  const later = new Map<string, { delaySeconds: number; binding: string; receipts: { source: string; receiptId: string }[] }>();
   for (const [receiptId, verdict] of verdicts) {
     if (verdict.kind !== "retry") continue;
-    const list = later.get(verdict.delaySeconds) ?? [];
-    list.push({ source: sourceOf.get(receiptId) ?? "", receiptId });
-    later.set(verdict.delaySeconds, list);
+    const binding = processedIn.get(receiptId)!;
+    const key = `${verdict.delaySeconds}:${binding}`;
+    const group = later.get(key) ?? { delaySeconds: verdict.delaySeconds, binding, receipts: [] };
+    group.receipts.push({ source: sourceOf.get(receiptId) ?? "", receiptId });
+    later.set(key, group);
   }
   try {
     // Retries go out before the originals are acknowledged: a crash in between repeats work, never loses it.
-    for (const [delaySeconds, receipts] of later) await enqueueReceipts(env, receipts, delaySeconds);
+    for (const { delaySeconds, binding, receipts } of later.values()) await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
   } catch (error) {
     logError("consume.requeue_failed", error, { receipts: receiptIds.length });
     for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
   }
   for (const message of batch.messages) {
+    const nowhere = receiptIdsOf(message.body).filter((receiptId) => !verdicts.has(receiptId));
+    if (nowhere.length > 0) {
+      // Named for a database this Worker no longer binds, and in none it has: never acked as done. It comes back
+      // until the binding does (or the queue gives up and its dead-letter consumer says so again).
+      logUnbound("consume.database_unbound", message.body, nowhere.length);
+      message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+      continue;
+    }
     message.ack();
     count("queueOperations");
   }
@@ -68,14 +94,33 @@ function sourceName(message: QueuedWork): string {
   return "source" in message ? message.source : "";
 }
 
-/** The batch's receipt ids grouped by the database their source names; a message without a source is `DB`'s. */
+function isMissing(verdict: QueueVerdict): boolean {
+  return verdict.kind === "done" && verdict.status === "missing";
+}
+
+/**
+ * The batch's receipt ids grouped by the database their message names; an older message, which names none, by its
+ * source's database today (`DB` without a source).
+ */
 function receiptIdsByDatabase(env: Env, messages: readonly Message<QueuedWork>[]): Map<string, string[]> {
   const byDatabase = new Map<string, string[]>();
   for (const message of messages) {
-    const binding = databaseBindingOf(env, sourceName(message.body));
+    const binding = databaseNamedBy(message.body) ?? databaseBindingOf(env, sourceName(message.body));
     byDatabase.set(binding, [...(byDatabase.get(binding) ?? []), ...receiptIdsOf(message.body)]);
   }
   return byDatabase;
+}
+
+/** A message's receipts no bound database holds, while the database it names is no binding of this Worker any more. */
+function logUnbound(event: string, message: QueuedWork, receipts: number): void {
+  logError(event, new Error(`no bound database holds ${receipts} receipts of this message`), { database: databaseNamedBy(message), source: sourceName(message), receipts });
+}
+
+/** receipt id → binding, turned into binding → receipt ids. */
+function groupByValue(holders: ReadonlyMap<string, string>): Map<string, string[]> {
+  const grouped = new Map<string, string[]>();
+  for (const [receiptId, binding] of holders) grouped.set(binding, [...(grouped.get(binding) ?? []), receiptId]);
+  return grouped;
 }
 
 function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): number {
@@ -90,16 +135,24 @@ function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): 
 
 /**
  * The queue's dead-letter safety net: a message the queue itself gave up on. D1 keeps the receipts, marked dead
- * with their last error, so they stay visible and replayable.
+ * with their last error, so they stay visible and replayable — in whichever database holds them.
  */
 async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Promise<void> {
+  const databases = receiptDatabaseEnvs(env);
   for (const message of batch.messages) {
+    const receiptIds = receiptIdsOf(message.body);
     try {
-      await markDead(envForSource(env, sourceName(message.body)), receiptIdsOf(message.body), `work queue gave up after ${message.attempts} deliveries`);
+      // With one database there is nowhere else to look: mark there, as before.
+      const holders = databases.length === 1 ? new Map(receiptIds.map((receiptId) => [receiptId, databases[0]!.binding])) : await receiptHolders(databases, receiptIds);
+      const error = `work queue gave up after ${message.attempts} deliveries`;
+      for (const [binding, idsInDatabase] of groupByValue(holders)) await markDead(envForDatabase(env, binding), idsInDatabase, error);
+      const nowhere = new Set(receiptIds).size - holders.size;
+      const named = databaseNamedBy(message.body);
+      if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named)) logUnbound("dead_letter.database_unbound", message.body, nowhere);
       message.ack();
       count("queueOperations");
     } catch (error) {
-      logError("dead_letter.failed", error, { receipts: receiptIdsOf(message.body).length });
+      logError("dead_letter.failed", error, { receipts: receiptIds.length });
       message.retry();
     }
   }

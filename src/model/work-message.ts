@@ -1,9 +1,20 @@
 /**
- * What travels on the work queue: one message per relay batch, naming its receipts. Bodies stay in D1 (a message
- * is billed per 64 KB and caps at 128 KB); a batch of ids lets one message, one queue write, read and delete,
- * carry a whole relay batch.
+ * What travels on the work queue: one message per relay batch, naming its receipts and the database they are in.
+ * Bodies stay in D1 (a message is billed per 64 KB and caps at 128 KB); a batch of ids lets one message, one queue
+ * write, read and delete, carry a whole relay batch.
  */
 export interface WorkMessage {
+  source: string;
+  /**
+   * The D1 binding the receipts were found in. A receipt stays in the database it was relayed to, whatever its
+   * source's `database` says later, so the consumer reads this one, not the source's current one.
+   */
+  database: string;
+  receiptIds: string[];
+}
+
+/** The batched shape sent before messages named their database: read in the source's database, then looked for elsewhere. */
+export interface SourceWorkMessage {
   source: string;
   receiptIds: string[];
 }
@@ -13,8 +24,13 @@ export interface LegacyWorkMessage {
   receiptId: string;
 }
 
-export type QueuedWork = WorkMessage | LegacyWorkMessage;
+export type QueuedWork = WorkMessage | SourceWorkMessage | LegacyWorkMessage;
 
 export function receiptIdsOf(message: QueuedWork): string[] {
   return "receiptIds" in message ? message.receiptIds : [message.receiptId];
+}
+
+/** The database a message names, or undefined for the older shapes (which name none). */
+export function databaseNamedBy(message: QueuedWork): string | undefined {
+  return "database" in message && typeof message.database === "string" ? message.database : undefined;
 }

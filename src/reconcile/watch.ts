@@ -3,7 +3,7 @@ import { batchByName, batchEach } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { alerts, checkpoints, receipts } from "../db/schema";
-import type { SourceConfig } from "../sources/config";
+import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
@@ -26,27 +26,26 @@ function minutes(ms: number): string {
   return total >= 120 ? `${Math.round(total / 60)} h` : `${total} min`;
 }
 
-interface Snapshot {
+/** What the watch reads about each source in one database. */
+interface Numbers {
   lastLive: Map<string, number | null>;
   dead: Map<string, number>;
   waiting: Map<string, { oldest: number; waiting: number }>;
   deadSeen: Map<string, number>;
   watchedSince: Map<string, number>;
+}
+
+interface Snapshot extends Numbers {
   deadIncidentBaseline: Map<string, number>;
 }
 
+type OpenDeadAlert = { source: string | null; detail: string | null };
+
 /**
- * What the watch needs, read in one D1 batch: receipts and cursors from the sources' database, open alerts from
- * `alertsDb` (the system database, `DB`). When the sources live in `DB` too it is all one batch; otherwise the
- * alerts are a second call.
+ * One database's numbers, read in one D1 batch; from `DB` (`withAlerts`) the same batch also reads the open
+ * dead-letter incidents, which live there for every source.
  */
-async function snapshot(db: Database, sources: readonly SourceConfig[], alertsDb: Database | null): Promise<Snapshot> {
-  const silenceWatched = sources.filter((source) => source.expectWithinMs !== null).map((source) => source.name);
-  const openDeadAlerts = (from: Database) =>
-    from
-      .select({ source: alerts.source, detail: alerts.detail })
-      .from(alerts)
-      .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open")));
+async function readDatabase(db: Database, silenceWatched: readonly string[], withAlerts: boolean): Promise<{ numbers: Numbers; openDead: OpenDeadAlert[] }> {
   const receiptQueries = {
     lastLive: db
       .select({ source: receipts.source, lastLive: max(receipts.receivedAt) })
@@ -68,10 +67,13 @@ async function snapshot(db: Database, sources: readonly SourceConfig[], alertsDb
       .from(checkpoints)
       .where(inArray(checkpoints.reconciler, ["dead-letters", "silence-watch"])),
   };
-  const [read, openDead] =
-    alertsDb === null
-      ? await batchByName(db, { ...receiptQueries, openDead: openDeadAlerts(db) }).then(({ openDead, ...rest }) => [rest, openDead] as const)
-      : await Promise.all([batchByName(db, receiptQueries), openDeadAlerts(alertsDb)]);
+  const openDeadAlerts = db
+    .select({ source: alerts.source, detail: alerts.detail })
+    .from(alerts)
+    .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open")));
+  const [read, openDead] = withAlerts
+    ? await batchByName(db, { ...receiptQueries, openDead: openDeadAlerts }).then(({ openDead, ...rest }) => [rest, openDead] as const)
+    : [await batchByName(db, receiptQueries), []];
   const cursorOf = (reconciler: string) =>
     new Map(
       read.cursors
@@ -79,33 +81,71 @@ async function snapshot(db: Database, sources: readonly SourceConfig[], alertsDb
         .map((row) => [row.source, parseCursor<Record<string, number>>(row.cursor) ?? {}] as const),
     );
   return {
-    lastLive: new Map(read.lastLive.map((row) => [row.source, row.lastLive])),
-    dead: new Map(read.dead.map((row) => [row.source, row.dead])),
-    waiting: new Map(read.waiting.flatMap((row) => (row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const]))),
-    deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
-    watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
-    deadIncidentBaseline: new Map(
-      openDead.flatMap((row) =>
-        row.source === null ? [] : [[row.source, (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0] as const],
-      ),
-    ),
+    numbers: {
+      lastLive: new Map(read.lastLive.map((row) => [row.source, row.lastLive])),
+      dead: new Map(read.dead.map((row) => [row.source, row.dead])),
+      waiting: new Map(read.waiting.flatMap((row) => (row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const]))),
+      deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
+      watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
+    },
+    openDead,
   };
 }
 
-/** Every source's conditions, each read from the database its receipts live in (src/sources/databases.ts). */
+/**
+ * A source's numbers over every database: a source that moved left receipts in the database it moved from, and
+ * they still count (the dead ones, the waiting ones, the last live one). Its cursors come from its own database
+ * (`home`), or, until the watch first writes them there, from the one it moved from, so a move alone opens no
+ * incident.
+ */
+function acrossDatabases(home: string, perDatabase: readonly { binding: string; numbers: Numbers }[]): Numbers {
+  const merged: Numbers = { lastLive: new Map(), dead: new Map(), waiting: new Map(), deadSeen: new Map(), watchedSince: new Map() };
+  const homeFirst = [...perDatabase.filter((entry) => entry.binding === home), ...perDatabase.filter((entry) => entry.binding !== home)];
+  for (const { numbers } of homeFirst) {
+    for (const [source, lastLive] of numbers.lastLive) {
+      const known = merged.lastLive.get(source) ?? null;
+      merged.lastLive.set(source, known === null || lastLive === null ? (known ?? lastLive) : Math.max(known, lastLive));
+    }
+    for (const [source, dead] of numbers.dead) merged.dead.set(source, (merged.dead.get(source) ?? 0) + dead);
+    for (const [source, waiting] of numbers.waiting) {
+      const known = merged.waiting.get(source);
+      merged.waiting.set(source, known ? { oldest: Math.min(known.oldest, waiting.oldest), waiting: known.waiting + waiting.waiting } : waiting);
+    }
+    for (const [source, dead] of numbers.deadSeen) if (!merged.deadSeen.has(source)) merged.deadSeen.set(source, dead);
+    for (const [source, since] of numbers.watchedSince) if (!merged.watchedSince.has(source)) merged.watchedSince.set(source, since);
+  }
+  return merged;
+}
+
+/**
+ * Every source's conditions. Every receipt database is read once (a handful of aggregates in one batch, `DB`'s
+ * with the open incidents); each source's numbers add up its receipts wherever they are, and its cursors are
+ * written to its own database (src/sources/databases.ts).
+ */
 export async function watchSources(env: Env, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
+  const silenceWatched = sources.filter((source) => source.expectWithinMs !== null).map((source) => source.name);
+  const databases = receiptDatabaseEnvs(env);
+  const perDatabase = await Promise.all(
+    databases.map(async ({ binding, env: databaseEnv }) => ({ binding, ...(await readDatabase(database(databaseEnv), silenceWatched, binding === DEFAULT_DATABASE_BINDING)) })),
+  );
+  const openDead = perDatabase.flatMap((entry) => entry.openDead);
+  const deadIncidentBaseline = new Map(
+    openDead.flatMap((row) =>
+      row.source === null ? [] : [[row.source, (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0] as const],
+    ),
+  );
   const conditions: AlertCondition[] = [];
-  for (const { binding, env: databaseEnv } of receiptDatabaseEnvs(env)) {
+  for (const { binding, env: databaseEnv } of databases) {
     const inDatabase = sources.filter((source) => source.database === binding);
     if (inDatabase.length === 0) continue;
-    const alertsDb = databaseEnv === env ? null : database(env);
-    conditions.push(...(await watchDatabase(database(databaseEnv), alertsDb, inDatabase, now)));
+    const seen: Snapshot = { ...acrossDatabases(binding, perDatabase), deadIncidentBaseline };
+    conditions.push(...(await watchDatabase(database(databaseEnv), seen, inDatabase, now)));
   }
   return conditions;
 }
 
-async function watchDatabase(db: Database, alertsDb: Database | null, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
-  const seen = await snapshot(db, sources, alertsDb);
+/** The conditions of the sources whose database is `db`, from their numbers across databases; their cursors are written to `db`. */
+async function watchDatabase(db: Database, seen: Snapshot, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
   const conditions: AlertCondition[] = [];
   const cursorWrites: { source: string; reconciler: string; cursor: unknown }[] = [];
   const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) => cursorWrites.push({ source, reconciler, cursor });

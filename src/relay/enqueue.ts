@@ -1,5 +1,6 @@
 import { count, queueUnits } from "../lib/meter";
 import type { WorkMessage } from "../model/work-message";
+import { databaseBindingIn } from "../sources/databases";
 
 /** Receipt ids per message: about 30 bytes each, so a message stays far below one 64 KB billing unit. */
 export const RECEIPTS_PER_MESSAGE = 500;
@@ -7,6 +8,8 @@ export const RECEIPTS_PER_MESSAGE = 500;
 /**
  * The one way work reaches the queue: relay, replay, re-drive and the consumer's own retries all call this. A
  * call sends one message per RECEIPTS_PER_MESSAGE receipts of one source, so a relay batch costs one queue write.
+ * The receipts are in `env`'s database (each caller works in the database it found them in), and the message says
+ * which: their consumer reads that one even if the source's `database` has changed since.
  */
 export async function enqueueWork(
   env: Pick<Env, "WORK_QUEUE">,
@@ -14,9 +17,10 @@ export async function enqueueWork(
   receiptIds: readonly string[],
   delaySeconds = 0,
 ): Promise<void> {
+  const database = databaseBindingIn(env);
   const messages: WorkMessage[] = [];
   for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_MESSAGE) {
-    messages.push({ source, receiptIds: receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE) });
+    messages.push({ source, database, receiptIds: receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE) });
   }
   if (messages.length === 0) return;
   await env.WORK_QUEUE.sendBatch(

@@ -13,11 +13,19 @@ import { loadSources } from "./registry";
  * work an env whose `DB` is that source's database (`envForDatabase`). One relay batch and one queue message are
  * one source's, so they never span two databases.
  *
+ * A source's `database` says where its new receipts go, not where every receipt of it is: one moved to another
+ * database leaves its older receipts where they were. So work on a receipt follows the receipt: a queue message
+ * names the database its receipts were found in (`databaseBindingIn`), and the readers look a receipt up in every
+ * bound database (`receiptDatabaseBindings`) when it is not where they looked first.
+ *
  * @example
  * // wrangler.toml: a second [[d1_databases]] entry with binding = "DB_EU", and [vars.SOURCES.stripe-eu]
  * // database = "DB_EU". Then:
  * const stripeEnv = envForSource(env, "stripe-eu"); // database(stripeEnv) reads and writes DB_EU
  */
+
+/** Which binding an env from `envForDatabase` points `DB` at. A symbol, so it survives `{ ...env }` and no config can set it. */
+const DATABASE_BINDING = Symbol("databaseBinding");
 
 /**
  * `env` with `DB` pointing at another D1 binding: everything that takes `env` then works on that database.
@@ -27,7 +35,12 @@ export function envForDatabase<E extends Pick<Env, "DB">>(env: E, binding: strin
   if (binding === DEFAULT_DATABASE_BINDING) return env;
   const d1 = (env as Record<string, unknown>)[binding];
   if (!isD1Database(d1)) throw new Error(`this Worker has no D1 binding named ${binding}`);
-  return { ...env, DB: d1 };
+  return { ...env, DB: d1, [DATABASE_BINDING]: binding };
+}
+
+/** The binding `env.DB` is: `DB` unless `env` came from `envForDatabase`. What a queue message names as its database. */
+export function databaseBindingIn(env: object): string {
+  return (env as { [DATABASE_BINDING]?: string })[DATABASE_BINDING] ?? DEFAULT_DATABASE_BINDING;
 }
 
 /**
@@ -53,13 +66,20 @@ export function envForSource<E extends Pick<Env, "DB" | "SOURCES">>(env: E, sour
 }
 
 /**
- * Every database that holds receipts: `DB` first, then each other binding some source names (valid or broken)
- * that this Worker has, in name order. Cross-database reads (the admin API, the dashboard) and the cron's
- * per-database work (re-drive, retention) go over these.
+ * Every database that may hold receipts: `DB` first, then every other D1 binding this Worker has, in name order.
+ * Every bound database gets the receipt migrations, and one no source names any more still holds the receipts of
+ * a source that moved away from it: its retries still finish, its dead letters stay replayable. Cross-database
+ * reads (the admin API, the dashboard, the watch) and the cron's per-database work (re-drive, retention) go over
+ * these.
  */
-export function receiptDatabaseBindings(env: Pick<Env, "SOURCES">): string[] {
-  const named = new Set([...rawDatabaseNames(env).values()].filter((binding) => binding !== DEFAULT_DATABASE_BINDING && hasD1Binding(env, binding)));
-  return [DEFAULT_DATABASE_BINDING, ...[...named].sort()];
+export function receiptDatabaseBindings(env: object): string[] {
+  const others = Object.keys(env).filter((binding) => binding !== DEFAULT_DATABASE_BINDING && hasD1Binding(env, binding));
+  return [DEFAULT_DATABASE_BINDING, ...others.sort()];
+}
+
+/** Whether `binding` is one of this Worker's receipt databases (a message may name one a later deploy unbound). */
+export function isReceiptDatabase(env: object, binding: string): boolean {
+  return binding === DEFAULT_DATABASE_BINDING || hasD1Binding(env, binding);
 }
 
 /** Each receipt database with the env that works on it. */

@@ -43,7 +43,7 @@ describe("a source on its own database", () => {
     expect(await creditsIn(env.DB, "acct_split")).toBeUndefined();
   });
 
-  it("lists every database that holds receipts: DB first, then each one a source names", () => {
+  it("lists every database that may hold receipts: DB first, then every other D1 binding", () => {
     expect(receiptDatabaseBindings(env)).toEqual(["DB", "DB_SECOND"]);
   });
 

@@ -22,7 +22,7 @@ import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";
 import { inFirstDatabase } from "../receipt-databases";
 import { replayByIds, replayDeadMatching } from "../replay";
 import { parseBulkReplayRequest } from "../replay-request";
-import { envForSource } from "../../sources/databases";
+import { databaseBindingOf } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { sourceStats } from "../stats";
@@ -63,11 +63,21 @@ adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
   return c.json(detail);
 });
 
-/** The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source), in the source's database. */
+/**
+ * The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source): in the
+ * source's database first, then the others (a source that moved left its older receipts where they were).
+ */
 adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
-  const db = database(envForSource(c.env, c.req.param("source")));
-  const receiptId = await receiptIdForEvent(db, c.req.param("source"), c.req.param("eventKey"));
-  const detail = receiptId ? await receiptDetail(db, receiptId, c.env) : null;
+  const source = c.req.param("source");
+  const detail = await inFirstDatabase(
+    c.env,
+    async (databaseEnv) => {
+      const db = database(databaseEnv);
+      const receiptId = await receiptIdForEvent(db, source, c.req.param("eventKey"));
+      return receiptId ? receiptDetail(db, receiptId, c.env) : null;
+    },
+    databaseBindingOf(c.env, source),
+  );
   if (!detail) throw apiError(404, "event_not_found", "No receipt for this event key under this source (never accepted, or not yet relayed).");
   return c.json(detail);
 });
