@@ -16,6 +16,8 @@ export interface ForwardRequest {
   eventType: string | null;
   body: Uint8Array;
   contentType: string;
+  /** The route's own headers (src/routing/): never one of the headers set below, which config refuses. */
+  routeHeaders?: Record<string, string> | null;
 }
 
 export type ForwardResult = Exclude<OutboundResult, { kind: "delivered" }> | { kind: "delivered"; httpStatus: number };
@@ -43,6 +45,7 @@ export async function forward(request: ForwardRequest, signingSecret: string, no
       timeoutMs: request.timeoutMs,
       idempotencyKey: request.receiptId,
       headers: {
+        ...request.routeHeaders,
         "content-type": request.contentType,
         "webhook-id": request.receiptId,
         "webhook-timestamp": String(timestamp),

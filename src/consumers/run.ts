@@ -50,6 +50,7 @@ async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now:
         eventType: receipt.eventType,
         body: routed.transformed?.body ?? receipt.body,
         contentType: routed.transformed ? "application/json" : (headers["content-type"] ?? "application/json"),
+        routeHeaders: routed.headers,
       },
       signingSecret,
       now,

@@ -1,7 +1,7 @@
 import { parseJsonBody } from "../providers/json";
 import type { EventFilter, FilterSubject } from "./filter";
 import type { EventSchema } from "./schema";
-import type { EventTransform } from "./transform";
+import type { EventHeaders, EventTransform } from "./transform";
 
 /**
  * What a route does with one event before its destination sees it, as a pure function of the route and the
@@ -15,6 +15,8 @@ export interface RouteRules {
   filter: EventFilter | null;
   schema: EventSchema | null;
   transform: EventTransform | null;
+  /** Extra headers a forward sends, each computed per event (forward routes only). */
+  headers: EventHeaders | null;
 }
 
 /** What the route has of an event: the stored bytes and identity, exactly as the receipt holds them. */
@@ -31,13 +33,16 @@ export type RouteVerdict =
   | { kind: "skip"; reason: string }
   /** The event cannot be given to this route as configured: a dead letter, replayable once config is fixed. */
   | { kind: "refuse"; error: string }
-  /** Deliver; `transformed` is null when the route has no transform (the original bytes go, untouched). */
-  | { kind: "deliver"; transformed: { body: Uint8Array; value: unknown } | null };
+  /**
+   * Deliver; `transformed` is null when the route has no transform (the original bytes go, untouched), `headers`
+   * when it sets none.
+   */
+  | { kind: "deliver"; transformed: { body: Uint8Array; value: unknown } | null; headers: Record<string, string> | null };
 
-const DELIVER_AS_STORED: RouteVerdict = { kind: "deliver", transformed: null };
+const DELIVER_AS_STORED: RouteVerdict = { kind: "deliver", transformed: null, headers: null };
 
 export function routeHasRules(rules: RouteRules): boolean {
-  return rules.filter !== null || rules.schema !== null || rules.transform !== null;
+  return rules.filter !== null || rules.schema !== null || rules.transform !== null || rules.headers !== null;
 }
 
 const textDecoder = new TextDecoder();
@@ -72,10 +77,17 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
     const verdict = rules.schema.check(subject.body);
     if (!verdict.ok) return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
   }
-  if (!rules.transform) return DELIVER_AS_STORED;
-  const transformed = await rules.transform.run(subject.body, { type: subject.type, subject: subject.subject, headers: subject.headers });
+  const bindings = { type: subject.type, subject: subject.subject, headers: subject.headers };
+  let headers: Record<string, string> | null = null;
+  if (rules.headers) {
+    const computed = await rules.headers.run(subject.body, bindings);
+    if (!computed.ok) return { kind: "refuse", error: computed.error };
+    headers = computed.headers;
+  }
+  if (!rules.transform) return { kind: "deliver", transformed: null, headers };
+  const transformed = await rules.transform.run(subject.body, bindings);
   if (!transformed.ok) return { kind: "refuse", error: transformed.error };
-  return { kind: "deliver", transformed: { body: transformed.body, value: transformed.value } };
+  return { kind: "deliver", transformed: { body: transformed.body, value: transformed.value }, headers };
 }
 
 /** Every step of a route on one event, each run on its own (not stopping at the first no), for `cli route test`. */

@@ -97,3 +97,52 @@ export function compileTransform(value: unknown): { ok: true; transform: EventTr
     },
   };
 }
+
+/**
+ * A forward route's extra headers: each a JSONata expression over the same input as the transform, whose result
+ * (a string, or a number) is the header's value; a result of nothing leaves the header out for that event.
+ */
+export interface EventHeaders {
+  run(body: unknown, bindings: TransformBindings): Promise<{ ok: true; headers: Record<string, string> } | { ok: false; error: string }>;
+}
+
+const HEADER_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/** What the forward sets itself (signature, identity, idempotency), and what credentials in plain config would leak. */
+const RESERVED_HEADER = /^(content-type|content-length|host|idempotency-key|webhook-.*|x-webhook-.*|authorization|proxy-authorization|cookie)$/;
+const MAX_HEADER_VALUE_CHARS = 1024;
+const PLAIN_HEADER_VALUE = /^[\x20-\x7e]*$/;
+
+export function compileHeaders(value: unknown): { ok: true; headers: EventHeaders } | { ok: false; problem: string } {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return { ok: false, problem: "headers must be a table of header name = JSONata expression" };
+  const expressions: [string, EventTransform][] = [];
+  const problems: string[] = [];
+  for (const [rawName, expression] of Object.entries(value)) {
+    const name = rawName.toLowerCase();
+    if (!HEADER_NAME.test(name)) problems.push(`header name ${JSON.stringify(rawName)} is not a plain header name`);
+    else if (RESERVED_HEADER.test(name)) problems.push(`header ${name} is set by the forward itself or would carry a credential in plain config`);
+    const compiled = compileTransform(expression);
+    if (compiled.ok) expressions.push([name, compiled.transform]);
+    else problems.push(`header ${name}: ${compiled.problem}`);
+  }
+  if (problems.length > 0) return { ok: false, problem: `headers: ${problems.join("; ")}` };
+  return {
+    ok: true,
+    headers: {
+      async run(body, bindings) {
+        const headers: Record<string, string> = {};
+        for (const [name, transform] of expressions) {
+          const result = await transform.run(body, bindings);
+          // Nothing for this event: the header is left out (an expression may add a header only sometimes).
+          if (!result.ok && result.error.endsWith("produced nothing for this event")) continue;
+          if (!result.ok) return { ok: false, error: `${result.error} (header ${name})` };
+          const text = typeof result.value === "string" ? result.value : typeof result.value === "number" ? String(result.value) : null;
+          if (text === null || text.length > MAX_HEADER_VALUE_CHARS || !PLAIN_HEADER_VALUE.test(text)) {
+            return { ok: false, error: `transform failed: header ${name} must be printable ASCII text up to ${MAX_HEADER_VALUE_CHARS} characters` };
+          }
+          headers[name] = text;
+        }
+        return { ok: true, headers };
+      },
+    },
+  };
+}

@@ -318,6 +318,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     }
   }
   const { destination, rules: route } = parseRoutes(options, where, problems, (value, routeWhere) => parseDestination(value, routeWhere, options, problems));
+  if (route.headers && destination.kind !== "forward") problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
   if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
     problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
   }

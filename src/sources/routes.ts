@@ -1,7 +1,7 @@
 import { compileFilter } from "../routing/filter";
 import type { RouteRules } from "../routing/route";
 import { compileSchema } from "../routing/schema";
-import { compileTransform } from "../routing/transform";
+import { compileHeaders, compileTransform } from "../routing/transform";
 
 /**
  * A source's routes. Today a source has exactly one: the `destination` it names directly (route `default`), or a
@@ -12,7 +12,7 @@ import { compileTransform } from "../routing/transform";
 
 const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_ROUTE_NAME = "default";
-const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema"]);
+const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema", "headers"]);
 /** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
 const NOT_BUILT_YET: Record<string, string> = {
   retry: "per-route retry is not available yet (the source's own retry applies to its route)",
@@ -22,6 +22,7 @@ const NOT_BUILT_YET: Record<string, string> = {
   paused: "pausing a route is not available yet",
 };
 const ROUTE_ONLY_KEYS = ["filter", "transform", "schema"] as const;
+const NO_RULES = { filter: null, schema: null, transform: null, headers: null };
 
 export interface ParsedRoute<D> {
   destination: D;
@@ -43,9 +44,9 @@ export function parseRoutes<D>(
   }
   const list = options.routes;
   if (list === undefined) {
-    return { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null } };
+    return { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } };
   }
-  const fallback = () => ({ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null } });
+  const fallback = () => ({ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } });
   if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
     problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
     return fallback();
@@ -74,7 +75,7 @@ function parseRoute<D>(table: Record<string, unknown>, where: string, problems: 
   const routeWhere = typeof name === "string" && ROUTE_NAME.test(name) ? `${where.replace(/\.routes\[\d+\]$/, "")} route ${name}` : where;
   if (table.destination === undefined) problems.push(`${routeWhere}: destination is required ("handler:<name>", an https URL, or "none")`);
   const destination = readDestination(table.destination, routeWhere);
-  const rules: RouteRules = { name: typeof name === "string" ? name : DEFAULT_ROUTE_NAME, filter: null, schema: null, transform: null };
+  const rules: RouteRules = { name: typeof name === "string" ? name : DEFAULT_ROUTE_NAME, ...NO_RULES };
   if (table.filter !== undefined) {
     const compiled = compileFilter(table.filter);
     if (compiled.ok) rules.filter = compiled.filter;
@@ -88,6 +89,11 @@ function parseRoute<D>(table: Record<string, unknown>, where: string, problems: 
   if (table.transform !== undefined) {
     const compiled = compileTransform(table.transform);
     if (compiled.ok) rules.transform = compiled.transform;
+    else problems.push(`${routeWhere}: ${compiled.problem}`);
+  }
+  if (table.headers !== undefined) {
+    const compiled = compileHeaders(table.headers);
+    if (compiled.ok) rules.headers = compiled.headers;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
   return { destination, rules };

@@ -32,6 +32,7 @@ before(async () => {
     'name = "backend"',
     `destination = "http://127.0.0.1:${port}/hooks"`,
     "transform = '{ \"kind\": $type, \"who\": data.account }'",
+    'headers = { "x-account" = "data.account" }',
   ].join("\n");
   const config = writeFile(workDir, "wrangler.toml", [testConfig(port), ...docsBlocks, local].join("\n\n"));
   project = ["--config", config, "--dev-vars", writeFile(workDir, ".dev.vars", testDevVars())];
@@ -47,7 +48,7 @@ describe("docs/routing.md", () => {
     assert.ok(docsBlocks.length >= 3, "the doc's toml examples were not found");
     const result = await cli(["check", ...project]);
     assert.equal(result.code, 0, result.stdout + result.stderr);
-    for (const name of ["demo-credits", "demo-slack", "demo-checked"]) assert.match(result.stdout, new RegExp(`valid sources \\(.*\\b${name}\\b`));
+    for (const name of ["demo-credits", "demo-slack", "demo-backend", "demo-checked"]) assert.match(result.stdout, new RegExp(`valid sources \\(.*\\b${name}\\b`));
   });
 });
 
@@ -84,6 +85,7 @@ describe("route test", () => {
   test("sends nothing to the route's destination", async () => {
     const result = await cli(["route", "test", "cli-route-local", "credit", ...project]);
     assert.equal(result.code, 0, result.stdout + result.stderr);
+    assert.match(result.stdout, /^ {2}headers {4}x-account: acct_0042$/m);
     assert.match(result.stdout, /^ {2}verdict {4}forwarded: the transform's output$/m);
     assert.match(result.stdout, /^nothing was sent or written$/m);
     assert.deepEqual(destinationRequests, []);

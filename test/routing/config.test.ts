@@ -26,7 +26,7 @@ describe("a source's routes", () => {
   it("a source's own destination is one route named default, with no rules", () => {
     const source = parsed({ destination: "handler:accounts" });
     expect(source.destination).toEqual({ kind: "handler", handlerName: "accounts" });
-    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null });
+    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null, headers: null });
   });
 
   it("one listed route gives the source its destination, filter, schema and transform", () => {
@@ -67,6 +67,8 @@ describe("a source's routes", () => {
     expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", schema: "{oops" }] })).toEqual([expect.stringMatching(/route r: schema is a string but not JSON/)]);
     expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", transform: "$$$(" }] })).toEqual([expect.stringMatching(/route r: transform is not a valid JSONata expression/)]);
     expect(problemsOf({ routes: [{ name: "r", destination: "handler:nope" }] })).toEqual(['SOURCES.example: no handler named "nope" is registered']);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", headers: { "x-a": "'1'" } }] })).toEqual(["SOURCES.example: route r: headers apply to a forward (an https destination) only"]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "https://x.example.com/", headers: { "idempotency-key": "'1'" } }] })).toEqual([expect.stringMatching(/route r: headers: header idempotency-key is set by the forward itself/)]);
   });
 
   it("keeps route options in routes: beside a source's own destination they are refused, as is a destination given twice", () => {

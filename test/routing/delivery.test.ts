@@ -32,6 +32,7 @@ describe("a route with a filter, a schema and a transform", () => {
     expect(more).toEqual([]);
     expect(sent!.body).toBe('{"text":"Account acct_rt1 credited 250"}');
     expect(sent!.headers["content-type"]).toBe("application/json");
+    expect(sent!.headers["x-account"]).toBe("acct_rt1");
     expect(() => new Webhook(env.GATEWAY_SIGNING_SECRET).verify(sent!.body, sent!.headers)).not.toThrow();
     const stored = await env.DB.prepare("SELECT body FROM receipts WHERE id = ?").bind(receiptId).first<{ body: number[] }>();
     expect(new TextDecoder().decode(new Uint8Array(stored!.body))).toBe(original);
@@ -64,6 +65,7 @@ describe("a route without rules", () => {
     expect(await receiptRow(receiptId)).toMatchObject({ status: "processed" });
     const [sent] = await standinRequests(receiptId);
     expect(sent!.body).toBe(original);
+    expect(sent!.headers["x-account"]).toBeUndefined();
   });
 });
 

@@ -3,7 +3,7 @@ import { compileFilter, type FilterSubject } from "../../src/routing/filter";
 import { regexProblem } from "../../src/routing/regex";
 import { applyRoute, type RouteRules } from "../../src/routing/route";
 import { compileSchema } from "../../src/routing/schema";
-import { compileTransform, MAX_TRANSFORM_OUTPUT_BYTES } from "../../src/routing/transform";
+import { compileHeaders, compileTransform, MAX_TRANSFORM_OUTPUT_BYTES } from "../../src/routing/transform";
 
 /**
  * Filters (sift), transforms (JSONata) and schemas (@cfworker/json-schema) as the Worker runs them: these tests
@@ -150,6 +150,25 @@ describe("route transforms", () => {
   });
 });
 
+describe("a forward route's headers", () => {
+  const bindings = { type: "account.credited", subject: "acct_0042", headers: {} };
+
+  it("compute each value per event, leaving out a header whose expression yields nothing", async () => {
+    const compiled = compileHeaders({ "X-Account": "data.account", "x-amount": "data.amount", "x-refund": "data.refund" });
+    if (!compiled.ok) throw new Error(compiled.problem);
+    expect(await compiled.headers.run({ data: { account: "acct_1", amount: 5 } }, bindings)).toEqual({ ok: true, headers: { "x-account": "acct_1", "x-amount": "5" } });
+    expect(await compiled.headers.run({ data: { account: { nested: true } } }, bindings)).toEqual({ ok: false, error: expect.stringMatching(/^transform failed: header x-account must be printable ASCII text/) });
+    expect(await compiled.headers.run({ data: { account: "line\nbreak" } }, bindings)).toMatchObject({ ok: false });
+  });
+
+  it("refuse names the forward sets itself, credentials in plain config, and expressions that do not parse", () => {
+    expect(compileHeaders({ "webhook-signature": "'x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/webhook-signature is set by the forward itself/) });
+    expect(compileHeaders({ authorization: "'Bearer x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/credential/) });
+    expect(compileHeaders({ "x ok": "'x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/not a plain header name/) });
+    expect(compileHeaders({ "x-a": "(" })).toMatchObject({ ok: false, problem: expect.stringMatching(/header x-a: transform is not a valid JSONata/) });
+  });
+});
+
 describe("route schemas", () => {
   const schema = { type: "object", required: ["type", "data"], properties: { data: { type: "object", required: ["amount"], properties: { amount: { type: "integer", minimum: 1 } } } } };
 
@@ -171,17 +190,17 @@ describe("route schemas", () => {
 
 describe("a route applied to a stored event", () => {
   const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
-  const rules = (parts: Partial<RouteRules>): RouteRules => ({ name: "r", filter: null, schema: null, transform: null, ...parts });
+  const rules = (parts: Partial<RouteRules>): RouteRules => ({ name: "r", filter: null, schema: null, transform: null, headers: null, ...parts });
 
   it("passes a plain route's bytes untouched, skips a filtered-out event, refuses a schema mismatch, and transforms", async () => {
     const stored = { body: bytes({ type: "account.credited", data: { amount: 5 } }), keptHeaders: '{"content-type":"application/json"}', eventType: "account.credited", subjectId: null };
-    expect(await applyRoute(rules({}), stored)).toEqual({ kind: "deliver", transformed: null });
+    expect(await applyRoute(rules({}), stored)).toEqual({ kind: "deliver", transformed: null, headers: null });
     const onlyDebits = compileFilter({ type: "account.debited" });
     const bigOnes = compileSchema({ type: "object", properties: { data: { properties: { amount: { minimum: 100 } } } } });
     const shape = compileTransform('{"amount": data.amount}');
     if (!onlyDebits.ok || !bigOnes.ok || !shape.ok) throw new Error("fixture rules must compile");
     expect(await applyRoute(rules({ filter: onlyDebits.filter }), stored)).toEqual({ kind: "skip", reason: "filtered out by route r" });
     expect(await applyRoute(rules({ schema: bigOnes.schema }), stored)).toEqual({ kind: "refuse", error: expect.stringMatching(/^schema mismatch on route r: #\/data\/amount: .*100/) });
-    expect(await applyRoute(rules({ transform: shape.transform }), stored)).toEqual({ kind: "deliver", transformed: { body: bytes({ amount: 5 }), value: { amount: 5 } } });
+    expect(await applyRoute(rules({ transform: shape.transform }), stored)).toEqual({ kind: "deliver", transformed: { body: bytes({ amount: 5 }), value: { amount: 5 } }, headers: null });
   });
 });

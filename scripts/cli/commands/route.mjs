@@ -79,6 +79,8 @@ export async function route(action, sourceName, sampleOrFile, options) {
   console.log(`  schema     ${schema === null ? "none" : schema.ok ? "passes" : `fails: ${schema.errors.join("; ")}`}`);
   const transform = explanation.transform;
   console.log(`  transform  ${transform === null ? "none (the original bytes are sent)" : transform.ok ? JSON.stringify(transform.output, null, 2).replace(/\n/g, "\n             ") : transform.error}`);
+  const sentHeaders = explanation.verdict.kind === "deliver" ? explanation.verdict.headers : null;
+  if (sentHeaders) console.log(`  headers    ${Object.entries(sentHeaders).map(([name, value]) => `${name}: ${value}`).join("\n             ") || "(none for this event)"}`);
   console.log(`  verdict    ${describeVerdict(explanation.verdict, source.destination)}`);
   console.log("nothing was sent or written");
   return 0;
