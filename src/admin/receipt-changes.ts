@@ -15,12 +15,14 @@ import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
  * Receipts have no time index besides the ULID id, and a change index would be a billed row on every write of the
  * happy path. So this reads the id range of the window (`id >= ulidFloor(now - window)`, the primary key) and
  * filters on the change times the writes already keep: relayed_at, the latest attempt's end (attempt_started_at
- * + attempt_duration_ms, written when an attempt commits), processed_at, replayed_at, dismissed_at. The cost is
+ * + attempt_duration_ms, written when an attempt commits), processed_at, replayed_at, dismissed_at, and
+ * status_entered_at (D1's stamp on entering dead, dismissed, stale or skipped, migrations/0012). The cost is
  * the trade-off: every call reads every receipt received in the window (1 hour by default, at most 7 days), so a
  * tail polls it less often than it polls new receipts, and a wider window is for looking back, not for polling.
  *
- * Changes outside those columns are not seen: a lease taken (status processing), a dead verdict written by the
- * work queue's own dead-letter consumer, which keeps no time, and a dismissal undone (restore clears dismissed_at).
+ * Changes outside those columns are not seen: a lease taken (status processing) and a return to pending or
+ * processed that writes no time. A dead verdict that keeps no time of its own (the work queue's dead-letter
+ * consumer) and a dismissal undone (restore clears dismissed_at) are seen through status_entered_at.
  *
  * Exact paging. A change time is the clock of whoever decided the change (a consumer's, the relay's D1), and the
  * change commits a moment later: a read at `now` may not yet see a change stamped just before it, but sees every
@@ -70,7 +72,8 @@ export const changedAt = sql<number>`max(
   coalesce(${receipts.attemptStartedAt} + coalesce(${receipts.attemptDurationMs}, 0), 0),
   coalesce(${receipts.processedAt}, 0),
   coalesce(${receipts.replayedAt}, 0),
-  coalesce(${receipts.dismissedAt}, 0))`;
+  coalesce(${receipts.dismissedAt}, 0),
+  coalesce(${receipts.statusEnteredAt}, 0))`;
 
 function invalid(parameter: string, expectation: string): never {
   throw apiError(400, "invalid_query", `Query parameter "${parameter}" ${expectation}.`);

@@ -2,7 +2,10 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { receiptChanges } from "../../src/admin/lists";
 import { changesPage, parseChangesQuery, SETTLE_MS, type ChangedReceipt } from "../../src/admin/receipt-changes";
-import { adminGet, seedReceipt, uniqueSource } from "./support";
+import { eq } from "drizzle-orm";
+import { database } from "../../src/db/client";
+import { receipts } from "../../src/db/schema";
+import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";
 
 /** A changes cursor as the route reads it. */
 const cursorOf = (changedSince: string) => {
@@ -120,6 +123,22 @@ describe("receipts changed since a cursor", () => {
     expect(changesPage(mixed, query, now)).toEqual({ receipts: mixed.slice(0, 2), changesCursor: String(now - SETTLE_MS), more: false, settledBefore: now - SETTLE_MS });
     // A cursor already past the settle line stays where it is, its tie-breaking id included.
     expect(changesPage([row(now - 100, "Z")], { ...query, since: now - 1_000, afterId: "Y" }, now).changesCursor).toBe(`${now - 1_000}.Y`);
+  });
+
+  it("sees a dismissal undone and a dead verdict that keeps no time of its own: D1 stamps the entry into the status", async () => {
+    const source = uniqueSource("changes-entered");
+    const now = Date.now();
+    const restored = await seedReceipt({ source, receivedAt: now - 2 * HOUR, relayedAt: now - 2 * HOUR, status: "dismissed", dismissedAt: now - HOUR });
+    const diedQuietly = await seedReceipt({ source, receivedAt: now - 2 * HOUR + 1, relayedAt: now - 2 * HOUR, status: "processing", attemptStartedAt: now - HOUR });
+    const since = Date.now();
+    expect((await (await adminPost("/admin/api/dead/restore", { receiptIds: [restored] })).json<{ changed: string[] }>()).changed).toEqual([restored]);
+    // The work queue's dead-letter consumer writes the verdict and nothing else.
+    await database(env).update(receipts).set({ status: "dead" }).where(eq(receipts.receiptId, diedQuietly));
+    const answer = await changes({ changedSince: String(since), window: "6h", source });
+    expect(answer.receipts.map((receipt) => [receipt.receiptId, receipt.status])).toEqual([
+      [restored, "dead"],
+      [diedQuietly, "dead"],
+    ]);
   });
 
   it("refuses what it cannot honour, naming the parameter", async () => {
