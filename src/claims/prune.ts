@@ -26,7 +26,15 @@ type TombstoneAge = { source: string; event_key: string; received_at: number };
 
 type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
 
-export function pruneExpiredKeys(storage: Storage, olderThan: number, options: { readLimit: number; pageSize: number }): number {
+/**
+ * `keep`: claim keys never forgotten this visit whatever their age, the receipts still unfinished in D1 (the cron's
+ * key scan lists them, src/reconcile/retention-scan.ts): their resend must still answer "duplicate".
+ */
+export function pruneExpiredKeys(
+  storage: Storage,
+  olderThan: number,
+  options: { readLimit: number; pageSize: number; keep?: ReadonlySet<string> },
+): number {
   const { sql } = storage;
   const startedFrom = readCursor(sql);
   let position = startedFrom;
@@ -59,7 +67,7 @@ export function pruneExpiredKeys(storage: Storage, olderThan: number, options: {
           want,
         );
     read += page.length;
-    const expired = page.filter((row) => row.received_at < olderThan);
+    const expired = page.filter((row) => row.received_at < olderThan && !options.keep?.has(row.event_key));
     if (expired.length > 0) {
       storage.transactionSync(() => {
         for (const row of expired) {

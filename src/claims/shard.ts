@@ -284,9 +284,9 @@ export class ClaimShard extends DurableObject<Env> {
    * reading at most `readLimit` of them (src/claims/prune.ts). Never touches an unrelayed claim: that is
    * acknowledged work.
    */
-  pruneKeys(olderThan: number, readLimit = PRUNE_READ_LIMIT): number {
+  pruneKeys(olderThan: number, readLimit = PRUNE_READ_LIMIT, keepKeys: readonly string[] = []): number {
     count("doRequests");
-    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, { readLimit, pageSize: PRUNE_PAGE });
+    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, { readLimit, pageSize: PRUNE_PAGE, keep: new Set(keepKeys) });
     execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
     execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return pruned;
@@ -329,9 +329,15 @@ export class ClaimShard extends DurableObject<Env> {
 
   /**
    * The cron's visit (src/reconcile): relay what is still waiting, a bounded number of batches, then forget keys
-   * past the dedupe retention. One call per shard per run, so a run's subrequests stay countable.
+   * past the dedupe retention, except `keepKeys` (receipts still unfinished in D1). One call per shard per run, so
+   * a run's subrequests stay countable.
    */
-  async sweep(keyCutoff: number, relayRounds: number, pruneReadLimit: number): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
+  async sweep(
+    keyCutoff: number,
+    relayRounds: number,
+    pruneReadLimit: number,
+    keepKeys: readonly string[] = [],
+  ): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
     count("doRequests");
     let relayed = 0;
     let remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
@@ -348,7 +354,7 @@ export class ClaimShard extends DurableObject<Env> {
       if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
       remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     }
-    const keysPruned = this.pruneKeys(keyCutoff, pruneReadLimit);
+    const keysPruned = this.pruneKeys(keyCutoff, pruneReadLimit, keepKeys);
     // Backlog and size, told to the system monitor only when they cross its thresholds (src/monitor/).
     const backlog = remaining >= REMAINING_COUNT_CAP ? this.unrelayedCount(shardThresholds(this.env).backlog) : remaining;
     await this.watch.afterVisit(this.env, { backlog, storageBytes: this.sql.databaseSize });

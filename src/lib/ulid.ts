@@ -27,3 +27,10 @@ export function ulidFloor(time: number): string {
   }
   return prefix + "0".repeat(16);
 }
+
+/** The epoch ms a ULID was minted at (its first 10 characters). */
+export function ulidTime(id: string): number {
+  let time = 0;
+  for (const char of id.slice(0, 10)) time = time * 32 + ALPHABET.indexOf(char);
+  return time;
+}

@@ -11,6 +11,7 @@ import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
 import { scanForStuck, STUCK_SCAN_CURSOR } from "./stuck-scan";
+import { readShardKeeps, shardPrune } from "./shard-keep";
 
 /**
  * Re-drive: finish work that stalled at a boundary nobody will revisit on their own.
@@ -57,9 +58,11 @@ export function shardVisitBudget(env: Env): number {
  * shard that fails (D1 unreachable from it) is counted, not fatal: its work stays in the shard for the next visit.
  */
 export async function sweepShards(env: Env, sources: readonly SourceConfig[], now: number): Promise<ShardSweepCounts & { shardsFailed: number }> {
-  const visits = sources.flatMap((source) =>
-    shardsOf(env, source.name).map((stub) => ({ stub, keyCutoff: now - source.dedupeRetentionMs })),
-  );
+  const keeps = await readShardKeeps(env);
+  const visits = sources.flatMap((source) => {
+    const stubs = shardsOf(env, source.name);
+    return stubs.map((stub, shard) => ({ stub, ...shardPrune(keeps.get(source.name), source, now, shard, stubs.length) }));
+  });
   const budget = shardVisitBudget(env);
   let chosen = visits;
   if (visits.length > budget) {
@@ -68,7 +71,7 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
     await writeCheckpoint(env, SWEEP_CURSOR_SOURCE, "shard-sweep", { offset: (offset + budget) % visits.length }, now);
   }
   const results = await Promise.allSettled(
-    chosen.map(({ stub, keyCutoff }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS)),
+    chosen.map(({ stub, keyCutoff, keepKeys }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS, keepKeys)),
   );
   const counts = { shardsVisited: chosen.length, shardsTotal: visits.length, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 };
   for (const result of results) {

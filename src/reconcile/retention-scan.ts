@@ -1,3 +1,5 @@
+import { ulidTime } from "../lib/ulid";
+
 /**
  * The decisions of a retention scan, as pure functions over one page of a source's receipts read in id order
  * below the source's cutoff. The I/O is retention.ts.
@@ -81,4 +83,37 @@ export function bodyDropsAt(
   if (!receipt.bodyRetained || retention === null) return null;
   if (receipt.status === "dead") return receipt.receivedAt + retention.deadLetterRetentionMs;
   return PAYLOAD_EXPIRING.has(receipt.status) ? receipt.receivedAt + retention.payloadRetentionMs : null;
+}
+
+/**
+ * The claim shards forget a key by its age alone, and would forget one whose receipt is still unfinished in D1
+ * (a resend would then be "accepted" again, stopped only by D1's unique key). So the key scan tells them what to
+ * keep: the receipts it read below the dedupe cutoff and could not delete, i.e. unfinished work (O(pending), not
+ * O(traffic): everything else below the cursor is gone), together with the time below which it checked every
+ * receipt of the source. A shard forgets only tombstones received before that time and not in the list.
+ */
+export interface UndeletedKey {
+  id: string;
+  eventKey: string;
+  payloadSha256: string;
+}
+
+export interface ShardKeep {
+  /** Every receipt of the source received before this (epoch ms) was read by the key scan. */
+  checkedBefore: number;
+  /** The claim keys of those it could not delete: the event key, and the payload hash an unsigned key is claimed under. */
+  keys: string[];
+}
+
+/** Receipts listed per source at most; past it, `checkedBefore` stops at the first one left out. */
+export const MAX_KEPT_PER_SOURCE = 1000;
+
+/** `undeleted` in id order; `checkedBefore` as far as the scan got (its cutoff when it caught up). */
+export function shardKeepOf(undeleted: readonly UndeletedKey[], checkedBefore: number): ShardKeep {
+  const listed = undeleted.slice(0, MAX_KEPT_PER_SOURCE);
+  const firstLeftOut = undeleted[MAX_KEPT_PER_SOURCE];
+  return {
+    checkedBefore: firstLeftOut ? Math.min(checkedBefore, ulidTime(firstLeftOut.id)) : checkedBefore,
+    keys: [...new Set(listed.flatMap((row) => [row.eventKey, row.payloadSha256]))],
+  };
 }

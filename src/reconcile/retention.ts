@@ -4,11 +4,21 @@ import { batchByName, batchEach } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { attempts, receipts, replays } from "../db/schema";
-import { ulidFloor } from "../lib/ulid";
+import { ulidFloor, ulidTime } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "./checkpoints";
 import { dropHeldBodies } from "./retention-held";
-import { advanceCursor, dueForAction, PAYLOAD_EXPIRING_STATUSES, TERMINAL_STATUSES, type RetentionAction, type ScannedReceipt } from "./retention-scan";
+import {
+  advanceCursor,
+  dueForAction,
+  PAYLOAD_EXPIRING_STATUSES,
+  shardKeepOf,
+  TERMINAL_STATUSES,
+  type RetentionAction,
+  type ScannedReceipt,
+  type ShardKeep,
+  type UndeletedKey,
+} from "./retention-scan";
 
 /**
  * Retention in D1, for every source at once:
@@ -18,7 +28,9 @@ import { advanceCursor, dueForAction, PAYLOAD_EXPIRING_STATUSES, TERMINAL_STATUS
  *                            lifetime by default) or until it is dismissed (retention-held.ts);
  *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
  *                            guard), its attempts and its replays together.
- * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts).
+ * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts),
+ * except the keys this scan could not delete (unfinished work), which it leaves them in `checkpoints` for the next
+ * run's sweep (SHARD_KEEP_CHECKPOINT, retention-scan.ts).
  * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age.
  *
  * Work per run follows the backlog: pages of RETENTION_BATCH receipts per source, one D1 batch per page for all
@@ -54,6 +66,8 @@ export interface RetentionCounts {
 /** How long the cron's own run records are kept: one row per run, 288 a day. */
 const RUN_HISTORY_MS = 35 * 86_400_000;
 const CURSOR_NAMES: Record<RetentionAction, string> = { "drop-body": "retention-bodies", delete: "retention-keys" };
+/** Per database (`source = '*'`): per source, the ShardKeep its claim shards prune by. */
+export const SHARD_KEEP_CHECKPOINT = "retention-shard-keep";
 
 export async function applyRetention(
   env: Env,
@@ -101,6 +115,8 @@ interface SourceScan {
   cursor: string;
   held: boolean;
   done: boolean;
+  /** Receipts read that the key scan could not delete, in id order (the delete action only). */
+  undeleted: UndeletedKey[];
 }
 
 /** Pages through every source's receipts below its cutoff, one D1 batch per page for all sources. */
@@ -116,7 +132,7 @@ async function scanBelowCutoffs(
   const scans: SourceScan[] = sources.map((source) => {
     const from = typeof saved[source.name] === "string" ? saved[source.name]! : "";
     const retentionMs = action === "delete" ? source.dedupeRetentionMs : source.payloadRetentionMs;
-    return { source: source.name, floor: ulidFloor(now - retentionMs), position: from, cursor: from, held: false, done: false };
+    return { source: source.name, floor: ulidFloor(now - retentionMs), position: from, cursor: from, held: false, done: false, undeleted: [] };
   });
   let changed = 0;
   // At least one page per run, whatever the budget: every run makes progress.
@@ -125,6 +141,7 @@ async function scanBelowCutoffs(
     if (active.length === 0 || (page > 0 && Date.now() >= deadline)) break;
     const pages = (await batchEach(db, active, (scan) => pageOf(db, scan))).map(({ item: scan, result: rows }) => ({
       scan,
+      rows,
       page: rows.map((row): ScannedReceipt => ({ id: row.id, status: row.status, hasBody: row.hasBody === 1 })),
     }));
     const due = pages.flatMap(({ page }) => dueForAction(page, action));
@@ -132,7 +149,8 @@ async function scanBelowCutoffs(
     // A body kept in R2 leaves with its row's marker, or with the row (an id without an object deletes nothing).
     await deleteStoredBodies(env, [...done]);
     changed += done.size;
-    for (const { scan, page } of pages) {
+    for (const { scan, page, rows } of pages) {
+      if (action === "delete") scan.undeleted.push(...rows.filter((row) => !done.has(row.id)));
       if (!scan.held) Object.assign(scan, advanceCursor(page, done, action, scan.cursor));
       scan.position = page.at(-1)?.id ?? scan.position;
       scan.done = page.length < RETENTION_BATCH;
@@ -140,6 +158,16 @@ async function scanBelowCutoffs(
   }
   const cursors = Object.fromEntries(scans.map((scan) => [scan.source, scan.cursor]));
   if (scans.some((scan) => scan.cursor !== (saved[scan.source] ?? ""))) await writeCheckpoint(env, "*", CURSOR_NAMES[action], cursors, now);
+  if (action === "delete") {
+    const keeps: Record<string, ShardKeep> = Object.fromEntries(
+      scans.map((scan) => {
+        // Caught up: every receipt below the floor was read. Otherwise as far as the pages got.
+        const checkedBefore = scan.done || scan.position >= scan.floor ? ulidTime(scan.floor) : scan.position === "" ? 0 : ulidTime(scan.position);
+        return [scan.source, shardKeepOf(scan.undeleted, checkedBefore)];
+      }),
+    );
+    await writeCheckpoint(env, "*", SHARD_KEEP_CHECKPOINT, keeps, now);
+  }
   return { changed, caughtUp: scans.every((scan) => scan.done || scan.position >= scan.floor) };
 }
 
@@ -149,7 +177,13 @@ async function scanBelowCutoffs(
  */
 function pageOf(db: Database, scan: SourceScan) {
   return db
-    .select({ id: receipts.receiptId, status: receipts.status, hasBody: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)` })
+    .select({
+      id: receipts.receiptId,
+      status: receipts.status,
+      hasBody: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)`,
+      eventKey: receipts.eventKey,
+      payloadSha256: receipts.payloadSha256,
+    })
     .from(receipts)
     .where(and(gt(receipts.receiptId, scan.position), lt(receipts.receiptId, scan.floor), sql`+${receipts.source} = ${scan.source}`))
     .orderBy(asc(receipts.receiptId))

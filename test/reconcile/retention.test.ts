@@ -81,8 +81,11 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await rowCount("attempts", expired)).toBe(0);
     expect(await tombstone(expired)).toBeNull();
     expect(await env.DB.prepare("SELECT id FROM reconcile_runs WHERE id = ?").bind(oldRunId).first()).toBeNull();
-    // Unfinished work keeps its body and key whatever its age.
+    // Unfinished work keeps its body and key whatever its age, in D1 and in its shard: a resend is still a duplicate.
     expect(await receipt(SOURCE, stillPending)).toMatchObject({ status: "pending", hasBody: 1 });
+    expect(await tombstone(stillPending)).toMatchObject({ relayed: true });
+    const pendingResend = await deliverLive(SOURCE, stillPending, body("pending"));
+    expect(await pendingResend.json()).toEqual({ status: "duplicate", receipt: (await receipt(SOURCE, stillPending))?.receiptId });
 
     // A resend after the body is gone is still recognised by its key and hash.
     const resend = await deliverLive(SOURCE, weekOld, body("week"));

@@ -1,0 +1,41 @@
+import { shardIndex } from "../claims/routing";
+import { logError } from "../lib/log";
+import type { SourceConfig } from "../sources/config";
+import { receiptDatabaseEnvs } from "../sources/databases";
+import { readCheckpoint } from "./checkpoints";
+import { SHARD_KEEP_CHECKPOINT } from "./retention";
+import type { ShardKeep } from "./retention-scan";
+
+/**
+ * What the shard sweep may forget, from what each database's last key scan left (retention.ts). The sweep runs
+ * before retention in a run, so it goes by the previous run's scan, and never past the time that scan checked.
+ */
+export async function readShardKeeps(env: Env): Promise<Map<string, ShardKeep>> {
+  const found = await Promise.all(
+    receiptDatabaseEnvs(env).map(({ binding, env: databaseEnv }) =>
+      readCheckpoint<Record<string, ShardKeep>>(databaseEnv, "*", SHARD_KEEP_CHECKPOINT).catch((error: unknown) => {
+        // A database that cannot be read only stops its sources' shards forgetting keys: the relay goes on.
+        logError("reconcile.shard_keep_unreadable", error, { database: binding });
+        return null;
+      }),
+    ),
+  );
+  const keeps = new Map<string, ShardKeep>();
+  for (const bySource of found) for (const [source, keep] of Object.entries(bySource ?? {})) keeps.set(source, keep);
+  return keeps;
+}
+
+/** One shard's prune: tombstones received before `keyCutoff` go, except `keepKeys`. Before any key scan, none go. */
+export function shardPrune(
+  keep: ShardKeep | undefined,
+  source: SourceConfig,
+  now: number,
+  shard: number,
+  shards: number,
+): { keyCutoff: number; keepKeys: string[] } {
+  if (!keep) return { keyCutoff: 0, keepKeys: [] };
+  return {
+    keyCutoff: Math.min(now - source.dedupeRetentionMs, keep.checkedBefore),
+    keepKeys: keep.keys.filter((key) => shardIndex(key, shards) === shard),
+  };
+}
