@@ -1,6 +1,7 @@
 import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import { databaseNamedBy, receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { databaseNamedBy, probeTimeOf, receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { recordProbesHandled } from "./queue-probe";
 import { enqueueReceipts } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
@@ -75,6 +76,12 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     logError("consume.requeue_failed", error, { receipts: receiptIds.length });
     for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
+  }
+  try {
+    // After the batch's work: a probe says the consumer has come this far (queue-probe.ts).
+    await recordProbesHandled(env, batch.messages.flatMap((message) => probeTimeOf(message.body) ?? []));
+  } catch (error) {
+    logError("consume.probe_failed", error);
   }
   for (const message of batch.messages) {
     const nowhere = receiptIdsOf(message.body).filter((receiptId) => !verdicts.has(receiptId));

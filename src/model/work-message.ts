@@ -24,10 +24,20 @@ export interface LegacyWorkMessage {
   receiptId: string;
 }
 
-export type QueuedWork = WorkMessage | SourceWorkMessage | LegacyWorkMessage;
+/** The cron's probe (src/consumers/queue-probe.ts): names no receipt, says how far the consumer has come. */
+export interface QueueProbe {
+  probeSentAt: number;
+}
+
+export type QueuedWork = WorkMessage | SourceWorkMessage | LegacyWorkMessage | QueueProbe;
 
 export function receiptIdsOf(message: QueuedWork): string[] {
-  return "receiptIds" in message ? message.receiptIds : [message.receiptId];
+  if ("receiptIds" in message) return message.receiptIds;
+  return "receiptId" in message ? [message.receiptId] : [];
+}
+
+export function probeTimeOf(message: QueuedWork): number | null {
+  return "probeSentAt" in message && typeof message.probeSentAt === "number" ? message.probeSentAt : null;
 }
 
 /** The database a message names, or undefined for the older shapes (which name none). */

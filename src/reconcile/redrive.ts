@@ -109,10 +109,12 @@ const CLAIM_CHUNK = 500;
  *     stuck scan (stuck-scan.ts) in the order they reached D1, once they have been there the grace period.
  * Each one found is claimed by setting next_attempt_at to now (so the next run waits another grace period) and
  * re-enqueued; a re-enqueue that races a live consumer is harmless (commit guard, lease). The scan's cursor moves
- * only once what it found is claimed: a run that fails in between is repeated by the next one.
+ * only once what it found is claimed: a run that fails in between is repeated by the next one. `horizon` (run
+ * clock) holds back what was relayed or due after it: the consumer has not reached it yet (queue-probe.ts).
  */
-export async function reenqueueOverdue(env: Env, now: number): Promise<number> {
-  const cutoff = now - OVERDUE_GRACE_MS;
+export async function reenqueueOverdue(env: Env, now: number, horizon = Number.POSITIVE_INFINITY): Promise<number> {
+  // While the consumer is behind (queue-probe.ts), nothing due after the newest probe it handled counts as lost.
+  const cutoff = Math.max(0, Math.min(now - OVERDUE_GRACE_MS, horizon));
   const db = database(env);
   const overdueRetries = await db
     .select({ receiptId: receipts.receiptId, source: receipts.source })

@@ -9,6 +9,7 @@ import { loadSources } from "../sources/registry";
 import { applyConditions, sendAlertNotices, type AlertCondition, type NotifyCounts } from "./alerts";
 import { catchUp, type CatchUpCounts } from "./catch-up";
 import { reenqueueOverdue, returnExpiredLeases, sweepShards, type ShardSweepCounts } from "./redrive";
+import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { catchUpSettings } from "../sources/reconciler-settings";
 import { catchUpMissing, watchSources } from "./watch";
@@ -87,10 +88,16 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   // the receipts they page through, and a database that fails is recorded while the others still run.
   // One retention budget for the run, shared by the databases in turn.
   let retentionDeadline: number | null = null;
+  // How far the consumer has come (one probe for the one queue every database's work shares): a backlog is waited
+  // for, not sent again. Unknown (D1 refusing the read) means no holding back: the grace period alone decides.
+  let horizon = Number.POSITIVE_INFINITY;
+  await attempt("redrive.probe", null, async () => {
+    horizon = redriveHorizon(await readProbeState(env), Date.now());
+  });
   for (const { binding, env: databaseEnv } of databaseEnvs) {
     const where = binding === DEFAULT_DATABASE_BINDING ? null : `database:${binding}`;
     await attempt("redrive.overdue", where, async () => {
-      counts.redrive.overdueReenqueued += await reenqueueOverdue(databaseEnv, now);
+      counts.redrive.overdueReenqueued += await reenqueueOverdue(databaseEnv, now, horizon);
     });
     await attempt("redrive.leases", where, async () => {
       counts.redrive.expiredLeasesReturned += await returnExpiredLeases(databaseEnv, now);
@@ -104,6 +111,9 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       counts.retention = first ? retained : addRetentionCounts(counts.retention, retained);
     });
   }
+
+  // After the re-drive, so what it sent is ahead of the probe.
+  await attempt("redrive.probe", null, () => sendProbe(env, now));
 
   const conditions: AlertCondition[] = [];
   for (const source of sources) {

@@ -10,7 +10,8 @@ import type { ClaimShard } from "../../src/claims/shard";
 import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
-import { account, credit, waitForStatus } from "../support/deliveries";
+import { account, credit, eventually, waitForStatus } from "../support/deliveries";
+import { readCheckpoint, writeCheckpoint } from "../../src/reconcile/checkpoints";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-stuck";
@@ -238,5 +239,33 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const after = await env.DB.prepare("SELECT next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?").bind(receiptId).first<{ nextAttemptAt: number }>();
     expect(after!.nextAttemptAt).toBe(waiting!.nextAttemptAt);
     expect(run.counts.redrive.overdueReenqueued).toBe(0);
+  });
+
+  it("sends no copy of a backlog the consumer is merely behind on, and re-drives it once the consumer has reached past it", async () => {
+    const clock = laterClock();
+    // The newest probe the cron sent (ten minutes ago by the wall clock) is still unhandled: the consumer is behind.
+    // The last one it handled was sent an hour before this run.
+    await writeCheckpoint(env, "*", "queue-probe-sent", { sentAt: clock - 10 * MINUTE, wallAt: Date.now() - 10 * MINUTE }, clock);
+    await writeCheckpoint(env, "*", "queue-probe-handled", { sentAt: clock - HOUR }, clock);
+    // Relayed after the handled probe: its message is somewhere in the backlog ahead of the consumer.
+    const inBacklog = `msg_backlog_${unique()}`;
+    const inBacklogId = await storedReceipt(inBacklog, { status: "pending" }, 20 * MINUTE, clock);
+    // Relayed before it: the consumer has been past it, so its message was lost.
+    const lost = `msg_behind_probe_${unique()}`;
+    await storedReceipt(lost, { status: "pending" }, 70 * MINUTE, clock);
+
+    // (Counts would include earlier tests' receipts, due again at this later clock: these two are what matter.)
+    const run = await cronRun(clock);
+    expect(run.failures).toBeNull();
+    expect(await waitForStatus(SOURCE, lost, ["skipped"])).toBe("skipped");
+    expect(await row(inBacklogId)).toMatchObject({ status: "pending", nextAttemptAt: null });
+
+    // The run sent a probe of its own; the real consumer handles it once everything sent before it is delivered.
+    await eventually(async () => ((await readCheckpoint<{ sentAt: number }>(env, "*", "queue-probe-handled"))?.sentAt === clock ? true : undefined));
+    // Caught up, and the backlog receipt never came: now it is lost, and the next run sends it.
+    const next = await cronRun(clock + 1000);
+    expect(next.failures).toBeNull();
+    expect(next.counts.redrive.overdueReenqueued).toBeGreaterThanOrEqual(1);
+    expect(await waitForStatus(SOURCE, inBacklog, ["skipped"])).toBe("skipped");
   });
 });
