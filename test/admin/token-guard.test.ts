@@ -92,6 +92,14 @@ describe("the whole admin token, and nothing less", () => {
     expect((await apiCall(real, deployed)).status).toBe(200);
     expect((await login(real, address, deployed)).status).toBe(303);
   });
+
+  it("takes the bearer scheme name in any case, as HTTP auth schemes are (RFC 9110 §11.1)", async () => {
+    const real = "a-real-admin-token-0123456789abcdef";
+    for (const scheme of ["bearer", "BEARER"]) {
+      const response = await app.fetch(new Request(`${ORIGIN}/admin/api/receipts?limit=1`, { headers: { authorization: `${scheme} ${real}` } }), withToken(real));
+      expect(response.status, scheme).toBe(200);
+    }
+  });
 });
 
 describe("the sign-in throttle", () => {

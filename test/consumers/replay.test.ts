@@ -101,6 +101,7 @@ describe("replaying dead receipts by filter", () => {
     const matching = [await seed("proc-forward-ok", "a.one", 1), await seed("proc-forward-ok", "a.one", 2), await seed("proc-forward-ok", "a.one", 3)];
     const untouched = [
       await seed("proc-forward-ok", "a.one", 30), // outside the range
+      await seed("proc-forward-ok", "a.one", 24), // at the range's end, which is exclusive
       await seed("proc-forward-ok", "b.two", 2), // other type
       await seed("proc-forward-gone", "a.one", 2), // other source
       await seed("proc-forward-ok", "a.one", 2, "processed"), // not dead
@@ -117,6 +118,7 @@ describe("replaying dead receipts by filter", () => {
       expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "live", replayCount: 1 });
     }
     expect((await Promise.all(untouched.map(receiptRow))).map((row) => [row.status, row.provenance])).toEqual([
+      ["dead", "live"],
       ["dead", "live"],
       ["dead", "live"],
       ["dead", "live"],

@@ -87,5 +87,10 @@ describe("authentic events the handler does not act on", () => {
     }>();
     expect(row).toEqual({ lastError: expect.stringContaining("amount"), attempts: 1 });
     expect(await account("acct_bad_amount")).toBeNull();
+
+    // A number that is not a whole one is just as invalid: credits are counted in whole units.
+    await deliverDemo("msg_fractional_amount", { type: "account.credited", data: { account: "acct_fractional_amount", amount: 2.5 } });
+    expect(await waitForStatus("demo", "msg_fractional_amount", ["dead", "processed", "skipped"])).toBe("dead");
+    expect(await account("acct_fractional_amount")).toBeNull();
   });
 });
