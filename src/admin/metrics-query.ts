@@ -1,3 +1,4 @@
+import { localRejections } from "../lib/local-rejections";
 import { secretValue } from "../lib/secrets";
 import type { HourlyMetrics } from "./series";
 import type { DeliveryMetrics } from "./stats";
@@ -114,10 +115,28 @@ export async function readDeliveryMetrics(env: object, windowMs: number, source?
   return { totals, hourly };
 }
 
+/**
+ * Under wrangler dev (no Analytics Engine to query): the rejections the dev server counted itself, per hour and
+ * over the window; no ack latency. Null anywhere else.
+ */
+function localReadout(env: object, windowMs: number, source?: string): MetricsReadout | null {
+  const now = Date.now();
+  const since = now - windowMs;
+  const counted = localRejections(env, Math.min(since, now - 24 * 3_600_000), source);
+  if (!counted) return null;
+  const totals: DeliveryMetrics = { rejectedSignatures: new Map(), ackLatencyMs: new Map(), origin: "dev-server-memory" };
+  const hourly: HourlyMetrics = new Map();
+  for (const [name, byHour] of counted) {
+    hourly.set(name, new Map([...byHour].map(([hour, rejected]) => [hour, { rejected, ackP50: null, ackP95: null }])));
+    totals.rejectedSignatures.set(name, [...byHour].filter(([hour]) => hour + 3_600_000 > since).reduce((sum, [, rejected]) => sum + rejected, 0));
+  }
+  return { totals, hourly };
+}
+
 /** The readout, or why there is none: for the report's notes. Never throws. */
 export async function deliveryMetricsFor(env: object, windowMs: number, source?: string): Promise<{ readout: MetricsReadout | null; note: string | null }> {
   try {
-    return { readout: await readDeliveryMetrics(env, windowMs, source), note: null };
+    return { readout: (await readDeliveryMetrics(env, windowMs, source)) ?? localReadout(env, windowMs, source), note: null };
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return { readout: null, note: `The METRICS dataset is bound but could not be queried (${reason.slice(0, 200)}); rejected deliveries and ack latency are missing from this answer.` };

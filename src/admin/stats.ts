@@ -27,7 +27,7 @@ export type { Percentiles } from "./percentiles";
 export type { SourceStats } from "./source-stats";
 
 /** Where a number in the report came from. */
-export type Origin = "d1" | "claim-shards" | "analytics-engine" | "not-stored";
+export type Origin = "d1" | "claim-shards" | "analytics-engine" | "dev-server-memory" | "not-stored";
 
 export interface StatsReport {
   windowMs: number;
@@ -42,6 +42,8 @@ export interface StatsReport {
 export interface DeliveryMetrics {
   rejectedSignatures: Map<string, number>;
   ackLatencyMs: Map<string, Percentiles>;
+  /** Set when the numbers are the dev server's own tally (src/lib/local-rejections.ts): rejections only. */
+  origin?: "dev-server-memory";
 }
 
 export const STATS_NOTES = {
@@ -54,6 +56,9 @@ export const STATS_NOTES = {
   oldestPending:
     "The oldest pending or processing receipt received in the window or waiting for a retry (the cron's re-drive schedules anything older).",
 } as const;
+
+const LOCAL_REJECTIONS_NOTE =
+  "Counted by this dev server in memory (wrangler dev keeps no Analytics Engine data to read back), since it started or last reloaded; a deployed Worker counts them in the METRICS dataset (docs/metrics.md).";
 
 async function duplicatesByHour(env: Env, sourceName: string, since: number): Promise<{ hour: number; deliveries: number }[]> {
   const perHour = new Map<number, number>();
@@ -102,6 +107,7 @@ export async function sourceStats(
       ? await duplicatesByHour(env, options.onlySource, since)
       : null;
   const metrics = options.metrics ?? null;
+  const fromAnalytics = metrics !== null && metrics.origin === undefined;
 
   const sources = names.map((name): SourceStats => {
     const windowRow = counts.get(name);
@@ -130,7 +136,7 @@ export async function sourceStats(
       oldestPendingReceivedAt: oldestPending,
       oldestPendingAgeMs,
       openAlerts,
-      ackLatencyMs: metrics ? (metrics.ackLatencyMs.get(name) ?? NO_SAMPLES) : null,
+      ackLatencyMs: fromAnalytics ? (metrics.ackLatencyMs.get(name) ?? NO_SAMPLES) : null,
       pickupLatencyMs: pickup.get(name) ?? NO_SAMPLES,
       processingLatencyMs: processing.get(name) ?? NO_SAMPLES,
       attemptDurationMs: attemptDuration.get(name) ?? NO_SAMPLES,
@@ -138,17 +144,23 @@ export async function sourceStats(
       healthReasons: reasons,
     };
   });
-  const notStored: Origin = metrics ? "analytics-engine" : "not-stored";
+  const notStored: Origin = fromAnalytics ? "analytics-engine" : "not-stored";
+  // Under wrangler dev the rejections come from the dev server's own tally; ack latency is still not kept.
+  const rejectedOrigin: Origin = metrics?.origin ?? notStored;
   return {
     windowMs,
     since,
     generatedAt: now,
-    notes: metrics ? { duplicates: STATS_NOTES.duplicates, oldestPending: STATS_NOTES.oldestPending } : { ...STATS_NOTES },
+    notes: fromAnalytics
+      ? { duplicates: STATS_NOTES.duplicates, oldestPending: STATS_NOTES.oldestPending }
+      : metrics
+        ? { ...STATS_NOTES, rejectedSignatures: LOCAL_REJECTIONS_NOTE }
+        : { ...STATS_NOTES },
     origins: {
       counts: "d1",
       latencies: "d1",
       duplicates: "claim-shards",
-      rejectedSignatures: notStored,
+      rejectedSignatures: rejectedOrigin,
       ackLatencyMs: notStored,
     },
     sources,

@@ -12,6 +12,8 @@
  *   index1 is the source in both, so queries for one source read only its rows.
  */
 
+import { countLocalRejection } from "./local-rejections";
+
 /** Any Worker env: the binding is optional, so it is read by name rather than required by the type. */
 export type MetricsEnv = object;
 
@@ -49,6 +51,8 @@ function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
  *   recordDelivery(c.env, { source: "stripe", disposition: "accepted", signature: "valid", ackMs: 12 });
  */
 export function recordDelivery(env: MetricsEnv, fields: DeliveryMetric): void {
+  // Analytics Engine keeps nothing under wrangler dev: the dev server counts its rejections itself.
+  if (fields.disposition === "rejected") countLocalRejection(env, fields.source);
   write(env, { indexes: [fields.source], blobs: ["delivery", fields.source, fields.disposition, fields.signature], doubles: [fields.ackMs, 1] });
 }
 

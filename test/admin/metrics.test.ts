@@ -77,3 +77,44 @@ describe("metrics export to Analytics Engine", () => {
     expect(await readDeliveryMetrics({ ...env }, 3_600_000, source, fetcher)).toBeNull();
   });
 });
+
+describe("rejected deliveries under wrangler dev", () => {
+  const stats = async (bound: Env) =>
+    (await (await app.fetch(new Request("https://receiver.test/admin/api/stats?source=admin-audit", { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }), bound)).json()) as {
+      origins: { rejectedSignatures: string };
+      sources: { rejectedSignatures: number | null }[];
+    };
+  const forged = (bound: Env) => {
+    const eventKey = `msg_forged_${crypto.randomUUID()}`;
+    const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
+    const headers = { ...signDemo(eventKey, body), "webhook-signature": "v1,AAAA" };
+    return app.fetch(new Request("https://receiver.test/webhooks/admin-audit", { method: "POST", body, headers }), bound);
+  };
+
+  it("are counted in the dev server's memory, reported by the stats, and never counted by a deployed Worker", async () => {
+    const local = { ...env, LOCAL_DEVELOPMENT: "true" } as unknown as Env;
+    const before = (await stats(local)).sources[0]!.rejectedSignatures ?? 0;
+    expect((await forged(local)).status).toBe(401);
+    expect((await forged(local)).status).toBe(401);
+    const after = await stats(local);
+    expect(after.origins.rejectedSignatures).toBe("dev-server-memory");
+    expect(after.sources[0]!.rejectedSignatures).toBe(before + 2);
+    // The source page charts them, saying where they come from instead of asking to bind METRICS.
+    const session = (await app.fetch(
+      new Request("https://receiver.test/admin/login", { method: "POST", body: new URLSearchParams({ token: env.ADMIN_TOKEN }), headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" } }),
+      local,
+    )).headers.get("set-cookie")!.split(";")[0]!;
+    const html = await (await app.fetch(new Request("https://receiver.test/admin/sources/admin-audit", { headers: { cookie: session } }), local)).text();
+    const chart = /id="chart-rejected" data-total="(\d+)"[\s\S]*?<\/figure>/.exec(html);
+    expect(Number(chart?.[1])).toBe(before + 2);
+    expect(chart?.[0]).toContain("Counted by this dev server since it started");
+    expect(chart?.[0]).not.toContain("Bind the METRICS");
+
+    // Without LOCAL_DEVELOPMENT (every deployed Worker) nothing is kept, and the stats say it is not stored.
+    expect((await forged(env)).status).toBe(401);
+    const deployed = await stats(env);
+    expect(deployed.origins.rejectedSignatures).toBe("not-stored");
+    expect(deployed.sources[0]!.rejectedSignatures).toBeNull();
+    expect((await stats(local)).sources[0]!.rejectedSignatures).toBe(before + 2);
+  });
+});

@@ -51,6 +51,9 @@ function ConfigNote(props: { configured: boolean; problems: string[] | undefined
 export function OriginNote(props: { report: StatsReport }) {
   const problem = props.report.notes.analyticsEngine;
   if (problem) return <p class="error" id="origin-note">{problem}</p>;
+  if (props.report.origins.rejectedSignatures === "dev-server-memory") {
+    return <p class="muted" id="origin-note">Counts and latencies come from D1; rejected deliveries from this dev server's own count since it started (wrangler dev keeps no Analytics Engine data). Acknowledgement latency is not kept locally.</p>;
+  }
   if (props.report.origins.rejectedSignatures === "analytics-engine") {
     return <p class="muted">Rejected deliveries and acknowledgement latency come from the METRICS Analytics Engine dataset; everything else from D1.</p>;
   }

@@ -33,7 +33,7 @@ export function SourcePage(props: { name: string; report: StatsReport; points: H
         <a href={`/admin/dead?source=${name}`}>dead letters</a> · <a href={`/admin/alerts?source=${name}`}>alerts</a>
       </p>
       <h2>Last 24 hours, per hour (UTC)</h2>
-      <Charts points={props.points} rejectedStored={props.report.origins.rejectedSignatures === "analytics-engine"} />
+      <Charts points={props.points} rejectedFrom={props.report.origins.rejectedSignatures} />
       {source ? <SourceNumbers source={source} name={name} /> : <p class="muted">Nothing recorded for this source yet.</p>}
       <OriginNote report={props.report} />
       <h2>Alerts</h2>
@@ -42,7 +42,7 @@ export function SourcePage(props: { name: string; report: StatsReport; points: H
   );
 }
 
-function Charts(props: { points: HourPoint[]; rejectedStored: boolean }) {
+function Charts(props: { points: HourPoint[]; rejectedFrom: string | undefined }) {
   const notStored = "Not stored in D1: a rejected delivery writes nothing. Bind the METRICS Analytics Engine dataset and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to chart it (docs/metrics.md).";
   return (
     <div class="charts" id="charts">
@@ -55,7 +55,13 @@ function Charts(props: { points: HourPoint[]; rejectedStored: boolean }) {
         points={props.points}
         value={(point) => point.rejected}
         tone="warn"
-        note={props.rejectedStored ? "From Analytics Engine." : notStored}
+        note={
+          props.rejectedFrom === "analytics-engine"
+            ? "From Analytics Engine."
+            : props.rejectedFrom === "dev-server-memory"
+              ? "Counted by this dev server since it started (wrangler dev keeps no Analytics Engine data to read back)."
+              : notStored
+        }
       />
       <HourlyLatency
         id="chart-pickup"
@@ -73,7 +79,7 @@ function Charts(props: { points: HourPoint[]; rejectedStored: boolean }) {
         p95={(point) => point.processingP95}
         note="The attempt that finished each receipt, by the hour received."
       />
-      {props.rejectedStored && (
+      {props.rejectedFrom === "analytics-engine" && (
         <HourlyLatency id="chart-ack" title="Acknowledgement latency" points={props.points} p50={(point) => point.ackP50} p95={(point) => point.ackP95} note="From Analytics Engine." />
       )}
     </div>
