@@ -26,18 +26,18 @@ async function seedReceipts(
   tag: string,
   count: number,
   receivedAt: number,
-  options: { status: "processed" | "pending"; withAttempts: boolean },
+  options: { status: "processed" | "pending"; withAttempts: boolean; nextAttemptAt?: number },
 ): Promise<void> {
   const prefix = ulidFloor(receivedAt).slice(0, 10);
   await env.DB.prepare(
     `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
      INSERT INTO receipts (id, source, event_key, payload_sha256, body, kept_headers, received_at, relayed_at, status,
-       attempts, processed_at, committed_at)
+       attempts, processed_at, committed_at, next_attempt_at)
      SELECT ?2 || printf('%016d', i), ?3, ?4 || '-' || i, 'seeded', randomblob(200), '{}', ?5, ?5, ?6,
-       CASE WHEN ?6 = 'processed' THEN 1 ELSE 0 END, CASE WHEN ?6 = 'processed' THEN ?5 END, CASE WHEN ?6 = 'processed' THEN ?5 END
+       CASE WHEN ?6 = 'processed' THEN 1 ELSE 0 END, CASE WHEN ?6 = 'processed' THEN ?5 END, CASE WHEN ?6 = 'processed' THEN ?5 END, ?7
      FROM n`,
   )
-    .bind(count, prefix, source, tag, receivedAt, options.status)
+    .bind(count, prefix, source, tag, receivedAt, options.status, options.nextAttemptAt ?? null)
     .run();
   if (!options.withAttempts) return;
   await env.DB.prepare(
@@ -104,8 +104,9 @@ describe("housekeeping keeps pace with the backlog", { timeout: CRON_TEST_TIMEOU
     const stillPending = keysExpired + 1;
     const bodiesExpired = now - 10 * DAY;
     await seedReceipts(source, "old", 24_000, keysExpired, { status: "processed", withAttempts: true });
-    // Unfinished work among the burst: never touched, and it does not stop the scan going past it.
-    await seedReceipts(source, "unfinished", 3, stillPending, { status: "pending", withAttempts: false });
+    // Unfinished work among the burst, its retry not yet due (so the re-drive leaves it alone too): never touched
+    // by retention, and it does not stop the scan going past it.
+    await seedReceipts(source, "unfinished", 3, stillPending, { status: "pending", withAttempts: false, nextAttemptAt: now + DAY });
     await seedReceipts(source, "bodies", 12_000, bodiesExpired, { status: "processed", withAttempts: false });
     await seedTombstones(deployment, source, "old", 3_000, keysExpired);
     await seedTombstones(deployment, source, "fresh", 10, now - DAY);
