@@ -26,6 +26,8 @@ export interface FinishedAttempt {
   /** The generation this attempt holds: its lease's, or the next one for a lease-free attempt. */
   generation: number;
   leased: boolean;
+  /** Decided before the attempt was committed (an abandoned attempt's verdict, settled before anything ran). */
+  decided?: Decision;
 }
 
 const dialect = new SQLiteAsyncDialect();
@@ -43,7 +45,7 @@ function prepare(d1: D1Database, query: Buildable): D1PreparedStatement {
 /** Commits every attempt, shared batch first; returns the decision each receipt ended with. */
 export async function commitAttempts(env: Env, finished: readonly FinishedAttempt[]): Promise<Map<string, Decision>> {
   const d1 = meteredD1(env.DB);
-  const decided = finished.map((attempt) => ({ attempt, decision: decide(attempt.run.result, attempt.facts) }));
+  const decided = finished.map((attempt) => ({ attempt, decision: attempt.decided ?? decide(attempt.run.result, attempt.facts) }));
   const outcomes = new Map<string, Decision>();
   if (decided.length === 0) return outcomes;
   try {
@@ -140,16 +142,21 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
   const { receipt } = attempt;
   const finishedAt = attempt.facts.finishedAt;
   const attemptColumns = {
-    attempts: sql`${receipts.attempts} + 1`,
-    leaseGeneration: attempt.generation,
+    // A leased attempt was counted when it took its lease (lease.ts); a lease-free one is counted here.
+    ...(attempt.leased ? {} : { attempts: sql`${receipts.attempts} + 1` }),
+    // Never backwards: a slow consumer committing after its lease was taken over leaves its successor's generation.
+    leaseGeneration: sql`MAX(${receipts.leaseGeneration}, ${attempt.generation})`,
     leaseUntil: null,
     attemptStartedAt: attempt.startedAt,
     attemptDurationMs: finishedAt - attempt.startedAt,
   };
   const unclaimed = and(eq(receipts.receiptId, receipt.receiptId), isNull(receipts.committedAt));
-  // A failure is recorded only by the attempt that still holds the receipt: the lease's generation, or for a
-  // lease-free attempt the generation it read (the first to finish moves it on).
-  const stillOurs = and(unclaimed, eq(receipts.leaseGeneration, attempt.leased ? attempt.generation : attempt.generation - 1));
+  // A failure is recorded only by the attempt that still holds the receipt: its lease (still `processing` at its
+  // generation: once the lease was found run out, the receipt was handed on), or for a lease-free attempt the
+  // generation it read (the first to finish moves it on).
+  const stillOurs = attempt.leased
+    ? and(unclaimed, eq(receipts.leaseGeneration, attempt.generation), eq(receipts.status, "processing"))
+    : and(unclaimed, eq(receipts.leaseGeneration, attempt.generation - 1));
 
   switch (decision.kind) {
     case "commit": {
@@ -163,6 +170,7 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
               .set({ ...attemptColumns, status: "skipped", processedAt: finishedAt, nextAttemptAt: null, lastError: result.reason.slice(0, 500) })
               .where(unclaimed),
           ),
+          ...ownRowOfLeased(d1, attempt, "skipped", result.reason.slice(0, 500), null),
         ];
       }
       const committed = prepare(
@@ -190,6 +198,7 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
         prepare(d1, ABORT_UNLESS_CHANGED),
         ...(gate ? [gate.claim, prepare(d1, ABORT_UNLESS_CHANGED)] : []),
         ...(plan?.statements ?? []),
+        ...ownRowOfLeased(d1, attempt, result.status, result.status === "stale" ? (result.note ?? null) : null, result.status === "processed" ? (result.httpStatus ?? null) : null),
       ];
     }
     case "nothing":
@@ -229,6 +238,32 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
   }
 }
 
+/**
+ * A success writes no attempt row. But a leased attempt's number is its own, and when its lease ran out before it
+ * finished, someone presumed it lost and wrote `unknown` there (lease.ts): its real outcome replaces that row. No row,
+ * nothing written.
+ */
+function ownRowOfLeased(
+  d1: D1Database,
+  attempt: FinishedAttempt,
+  outcome: "processed" | "stale" | "skipped",
+  error: string | null,
+  httpStatus: number | null,
+): D1PreparedStatement[] {
+  if (!attempt.leased) return [];
+  const db = database({ DB: d1 });
+  const finishedAt = attempt.facts.finishedAt;
+  return [
+    prepare(
+      d1,
+      db
+        .update(attempts)
+        .set({ startedAt: attempt.startedAt, finishedAt, outcome, httpStatus, error, durationMs: finishedAt - attempt.startedAt })
+        .where(and(eq(attempts.receiptId, attempt.receipt.receiptId), eq(attempts.attemptNumber, attempt.generation))),
+    ),
+  ];
+}
+
 function attemptRow(
   d1: D1Database,
   attempt: FinishedAttempt,
@@ -238,27 +273,43 @@ function attemptRow(
 ): D1PreparedStatement {
   const db = database({ DB: d1 });
   const receiptId = attempt.receipt.receiptId;
-  // A lease-free duplicate run moves no generation on (the receipt's belongs to the run that committed): it takes
-  // the next number after every attempt recorded so far. A leased one keeps its lease's.
-  const attemptNumber =
-    outcome === "duplicate" && !attempt.leased
-      ? sql<number>`(SELECT MAX(${receipts.leaseGeneration}, COALESCE((SELECT MAX(${attempts.attemptNumber}) FROM ${attempts} WHERE ${attempts.receiptId} = ${receiptId}), 0)) + 1
-          FROM ${receipts} WHERE ${receipts.receiptId} = ${receiptId})`
-      : attempt.generation;
+  const row = {
+    receiptId,
+    startedAt: attempt.startedAt,
+    finishedAt: attempt.facts.finishedAt,
+    outcome,
+    httpStatus,
+    error,
+    durationMs: attempt.facts.finishedAt - attempt.startedAt,
+  };
+  if (attempt.leased) {
+    // A leased attempt's number is its own: any row already there is a presumption (lease expired, outcome unknown)
+    // made while it was still running, and its real outcome replaces it.
+    const { receiptId: _key, ...outcomeColumns } = row;
+    return prepare(
+      d1,
+      db
+        .insert(attempts)
+        .values({ ...row, attemptNumber: attempt.generation })
+        .onConflictDoUpdate({ target: [attempts.receiptId, attempts.attemptNumber], set: outcomeColumns }),
+    );
+  }
+  if (outcome === "duplicate") {
+    // A lease-free duplicate run moves no generation on (the receipt's belongs to the run that committed): it takes
+    // the next number after every attempt recorded so far. No lease is taken on a committed receipt, so no later
+    // attempt wants that number.
+    const attemptNumber = sql<number>`(SELECT MAX(${receipts.leaseGeneration}, COALESCE((SELECT MAX(${attempts.attemptNumber}) FROM ${attempts} WHERE ${attempts.receiptId} = ${receiptId}), 0)) + 1
+          FROM ${receipts} WHERE ${receipts.receiptId} = ${receiptId})`;
+    return prepare(d1, db.insert(attempts).values({ ...row, attemptNumber }).onConflictDoNothing());
+  }
+  // A lease-free failure's number is the generation after the one it read, and it is its own only if its fenced
+  // update (the statement just before this one) changed the receipt. Otherwise another run of that number finished
+  // first and the number is that run's: nothing is written over it.
   return prepare(
     d1,
-    db
-      .insert(attempts)
-      .values({
-        receiptId,
-        attemptNumber,
-        startedAt: attempt.startedAt,
-        finishedAt: attempt.facts.finishedAt,
-        outcome,
-        httpStatus,
-        error,
-        durationMs: attempt.facts.finishedAt - attempt.startedAt,
-      })
-      .onConflictDoNothing(),
+    sql`INSERT INTO ${attempts} (receipt_id, attempt_number, started_at, finished_at, outcome, http_status, error, duration_ms)
+        SELECT ${receiptId}, ${attempt.generation}, ${row.startedAt}, ${row.finishedAt}, ${outcome}, ${httpStatus}, ${error}, ${row.durationMs}
+        WHERE changes() > 0
+        ON CONFLICT DO NOTHING`,
   );
 }

@@ -1,7 +1,7 @@
-import { and, eq, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, eq, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import { inJsonList } from "../db/id-list";
 import type { Database } from "../db/client";
-import { receipts } from "../db/schema";
+import { attempts, receipts } from "../db/schema";
 import { PROCESSING_LEASE_MS } from "../sources/config";
 
 /**
@@ -12,22 +12,39 @@ import { PROCESSING_LEASE_MS } from "../sources/config";
  * A lease takes the receipt's next `lease_generation`, which only ever increases (a replay never resets it):
  * every later state change of that attempt is conditional on it, so a consumer whose lease was taken over cannot
  * move the receipt under its successor.
+ *
+ * Taking a lease is also where a leased attempt is counted (`attempts + 1`, in the same row write): an attempt that
+ * kills its isolate never reaches its commit, so a count kept only there would let a poison event loop forever.
  */
 export const LEASE_MS = PROCESSING_LEASE_MS;
 /** Retry-soon delay for a receipt whose lease another consumer took a moment ago. */
 export const LEASE_RACE_RETRY_SECONDS = 5;
+
+/** The error of an attempt whose lease ran out before it finished: its consumer died, or overran its lease. */
+export const ABANDONED_ATTEMPT = "lease expired before the attempt finished";
+
+/** A lease that ran out under an attempt that never finished, as the consumer that takes the receipt over read it. */
+export interface AbandonedLease {
+  receiptId: string;
+  generation: number;
+  leaseUntil: number | null;
+}
 
 /** Thrown inside an attempt that needed the lease and found another consumer holding it. */
 export class LeasedElsewhere extends Error {
   override name = "LeasedElsewhere";
 }
 
-/** Leases every receipt in `receiptIds` that is free to take; returns the generation each one was leased at. */
-export async function leaseReceipts(db: Database, receiptIds: readonly string[], now: number): Promise<Map<string, number>> {
+/**
+ * Leases every receipt in `receiptIds` that is free to take; returns the generation each one was leased at. Taking
+ * over an `abandoned` lease records the attempt that held it as `unknown` in the same D1 call, only where the
+ * takeover happened (its generation is then the next one): it may or may not have reached its destination.
+ */
+export async function leaseReceipts(db: Database, receiptIds: readonly string[], now: number, abandoned: readonly AbandonedLease[] = []): Promise<Map<string, number>> {
   if (receiptIds.length === 0) return new Map();
-  const leased = await db
+  const lease = db
     .update(receipts)
-    .set({ status: "processing", leaseUntil: now + LEASE_MS, leaseGeneration: sql`${receipts.leaseGeneration} + 1` })
+    .set({ status: "processing", leaseUntil: now + LEASE_MS, leaseGeneration: sql`${receipts.leaseGeneration} + 1`, attempts: sql`${receipts.attempts} + 1` })
     .where(
       and(
         inJsonList(receipts.receiptId, receiptIds),
@@ -39,19 +56,55 @@ export async function leaseReceipts(db: Database, receiptIds: readonly string[],
       ),
     )
     .returning({ receiptId: receipts.receiptId, leaseGeneration: receipts.leaseGeneration });
+  const presumedLost = abandoned.map(({ receiptId, generation, leaseUntil }) =>
+    abandonedAttemptRows(
+      db,
+      and(eq(receipts.receiptId, receiptId), eq(receipts.leaseGeneration, generation + 1), eq(receipts.status, "processing")),
+      sql<number>`${generation}`,
+      sql<number>`${(leaseUntil ?? now) - LEASE_MS}`,
+      now,
+    ),
+  );
+  const [leased] = presumedLost.length === 0 ? [await lease] : await db.batch([lease, ...presumedLost]);
   return new Map(leased.map((row) => [row.receiptId, row.leaseGeneration]));
 }
 
 /**
+ * An `unknown` attempt row for each receipt `where` picks, numbered `generation`: an attempt whose lease ran out
+ * before it finished. A presumption: it never replaces a row, and the attempt's own outcome, should it still
+ * arrive, replaces it (commit.ts).
+ */
+export function abandonedAttemptRows(db: Database, where: SQL | undefined, generation: SQL<number>, startedAt: SQL<number>, now: number) {
+  return db
+    .insert(attempts)
+    .select(
+      db
+        .select({
+          receiptId: receipts.receiptId,
+          attemptNumber: generation.as("attempt_number"),
+          startedAt: startedAt.as("started_at"),
+          finishedAt: sql<number>`${now}`.as("finished_at"),
+          outcome: sql<"unknown">`'unknown'`.as("outcome"),
+          httpStatus: sql<null>`NULL`.as("http_status"),
+          error: sql<string>`${ABANDONED_ATTEMPT}`.as("error"),
+          durationMs: sql<number>`${now} - (${startedAt})`.as("duration_ms"),
+        })
+        .from(receipts)
+        .where(where),
+    )
+    .onConflictDoNothing();
+}
+
+/**
  * Gives back leases this consumer took but will not use (it ran out of time before starting the attempt): the
- * receipt is pending again at once. Fenced by generation, so a lease that has since passed to another consumer
+ * receipt is pending again at once, and the attempt its lease counted is taken back. Fenced by generation, so a lease that has since passed to another consumer
  * is left alone.
  */
 export async function releaseLeases(db: Database, held: readonly { receiptId: string; generation: number }[]): Promise<void> {
   if (held.length === 0) return;
   await db
     .update(receipts)
-    .set({ status: "pending", leaseUntil: null })
+    .set({ status: "pending", leaseUntil: null, attempts: sql`${receipts.attempts} - 1` })
     .where(
       and(
         isNull(receipts.committedAt),

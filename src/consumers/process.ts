@@ -5,10 +5,10 @@ import { receipts } from "../db/schema";
 import { logEvent, logsSuccesses } from "../lib/log";
 import { recordAttempt } from "../lib/metrics";
 import { loadSources, sourceProblems } from "../sources/registry";
-import { DEFAULT_RETRY } from "../sources/config";
+import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
-import type { Decision, QueueVerdict } from "./decide";
-import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
+import { decide, type Decision, type QueueVerdict } from "./decide";
+import { ABANDONED_ATTEMPT, LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
 import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
@@ -46,12 +46,15 @@ async function mapConcurrently<T, R>(items: readonly T[], limit: number, run: (i
  * it is sent, and durations stay true.
  * @param invocationEndsBy real time (Date.now()) by which the consumer invocation must be done: no attempt starts
  * that could outlast it (src/consumers/slice-budget.ts).
+ * @param options.leaseEveryAttempt lease (and so count) every attempt, D1-only ones too: for receipts whose last
+ * delivery died mid-attempt, run one at a time (queue.ts), so that a crash is charged to the receipt that caused it.
  */
 export async function processBatch(
   env: Env,
   receiptIds: readonly string[],
   now = Date.now(),
   invocationEndsBy = Number.POSITIVE_INFINITY,
+  options: { leaseEveryAttempt?: boolean } = {},
 ): Promise<Map<string, ProcessOutcome>> {
   // Read the configuration before anything else: a broken table throws here and leaves every receipt untouched.
   const sources = loadSources(env);
@@ -74,15 +77,28 @@ export async function processBatch(
     else verdicts.set(row.receiptId, state.queue);
   }
   // A source whose table is broken keeps its receipts waiting (and retrying) until it is fixed: never dead.
-  const runnable = ready.filter((row) => !broken.has(row.source));
+  const unbroken = ready.filter((row) => !broken.has(row.source));
   const waitingForFix = ready.filter((row) => broken.has(row.source));
   if (waitingForFix.length > 0) {
     const delaySeconds = DEFAULT_RETRY.baseDelaySeconds;
     await holdForFix(db, waitingForFix.map((row) => row.receiptId), now + delaySeconds * 1000);
     for (const row of waitingForFix) verdicts.set(row.receiptId, { kind: "retry", delaySeconds });
   }
-  const needsLease = runnable.filter((row) => row.committedAt === null && sources.get(row.source)?.destination.kind === "forward");
-  const leased = await leaseReceipts(db, needsLease.map((row) => row.receiptId), now);
+  // A receipt still `processing` whose lease ran out: its attempt never finished (its consumer died, perhaps killed by
+  // this very event). That attempt was counted when it took the lease; once the count spends the retry budget, the
+  // receipt is dead without another run, so an event that crashes its consumer cannot loop.
+  const abandoned = unbroken.filter((row) => row.status === "processing");
+  const spent = abandoned.map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now)).filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
+  const runnable = unbroken.filter((row) => !spent.some((attempt) => attempt.receipt === row));
+  const needsLease = runnable.filter(
+    (row) => row.committedAt === null && (options.leaseEveryAttempt || row.status === "processing" || sources.get(row.source)?.destination.kind === "forward"),
+  );
+  const leased = await leaseReceipts(
+    db,
+    needsLease.map((row) => row.receiptId),
+    now,
+    needsLease.filter((row) => row.status === "processing").map((row) => ({ receiptId: row.receiptId, generation: row.leaseGeneration, leaseUntil: row.leaseUntil })),
+  );
 
   const toRun = runnable.filter((receipt) => {
     if (!needsLease.includes(receipt) || leased.has(receipt.receiptId)) return true;
@@ -103,7 +119,7 @@ export async function processBatch(
     if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) return { notStarted: receipt, heldGeneration };
     return attempt(env, receipt, startedAt, clock, new LazyLease(db, receipt.receiptId, startedAt, heldGeneration), source);
   });
-  const attempts = started.filter((run): run is FinishedAttempt => "run" in run);
+  const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
   if (notStarted.length > 0) {
     // Out of time for these: no attempt was made, so none is recorded. Their leases go back and they go back on
@@ -151,6 +167,24 @@ async function attempt(
     startedAt,
     generation,
     leased: lease.heldGeneration !== null,
+  };
+}
+
+/**
+ * The attempt that held a lease which ran out, as its last consumer left it: outcome unknown, counted already (when
+ * it took the lease), and decided now, so the decision to give up is the same one a finished attempt gets.
+ */
+function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefined, now: number): FinishedAttempt {
+  const facts = { policy, attemptNumberInRun: receipt.attempts, budgetStartedAt: Math.max(receipt.receivedAt, receipt.replayedAt ?? 0), finishedAt: now };
+  const result = { status: "unknown", error: ABANDONED_ATTEMPT } as const;
+  return {
+    receipt,
+    run: { result, plan: null },
+    facts,
+    startedAt: (receipt.leaseUntil ?? now) - LEASE_MS,
+    generation: receipt.leaseGeneration,
+    leased: true,
+    decided: decide(result, facts),
   };
 }
 

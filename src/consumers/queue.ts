@@ -29,8 +29,22 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const processedIn = new Map<string, string>();
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
-  const processIn = async (binding: string, idsInDatabase: readonly string[]) => {
+  //
+  // A redelivered message's last delivery never finished: perhaps one of its receipts killed the isolate. Each of
+  // its receipts then runs, and commits, on its own, under a lease that counts its attempt before it starts: the
+  // batch-mates finish, and a crash is charged to the one receipt that was running (process.ts gives up on it once
+  // its count spends the retry budget).
+  const processIn = async (binding: string, idsInDatabase: readonly string[], redelivered = false) => {
     const databaseEnv = envForDatabase(env, binding);
+    if (redelivered) {
+      for (const receiptId of new Set(idsInDatabase)) {
+        for (const [id, verdict] of await processBatch(databaseEnv, [receiptId], Date.now(), invocationEndsBy, { leaseEveryAttempt: true })) {
+          verdicts.set(id, verdict);
+          processedIn.set(id, binding);
+        }
+      }
+      return;
+    }
     for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
       for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE), Date.now(), invocationEndsBy)) {
         verdicts.set(receiptId, verdict);
@@ -41,9 +55,11 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   try {
     // Per database: the one each message names (each message is one source's, its receipts in one database).
     const unbound: string[] = [];
-    for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages)) {
-      if (isReceiptDatabase(env, binding)) await processIn(binding, idsInDatabase);
-      else unbound.push(...idsInDatabase);
+    for (const redelivered of [false, true]) {
+      for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages.filter((message) => isRedelivered(message) === redelivered))) {
+        if (isReceiptDatabase(env, binding)) await processIn(binding, idsInDatabase, redelivered);
+        else unbound.push(...idsInDatabase);
+      }
     }
     // Not where its message said: a message older than its source's move (it names no database, so it was read in
     // the source's database of today), one naming a database a later deploy unbound, or a receipt retention
@@ -95,6 +111,14 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     message.ack();
     count("queueOperations");
   }
+}
+
+/**
+ * Delivered before and not acknowledged: the consumer died (or D1 was unreachable, the one case where this consumer
+ * asks for a retry itself, which costs only the careful path once).
+ */
+function isRedelivered(message: Message<QueuedWork>): boolean {
+  return message.attempts > 1;
 }
 
 function sourceName(message: QueuedWork): string {

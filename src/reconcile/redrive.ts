@@ -2,10 +2,11 @@ import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
 import { PRUNE_READ_LIMIT } from "../claims/shard";
 import { logError } from "../lib/log";
-import { and, eq, isNotNull, isNull, lt, lte, or, asc } from "drizzle-orm";
+import { and, eq, isNotNull, isNull, lt, lte, or, asc, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
-import { attempts, receipts } from "../db/schema";
+import { receipts } from "../db/schema";
+import { abandonedAttemptRows } from "../consumers/lease";
 import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
@@ -164,31 +165,23 @@ export async function returnExpiredLeases(env: Env, now: number): Promise<number
   const db = database(env);
   const expired = and(isNotNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, now), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now));
   const abandoned = await db
-    .select({ receiptId: receipts.receiptId, leaseGeneration: receipts.leaseGeneration, leaseUntil: receipts.leaseUntil })
+    .select({ receiptId: receipts.receiptId })
     .from(receipts)
     .where(expired)
     .limit(REDRIVE_BATCH);
   if (abandoned.length === 0) return 0;
-  await db.batch([
+  // The abandoned attempt's row and the hand-back in one transaction, each only where the lease is still the one
+  // that ran out: a consumer that finished in between keeps its own outcome. One that finishes later replaces the
+  // presumed `unknown` with its real outcome, and no longer moves the receipt (commit.ts).
+  const stillExpired = and(inJsonList(receipts.receiptId, abandoned.map((row) => row.receiptId)), expired);
+  const [, returned] = await db.batch([
+    abandonedAttemptRows(db, stillExpired, sql<number>`${receipts.leaseGeneration}`, sql<number>`${receipts.leaseUntil} - ${LEASE_MS}`, now),
     db
-      .insert(attempts)
-      .values(
-        abandoned.map((row) => ({
-          receiptId: row.receiptId,
-          attemptNumber: row.leaseGeneration,
-          startedAt: (row.leaseUntil ?? now) - LEASE_MS,
-          finishedAt: now,
-          outcome: "unknown" as const,
-          error: "lease expired before the attempt finished",
-        })),
-      )
-      .onConflictDoNothing(),
+      .update(receipts)
+      .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
+      .where(stillExpired)
+      .returning({ receiptId: receipts.receiptId, source: receipts.source }),
   ]);
-  const returned = await db
-    .update(receipts)
-    .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
-    .where(and(inJsonList(receipts.receiptId, abandoned.map((row) => row.receiptId)), expired))
-    .returning({ receiptId: receipts.receiptId, source: receipts.source });
   await enqueueReceipts(env, returned);
   return returned.length;
 }

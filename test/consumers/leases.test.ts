@@ -58,22 +58,24 @@ describe("leases, for attempts that reach outside D1", () => {
     expect(await standinRequests(outboundIdempotencyKey(receiptId, "notify"))).toHaveLength(1);
 
     // After it expires, five consumers race for the takeover: one takes the lease and applies the effect, the
-    // others find the lease taken, call nothing and record nothing.
+    // others find the lease taken, call nothing and record nothing. The attempt whose lease ran out is on record,
+    // its outcome unknown for now, and counted.
     const takeovers = await Promise.all(Array.from({ length: 5 }, () => processReceipt(testEnv, receiptId, t0 + LEASE_MS + 1)));
     expect(takeovers.filter((outcome) => outcome.kind === "done")).toEqual([{ kind: "done", status: "processed" }]);
     expect(takeovers.filter((outcome) => outcome.kind === "retry")).toHaveLength(4);
     expect((await account("acct_takeover"))?.credits).toBe(1);
     expect(await standinRequests(outboundIdempotencyKey(receiptId, "notify"))).toHaveLength(2);
     expect((await attemptRows(receiptId)).map(({ attemptNumber, outcome }) => ({ attemptNumber, outcome }))).toEqual([
+      { attemptNumber: 1, outcome: "unknown" },
       { attemptNumber: 2, outcome: "processed" },
     ]);
 
     // The first consumer was only slow: when it resumes, its commit finds the receipt committed and applies
-    // nothing, and it cannot move the receipt its successor finished.
+    // nothing, and it cannot move the receipt its successor finished. Its real outcome replaces the presumed one.
     release();
     expect(await stalled).toEqual({ kind: "done", status: "duplicate" });
     expect((await account("acct_takeover"))?.credits).toBe(1);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 1 });
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 2 });
     expect((await attemptRows(receiptId)).map((attempt) => attempt.outcome)).toEqual(["duplicate", "processed"]);
   });
 
@@ -92,7 +94,8 @@ describe("leases, for attempts that reach outside D1", () => {
     // The successor takes over once the lease has expired, and fails too; its retry is scheduled.
     expect((await processReceipt(testEnv, receiptId, t0 + LEASE_MS + 1)).kind).toBe("retry");
     const scheduled = await receiptRow(receiptId);
-    expect(scheduled).toMatchObject({ status: "pending", attempts: 1 });
+    // Two attempts have run: the stalled one was counted when it took its lease.
+    expect(scheduled).toMatchObject({ status: "pending", attempts: 2 });
 
     // The stale consumer's failure arrives last: it is recorded on its own attempt, and changes nothing else.
     release();

@@ -19,23 +19,36 @@ interface ScriptedPayload {
   fail?: "transient" | "permanent";
 }
 
-const hangs = new Map<string, { until: Promise<void>; thenFail: string | null }>();
-
-/**
- * The next run of this event stops mid-attempt, before its commit, until the returned function is called. With
- * `thenFail`, the run then fails permanently (its receipt goes dead) instead of carrying on.
- */
-export function hangNextRun(eventKey: string, thenFail: string | null = null): () => void {
-  let release!: () => void;
-  hangs.set(eventKey, { until: new Promise<void>((resolve) => (release = resolve)), thenFail });
-  return release;
+interface Hang {
+  until: Promise<void>;
+  thenFail: string | null;
+  entered: () => void;
 }
 
-/** Waits out a hang set for this event's run, if any (each hang stops one run). */
+/** Hangs set for an event, in the order its runs take them (each hang stops one run). */
+const hangs = new Map<string, Hang[]>();
+
+/**
+ * The next run of this event (after any hangs already set for it) stops mid-attempt, before its commit, until the
+ * returned function is called; never calling it is how a test plays an isolate that died there. With `thenFail`,
+ * the run then fails permanently (its receipt goes dead) instead of carrying on. `entered` resolves once a run
+ * has stopped at this hang.
+ */
+export function hangNextRun(eventKey: string, thenFail: string | null = null): (() => void) & { entered: Promise<void> } {
+  let release!: () => void;
+  let entered!: () => void;
+  const enteredPromise = new Promise<void>((resolve) => (entered = resolve));
+  hangs.set(eventKey, [...(hangs.get(eventKey) ?? []), { until: new Promise<void>((resolve) => (release = resolve)), thenFail, entered }]);
+  return Object.assign(() => release(), { entered: enteredPromise });
+}
+
+/** Waits out the first hang set for this event's runs, if any. */
 async function waitIfHung(eventKey: string): Promise<void> {
-  const hang = hangs.get(eventKey);
+  const [hang, ...rest] = hangs.get(eventKey) ?? [];
   if (!hang) return;
-  hangs.delete(eventKey);
+  if (rest.length > 0) hangs.set(eventKey, rest);
+  else hangs.delete(eventKey);
+  hang.entered();
   await hang.until;
   if (hang.thenFail !== null) throw new PermanentFailure(hang.thenFail);
 }
@@ -117,4 +130,5 @@ export const testEnv = envWithSources({
   "proc-handler-fast": handlerSource("test-scripted", { base_delay_seconds: 1, max_delay_seconds: 1, max_retries: 2 }),
   "proc-versioned": handlerSource("test-versioned"),
   "proc-external": handlerSource("test-external"),
+  "proc-external-fast": handlerSource("test-external", { base_delay_seconds: 1, max_delay_seconds: 1, max_retries: 2 }),
 });
