@@ -200,15 +200,16 @@ describe("tail, show, replay", () => {
     await new Promise((done) => proxy.listen(0, "127.0.0.1", () => done(undefined)));
     const proxyUrl = `http://127.0.0.1:${/** @type {import("node:net").AddressInfo} */ (proxy.address()).port}`;
     try {
-      const tail = cliProcess(["tail", "--source", "cli-shopify", "--history", "0", ...project], { RECEIVER_URL: proxyUrl });
-      await tail.waitFor(/following .* source cli-shopify/);
+      // Stripe: the event id is in the signed body, so every send is a new receipt (an unsigned key would not be).
+      const tail = cliProcess(["tail", "--source", "cli-stripe", "--history", "0", ...project], { RECEIVER_URL: proxyUrl });
+      await tail.waitFor(/following .* source cli-stripe/);
       const before = requests.length;
       await new Promise((done) => setTimeout(done, 12_000));
       const idle = requests.slice(before).filter((line) => line.startsWith("GET /admin/api/receipts"));
       assert.ok(idle.length <= 6, `${idle.length} requests in 12 s of nothing new:\n${idle.join("\n")}`);
-      const sent = await cli(["send", "cli-shopify", ...project], env);
-      const eventKey = /follow it: npm run cli -- show cli-shopify (\S+)$/m.exec(sent.stdout)?.[1];
-      await tail.waitFor(new RegExp(`cli-shopify  \\S+  orders/create  key ${eventKey}`), 20_000);
+      const sent = await cli(["send", "cli-stripe", ...project], env);
+      const eventKey = /follow it: npm run cli -- show cli-stripe (\S+)$/m.exec(sent.stdout)?.[1];
+      await tail.waitFor(new RegExp(`cli-stripe  \\S+  payment_intent\\.succeeded  key ${eventKey}`), 20_000);
       assert.equal(await tail.interrupt(), 0);
     } finally {
       await new Promise((done) => proxy.close(done));
