@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { shardFor, shardIndex } from "../../src/claims/routing";
 import { claimEvent } from "../../src/claims/claim-event";
@@ -8,7 +8,7 @@ import type { ClaimResult } from "../../src/model/claims";
 import { loadSources } from "../../src/sources/registry";
 import { replayReceipt } from "../../src/replay/replay";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
-import { processedCount, quarantineFor, receiptsFor, settle, shardClaim, shardQuarantineCount, expectUnchanged, snapshot } from "../support/storage";
+import { processedCount, quarantineFor, receiptsFor, shardClaim, shardQuarantineCount, expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
 
 type Answer = { status: string; receipt: string };
 
@@ -20,9 +20,9 @@ async function provenanceOf(receiptId: string) {
     .first<{ provenance: string; replayCount: number; status: string }>();
 }
 
-describe("one claim per event key", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("one claim per event key", () => {
   it("answers 50 concurrent copies with exactly one accepted and 49 duplicates, and applies the credit once", async () => {
     const body = JSON.stringify(credit("acct_fifty", 10));
     const headers = signDemo("msg_fifty", body);
@@ -111,8 +111,6 @@ describe("one claim per event key", () => {
 });
 
 describe("changing the shard count", () => {
-  beforeEach(settle);
-
   /** An event key whose owning shard differs between the two counts. */
   function keyMovedBetween(prefix: string, fromCount: number, toCount: number): string {
     for (let attempt = 0; ; attempt++) {
@@ -233,8 +231,6 @@ describe("changing the shard count", () => {
 });
 
 describe("after the shard has forgotten a key", () => {
-  beforeEach(settle);
-
   it("still applies nothing twice: D1's unique key stands behind the shard, and a changed payload is quarantined", async () => {
     const original = await (await deliverDemo("msg_forgotten", credit("acct_forgotten", 60))).json<Answer>();
     await waitForStatus("demo", "msg_forgotten");
@@ -262,8 +258,6 @@ describe("after the shard has forgotten a key", () => {
 });
 
 describe("when the claim cannot be stored", () => {
-  beforeEach(settle);
-
   const failingNamespace = (failure: () => never): DurableObjectNamespace => {
     const real = env.CLAIM_SHARDS;
     return {

@@ -1,11 +1,11 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { RELAY_BATCH_BYTES } from "../../src/claims/shard";
 import { credit, eventually, post, signDemo } from "../support/deliveries";
 import { breakShardBindings, countingQueue, relayFailures, unreachableD1 } from "../support/failpoints";
-import { keysInOneShard, settle } from "../support/storage";
+import { keysInOneShard, settle, settleEachTest } from "../support/storage";
 
 /** Relay batching: a backlog drains in bounded batches, by count and by bytes, until nothing is left. */
 
@@ -33,9 +33,9 @@ async function relayBatches(prefix: string) {
   return results;
 }
 
-describe("relay batches", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("relay batches", () => {
   it("drains a backlog larger than one batch, 50 at a time, every receipt once", async () => {
     const keys = keysInOneShard("msg_backlog", 120);
     await withBacklog(keys, async () => {

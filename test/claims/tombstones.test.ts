@@ -4,7 +4,9 @@ import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { credit, deliverDemo } from "../support/deliveries";
-import { settle } from "../support/storage";
+import { settle, settleEachTest } from "../support/storage";
+
+settleEachTest();
 
 /** Once relayed, a shard keeps only what dedupe needs: no body, headers or event details linger in its storage. */
 describe("what a shard keeps after relaying", () => {

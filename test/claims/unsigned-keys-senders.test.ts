@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { post } from "../support/deliveries";
-import { settle } from "../support/storage";
+import { settle, settleEachTest } from "../support/storage";
 import { hmac, sha256Hex } from "../providers/support/signers";
 
 /**
@@ -54,6 +54,8 @@ const senders: UnsignedKeySender[] = [
 
 let counter = 0;
 const unique = (name: string) => `${name}_${Date.now().toString(36)}_${++counter}`;
+
+settleEachTest();
 
 describe("senders whose dedupe key the signature does not cover", { timeout: 60_000 }, () => {
   for (const sender of senders) {

@@ -9,7 +9,7 @@ import { sha256Hex } from "../../src/crypto/digest";
 import { difference, meterReading, sumReadings } from "../../src/lib/meter";
 import { account, credit, post } from "../support/deliveries";
 import { deliverGithub } from "../support/github";
-import { quarantineFor, receiptsFor, settle, shardClaim } from "../support/storage";
+import { quarantineFor, receiptsFor, shardClaim, settle, settleEachTest } from "../support/storage";
 
 /**
  * Invariant 9, "genuine means fresh, too": GitHub signs the body but not X-GitHub-Delivery, the dedupe key. A
@@ -36,6 +36,8 @@ async function receiptsOfBody(source: string, body: string) {
 async function metersOf(source: string) {
   return sumReadings([meterReading(), ...(await Promise.all(shardsOf(env, source).map((shard) => shard.meters())))]);
 }
+
+settleEachTest();
 
 describe("a signed body replayed under a new unsigned dedupe key", { timeout: 60_000 }, () => {
   it("is a duplicate: same signed body, new X-GitHub-Delivery → 2xx duplicate, no second receipt in D1, the credit applied once", async () => {

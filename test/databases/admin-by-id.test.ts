@@ -7,7 +7,7 @@ import { ulid } from "../../src/lib/ulid";
 import { envForDatabase } from "../../src/sources/databases";
 import { adminGet, adminPost, deliverTo } from "../admin/support";
 import { credit, eventually } from "../support/deliveries";
-import { expectUnchanged, settle, snapshot } from "../support/storage";
+import { expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
 
 /**
  * Past one database, seen from the admin surface: a receipt of `second-db` lives in DB_SECOND, and everything that
@@ -78,6 +78,8 @@ function dashboard(path: string, cookie: string, form?: [string, string][]): Pro
     : { headers: { cookie } };
   return exports.default.fetch(new Request(`${ORIGIN}${path}`, { redirect: "manual", ...init }));
 }
+
+settleEachTest();
 
 describe("admin by id across databases", () => {
   it("finds a DB_SECOND receipt by id and by event key, and renders its dashboard page", async () => {

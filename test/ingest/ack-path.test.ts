@@ -1,10 +1,10 @@
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import type { ClaimShard } from "../../src/claims/shard";
 import { account, credit, signDemo, waitForStatus } from "../support/deliveries";
 import { unreachableD1, unreachableQueue } from "../support/failpoints";
-import { settle, shardClaim } from "../support/storage";
+import { shardClaim, settleEachTest } from "../support/storage";
 
 /**
  * The acknowledgement path does four things — look up, read bytes, verify, one Durable Object call — and never
@@ -44,9 +44,9 @@ function deliver(eventKey: string, payload: unknown, workerEnv: Env): Promise<Re
   );
 }
 
-describe("the acknowledgement path", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("the acknowledgement path", () => {
   it("acknowledges with D1 and the queue both unreachable from the Worker: neither is on the ack path", async () => {
     const isolated = { ...env, DB: unreachableD1(), WORK_QUEUE: unreachableQueue() };
     const first = await deliver("msg_ack_isolated", credit("acct_ack_isolated", 8), isolated);

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { OVER_CAP_DRAIN_BYTES, readBodyWithCap } from "../../src/ingest/read-body";
 import { credit, signDemo } from "../support/deliveries";
-import { settle, shardClaim, expectUnchanged, snapshot } from "../support/storage";
+import { shardClaim, expectUnchanged, snapshot, settleEachTest } from "../support/storage";
 
 /**
  * Reading the request body: a stream that breaks part-way is the sender's problem (400, nothing written, no
@@ -37,9 +37,9 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe("a body stream that fails mid-read", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("a body stream that fails mid-read", () => {
   it("answers 400 body_unreadable, writes nothing and logs no error line", async () => {
     const errors: string[] = [];
     vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => void errors.push(args.map(String).join(" ")));

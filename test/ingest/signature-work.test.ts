@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { adapterFor } from "../../src/providers/registry";
 import { MAX_SIGNATURE_ENTRIES, MAX_VERIFICATION_STEPS } from "../../src/providers/signed";
 import { post, signDemo } from "../support/deliveries";
-import { settle, expectUnchanged, snapshot } from "../support/storage";
+import { expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
 
 /**
  * Signature checking is work an unauthenticated caller can ask for. Each expected MAC is computed once per
@@ -32,6 +32,8 @@ function forgedEntries(n: number): string[] {
 afterEach(() => {
   vi.restoreAllMocks();
 });
+
+settleEachTest();
 
 describe("HMAC work per request", () => {
   it("16 forged signatures cost one MAC per secret, not one per signature", async () => {

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { handlerNames } from "../../src/handlers/registry";
 import { knownProviderNames } from "../../src/providers/registry";
 import { MAX_BODY_BYTES_LIMIT, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources, lookupSource, sourceProblems } from "../../src/sources/registry";
 import { credit, post, signDemo } from "../support/deliveries";
-import { settle, expectUnchanged, snapshot } from "../support/storage";
+import { expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
 
 const secrets = env as unknown as Record<string, string>;
 const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
@@ -20,6 +20,8 @@ function problemsOf(sources: unknown): string[] {
     throw error;
   }
 }
+
+settleEachTest();
 
 describe("source configuration", () => {
   it("refuses a body cap the claim shard and D1 could not store", () => {
@@ -107,8 +109,6 @@ describe("one broken source fails alone", () => {
 });
 
 describe("secrets by name", () => {
-  beforeEach(settle);
-
   it("answers 503 (the sender retries) when a source's secret was never set, and writes nothing", async () => {
     const before = await snapshot();
     const body = JSON.stringify(credit("acct_secret_not_set", 1));

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { account, credit, deliverDemo, post, signDemo, waitForStatus } from "../support/deliveries";
-import { receiptsFor, settle, shardClaim, expectUnchanged, snapshot } from "../support/storage";
+import { receiptsFor, shardClaim, expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
 
 /**
  * The fixture ledger's verification rows: whatever fails verification (or never gets that far) answers non-2xx,
@@ -24,9 +24,9 @@ async function expectRejectedWithNothingWritten(send: () => Promise<Response>, s
   return answer;
 }
 
-describe("verification over the exact bytes received", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("verification over the exact bytes received", () => {
   it("accepts the exact signed bytes, whitespace and key order included", async () => {
     const body = '{ "data": {"amount": 7, "account": "acct_exact"},\n  "type": "account.credited" }';
     const response = await post("/webhooks/demo", body, signDemo("msg_exact_bytes", body));
@@ -199,8 +199,6 @@ describe("verification over the exact bytes received", () => {
 });
 
 describe("requests that never reach verification", () => {
-  beforeEach(settle);
-
   it("answers 404 for an unknown source and writes nothing", async () => {
     const body = JSON.stringify(credit("acct_unknown_source", 1));
     await expectRejectedWithNothingWritten(() => post("/webhooks/no-such-source", body, signDemo("msg_unknown_source", body)), 404, "unknown_source");

@@ -4,7 +4,7 @@ import { collectMeters } from "../../src/admin/meters";
 import { difference } from "../../src/lib/meter";
 import { credit, deliverDemo } from "../support/deliveries";
 import { deliverGithub } from "../support/github";
-import { settle } from "../support/storage";
+import { settle, settleEachTest } from "../support/storage";
 
 /**
  * The happy path's billed writes per event, read from the runtime's own meters (D1 meta.rows_written, Durable
@@ -17,6 +17,8 @@ const EVENTS = 40;
 /** The budget per event (docs/performance.md): D1 rows in the receiver's own tables, and Durable Object rows. */
 const D1_RECEIVER_ROWS_PER_EVENT = 3;
 const DO_ROWS_PER_EVENT = 3;
+
+settleEachTest();
 
 // Generous: on a loaded machine 40 events through the whole pipeline have taken close to 30 s.
 describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {

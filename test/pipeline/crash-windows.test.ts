@@ -2,14 +2,14 @@ import { receiptDetail } from "../../src/admin/queries";
 import { database } from "../../src/db/client";
 import { createExecutionContext, createMessageBatch, evictDurableObject, getQueueResult, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import worker from "../../src/index";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { breakShardBindings, failCommitFor, lossyQueue, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
-import { keysInOneShard, processedCount, receiptsFor, settle, shardClaim } from "../support/storage";
+import { keysInOneShard, processedCount, receiptsFor, shardClaim, settle, settleEachTest } from "../support/storage";
 
 /**
  * The three crash windows, each with a real failure injected at the boundary, and each followed by the recovery
@@ -35,9 +35,9 @@ async function expectExactlyOnce(eventKeys: readonly string[], accountId: string
   expect((await account(accountId))?.credits).toBe(credits);
 }
 
-describe("crash window 1: after the claim, before the relay", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("crash window 1: after the claim, before the relay", () => {
   it("acknowledges while D1 is unreachable, keeps every claim, and lands each exactly once when D1 is back", async () => {
     const keys = keysInOneShard("msg_d1_outage", 5);
     const shard = shardFor(env, SOURCE, keys[0]!);
@@ -95,8 +95,6 @@ describe("crash window 1: after the claim, before the relay", () => {
 });
 
 describe("crash window 2: after the relay, before processing", () => {
-  beforeEach(settle);
-
   it("finishes a receipt whose queue message was lost, once, when the cron's re-drive finds it", { timeout: CRON_TEST_TIMEOUT_MS }, async () => {
     const [eventKey] = keysInOneShard("msg_lost_message", 1);
     const shard = shardFor(env, SOURCE, eventKey!);
@@ -142,8 +140,6 @@ describe("crash window 2: after the relay, before processing", () => {
 });
 
 describe("crash window 3: inside processing, before the commit", () => {
-  beforeEach(settle);
-
   it("rolls back a handler's writes when the commit fails, and the queue's retry applies them once", async () => {
     const keys = keysInOneShard("msg_commit_fail", 2);
     const removeFailpoint = await failCommitFor("msg_commit_fail");

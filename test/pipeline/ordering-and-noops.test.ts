@@ -1,9 +1,9 @@
 import { receiptDetail } from "../../src/admin/queries";
 import { database } from "../../src/db/client";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { account, credit, deliverDemo, planChange, waitForStatus } from "../support/deliveries";
-import { processedCount, settle } from "../support/storage";
+import { processedCount, settle, settleEachTest } from "../support/storage";
 
 type Answer = { status: string; receipt: string };
 
@@ -15,9 +15,9 @@ async function receiptRow(eventKey: string) {
     .first<{ status: string; staleAgainstVersion: number | null; attempts: number }>();
 }
 
-describe("order by version, never by arrival", () => {
-  beforeEach(settle);
+settleEachTest();
 
+describe("order by version, never by arrival", () => {
   it("keeps the newer plan when a stale version arrives after it, and records the stale one as 'stale'", async () => {
     expect((await (await deliverDemo("msg_plan_v7", planChange("acct_plan", "plan_v7", 7))).json<Answer>()).status).toBe("accepted");
     expect(await waitForStatus("demo", "msg_plan_v7")).toBe("processed");
@@ -58,8 +58,6 @@ describe("order by version, never by arrival", () => {
 });
 
 describe("authentic events the handler does not act on", () => {
-  beforeEach(settle);
-
   it("records an authentic event of an unknown type as 'skipped' with no effect", async () => {
     const answer = await (await deliverDemo("msg_unknown_type", { type: "account.deleted", data: { account: "acct_unknown_type" } })).json<Answer>();
     expect(answer.status).toBe("accepted");

@@ -1,7 +1,9 @@
 import { env } from "cloudflare:workers";
 import { expect, it } from "vitest";
 import { credit, post, signDemo } from "../support/deliveries";
-import { settle } from "../support/storage";
+import { settle, settleEachTest } from "../support/storage";
+
+settleEachTest();
 
 /**
  * The retry storm: 100 events, each delivered twice — half of the second copies re-signed with a fresh timestamp,

@@ -1,9 +1,8 @@
 import { listDurableObjectIds, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { expect } from "vitest";
+import { afterEach, beforeEach, expect } from "vitest";
 import { shardCount, shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
-import { eventually } from "./deliveries";
 
 /**
  * Looking straight into the real storage the pipeline writes: the claim shards' SQLite and D1. Tests use these
@@ -52,21 +51,83 @@ export async function shardIdList(): Promise<string[]> {
   return (await listDurableObjectIds(env.CLAIM_SHARDS)).map((shardId) => shardId.toString()).sort();
 }
 
-/** Waits until every shard has relayed everything it accepted, and D1 has nothing left in flight. */
-export async function settle(timeoutMs = 20_000): Promise<void> {
-  await eventually(
-    async () => {
-      for (const shard of await allShards()) {
-        if ((await shard.unrelayedCount()) > 0) return undefined;
-      }
-      const inFlight = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE status IN ('pending', 'processing')").first<{
-        count: number;
-      }>();
-      return inFlight?.count === 0 ? true : undefined;
-    },
-    timeoutMs,
-    "every shard relayed and every receipt finished",
-  );
+/**
+ * Settling is per test: a test waits for the receipts it created, never for everything in the database. One test
+ * that leaves work unfinished then fails on its own, naming that work, instead of turning every later test in its
+ * file into a hook timeout that hides the real failure. "Created by this test" is "claimed since it began": tests
+ * in a file run one after another, and every claim is stamped with the time it was received.
+ */
+let testBegan: number | null = null;
+
+const SETTLE_MS = 8_000;
+/** The hook's own limit, past SETTLE_MS with room for a slow last poll: unfinished work fails with the list below, not a bare timeout. */
+const SETTLE_HOOK_MS = SETTLE_MS + 10_000;
+
+/**
+ * Once per test file: marks where each test begins, and when it ends waits for the receipts it created (see
+ * settle). A test then starts with the work of the tests before it finished, as long as they passed.
+ */
+export function settleEachTest(): void {
+  beforeEach(() => {
+    testBegan = Date.now();
+  });
+  afterEach(() => settle(), SETTLE_HOOK_MS);
+}
+
+/**
+ * Waits until every receipt the current test created is relayed by its shard and finished in D1 (and every
+ * quarantine it caused is relayed). Needs settleEachTest() in the file; work of earlier tests is not waited for.
+ */
+export async function settle(timeoutMs = SETTLE_MS): Promise<void> {
+  if (testBegan === null) throw new Error("settle() waits for the current test's receipts: call settleEachTest() once in this test file");
+  const since = testBegan;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const unfinished = await unfinishedSince(since);
+    if (unfinished.length === 0) return;
+    if (Date.now() > deadline) {
+      throw new Error(`this test's work did not settle within ${timeoutMs} ms: ${unfinished.slice(0, 10).join("; ")}${unfinished.length > 10 ? `; and ${unfinished.length - 10} more` : ""}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * What this test started that is not finished, from `since` on: receipts in flight in D1, else claims and quarantines
+ * a shard has not relayed yet. Empty only when the shards were read first and D1 after them, so a claim relayed
+ * between the two reads is still seen.
+ */
+async function unfinishedSince(since: number): Promise<string[]> {
+  // D1 alone while its receipts are in flight: one query per poll, rather than one call to every shard.
+  const inFlight = await inFlightSince(since);
+  if (inFlight.length > 0) return inFlight;
+  const unrelayed = (
+    await Promise.all(
+      (await allShards()).map((shard) =>
+        runInDurableObject(shard, (_instance: ClaimShard, state) =>
+          state.storage.sql
+            .exec<{ what: string; source: string; eventKey: string }>(
+              `SELECT 'unrelayed claim' AS what, source, event_key AS eventKey FROM event_claims WHERE relay_pending = 1 AND received_at >= ?1
+               UNION ALL
+               SELECT 'unrelayed quarantine' AS what, source, event_key AS eventKey FROM quarantine_outbox WHERE relayed_at IS NULL AND received_at >= ?1`,
+              since,
+            )
+            .toArray(),
+        ),
+      ),
+    )
+  ).flat();
+  if (unrelayed.length > 0) return unrelayed.map((row) => `${row.what} ${row.source}/${row.eventKey}`);
+  return inFlightSince(since);
+}
+
+async function inFlightSince(since: number): Promise<string[]> {
+  const { results } = await env.DB.prepare(
+    "SELECT source, event_key AS eventKey, status FROM receipts WHERE received_at >= ? AND status IN ('pending', 'processing') ORDER BY id",
+  )
+    .bind(since)
+    .all<{ source: string; eventKey: string; status: string }>();
+  return results.map((row) => `${row.status} receipt ${row.source}/${row.eventKey}`);
 }
 
 export interface WorldSnapshot {
