@@ -16,7 +16,7 @@ import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
  * happy path. So this reads the id range of the window (`id >= ulidFloor(now - window)`, the primary key) and
  * filters on the change times the writes already keep: relayed_at, the latest attempt's end (attempt_started_at
  * + attempt_duration_ms, written when an attempt commits), processed_at, replayed_at, dismissed_at, and
- * status_entered_at (D1's stamp on entering dead, dismissed, stale or skipped, migrations/0012). The cost is
+ * status_entered_at (D1's stamp on entering dead, dismissed, stale or skipped, migrations/0013). The cost is
  * the trade-off: every call reads every receipt received in the window (1 hour by default, at most 7 days), so a
  * tail polls it less often than it polls new receipts, and a wider window is for looking back, not for polling.
  *

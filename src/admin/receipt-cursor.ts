@@ -27,7 +27,7 @@ import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
  * Status-filtered lists. A filter on status matches something that changes: a receipt the reader has passed can
  * enter the filtered status after its place was read. For the resting statuses off the happy path (dead, dismissed,
  * stale, skipped), `status_entered_at` is D1's clock when the receipt last entered one (a trigger sets it inside
- * the write of the status, migrations/0012), so the argument above holds for it word for word: each page also lists
+ * the write of the status, migrations/0013), so the argument above holds for it word for word: each page also lists
  * every passed receipt, relayed before the previous read, that entered the filtered status at or after that read
  * (the partial index `receipts_status_entered`). What a pass with such a filter guarantees, then: it lists every
  * receipt that has the status when its place is read, or enters it behind the reader before the last page is read;
@@ -41,7 +41,7 @@ import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 
 export { LATE_RELAY_MS };
 
-/** The statuses whose entry D1 stamps (migrations/0012): the condition of `receipts_status_entered`, written alike. */
+/** The statuses whose entry D1 stamps (migrations/0013): the condition of `receipts_status_entered`, written alike. */
 export const RESTING_STATUSES: readonly string[] = ["dead", "dismissed", "stale", "skipped"];
 const resting = sql`${receipts.status} IN ('dead', 'dismissed', 'stale', 'skipped')`;
 

@@ -69,7 +69,7 @@ export const receipts = sqliteTable(
     /** When an operator dismissed this dead letter (status `dismissed`, migrations/0004); null once restored. */
     dismissedAt: integer("dismissed_at"),
     /**
-     * D1's clock when the receipt last entered dead, dismissed, stale or skipped (migrations/0012, set by a trigger
+     * D1's clock when the receipt last entered dead, dismissed, stale or skipped (migrations/0013, set by a trigger
      * there on every write of the status); status-filtered paging catches up on it (src/admin/receipt-cursor.ts).
      */
     statusEnteredAt: integer("status_entered_at"),
