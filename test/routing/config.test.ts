@@ -1,26 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { handlerNames } from "../../src/handlers/registry";
-import { knownProviderNames } from "../../src/providers/registry";
-import { parseSource, type SourceConfig } from "../../src/sources/config";
+import { base, parsed, problemsOf } from "../support/source-tables";
 import { ADMIN } from "../admin/support";
 
 /** `[[vars.SOURCES.<name>.routes]]`: one route per source today, every option checked when config loads. */
 
-const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
-const base = { provider: "standard-webhooks", secrets: ["S"] };
-
-function parsed(extra: Record<string, unknown>): SourceConfig {
-  const result = parseSource("example", { ...base, ...extra }, context);
-  if (!result.ok) throw new Error(`unexpected problems: ${result.problems.join("; ")}`);
-  return result.source;
-}
-
-function problemsOf(extra: Record<string, unknown>): string[] {
-  const result = parseSource("example", { ...base, ...extra }, context);
-  return result.ok ? [] : result.problems;
-}
 
 describe("a source's routes", () => {
   it("a source's own destination is one route named default, with no rules", () => {

@@ -1,30 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { handlerNames } from "../../src/handlers/registry";
-import { knownProviderNames } from "../../src/providers/registry";
 import {
   DEFAULT_RETRY,
   MAX_DESTINATION_TIMEOUT_MS,
-  parseSource,
   parseSourceTables,
   parseSources,
   PROCESSING_LEASE_MS,
   SourceConfigError,
-  type SourceConfig,
 } from "../../src/sources/config";
+import { base, context, parsed, problemsOf } from "../support/source-tables";
 
-const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
-const base = { provider: "standard-webhooks", secrets: ["S"] };
-
-function parsed(extra: Record<string, unknown>): SourceConfig {
-  const result = parseSource("example", { ...base, ...extra }, context);
-  if (!result.ok) throw new Error(`unexpected problems: ${result.problems.join("; ")}`);
-  return result.source;
-}
-
-function problemsOf(extra: Record<string, unknown>): string[] {
-  const result = parseSource("example", { ...base, ...extra }, context);
-  return result.ok ? [] : result.problems;
-}
 
 describe("each source table is checked on its own", () => {
   it("keeps the valid sources and names the broken ones with their problems", () => {
