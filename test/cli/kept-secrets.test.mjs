@@ -16,9 +16,9 @@ let project = /** @type {string[]} */ ([]);
 let env = /** @type {Record<string, string>} */ ({});
 
 before(async () => {
-  const config = `${testConfig(await freePort())}\n[vars.SOURCES.cli-asana]\nprovider = "asana"\nsecrets = ["CLI_ASANA_VERIFY_TOKEN"]\ndestination = "none"\n`;
+  const config = `${testConfig(await freePort())}\n[vars.SOURCES.cli-asana-kept]\nprovider = "asana"\nsecrets = ["CLI_ASANA_KEPT_VERIFY_TOKEN"]\ndestination = "none"\n`;
   const configPath = writeFile(workDir, "wrangler.toml", config);
-  const envFile = writeFile(workDir, ".dev.vars", `${testDevVars()}CLI_ASANA_VERIFY_TOKEN="${VERIFY_TOKEN}"\n`);
+  const envFile = writeFile(workDir, ".dev.vars", `${testDevVars()}CLI_ASANA_KEPT_VERIFY_TOKEN="${VERIFY_TOKEN}"\n`);
   receiver = await startReceiver({ configPath, envFile, workDir });
   project = ["--config", configPath, "--dev-vars", envFile];
   env = { RECEIVER_URL: receiver.url };
@@ -33,21 +33,21 @@ after(async () => {
 const fingerprint = (/** @type {string} */ secret) => createHash("sha256").update(secret).digest("hex").slice(0, 16);
 
 async function handshake(/** @type {string} */ secret) {
-  const response = await fetch(`${receiver.url}/webhooks/cli-asana?verify_token=${VERIFY_TOKEN}`, { method: "POST", headers: { "x-hook-secret": secret } });
+  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept?verify_token=${VERIFY_TOKEN}`, { method: "POST", headers: { "x-hook-secret": secret } });
   assert.equal(response.status, 200);
 }
 
 async function deliveryStatus(/** @type {string} */ secret) {
   const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: randomBytes(6).toString("hex"), resource_type: "task" } }] });
   const signature = createHmac("sha256", secret).update(body).digest("hex");
-  const response = await fetch(`${receiver.url}/webhooks/cli-asana`, { method: "POST", body, headers: { "x-hook-signature": signature, "content-type": "application/json" } });
+  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept`, { method: "POST", body, headers: { "x-hook-signature": signature, "content-type": "application/json" } });
   await response.body?.cancel();
   return response.status;
 }
 
 describe("kept", () => {
   test("lists kept secrets by fingerprint only, approves a pending one and revokes the old one", async () => {
-    const empty = await cli(["kept", "list", "cli-asana", ...project], env);
+    const empty = await cli(["kept", "list", "cli-asana-kept", ...project], env);
     assert.equal(empty.code, 0, empty.stderr);
     assert.match(empty.stdout, /keeps no secret yet/);
 
@@ -57,32 +57,32 @@ describe("kept", () => {
     await handshake(replacement);
     assert.equal(await deliveryStatus(replacement), 401);
 
-    const listed = await cli(["kept", "list", "cli-asana", ...project], env);
+    const listed = await cli(["kept", "list", "cli-asana-kept", ...project], env);
     assert.equal(listed.code, 0, listed.stderr);
     assert.match(listed.stdout, new RegExp(`^${fingerprint(replacement)}\\s+pending\\s+\\d{4}-`, "m"));
     assert.match(listed.stdout, new RegExp(`^${fingerprint(original)}\\s+active\\s+\\d{4}-`, "m"));
-    assert.match(listed.stdout, /kept approve cli-asana <fingerprint>/);
+    assert.match(listed.stdout, /kept approve cli-asana-kept <fingerprint>/);
     assert.ok(!listed.stdout.includes(original) && !listed.stdout.includes(replacement), "a secret's value is never printed");
 
-    const approved = await cli(["kept", "approve", "cli-asana", fingerprint(replacement), ...project], env);
+    const approved = await cli(["kept", "approve", "cli-asana-kept", fingerprint(replacement), ...project], env);
     assert.equal(approved.code, 0, approved.stderr);
-    assert.match(approved.stdout, new RegExp(`^approved ${fingerprint(replacement)} for cli-asana`));
+    assert.match(approved.stdout, new RegExp(`^approved ${fingerprint(replacement)} for cli-asana-kept`));
     assert.equal(await deliveryStatus(replacement), 200);
 
-    const revoked = await cli(["kept", "revoke", "cli-asana", fingerprint(original), ...project], env);
+    const revoked = await cli(["kept", "revoke", "cli-asana-kept", fingerprint(original), ...project], env);
     assert.equal(revoked.code, 0, revoked.stderr);
-    assert.match(revoked.stdout, new RegExp(`^revoked ${fingerprint(original)} for cli-asana`));
+    assert.match(revoked.stdout, new RegExp(`^revoked ${fingerprint(original)} for cli-asana-kept`));
     assert.equal(await deliveryStatus(original), 401);
 
-    const json = await cli(["kept", "list", "cli-asana", "--json", ...project], env);
+    const json = await cli(["kept", "list", "cli-asana-kept", "--json", ...project], env);
     assert.deepEqual(JSON.parse(json.stdout).keptSecrets.map((/** @type {any} */ secret) => [secret.fingerprint, secret.status]), [[fingerprint(replacement), "active"]]);
   });
 
   test("an unknown fingerprint, a missing one, an unknown action and a source that keeps no secrets are one line each", async () => {
     const cases = [
-      [["kept", "revoke", "cli-asana", "0".repeat(16)], /keeps no secret with this fingerprint/],
-      [["kept", "approve", "cli-asana"], /needs the fingerprint/],
-      [["kept", "forget", "cli-asana"], /unknown action "forget"/],
+      [["kept", "revoke", "cli-asana-kept", "0".repeat(16)], /keeps no secret with this fingerprint/],
+      [["kept", "approve", "cli-asana-kept"], /needs the fingerprint/],
+      [["kept", "forget", "cli-asana-kept"], /unknown action "forget"/],
       [["kept", "list", "demo"], /hands over no secret to keep/],
     ];
     for (const [args, pattern] of cases) {
