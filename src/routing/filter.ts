@@ -1,4 +1,5 @@
 import { $all, $and, $elemMatch, $eq, $exists, $gt, $gte, $in, $lt, $lte, $ne, $nin, $nor, $not, $options, $or, $size, createEqualsOperation, createQueryTester } from "sift";
+import { readJsonOption } from "./config-json";
 import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
 
 /**
@@ -93,14 +94,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * a mistake takes the source out of service when config loads instead of failing events one by one.
  */
 export function compileFilter(value: unknown): { ok: true; filter: EventFilter } | { ok: false; problem: string } {
-  let query: unknown;
-  try {
-    // Plain JSON objects whatever the source (a TOML reader may build objects without Object's prototype, which
-    // sift would take for values to compare instead of queries).
-    query = JSON.parse(typeof value === "string" ? value : JSON.stringify(value ?? null));
-  } catch {
-    return { ok: false, problem: "filter is a string but not JSON; write it as a table or as a JSON object" };
-  }
+  const read = readJsonOption(value, "filter");
+  if (!read.ok) return read;
+  const query = read.value;
   if (!isPlainObject(query)) return { ok: false, problem: "filter must be a table (a MongoDB-style query)" };
   const problems = rootFieldProblems(query);
   if (problems.length > 0) return { ok: false, problem: `filter: ${problems.join("; ")}` };

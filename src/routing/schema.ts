@@ -1,4 +1,5 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
+import { readJsonOption } from "./config-json";
 import { regexProblem } from "./regex";
 
 /**
@@ -36,13 +37,9 @@ function patternProblems(node: unknown, problems: string[]): void {
 }
 
 export function compileSchema(value: unknown): { ok: true; schema: EventSchema } | { ok: false; problem: string } {
-  let document: unknown;
-  try {
-    // Plain JSON objects whatever the source, as a filter's (src/routing/filter.ts).
-    document = JSON.parse(typeof value === "string" ? value : JSON.stringify(value ?? null));
-  } catch {
-    return { ok: false, problem: "schema is a string but not JSON; write it as a table or as a JSON object" };
-  }
+  const read = readJsonOption(value, "schema");
+  if (!read.ok) return read;
+  const document = read.value;
   if (document === null || typeof document !== "object" || Array.isArray(document)) return { ok: false, problem: "schema must be a table (a JSON Schema)" };
   const problems: string[] = [];
   patternProblems(document, problems);
