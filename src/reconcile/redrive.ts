@@ -10,7 +10,7 @@ import { abandonedAttemptRows } from "../consumers/lease";
 import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
-import { readCheckpoint, writeCheckpoint } from "./checkpoints";
+import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { scanForStuck, STUCK_SCAN_CURSOR } from "./stuck-scan";
 import { readShardKeeps, shardPrune } from "./shard-keep";
 

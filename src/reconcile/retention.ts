@@ -6,7 +6,7 @@ import { inJsonList } from "../db/id-list";
 import { attempts, receipts, replays } from "../db/schema";
 import { ulidFloor, ulidTime } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
-import { readCheckpoint, writeCheckpoint } from "./checkpoints";
+import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { dropHeldBodies } from "./retention-held";
 import {
   advanceCursor,

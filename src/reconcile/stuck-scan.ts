@@ -3,7 +3,7 @@ import { database } from "../db/client";
 import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
-import { readCheckpoint } from "./checkpoints";
+import { readCheckpoint } from "../db/checkpoints";
 
 /**
  * Finding receipts that nobody attempted and whose queue message is gone, in the order they reached D1.

@@ -7,7 +7,7 @@ import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
-import { checkpointWrite, parseCursor } from "./checkpoints";
+import { checkpointWrite, parseCursor } from "../db/checkpoints";
 import { plural } from "../lib/plural";
 
 /**

@@ -11,7 +11,7 @@ import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
 import { account, credit, eventually, waitForStatus } from "../support/deliveries";
-import { readCheckpoint, writeCheckpoint } from "../../src/reconcile/checkpoints";
+import { readCheckpoint, writeCheckpoint } from "../../src/db/checkpoints";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-stuck";

@@ -1,4 +1,4 @@
-import { readCheckpoint, writeCheckpoint } from "../checkpoints";
+import { readCheckpoint, writeCheckpoint } from "../../db/checkpoints";
 import type { CatchUpSettings } from "../../sources/reconciler-settings";
 
 /**
