@@ -44,6 +44,32 @@ export type Decision =
 
 const MAX_ERROR_CHARS = 500;
 
+/** The error of an attempt whose lease ran out before it finished: its consumer died, or overran its lease. */
+export const ABANDONED_ATTEMPT = "lease expired before the attempt finished";
+
+/** What a receipt's retry budget is judged by. */
+export interface BudgetFacts {
+  attempts: number;
+  receivedAt: number;
+  replayedAt: number | null;
+}
+
+/** When a receipt's retry budget began: its arrival, or its latest replay (a replay starts afresh). */
+export function budgetStartOf(receipt: BudgetFacts): number {
+  return Math.max(receipt.receivedAt, receipt.replayedAt ?? 0);
+}
+
+/**
+ * An attempt whose lease ran out before it finished (its consumer died, perhaps killed by this very event), decided
+ * like any other as `unknown`: it was counted when it took its lease, so once the count spends the retry budget
+ * (or max_age has passed) the receipt is dead without another run. The consumer that finds it and the cron's lease
+ * return both decide it here, so neither can give a spent receipt one more run.
+ */
+export function decideAbandoned(receipt: BudgetFacts, policy: RetryPolicy | undefined, now: number): { facts: AttemptFacts; decision: Decision } {
+  const facts = { policy, attemptNumberInRun: receipt.attempts, budgetStartedAt: budgetStartOf(receipt), finishedAt: now };
+  return { facts, decision: decide({ status: "unknown", error: ABANDONED_ATTEMPT }, facts) };
+}
+
 export function decide(result: AttemptResult, facts: AttemptFacts): Decision {
   switch (result.status) {
     case "processed":

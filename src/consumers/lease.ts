@@ -1,8 +1,9 @@
 import { and, eq, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
-import { inJsonList } from "../db/id-list";
+import { inJsonList, inJsonPairs } from "../db/id-list";
 import type { Database } from "../db/client";
 import { attempts, receipts } from "../db/schema";
 import { PROCESSING_LEASE_MS } from "../sources/config";
+import { ABANDONED_ATTEMPT } from "./decide";
 
 /**
  * Leases: taken only where an attempt does something outside D1 (a forward, a handler's external call), because
@@ -20,8 +21,6 @@ export const LEASE_MS = PROCESSING_LEASE_MS;
 /** Retry-soon delay for a receipt whose lease another consumer took a moment ago. */
 export const LEASE_RACE_RETRY_SECONDS = 5;
 
-/** The error of an attempt whose lease ran out before it finished: its consumer died, or overran its lease. */
-export const ABANDONED_ATTEMPT = "lease expired before the attempt finished";
 
 /** A lease that ran out under an attempt that never finished, as the consumer that takes the receipt over read it. */
 export interface AbandonedLease {
@@ -109,7 +108,7 @@ export async function releaseLeases(db: Database, held: readonly { receiptId: st
       and(
         isNull(receipts.committedAt),
         eq(receipts.status, "processing"),
-        sql`(${receipts.receiptId}, ${receipts.leaseGeneration}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${JSON.stringify(held.map(({ receiptId, generation }) => [receiptId, generation]))}))`,
+        inJsonPairs(receipts.receiptId, receipts.leaseGeneration, held.map(({ receiptId, generation }) => [receiptId, generation] as const)),
       ),
     );
 }

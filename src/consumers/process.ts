@@ -7,8 +7,8 @@ import { recordAttempt } from "../lib/metrics";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
-import { decide, type Decision, type QueueVerdict } from "./decide";
-import { ABANDONED_ATTEMPT, LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
+import { ABANDONED_ATTEMPT, budgetStartOf, decideAbandoned, type Decision, type QueueVerdict } from "./decide";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
 import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
@@ -163,7 +163,7 @@ async function attempt(
   return {
     receipt,
     run,
-    facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: Math.max(receipt.receivedAt, receipt.replayedAt ?? 0), finishedAt: clock() },
+    facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: budgetStartOf(receipt), finishedAt: clock() },
     startedAt,
     generation,
     leased: lease.heldGeneration !== null,
@@ -175,16 +175,15 @@ async function attempt(
  * it took the lease), and decided now, so the decision to give up is the same one a finished attempt gets.
  */
 function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefined, now: number): FinishedAttempt {
-  const facts = { policy, attemptNumberInRun: receipt.attempts, budgetStartedAt: Math.max(receipt.receivedAt, receipt.replayedAt ?? 0), finishedAt: now };
-  const result = { status: "unknown", error: ABANDONED_ATTEMPT } as const;
+  const { facts, decision } = decideAbandoned(receipt, policy, now);
   return {
     receipt,
-    run: { result, plan: null },
+    run: { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null },
     facts,
     startedAt: (receipt.leaseUntil ?? now) - LEASE_MS,
     generation: receipt.leaseGeneration,
     leased: true,
-    decided: decide(result, facts),
+    decided: decision,
   };
 }
 

@@ -8,3 +8,8 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 export function inJsonList(column: SQLiteColumn, values: readonly string[]): SQL {
   return sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`;
 }
+
+/** `(first, second) IN (…pairs)` with a single bound parameter: a receipt fenced by the generation it was read at. */
+export function inJsonPairs(first: SQLiteColumn, second: SQLiteColumn, pairs: readonly (readonly [string, number])[]): SQL {
+  return sql`(${first}, ${second}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${JSON.stringify(pairs)}))`;
+}

@@ -6,8 +6,7 @@ import { and, eq, isNotNull, isNull, lt, lte, or, asc, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { abandonedAttemptRows } from "../consumers/lease";
-import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
+import { redriveDueAt, settleAbandonedLeases } from "./lease-return";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
@@ -19,7 +18,7 @@ import { readShardKeeps, shardPrune } from "./shard-keep";
  *   - a claim shard holding accepted claims whose relay alarm keeps failing or was lost (the same visit prunes
  *     the shard's keys past dedupe retention);
  *   - a pending receipt whose queue message never arrived (or was dropped after a retry), however late it reached D1;
- *   - a receipt leased by a consumer that died before finishing.
+ *   - a receipt leased by a consumer that died before finishing (lease-return.ts).
  * Every change is claimed with one conditional UPDATE … RETURNING, so two overlapping runs never both re-enqueue
  * the same receipt, and a re-enqueue that does slip through is harmless: the lease and the committed_at guard
  * stop a second effect.
@@ -27,7 +26,7 @@ import { readShardKeeps, shardPrune } from "./shard-keep";
 
 /** A receipt not picked up this long after it should have been is treated as lost by the queue. */
 export const OVERDUE_GRACE_MS = 10 * 60_000;
-/** Overdue retries and expired leases re-enqueued per run, each; the rest wait for the next run. */
+/** Overdue retries re-enqueued per run; the rest wait for the next run. */
 export const REDRIVE_BATCH = 200;
 /** Relay batches per shard per visit (each batch is at most the shard's relay batch size). */
 const SHARD_RELAY_ROUNDS = 4;
@@ -91,14 +90,6 @@ export async function sweepShards(env: Env, sources: readonly SourceConfig[], no
   return counts;
 }
 
-/**
- * The due time a re-driven receipt gets: the run's clock, but never ahead of the wall clock the consumers judge
- * readiness by (a run's clock is injectable, and a clock ahead would park the receipt instead of waking it).
- * Setting it also puts the receipt in the retry index, so a later run finds it again if it is still not done.
- */
-function dueNow(now: number): number {
-  return Math.min(now, Date.now());
-}
 /** Receipts claimed by one UPDATE (and sent by one enqueue): a bounded JSON list per statement. */
 const CLAIM_CHUNK = 500;
 
@@ -124,27 +115,28 @@ export async function reenqueueOverdue(env: Env, now: number, horizon = Number.P
       and(
         isNotNull(receipts.nextAttemptAt),
         lte(receipts.nextAttemptAt, cutoff),
-        // A leased retry whose consumer died is returnExpiredLeases' to take back (it records the lost attempt).
+        // A leased retry whose consumer died is returnExpiredLeases' to settle (it records the lost attempt).
         eq(receipts.status, "pending"),
       ),
     )
     .orderBy(asc(receipts.nextAttemptAt))
     .limit(REDRIVE_BATCH);
   const scan = await scanForStuck(env, now, cutoff);
-  const found = [...new Set([...overdueRetries, ...scan.stuck].map((row) => row.receiptId))];
+  // A first attempt whose lease ran out is settled like any abandoned lease: its attempt recorded, and dead once
+  // it spent the budget. The rest were never attempted (or are due retries): claimed and sent.
+  const abandoned = scan.stuck.filter((row) => row.status === "processing").map((row) => row.receiptId);
+  let claimedCount = await settleAbandonedLeases(env, abandoned, now);
+  const found = [...new Set([...overdueRetries, ...scan.stuck.filter((row) => row.status !== "processing")].map((row) => row.receiptId))];
 
-  let claimedCount = 0;
   for (let start = 0; start < found.length; start += CLAIM_CHUNK) {
     const claimed = await db
       .update(receipts)
-      .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
+      .set({ status: "pending", leaseUntil: null, nextAttemptAt: redriveDueAt(now) })
       .where(
         and(
           inJsonList(receipts.receiptId, found.slice(start, start + CLAIM_CHUNK)),
-          or(
-            and(eq(receipts.status, "pending"), or(isNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, cutoff))),
-            and(eq(receipts.status, "processing"), isNull(receipts.nextAttemptAt), lt(receipts.leaseUntil, now)),
-          ),
+          eq(receipts.status, "pending"),
+          or(isNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, cutoff)),
         ),
       )
       .returning({ receiptId: receipts.receiptId, source: receipts.source });
@@ -153,35 +145,4 @@ export async function reenqueueOverdue(env: Env, now: number, horizon = Number.P
   }
   if (scan.next) await writeCheckpoint(env, "*", STUCK_SCAN_CURSOR, scan.next, now);
   return claimedCount;
-}
-
-/**
- * Leased retries whose consumer died mid-attempt (only leased attempts — forwards and external calls — hold
- * `processing`, and a retry sits in the receipts_retrying index): back to pending, the abandoned attempt recorded
- * as "unknown" (it may or may not have reached its destination), and a fresh message enqueued. A first attempt
- * abandoned the same way is found by the overdue scan.
- */
-export async function returnExpiredLeases(env: Env, now: number): Promise<number> {
-  const db = database(env);
-  const expired = and(isNotNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, now), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now));
-  const abandoned = await db
-    .select({ receiptId: receipts.receiptId })
-    .from(receipts)
-    .where(expired)
-    .limit(REDRIVE_BATCH);
-  if (abandoned.length === 0) return 0;
-  // The abandoned attempt's row and the hand-back in one transaction, each only where the lease is still the one
-  // that ran out: a consumer that finished in between keeps its own outcome. One that finishes later replaces the
-  // presumed `unknown` with its real outcome, and no longer moves the receipt (commit.ts).
-  const stillExpired = and(inJsonList(receipts.receiptId, abandoned.map((row) => row.receiptId)), expired);
-  const [, returned] = await db.batch([
-    abandonedAttemptRows(db, stillExpired, sql<number>`${receipts.leaseGeneration}`, sql<number>`${receipts.leaseUntil} - ${LEASE_MS}`, now),
-    db
-      .update(receipts)
-      .set({ status: "pending", leaseUntil: null, nextAttemptAt: dueNow(now) })
-      .where(stillExpired)
-      .returning({ receiptId: receipts.receiptId, source: receipts.source }),
-  ]);
-  await enqueueReceipts(env, returned);
-  return returned.length;
 }

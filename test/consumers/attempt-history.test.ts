@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
-import { returnExpiredLeases } from "../../src/reconcile/redrive";
+import { returnExpiredLeases } from "../../src/reconcile/lease-return";
 import { account, eventually } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "./support/handlers";
