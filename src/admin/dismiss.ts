@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { database, type Database } from "../db/client";
 import { receipts } from "../db/schema";
 import { groupByDatabase } from "./receipt-databases";
@@ -7,8 +7,9 @@ import { groupByDatabase } from "./receipt-databases";
  * Dismissing a dead letter: the operator says "seen; the cause is fixed, or this one is not worth replaying".
  * The receipt becomes `dismissed` (kept, with its history and body until retention), which takes it out of the
  * dead count — so the source's health stops showing red and the cron resolves its dead-letter alert — without
- * applying anything. Restoring makes it `dead` again, and replayable. Only the status moves; nothing else is
- * touched, so a restored receipt is exactly the dead letter it was.
+ * applying anything. Restoring makes it `dead` again, and replayable. Only the status and the action's time move
+ * (dismissed_at, restored_at: the latest of each, for the timeline); nothing else is touched, so a restored
+ * receipt is processed exactly as the dead letter it was.
  */
 
 export const MAX_DISMISS_IDS = 100;
@@ -34,12 +35,12 @@ export async function dismissDeadLetters(db: Database, receiptIds: readonly stri
   return report(receiptIds, rows);
 }
 
-/** Back to the dead letters: dead again, and replayable. */
-export async function restoreDeadLetters(db: Database, receiptIds: readonly string[]): Promise<DismissReport> {
+/** Back to the dead letters: dead again, and replayable. The dismissal's time stays, so the timeline shows both. */
+export async function restoreDeadLetters(db: Database, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
   if (receiptIds.length === 0) return { changed: [], unchanged: [] };
   const rows = await db
     .update(receipts)
-    .set({ status: "dead", dismissedAt: sql`NULL` })
+    .set({ status: "dead", restoredAt: now })
     .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dismissed")))
     .returning({ receiptId: receipts.receiptId });
   return report(receiptIds, rows);
@@ -51,8 +52,8 @@ export function dismissAnywhere(env: Env, receiptIds: readonly string[], now = D
 }
 
 /** Restores by id wherever each receipt lives. */
-export function restoreAnywhere(env: Env, receiptIds: readonly string[]): Promise<DismissReport> {
-  return acrossDatabases(env, receiptIds, restoreDeadLetters);
+export function restoreAnywhere(env: Env, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
+  return acrossDatabases(env, receiptIds, (db, ids) => restoreDeadLetters(db, ids, now));
 }
 
 async function acrossDatabases(

@@ -135,7 +135,7 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
  */
 export async function receiptDetail(db: Database, receiptId: string, env: { BODIES?: R2Bucket; SOURCES?: Env["SOURCES"] } = {}) {
   const [receipt] = await db
-    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
+    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, restoredAt: receipts.restoredAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;

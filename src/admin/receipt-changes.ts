@@ -22,7 +22,7 @@ import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
  *
  * Changes outside those columns are not seen: a lease taken (status processing) and a return to pending or
  * processed that writes no time. A dead verdict that keeps no time of its own (the work queue's dead-letter
- * consumer) and a dismissal undone (restore clears dismissed_at) are seen through status_entered_at.
+ * consumer) and a dismissal undone (a restore, back to dead) are seen through status_entered_at.
  *
  * Exact paging. A change time is the clock of whoever decided the change (a consumer's, the relay's D1), and the
  * change commits a moment later: a read at `now` may not yet see a change stamped just before it, but sees every

@@ -66,8 +66,10 @@ export const receipts = sqliteTable(
     attemptStartedAt: integer("attempt_started_at"),
     attemptDurationMs: integer("attempt_duration_ms"),
     attemptHttpStatus: integer("attempt_http_status"),
-    /** When an operator dismissed this dead letter (status `dismissed`, migrations/0004); null once restored. */
+    /** When an operator last dismissed this dead letter (migrations/0004); a restore leaves it, for the timeline. */
     dismissedAt: integer("dismissed_at"),
+    /** When an operator last restored it from dismissed to dead (migrations/0016). */
+    restoredAt: integer("restored_at"),
     /**
      * D1's clock when the receipt last entered dead, dismissed, stale or skipped (migrations/0013, set by a trigger
      * there on every write of the status); status-filtered paging catches up on it (src/admin/receipt-cursor.ts).

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { issueSession } from "../../src/admin/auth";
 import { STYLE } from "../../src/admin/dashboard/styles";
 import { account, credit, waitForStatus } from "../support/deliveries";
-import { seedAlert, seedReceipt, uniqueSource } from "./support";
+import { adminGet, seedAlert, seedReceipt, uniqueSource } from "./support";
 
 const ORIGIN = "https://receiver.test";
 
@@ -230,6 +230,20 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     const restored = await page("/admin/dead/action", form(cookie, [["action", "restore"], ["receiptId", dead]]));
     expect(restored.status).toBe(303);
     expect(await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text()).toContain('<span class="badge failing">failing</span>');
+
+    // The timeline keeps both operator actions, in order: the dismissal and then the restore, each at its time.
+    const detail = await (await adminGet(`/admin/api/receipts/${dead}`)).json<{ receipt: { status: string; dismissedAt: number | null; restoredAt: number | null }; attempts: unknown[]; replays: unknown[] }>();
+    expect(detail.receipt.status).toBe("dead");
+    expect(detail.receipt.dismissedAt).toEqual(expect.any(Number));
+    expect(detail.receipt.restoredAt).toBeGreaterThanOrEqual(detail.receipt.dismissedAt!);
+    const timelineHtml = /<ol class="timeline" id="timeline">([\s\S]*?)<\/ol>/.exec(await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text())![1]!;
+    expect(timelineHtml).toMatch(/Dismissed by an operator[\s\S]*Restored by an operator: a dead letter again/);
+    // Restoring wrote the receipt's row and nothing else: no attempt, no replay, no second receipt.
+    expect([detail.attempts, detail.replays]).toEqual([[], []]);
+    const rows = await env.DB.prepare("SELECT (SELECT COUNT(*) FROM receipts WHERE source = ?1) + (SELECT COUNT(*) FROM attempts WHERE receipt_id = ?2) + (SELECT COUNT(*) FROM replays WHERE receipt_id = ?2) AS n")
+      .bind(source, dead)
+      .first<{ n: number }>();
+    expect(rows?.n).toBe(3);
   });
 
   it("shows a flash message once: a reload no longer carries it", async () => {

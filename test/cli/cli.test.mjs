@@ -294,6 +294,16 @@ describe("tail, show, replay", () => {
     const afterDismiss = await cli(["show", receipt, ...project], env);
     assert.match(afterDismiss.stdout, /^status\s+dismissed/m);
     assert.match(afterDismiss.stdout, /^  \S+Z  dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m);
+    // Restored: the timeline keeps the dismissal (without the hint to undo it) and adds the restore after it.
+    const restored = await fetch(`${receiver.url}/admin/api/dead/restore`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ receiptIds: [receipt] }),
+    });
+    assert.deepEqual((await restored.json()).changed, [receipt]);
+    const afterRestore = (await cli(["show", receipt, ...project], env)).stdout;
+    assert.match(afterRestore, /^status\s+dead/m);
+    assert.match(afterRestore, /^  \S+Z  dismissed by an operator: out of the dead letters\n  \S+Z  restored by an operator: a dead letter again, replayable$/m);
 
     assertOneLineError(await cli(["replay", "01KB0000000000000000000000", ...project], env), /^error: No receipt has this id\.$/);
     assertOneLineError(await cli(["replay", "--dead", ...project], env), /needs --source/);

@@ -58,8 +58,10 @@ export function describe(detail, withBody) {
     events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
   }
   if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status === "dismissed" ? "dead" : receipt.status)}`]);
-  // A restore clears the time (the receipt is exactly the dead letter it was), so only a standing dismissal shows.
-  if (receipt.dismissedAt) events.push([receipt.dismissedAt, "dismissed by an operator: out of the dead letters (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)"]);
+  // The latest dismissal and the latest restore (a restore keeps the dismissal's time); how to undo only while it stands.
+  const undo = receipt.status === "dismissed" ? " (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)" : "";
+  if (receipt.dismissedAt) events.push([receipt.dismissedAt, `dismissed by an operator: out of the dead letters${undo}`]);
+  if (receipt.restoredAt) events.push([receipt.restoredAt, "restored by an operator: a dead letter again, replayable"]);
   events.sort((a, b) => a[0] - b[0]);
   for (const [at, what] of events) lines.push(`  ${dateTime(at)}  ${what}`);
   if (receipt.nextAttemptAt && (receipt.status === "pending" || receipt.status === "processing")) {

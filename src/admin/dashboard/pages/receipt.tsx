@@ -36,9 +36,9 @@ export function timeline(detail: ReceiptDetail): TimelineEntry[] {
   if (receipt.status === "dead" || receipt.status === "dismissed") {
     entries.push({ at: detail.attempts.at(-1)?.finishedAt ?? receipt.receivedAt, label: "Dead", state: "dead", detail: receipt.lastError ?? undefined });
   }
-  if (receipt.status === "dismissed" && receipt.dismissedAt !== null) {
-    entries.push({ at: receipt.dismissedAt, label: "Dismissed by an operator", state: "ok" });
-  }
+  // The latest dismissal and the latest restore, each where it happened (a restore keeps the dismissal's time).
+  if (receipt.dismissedAt !== null) entries.push({ at: receipt.dismissedAt, label: "Dismissed by an operator", state: "ok" });
+  if (receipt.restoredAt !== null) entries.push({ at: receipt.restoredAt, label: "Restored by an operator: a dead letter again", state: "dead" });
   if (receipt.status === "pending" && receipt.nextAttemptAt !== null) {
     entries.push({ at: receipt.nextAttemptAt, label: "Next attempt due", state: "retry" });
   }
