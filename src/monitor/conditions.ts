@@ -31,7 +31,7 @@ export interface Observation {
 /** Consecutive relay failures before "relay-failing" (D1 itself reachable). */
 export const RELAY_FAILURES_ALERT = 3;
 export const SHARD_BACKLOG_ALERT = 10_000;
-/** Half of a Durable Object's 10 GB: room for a day's outage at the rates the README names. */
+/** Half of a Durable Object's 10 GB: room for a day's outage at the rates docs/operating.md names. */
 export const SHARD_STORAGE_ALERT_BYTES = 5 * 1024 ** 3;
 export const D1_CAP_BYTES = 10 * 1024 ** 3;
 export const D1_STORAGE_ALERT_FRACTION = 0.8;
