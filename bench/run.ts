@@ -10,9 +10,10 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { allInCost, formatAllIn, type LifetimeUnits } from "./lib/all-in.ts";
 import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
 import { FlagError, parseFlags, type BenchFlags } from "./lib/flags.ts";
-import { measureLevel, type LevelResult } from "./lib/perf.ts";
+import { cpuMsPer, measureLevel, type CpuMs, type LevelResult } from "./lib/perf.ts";
 import { mulberry32 } from "./lib/random.ts";
 import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
@@ -42,12 +43,12 @@ async function main(flags: BenchFlags): Promise<void> {
   const deployment = snapshotReceiver(stateDir);
 
   let receiver: Runtime | null = null;
-  if (flags.phases.has("sim") || flags.phases.has("perf") || flags.phases.has("meters")) {
+  if (flags.phases.has("sim") || flags.phases.has("perf")) {
     receiver = receiverRuntime(deployment, stateDir, "receiver", await portAt(flags, 0), await portAt(flags, 10));
     runtimes.push(receiver);
     await receiver.start();
   }
-  if (flags.phases.has("meters")) await meters(flags, deployment, receiver!, stateDir);
+  if (flags.phases.has("meters")) await meters(flags, deployment, stateDir);
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
@@ -100,12 +101,18 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
  * the receiver's own meters before and after: first through the demo source's in-Worker handler, then, reported
  * apart, through a source that forwards every event to a local backend answering 200. Runs first, on fresh runtimes.
  */
-async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
+async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
   const events = flags.phases.size === 1 ? flags.events : 2000;
   const concurrency = flags.metersConcurrency;
   console.log(`\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`);
+  // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
+  const meterRuntime = receiverRuntime(deployment, stateDir, "meters", await portAt(flags, 6), await portAt(flags, 16));
+  runtimes.push(meterRuntime);
+  await meterRuntime.start();
   console.log("handler destination (demo source, handler:accounts):");
-  const handler = await meterHappyPath(receiver, deployment, "/webhooks/demo", "meter_evt_", events, concurrency);
+  const handler = await meterHappyPath(meterRuntime, deployment, "/webhooks/demo", "meter_evt_", events, concurrency);
+  const allIn = await meterAllIn(flags, meterRuntime, deployment, handler, events, concurrency);
+  await meterRuntime.stop();
 
   const backend = await startForwardBackend();
   const forwarding = receiverRuntime(
@@ -128,14 +135,78 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, receive
   await backend.close();
   console.log(`the backend received ${backend.received()} forwards for ${forwardEvents} events`);
 
-  results.meters = { ...handler, forward };
+  results.meters = { ...handler, allIn, forward };
   if (backend.received() < forwardEvents) failures.push(`meters: the forward backend received ${backend.received()} of ${forwardEvents} events`);
 }
 
 const FORWARD_SOURCE = "bench-forward";
+/** Bodies above the demo source's R2 threshold (64 KB by default). */
+const LARGE_BODY_BYTES = 70 * 1024;
+const LARGE_EVENTS = 40;
+const DAY_MS = 86_400_000;
 
-async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, path: string, keyPrefix: string, events: number, concurrency: number) {
+/**
+ * The rest of an event's bill after the happy path, on the same runtime: a few large bodies for their R2
+ * operations, then the cron fired past payload retention and past dedupe retention (the demo source's defaults,
+ * 7 and 35 days) until every one of the run's receipts and shard keys is gone, read from the same meters.
+ */
+async function meterAllIn(flags: BenchFlags, runtime: Runtime, deployment: ReceiverDeployment, happy: Awaited<ReturnType<typeof meterHappyPath>>, events: number, concurrency: number) {
+  console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
+  const large = await meterHappyPath(runtime, deployment, "/webhooks/demo", "meter_big_", LARGE_EVENTS, Math.min(concurrency, 16), LARGE_BODY_BYTES);
+
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const left = (withBody: boolean) =>
+    store.read(
+      (database) =>
+        (database.prepare(`SELECT COUNT(*) AS n FROM receipts WHERE (event_key LIKE 'meter_evt_%' OR event_key LIKE 'meter_big_%')${withBody ? " AND (body IS NOT NULL OR body_location IS NOT NULL)" : ""}`).get() as { n: number }).n,
+    );
   const before = await readMeters(runtime.origin, deployment.adminToken);
+  const fireUntil = async (at: number, done: () => boolean) => {
+    let runs = 0;
+    do {
+      const response = await fetch(`${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, { signal: AbortSignal.timeout(120_000) });
+      await response.arrayBuffer();
+      runs++;
+    } while (!done() && runs < 10);
+    return runs;
+  };
+  const startedAt = Date.now();
+  const bodyRuns = await fireUntil(startedAt + 7 * DAY_MS + 60_000, () => left(true) === 0);
+  // One run more than needed: the shards are swept in the same run as D1, and a second confirms nothing was left.
+  const keyRuns = (await fireUntil(startedAt + 35 * DAY_MS + 60_000, () => left(false) === 0)) + (await fireUntil(startedAt + 35 * DAY_MS + 120_000, () => true));
+  const after = await readMeters(runtime.origin, deployment.adminToken);
+  const total = events + LARGE_EVENTS;
+  const retention = perEvent(before, after, total, 0);
+  console.log(
+    `retention: ${bodyRuns} cron run(s) past payload retention, ${keyRuns} past dedupe retention; receipts left ${left(false)}; per event: ` +
+      `D1 rows written ${retention.d1RowsWritten.toFixed(3)}, read ${retention.d1RowsRead.toFixed(2)}; DO rows written ${retention.doRowsWritten.toFixed(3)}, ` +
+      `read ${retention.doRowsRead.toFixed(2)}; DO requests ${retention.doRequests.toFixed(3)}; log lines ${retention.logLines.toFixed(3)}`,
+  );
+  if (left(false) > 0) failures.push(`meters: retention left ${left(false)} receipts`);
+
+  const units: LifetimeUnits = {
+    happy: happy.per,
+    retention: {
+      d1RowsWritten: retention.d1RowsWritten,
+      d1RowsRead: retention.d1RowsRead,
+      doRowsWritten: retention.doRowsWritten,
+      doRowsRead: retention.doRowsRead,
+      doRequests: retention.doRequests,
+      logLines: retention.logLines,
+      analyticsPoints: retention.analyticsPoints,
+    },
+    largeBody: { r2ClassA: large.per.r2ClassA, r2ClassB: large.per.r2ClassB, bytes: LARGE_BODY_BYTES, payloadRetentionDays: 7 },
+    largeShare: flags.largeShare,
+    cpuMsPerEvent: happy.cpuMsPerEvent.workerd,
+  };
+  const cost = allInCost(happy.usdPerMillion, units);
+  console.log(formatAllIn(cost));
+  return { units, lines: cost.lines, allInUsdPerMillion: cost.allInUsdPerMillion, large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent } };
+}
+
+async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, path: string, keyPrefix: string, events: number, concurrency: number, padToBytes = 0) {
+  const before = await readMeters(runtime.origin, deployment.adminToken);
+  const cpuBefore = runtime.cpuSeconds();
   const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
   const startedAt = performance.now();
   let next = 0;
@@ -143,7 +214,8 @@ async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, 
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       for (let n = next++; n < events; n = next++) {
-        const body = JSON.stringify({ type: "account.credited", data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } });
+        const event = { type: "account.credited", data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } };
+        const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
         for (;;) {
           deliveries++;
           const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
@@ -157,11 +229,13 @@ async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, 
   const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
   // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
   await sleep(3000);
+  const cpuMsPerEvent = cpuMsPer(cpuBefore, runtime.cpuSeconds(), events);
   const after = await readMeters(runtime.origin, deployment.adminToken);
   const per = perEvent(before, after, events, deliveries);
   const usd = usdPerMillion(per);
   const inclusions = eventsWithinInclusions(per);
   console.log(formatPerEvent(per));
+  console.log(`runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`);
   console.log(
     `USD per million events beyond the inclusions (handler's effect rows not counted): $${usd.toFixed(2)}; ` +
       `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
@@ -185,6 +259,8 @@ async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, 
     workersRequestsPerEvent: per.workersRequests,
     d1DurationMsPerEvent: per.d1DurationMs,
     usdPerMillion: usd,
+    per,
+    cpuMsPerEvent,
     eventsWithinMonthlyInclusions: inclusions,
     raw: { before, after },
   };
@@ -323,7 +399,16 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
     "(d) and (e) are the floor of one Durable Object call before the 2xx: the bare Worker making one RPC with the body to a trivial object, " +
       "(d) storing nothing, (e) inserting one row before it answers. (c), (d) and (e) start once (b)'s events are processed.",
   );
-  const levels: Array<{ bare: LevelResult; receiver: LevelResult; ackOnly: LevelResult; doCall: LevelResult; doWrite: LevelResult; ratios: Record<string, RatioResult> }> = [];
+  const levels: Array<{
+    bare: LevelResult;
+    receiver: LevelResult;
+    ackOnly: LevelResult;
+    doCall: LevelResult;
+    doWrite: LevelResult;
+    ratios: Record<string, RatioResult>;
+    /** (b)'s CPU from its warm-up until every event it accepted was processed, per event: its whole life. */
+    receiverLifetimeCpuMsPerEvent: CpuMs;
+  }> = [];
   const header = `${"concurrency".padEnd(12)}${"target".padEnd(26)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
   console.log(header);
   const print = (result: LevelResult) =>
@@ -342,18 +427,33 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
   const receiverStore = new ReceiptStore(receiver.options.persistDir);
   for (const concurrency of flags.perfLevels) {
     const common = { path: "/webhooks/demo", secret: deployment.demoSecret, concurrency, seconds: flags.perfSeconds, accountPrefix: "perf_acct_" };
-    const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_` });
+    const bareCpu = () => bare.cpuSeconds();
+    const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_`, cpu: bareCpu });
     print(bareResult);
-    const receiverResult = await measureLevel({ ...common, target: "(b) receiver, whole system", origin: receiver.origin, keyPrefix: `perf_ack_c${concurrency}_` });
+    const receiverCpuBefore = receiver.cpuSeconds();
+    const receiverResult = await measureLevel({
+      ...common,
+      target: "(b) receiver, whole system",
+      origin: receiver.origin,
+      keyPrefix: `perf_ack_c${concurrency}_`,
+      cpu: () => receiver.cpuSeconds(),
+    });
     print(receiverResult);
     // The whole system goes on relaying and processing what (b) accepted: let it finish first, or that background
     // work on the shared cores would be measured as the cost of the targets after it.
-    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, Number.MAX_SAFE_INTEGER, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
-    const ackOnlyResult = await measureLevel({ ...common, target: "(c) receiver, ack path alone", origin: heldBack.origin, keyPrefix: `perf_held_c${concurrency}_` });
+    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, receiverResult.handled, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
+    const receiverLifetimeCpu = cpuMsPer(receiverCpuBefore, receiver.cpuSeconds(), receiverResult.handled);
+    const ackOnlyResult = await measureLevel({
+      ...common,
+      target: "(c) receiver, ack path alone",
+      origin: heldBack.origin,
+      keyPrefix: `perf_held_c${concurrency}_`,
+      cpu: () => heldBack.cpuSeconds(),
+    });
     print(ackOnlyResult);
-    const doCallResult = await measureLevel({ ...common, target: "(d) bare + one DO call", origin: bare.origin, path: FLOOR_RPC_PATH, keyPrefix: `perf_floor_rpc_c${concurrency}_` });
+    const doCallResult = await measureLevel({ ...common, target: "(d) bare + one DO call", origin: bare.origin, path: FLOOR_RPC_PATH, keyPrefix: `perf_floor_rpc_c${concurrency}_`, cpu: bareCpu });
     print(doCallResult);
-    const doWriteResult = await measureLevel({ ...common, target: "(e) bare + DO call + row", origin: bare.origin, path: FLOOR_WRITE_PATH, keyPrefix: `perf_floor_row_c${concurrency}_` });
+    const doWriteResult = await measureLevel({ ...common, target: "(e) bare + DO call + row", origin: bare.origin, path: FLOOR_WRITE_PATH, keyPrefix: `perf_floor_row_c${concurrency}_`, cpu: bareCpu });
     print(doWriteResult);
     const ratios = {
       "(b)/(a)": printRatio("(b)/(a)", receiverResult, bareResult),
@@ -361,8 +461,17 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
       "(d)/(a)": printRatio("(d)/(a)", doCallResult, bareResult),
       "(e)/(a)": printRatio("(e)/(a)", doWriteResult, bareResult),
       "(c)/(e)": printRatio("(c)/(e)", ackOnlyResult, doWriteResult),
+      "(b)/(e)": printRatio("(b)/(e)", receiverResult, doWriteResult),
     };
-    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult, doCall: doCallResult, doWrite: doWriteResult, ratios });
+    const cpuLine = (label: string, cpu: CpuMs | null) =>
+      console.log(`${"".padEnd(12)}${label.padEnd(44)}${(cpu?.workerd ?? NaN).toFixed(2).padStart(9)}${(cpu?.wrangler ?? NaN).toFixed(2).padStart(11)}`);
+    console.log(`${"".padEnd(12)}${"CPU ms per event (warm-up included)".padEnd(44)}${"workerd".padStart(9)}${"wrangler".padStart(11)}`);
+    cpuLine("(a) bare Worker", bareResult.cpuMsPerEvent);
+    cpuLine("(b) whole system, while acknowledging", receiverResult.cpuMsPerEvent);
+    cpuLine("(b) whole system, until processed", receiverLifetimeCpu);
+    cpuLine("(c) ack path alone", ackOnlyResult.cpuMsPerEvent);
+    cpuLine("(e) bare + DO call + row", doWriteResult.cpuMsPerEvent);
+    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult, doCall: doCallResult, doWrite: doWriteResult, ratios, receiverLifetimeCpuMsPerEvent: receiverLifetimeCpu });
   }
   // Held back means nothing reached D1: a relayed claim would mean (c) measured relay and consumer work as well.
   const ackOnlyRelayed = [...new ReceiptStore(heldBack.options.persistDir).statusCounts("perf_held_").values()].reduce((sum, count) => sum + count, 0);
@@ -462,10 +571,10 @@ try {
 await shutdown(flags.keepState || crashed !== null, flags.stateDir);
 if (flags.jsonOut) {
   // The meters phase's figures stand at the top ({perEvent, usdPerMillion}), so a script can read them directly.
-  const meters = results.meters as { perEvent: unknown; usdPerMillion: number } | undefined;
+  const meters = results.meters as { perEvent: unknown; usdPerMillion: number; allIn: { allInUsdPerMillion: number } } | undefined;
   const soakResult = results.soak as SoakResult | undefined;
   const top = {
-    ...(meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion } : {}),
+    ...(meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion, allInUsdPerMillion: meters.allIn.allInUsdPerMillion } : {}),
     // The soak's samples, verdict and losses stand at the top too: {"samples": [...], "steady": …, "lost": 0}.
     ...(soakResult ? { samples: soakResult.samples, steady: soakResult.steady, lost: soakResult.lost } : {}),
   };

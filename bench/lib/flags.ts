@@ -15,6 +15,8 @@ export interface BenchFlags {
   senderConcurrency: number;
   /** The same for the meters phase, where batching under load is what is measured. */
   metersConcurrency: number;
+  /** The meters phase's all-in figure: the share of events whose body is above the R2 threshold. */
+  largeShare: number;
   crashEvents: number;
   kills: number;
   cronLeadMinutes: number;
@@ -57,6 +59,7 @@ const HELP = `npm run bench -- [flags]
                         phases to run (default all but soak; --check runs sim and crash: real SIGKILLs). meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
                         fixed arrival rate for a while with retention scaled down, sampled every 30 s
+  --large-share P       meters: share of events with a body above the R2 threshold, for the all-in figure (0.01)
   --rate R              soak: events per second (20)
   --minutes M           soak: minutes of arrivals (10)
   --payload-retention D soak: the soak source's payload retention ("1m")
@@ -91,7 +94,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   const known = new Set([
     "events", "accounts", "seed", "credit-share", "tie", "dup", "ack-lost", "concurrent", "shuffle", "shuffle-window",
     "sender-concurrency", "crash-events", "kills", "cron-lead-minutes", "perf-seconds", "perf-levels", "e2e-events", "only", "state-dir",
-    "json", "port-base", "rate", "minutes", "payload-retention", "dedupe-retention", "cron-seconds",
+    "json", "port-base", "large-share", "rate", "minutes", "payload-retention", "dedupe-retention", "cron-seconds",
   ]);
   for (const name of given.keys()) if (!known.has(name)) throw new FlagError(`unknown flag --${name} (see --help)`);
 
@@ -141,6 +144,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     shuffleWindow: integer("shuffle-window", 20, 0),
     senderConcurrency: integer("sender-concurrency", 16, 1),
     metersConcurrency: integer("sender-concurrency", 64, 1),
+    largeShare: chance("large-share", 0.01),
     crashEvents: integer("crash-events", check ? 300 : 2000, 1),
     kills: integer("kills", check ? 2 : 5, 0),
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),

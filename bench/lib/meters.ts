@@ -40,6 +40,11 @@ export interface PerEvent {
   workersRequests: number;
   /** Database execution time per event (ms, meta.duration): the local SQLite's, not Cloudflare's. */
   d1DurationMs: number;
+  /** Workers Logs lines and Analytics Engine points written, R2 Class A and B operations (not in usdPerMillion: see all-in.ts). */
+  logLines: number;
+  analyticsPoints: number;
+  r2ClassA: number;
+  r2ClassB: number;
 }
 
 export async function readMeters(origin: string, adminToken: string): Promise<MeterTotals> {
@@ -62,6 +67,10 @@ export function perEvent(before: MeterTotals, after: MeterTotals, events: number
     alarmWrites: delta("doAlarmWrites"),
     workersRequests: workersRequests / events,
     d1DurationMs: delta("d1DurationMs"),
+    logLines: delta("logLines"),
+    analyticsPoints: delta("analyticsPoints"),
+    r2ClassA: delta("r2ClassA"),
+    r2ClassB: delta("r2ClassB"),
   };
 }
 
@@ -102,6 +111,9 @@ export function formatPerEvent(per: PerEvent): string {
     ["DO requests (RPC + alarms)", per.doRequests, "≤ 1.1"],
     ["queue operations", per.queueOperations, "≤ 0.5"],
     ["Workers requests", per.workersRequests, ""],
+    ["Workers Logs lines", per.logLines, ""],
+    ["Analytics Engine points", per.analyticsPoints, ""],
+    ["R2 Class A / Class B operations", per.r2ClassA + per.r2ClassB, ""],
   ];
   return [
     `${"meter".padEnd(38)}${"per event".padStart(10)}  budget`,

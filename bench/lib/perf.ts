@@ -1,3 +1,4 @@
+import type { CpuSeconds } from "./runtime.ts";
 import { Sender } from "./sender.ts";
 
 export interface LevelResult {
@@ -9,6 +10,20 @@ export interface LevelResult {
   p50: number;
   p95: number;
   p99: number;
+  /** Requests answered from the start of the warm-up to the end of the measurement: what the CPU figure covers. */
+  handled: number;
+  /** The runtime's CPU ms per request handled, warm-up included (null when the caller gave no CPU reading). */
+  cpuMsPerEvent: CpuMs | null;
+}
+
+export interface CpuMs {
+  workerd: number;
+  wrangler: number;
+}
+
+/** CPU ms per event between two readings of the runtime's processes. */
+export function cpuMsPer(before: CpuSeconds, after: CpuSeconds, events: number): CpuMs {
+  return { workerd: ((after.workerd - before.workerd) * 1000) / events, wrangler: ((after.wrangler - before.wrangler) * 1000) / events };
 }
 
 /**
@@ -18,8 +33,20 @@ export interface LevelResult {
  * clock starts for each request.
  */
 export async function measureLevel(
-  options: { target: string; origin: string; path: string; secret: string; concurrency: number; seconds: number; keyPrefix: string; accountPrefix: string },
+  options: {
+    target: string;
+    origin: string;
+    path: string;
+    secret: string;
+    concurrency: number;
+    seconds: number;
+    keyPrefix: string;
+    accountPrefix: string;
+    /** The target runtime's CPU so far: read before the warm-up and after the measurement. */
+    cpu?: () => CpuSeconds;
+  },
 ): Promise<LevelResult> {
+  const cpuBefore = options.cpu?.();
   const sender = new Sender({ origin: options.origin, path: options.path, secret: options.secret, maxSockets: options.concurrency });
   let sequence = 0;
   const body = (n: number) =>
@@ -45,6 +72,7 @@ export async function measureLevel(
   };
   await run(1000, false);
   const { latencies, non2xx, elapsedMs } = await run(options.seconds * 1000, true);
+  const cpuAfter = options.cpu?.();
   sender.close();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
@@ -57,5 +85,7 @@ export async function measureLevel(
     p50: at(0.5),
     p95: at(0.95),
     p99: at(0.99),
+    handled: sequence,
+    cpuMsPerEvent: cpuBefore && cpuAfter ? cpuMsPer(cpuBefore, cpuAfter, sequence) : null,
   };
 }

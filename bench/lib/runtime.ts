@@ -14,6 +14,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 const wranglerCli = join(dirname(createRequire(import.meta.url).resolve("wrangler")), "..", "bin", "wrangler.js");
 const childEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" };
 
+/** Linux's USER_HZ: /proc reports CPU time in these ticks (100 on every mainstream architecture). */
+const CLOCK_TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+export interface CpuSeconds {
+  workerd: number;
+  wrangler: number;
+}
+
 export interface RuntimeOptions {
   label: string;
   configPath: string;
@@ -108,6 +116,27 @@ export class Runtime {
     const group = this.child?.pid;
     if (!group) return [];
     return processesInGroup(group).filter((pid) => readProc(pid, "comm")?.trim() === "workerd");
+  }
+
+  /**
+   * CPU seconds (utime + stime from /proc/<pid>/stat) spent so far by this runtime's processes: its workerd
+   * processes (the Worker's runtime and wrangler's proxy; what Workers bills as CPU time, and more) and, apart,
+   * wrangler's own Node process, which locally carries every console line of the Worker.
+   */
+  cpuSeconds(): CpuSeconds {
+    const group = this.child?.pid;
+    const reading = { workerd: 0, wrangler: 0 };
+    if (!group) return reading;
+    for (const pid of processesInGroup(group)) {
+      const stat = readProc(pid, "stat");
+      if (!stat) continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // After the command: state is field 3, utime field 14 and stime field 15 (1-based over the whole line).
+      const seconds = (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+      if (readProc(pid, "comm")?.trim() === "workerd") reading.workerd += seconds;
+      else reading.wrangler += seconds;
+    }
+    return reading;
   }
 
   samplePeakRss(): void {

@@ -1,3 +1,4 @@
+import { count } from "../lib/meter";
 import type { PendingClaim } from "../model/claims";
 
 /**
@@ -38,6 +39,7 @@ export async function storeLargeBodies(env: Bodies, claims: readonly PendingClai
   const bucket = bucketOf(env);
   if (!bucket) return new Set();
   const large = claimsForR2(claims, thresholdOf);
+  count("r2ClassA", large.length);
   await Promise.all(
     large.map((claim) =>
       bucket.put(claim.receiptId, claim.body!, {
@@ -70,6 +72,7 @@ export async function readStoredBodies(env: Bodies, receiptIds: readonly string[
   const bucket = bucketOf(env);
   const found = new Map<string, Uint8Array>();
   if (!bucket || receiptIds.length === 0) return found;
+  count("r2ClassB", receiptIds.length);
   await Promise.all(
     receiptIds.map(async (receiptId) => {
       const object = await bucket.get(receiptId);

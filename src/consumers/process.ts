@@ -187,7 +187,12 @@ function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefin
   };
 }
 
-/** One log line and one metrics point per attempt, from the decision that was committed. */
+/**
+ * A log line and a metrics point per attempt, from the decision that was committed — except for the routine
+ * success: a processed attempt writes no point (the delivery's point already counts the event, and the receipt's
+ * status and processed_at in D1 record the outcome), and its line only with LOG_SUCCESSES = "true". That keeps the
+ * happy path to one Analytics Engine point per event (docs/performance.md, "What an event costs, all in").
+ */
 function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): void {
   const { receipt } = finished;
   const outcome =
@@ -195,8 +200,11 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
   const httpStatus =
     decision.kind === "fail" ? decision.attempt.httpStatus : decision.kind === "commit" && decision.result.status === "processed" ? (decision.result.httpStatus ?? null) : null;
   const durationMs = finished.facts.finishedAt - finished.startedAt;
-  recordAttempt(env, { source: receipt.source, outcome, httpStatus, durationMs, attempt: finished.generation });
-  if (outcome === "processed" && !logsSuccesses(env)) return;
+  if (outcome === "processed") {
+    if (!logsSuccesses(env)) return;
+  } else {
+    recordAttempt(env, { source: receipt.source, outcome, httpStatus, durationMs, attempt: finished.generation });
+  }
   logEvent("attempt", {
     source: receipt.source,
     eventKey: receipt.eventKey,

@@ -179,7 +179,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
   }
 
-  // A first acceptance is the routine line LOG_SUCCESSES = "false" leaves out; a duplicate or quarantine always logs.
+  // A first acceptance is a routine line, logged only with LOG_SUCCESSES = "true"; a duplicate or quarantine always logs.
   if (claimed.disposition !== "accepted" || logsSuccesses(c.env)) {
     logEvent("delivery", {
       source: sourceName,

@@ -20,6 +20,13 @@ export interface MeterTotals {
   doRequests: number;
   /** Writes, reads and deletes, one each per 64 KB of a message. */
   queueOperations: number;
+  /** Lines handed to Workers Logs (console.log / console.error through src/lib/log.ts). */
+  logLines: number;
+  /** Data points written to Workers Analytics Engine (only when the METRICS binding is configured). */
+  analyticsPoints: number;
+  /** R2 Class A operations (a put per large body) and Class B (a get per large body read back); deletes are free. */
+  r2ClassA: number;
+  r2ClassB: number;
 }
 
 export interface MeterReading {
@@ -38,6 +45,10 @@ export const ZERO_TOTALS: Readonly<MeterTotals> = Object.freeze({
   doAlarmWrites: 0,
   doRequests: 0,
   queueOperations: 0,
+  logLines: 0,
+  analyticsPoints: 0,
+  r2ClassA: 0,
+  r2ClassB: 0,
 });
 
 /** Adds readings from several places, each isolate once. */

@@ -1,6 +1,6 @@
 /**
  * Optional metrics export to Workers Analytics Engine: one data point per delivery (rejected ones included) and
- * one per processing attempt, written to the `METRICS` dataset binding when it is configured and skipped when
+ * one per processing attempt that did not simply succeed (src/consumers/process.ts skips a processed one), written to the `METRICS` dataset binding when it is configured and skipped when
  * it is not. `writeDataPoint` queues the point and returns at once, so nothing here is awaited and the
  * acknowledgement path never waits on it; a failure to write is swallowed (metrics must never fail a delivery).
  *
@@ -13,6 +13,7 @@
  */
 
 import { countLocalRejection } from "./local-rejections";
+import { count } from "./meter";
 
 /** Any Worker env: the binding is optional, so it is read by name rather than required by the type. */
 export type MetricsEnv = object;
@@ -41,6 +42,7 @@ function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
   if (!dataset) return;
   try {
     dataset.writeDataPoint(point);
+    count("analyticsPoints");
   } catch {
     // Never let metrics fail the work they describe.
   }

@@ -1,0 +1,76 @@
+/**
+ * Everything one event costs over its whole life, at list prices beyond the Workers Paid plan's monthly inclusions,
+ * from measured units: the happy path (acceptance, relay, processing: bench/lib/meters.ts), retention's deletes
+ * in D1 and the shards (the cron run over the events after their windows), the log lines and Analytics Engine
+ * points the runtime's meters counted, R2 operations and storage for a stated share of large bodies, and the
+ * runtime's CPU time. Pure arithmetic: every unit comes from a measurement; the rules are in docs/performance.md.
+ */
+
+import { PRICES, type PerEvent } from "./meters.ts";
+
+/** Read 2026-12-02, beyond each product's monthly inclusion on Workers Paid. */
+export const ALL_IN_PRICES = {
+  /** Workers Logs: log events beyond 20 million a month. */
+  logLinePerMillion: 0.6,
+  /** Workers Analytics Engine: data points written beyond 10 million a month. */
+  analyticsPointPerMillion: 0.25,
+  /** R2 Standard: Class A (put) beyond 1 million a month, Class B (get) beyond 10 million; deletes are free. */
+  r2ClassAPerMillion: 4.5,
+  r2ClassBPerMillion: 0.36,
+  /** R2 Standard storage beyond 10 GB-month. */
+  r2StoragePerGbMonth: 0.015,
+  /** Workers Standard CPU time beyond 30 million CPU-ms a month. */
+  cpuMsPerMillion: 0.02,
+} as const;
+
+/** Units per event from the runtime's meters; any of PerEvent's, plus the meters that are not on the happy path's bill. */
+export interface LifetimeUnits {
+  happy: PerEvent & { logLines: number; analyticsPoints: number };
+  /** Retention's units per event: rows written and read in D1 and the shards, requests, log lines. */
+  retention: { d1RowsWritten: number; d1RowsRead: number; doRowsWritten: number; doRowsRead: number; doRequests: number; logLines: number; analyticsPoints: number };
+  /** Per large body (above the R2 threshold): R2 operations, and the bytes kept for payload retention. */
+  largeBody: { r2ClassA: number; r2ClassB: number; bytes: number; payloadRetentionDays: number };
+  /** Share of events whose body is above the threshold, 0..1. */
+  largeShare: number;
+  /** The runtime's workerd CPU per event from first send until processed (local: an upper bound of what is billed). */
+  cpuMsPerEvent: number;
+}
+
+export interface AllInLine {
+  item: string;
+  usdPerMillion: number;
+}
+
+export function allInCost(happyUsdPerMillion: number, units: LifetimeUnits): { lines: AllInLine[]; allInUsdPerMillion: number } {
+  const { retention, largeBody, largeShare } = units;
+  const storageGbMonths = (largeBody.bytes / 1e9) * (largeBody.payloadRetentionDays / 30);
+  const lines: AllInLine[] = [
+    { item: "happy path (acceptance, relay, processing)", usdPerMillion: happyUsdPerMillion },
+    {
+      item: "retention (body drop, receipt and key delete, shard tombstone delete)",
+      usdPerMillion:
+        (retention.d1RowsWritten + retention.doRowsWritten) * PRICES.rowsWrittenPerMillion +
+        (retention.d1RowsRead + retention.doRowsRead) * PRICES.rowsReadPerMillion +
+        retention.doRequests * PRICES.durableObjectRequestPerMillion,
+    },
+    { item: "Workers Logs lines", usdPerMillion: (units.happy.logLines + retention.logLines) * ALL_IN_PRICES.logLinePerMillion },
+    { item: "Analytics Engine points", usdPerMillion: (units.happy.analyticsPoints + retention.analyticsPoints) * ALL_IN_PRICES.analyticsPointPerMillion },
+    {
+      item: `R2 for ${(largeShare * 100).toFixed(1)} % large bodies (operations + storage)`,
+      usdPerMillion:
+        largeShare *
+        (largeBody.r2ClassA * ALL_IN_PRICES.r2ClassAPerMillion +
+          largeBody.r2ClassB * ALL_IN_PRICES.r2ClassBPerMillion +
+          storageGbMonths * 1e6 * ALL_IN_PRICES.r2StoragePerGbMonth),
+    },
+    { item: "CPU time (local workerd, upper bound)", usdPerMillion: units.cpuMsPerEvent * ALL_IN_PRICES.cpuMsPerMillion },
+  ];
+  return { lines, allInUsdPerMillion: lines.reduce((sum, line) => sum + line.usdPerMillion, 0) };
+}
+
+export function formatAllIn(cost: ReturnType<typeof allInCost>): string {
+  return [
+    ...cost.lines.map((line) => `${line.item.padEnd(72)}${`$${line.usdPerMillion.toFixed(2)}`.padStart(9)}`),
+    `${"all in, USD per million events beyond the inclusions".padEnd(72)}${`$${cost.allInUsdPerMillion.toFixed(2)}`.padStart(9)}`,
+  ].join("\n");
+}
