@@ -4,9 +4,11 @@ import { adapterFor, knownProviderNames } from "../../src/providers/registry";
 import { parseSourceTables } from "../../src/sources/config";
 
 /** Every ```toml block of docs/providers.md, read by wrangler's config reader (test/setup/global/docs-toml.ts). */
+type DocTomlBlock = { block: number; firstLine: string; config: Record<string, unknown> };
 declare module "vitest" {
   export interface ProvidedContext {
-    providersDocToml: { block: number; firstLine: string; config: Record<string, unknown> }[];
+    providersDocToml: DocTomlBlock[];
+    operatorDocsToml: Record<string, DocTomlBlock[]>;
   }
 }
 
@@ -31,6 +33,25 @@ describe("docs/providers.md examples, pasted into wrangler.toml", () => {
       const { problems, sources: valid } = parseSourceTables(sources, context);
       expect(Object.fromEntries(problems), `block ${block} (${firstLine})`).toEqual({});
       expect(valid.size, `block ${block} (${firstLine})`).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe("the other operator docs' source examples (docs/local.md, deploy.md, reconciler.md), pasted as they say", () => {
+  const docs = inject("operatorDocsToml");
+
+  it("each declares sources, top-level or under [env.production], that parse with no problems", () => {
+    expect(Object.keys(docs)).toHaveLength(3);
+    for (const [doc, blocks] of Object.entries(docs)) {
+      expect(blocks.length, `${doc} has toml examples`).toBeGreaterThan(0);
+      for (const { block, firstLine, config } of blocks) {
+        const production = (config.env as Record<string, { vars?: { SOURCES?: unknown } }> | undefined)?.production;
+        const sources = (config.vars as { SOURCES?: unknown } | undefined)?.SOURCES ?? production?.vars?.SOURCES;
+        expect(sources, `${doc} block ${block} (${firstLine}) declares no source table`).toBeTypeOf("object");
+        const { problems, sources: valid } = parseSourceTables(sources, context);
+        expect(Object.fromEntries(problems), `${doc} block ${block} (${firstLine})`).toEqual({});
+        expect(valid.size, `${doc} block ${block} (${firstLine})`).toBeGreaterThan(0);
+      }
     }
   });
 });

@@ -5,7 +5,7 @@ import type { TestProject } from "vitest/node";
 import { experimental_readRawConfig } from "wrangler";
 
 /**
- * The ```toml blocks of docs/providers.md, read by wrangler's own config reader (the one `wrangler deploy` uses),
+ * The ```toml blocks of docs/providers.md (and of the OPERATOR_DOCS below), read by wrangler's own config reader (the one `wrangler deploy` uses),
  * so a test can run each pasted example through the receiver's real source parser. Workerd has no TOML reader;
  * this runs on the Node side and hands the parsed tables to the tests.
  */
@@ -21,8 +21,13 @@ export interface DocTomlBlock {
 declare module "vitest" {
   export interface ProvidedContext {
     providersDocToml: DocTomlBlock[];
+    /** The other operator docs whose examples declare sources: file name → its toml blocks. */
+    operatorDocsToml: Record<string, DocTomlBlock[]>;
   }
 }
+
+/** Docs besides providers.md whose ```toml blocks are sources to paste (routing.md's are run by test/cli/route.test.mjs). */
+export const OPERATOR_DOCS = ["docs/local.md", "docs/deploy.md", "docs/reconciler.md"] as const;
 
 export function tomlBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```toml\n([\s\S]*?)^```$/gm)].map((match) => match[1]!);
@@ -30,14 +35,16 @@ export function tomlBlocks(markdown: string): string[] {
 
 export default function setup(project: TestProject): void {
   const directory = mkdtempSync(join(tmpdir(), "providers-doc-toml-"));
-  try {
-    const blocks = tomlBlocks(readFileSync("docs/providers.md", "utf8")).map((text, index): DocTomlBlock => {
-      const path = join(directory, `block-${index + 1}.toml`);
+  const read = (doc: string) =>
+    tomlBlocks(readFileSync(doc, "utf8")).map((text, index): DocTomlBlock => {
+      const path = join(directory, `${doc.replace(/\W/g, "-")}-block-${index + 1}.toml`);
       writeFileSync(path, text);
       const { rawConfig } = experimental_readRawConfig({ config: path });
       return { block: index + 1, firstLine: text.split("\n")[0]!, config: rawConfig as Record<string, unknown> };
     });
-    project.provide("providersDocToml", blocks);
+  try {
+    project.provide("providersDocToml", read("docs/providers.md"));
+    project.provide("operatorDocsToml", Object.fromEntries(OPERATOR_DOCS.map((doc) => [doc, read(doc)])));
   } finally {
     rmSync(directory, { recursive: true, force: true });
   }
