@@ -4,6 +4,7 @@
 //   --cron-every 30s   fire it every 30 seconds instead, for impatient people
 //   --no-cron          never fire it
 //   --port 8797        listen there instead of 8787 (or PORT=8797)
+// Whatever the flags, it also asks the Worker to refill its queue after each start or reload (requeueAfterStarts).
 // Every other argument goes to wrangler dev.
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync } from "node:fs";
@@ -16,6 +17,10 @@ if (major < 22 || (major === 22 && minor < 12)) {
   process.exit(1);
 }
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
+/** Must equal RESTART_REQUEUE_CRON in src/reconcile/restart-requeue.ts. */
+const RESTART_REQUEUE_CRON = "local-restart-requeue";
+/** How often the Worker is asked: work waiting when it starts is sent again within this long of its answering. */
+const RESTART_REQUEUE_ASK_MS = 10_000;
 
 /** Takes `--name value` or `--name=value` out of args; answers the value (or true for a bare flag). */
 function takeOption(args, name, { flag = false } = {}) {
@@ -78,7 +83,25 @@ const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], {
 wrangler.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => wrangler.kill(signal));
 
+const base = `http://${host}:${port}`.replace("0.0.0.0", "127.0.0.1");
+requeueAfterStarts();
 if (!noCron) await startLocalCron();
+
+/**
+ * wrangler dev keeps its queue in memory, so a start or a reload (saving wrangler.toml or a file under src/)
+ * begins with none of the messages pending work had. Every few seconds this asks the Worker, through the scheduled
+ * hook with a cron string of its own, to put its unfinished receipts back on the queue with what is left of their
+ * delays (src/reconcile/restart-requeue.ts): the Worker does it on the first ask after each boot, and the asks in
+ * between cost it nothing. Refused unless .dev.vars says LOCAL_DEVELOPMENT="true".
+ */
+function requeueAfterStarts() {
+  const ask = () =>
+    fetch(`${base}/cdn-cgi/local/scheduled?cron=${RESTART_REQUEUE_CRON}`, { signal: AbortSignal.timeout(30_000) }).then(
+      () => undefined,
+      () => undefined, // not listening yet, or reloading: the next ask comes soon
+    );
+  setInterval(ask, RESTART_REQUEUE_ASK_MS);
+}
 
 /**
  * Fires /cdn-cgi/local/scheduled, the hook wrangler dev exposes for the scheduled handler, at each minute the
@@ -88,7 +111,6 @@ async function startLocalCron() {
   const { unstable_readConfig } = await import("wrangler");
   const config = unstable_readConfig({ config: peekOption(devArgs, "--config", "-c"), env: peekOption(devArgs, "--env", "-e") });
   const crons = config.triggers?.crons ?? [];
-  const base = `http://${peekOption(devArgs, "--ip") ?? "127.0.0.1"}:${port}`.replace("0.0.0.0", "127.0.0.1");
   const fire = async (/** @type {string} */ cron, /** @type {number} */ at) => {
     try {
       const response = await fetch(`${base}/cdn-cgi/local/scheduled?cron=${encodeURIComponent(cron)}&time=${at}`, { signal: AbortSignal.timeout(60_000) });

@@ -1,6 +1,7 @@
 import { app } from "./app";
 import { consumeWork } from "./consumers/queue";
 import { watchedReconcile } from "./reconcile/cron-watch";
+import { requeueAfterRestart, RESTART_REQUEUE_CRON } from "./reconcile/restart-requeue";
 import type { QueuedWork } from "./model/work-message";
 
 export { ClaimShard } from "./claims/shard";
@@ -9,6 +10,8 @@ export { SystemMonitor } from "./reconcile/system-monitor";
 export default {
   fetch: app.fetch,
   queue: consumeWork,
-  // The cron's scheduled time is the reconciler's clock, so tests inject time through the controller.
-  scheduled: async (controller, env) => void (await watchedReconcile(env, controller.scheduledTime)),
+  // The cron's scheduled time is the reconciler's clock, so tests inject time through the controller. One string no
+  // wrangler.toml schedules is `npm start`'s ask to refill the local queue after a restart (restart-requeue.ts).
+  scheduled: async (controller, env) =>
+    void (await (controller.cron === RESTART_REQUEUE_CRON ? requeueAfterRestart(env) : watchedReconcile(env, controller.scheduledTime))),
 } satisfies ExportedHandler<Env, QueuedWork>;
