@@ -197,6 +197,34 @@ export async function startReceiver(files) {
   };
 }
 
+/**
+ * Runs `node scripts/dev.mjs …` (`npm start`) from the project root, with a wrangler registry in `workDir`; `stop()`
+ * ends it and everything it started.
+ */
+export function startDevScript(/** @type {string} */ workDir, /** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) {
+  const child = spawn(process.execPath, ["scripts/dev.mjs", ...args], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, CI: "true", NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", WRANGLER_REGISTRY_PATH: join(workDir, "registry"), ...extraEnv },
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  const exited = new Promise((done) => child.once("exit", (code) => done(code)));
+  return {
+    output: () => ({ stdout, stderr }),
+    exited,
+    async stop() {
+      if (child.exitCode === null && child.pid) {
+        process.kill(-child.pid, "SIGTERM");
+        await exited;
+      }
+    },
+  };
+}
+
 export function makeWorkDir() {
   return mkdtempSync(join(tmpdir(), "receiver-cli-"));
 }

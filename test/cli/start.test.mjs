@@ -3,40 +3,17 @@
  * saying how to pick another, and the first run's migrations print a summary rather than their tables.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { freePort, makeWorkDir, ROOT, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import { freePort, makeWorkDir, startDevScript, testConfig, testDevVars, writeFile } from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 after(() => rmSync(workDir, { recursive: true, force: true }));
 
-/** Runs `node scripts/dev.mjs …` from the project root; `stop()` ends it and everything it started. */
-function start(/** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) {
-  const child = spawn(process.execPath, ["scripts/dev.mjs", ...args], {
-    cwd: ROOT,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, CI: "true", NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", WRANGLER_REGISTRY_PATH: join(workDir, "registry"), ...extraEnv },
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk) => (stdout += chunk));
-  child.stderr.on("data", (chunk) => (stderr += chunk));
-  const exited = new Promise((done) => child.once("exit", (code) => done(code)));
-  return {
-    output: () => ({ stdout, stderr }),
-    exited,
-    async stop() {
-      if (child.exitCode === null && child.pid) {
-        process.kill(-child.pid, "SIGTERM");
-        await exited;
-      }
-    },
-  };
-}
+/** `npm start` as a person runs it, with this file's own wrangler registry. */
+const start = (/** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) => startDevScript(workDir, args, extraEnv);
 
 /** The files a started receiver reads: this test's own config, secrets and state, never the checkout's. */
 function projectArgs() {
