@@ -3,7 +3,8 @@ import { apiError } from "../lib/errors";
 import { logError, logEvent, logsSuccesses } from "../lib/log";
 import { recordDelivery } from "../lib/metrics";
 import { adapterFor } from "../providers/registry";
-import { SourceConfigError } from "../sources/config";
+import type { ProviderAdapter, VerifyResult } from "../providers/types";
+import { SourceConfigError, type SourceConfig } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
 import { claimEvent, pickHeaders } from "../claims/claim-event";
@@ -12,8 +13,9 @@ import { keepSecret, secretFingerprint, storedSecrets } from "./handshake-secret
 import { readBodyWithCap } from "./read-body";
 
 /**
- * POST /webhooks/:source — the acknowledgement path. It does four things: look up the source, read the bytes,
- * verify, and claim in one Durable Object transaction. Everything slower happens after the 2xx.
+ * POST /webhooks/:source — the acknowledgement path, in named steps: look up the source, read the bytes, resolve
+ * the keys, verify, then answer a handshake or claim in one Durable Object transaction, and acknowledge. Each step
+ * logs and answers its own refusal. Everything slower happens after the 2xx.
  *
  * GET /webhooks/:source reaches only adapters that answer a challenge over GET (Meta, Dropbox, Okta): the same
  * lookup and verification, and the answer is always a handshake, never a claim. Any other method, or GET to a
@@ -51,140 +53,200 @@ function lookupSourceOrThrow(env: Env, sourceName: string) {
   return lookup;
 }
 
-async function receive(c: Context<{ Bindings: Env }>, method: Method) {
-  const startedAt = Date.now();
-  const sourceName = c.req.param("source")!;
-  const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
+/** What every step knows of the delivery in hand: enough to name it in a log line and to meter it. */
+interface Delivery {
+  readonly env: Env;
+  readonly sourceName: string;
+  readonly method: Method;
+  readonly requestId: string;
+  readonly startedAt: number;
+}
 
-  const lookup = lookupSourceOrThrow(c.env, sourceName);
+type Verified = Exclude<VerifyResult, { kind: "rejected" | "unavailable" }>;
+
+async function receive(c: Context<{ Bindings: Env }>, method: Method) {
+  const delivery: Delivery = {
+    env: c.env,
+    sourceName: c.req.param("source")!,
+    method,
+    requestId: c.req.header("cf-ray") ?? crypto.randomUUID(),
+    startedAt: Date.now(),
+  };
+  const request = c.req.raw;
+  const { source, adapter } = lookUp(delivery);
+  const rawBody = await readBody(delivery, request, source.maxBodyBytes);
+  const keys = keysOf(delivery, source);
+  const verdict = await verify(delivery, request, c.req.url, { source, adapter, keys, rawBody });
+  if (verdict.kind === "handshake") return answerHandshake(delivery, verdict);
+  // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
+  if (method !== "POST") throw signatureInvalid();
+  const claimed = await claim(delivery, request, { source, adapter, rawBody, verdict });
+  return acknowledgeClaim(delivery, claimed, verdict);
+}
+
+/** 1. Look up: the source, its adapter, and whether that adapter takes this method. */
+function lookUp(delivery: Delivery) {
+  const lookup = lookupSourceOrThrow(delivery.env, delivery.sourceName);
   if (lookup.kind === "invalid") {
     // Only this source is out of service; 503 makes its sender retry once the table is fixed. The problems quote
     // config (never a secret's value) and stay in the log and the admin API: they are not for the caller.
-    logEvent("config.invalid", { source: sourceName, problems: lookup.problems.join("; "), requestId });
+    logEvent("config.invalid", { source: delivery.sourceName, problems: lookup.problems.join("; "), requestId: delivery.requestId });
     throw apiError(503, "source_config_invalid", "This source's configuration is invalid; nothing was accepted.");
   }
   const { source } = lookup;
   const adapter = adapterFor(source.provider)!;
-  if (!(adapter.methods ?? ["POST"]).includes(method)) throw methodNotAllowed(adapter.methods ?? ["POST"]);
+  if (!(adapter.methods ?? ["POST"]).includes(delivery.method)) throw methodNotAllowed(adapter.methods ?? ["POST"]);
+  return { source, adapter };
+}
 
-  // A GET challenge has no body to read.
-  const rawBody = method === "GET" ? new Uint8Array(0) : await readBodyWithCap(c.req.raw, source.maxBodyBytes);
+/** 2. Read the body: the exact bytes, up to the source's cap. A GET challenge has none. */
+async function readBody(delivery: Delivery, request: Request, maxBodyBytes: number): Promise<Uint8Array> {
+  if (delivery.method === "GET") return new Uint8Array(0);
+  const rawBody = await readBodyWithCap(request, maxBodyBytes);
   if (rawBody === "too-large") {
-    logEvent("delivery.rejected", { source: sourceName, disposition: "too_large", requestId });
-    recordDelivery(c.env, { source: sourceName, disposition: "too_large", signature: "unchecked", ackMs: Date.now() - startedAt });
-    throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${source.maxBodyBytes} bytes.`);
+    refusedUnread(delivery, "too_large");
+    throw apiError(413, "payload_too_large", `The body exceeds this source's limit of ${maxBodyBytes} bytes.`);
   }
   if (rawBody === "unreadable") {
     // The sender's stream broke part-way: its fault, so a 4xx and an ordinary line, not an error.
-    logEvent("delivery.rejected", { source: sourceName, disposition: "body_unreadable", requestId });
-    recordDelivery(c.env, { source: sourceName, disposition: "body_unreadable", signature: "unchecked", ackMs: Date.now() - startedAt });
+    refusedUnread(delivery, "body_unreadable");
     throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
   }
+  return rawBody;
+}
 
-  const { secrets, verifyTokens, signingUnset, verifyTokensUnset, signingExpired } = sourceKeys(source, c.env, startedAt);
+function refusedUnread(delivery: Delivery, disposition: "too_large" | "body_unreadable"): void {
+  const { env, sourceName: source, requestId, startedAt } = delivery;
+  logEvent("delivery.rejected", { source, disposition, requestId });
+  recordDelivery(env, { source, disposition, signature: "unchecked", ackMs: Date.now() - startedAt });
+}
+
+/** 3. Keys: the secrets and verify tokens config names. Any not deployed, or all expired, is ours to fix: 503. */
+function keysOf(delivery: Delivery, source: SourceConfig) {
+  const { secrets, verifyTokens, signingUnset, verifyTokensUnset, signingExpired } = sourceKeys(source, delivery.env, delivery.startedAt);
+  const { sourceName: name, requestId } = delivery;
   if (signingUnset.length > 0) {
     // A deploy mistake, not the sender's: 503 makes it retry once the secret is set.
-    logEvent("config.secret_missing", { source: sourceName, missing: signingUnset.join(","), requestId });
+    logEvent("config.secret_missing", { source: name, missing: signingUnset.join(","), requestId });
     throw apiError(503, "source_secret_missing", "This source's signing secret is not configured yet.");
   }
   if (verifyTokensUnset.length > 0) {
     // The same deploy mistake for the token that proves a handshake: 503, never a 401 the sender takes as final.
-    logEvent("config.secret_missing", { source: sourceName, missing: "verify_token", requestId });
+    logEvent("config.secret_missing", { source: name, missing: "verify_token", requestId });
     throw apiError(503, "source_secret_missing", "This source's verify token is not configured yet.");
   }
   if (signingExpired.length > 0) {
     // Every listed secret is past its expires: a rotation left unfinished, not a forgery. 503 so the sender keeps
     // its deliveries until a fresh secret is deployed; a 401 would make it give up on genuine ones.
-    logEvent("config.secrets_expired", { source: sourceName, expired: signingExpired.join(","), requestId });
+    logEvent("config.secrets_expired", { source: name, expired: signingExpired.join(","), requestId });
     throw apiError(503, "source_secrets_expired", "Every signing secret of this source has expired; nothing was accepted.");
   }
+  return { secrets, verifyTokens };
+}
 
-  const verifyWith = async (fresh: boolean) => {
-    let kept;
-    try {
-      kept = adapter.storedSecrets ? await storedSecrets(c.env, sourceName, startedAt, fresh) : undefined;
-    } catch (error) {
-      // Without the sender's kept secret nothing can be verified: 503 so it retries, never a final 401.
-      logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
-      throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", { "retry-after": "5" });
-    }
-    const result = await adapter.verify({
-      source: sourceName,
-      method,
-      rawBody,
-      headers: c.req.raw.headers,
-      url: c.req.url,
-      secrets,
-      now: startedAt,
-      options: source.options,
-      verifyTokens,
-      storedSecrets: kept?.secrets,
-    });
-    return { result, cached: kept?.cached ?? false };
-  };
-  let { result: verdict, cached } = await verifyWith(false);
-  // A kept secret handed over in another isolate since this one cached the list: read it once more.
-  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached) ({ result: verdict } = await verifyWith(true));
+interface VerifyWith {
+  source: SourceConfig;
+  adapter: ProviderAdapter;
+  keys: ReturnType<typeof keysOf>;
+  rawBody: Uint8Array;
+}
+
+/** 4. Verify: an event or a handshake comes back; a forgery (401) or an unfetchable key (503) is thrown here. */
+async function verify(delivery: Delivery, request: Request, url: string, input: VerifyWith): Promise<Verified> {
+  let { verdict, cached } = await verifyOnce(delivery, request, url, input, false);
+  // A handshake secret handed over in another isolate since this one cached the list: read it once more.
+  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached) ({ verdict } = await verifyOnce(delivery, request, url, input, true));
+  const { env, sourceName: source, requestId, startedAt } = delivery;
   if (verdict.kind === "rejected") {
-    logEvent("delivery.rejected", {
-      source: sourceName,
-      disposition: "rejected",
-      signature: verdict.reason,
-      requestId,
-      durationMs: Date.now() - startedAt,
-    });
-    recordDelivery(c.env, { source: sourceName, disposition: "rejected", signature: verdict.reason, ackMs: Date.now() - startedAt });
-    // One answer for every failed check: which part failed is for the operator's logs, not the caller.
-    throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
+    logEvent("delivery.rejected", { source, disposition: "rejected", signature: verdict.reason, requestId, durationMs: Date.now() - startedAt });
+    recordDelivery(env, { source, disposition: "rejected", signature: verdict.reason, ackMs: Date.now() - startedAt });
+    throw signatureInvalid();
   }
   if (verdict.kind === "unavailable") {
     // The sender's published key could not be fetched: neither accepted nor refused, so the sender retries.
-    logEvent("delivery.key_unavailable", { source: sourceName, reason: verdict.reason, requestId });
+    logEvent("delivery.key_unavailable", { source, reason: verdict.reason, requestId });
     throw apiError(503, "verification_key_unavailable", "The key this delivery is signed with could not be fetched; retry later.", { "retry-after": "5" });
   }
-  if (verdict.kind === "handshake") {
-    let kept: { kept?: string; fingerprint?: string } = {};
-    if (verdict.keepSecret !== undefined) {
-      try {
-        kept = { kept: await keepSecret(c.env, sourceName, verdict.keepSecret, startedAt), fingerprint: await secretFingerprint(verdict.keepSecret) };
-      } catch (error) {
-        // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
-        logError("delivery.handshake_store_failed", error, { source: sourceName, requestId });
-        throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", { "retry-after": "5" });
-      }
-    }
-    // A pending secret gets the same answer as an active one: the caller learns nothing of what the source holds,
-    // and a genuine new hook is established, its deliveries refused (and retried by the sender) until approved.
-    logEvent("delivery.handshake", { source: sourceName, method, signature: "valid", ...kept, requestId });
-    return verdict.response;
-  }
-  if (method !== "POST") {
-    // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
-    throw apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
-  }
+  return verdict;
+}
 
-  const { identity } = verdict;
-  let claimed;
+async function verifyOnce(delivery: Delivery, request: Request, url: string, { source, adapter, keys, rawBody }: VerifyWith, fresh: boolean) {
+  const { env, sourceName, method, requestId, startedAt } = delivery;
+  let kept;
   try {
-    claimed = await claimEvent(c.env, {
+    kept = adapter.storedSecrets ? await storedSecrets(env, sourceName, startedAt, fresh) : undefined;
+  } catch (error) {
+    // Without the sender's handshake secret nothing can be verified: 503 so it retries, never a final 401.
+    logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
+    throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", { "retry-after": "5" });
+  }
+  const verdict = await adapter.verify({
+    source: sourceName,
+    method,
+    rawBody,
+    headers: request.headers,
+    url,
+    secrets: keys.secrets,
+    now: startedAt,
+    options: source.options,
+    verifyTokens: keys.verifyTokens,
+    storedSecrets: kept?.secrets,
+  });
+  return { verdict, cached: kept?.cached ?? false };
+}
+
+/** One answer for every failed check: which part failed is for the operator's logs, not the caller. */
+function signatureInvalid() {
+  return apiError(401, "signature_invalid", "The delivery's signature could not be verified.");
+}
+
+/** 5a. Handshake: keep any secret it hands over, then answer it. Never claimed. */
+async function answerHandshake(delivery: Delivery, verdict: Extract<Verified, { kind: "handshake" }>): Promise<Response> {
+  const { env, sourceName: source, method, requestId, startedAt } = delivery;
+  let kept: { kept?: string; fingerprint?: string } = {};
+  if (verdict.keepSecret !== undefined) {
+    try {
+      kept = { kept: await keepSecret(env, source, verdict.keepSecret, startedAt), fingerprint: await secretFingerprint(verdict.keepSecret) };
+    } catch (error) {
+      // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
+      logError("delivery.handshake_store_failed", error, { source, requestId });
+      throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", { "retry-after": "5" });
+    }
+  }
+  // A pending secret gets the same answer as an active one: the caller learns nothing of what the source holds,
+  // and a genuine new hook is established, its deliveries refused (and retried by the sender) until approved.
+  logEvent("delivery.handshake", { source, method, signature: "valid", ...kept, requestId });
+  return verdict.response;
+}
+
+type Event = Extract<Verified, { kind: "event" }>;
+
+/** 5b. Claim: one Durable Object transaction makes the delivery durable (or finds it a duplicate). */
+async function claim(delivery: Delivery, request: Request, { source, adapter, rawBody, verdict }: { source: SourceConfig; adapter: ProviderAdapter; rawBody: Uint8Array; verdict: Event }) {
+  try {
+    return await claimEvent(delivery.env, {
       source,
-      identity,
+      identity: verdict.identity,
       rawBody: verdict.storedBody ?? rawBody,
-      keptHeaders: pickHeaders(c.req.raw.headers, adapter.keptHeaders),
-      receivedAt: startedAt,
+      keptHeaders: pickHeaders(request.headers, adapter.keptHeaders),
+      receivedAt: delivery.startedAt,
       provenance: "live",
     });
   } catch (error) {
-    logError("delivery.claim_failed", error, { source: sourceName, eventKey: identity.eventKey, requestId });
+    logError("delivery.claim_failed", error, { source: delivery.sourceName, eventKey: verdict.identity.eventKey, requestId: delivery.requestId });
     throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
   }
+}
 
+/** 6. Acknowledge: the line, the meter, and the 2xx the sender waits for. */
+function acknowledgeClaim(delivery: Delivery, claimed: Awaited<ReturnType<typeof claim>>, verdict: Event): Response {
+  const { env, sourceName: source, requestId, startedAt } = delivery;
   // A first acceptance is a routine line, logged only with LOG_SUCCESSES = "true"; a duplicate or quarantine always logs.
-  if (claimed.disposition !== "accepted" || logsSuccesses(c.env)) {
+  if (claimed.disposition !== "accepted" || logsSuccesses(env)) {
     logEvent("delivery", {
-      source: sourceName,
-      eventKey: identity.eventKey,
-      eventType: identity.eventType,
+      source,
+      eventKey: verdict.identity.eventKey,
+      eventType: verdict.identity.eventType,
       disposition: claimed.disposition,
       receipt: claimed.receiptId,
       signature: "valid",
@@ -193,6 +255,6 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
       durationMs: Date.now() - startedAt,
     });
   }
-  recordDelivery(c.env, { source: sourceName, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
+  recordDelivery(env, { source, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
   return acknowledge(claimed, verdict.acknowledgement);
 }
