@@ -19,6 +19,11 @@ const configAt = args.findIndex((arg) => arg === "--config" || arg === "-c");
 const configArgs = configAt >= 0 ? ["--config", args.splice(configAt, 2)[1]] : [];
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
 
+/**
+ * @param {string} title
+ * @param {string} command
+ * @param {string[]} commandArgs
+ */
 function step(title, command, commandArgs) {
   console.log(`\n── ${title}`);
   const result = spawnSync(command, commandArgs, { stdio: "inherit", env });

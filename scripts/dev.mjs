@@ -22,15 +22,33 @@ const RESTART_REQUEUE_CRON = "local-restart-requeue";
 /** How often the Worker is asked: work waiting when it starts is sent again within this long of its answering. */
 const RESTART_REQUEUE_ASK_MS = 10_000;
 
-/** Takes `--name value` or `--name=value` out of args; answers the value (or true for a bare flag). */
-function takeOption(args, name, { flag = false } = {}) {
+/**
+ * Takes `--name value` or `--name=value` out of args; answers the value.
+ * @param {string[]} args
+ * @param {string} name
+ * @returns {string | undefined}
+ */
+function takeOption(args, name) {
   const at = args.findIndex((arg) => arg === name || arg.startsWith(`${name}=`));
   if (at < 0) return undefined;
-  if (flag) return args.splice(at, 1) && true;
   if (args[at].includes("=")) return args.splice(at, 1)[0].slice(name.length + 1);
   return args.splice(at, 2)[1];
 }
-/** Reads `--name value` or `--name=value` without removing it (wrangler dev needs it too). */
+/**
+ * Takes a bare `--name` out of args; answers whether it was there.
+ * @param {string[]} args
+ * @param {string} name
+ */
+function takeFlag(args, name) {
+  const at = args.indexOf(name);
+  if (at >= 0) args.splice(at, 1);
+  return at >= 0;
+}
+/**
+ * Reads `--name value` or `--name=value` without removing it (wrangler dev needs it too).
+ * @param {string[]} args
+ * @param {...string} names
+ */
 function peekOption(args, ...names) {
   for (const name of names) {
     const at = args.findIndex((arg) => arg === name || arg.startsWith(`${name}=`));
@@ -41,7 +59,7 @@ function peekOption(args, ...names) {
 
 const devArgs = process.argv.slice(2);
 const cronEveryText = takeOption(devArgs, "--cron-every");
-const noCron = takeOption(devArgs, "--no-cron", { flag: true });
+const noCron = takeFlag(devArgs, "--no-cron");
 const cronEveryMs = cronEveryText === undefined ? null : parseEvery(cronEveryText);
 if (cronEveryText !== undefined && cronEveryMs === null) {
   console.error(`--cron-every ${cronEveryText}: use a duration like 30s, 2m or 1h`);
@@ -71,17 +89,22 @@ if (!peekOption(devArgs, "--env-file") && !existsSync(".dev.vars")) {
   console.log("Created .dev.vars from .dev.vars.example (local secrets for the demo source).");
 }
 
+/** `[name, value]` when the value was given, else nothing. */
+function optionArgs(/** @type {string} */ name, /** @type {string | undefined} */ value) {
+  return value ? [name, value] : [];
+}
+
 // The migrations must land in the same local state directory wrangler dev will read.
 const persistTo = peekOption(devArgs, "--persist-to");
-const configArgs = ["--config", "-c"].flatMap((name) => (peekOption(devArgs, name) ? [name, peekOption(devArgs, name)] : [])).slice(0, 2);
-const envArgs = ["--env", "-e"].flatMap((name) => (peekOption(devArgs, name) ? ["--env", peekOption(devArgs, name)] : [])).slice(0, 2);
+const configArgs = ["--config", "-c"].flatMap((name) => optionArgs(name, peekOption(devArgs, name))).slice(0, 2);
+const envArgs = ["--env", "-e"].flatMap((name) => optionArgs("--env", peekOption(devArgs, name))).slice(0, 2);
 // Every D1 database the config binds, not only DB: a source may keep its receipts in another (scripts/migrate.mjs).
 const migrated = spawnSync(process.execPath, ["scripts/migrate.mjs", "--local", "--quiet", ...configArgs, ...envArgs, ...(persistTo ? ["--persist-to", persistTo] : [])], { stdio: "inherit", env });
 if (migrated.status !== 0) process.exit(migrated.status ?? 1);
 
 const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], { stdio: "inherit", env });
 wrangler.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => wrangler.kill(signal));
+for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) process.on(signal, () => wrangler.kill(signal));
 
 const base = `http://${host}:${port}`.replace("0.0.0.0", "127.0.0.1");
 requeueAfterStarts();
@@ -110,6 +133,7 @@ function requeueAfterStarts() {
 async function startLocalCron() {
   const { unstable_readConfig } = await import("wrangler");
   const config = unstable_readConfig({ config: peekOption(devArgs, "--config", "-c"), env: peekOption(devArgs, "--env", "-e") });
+  /** @type {string[]} */
   const crons = config.triggers?.crons ?? [];
   const fire = async (/** @type {string} */ cron, /** @type {number} */ at) => {
     try {
@@ -128,7 +152,7 @@ async function startLocalCron() {
     try {
       return [{ cron, matches: parseCron(cron) }];
     } catch (error) {
-      console.error(`[local cron] ${cron} is not understood locally (${error.message}); it will only run when deployed`);
+      console.error(`[local cron] ${cron} is not understood locally (${error instanceof Error ? error.message : String(error)}); it will only run when deployed`);
       return [];
     }
   });

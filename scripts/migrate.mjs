@@ -14,7 +14,10 @@ import { unstable_readConfig } from "wrangler";
 const PROJECT_ROOT = fileURLToPath(new URL("../", import.meta.url));
 
 const args = process.argv.slice(2);
-/** `--name value` or `--name=value`, or undefined. */
+/**
+ * `--name value` or `--name=value`, or undefined.
+ * @param {...string} names
+ */
 function option(...names) {
   for (const name of names) {
     const at = args.findIndex((arg) => arg === name || arg.startsWith(`${name}=`));
@@ -30,7 +33,7 @@ const persistToOption = option("--persist-to");
 const persistTo = persistToOption === undefined ? undefined : resolve(persistToOption);
 const quiet = args.includes("--quiet");
 
-const bindings = (unstable_readConfig({ config, env: environment }).d1_databases ?? []).map((entry) => entry.binding);
+const bindings = (unstable_readConfig({ config, env: environment }).d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
 if (bindings.length === 0) {
   console.error(`no [[d1_databases]] in ${config ?? "wrangler.toml"}${environment ? ` for env ${environment}` : ""}: nothing to migrate`);
   process.exit(1);

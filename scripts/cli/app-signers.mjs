@@ -66,10 +66,16 @@ export const appSchemes = {
   },
 
   adyen: {
+    /**
+     * The fields of one Adyen NotificationRequestItem the signature covers; others pass through unread.
+     * @typedef {{ pspReference?: string, originalReference?: string, merchantAccountCode?: string, merchantReference?: string,
+     *   amount?: { value?: number, currency?: string }, eventCode?: string, success?: string,
+     *   additionalData?: Record<string, unknown>, [field: string]: unknown }} AdyenItem
+     */
     keyIn: "body",
     sign(input) {
       // Each item is signed on its own, keyed by the hex HMAC key, over Adyen's colon-joined fields.
-      const payload = /** @type {{ notificationItems?: { NotificationRequestItem: Record<string, any> }[] }} */ (structuredClone(input.payload));
+      const payload = /** @type {{ notificationItems?: { NotificationRequestItem: AdyenItem }[] }} */ (structuredClone(input.payload));
       const key = Buffer.from(input.secret, "hex");
       const items = (payload.notificationItems ?? []).map(({ NotificationRequestItem: item }, index) => {
         const signed = { ...item, pspReference: index === 0 ? input.eventKey : `${input.eventKey}${index}` };

@@ -12,12 +12,13 @@ if (major < 22 || (major === 22 && minor < 12)) {
 }
 
 /** Runs a command module lazily, so `receiver secret` does not load wrangler or the provider SDKs. */
-const run = (/** @type {() => Promise<{ [name: string]: Function }>} */ load, /** @type {string} */ name) =>
+const run = (/** @type {() => Promise<Record<string, unknown>>} */ load, /** @type {string} */ name) =>
   async (/** @type {unknown[]} */ ...args) => {
     const command = /** @type {Command} */ (args.at(-1));
     const options = { ...program.opts(), ...command.opts() };
     const positional = args.slice(0, -2);
-    process.exitCode = await (await load())[name](...positional, options);
+    const handler = /** @type {(...args: unknown[]) => Promise<number>} */ ((await load())[name]);
+    process.exitCode = await handler(...positional, options);
   };
 
 const program = new Command("receiver")

@@ -130,6 +130,7 @@ export async function handshakeSecret(provider, /** @type {SignInput} */ input) 
   const derived = createHmac("sha256", input.secret).update(`receiver cli send: ${provider} handshake`).digest("hex");
   const handedOver = provider === "notion" ? `secret_${derived}` : derived;
   const url = `${input.url}?verify_token=${encodeURIComponent(input.secret)}`;
+  /** @type {{ body: string, headers: Record<string, string> }} */
   const request =
     provider === "asana"
       ? { body: "", headers: { "x-hook-secret": handedOver } }

@@ -39,10 +39,15 @@ export function devVarsPath(options = {}) {
 }
 
 /**
+ * The parts of the wrangler config the CLI reads.
+ * @typedef {{ vars: Record<string, unknown>, triggers: { crons?: string[] }, name?: string, d1_databases?: { binding: string, database_name?: string, database_id?: string }[] }} WranglerConfig
+ */
+
+/**
  * The wrangler config as wrangler itself reads it (the same call vitest.config.ts uses), so `[env.*]` sections
  * and TOML details resolve exactly as they will on deploy.
  * @param {ProjectOptions} options
- * @returns {Promise<{ vars: Record<string, unknown>, triggers: { crons?: string[] }, name?: string }>}
+ * @returns {Promise<WranglerConfig>}
  */
 export async function readWranglerConfig(options = {}) {
   const path = configPath(options);

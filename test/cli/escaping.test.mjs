@@ -13,6 +13,7 @@ const RIGHT_TO_LEFT = "\u202e";
 const ACTIVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 test("show prints a key, type, subject, header, error and body holding terminal escapes as visible text", () => {
+  /** @type {import("../../scripts/cli/admin-api").ReceiptDetail} */
   const detail = {
     receipt: {
       receiptId: "01JD0000000000000000000000",
@@ -29,7 +30,7 @@ test("show prints a key, type, subject, header, error and body holding terminal 
       keptHeaders: { "user-agent": `agent\r${CLEAR_SCREEN}` },
       body: { encoding: "utf8", text: `not json\n${CLEAR_SCREEN}${RIGHT_TO_LEFT}` },
     },
-    attempts: [{ attemptNumber: 1, outcome: "dead", httpStatus: 500, durationMs: 5, startedAt: 1_800_000_000_100, error: `boom${RETITLE}` }],
+    attempts: [{ attemptNumber: 1, outcome: "dead", httpStatus: 500, durationMs: 5, startedAt: 1_800_000_000_100, finishedAt: 1_800_000_000_105, error: `boom${RETITLE}` }],
   };
   const lines = describe(detail, true);
   for (const line of lines) assert.doesNotMatch(line, ACTIVE, `an active character reached the terminal in ${JSON.stringify(line)}`);

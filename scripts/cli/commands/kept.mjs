@@ -17,16 +17,18 @@ export async function kept(action, source, fingerprint, options) {
   const path = `/sources/${encodeURIComponent(source)}/kept-secrets`;
   if (action === "list") {
     if (fingerprint !== undefined) throw new CliError("kept list takes only the source", EXIT.usage);
+    /** @type {{ keptSecrets: import("../admin-api").KeptSecretListing[] }} */
     const answer = await adminRequest(options, path);
     if (options.json) console.log(JSON.stringify(answer));
     else printList(source, answer.keptSecrets);
     return 0;
   }
   if (!fingerprint) throw new CliError(`kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`, EXIT.usage);
+  /** @type {{ approved?: import("../admin-api").KeptSecretListing, revoked?: import("../admin-api").KeptSecretListing }} */
   const answer = await adminRequest(options, `${path}/${encodeURIComponent(fingerprint)}/${action}`, { method: "POST", body: {} });
   if (options.json) console.log(JSON.stringify(answer));
-  else if (action === "approve") console.log(`approved ${answer.approved.fingerprint} for ${source}: deliveries signed with it now verify`);
-  else console.log(`revoked ${answer.revoked.fingerprint} for ${source}: deliveries signed with it are refused (within a minute everywhere)`);
+  else if (action === "approve") console.log(`approved ${answer.approved?.fingerprint} for ${source}: deliveries signed with it now verify`);
+  else console.log(`revoked ${answer.revoked?.fingerprint} for ${source}: deliveries signed with it are refused (within a minute everywhere)`);
   return 0;
 }
 

@@ -9,6 +9,7 @@ import { adminRequest } from "../http.mjs";
 export async function replay(receiptId, options) {
   if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
   if (receiptId !== undefined) {
+    /** @type {import("../admin-api").ReplayReport} */
     const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay`, { method: "POST" });
     console.log(options.json ? JSON.stringify(report) : `replayed ${report.receiptId}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
     return 0;
@@ -24,9 +25,10 @@ export async function replay(receiptId, options) {
   let after;
   for (let round = 0; round < 1000; round += 1) {
     const filter = Object.fromEntries(Object.entries({ source: options.source, since: options.since, until: options.until, type: options.type, after }).filter(([, value]) => value !== undefined));
+    /** @type {import("../admin-api").BulkReplayReport} */
     const report = await adminRequest(options, "/dead/replay", { method: "POST", body: filter });
     total += report.replayed;
-    ids.push(...report.results.filter((/** @type {any} */ result) => result.outcome === "replayed").map((/** @type {any} */ result) => result.receiptId));
+    ids.push(...report.results.filter((result) => result.outcome === "replayed").map((result) => result.receiptId));
     if (!report.more || !report.cursor || report.cursor === after) break;
     after = report.cursor;
   }

@@ -17,6 +17,7 @@ export async function show(first, eventKey, options) {
   if (eventKey === undefined && !RECEIPT_ID.test(first)) {
     throw new CliError(`${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`, EXIT.usage);
   }
+  /** @type {import("../admin-api").ReceiptDetail} */
   const detail = await adminRequest(options, path);
   if (options.json) {
     console.log(JSON.stringify(detail, null, 2));
@@ -28,7 +29,7 @@ export async function show(first, eventKey, options) {
 
 /**
  * The receipt as lines of text: identity, timeline (every hop and attempt in order), outcome.
- * @param {any} detail the admin API's receipt detail
+ * @param {import("../admin-api").ReceiptDetail} detail the admin API's receipt detail
  * @param {boolean} withBody
  */
 export function describe(detail, withBody) {
@@ -41,7 +42,7 @@ export function describe(detail, withBody) {
     lines.push(`subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
   }
   // The receipt's own counter restarts with each replay; attempt numbers go on across them.
-  const attemptsEver = Math.max(receipt.attempts ?? 0, ...(detail.attempts ?? []).map((/** @type {any} */ attempt) => attempt.attemptNumber));
+  const attemptsEver = Math.max(receipt.attempts ?? 0, ...(detail.attempts ?? []).map((attempt) => attempt.attemptNumber));
   const sinceReplay = (receipt.replayCount ?? 0) > 0 && attemptsEver !== receipt.attempts ? ` (${receipt.attempts} since the last replay)` : "";
   lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${attemptsEver}${sinceReplay}`, "", "timeline");
   /** @type {[number, string][]} */
@@ -81,7 +82,7 @@ export function describe(detail, withBody) {
   return lines;
 }
 
-/** @param {any} receipt */
+/** @param {import("../admin-api").Receipt} receipt */
 function outcomeSentence(receipt) {
   switch (receipt.status) {
     case "processed":

@@ -42,6 +42,7 @@ export async function tail(options) {
 
   /** @type {Map<string, Seen>} what was last printed for each receipt */
   const seen = new Map();
+  /** @type {import("../admin-api").ReceiptList} */
   const first = await adminRequest(options, `/receipts?${query}`);
   const backlog = [...first.receipts].reverse();
   for (const receipt of backlog.slice(Math.max(0, backlog.length - history))) await report(receipt, seen, options);
@@ -73,6 +74,7 @@ export async function tail(options) {
     if (stopped) break;
     let news = false;
     try {
+      /** @type {import("../admin-api").ReceiptList} */
       const newest = await adminRequest(options, `/receipts?${query}`);
       if (lostSince) console.log(dim(`receiver back at ${clock(Date.now())}`));
       lostSince = 0;
@@ -82,6 +84,7 @@ export async function tail(options) {
         let more = true;
         while (more && !stopped) {
           changes.set("changedSince", changesCursor);
+          /** @type {import("../admin-api").ReceiptChanges} */
           const changed = await adminRequest(options, `/receipts?${changes}`);
           for (const receipt of changed.receipts) news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
           ({ changesCursor, more } = changed);
@@ -114,6 +117,7 @@ export async function tail(options) {
  */
 async function duplicateTally(options, source) {
   const read = async () => {
+    /** @type {import("../admin-api").Stats} */
     const stats = await adminRequest(options, `/stats?source=${encodeURIComponent(source)}&window=2h`);
     const hours = /** @type {{ hour: number, deliveries: number }[] | null | undefined} */ (stats.sources?.[0]?.duplicatesByHour);
     return hours ? new Map(hours.map((row) => [row.hour, row.deliveries])) : null;
@@ -139,7 +143,7 @@ async function duplicateTally(options, source) {
   };
 }
 
-/** @param {any} receipt */
+/** @param {import("../admin-api").Receipt} receipt */
 const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.replayCount ?? 0}`;
 
 /**
@@ -152,7 +156,7 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
  * Prints a receipt the first time it is seen, and each attempt, replay and status change after that. An older
  * receipt first seen because it changed (`changedFrom`, the changes cursor's time) shows only what happened since
  * then, not its whole history (`show` has that). Answers whether anything about it changed.
- * @param {any} receipt a receipt summary from the API
+ * @param {import("../admin-api").Receipt} receipt a receipt summary from the API
  * @param {Map<string, Seen>} seen
  * @param {import("../project.mjs").ProjectOptions} options
  * @param {number} [changedFrom]
@@ -169,6 +173,7 @@ async function report(receipt, seen, options, changedFrom) {
   const from = before?.from ?? changedFrom ?? 0;
   const next = { state, status: receipt.status, lastAttempt: before?.lastAttempt ?? 0, replays: before?.replays ?? 0, from };
   if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays) {
+    /** @type {import("../admin-api").ReceiptDetail} */
     const detail = await adminRequest(options, `/receipts/${receipt.receiptId}`);
     /** @type {[number, string][]} */
     const lines = [];
@@ -183,7 +188,7 @@ async function report(receipt, seen, options, changedFrom) {
       const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null ? ` ${dim(`(${duration(attempt.durationMs)})`)}` : ""}`;
       lines.push([attempt.startedAt, `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
     }
-    next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((/** @type {any} */ attempt) => attempt.attemptNumber));
+    next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((attempt) => attempt.attemptNumber));
     for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
   }
   if (before !== undefined && before.status !== receipt.status) {
