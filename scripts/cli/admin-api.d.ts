@@ -21,6 +21,7 @@ export interface Receipt {
   relayedAt?: number | null;
   processedAt?: number | null;
   dismissedAt?: number | null;
+  restoredAt?: number | null;
   nextAttemptAt?: number | null;
   lastError?: string | null;
   staleAgainstVersion?: number | null;
