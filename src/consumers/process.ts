@@ -3,7 +3,8 @@ import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
 import { logEvent, logsSuccesses } from "../lib/log";
-import { recordAttempt } from "../lib/metrics";
+import { recordAttempt } from "../lib/analytics";
+import type { SourceConfig } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
@@ -20,8 +21,6 @@ import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
  * lets one run's effect commit, and a lease keeps a second forward out while the first is alive. The state
  * machine is drawn in docs/processing.md.
  */
-
-export type ProcessOutcome = QueueVerdict;
 
 /**
  * Destinations run at once within a batch. A Worker keeps at most six outgoing connections open, and a forward
@@ -55,14 +54,14 @@ export async function processBatch(
   now = Date.now(),
   invocationEndsBy = Number.POSITIVE_INFINITY,
   options: { leaseEveryAttempt?: boolean } = {},
-): Promise<Map<string, ProcessOutcome>> {
+): Promise<Map<string, QueueVerdict>> {
   // Read the configuration before anything else: a broken table throws here and leaves every receipt untouched.
   const sources = loadSources(env);
   const broken = sourceProblems(env);
   const db = database(env);
   const unique = [...new Set(receiptIds)];
   const rows = await loadReceipts(db, unique, env);
-  const verdicts = new Map<string, ProcessOutcome>();
+  const verdicts = new Map<string, QueueVerdict>();
   for (const receiptId of unique) {
     if (!rows.some((row) => row.receiptId === receiptId)) {
       logEvent("process.receipt_missing", { receipt: receiptId });
@@ -137,7 +136,7 @@ export async function processBatch(
 }
 
 /** One receipt, for tests and callers outside a queue batch. */
-export async function processReceipt(env: Env, receiptId: string, now = Date.now()): Promise<ProcessOutcome> {
+export async function processReceipt(env: Env, receiptId: string, now = Date.now()): Promise<QueueVerdict> {
   return (await processBatch(env, [receiptId], now)).get(receiptId)!;
 }
 
@@ -147,7 +146,7 @@ async function attempt(
   startedAt: number,
   clock: () => number,
   lease: LazyLease,
-  source: ReturnType<ReturnType<typeof loadSources>["get"]>,
+  source: SourceConfig | undefined,
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
   if (receipt.committedAt !== null) {

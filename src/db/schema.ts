@@ -201,12 +201,12 @@ export const accounts = sqliteTable("accounts", {
 
 /**
  * Secrets a sender handed over in a proven handshake (Asana's X-Hook-Secret, Notion's verification_token): later
- * deliveries to the source verify against them (src/ingest/handshake-secrets.ts). Written only after the handshake's
+ * deliveries to the source verify against them (src/ingest/kept-secrets.ts). Written only after the handshake's
  * own proof (the source's verify token) checked out. Only "active" ones verify deliveries: a handshake while the
  * source already has one is kept "pending" until an operator approves it (migrations/0008_kept_secret_status.sql).
  * `received_at` is the last time the sender handed it over (a repeated handshake refreshes it).
  */
-export const handshakeSecrets = sqliteTable(
+export const keptSecrets = sqliteTable(
   "handshake_secrets",
   {
     source: text("source").notNull(),

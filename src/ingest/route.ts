@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { apiError } from "../lib/errors";
 import { logError, logEvent, logsSuccesses } from "../lib/log";
-import { recordDelivery } from "../lib/metrics";
+import { recordDelivery } from "../lib/analytics";
 import { adapterFor } from "../providers/registry";
 import type { ProviderAdapter, VerifyResult } from "../providers/types";
 import { SourceConfigError, type SourceConfig } from "../sources/config";
@@ -9,7 +9,7 @@ import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
 import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
-import { keepSecret, secretFingerprint, storedSecrets } from "./handshake-secrets";
+import { activeKeptSecrets, keepSecret, secretFingerprint } from "./kept-secrets";
 import { readBodyWithCap } from "./read-body";
 
 /**
@@ -174,7 +174,7 @@ async function verifyOnce(delivery: Delivery, request: Request, url: string, { s
   const { env, sourceName, method, requestId, startedAt } = delivery;
   let kept;
   try {
-    kept = adapter.storedSecrets ? await storedSecrets(env, sourceName, startedAt, fresh) : undefined;
+    kept = adapter.keptSecrets ? await activeKeptSecrets(env, sourceName, startedAt, fresh) : undefined;
   } catch (error) {
     // Without the sender's handshake secret nothing can be verified: 503 so it retries, never a final 401.
     logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
@@ -190,7 +190,7 @@ async function verifyOnce(delivery: Delivery, request: Request, url: string, { s
     now: startedAt,
     options: source.options,
     verifyTokens: keys.verifyTokens,
-    storedSecrets: kept?.secrets,
+    keptSecrets: kept?.secrets,
   });
   return { verdict, cached: kept?.cached ?? false };
 }

@@ -21,7 +21,7 @@ export type HandshakeStep = (input: DeliveryInput) => VerifyResult | null | Prom
 export function withHandshake(
   adapter: ProviderAdapter,
   handshake: HandshakeStep,
-  extra: Pick<ProviderAdapter, "methods" | "storedSecrets"> = {},
+  extra: Pick<ProviderAdapter, "methods" | "keptSecrets"> = {},
 ): ProviderAdapter {
   return {
     ...adapter,

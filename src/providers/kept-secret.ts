@@ -16,7 +16,7 @@ export function keptSecretAdapter(
 ): ProviderAdapter {
   const verifiesWithKeptSecrets: ProviderAdapter = {
     ...delivery,
-    verify: (input) => delivery.verify({ ...input, secrets: input.storedSecrets ?? [] }),
+    verify: (input) => delivery.verify({ ...input, secrets: input.keptSecrets ?? [] }),
   };
   return withHandshake(
     verifiesWithKeptSecrets,
@@ -27,6 +27,6 @@ export function keptSecretAdapter(
       if (!(await tokenMatches(urlVerifyToken(input.url), input.secrets))) return rejected("signature-mismatch");
       return handshake(answer(secret), secret);
     },
-    { storedSecrets: true },
+    { keptSecrets: true },
   );
 }

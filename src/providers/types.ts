@@ -32,9 +32,9 @@ export interface DeliveryInput {
   verifyTokens?: readonly SourceSecret[];
   /**
    * Secrets the sender handed over in an earlier, proven handshake and the receiver kept (Asana's X-Hook-Secret,
-   * Notion's verification_token), newest first. Only for adapters with `storedSecrets`.
+   * Notion's verification_token), newest first. Only for adapters with `keptSecrets`.
    */
-  storedSecrets?: readonly SourceSecret[];
+  keptSecrets?: readonly SourceSecret[];
 }
 
 /** What a verified delivery is, in the provider's own documented terms. */
@@ -123,8 +123,8 @@ export interface ProviderAdapter {
   verify(input: DeliveryInput): Promise<VerifyResult>;
   /** Methods the route passes to this adapter; POST when absent. GET is only for challenge handshakes. */
   readonly methods?: readonly ("GET" | "POST")[];
-  /** The sender hands its signing secret over in a handshake: the route loads kept ones into `storedSecrets`. */
-  readonly storedSecrets?: boolean;
+  /** The sender hands its signing secret over in a handshake: the route loads kept ones into `keptSecrets`. */
+  readonly keptSecrets?: boolean;
   /** Deploy-time validation of the source's options: a list of problems, empty when fine. */
   validateOptions?(options: SourceOptions): string[];
 }

@@ -40,7 +40,7 @@ export function sourceKeys(source: SourceConfig, env: object, now: number): Sour
     verifyTokens,
     signingUnset: secrets.length === 0 ? missing : [],
     verifyTokensUnset: tokenNames.length > 0 && verifyTokens.length === 0 ? tokenNames : [],
-    signingExpired: secrets.length === 0 && missing.length === 0 && !adapterFor(source.provider)?.storedSecrets ? source.secrets.map((ref) => ref.name) : [],
+    signingExpired: secrets.length === 0 && missing.length === 0 && !adapterFor(source.provider)?.keptSecrets ? source.secrets.map((ref) => ref.name) : [],
   };
 }
 

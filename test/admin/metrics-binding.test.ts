@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
-import { metricsQuerySettings } from "../../src/admin/metrics-query";
+import { metricsQuerySettings } from "../../src/admin/analytics-query";
 import { deliverTo, uniqueSource } from "./support";
 
 /**

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { readDeliveryMetrics } from "../../src/admin/metrics-query";
+import { readDeliveryMetrics } from "../../src/admin/analytics-query";
 import { sourceStats } from "../../src/admin/stats";
-import { recordAttempt } from "../../src/lib/metrics";
+import { recordAttempt } from "../../src/lib/analytics";
 import { credit, signDemo } from "../support/deliveries";
 import { uniqueSource } from "./support";
 

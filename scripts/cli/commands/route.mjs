@@ -60,7 +60,7 @@ export async function route(action, sourceName, sampleOrFile, options) {
   const headers = new Headers(signed.headers);
   const adapter = worker.adapterFor(provider);
   // Such a sender signs with a secret it handed over in a handshake, which only the running receiver keeps.
-  if (adapter.storedSecrets) throw new CliError(`${provider} signs with a secret kept from its handshake, which only the running receiver has: route test cannot verify its samples locally`);
+  if (adapter.keptSecrets) throw new CliError(`${provider} signs with a secret kept from its handshake, which only the running receiver has: route test cannot verify its samples locally`);
   const verdict = await adapter.verify({ source: sourceName, method: "POST", rawBody, headers, url, secrets: [{ name: secret.name, value: secret.value }], now: Date.now(), options: table });
   if (verdict.kind !== "event") throw new CliError(`the ${provider} adapter did not take the signed sample as an event (${verdict.kind}${verdict.reason ? `: ${verdict.reason}` : ""}); is it a ${provider} event?`);
   const { eventType, subjectId } = verdict.identity;

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { changeKeptSecret, listKeptSecrets } from "../../ingest/handshake-secrets";
+import { changeKeptSecret, listKeptSecrets } from "../../ingest/kept-secrets";
 import { apiError } from "../../lib/errors";
 import { adapterFor } from "../../providers/registry";
 import { lookupSource } from "../../sources/registry";
@@ -7,7 +7,7 @@ import type { AdminEnv } from "../auth";
 
 /**
  * /admin/api/sources/:source/kept-secrets — the secrets Asana and Notion handed over in a handshake
- * (src/ingest/handshake-secrets.ts), by fingerprint, never by value. A source's first one is active at once;
+ * (src/ingest/kept-secrets.ts), by fingerprint, never by value. A source's first one is active at once;
  * one handed over while another is active waits as "pending" until approved here. Revoke removes either.
  * Mounted behind requireBearer by ./routes.ts.
  */
@@ -19,7 +19,7 @@ const FINGERPRINT = /^[0-9a-f]{16}$/;
 function keptSecretSource(env: Env, source: string): string {
   const lookup = lookupSource(env, source);
   if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
-  if (lookup.kind === "valid" && !adapterFor(lookup.source.provider)?.storedSecrets) {
+  if (lookup.kind === "valid" && !adapterFor(lookup.source.provider)?.keptSecrets) {
     throw apiError(400, "no_kept_secrets", "This source's provider hands over no secret to keep; only asana and notion sources have kept secrets.");
   }
   return source;

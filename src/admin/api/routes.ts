@@ -15,7 +15,7 @@ import {
 } from "../filters";
 import { listAlerts } from "../alerts";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
-import { deliveryMetricsFor } from "../metrics-query";
+import { deliveryMetricsFor } from "../analytics-query";
 import { listQuarantine, receiptChanges, searchReceipts } from "../lists";
 import { receiptDetail, receiptIdForEvent } from "../queries";
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";

@@ -12,7 +12,7 @@ import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFa
 import { listAlerts } from "../alerts";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../lists";
-import { deliveryMetricsFor } from "../metrics-query";
+import { deliveryMetricsFor } from "../analytics-query";
 import { emptySeries, sourceSeries } from "../series";
 import { sourcesHealth } from "../../sources/registry";
 import { sourceStats } from "../stats";

@@ -2,13 +2,13 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { sha256Hex } from "../crypto/digest";
 import { utf8Bytes } from "../crypto/encoding";
 import { database } from "../db/client";
-import { handshakeSecrets } from "../db/schema";
+import { keptSecrets } from "../db/schema";
 import type { SourceSecret } from "../providers/types";
 
 /**
- * Secrets senders hand over in a handshake (Asana's X-Hook-Secret, Notion's verification_token), kept in D1's
- * `handshake_secrets`. Only sources whose adapter has `storedSecrets` read it, so every other source's
- * acknowledgement path still touches no D1. Reads are cached per isolate for a minute; an empty answer is never
+ * Kept secrets: the ones senders hand over in a handshake (Asana's X-Hook-Secret, Notion's verification_token),
+ * kept in D1's `handshake_secrets` (the table's older name; renaming it would need a migration). Only sources whose
+ * adapter has `keptSecrets` read it, so every other source's acknowledgement path still touches no D1. Reads are cached per isolate for a minute; an empty answer is never
  * cached, and a cached list is re-read once when it verifies nothing (a hook registered in another isolate).
  *
  * The verify token that proves a handshake sits in the registered URL, so in logs: it is enough for a source's
@@ -45,14 +45,14 @@ function asSecrets(rows: { secret: string; receivedAt: number }[]): SourceSecret
 }
 
 /** The active kept secrets of a source, newest first: the only ones a delivery verifies against. */
-export async function storedSecrets(env: Pick<Env, "DB">, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
+export async function activeKeptSecrets(env: Pick<Env, "DB">, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
   const hit = cache.get(source);
   if (!fresh && hit && now - hit.readAt < CACHE_TTL_MS) return { secrets: hit.secrets, cached: true };
   const rows = await database(env)
-    .select({ secret: handshakeSecrets.secret, receivedAt: handshakeSecrets.receivedAt })
-    .from(handshakeSecrets)
-    .where(and(eq(handshakeSecrets.source, source), eq(handshakeSecrets.status, "active")))
-    .orderBy(desc(handshakeSecrets.receivedAt))
+    .select({ secret: keptSecrets.secret, receivedAt: keptSecrets.receivedAt })
+    .from(keptSecrets)
+    .where(and(eq(keptSecrets.source, source), eq(keptSecrets.status, "active")))
+    .orderBy(desc(keptSecrets.receivedAt))
     .limit(KEPT_PER_SOURCE);
   const secrets = asSecrets(rows);
   if (secrets.length > 0) cache.set(source, { secrets, readAt: now });
@@ -67,16 +67,16 @@ export async function storedSecrets(env: Pick<Env, "DB">, source: string, now: n
  */
 export async function keepSecret(env: Pick<Env, "DB">, source: string, secret: string, now: number): Promise<KeptSecretStatus> {
   const db = database(env);
-  const anotherIsActive = sql`EXISTS (SELECT 1 FROM ${handshakeSecrets} WHERE ${handshakeSecrets.source} = ${source} AND ${handshakeSecrets.status} = 'active' AND ${handshakeSecrets.secret} <> ${secret})`;
+  const anotherIsActive = sql`EXISTS (SELECT 1 FROM ${keptSecrets} WHERE ${keptSecrets.source} = ${source} AND ${keptSecrets.status} = 'active' AND ${keptSecrets.secret} <> ${secret})`;
   const [kept] = await db
-    .insert(handshakeSecrets)
+    .insert(keptSecrets)
     .values({ source, secret, receivedAt: now, status: sql`CASE WHEN ${anotherIsActive} THEN 'pending' ELSE 'active' END` })
-    .onConflictDoUpdate({ target: [handshakeSecrets.source, handshakeSecrets.secret], set: { receivedAt: sql`max(${handshakeSecrets.receivedAt}, excluded.received_at)` } })
-    .returning({ status: handshakeSecrets.status });
+    .onConflictDoUpdate({ target: [keptSecrets.source, keptSecrets.secret], set: { receivedAt: sql`max(${keptSecrets.receivedAt}, excluded.received_at)` } })
+    .returning({ status: keptSecrets.status });
   if (kept!.status === "pending") {
-    await db.run(sql`DELETE FROM ${handshakeSecrets} WHERE ${handshakeSecrets.source} = ${source} AND ${handshakeSecrets.status} = 'pending'
-      AND ${handshakeSecrets.secret} NOT IN (SELECT ${handshakeSecrets.secret} FROM ${handshakeSecrets} WHERE ${handshakeSecrets.source} = ${source}
-        AND ${handshakeSecrets.status} = 'pending' ORDER BY ${handshakeSecrets.receivedAt} DESC LIMIT ${PENDING_PER_SOURCE})`);
+    await db.run(sql`DELETE FROM ${keptSecrets} WHERE ${keptSecrets.source} = ${source} AND ${keptSecrets.status} = 'pending'
+      AND ${keptSecrets.secret} NOT IN (SELECT ${keptSecrets.secret} FROM ${keptSecrets} WHERE ${keptSecrets.source} = ${source}
+        AND ${keptSecrets.status} = 'pending' ORDER BY ${keptSecrets.receivedAt} DESC LIMIT ${PENDING_PER_SOURCE})`);
   }
   cache.delete(source);
   return kept!.status;
@@ -84,10 +84,10 @@ export async function keepSecret(env: Pick<Env, "DB">, source: string, secret: s
 
 async function keptRows(env: Pick<Env, "DB">, source: string) {
   const rows = await database(env)
-    .select({ secret: handshakeSecrets.secret, status: handshakeSecrets.status, receivedAt: handshakeSecrets.receivedAt })
-    .from(handshakeSecrets)
-    .where(eq(handshakeSecrets.source, source))
-    .orderBy(desc(handshakeSecrets.receivedAt));
+    .select({ secret: keptSecrets.secret, status: keptSecrets.status, receivedAt: keptSecrets.receivedAt })
+    .from(keptSecrets)
+    .where(eq(keptSecrets.source, source))
+    .orderBy(desc(keptSecrets.receivedAt));
   return Promise.all(rows.map(async (row) => ({ ...row, fingerprint: await secretFingerprint(row.secret) })));
 }
 
@@ -105,10 +105,10 @@ export async function listKeptSecrets(env: Pick<Env, "DB">, source: string): Pro
 export async function changeKeptSecret(env: Pick<Env, "DB">, source: string, fingerprint: string, change: "approve" | "revoke"): Promise<KeptSecretListing | null> {
   const row = (await keptRows(env, source)).find((candidate) => candidate.fingerprint === fingerprint);
   if (!row) return null;
-  const which = and(eq(handshakeSecrets.source, source), eq(handshakeSecrets.secret, row.secret));
+  const which = and(eq(keptSecrets.source, source), eq(keptSecrets.secret, row.secret));
   const db = database(env);
-  if (change === "approve") await db.update(handshakeSecrets).set({ status: "active" }).where(which);
-  else await db.delete(handshakeSecrets).where(which);
+  if (change === "approve") await db.update(keptSecrets).set({ status: "active" }).where(which);
+  else await db.delete(keptSecrets).where(which);
   cache.delete(source);
   return listing({ ...row, status: change === "approve" ? "active" : row.status });
 }
