@@ -20,6 +20,7 @@ import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
 import { bareRuntime, deploymentWithSource, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
+import { poisonCheck } from "./lib/poison.ts";
 import { formatSamples, runSoak, SOAK_SOURCE, soakDeployment, type SoakResult } from "./lib/soak.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
@@ -51,6 +52,7 @@ async function main(flags: BenchFlags): Promise<void> {
   if (flags.phases.has("meters")) await meters(flags, deployment, stateDir);
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
+  if (flags.phases.has("poison")) await poison(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
   if (flags.phases.has("soak")) await soak(flags, deployment, stateDir);
 }
@@ -364,6 +366,20 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   if (stream.abandoned > 0) failures.push(`crash recovery: the sender gave up on ${stream.abandoned} events`);
   results.crash = { row, kills: killTimes, restartSeconds, stream: { ...stream, arrivals: undefined }, cronTriggers: waited.cronTriggers };
   await runtime.stop();
+}
+
+/** A poison event under real SIGKILLs (bench/lib/poison.ts): dead alone, its crashes counted, its batch-mates applied once. */
+async function poison(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
+  console.log("\n== 2b. poison event: one event whose attempt never returns, sent with 9 batch-mates; the runtime is SIGKILLed mid-attempt until it is dead");
+  const startedAt = performance.now();
+  const result = await poisonCheck(deployment, stateDir, { port: await portAt(flags, 6), inspectorPort: await portAt(flags, 16) }, (runtime) => runtimes.push(runtime));
+  console.log(
+    `${result.kills} kills; poison ${result.poison.status} after ${result.poison.attempts} counted attempts ` +
+      `(${result.poison.history.map(({ number, outcome }) => `${number}:${outcome}`).join(", ")}); batch-mates: ${result.mates.processed} of ${result.mates.sent} processed, ` +
+      `${result.mates.appliedOnce} applied once, ${result.mates.appliedTwice} more than once; cron fired ${result.cronRuns} times; ${((performance.now() - startedAt) / 1000).toFixed(1)} s`,
+  );
+  results.poison = result;
+  failures.push(...result.failures);
 }
 
 /** The bare Worker's paths for the floor of one Durable Object call (bench/bare-worker/index.ts). */

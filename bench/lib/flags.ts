@@ -34,7 +34,7 @@ export interface BenchFlags {
   soak: { rate: number; minutes: number; payloadRetention: string; dedupeRetention: string; cronSeconds: number };
 }
 
-export type Phase = "sim" | "crash" | "perf" | "meters" | "soak";
+export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak";
 
 const HELP = `npm run bench -- [flags]
   --events N            simulation events (default 10000; 500 with --check)
@@ -55,8 +55,9 @@ const HELP = `npm run bench -- [flags]
   --perf-seconds S      measured seconds per target and concurrency (5)
   --perf-levels a,b,c   concurrency levels (1,16,64)
   --e2e-events N        events for the end-to-end throughput run (5000)
-  --only sim,crash,perf,meters,soak
-                        phases to run (default all but soak; --check runs sim and crash: real SIGKILLs). meters: billed units per event from
+  --only sim,crash,poison,perf,meters,soak
+                        phases to run (default all but soak; --check runs sim, crash and poison: real SIGKILLs). poison: one event
+                        whose attempt never returns, killed with the runtime until it is dead, its batch-mates applied once. meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
                         fixed arrival rate for a while with retention scaled down, sampled every 30 s
   --large-share P       meters: share of events with a body above the R2 threshold, for the all-in figure (0.01)
@@ -69,7 +70,7 @@ const HELP = `npm run bench -- [flags]
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
   --json FILE           also write every number as JSON
-  --port-base N         first of the ports used (8820, base..base+14; with --check free ports are picked)`;
+  --port-base N         first of the ports used (8820, base..base+16; with --check free ports are picked)`;
 
 export function parseFlags(argv: readonly string[]): BenchFlags {
   const given = new Map<string, string>();
@@ -114,8 +115,8 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   };
 
   const phases = new Set<Phase>();
-  for (const phase of (given.get("only") ?? (check ? "sim,crash" : "sim,crash,perf,meters")).split(",")) {
-    if (phase !== "sim" && phase !== "crash" && phase !== "perf" && phase !== "meters" && phase !== "soak") throw new FlagError(`--only: unknown phase ${phase}`);
+  for (const phase of (given.get("only") ?? (check ? "sim,crash,poison" : "sim,crash,poison,perf,meters")).split(",")) {
+    if (phase !== "sim" && phase !== "crash" && phase !== "poison" && phase !== "perf" && phase !== "meters" && phase !== "soak") throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
   }
   const onlyMeters = phases.size === 1 && phases.has("meters");

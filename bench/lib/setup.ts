@@ -10,7 +10,7 @@ import { applyMigrations, Runtime } from "./runtime.ts";
  * directory with the D1 migrations applied.
  */
 
-const repoRoot = resolve(import.meta.dirname, "..", "..");
+export const repoRoot = resolve(import.meta.dirname, "..", "..");
 
 export interface ReceiverDeployment {
   configPath: string;
@@ -64,10 +64,12 @@ export function deploymentWithSource(
   deployment: ReceiverDeployment,
   label: string,
   sourceName: string,
-  settings: Record<string, string | string[]>,
+  settings: Record<string, string | string[] | Record<string, number>>,
 ): ReceiverDeployment {
   const original = readFileSync(deployment.configPath, "utf8");
-  const lines = Object.entries(settings).map(([key, value]) => `${key} = ${JSON.stringify(value)}`);
+  const tomlValue = (value: string | string[] | Record<string, number>) =>
+    typeof value === "string" || Array.isArray(value) ? JSON.stringify(value) : `{ ${Object.entries(value).map(([key, number]) => `${key} = ${number}`).join(", ")} }`;
+  const lines = Object.entries(settings).map(([key, value]) => `${key} = ${tomlValue(value)}`);
   const table = [`[vars.SOURCES.${sourceName}]`, ...lines, "", ""].join("\n");
   const at = original.search(/^\[env\./m);
   const config = at < 0 ? `${original}\n${table}` : `${original.slice(0, at)}${table}${original.slice(at)}`;

@@ -1,7 +1,9 @@
 import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import { databaseNamedBy, probeTimeOf, receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { databaseNamedBy, isRedriven, probeTimeOf, receiptIdsOf, type QueuedWork } from "../model/work-message";
 import { recordProbesHandled } from "./queue-probe";
+import { unboundDatabaseObservation } from "../monitor/conditions";
+import { reportObservations } from "../monitor/report";
 import { enqueueReceipts } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
@@ -30,7 +32,7 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
   //
-  // A redelivered message's last delivery never finished: perhaps one of its receipts killed the isolate. Each of
+  // A redelivered (or re-driven) message's last delivery never finished: perhaps one of its receipts killed the isolate. Each of
   // its receipts then runs, and commits, on its own, under a lease that counts its attempt before it starts: the
   // batch-mates finish, and a crash is charged to the one receipt that was running (process.ts gives up on it once
   // its count spends the retry budget).
@@ -104,7 +106,7 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     if (nowhere.length > 0) {
       // Named for a database this Worker no longer binds, and in none it has: never acked as done. It comes back
       // until the binding does (or the queue gives up and its dead-letter consumer says so again).
-      logUnbound("consume.database_unbound", message.body, nowhere.length);
+      await reportUnbound(env, "consume.database_unbound", message.body, nowhere.length);
       message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
       continue;
     }
@@ -115,10 +117,12 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
 
 /**
  * Delivered before and not acknowledged: the consumer died (or D1 was unreachable, the one case where this consumer
- * asks for a retry itself, which costs only the careful path once).
+ * asks for a retry itself, which costs only the careful path once). Or sent by the cron's re-drive in place of a
+ * message that was lost, which is what a consumer's death does to a local runtime's queue. A first delivery of the
+ * relay's own message never gets here: the happy path takes no lease.
  */
 function isRedelivered(message: Message<QueuedWork>): boolean {
-  return message.attempts > 1;
+  return message.attempts > 1 || isRedriven(message.body);
 }
 
 function sourceName(message: QueuedWork): string {
@@ -142,9 +146,19 @@ function receiptIdsByDatabase(env: Env, messages: readonly Message<QueuedWork>[]
   return byDatabase;
 }
 
-/** A message's receipts no bound database holds, while the database it names is no binding of this Worker any more. */
-function logUnbound(event: string, message: QueuedWork, receipts: number): void {
-  logError(event, new Error(`no bound database holds ${receipts} receipts of this message`), { database: databaseNamedBy(message), source: sourceName(message), receipts });
+/**
+ * A message's receipts no bound database holds, while the database it names is no binding of this Worker any more:
+ * logged, and raised as the system alert `database-unbound` (src/monitor/conditions.ts), which stays open until the
+ * binding is back. A monitor that does not answer leaves the log line as the alert.
+ */
+async function reportUnbound(env: Env, event: string, message: QueuedWork, receipts: number): Promise<void> {
+  const database = databaseNamedBy(message) ?? "";
+  logError(event, new Error(`no bound database holds ${receipts} receipts of this message`), { database, source: sourceName(message), receipts });
+  try {
+    await reportObservations(env, [unboundDatabaseObservation(database, true, receipts)], false);
+  } catch (error) {
+    logError("monitor.report_failed", error, { reporter: `database:${database}` });
+  }
 }
 
 /** receipt id → binding, turned into binding → receipt ids. */
@@ -179,7 +193,7 @@ async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Pr
       for (const [binding, idsInDatabase] of groupByValue(holders)) await markDead(envForDatabase(env, binding), idsInDatabase, error);
       const nowhere = new Set(receiptIds).size - holders.size;
       const named = databaseNamedBy(message.body);
-      if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named)) logUnbound("dead_letter.database_unbound", message.body, nowhere);
+      if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named)) await reportUnbound(env, "dead_letter.database_unbound", message.body, nowhere);
       message.ack();
       count("queueOperations");
     } catch (error) {

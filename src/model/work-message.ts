@@ -11,6 +11,12 @@ export interface WorkMessage {
    */
   database: string;
   receiptIds: string[];
+  /**
+   * Sent by the cron's re-drive: these receipts' earlier message was lost, perhaps with a consumer one of them
+   * killed (a local runtime's queue loses its messages when it dies). The consumer runs them as it runs a
+   * redelivered message: one at a time, each leased and so counted.
+   */
+  redriven?: true;
 }
 
 /** The batched shape sent before messages named their database: read in the source's database, then looked for elsewhere. */
@@ -43,4 +49,9 @@ export function probeTimeOf(message: QueuedWork): number | null {
 /** The database a message names, or undefined for the older shapes (which name none). */
 export function databaseNamedBy(message: QueuedWork): string | undefined {
   return "database" in message && typeof message.database === "string" ? message.database : undefined;
+}
+
+/** Whether the cron's re-drive sent this message (WorkMessage.redriven). */
+export function isRedriven(message: QueuedWork): boolean {
+  return "redriven" in message && message.redriven === true;
 }

@@ -17,11 +17,13 @@ export type SystemAlertKind =
   /** A shard's SQLite is larger than SHARD_STORAGE_ALERT_BYTES. */
   | "shard-storage"
   /** D1 is above 80 % of its 10 GB cap. */
-  | "d1-storage";
+  | "d1-storage"
+  /** A queue message names a D1 binding this Worker no longer has, and no bound database holds its receipts. */
+  | "database-unbound";
 
 export interface Observation {
   kind: SystemAlertKind;
-  /** Who saw it: `cron`, or `shard:<id>`. */
+  /** Who saw it: `cron`, `shard:<id>`, or `database:<binding>` (an unbound database the consumer was sent to). */
   reporter: string;
   firing: boolean;
   /** Counts and times only: never payloads, headers or secrets. */
@@ -158,6 +160,8 @@ export function cronObservations(facts: { databases: readonly DatabaseAnswer[]; 
       message: `The cron run failed: ${facts.failedSteps.join(", ") || "none"}.`,
     },
   ];
+  // A database bound (again) has ended its `database-unbound` alert: messages naming it are read there now.
+  for (const database of facts.databases) observations.push(unboundDatabaseObservation(database.binding, false));
   const sized = facts.databases.filter((database): database is DatabaseAnswer & { sizeBytes: number } => database.sizeBytes !== null);
   const fullest = sized.reduce<(typeof sized)[number] | null>((largest, database) => (largest === null || database.sizeBytes > largest.sizeBytes ? database : largest), null);
   if (fullest !== null) {
@@ -169,6 +173,22 @@ export function cronObservations(facts: { databases: readonly DatabaseAnswer[]; 
     });
   }
   return observations;
+}
+
+/**
+ * A message names `binding`, which this Worker no longer binds, and no bound database holds some of its receipts:
+ * they are retried, never acked, until the binding is back or the queue gives the message to its dead-letter queue.
+ * One reporter per binding, so the alert stays open until every such binding is bound again (the cron says so).
+ */
+export function unboundDatabaseObservation(binding: string, firing: boolean, receipts = 0): Observation {
+  return {
+    kind: "database-unbound",
+    reporter: `database:${binding}`,
+    firing,
+    message: firing
+      ? `Queue messages name D1 binding ${binding}, which this Worker no longer has, and ${receipts} of their receipts are in no bound database: bind it again, or they end in the dead-letter queue unprocessed.`
+      : `D1 binding ${binding} is bound.`,
+  };
 }
 
 function megabytes(bytes: number): number {

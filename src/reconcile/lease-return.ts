@@ -90,7 +90,7 @@ export async function settleAbandonedLeases(env: Env, receiptIds: readonly strin
         .returning({ receiptId: receipts.receiptId }),
     ),
   ]);
-  await enqueueReceipts(env, returned);
+  await enqueueReceipts(env, returned, 0, { redriven: true });
   const dead = deadened.flat();
   if (dead.length > 0) logEvent("redrive.abandoned_dead", { receipts: dead.length, first: dead[0]!.receiptId });
   return returned.length + dead.length;

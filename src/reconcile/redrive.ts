@@ -140,7 +140,7 @@ export async function reenqueueOverdue(env: Env, now: number, horizon = Number.P
         ),
       )
       .returning({ receiptId: receipts.receiptId, source: receipts.source });
-    await enqueueReceipts(env, claimed);
+    await enqueueReceipts(env, claimed, 0, { redriven: true });
     claimedCount += claimed.length;
   }
   if (scan.next) await writeCheckpoint(env, "*", STUCK_SCAN_CURSOR, scan.next, now);

@@ -2,6 +2,11 @@ import { count, queueUnits } from "../lib/meter";
 import type { WorkMessage } from "../model/work-message";
 import { databaseBindingIn } from "../sources/databases";
 
+export interface SendOptions {
+  /** The cron's re-drive sends it: its consumer runs the receipts one at a time, each leased (WorkMessage.redriven). */
+  redriven?: boolean;
+}
+
 /** Receipt ids per message: about 30 bytes each, so a message stays far below one 64 KB billing unit. */
 export const RECEIPTS_PER_MESSAGE = 500;
 
@@ -16,11 +21,13 @@ export async function enqueueWork(
   source: string,
   receiptIds: readonly string[],
   delaySeconds = 0,
+  options: SendOptions = {},
 ): Promise<void> {
   const database = databaseBindingIn(env);
   const messages: WorkMessage[] = [];
   for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_MESSAGE) {
-    messages.push({ source, database, receiptIds: receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE) });
+    const receiptIdsOfMessage = receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE);
+    messages.push(options.redriven ? { source, database, receiptIds: receiptIdsOfMessage, redriven: true } : { source, database, receiptIds: receiptIdsOfMessage });
   }
   if (messages.length === 0) return;
   await env.WORK_QUEUE.sendBatch(
@@ -35,8 +42,9 @@ export async function enqueueReceipts(
   env: Pick<Env, "WORK_QUEUE">,
   receipts: readonly { source: string; receiptId: string }[],
   delaySeconds = 0,
+  options: SendOptions = {},
 ): Promise<void> {
   const bySource = new Map<string, string[]>();
   for (const { source, receiptId } of receipts) bySource.set(source, [...(bySource.get(source) ?? []), receiptId]);
-  for (const [source, receiptIds] of bySource) await enqueueWork(env, source, receiptIds, delaySeconds);
+  for (const [source, receiptIds] of bySource) await enqueueWork(env, source, receiptIds, delaySeconds, options);
 }

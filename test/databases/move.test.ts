@@ -4,6 +4,8 @@ import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
+import { cronObservations } from "../../src/monitor/conditions";
+import { systemMonitor } from "../../src/monitor/report";
 import type { QueuedWork } from "../../src/model/work-message";
 import { receiptDatabaseBindings } from "../../src/sources/databases";
 import { adminGet, adminPost } from "../admin/support";
@@ -141,6 +143,15 @@ describe("moving a source to another database drains what it left in flight", ()
     await finishedInOldDatabase(retry);
     expect(result.explicitAcks).toEqual(["msg_move_0"]);
     expect(result.retryMessages.map((message) => message.msgId)).toEqual(["msg_move_1"]);
+    // Loudly: a system alert, not only a log line. It stays open while DB_REMOVED is unbound (a cron run that binds
+    // only DB and DB_SECOND leaves it), and the cron of a Worker that binds it again resolves it.
+    const unboundAlert = async () => (await systemMonitor(env).list()).find((alert) => alert.kind === "database-unbound");
+    expect(await unboundAlert()).toMatchObject({ state: "open", reporters: ["database:DB_REMOVED"] });
+    expect((await unboundAlert())!.message).toMatch(/DB_REMOVED/);
+    await systemMonitor(env).report(cronObservations({ databases: receiptDatabaseBindings(env).map((binding) => ({ binding, reachable: true, sizeBytes: null })), failedSteps: [] }));
+    expect(await unboundAlert()).toMatchObject({ state: "open" });
+    await systemMonitor(env).report(cronObservations({ databases: [{ binding: "DB_REMOVED", reachable: true, sizeBytes: null }], failedSteps: [] }));
+    expect(await unboundAlert()).toMatchObject({ state: "resolved" });
   });
 
   it("marks a dead letter where it lives when the queue gives up on a message sent before the move", async () => {

@@ -76,6 +76,7 @@ const INCIDENT_KINDS: Record<string, string> = {
   "shard-backlog": "Claim shard backlog",
   "shard-storage": "Claim shard storage",
   "d1-storage": "Database storage",
+  "database-unbound": "Database no longer bound",
 };
 
 export function incidentLabel(kind: string): string {
