@@ -6,6 +6,7 @@ import type { QueuedWork } from "./model/work-message";
 
 export { ClaimShard } from "./claims/shard";
 export { SystemMonitor } from "./reconcile/system-monitor";
+export { DeliveryGate } from "./gate/gate";
 
 export default {
   fetch: app.fetch,

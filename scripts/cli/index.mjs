@@ -81,10 +81,12 @@ program
 
 program
   .command("route")
-  .description("route test <source> [sample-or-file]: whether the source's route takes the sample, its schema's verdict and its transform's output; sends and writes nothing")
-  .argument("<action>", "test")
+  .description(
+    "route test <source> [sample-or-file]: whether the source's route takes the sample, its schema's verdict and its transform's output; sends and writes nothing | route pause|resume|status <source> <route>: hold a route's deliveries, send them on in received order, or show its gate (paused, circuit breaker)",
+  )
+  .argument("<action>", "test | pause | resume | status")
   .argument("<source>", "a source from [vars.SOURCES]")
-  .argument("[sample-or-file]", "a bundled sample name or a file, as for send; default: the provider's sample")
+  .argument("[sample-or-file-or-route]", "test: a bundled sample name or a file, as for send (default: the provider's sample); pause, resume, status: the route's name")
   .option("--json", "print the result as JSON")
   .action(run(() => import("./commands/route.mjs"), "route"));
 

@@ -1,5 +1,5 @@
-import { and, eq, inArray } from "drizzle-orm";
-import { database, type Database } from "../db/client";
+import { and, inArray } from "drizzle-orm";
+import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
 import { logEvent, logsSuccesses } from "../lib/log";
@@ -9,6 +9,7 @@ import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
 import { ABANDONED_ATTEMPT, budgetStartOf, decideAbandoned, type Decision, type QueueVerdict } from "./decide";
+import { admitDeliveries, holdUntil, releaseDeliveries } from "./delivery-gate";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
@@ -80,7 +81,7 @@ export async function processBatch(
   const waitingForFix = ready.filter((row) => broken.has(row.source));
   if (waitingForFix.length > 0) {
     const delaySeconds = DEFAULT_RETRY.baseDelaySeconds;
-    await holdForFix(db, waitingForFix.map((row) => row.receiptId), now + delaySeconds * 1000);
+    await holdUntil(db, waitingForFix.map((row) => row.receiptId), now + delaySeconds * 1000);
     for (const row of waitingForFix) verdicts.set(row.receiptId, { kind: "retry", delaySeconds });
   }
   // A receipt still `processing` whose lease ran out: its attempt never finished (its consumer died, perhaps killed by
@@ -88,7 +89,11 @@ export async function processBatch(
   // receipt is dead without another run, so an event that crashes its consumer cannot loop.
   const abandoned = unbroken.filter((row) => row.status === "processing");
   const spent = abandoned.map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now)).filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
-  const runnable = unbroken.filter((row) => !spent.some((attempt) => attempt.receipt === row));
+  // A route with delivery control (rate limit, in-flight limit, breaker, pause) is asked before any lease is taken,
+  // so a delivery that must wait spends no attempt. A lease already abandoned was admitted once: it is taken over.
+  const held = await admitDeliveries(env, db, unbroken.filter((row) => row.status === "pending" && row.committedAt === null).map((row) => ({ receiptId: row.receiptId, source: row.source, config: sources.get(row.source) })), now, ATTEMPTS_IN_FLIGHT);
+  for (const [receiptId, verdict] of held) verdicts.set(receiptId, verdict);
+  const runnable = unbroken.filter((row) => !held.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row));
   const needsLease = runnable.filter(
     (row) => row.committedAt === null && (options.leaseEveryAttempt || row.status === "processing" || sources.get(row.source)?.destination.kind === "forward"),
   );
@@ -99,9 +104,11 @@ export async function processBatch(
     needsLease.filter((row) => row.status === "processing").map((row) => ({ receiptId: row.receiptId, generation: row.leaseGeneration, leaseUntil: row.leaseUntil })),
   );
 
+  const lostLeaseRace: ReceiptForWork[] = [];
   const toRun = runnable.filter((receipt) => {
     if (!needsLease.includes(receipt) || leased.has(receipt.receiptId)) return true;
     verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
+    lostLeaseRace.push(receipt);
     return false;
   });
   // Each attempt takes its own start: what a forward is signed with and a lazy lease starts at. A handler's external
@@ -127,6 +134,13 @@ export async function processBatch(
     for (const { notStarted: receipt } of notStarted) verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
   }
   const decisions = await commitAttempts(env, attempts);
+  // Free the gates' slots and tell each breaker how its destination answered (once committed: a crash before here
+  // leaves the slot to expire, never frees it early).
+  const ended = [
+    ...started.map((run) => ("run" in run ? { receipt: run.receipt, result: run.run.result } : { receipt: run.notStarted, result: null })),
+    ...lostLeaseRace.map((receipt) => ({ receipt, result: null })),
+  ];
+  await releaseDeliveries(env, ended.map(({ receipt, result }) => ({ receiptId: receipt.receiptId, source: receipt.source, config: sources.get(receipt.source), result })), clock());
   for (const finished of attempts) {
     const decision = decisions.get(finished.receipt.receiptId)!;
     verdicts.set(finished.receipt.receiptId, decision.queue);
@@ -216,19 +230,6 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
     note: decision.kind === "commit" && decision.result.status === "skipped" ? decision.result.reason : undefined,
     durationMs,
   });
-}
-
-/**
- * Receipts of a broken source go back on the queue until the table is fixed. Their wait is recorded as the due
- * time of the message that carries them back, so the cron's re-drive sees a receipt whose message is alive (a
- * due time not yet overdue) and sends no copy of its own: one message per receipt stays in flight. A leased one
- * keeps its lease; the re-drive returns it once the lease runs out.
- */
-async function holdForFix(db: Database, receiptIds: readonly string[], dueAt: number): Promise<void> {
-  await db
-    .update(receipts)
-    .set({ nextAttemptAt: dueAt })
-    .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
 }
 
 /**

@@ -19,7 +19,9 @@ export type SystemAlertKind =
   /** D1 is above 80 % of its 10 GB cap. */
   | "d1-storage"
   /** A queue message names a D1 binding this Worker no longer has, and no bound database holds its receipts. */
-  | "database-unbound";
+  | "database-unbound"
+  /** A route's circuit breaker is open (src/gate/): its deliveries are held. Reporter `route:<source>/<route>`. */
+  | "route-breaker-open";
 
 export interface Observation {
   kind: SystemAlertKind;

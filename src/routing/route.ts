@@ -1,3 +1,4 @@
+import type { DeliveryControl } from "../gate/control";
 import { parseJsonBody } from "../providers/json";
 import type { EventFilter, FilterSubject } from "./filter";
 import type { EventSchema } from "./schema";
@@ -17,6 +18,8 @@ export interface RouteRules {
   transform: EventTransform | null;
   /** Extra headers a forward sends, each computed per event (forward routes only). */
   headers: EventHeaders | null;
+  /** Rate limit, in-flight limit, circuit breaker, pause (src/gate/): null when it sets none, and the gate is never asked. */
+  control: DeliveryControl | null;
 }
 
 /** What the route has of an event: the stored bytes and identity, exactly as the receipt holds them. */

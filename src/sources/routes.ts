@@ -1,3 +1,4 @@
+import { CONTROL_KEYS, parseDeliveryControl } from "../gate/control";
 import { compileFilter } from "../routing/filter";
 import type { RouteRules } from "../routing/route";
 import { compileSchema } from "../routing/schema";
@@ -6,23 +7,21 @@ import { compileHeaders, compileTransform } from "../routing/transform";
 /**
  * A source's routes. Today a source has exactly one: the `destination` it names directly (route `default`), or a
  * single `[[vars.SOURCES.<name>.routes]]` entry with its own name, destination and optional filter, schema and
- * transform. Fan-out to several routes and per-route delivery control are designed (one delivery per receipt and
- * matched route) but not built, so they are refused here by name rather than accepted and ignored.
+ * transform, and its delivery control (src/gate/control.ts). Fan-out to several routes, per-route retry and ordering
+ * are designed (one delivery per receipt and matched route) but not built, so they are refused here by name rather
+ * than accepted and ignored.
  */
 
 const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_ROUTE_NAME = "default";
-const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema", "headers"]);
+const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema", "headers", ...CONTROL_KEYS]);
 /** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
 const NOT_BUILT_YET: Record<string, string> = {
   retry: "per-route retry is not available yet (the source's own retry applies to its route)",
-  rate_limit: "rate_limit is not available yet",
-  max_in_flight: "max_in_flight is not available yet",
   ordered_by: "ordered_by is not available yet",
-  paused: "pausing a route is not available yet",
 };
-const ROUTE_ONLY_KEYS = ["filter", "transform", "schema"] as const;
-const NO_RULES = { filter: null, schema: null, transform: null, headers: null };
+const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS] as const;
+const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null };
 
 export interface ParsedRoute<D> {
   destination: D;
@@ -96,5 +95,6 @@ function parseRoute<D>(table: Record<string, unknown>, where: string, problems: 
     if (compiled.ok) rules.headers = compiled.headers;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
+  rules.control = parseDeliveryControl(table, routeWhere, problems);
   return { destination, rules };
 }

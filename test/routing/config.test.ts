@@ -11,7 +11,7 @@ describe("a source's routes", () => {
   it("a source's own destination is one route named default, with no rules", () => {
     const source = parsed({ destination: "handler:accounts" });
     expect(source.destination).toEqual({ kind: "handler", handlerName: "accounts" });
-    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null, headers: null });
+    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null, headers: null, control: null });
   });
 
   it("one listed route gives the source its destination, filter, schema and transform", () => {
@@ -31,16 +31,51 @@ describe("a source's routes", () => {
       { name: "b", destination: "https://hooks.example.com/x" },
     ];
     expect(problemsOf({ routes: two })).toEqual([expect.stringMatching(/routes lists 2 routes, and fan-out to more than one route is not available yet/)]);
-    const controlled = { name: "a", destination: "handler:accounts", retry: { max_retries: 1 }, rate_limit: "10/s", max_in_flight: 2, ordered_by: "subject", paused: true };
-    expect(problemsOf({ routes: [controlled] })).toEqual([
+    const unbuilt = { name: "a", destination: "handler:accounts", retry: { max_retries: 1 }, ordered_by: "subject" };
+    expect(problemsOf({ routes: [unbuilt] })).toEqual([
       expect.stringMatching(/routes\[0\]: per-route retry is not available yet/),
-      expect.stringMatching(/routes\[0\]: rate_limit is not available yet/),
-      expect.stringMatching(/routes\[0\]: max_in_flight is not available yet/),
       expect.stringMatching(/routes\[0\]: ordered_by is not available yet/),
-      expect.stringMatching(/routes\[0\]: pausing a route is not available yet/),
     ]);
   });
+});
 
+describe("a route's delivery control", () => {
+  const route = (options: Record<string, unknown>) => ({ routes: [{ name: "r", destination: "https://hooks.example.com/x", ...options }] });
+
+  it("reads rate_limit, max_in_flight, circuit_breaker and paused; a route without them has no control", () => {
+    expect(parsed(route({})).route.control).toBeNull();
+    expect(parsed(route({ rate_limit: "20/s" })).route.control).toEqual({ rateLimit: { count: 20, windowMs: 1000, text: "20/s" }, maxInFlight: null, breaker: null, paused: false });
+    expect(parsed(route({ rate_limit: "600/min", max_in_flight: 4 })).route.control).toMatchObject({ rateLimit: { count: 600, windowMs: 60_000 }, maxInFlight: 4 });
+    expect(parsed(route({ rate_limit: "100 / h" })).route.control?.rateLimit).toMatchObject({ count: 100, windowMs: 3_600_000 });
+    expect(parsed(route({ circuit_breaker: true })).route.control?.breaker).toEqual({ failures: 10, probeIntervalMs: 30_000 });
+    expect(parsed(route({ circuit_breaker: { failures: 3, probe_interval: "5m" } })).route.control?.breaker).toEqual({ failures: 3, probeIntervalMs: 300_000 });
+    // `paused = false` makes a route pausable from the admin API without limiting it otherwise.
+    expect(parsed(route({ paused: false })).route.control).toEqual({ rateLimit: null, maxInFlight: null, breaker: null, paused: false });
+    expect(parsed(route({ paused: true })).route.control?.paused).toBe(true);
+  });
+
+  it("names every mistake in a control option", () => {
+    for (const rate of ["20", "20/week", "0/s", "1001/s", 20, "x/s", "-1/s"]) {
+      expect(problemsOf(route({ rate_limit: rate }))).toEqual([expect.stringMatching(/^SOURCES\.example route r: rate_limit must be "<count>\/<s\|min\|h>"/)]);
+    }
+    for (const limit of [0, 1.5, "4", -2, 1001]) {
+      expect(problemsOf(route({ max_in_flight: limit }))).toEqual([expect.stringMatching(/^SOURCES\.example route r: max_in_flight must be a whole number from 1 to 1000/)]);
+    }
+    expect(problemsOf(route({ circuit_breaker: "on" }))).toEqual([expect.stringMatching(/route r: circuit_breaker must be true or a table/)]);
+    expect(problemsOf(route({ circuit_breaker: { failures: 0 } }))).toEqual([expect.stringMatching(/route r: circuit_breaker\.failures must be a whole number from 1 to 1000/)]);
+    expect(problemsOf(route({ circuit_breaker: { probe_interval: "100ms" } }))).toEqual([expect.stringMatching(/route r: circuit_breaker\.probe_interval must be a duration from "1s" to "12h"/)]);
+    expect(problemsOf(route({ circuit_breaker: { probe_interval: "13h" } }))).toEqual([expect.stringMatching(/circuit_breaker\.probe_interval must be a duration/)]);
+    expect(problemsOf(route({ circuit_breaker: { failure: 3 } }))).toEqual([expect.stringMatching(/route r: unknown circuit_breaker option "failure"/)]);
+    expect(problemsOf(route({ paused: "yes" }))).toEqual([expect.stringMatching(/route r: paused must be true or false/)]);
+    // Route options: beside a source's own destination they are not a source's options.
+    expect(problemsOf({ destination: "https://hooks.example.com/x", rate_limit: "1/s", paused: true })).toEqual([
+      expect.stringMatching(/^SOURCES\.example: rate_limit belongs to a route/),
+      expect.stringMatching(/^SOURCES\.example: paused belongs to a route/),
+    ]);
+  });
+});
+
+describe("a source's routes, mistakes", () => {
   it("names every mistake in a route: its name, destination, options, filter, schema and transform", () => {
     expect(problemsOf({ routes: [{ name: "Bad Name", destination: "handler:accounts" }] })).toEqual([expect.stringMatching(/name must match/)]);
     expect(problemsOf({ routes: [{ name: "r" }] })).toEqual([expect.stringMatching(/route r: destination is required/)]);

@@ -190,7 +190,7 @@ describe("route schemas", () => {
 
 describe("a route applied to a stored event", () => {
   const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
-  const rules = (parts: Partial<RouteRules>): RouteRules => ({ name: "r", filter: null, schema: null, transform: null, headers: null, ...parts });
+  const rules = (parts: Partial<RouteRules>): RouteRules => ({ name: "r", filter: null, schema: null, transform: null, headers: null, control: null, ...parts });
 
   it("passes a plain route's bytes untouched, skips a filtered-out event, refuses a schema mismatch, and transforms", async () => {
     const stored = { body: bytes({ type: "account.credited", data: { amount: 5 } }), keptHeaders: '{"content-type":"application/json"}', eventType: "account.credited", subjectId: null };

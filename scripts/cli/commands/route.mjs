@@ -23,7 +23,11 @@ export { explainRoute } from "./src/routing/route.ts";
  * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function route(action, sourceName, sampleOrFile, options) {
-  if (action !== "test") throw new CliError(`unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file]`);
+  if (action === "pause" || action === "resume" || action === "status") {
+    const { routeControl } = await import("./route-control.mjs");
+    return routeControl(action, sourceName, sampleOrFile, options);
+  }
+  if (action !== "test") throw new CliError(`unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file], or route pause|resume|status <source> <route>`);
   const config = await readWranglerConfig(options);
   const sources = /** @type {Record<string, Record<string, unknown>>} */ (config.vars?.SOURCES ?? {});
   const table = sources[sourceName];

@@ -30,6 +30,7 @@ import { collectMeters } from "../meters";
 import { storageSizes } from "../storage-sizes";
 import { systemHealth } from "../system-health";
 import { keptSecretsApi } from "./kept-secrets";
+import { routeControlApi } from "./route-control";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
@@ -197,6 +198,9 @@ adminApi.get("/meters", accepts(), async (c) => c.json(await collectMeters(c.env
 adminApi.use("/sources/:source/kept-secrets/*", accepts());
 adminApi.use("/sources/:source/kept-secrets", accepts());
 adminApi.route("/sources", keptSecretsApi);
+/** A route's delivery control: its gate's state, pause and resume (./route-control.ts). */
+adminApi.use("/sources/:source/routes/*", accepts());
+adminApi.route("/sources", routeControlApi);
 
 /** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
 adminApi.all("*", () => {

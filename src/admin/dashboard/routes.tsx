@@ -14,7 +14,9 @@ import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../lists";
 import { deliveryMetricsFor } from "../analytics-query";
 import { emptySeries, sourceSeries } from "../series";
-import { sourcesHealth } from "../../sources/registry";
+import { lookupSource, sourcesHealth } from "../../sources/registry";
+import { pauseRoute, resumeRoute, routeControlView } from "../route-control";
+import { setFlash, takeFlash } from "./flash";
 import { sourceStats } from "../stats";
 import { systemHealth } from "../system-health";
 import { DASHBOARD_CSP } from "./layout";
@@ -133,7 +135,23 @@ dashboard.get("/sources/:source", async (c) => {
   if (report.sources.length === 0 && !problems) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   const points = series.get(onlySource) ?? emptySeries(now, 24, readout ? 0 : null);
   if (note) report.notes.analyticsEngine = note;
-  return c.html(<SourcePage name={onlySource} report={report} points={points} alerts={alerts} problems={problems} />);
+  // A route with delivery control has a gate to show (one Durable Object request); any other route has none.
+  const lookup = lookupSource(c.env, onlySource);
+  const route = lookup.kind === "valid" && lookup.source.route.control ? await routeControlView(c.env, onlySource, lookup.source.route.name) : null;
+  return c.html(<SourcePage name={onlySource} report={report} points={points} alerts={alerts} problems={problems} route={route} flash={takeFlash(c)} />);
+});
+
+/** The source page's Pause / Resume button (../route-control.ts). */
+dashboard.post("/sources/:source/routes/:route/:change{pause|resume}", async (c) => {
+  const { source, route, change } = c.req.param();
+  if (change === "pause") {
+    await pauseRoute(c.env, source, route);
+    setFlash(c, `Route ${route} paused: its deliveries are held until it is resumed.`);
+  } else {
+    const { resumed } = await resumeRoute(c.env, source, route);
+    setFlash(c, `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`);
+  }
+  return c.redirect(`/admin/sources/${encodeURIComponent(source)}`, 303);
 });
 
 dashboard.route("/", receiptPages);

@@ -77,6 +77,7 @@ const INCIDENT_KINDS: Record<string, string> = {
   "shard-storage": "Claim shard storage",
   "d1-storage": "Database storage",
   "database-unbound": "Database no longer bound",
+  "route-breaker-open": "Route circuit breaker open",
 };
 
 export function incidentLabel(kind: string): string {

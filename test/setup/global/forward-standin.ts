@@ -12,6 +12,10 @@ import type { TestProject } from "vitest/node";
  *                               "hang" (answers only after 3 s, long after the caller's timeout)
  *   /poison                     500 when the body contains "poison", 200 otherwise
  *   /slow/<ms>                  204, answered only after <ms> (a destination that is slow but answers in time)
+ *   /lane/<name>/<path>         as <path> above, unless PUT /__lane/<name>?status=<code> set the lane's answer;
+ *                               each request is also recorded per lane with how many of the lane's requests were
+ *                               open when it arrived (itself included), for tests of delivery control
+ *   GET /__lane/<name>          what arrived in that lane, in arrival order
  *   GET /__requests?key=<key>   what arrived under that Idempotency-Key: headers, body, answer
  *   GET /__standin              identifies the server
  *
@@ -24,6 +28,8 @@ const HANG_MS = 3_000;
 
 interface RecordedRequest {
   path: string;
+  /** Requests of this lane open when this one arrived, itself included (lanes only). */
+  openOnArrival?: number;
   headers: Record<string, string>;
   body: string;
   answer: number | "hung";
@@ -56,8 +62,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return async () => {};
 }
 
+interface Lane {
+  requests: RecordedRequest[];
+  open: number;
+  status: number | null;
+}
+
 function standinHandler(): RequestListener {
   const byKey = new Map<string, RecordedRequest[]>();
+  const lanes = new Map<string, Lane>();
+  const laneNamed = (name: string) => lanes.get(name) ?? lanes.set(name, { requests: [], open: 0, status: null }).get(name)!;
   return async (request, response) => {
     // No keep-alive: a pooled socket that the server closes just as workerd reuses it shows up as a spurious
     // "Network connection lost", and the tests assert exact attempt histories.
@@ -66,6 +80,18 @@ function standinHandler(): RequestListener {
     if (request.method === "GET" && url.pathname === "/__standin") return json(response, 200, { standin: "forward" });
     if (request.method === "GET" && url.pathname === "/__requests") {
       return json(response, 200, byKey.get(url.searchParams.get("key") ?? "") ?? []);
+    }
+    const laneControl = /^\/__lane\/([a-z0-9-]+)$/.exec(url.pathname);
+    if (laneControl && request.method === "GET") return json(response, 200, laneNamed(laneControl[1]!).requests);
+    if (laneControl && request.method === "PUT") {
+      laneNamed(laneControl[1]!).status = Number(url.searchParams.get("status"));
+      return json(response, 200, { ok: true });
+    }
+    const laneMatch = /^\/lane\/([a-z0-9-]+)(\/.*)$/.exec(url.pathname);
+    const lane = laneMatch ? laneNamed(laneMatch[1]!) : null;
+    if (lane) {
+      lane.open += 1;
+      response.once("close", () => (lane.open -= 1));
     }
     const body = await readBody(request);
     const key = header(request, "idempotency-key") ?? "(none)";
@@ -79,7 +105,11 @@ function standinHandler(): RequestListener {
       receivedAt: Date.now(),
     };
     seen.push(record);
-    const step = chooseStep(url.pathname, seen.length, body);
+    if (lane) {
+      record.openOnArrival = lane.open;
+      lane.requests.push(record);
+    }
+    const step = lane?.status ? { status: lane.status } : chooseStep(laneMatch ? laneMatch[2]! : url.pathname, seen.length, body);
     if (typeof step === "object" && step.afterMs !== undefined) {
       record.answer = step.status;
       setTimeout(() => {

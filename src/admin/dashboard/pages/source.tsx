@@ -2,13 +2,23 @@ import type { ReadableAlert } from "../../alerts";
 import type { HourPoint } from "../../series";
 import type { SourceStats, StatsReport } from "../../stats";
 import { HourlyBars, HourlyLatency } from "../charts";
-import { AlertsTable, Card, HealthReasons, ProblemList } from "../components";
+import { AlertsTable, Card, Flash, HealthReasons, ProblemList } from "../components";
 import { formatDuration } from "../format";
 import { Badge, Page } from "../layout";
 import { OriginNote } from "./overview";
+import type { RouteControlView } from "../../route-control";
+import { RouteControlPanel } from "./route-control";
 
 /** One source: why its health is what it is, its last 24 hours as charts, its numbers, its alerts. */
-export function SourcePage(props: { name: string; report: StatsReport; points: HourPoint[]; alerts: ReadableAlert[]; problems: string[] | undefined }) {
+export function SourcePage(props: {
+  name: string;
+  report: StatsReport;
+  points: HourPoint[];
+  alerts: ReadableAlert[];
+  problems: string[] | undefined;
+  route?: RouteControlView | null;
+  flash?: string;
+}) {
   const name = encodeURIComponent(props.name);
   const source = props.report.sources[0];
   return (
@@ -16,6 +26,7 @@ export function SourcePage(props: { name: string; report: StatsReport; points: H
       <h1>
         {props.name} {source && <Badge value={source.health} />}
       </h1>
+      <Flash message={props.flash} />
       {props.problems && (
         <div class="error" id="config-problems">
           <p>This source's configuration is invalid: its deliveries answer 503 (the sender retries) until the table is fixed and redeployed.</p>
@@ -32,6 +43,7 @@ export function SourcePage(props: { name: string; report: StatsReport; points: H
         Last {formatDuration(props.report.windowMs)} · <a href={`/admin/receipts?source=${name}`}>receipts</a> ·{" "}
         <a href={`/admin/dead?source=${name}`}>dead letters</a> · <a href={`/admin/alerts?source=${name}`}>alerts</a>
       </p>
+      {props.route && <RouteControlPanel view={props.route} />}
       <h2>Last 24 hours, per hour (UTC)</h2>
       <Charts points={props.points} rejectedFrom={props.report.origins.rejectedSignatures} />
       {source ? <SourceNumbers source={source} name={name} /> : <p class="muted">Nothing recorded for this source yet.</p>}

@@ -1,0 +1,85 @@
+import { database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { receipts } from "../db/schema";
+import { and, eq } from "drizzle-orm";
+import type { DeliveryControl } from "../gate/control";
+import { deliveryGate } from "../gate/client";
+import type { GateDelivery, GateStatus } from "../gate/gate";
+import { apiError } from "../lib/errors";
+import { logEvent } from "../lib/log";
+import { enqueueWork } from "../relay/enqueue";
+import { envForDatabase } from "../sources/databases";
+import { lookupSource } from "../sources/registry";
+
+/**
+ * Pausing and resuming a route (docs/routing.md "Delivery control"), for the admin API, the CLI and the dashboard.
+ * Only a route with a control option has a gate to pause (`paused = false` is enough): every other route's
+ * deliveries never ask one, which is what keeps them at no extra cost.
+ */
+
+export interface RouteControlView {
+  source: string;
+  route: string;
+  control: DeliveryControl;
+  /** Paused in config (`paused = true`): only a deploy resumes it. */
+  pausedInConfig: boolean;
+  gate: GateStatus;
+}
+
+/** The source's route by name, when it has a gate; else the 4xx saying why not. */
+export function controlledRoute(env: Env, sourceName: string, routeName: string): { control: DeliveryControl } {
+  const lookup = lookupSource(env, sourceName);
+  if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "invalid") throw apiError(409, "source_config_invalid", "This source's config is refused; fix it first (GET /admin/api/sources names the problems).");
+  const route = lookup.source.route;
+  if (route.name !== routeName) throw apiError(404, "unknown_route", `This source has no route named ${routeName}; its route is ${route.name}.`);
+  if (route.control === null) {
+    throw apiError(409, "route_not_controlled", `Route ${routeName} has no delivery control, so nothing can pause it: add paused = false to the route in config to make it pausable.`);
+  }
+  return { control: route.control };
+}
+
+export async function routeControlView(env: Env, sourceName: string, routeName: string): Promise<RouteControlView> {
+  const { control } = controlledRoute(env, sourceName, routeName);
+  const gate = await deliveryGate(env, sourceName, routeName).status();
+  return { source: sourceName, route: routeName, control, pausedInConfig: control.paused, gate };
+}
+
+export async function pauseRoute(env: Env, sourceName: string, routeName: string): Promise<RouteControlView> {
+  const { control } = controlledRoute(env, sourceName, routeName);
+  const gate = await deliveryGate(env, sourceName, routeName).pause();
+  logEvent("route.paused", { source: sourceName, route: routeName });
+  return { source: sourceName, route: routeName, control, pausedInConfig: control.paused, gate };
+}
+
+/**
+ * Unpauses the route and sends what it held at once, in received order: each held receipt is due again now and goes
+ * back on the queue in one message per database, in that order. Should the send fail, each held delivery still comes
+ * back by itself within the pause's recheck interval (src/gate/decide.ts).
+ */
+export async function resumeRoute(env: Env, sourceName: string, routeName: string): Promise<RouteControlView & { resumed: number }> {
+  const { control } = controlledRoute(env, sourceName, routeName);
+  if (control.paused) throw apiError(409, "paused_in_config", `Route ${routeName} is paused in config (paused = true): set paused = false and deploy to resume it.`);
+  const { status, held } = await deliveryGate(env, sourceName, routeName).resume();
+  for (const [binding, receiptIds] of consecutiveByDatabase(held)) {
+    const databaseEnv = envForDatabase(env, binding);
+    await database(databaseEnv)
+      .update(receipts)
+      .set({ nextAttemptAt: null })
+      .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
+    await enqueueWork(databaseEnv, sourceName, receiptIds);
+  }
+  logEvent("route.resumed", { source: sourceName, route: routeName, resumed: held.length });
+  return { source: sourceName, route: routeName, control, pausedInConfig: false, gate: status, resumed: held.length };
+}
+
+/** Runs of held deliveries in one database, in received order (a source moved between databases has two). */
+function consecutiveByDatabase(held: readonly GateDelivery[]): [string, string[]][] {
+  const runs: [string, string[]][] = [];
+  for (const { id, database: binding } of held) {
+    const last = runs[runs.length - 1];
+    if (last && last[0] === binding) last[1].push(id);
+    else runs.push([binding, [id]]);
+  }
+  return runs;
+}

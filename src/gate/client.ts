@@ -1,0 +1,71 @@
+import type { DeliveryControl } from "./control";
+import type { AdmitOptions, AttemptVerdict, HoldReason } from "./decide";
+
+/**
+ * The caller's side of the gates (gate.ts): one Durable Object per (source, route), asked once per consumer slice
+ * for all of that route's deliveries in it. A route without control options is never asked: its deliveries cost
+ * exactly what they cost without gates.
+ */
+
+export function gateName(source: string, route: string): string {
+  return `${source}/${route}`;
+}
+
+export function deliveryGate(env: Pick<Env, "DELIVERY_GATES">, source: string, route: string) {
+  return env.DELIVERY_GATES.get(env.DELIVERY_GATES.idFromName(gateName(source, route)));
+}
+
+/** One delivery about to be attempted: `control` null means its route has none, and it goes without asking. */
+export interface GatedDelivery {
+  id: string;
+  source: string;
+  route: string;
+  control: DeliveryControl | null;
+}
+
+export type Hold = { waitMs: number; reason: HoldReason };
+
+/**
+ * Which deliveries must wait, and how long; every delivery not in the answer may go now. Deliveries are asked about
+ * in the order given (received order), so within a route the earliest go first.
+ */
+export async function askGates(
+  env: Pick<Env, "DELIVERY_GATES">,
+  deliveries: readonly GatedDelivery[],
+  database: string,
+  now: number,
+  options: AdmitOptions,
+): Promise<Map<string, Hold>> {
+  const holds = new Map<string, Hold>();
+  const asks = [...byRoute(deliveries)].map(async ([, group]) => {
+    const { source, route, control } = group[0]!;
+    const answer = await deliveryGate(env, source, route).admit(control!, group.map((delivery) => ({ id: delivery.id, database })), now, options);
+    for (const { id, waitMs, reason } of answer.held) holds.set(id, { waitMs, reason });
+  });
+  await Promise.all(asks);
+  return holds;
+}
+
+/** Frees the slots of finished attempts and tells each gate how its destination answered. */
+export async function tellGates(
+  env: Pick<Env, "DELIVERY_GATES">,
+  finished: readonly (GatedDelivery & { verdict: AttemptVerdict })[],
+  now: number,
+): Promise<void> {
+  await Promise.all(
+    [...byRoute(finished)].map(([name, group]) =>
+      deliveryGate(env, group[0]!.source, group[0]!.route).release(group[0]!.control!, group.map(({ id, verdict }) => ({ id, verdict })), now, name),
+    ),
+  );
+}
+
+/** The controlled deliveries, grouped by gate; uncontrolled ones are left out. */
+function byRoute<T extends GatedDelivery>(deliveries: readonly T[]): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const delivery of deliveries) {
+    if (delivery.control === null) continue;
+    const name = gateName(delivery.source, delivery.route);
+    groups.set(name, [...(groups.get(name) ?? []), delivery]);
+  }
+  return groups;
+}

@@ -1,0 +1,138 @@
+import type { DeliveryControl } from "./control";
+
+/**
+ * The gate's decisions, as pure functions of its state, the route's control and the time: which deliveries may go
+ * now, how long the others wait, and what an attempt's outcome does to the circuit breaker. No I/O here: the
+ * Durable Object (gate.ts) only stores what these return.
+ */
+
+export interface GateState {
+  /** Paused from the admin API or CLI (a pause in config is the control's own). */
+  paused: boolean;
+  /** Admission times still inside the rate window, oldest first. */
+  admissions: number[];
+  /** Deliveries admitted and not yet released → when their slot expires (their consumer died). */
+  inFlight: Record<string, number>;
+  /** Failed attempts in a row. */
+  failures: number;
+  /** When the breaker opened; null while it is closed. */
+  openedAt: number | null;
+  /** When the open breaker last let a probe through. */
+  lastProbeAt: number | null;
+  /** The probe in flight, if any, and when its slot expires. */
+  probe: { id: string; expiresAt: number } | null;
+}
+
+export const EMPTY_GATE: GateState = { paused: false, admissions: [], inFlight: {}, failures: 0, openedAt: null, lastProbeAt: null, probe: null };
+
+export type HoldReason = "paused" | "circuit-open" | "max-in-flight" | "rate-limit";
+
+export interface Admission {
+  state: GateState;
+  admitted: string[];
+  held: { id: string; waitMs: number; reason: HoldReason }[];
+}
+
+/** How long a paused route's deliveries wait before they look again (a resume sends them at once, in order). */
+export const PAUSED_RECHECK_MS = 15 * 60_000;
+/** A delivery held for a free slot looks again after the queue's shortest delay. */
+export const IN_FLIGHT_RECHECK_MS = 1000;
+/**
+ * Rate windows are kept this much longer than configured: an admitted delivery reaches its destination a little
+ * after its admission, and not always equally soon, so spacing admissions by window + guard keeps what the
+ * destination sees within the limit per window even when one send is slower to leave than the next.
+ */
+export const RATE_GUARD_MS = 250;
+
+export interface AdmitOptions {
+  /** How long an admitted delivery's slot lasts if it is never released (its consumer died): the lease time. */
+  slotMs: number;
+  /** At most this many admitted per call under a rate limit: what the consumer starts at once, so admission and send stay close. */
+  atOnce: number;
+}
+
+/** Admits `ids` in the order given (received order), each while the route's limits allow; the rest wait. */
+export function admit(previous: GateState, control: DeliveryControl, ids: readonly string[], now: number, options: AdmitOptions): Admission {
+  const state = liveState(previous, control, now);
+  const admitted: string[] = [];
+  const held: Admission["held"] = [];
+  for (const id of ids) {
+    const wait = holdFor(state, control, now, admitted.length, options);
+    if (wait) {
+      held.push({ id, ...wait });
+      continue;
+    }
+    admitted.push(id);
+    if (control.rateLimit) state.admissions.push(now);
+    if (state.openedAt !== null) {
+      state.probe = { id, expiresAt: now + options.slotMs };
+      state.lastProbeAt = now;
+    } else if (control.maxInFlight !== null) {
+      state.inFlight[id] = now + options.slotMs;
+    }
+  }
+  return { state, admitted, held };
+}
+
+function holdFor(state: GateState, control: DeliveryControl, now: number, admittedNow: number, options: AdmitOptions): { waitMs: number; reason: HoldReason } | null {
+  if (control.paused || state.paused) return { waitMs: PAUSED_RECHECK_MS, reason: "paused" };
+  if (state.openedAt !== null && control.breaker) {
+    const nextProbeAt = (state.lastProbeAt ?? state.openedAt) + control.breaker.probeIntervalMs;
+    if (state.probe !== null || now < nextProbeAt) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, nextProbeAt - now), reason: "circuit-open" };
+  }
+  if (control.maxInFlight !== null && Object.keys(state.inFlight).length >= control.maxInFlight) {
+    return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "max-in-flight" };
+  }
+  if (control.rateLimit) {
+    const { count, windowMs } = control.rateLimit;
+    if (state.admissions.length >= count) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, state.admissions[state.admissions.length - count]! + windowMs + RATE_GUARD_MS - now), reason: "rate-limit" };
+    if (admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
+  }
+  return null;
+}
+
+/** A copy without what has run out: admissions older than the window, slots and a probe whose holder never came back. */
+function liveState(state: GateState, control: DeliveryControl, now: number): GateState {
+  const windowMs = control.rateLimit ? control.rateLimit.windowMs + RATE_GUARD_MS : 0;
+  return {
+    ...state,
+    admissions: control.rateLimit ? state.admissions.filter((at) => at > now - windowMs) : [],
+    inFlight: Object.fromEntries(Object.entries(state.inFlight).filter(([, expiresAt]) => expiresAt > now)),
+    probe: state.probe !== null && state.probe.expiresAt > now ? state.probe : null,
+    // A breaker the config no longer has is closed.
+    ...(control.breaker ? {} : { failures: 0, openedAt: null, lastProbeAt: null }),
+  };
+}
+
+/** What an attempt's outcome says about the destination: only failures that a retry might cure count against it. */
+export type AttemptVerdict = "success" | "failure" | "neutral";
+
+export interface Release {
+  state: GateState;
+  /** The breaker opened or closed with these outcomes: announced once, by the caller. */
+  transition: "opened" | "closed" | null;
+}
+
+/** Frees the slots of finished attempts and counts their outcomes against the breaker, in the order given. */
+export function release(previous: GateState, control: DeliveryControl, finished: readonly { id: string; verdict: AttemptVerdict }[], now: number): Release {
+  const state = liveState(previous, control, now);
+  const wasOpen = state.openedAt !== null;
+  for (const { id, verdict } of finished) {
+    delete state.inFlight[id];
+    if (state.probe?.id === id) state.probe = null;
+    if (!control.breaker || verdict === "neutral") continue;
+    if (verdict === "success") {
+      state.failures = 0;
+      state.openedAt = null;
+      state.lastProbeAt = null;
+    } else {
+      state.failures += 1;
+      if (state.openedAt === null && state.failures >= control.breaker.failures) {
+        state.openedAt = now;
+        state.lastProbeAt = now;
+      }
+    }
+  }
+  const isOpen = state.openedAt !== null;
+  return { state, transition: isOpen === wasOpen ? null : isOpen ? "opened" : "closed" };
+}
