@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { HTTPException } from "hono/http-exception";
+import { ApiError } from "../../lib/errors";
 
 /**
  * One-time messages after a form post ("2 receipts replayed."). The post sets a short-lived cookie and redirects;
@@ -39,8 +39,7 @@ export async function filterProblem(run: () => unknown): Promise<string | undefi
     run();
     return undefined;
   } catch (error) {
-    if (!(error instanceof HTTPException) || error.status !== 400) throw error;
-    const envelope = await error.getResponse().json<{ error?: { message?: string } }>().catch(() => null);
-    return envelope?.error?.message ?? "That filter could not be read.";
+    if (!(error instanceof ApiError) || error.status !== 400) throw error;
+    return error.message;
   }
 }

@@ -4,7 +4,7 @@ import { csrf } from "hono/csrf";
 import { HTTPException } from "hono/http-exception";
 import { tokensEqual } from "../../crypto/hmac";
 import { database } from "../../db/client";
-import { apiError } from "../../lib/errors";
+import { ApiError, apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
 import { adminToken, adminTokenProblem, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, SHIPPED_EXAMPLE_MESSAGE, type AdminEnv } from "../auth";
@@ -179,8 +179,7 @@ dashboard.onError(async (error: Error, c: Context) => {
     logError("request.failed", error, { path: new URL(c.req.url).pathname, method: c.req.method });
     return c.html(<ProblemPage status={500} message="This page could not be loaded; the error is in the Worker's log." />, 500);
   }
-  const response = error.getResponse();
-  if (response.status === 401 || response.status === 403) return response;
-  const envelope = await response.json<{ error?: { message?: string } }>().catch(() => null);
-  return c.html(<ProblemPage status={response.status} message={envelope?.error?.message ?? "Request not understood."} />, response.status as 400);
+  if (error.status === 401 || error.status === 403) return error.getResponse();
+  const message = error instanceof ApiError ? error.message : "Request not understood.";
+  return c.html(<ProblemPage status={error.status} message={message} />, error.status as 400);
 });
