@@ -3,7 +3,8 @@ import type { ReceiptFilter } from "./filters";
 import { readQuarantineSlice, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
 import { byChange, changesPage, readChanges, type ChangesPage, type ChangesQuery } from "./receipt-changes";
 import { cursorIn, decodePagesCursor, type Direction } from "./receipt-cursor";
-import { databasesToRead } from "./receipt-databases";
+// Every bound database, a source filter or not: a source that moved left receipts in the database it moved from.
+import { receiptDatabaseEnvs } from "../sources/databases";
 import { keysetPage, receiptPage } from "./receipt-pages";
 
 /**
@@ -29,7 +30,7 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
   const cursor = direction === "newer" ? after : before;
   const matching = receiptsMatching(filter);
   const slices = await Promise.all(
-    databasesToRead(env, filter.source).map(async ({ binding, env: databaseEnv }) => {
+    receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
       const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId, statuses: filter.statuses };
       const slice = await readReceiptSlice(database(databaseEnv), matching, at, filter.limit);
@@ -45,7 +46,7 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
  * merged by (changedAt, id) are the first of all.
  */
 export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
-  const perDatabase = await Promise.all(databasesToRead(env, query.source).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
+  const perDatabase = await Promise.all(receiptDatabaseEnvs(env).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
   const rows = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort(byChange).slice(0, query.limit + 1);
   return changesPage(rows, query, now);
 }
@@ -58,7 +59,7 @@ export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.n
 export async function listQuarantine(env: Env, options: { source?: string; before?: string; limit: number }): Promise<QuarantineList> {
   const cursor = options.before !== undefined ? decodePagesCursor(options.before) : null;
   const slices = await Promise.all(
-    databasesToRead(env, options.source).map(async ({ binding, env: databaseEnv }) => {
+    receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
       const slice = await readQuarantineSlice(database(databaseEnv), { source: options.source, cursor: readWith, limit: options.limit });
       return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };

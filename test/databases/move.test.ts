@@ -161,6 +161,14 @@ describe("moving a source to another database drains what it left in flight", ()
     expect(await statusIn("DB", retry.receiptId)).toBe("dead");
   });
 
+  it("lists a moved source's receipts left in the database it moved from, filtered by that source", async () => {
+    const left = await leftInOldDatabase({ status: "dead", attempts: 13 });
+    for (const path of [`/admin/api/receipts?source=${SOURCE}&limit=100`, `/admin/api/dead?source=${SOURCE}&limit=100`]) {
+      const page = await (await adminGet(path)).json<{ receipts: { receiptId: string }[] }>();
+      expect(page.receipts.map((receipt) => receipt.receiptId)).toContain(left.receiptId);
+    }
+  });
+
   it("keeps reading a bound database no source names any more", () => {
     const noneInSecond = { ...env, SOURCES: { demo: (env.SOURCES as Record<string, unknown>).demo } } as Env;
     expect(receiptDatabaseBindings(noneInSecond)).toEqual(["DB", "DB_SECOND"]);
