@@ -1,13 +1,14 @@
 import { and, eq, inArray, isNotNull, isNull, sql, type SQL } from "drizzle-orm";
-import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { database } from "../db/client";
-import { attempts, batchAborts, receipts } from "../db/schema";
+import { attempts, receipts } from "../db/schema";
 import { logError } from "../lib/log";
-import { count, meteredD1 } from "../lib/meter";
+import { meteredD1 } from "../lib/meter";
+import { ABORT_UNLESS_CHANGED, batchUnlessEmpty, effectStatements, prepare } from "./statements";
 import { decide, type AttemptFacts, type Decision } from "./decide";
 import type { VersionGate } from "../handlers/types";
 import type { ReceiptForWork } from "./load";
 import type { AttemptRun } from "./run";
+import { furtherDeliveryStatements, type FannedOut } from "./delivery-rows";
 
 /**
  * Writing what a consumer batch decided: every receipt's outcome, and every applied plan's effect, in one D1
@@ -28,19 +29,10 @@ export interface FinishedAttempt {
   leased: boolean;
   /** Decided before the attempt was committed (an abandoned attempt's verdict, settled before anything ran). */
   decided?: Decision;
+  /** A first attempt that fanned the event out to several routes (fan-out.ts): written with the receipt's own outcome. */
+  fanOut?: FannedOut;
 }
 
-const dialect = new SQLiteAsyncDialect();
-
-/** Aborts the batch it stands in when the statement before it changed no row (it inserts NULL into a NOT NULL column). */
-const ABORT_UNLESS_CHANGED = sql`INSERT INTO ${batchAborts} (reason) SELECT NULL WHERE changes() = 0`;
-
-type Buildable = SQL | { toSQL(): { sql: string; params: unknown[] } };
-
-function prepare(d1: D1Database, query: Buildable): D1PreparedStatement {
-  const built = "toSQL" in query ? query.toSQL() : dialect.sqlToQuery(query);
-  return d1.prepare(built.sql).bind(...built.params);
-}
 
 /** Commits every attempt, shared batch first; returns the decision each receipt ended with. */
 export async function commitAttempts(env: Env, finished: readonly FinishedAttempt[]): Promise<Map<string, Decision>> {
@@ -76,9 +68,10 @@ async function commitAlone(env: Env, attempt: FinishedAttempt, decision: Decisio
       knownFailure = failure;
     }
   }
-  const fallback = await explainAbort(env, attempt, knownFailure);
+  const explained = await explainAbort(env, attempt, decision, knownFailure);
+  const fallback = explained.decision;
   try {
-    await batchUnlessEmpty(d1, statementsFor(d1, attempt, fallback));
+    await batchUnlessEmpty(d1, statementsFor(d1, explained.attempt, fallback));
     return fallback;
   } catch (error) {
     // Another run may have committed the event between the explanation and this write: then this attempt is a
@@ -97,28 +90,28 @@ async function isCommitted(env: Env, attempt: FinishedAttempt): Promise<boolean>
   return row?.committedAt != null;
 }
 
+
 /**
- * D1 refuses an empty batch; an attempt that records nothing (lease taken elsewhere) makes none. The rows the
- * handlers' own statements wrote are metered apart from the receiver's, matched to their results by statement.
+ * Why an event's batch aborted, from stored state: committed by another run, lost its version gate, or failed. A
+ * first attempt that fanned out is written again without its fan-out when another run's fan-out came first (that
+ * run's deliveries stand), or with its further routes' effects left to their own deliveries when the abort was ours.
  */
-async function batchUnlessEmpty(d1: D1Database, statements: D1PreparedStatement[]): Promise<void> {
-  if (statements.length === 0) return;
-  const results = await d1.batch(statements);
-  const handlerRows = statements.reduce((sum, statement, index) => (handlerStatements.has(statement) ? sum + (results[index]?.meta.rows_written ?? 0) : sum), 0);
-  count("d1HandlerRowsWritten", handlerRows);
-}
-
-/** The statements a handler planned (its effect and version gate), as opposed to the receiver's own. */
-const handlerStatements = new WeakSet<D1PreparedStatement>();
-
-/** Why an event's batch aborted, from stored state: committed by another run, lost its version gate, or failed. */
-async function explainAbort(env: Env, attempt: FinishedAttempt, failure: unknown): Promise<Decision> {
+async function explainAbort(env: Env, attempt: FinishedAttempt, decision: Decision, failure: unknown): Promise<{ attempt: FinishedAttempt; decision: Decision }> {
   const db = database(env);
   const [row] = await db
-    .select({ committedAt: receipts.committedAt })
+    .select({ committedAt: receipts.committedAt, filteredRoutes: receipts.filteredRoutes })
     .from(receipts)
     .where(eq(receipts.receiptId, attempt.receipt.receiptId));
-  if (row?.committedAt != null) return decide({ status: "duplicate" }, attempt.facts);
+  if (attempt.fanOut && row && row.filteredRoutes !== null) {
+    const alone = { ...attempt, fanOut: undefined };
+    return { attempt: alone, decision: row.committedAt != null ? decide({ status: "duplicate" }, attempt.facts) : decision };
+  }
+  const deferred = attempt.fanOut ? { ...attempt, fanOut: { ...attempt.fanOut, deferEffects: true } } : attempt;
+  return { attempt: deferred, decision: await explainOwnAbort(attempt, row?.committedAt ?? null, failure) };
+}
+
+async function explainOwnAbort(attempt: FinishedAttempt, committedAt: number | null, failure: unknown): Promise<Decision> {
+  if (committedAt != null) return decide({ status: "duplicate" }, attempt.facts);
   const gate = attempt.run.plan?.versionGate;
   if (gate) {
     const stored = await storedVersion(gate);
@@ -136,6 +129,12 @@ async function storedVersion(gate: VersionGate): Promise<number | null> {
   return row?.version ?? null;
 }
 
+/**
+ * Entering a resting status stamps status_entered_at on D1's clock in the same update (migrations/0013 and 0014):
+ * the trigger, seeing it set, writes the row no second time.
+ */
+const STAMPED_ENTRY = { statusEnteredAt: sql`CAST(unixepoch('subsec') * 1000 AS INTEGER)` };
+
 /** The statements that write one attempt's decision. */
 function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decision): D1PreparedStatement[] {
   const db = database({ DB: d1 });
@@ -150,7 +149,11 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
     attemptStartedAt: attempt.startedAt,
     attemptDurationMs: finishedAt - attempt.startedAt,
   };
-  const unclaimed = and(eq(receipts.receiptId, receipt.receiptId), isNull(receipts.committedAt));
+  const { fanOut } = attempt;
+  // A fan-out is written once: by the first attempt to commit one (the guard aborts any other's batch).
+  const unclaimed = and(eq(receipts.receiptId, receipt.receiptId), isNull(receipts.committedAt), fanOut ? isNull(receipts.filteredRoutes) : undefined);
+  const fanOutColumns = fanOut ? { route: fanOut.route, filteredRoutes: fanOut.filtered.join(",") } : {};
+  const fanOutRows = fanOut ? [prepare(d1, ABORT_UNLESS_CHANGED), ...furtherDeliveryStatements(d1, receipt.receiptId, fanOut)] : [];
   // A failure is recorded only by the attempt that still holds the receipt: its lease (still `processing` at its
   // generation: once the lease was found run out, the receipt was handed on), or for a lease-free attempt the
   // generation it read (the first to finish moves it on).
@@ -167,9 +170,10 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
             d1,
             db
               .update(receipts)
-              .set({ ...attemptColumns, status: "skipped", processedAt: finishedAt, nextAttemptAt: null, lastError: result.reason.slice(0, 500) })
+              .set({ ...attemptColumns, ...fanOutColumns, ...STAMPED_ENTRY, status: "skipped", processedAt: finishedAt, nextAttemptAt: null, lastError: result.reason.slice(0, 500) })
               .where(unclaimed),
           ),
+          ...fanOutRows,
           ...ownRowOfLeased(d1, attempt, "skipped", result.reason.slice(0, 500), null),
         ];
       }
@@ -179,6 +183,8 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
           .update(receipts)
           .set({
             ...attemptColumns,
+            ...fanOutColumns,
+            ...(result.status === "stale" ? STAMPED_ENTRY : {}),
             status: result.status,
             committedAt: finishedAt,
             processedAt: finishedAt,
@@ -189,15 +195,11 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
           })
           .where(unclaimed),
       );
-      const plan = result.status === "processed" ? attempt.run.plan : null;
-      const gate = plan?.versionGate;
-      const effect = [...(gate ? [gate.claim] : []), ...(plan?.statements ?? [])];
-      for (const statement of effect) handlerStatements.add(statement);
       return [
         committed,
         prepare(d1, ABORT_UNLESS_CHANGED),
-        ...(gate ? [gate.claim, prepare(d1, ABORT_UNLESS_CHANGED)] : []),
-        ...(plan?.statements ?? []),
+        ...effectStatements(d1, result.status === "processed" ? attempt.run.plan : null),
+        ...fanOutRows.slice(1),
         ...ownRowOfLeased(d1, attempt, result.status, result.status === "stale" ? (result.note ?? null) : null, result.status === "processed" ? (result.httpStatus ?? null) : null),
       ];
     }
@@ -226,14 +228,19 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
             .update(receipts)
             .set({
               ...attemptColumns,
+              ...fanOutColumns,
+              ...(decision.receiptStatus === "dead" ? STAMPED_ENTRY : {}),
               status: decision.receiptStatus,
               nextAttemptAt: decision.nextAttemptAt,
               lastError: decision.lastError,
               attemptHttpStatus: decision.attempt.httpStatus,
             })
-            .where(stillOurs),
+            .where(fanOut ? and(stillOurs, isNull(receipts.filteredRoutes)) : stillOurs),
         ),
-        attemptRow(d1, attempt, decision.attempt.outcome, decision.attempt.error, decision.attempt.httpStatus),
+        // With a fan-out, the update either changed the receipt or aborted the batch: the attempt's number is its own.
+        ...(fanOut ? fanOutRows.slice(0, 1) : []),
+        attemptRow(d1, attempt, decision.attempt.outcome, decision.attempt.error, decision.attempt.httpStatus, fanOut !== undefined),
+        ...fanOutRows.slice(1),
       ];
   }
 }
@@ -270,6 +277,7 @@ function attemptRow(
   outcome: "retry" | "unknown" | "dead" | "duplicate",
   error: string | null,
   httpStatus: number | null,
+  numberIsOwn = false,
 ): D1PreparedStatement {
   const db = database({ DB: d1 });
   const receiptId = attempt.receipt.receiptId;
@@ -294,6 +302,7 @@ function attemptRow(
         .onConflictDoUpdate({ target: [attempts.receiptId, attempts.attemptNumber], set: outcomeColumns }),
     );
   }
+  if (numberIsOwn) return prepare(d1, db.insert(attempts).values({ ...row, attemptNumber: attempt.generation }).onConflictDoNothing());
   if (outcome === "duplicate") {
     // A lease-free duplicate run moves no generation on (the receipt's belongs to the run that committed): it takes
     // the next number after every attempt recorded so far. No lease is taken on a committed receipt, so no later

@@ -3,14 +3,16 @@ import { sendOutbound, type OutboundResult } from "./outbound";
 
 /**
  * HTTP forward to the user's backend, signed with the Standard Webhooks scheme under the gateway secret.
- * `webhook-id` and `Idempotency-Key` are the receipt id — stable across our retries and replays — so the
+ * `webhook-id` and `Idempotency-Key` are the delivery's id — the receipt id, or for a source with several routes
+ * `<receipt id>:<route>` (two routes may forward to one backend) — stable across our retries and replays, so the
  * backend can dedupe whatever we resend.
  */
 
 export interface ForwardRequest {
   url: string;
   timeoutMs: number;
-  receiptId: string;
+  /** The receipt id, or `<receipt id>:<route>` for a route of a source with several. */
+  deliveryId: string;
   source: string;
   eventKey: string;
   eventType: string | null;
@@ -37,17 +39,17 @@ export function eventHeader(name: string, value: string): Record<string, string>
 
 export async function forward(request: ForwardRequest, signingSecret: string, now = Date.now()): Promise<ForwardResult> {
   const timestamp = Math.floor(now / 1000);
-  const signature = await signStandardWebhook(signingSecret, request.receiptId, timestamp, request.body);
+  const signature = await signStandardWebhook(signingSecret, request.deliveryId, timestamp, request.body);
   const result = await sendOutbound(
     {
       url: request.url,
       body: request.body,
       timeoutMs: request.timeoutMs,
-      idempotencyKey: request.receiptId,
+      idempotencyKey: request.deliveryId,
       headers: {
         ...request.routeHeaders,
         "content-type": request.contentType,
-        "webhook-id": request.receiptId,
+        "webhook-id": request.deliveryId,
         "webhook-timestamp": String(timestamp),
         "webhook-signature": signature,
         "x-webhook-source": request.source,

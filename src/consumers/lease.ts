@@ -113,16 +113,23 @@ export async function releaseLeases(db: Database, held: readonly { receiptId: st
     );
 }
 
-/** A lease taken on first need: the handler's first external call takes it, later calls reuse it. */
+/**
+ * A lease taken on first need: the handler's first external call takes it, later calls reuse it. The routes of one
+ * first attempt share it (they run at once under the receipt's one lease), so the taking is shared too.
+ */
 export class LazyLease {
   private generation: number | null;
+  private taking: Promise<number | null> | null = null;
   constructor(
-    private readonly db: Database,
-    private readonly receiptId: string,
-    private readonly now: number,
+    private readonly take: () => Promise<number | null>,
     heldGeneration: number | null,
   ) {
     this.generation = heldGeneration;
+  }
+
+  /** The receipt's own lease. */
+  static onReceipt(db: Database, receiptId: string, now: number, heldGeneration: number | null): LazyLease {
+    return new LazyLease(async () => (await leaseReceipts(db, [receiptId], now)).get(receiptId) ?? null, heldGeneration);
   }
 
   get heldGeneration(): number | null {
@@ -132,7 +139,8 @@ export class LazyLease {
   /** True when this attempt holds the lease (now or already). */
   async acquire(): Promise<boolean> {
     if (this.generation !== null) return true;
-    this.generation = (await leaseReceipts(this.db, [this.receiptId], this.now)).get(this.receiptId) ?? null;
+    this.taking ??= this.take();
+    this.generation = await this.taking;
     return this.generation !== null;
   }
 }

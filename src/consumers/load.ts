@@ -18,10 +18,16 @@ export interface ReceiptForWork extends EventFacts {
   nextAttemptAt: number | null;
   leaseUntil: number | null;
   committedAt: number | null;
+  /** The route whose delivery the receipt row carries, and the routes filtered out (migrations/0014; src/consumers/fan-out.ts). */
+  route: string | null;
+  filteredRoutes: string | null;
 }
 
-/** `bodies` is where large bodies live (the BODIES bucket): read back for receipts that may still be attempted. */
-export async function loadReceipts(db: Database, receiptIds: readonly string[], bodies: { BODIES?: R2Bucket } = {}): Promise<ReceiptForWork[]> {
+/**
+ * `bodies` is where large bodies live (the BODIES bucket): read back for receipts that may still be attempted, or for
+ * every receipt when `everyBody` (a further route's delivery runs whatever the receipt's own status).
+ */
+export async function loadReceipts(db: Database, receiptIds: readonly string[], bodies: { BODIES?: R2Bucket } = {}, everyBody = false): Promise<ReceiptForWork[]> {
   if (receiptIds.length === 0) return [];
   const rows = await db
     .select({
@@ -43,11 +49,13 @@ export async function loadReceipts(db: Database, receiptIds: readonly string[], 
       nextAttemptAt: receipts.nextAttemptAt,
       leaseUntil: receipts.leaseUntil,
       committedAt: receipts.committedAt,
+      route: receipts.route,
+      filteredRoutes: receipts.filteredRoutes,
     })
     .from(receipts)
     .where(inJsonList(receipts.receiptId, receiptIds));
   // A finished receipt is never attempted again: its body stays where it is.
-  const inR2 = rows.filter((row) => row.bodyLocation !== null && (row.status === "pending" || row.status === "processing"));
+  const inR2 = rows.filter((row) => row.bodyLocation !== null && (everyBody || row.status === "pending" || row.status === "processing"));
   const stored = await readStoredBodies(bodies, inR2.map((row) => row.receiptId));
   return rows.map(({ bodyLocation, ...row }) => ({
     ...row,

@@ -8,11 +8,14 @@ import type { SourceConfig } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
 import { commitAttempts, type FinishedAttempt } from "./commit";
-import { ABANDONED_ATTEMPT, budgetStartOf, decideAbandoned, type Decision, type QueueVerdict } from "./decide";
 import { admitDeliveries, holdUntil, releaseDeliveries } from "./delivery-gate";
+import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type Decision, type QueueVerdict } from "./decide";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, readiness, type ReceiptForWork } from "./load";
 import { runDestination, type AttemptRun } from "./run";
+import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
+import type { FannedOut } from "./delivery-rows";
+import { sendDeliveryRetries } from "./deliveries";
 import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**
@@ -94,8 +97,10 @@ export async function processBatch(
   const held = await admitDeliveries(env, db, unbroken.filter((row) => row.status === "pending" && row.committedAt === null).map((row) => ({ receiptId: row.receiptId, source: row.source, config: sources.get(row.source) })), now, ATTEMPTS_IN_FLIGHT);
   for (const [receiptId, verdict] of held) verdicts.set(receiptId, verdict);
   const runnable = unbroken.filter((row) => !held.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row));
+  // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
+  const choices = new Map(runnable.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
   const needsLease = runnable.filter(
-    (row) => row.committedAt === null && (options.leaseEveryAttempt || row.status === "processing" || sources.get(row.source)?.destination.kind === "forward"),
+    (row) => row.committedAt === null && (options.leaseEveryAttempt || row.status === "processing" || reachesOutside(choices.get(row.receiptId) ?? null)),
   );
   const leased = await leaseReceipts(
     db,
@@ -123,7 +128,7 @@ export async function processBatch(
     const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
     const startedAt = waited ? clock() : now;
     if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) return { notStarted: receipt, heldGeneration };
-    return attempt(env, receipt, startedAt, clock, new LazyLease(db, receipt.receiptId, startedAt, heldGeneration), source);
+    return attempt(env, receipt, startedAt, clock, LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration), source, choices.get(receipt.receiptId) ?? null);
   });
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
@@ -141,6 +146,8 @@ export async function processBatch(
     ...lostLeaseRace.map((receipt) => ({ receipt, result: null })),
   ];
   await releaseDeliveries(env, ended.map(({ receipt, result }) => ({ receiptId: receipt.receiptId, source: receipt.source, config: sources.get(receipt.source), result })), clock());
+  // Further deliveries that failed (or met a lease race) go on the queue on their own, each naming its route.
+  await sendDeliveryRetries(env, attempts.flatMap((finished) => (finished.fanOut && decisions.get(finished.receipt.receiptId)?.kind !== "nothing" ? [{ receipt: finished.receipt, fanOut: finished.fanOut }] : [])));
   for (const finished of attempts) {
     const decision = decisions.get(finished.receipt.receiptId)!;
     verdicts.set(finished.receipt.receiptId, decision.queue);
@@ -161,26 +168,58 @@ async function attempt(
   clock: () => number,
   lease: LazyLease,
   source: SourceConfig | undefined,
+  choice: RouteChoice | null,
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
+  let fanOut: FannedOut | undefined;
+  const facts = { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: budgetStartOf(receipt) };
   if (receipt.committedAt !== null) {
     // A replay (or a redelivery after a lost ack) of an event whose outcome already committed: nothing to run, so
     // no forward or external call is even resent.
     run = { result: { status: "duplicate" }, plan: null };
-  } else if (!source) {
+  } else if (!source || !choice) {
     run = { result: { status: "dead", error: `source ${receipt.source} is no longer configured` }, plan: null };
+  } else if (choice.kind === "gone") {
+    run = { result: { status: "dead", error: `route ${choice.name} is no longer configured` }, plan: null };
+  } else if (choice.kind === "recorded") {
+    run = await runDestination(env, choice.route, receipt, startedAt, lease, source.routes.length > 1);
   } else {
-    run = await runDestination(env, source, receipt, startedAt, lease);
+    // The first attempt of an event with several routes: every matched route at once, each its own delivery.
+    const { primary, further, filtered } = choice.fanOut;
+    const [own, ...others] = await Promise.all([
+      primary ? runDestination(env, primary, receipt, startedAt, lease, true) : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
+      ...further.map(async (route) => {
+        const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true);
+        const finishedAt = clock();
+        return { route: route.rules.name, run: furtherRun, startedAt, finishedAt, decision: decide(furtherRun.result, { ...facts, attemptNumberInRun: 1, finishedAt }) };
+      }),
+    ]);
+    run = own!;
+    fanOut = { route: primary?.rules.name ?? null, filtered, further: others as FannedOut["further"] };
   }
   const generation = lease.heldGeneration ?? receipt.leaseGeneration + 1;
   return {
     receipt,
     run,
-    facts: { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: budgetStartOf(receipt), finishedAt: clock() },
+    facts: { ...facts, finishedAt: clock() },
     startedAt,
     generation,
     leased: lease.heldGeneration !== null,
+    ...(fanOut ? { fanOut } : {}),
   };
+}
+
+function routeChoice(source: SourceConfig | undefined, receipt: ReceiptForWork): RouteChoice | null {
+  if (!source) return null;
+  const event = receipt.body ? { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId } : null;
+  return chooseRoute(source, receipt, event, receipt.committedAt !== null);
+}
+
+/** Whether the route(s) an attempt runs may act outside D1 (a forward): only those take a lease up front. */
+function reachesOutside(choice: RouteChoice | null): boolean {
+  if (choice === null || choice.kind === "gone") return false;
+  if (choice.kind === "recorded") return choice.route.destination.kind === "forward";
+  return [choice.fanOut.primary, ...choice.fanOut.further].some((route) => route?.destination.kind === "forward");
 }
 
 /**

@@ -1,10 +1,11 @@
 import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import { databaseNamedBy, isRedriven, probeTimeOf, receiptIdsOf, type QueuedWork } from "../model/work-message";
+import { databaseNamedBy, isRedriven, probeTimeOf, receiptIdsOf, routeNamedBy, type QueuedWork } from "../model/work-message";
 import { recordProbesHandled } from "./queue-probe";
 import { unboundDatabaseObservation } from "../monitor/conditions";
 import { reportObservations } from "../monitor/report";
-import { enqueueReceipts } from "../relay/enqueue";
+import { enqueueReceipts, enqueueWork } from "../relay/enqueue";
+import { markDeliveriesDead, processDeliveries } from "./deliveries";
 import { DEFAULT_RETRY } from "../sources/config";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
 import { receiptHolders } from "../sources/receipt-homes";
@@ -25,11 +26,15 @@ import { CONSUMER_WALL_MS } from "./slice-budget";
 export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ctx?: ExecutionContext): Promise<void> {
   count("queueOperations", batch.messages.length); // each delivery of a message is a billed read
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
-  const receiptIds = batch.messages.flatMap((message) => receiptIdsOf(message.body));
+  const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
+  // Further deliveries (a message naming a route) go their own way, each message on its own: never with receipts.
+  for (const message of batch.messages) if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
+  const messages = batch.messages.filter((message) => routeNamedBy(message.body) === undefined);
+  if (messages.length === 0) return;
+  const receiptIds = messages.flatMap((message) => receiptIdsOf(message.body));
   const verdicts = new Map<string, QueueVerdict>();
   /** Where each receipt was processed: its retry names that database. */
   const processedIn = new Map<string, string>();
-  const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
   //
   // A redelivered (or re-driven) message's last delivery never finished: perhaps one of its receipts killed the isolate. Each of
@@ -58,7 +63,7 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     // Per database: the one each message names (each message is one source's, its receipts in one database).
     const unbound: string[] = [];
     for (const redelivered of [false, true]) {
-      for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, batch.messages.filter((message) => isRedelivered(message) === redelivered))) {
+      for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, messages.filter((message) => isRedelivered(message) === redelivered))) {
         if (isReceiptDatabase(env, binding)) await processIn(binding, idsInDatabase, redelivered);
         else unbound.push(...idsInDatabase);
       }
@@ -74,10 +79,10 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     // D1 unreachable or similar: every receipt is still pending or leased in D1; come back later, on each
     // message's own source's schedule.
     logError("consume.failed", error, { receipts: receiptIds.length });
-    for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    for (const message of messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
   }
-  const sourceOf = new Map(batch.messages.flatMap((message) => receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const)));
+  const sourceOf = new Map(messages.flatMap((message) => receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const)));
   const later = new Map<string, { delaySeconds: number; binding: string; receipts: { source: string; receiptId: string }[] }>();
   for (const [receiptId, verdict] of verdicts) {
     if (verdict.kind !== "retry") continue;
@@ -92,16 +97,16 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     for (const { delaySeconds, binding, receipts } of later.values()) await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
   } catch (error) {
     logError("consume.requeue_failed", error, { receipts: receiptIds.length });
-    for (const message of batch.messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    for (const message of messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
   }
   try {
     // After the batch's work: a probe says the consumer has come this far (queue-probe.ts).
-    await recordProbesHandled(env, batch.messages.flatMap((message) => probeTimeOf(message.body) ?? []));
+    await recordProbesHandled(env, messages.flatMap((message) => probeTimeOf(message.body) ?? []));
   } catch (error) {
     logError("consume.probe_failed", error);
   }
-  for (const message of batch.messages) {
+  for (const message of messages) {
     const nowhere = receiptIdsOf(message.body).filter((receiptId) => !verdicts.has(receiptId));
     if (nowhere.length > 0) {
       // Named for a database this Worker no longer binds, and in none it has: never acked as done. It comes back
@@ -113,6 +118,28 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     message.ack();
     count("queueOperations");
   }
+}
+
+/**
+ * One message of further deliveries to one route: processed, its retries sent as messages of their own (naming the
+ * route), then acknowledged. D1 unreachable: the message comes back on its source's schedule.
+ */
+async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocationEndsBy: number): Promise<void> {
+  const route = routeNamedBy(message.body)!;
+  const binding = databaseNamedBy(message.body) ?? databaseBindingOf(env, sourceName(message.body));
+  try {
+    const databaseEnv = envForDatabase(env, binding);
+    const verdicts = await processDeliveries(databaseEnv, route, receiptIdsOf(message.body), Date.now(), invocationEndsBy, { leaseEveryAttempt: isRedelivered(message) });
+    const later = new Map<number, string[]>();
+    for (const [receiptId, verdict] of verdicts) if (verdict.kind === "retry") later.set(verdict.delaySeconds, [...(later.get(verdict.delaySeconds) ?? []), receiptId]);
+    for (const [delaySeconds, receiptIds] of later) await enqueueWork(databaseEnv, sourceName(message.body), receiptIds, delaySeconds, { route });
+  } catch (error) {
+    logError("consume.deliveries_failed", error, { route, receipts: receiptIdsOf(message.body).length });
+    message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    return;
+  }
+  message.ack();
+  count("queueOperations");
 }
 
 /**
@@ -190,7 +217,12 @@ async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Pr
       // With one database there is nowhere else to look: mark there, as before.
       const holders = databases.length === 1 ? new Map(receiptIds.map((receiptId) => [receiptId, databases[0]!.binding])) : await receiptHolders(databases, receiptIds);
       const error = `work queue gave up after ${message.attempts} deliveries`;
-      for (const [binding, idsInDatabase] of groupByValue(holders)) await markDead(envForDatabase(env, binding), idsInDatabase, error);
+      const route = routeNamedBy(message.body);
+      for (const [binding, idsInDatabase] of groupByValue(holders)) {
+        // A message of further deliveries gave up on those deliveries alone; the receipts' own routes are untouched.
+        if (route === undefined) await markDead(envForDatabase(env, binding), idsInDatabase, error);
+        else await markDeliveriesDead(envForDatabase(env, binding), route, idsInDatabase, error);
+      }
       const nowhere = new Set(receiptIds).size - holders.size;
       const named = databaseNamedBy(message.body);
       if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named)) await reportUnbound(env, "dead_letter.database_unbound", message.body, nowhere);

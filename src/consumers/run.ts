@@ -1,7 +1,7 @@
 import { meteredD1 } from "../lib/meter";
 import { secretValue } from "../lib/secrets";
 import { parseJsonBody } from "../providers/json";
-import type { SourceConfig } from "../sources/config";
+import type { SourceRoute } from "../sources/config";
 import type { AttemptResult } from "./decide";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
@@ -19,21 +19,22 @@ export interface AttemptRun {
 
 const MAX_ERROR_CHARS = 500;
 
-/** Runs the receipt's destination. Never throws: every failure becomes a result the decision can read. */
-export async function runDestination(env: Env, source: SourceConfig, receipt: ReceiptForWork, now: number, lease: LazyLease): Promise<AttemptRun> {
+/** Runs one route of the receipt: its rules, then its destination. Never throws: every failure becomes a result the decision can read. */
+export async function runDestination(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: number, lease: LazyLease, oneOfMany = false): Promise<AttemptRun> {
   try {
-    return await run(env, source, receipt, now, lease);
+    return await run(env, route, receipt, now, lease, oneOfMany ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId);
   } catch (error) {
     return { result: failureResult(error), plan: null };
   }
 }
 
-async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now: number, lease: LazyLease): Promise<AttemptRun> {
-  const { destination } = source;
+/** `deliveryId` names this delivery to a forward's backend (forward.ts). */
+async function run(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: number, lease: LazyLease, deliveryId: string): Promise<AttemptRun> {
+  const { destination } = route;
   if (destination.kind === "none") return { result: { status: "skipped", reason: "source has no destination" }, plan: null };
   if (!receipt.body) return { result: { status: "dead", error: "payload no longer retained" }, plan: null };
   // The route's filter, schema and transform (src/routing/route.ts); a plain route passes the stored bytes as they are.
-  const routed = await applyRoute(source.route, { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId });
+  const routed = await applyRoute(route.rules, { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId });
   if (routed.kind === "skip") return { result: { status: "skipped", reason: routed.reason }, plan: null };
   if (routed.kind === "refuse") return { result: { status: "dead", error: routed.error }, plan: null };
   if (destination.kind === "forward") {
@@ -44,7 +45,7 @@ async function run(env: Env, source: SourceConfig, receipt: ReceiptForWork, now:
       {
         url: destination.url,
         timeoutMs: destination.timeoutMs,
-        receiptId: receipt.receiptId,
+        deliveryId,
         source: receipt.source,
         eventKey: receipt.eventKey,
         eventType: receipt.eventType,

@@ -1,4 +1,4 @@
-import { MAX_DESTINATION_TIMEOUT_MS, type SourceConfig } from "../sources/config";
+import { MAX_DESTINATION_TIMEOUT_MS, type Destination, type SourceConfig } from "../sources/config";
 
 /**
  * How long a consumer may go on starting attempts. A queue consumer invocation is stopped after 15 minutes of wall
@@ -21,14 +21,21 @@ export interface AttemptLimits {
   leaseUntil: number;
 }
 
-/** The longest one attempt of this destination may run: its forward timeout, or a handler's external-call budget. */
+/**
+ * The longest one attempt of this source may run: its slowest route's forward timeout, or a handler's external-call
+ * budget (a first attempt runs every matched route at once).
+ */
 export function longestAttemptMs(source: SourceConfig | undefined): number {
   if (!source) return 0;
-  switch (source.destination.kind) {
+  return Math.max(0, ...source.routes.map(({ destination }) => longestCallMs(destination)));
+}
+
+function longestCallMs(destination: Destination): number {
+  switch (destination.kind) {
     case "none":
       return 0;
     case "forward":
-      return source.destination.timeoutMs;
+      return destination.timeoutMs;
     case "handler":
       return MAX_DESTINATION_TIMEOUT_MS;
   }

@@ -75,6 +75,13 @@ export const receipts = sqliteTable(
      * there on every write of the status); status-filtered paging catches up on it (src/admin/receipt-cursor.ts).
      */
     statusEnteredAt: integer("status_entered_at"),
+    /**
+     * The route whose delivery this row carries (migrations/0014): the first that matched, for a source with several;
+     * null for a one-route source (its only route) and until the event is fanned out.
+     */
+    route: text("route"),
+    /** The routes whose filter did not match, comma-separated ('' when all did); null until fanned out. */
+    filteredRoutes: text("filtered_routes"),
   },
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
@@ -84,6 +91,41 @@ export const receipts = sqliteTable(
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
     index("receipts_status_entered").on(table.statusEnteredAt).where(sql`status IN ('dead', 'dismissed', 'stale', 'skipped')`),
+  ],
+);
+
+/**
+ * The delivery of one further route that matched a receipt (migrations/0014): the receipt row carries its first
+ * matched route's delivery, this table each other one, with the same life (pending, processing under a lease,
+ * processed/stale/skipped/dead) kept apart, so one destination's failure never delays or repeats another's. WITHOUT
+ * ROWID, no index the happy path touches: a delivered route costs one row.
+ */
+export const deliveries = sqliteTable(
+  "deliveries",
+  {
+    receiptId: text("receipt_id").notNull(),
+    route: text("route").notNull(),
+    status: text("status", { enum: ["pending", "processing", "processed", "stale", "dead", "skipped"] })
+      .notNull()
+      .default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    leaseGeneration: integer("lease_generation").notNull().default(0),
+    nextAttemptAt: integer("next_attempt_at"),
+    leaseUntil: integer("lease_until"),
+    lastError: text("last_error"),
+    httpStatus: integer("http_status"),
+    attemptStartedAt: integer("attempt_started_at"),
+    attemptDurationMs: integer("attempt_duration_ms"),
+    /** Set once, as the receipt's: the guard that makes a second run of this delivery apply nothing. */
+    committedAt: integer("committed_at"),
+    processedAt: integer("processed_at"),
+    replayCount: integer("replay_count").notNull().default(0),
+    replayedAt: integer("replayed_at"),
+  },
+  (table) => [
+    primaryKey({ columns: [table.receiptId, table.route] }),
+    index("deliveries_unfinished").on(table.nextAttemptAt).where(sql`status IN ('pending', 'processing')`),
+    index("deliveries_dead").on(table.route, table.receiptId).where(sql`status = 'dead'`),
   ],
 );
 

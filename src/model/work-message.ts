@@ -17,6 +17,11 @@ export interface WorkMessage {
    * redelivered message: one at a time, each leased and so counted.
    */
   redriven?: true;
+  /**
+   * Present on a message for further deliveries (migrations/0014): it carries its receipts' deliveries to this route
+   * alone, never the receipts' own routes.
+   */
+  route?: string;
 }
 
 /** The batched shape sent before messages named their database: read in the source's database, then looked for elsewhere. */
@@ -54,4 +59,9 @@ export function databaseNamedBy(message: QueuedWork): string | undefined {
 /** Whether the cron's re-drive sent this message (WorkMessage.redriven). */
 export function isRedriven(message: QueuedWork): boolean {
   return "redriven" in message && message.redriven === true;
+}
+
+/** The route a message's deliveries go to, or undefined for a message of receipts (their own routes). */
+export function routeNamedBy(message: QueuedWork): string | undefined {
+  return "route" in message && typeof message.route === "string" ? message.route : undefined;
 }

@@ -5,6 +5,8 @@ import { databaseBindingIn } from "../sources/databases";
 export interface SendOptions {
   /** The cron's re-drive sends it: its consumer runs the receipts one at a time, each leased (WorkMessage.redriven). */
   redriven?: boolean;
+  /** A message of further deliveries to this route (WorkMessage.route). */
+  route?: string;
 }
 
 /** Receipt ids per message: about 30 bytes each, so a message stays far below one 64 KB billing unit. */
@@ -14,7 +16,8 @@ export const RECEIPTS_PER_MESSAGE = 500;
  * The one way work reaches the queue: relay, replay, re-drive and the consumer's own retries all call this. A
  * call sends one message per RECEIPTS_PER_MESSAGE receipts of one source, so a relay batch costs one queue write.
  * The receipts are in `env`'s database (each caller works in the database it found them in), and the message says
- * which: their consumer reads that one even if the source's `database` has changed since.
+ * which: their consumer reads that one even if the source's `database` has changed since. With `route`, the message
+ * carries those receipts' deliveries to that route alone (further deliveries, src/consumers/deliveries.ts).
  */
 export async function enqueueWork(
   env: Pick<Env, "WORK_QUEUE">,
@@ -27,7 +30,7 @@ export async function enqueueWork(
   const messages: WorkMessage[] = [];
   for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_MESSAGE) {
     const receiptIdsOfMessage = receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE);
-    messages.push(options.redriven ? { source, database, receiptIds: receiptIdsOfMessage, redriven: true } : { source, database, receiptIds: receiptIdsOfMessage });
+    messages.push({ source, database, receiptIds: receiptIdsOfMessage, ...(options.redriven ? { redriven: true as const } : {}), ...(options.route === undefined ? {} : { route: options.route }) });
   }
   if (messages.length === 0) return;
   await env.WORK_QUEUE.sendBatch(

@@ -32,13 +32,23 @@ export type Destination =
   | { kind: "forward"; url: string; timeoutMs: number }
   | { kind: "none" };
 
+/** One route of a source: where its deliveries go, and the rules applied first. */
+export interface SourceRoute {
+  destination: Destination;
+  rules: RouteRules;
+}
+
 export interface SourceConfig {
   name: string;
   provider: string;
   secrets: readonly SecretRef[];
-  /** The destination of the source's one route (src/sources/routes.ts). */
+  /**
+   * Every route, in config order (src/sources/routes.ts): each has a destination and the name, filter, schema and
+   * transform applied before it sees an event. One, `default`, for a source that names its destination directly.
+   */
+  routes: readonly SourceRoute[];
+  /** The first route's destination and rules: the one a one-route source has. */
   destination: Destination;
-  /** That route's name, filter, schema and transform, applied before the destination sees an event. */
   route: RouteRules;
   maxBodyBytes: number;
   /** Silence alert threshold in ms, when the source is expected to be busy. */
@@ -317,11 +327,14 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       if (ref) secrets.push(ref);
     }
   }
-  const { destination, rules: route } = parseRoutes(options, where, problems, (value, routeWhere) => parseDestination(value, routeWhere, options, problems));
-  if (route.headers && destination.kind !== "forward") problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
-  if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
-    problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
+  const routes: SourceRoute[] = parseRoutes(options, where, problems, (value, routeWhere) => parseDestination(value, routeWhere, options, problems));
+  for (const { destination, rules: route } of routes) {
+    if (route.headers && destination.kind !== "forward") problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
+    if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
+      problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
+    }
   }
+  const { destination, rules: route } = routes[0]!;
   const retry = parseRetry(options.retry, where, problems);
   const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, { positive: true });
   // Read by the reconciler (src/sources/reconciler-settings.ts); checked here so a typo is refused with everything else.
@@ -352,6 +365,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       name,
       provider,
       secrets,
+      routes,
       destination,
       route,
       maxBodyBytes,

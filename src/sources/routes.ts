@@ -5,16 +5,16 @@ import { compileSchema } from "../routing/schema";
 import { compileHeaders, compileTransform } from "../routing/transform";
 
 /**
- * A source's routes. Today a source has exactly one: the `destination` it names directly (route `default`), or a
- * single `[[vars.SOURCES.<name>.routes]]` entry with its own name, destination and optional filter, schema and
- * transform, and its delivery control (src/gate/control.ts). Fan-out to several routes, per-route retry and ordering
- * are designed (one delivery per receipt and matched route) but not built, so they are refused here by name rather
- * than accepted and ignored.
+ * A source's routes: the `destination` it names directly (one route, `default`), or the `[[vars.SOURCES.<name>.routes]]`
+ * entries, each with its own name, destination and optional filter, schema, transform and headers. Every event gets
+ * one delivery per route that matches it (docs/processing.md, "Deliveries"). Options not built yet (per-route retry, ordering) are refused here by name rather than accepted and ignored.
  */
 
 const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_ROUTE_NAME = "default";
 const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema", "headers", ...CONTROL_KEYS]);
+/** Routes one source may list: each matched one costs its events up to two D1 rows. */
+export const MAX_ROUTES = 16;
 /** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
 const NOT_BUILT_YET: Record<string, string> = {
   retry: "per-route retry is not available yet (the source's own retry applies to its route)",
@@ -37,15 +37,15 @@ export function parseRoutes<D>(
   where: string,
   problems: string[],
   readDestination: (value: unknown, where: string) => D,
-): ParsedRoute<D> {
+): ParsedRoute<D>[] {
   for (const key of ROUTE_ONLY_KEYS) {
     if (options[key] !== undefined) problems.push(`${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`);
   }
   const list = options.routes;
   if (list === undefined) {
-    return { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } };
+    return [{ destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } }];
   }
-  const fallback = () => ({ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } });
+  const fallback = () => [{ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } }];
   if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
     problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
     return fallback();
@@ -57,11 +57,16 @@ export function parseRoutes<D>(
     problems.push(`${where}: routes is empty; name one route, or drop routes and give destination`);
     return fallback();
   }
-  if (list.length > 1) {
-    problems.push(`${where}: routes lists ${list.length} routes, and fan-out to more than one route is not available yet: one route per source for now (see docs/routing.md)`);
+  if (list.length > MAX_ROUTES) {
+    problems.push(`${where}: routes lists ${list.length} routes; a source takes at most ${MAX_ROUTES}`);
     return fallback();
   }
-  return parseRoute(list[0] as Record<string, unknown>, `${where}.routes[0]`, problems, readDestination);
+  const parsed = list.map((entry, index) => parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination));
+  const names = list.map((entry) => (entry as Record<string, unknown>).name).filter((name): name is string => typeof name === "string");
+  for (const name of new Set(names.filter((name, index) => names.indexOf(name) !== index))) {
+    problems.push(`${where}: route name ${JSON.stringify(name)} is used twice (each route's deliveries are kept under its name)`);
+  }
+  return parsed;
 }
 
 function parseRoute<D>(table: Record<string, unknown>, where: string, problems: string[], readDestination: (value: unknown, where: string) => D): ParsedRoute<D> {

@@ -4,7 +4,7 @@ import { app } from "../../src/app";
 import { base, parsed, problemsOf } from "../support/source-tables";
 import { ADMIN } from "../admin/support";
 
-/** `[[vars.SOURCES.<name>.routes]]`: one route per source today, every option checked when config loads. */
+/** `[[vars.SOURCES.<name>.routes]]`: one or several routes per source, every option checked when config loads. */
 
 
 describe("a source's routes", () => {
@@ -25,12 +25,28 @@ describe("a source's routes", () => {
     expect(source.route.transform?.expression).toBe('{"text": type}');
   });
 
-  it("refuses fan-out and delivery control by name, as not available yet, instead of ignoring them", () => {
-    const two = [
-      { name: "a", destination: "handler:accounts" },
-      { name: "b", destination: "https://hooks.example.com/x" },
-    ];
-    expect(problemsOf({ routes: two })).toEqual([expect.stringMatching(/routes lists 2 routes, and fan-out to more than one route is not available yet/)]);
+  it("takes several routes, in order, each checked on its own; a name used twice, or too many routes, is refused", () => {
+    const source = parsed({
+      routes: [
+        { name: "a", destination: "handler:accounts" },
+        { name: "b", destination: "https://hooks.example.com/x", filter: { type: "a.b" } },
+        { name: "c", destination: "none" },
+      ],
+    });
+    expect(source.routes.map(({ rules, destination }) => [rules.name, destination.kind])).toEqual([["a", "handler"], ["b", "forward"], ["c", "none"]]);
+    expect(source.routes[1]!.rules.filter).toBeTypeOf("function");
+    expect(source.route.name).toBe("a");
+    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "a", destination: "none" }] })).toEqual([expect.stringMatching(/route name "a" is used twice/)]);
+    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "b", destination: "handler:nope" }] })).toEqual(['SOURCES.example: no handler named "nope" is registered']);
+    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "b", destination: "handler:accounts", filter: { type: { $where: "1" } } }] })).toEqual([
+      "SOURCES.example route b: filter: unsupported operator $where",
+    ]);
+    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { destination: "none" }] })).toEqual([expect.stringMatching(/routes\[1\]: name must match/)]);
+    const many = Array.from({ length: 17 }, (_, index) => ({ name: `r${index}`, destination: "none" }));
+    expect(problemsOf({ routes: many })).toEqual([expect.stringMatching(/routes lists 17 routes; a source takes at most 16/)]);
+  });
+
+  it("refuses per-route retry and ordering by name, as not available yet, instead of ignoring them", () => {
     const unbuilt = { name: "a", destination: "handler:accounts", retry: { max_retries: 1 }, ordered_by: "subject" };
     expect(problemsOf({ routes: [unbuilt] })).toEqual([
       expect.stringMatching(/routes\[0\]: per-route retry is not available yet/),

@@ -1,0 +1,179 @@
+import { and, eq, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { database, type Database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { deliveries } from "../db/schema";
+import { logEvent } from "../lib/log";
+import { meteredD1 } from "../lib/meter";
+import { enqueueWork } from "../relay/enqueue";
+import { DEFAULT_RETRY } from "../sources/config";
+import { loadSources, sourceProblems } from "../sources/registry";
+import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
+import { deliveryOutcomeStatements, type DeliveryAttempt, type FannedOut } from "./delivery-rows";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
+import { loadReceipts, readiness, type ReceiptForWork } from "./load";
+import { runDestination, type AttemptRun } from "./run";
+import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { batchUnlessEmpty } from "./statements";
+
+/**
+ * Later attempts of further deliveries (docs/processing.md, "Deliveries"): a queue message that names a route carries
+ * its receipts' deliveries to that route alone. Each delivery lives as a receipt does — due or not, a lease only for
+ * a forward, its attempts counted, its failure retried on its source's schedule or dead-lettered — in its own row,
+ * so nothing here reads or moves the receipt's own route, or any other route's.
+ */
+
+/** Everything one delivery's attempt reads: its receipt's event and body, with the delivery's own state. */
+type DeliveryForWork = ReceiptForWork;
+
+export async function processDeliveries(
+  env: Env,
+  route: string,
+  receiptIds: readonly string[],
+  now = Date.now(),
+  invocationEndsBy = Number.POSITIVE_INFINITY,
+  options: { leaseEveryAttempt?: boolean } = {},
+): Promise<Map<string, QueueVerdict>> {
+  const sources = loadSources(env);
+  const broken = sourceProblems(env);
+  const db = database(env);
+  const unique = [...new Set(receiptIds)];
+  const [events, rows] = await Promise.all([
+    loadReceipts(db, unique, env, true),
+    db.select().from(deliveries).where(and(inJsonList(deliveries.receiptId, unique), eq(deliveries.route, route))),
+  ]);
+  const verdicts = new Map<string, QueueVerdict>();
+  const ready: DeliveryForWork[] = [];
+  for (const receiptId of unique) {
+    const event = events.find((row) => row.receiptId === receiptId);
+    const row = rows.find((delivery) => delivery.receiptId === receiptId);
+    if (!event || !row) {
+      verdicts.set(receiptId, { kind: "done", status: "missing" });
+      continue;
+    }
+    const delivery: DeliveryForWork = { ...event, ...row, replayedAt: row.replayedAt, route, filteredRoutes: null };
+    const state = readiness(delivery, now);
+    if (state.kind !== "ready") verdicts.set(receiptId, state.queue);
+    else if (broken.has(delivery.source)) verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
+    else ready.push(delivery);
+  }
+  const routeOf = (delivery: DeliveryForWork) => sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
+  const needsLease = ready.filter((delivery) => delivery.committedAt === null && (options.leaseEveryAttempt || delivery.status === "processing" || routeOf(delivery)?.destination.kind === "forward"));
+  const leased = await leaseDeliveries(db, route, needsLease.map((delivery) => delivery.receiptId), now);
+
+  const finished: DeliveryAttempt[] = [];
+  const attemptsBegan = Date.now();
+  const clock = () => now + (Date.now() - attemptsBegan);
+  await Promise.all(
+    ready.map(async (delivery) => {
+      if (needsLease.includes(delivery) && !leased.has(delivery.receiptId)) return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
+      const source = sources.get(delivery.source);
+      const heldGeneration = leased.get(delivery.receiptId) ?? null;
+      const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
+      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now)) return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+      const facts = { policy: source?.retry, attemptNumberInRun: delivery.attempts + 1, budgetStartedAt: budgetStartOf(delivery) };
+      // A delivery still `processing` was abandoned by a consumer that died: that attempt was counted when it took
+      // its lease, and once the count spends the retries the delivery is dead without another run (a poison event
+      // cannot loop).
+      const abandoned = delivery.status === "processing" ? decideAbandoned(delivery, source?.retry, now).decision : null;
+      const configured = routeOf(delivery);
+      let run: AttemptRun;
+      if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
+      else if (abandoned?.kind === "fail" && abandoned.receiptStatus === "dead") run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
+      else if (!configured) run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
+      else run = await runDestination(env, configured, delivery, now, new LazyLease(async () => (await leaseDeliveries(db, route, [delivery.receiptId], now)).get(delivery.receiptId) ?? null, heldGeneration), true);
+      const finishedAt = clock();
+      const decision = run.result.status === "unknown" && run.result.error === ABANDONED_ATTEMPT && abandoned ? abandoned : decide(run.result, { ...facts, finishedAt });
+      finished.push({ receiptId: delivery.receiptId, route, run, decision, startedAt: now, finishedAt, generation: heldGeneration ?? delivery.leaseGeneration + 1, leased: heldGeneration !== null });
+    }),
+  );
+  for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
+  for (const attempt of finished) logEvent("attempt", { source: events.find((row) => row.receiptId === attempt.receiptId)?.source, receipt: attempt.receiptId, route, outcome: attempt.run.result.status, error: attempt.decision.kind === "fail" ? attempt.decision.lastError : null });
+  return verdicts;
+}
+
+/** Leases every delivery of `route` among `receiptIds` that is free to take, counting its attempt; returns each generation. */
+async function leaseDeliveries(db: Database, route: string, receiptIds: readonly string[], now: number): Promise<Map<string, number>> {
+  if (receiptIds.length === 0) return new Map();
+  const rows = await db
+    .update(deliveries)
+    .set({ status: "processing", leaseUntil: now + LEASE_MS, leaseGeneration: sql`${deliveries.leaseGeneration} + 1`, attempts: sql`${deliveries.attempts} + 1` })
+    .where(
+      and(
+        inJsonList(deliveries.receiptId, receiptIds),
+        eq(deliveries.route, route),
+        isNull(deliveries.committedAt),
+        or(
+          and(eq(deliveries.status, "pending"), or(isNull(deliveries.nextAttemptAt), lte(deliveries.nextAttemptAt, now))),
+          and(eq(deliveries.status, "processing"), lt(deliveries.leaseUntil, now)),
+        ),
+      ),
+    )
+    .returning({ receiptId: deliveries.receiptId, leaseGeneration: deliveries.leaseGeneration });
+  return new Map(rows.map((row) => [row.receiptId, row.leaseGeneration]));
+}
+
+/** Every attempt's outcome in one batch; if it aborts (a guard, a version gate), each on its own. */
+async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]): Promise<Map<string, QueueVerdict>> {
+  const d1 = meteredD1(env.DB);
+  const verdicts = new Map<string, QueueVerdict>();
+  try {
+    await batchUnlessEmpty(d1, finished.flatMap((attempt) => deliveryOutcomeStatements(d1, attempt)));
+    for (const attempt of finished) verdicts.set(attempt.receiptId, attempt.decision.queue);
+    return verdicts;
+  } catch {
+    // One delivery's guard aborted the shared batch: each on its own.
+  }
+  for (const attempt of finished) {
+    try {
+      await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, attempt));
+      verdicts.set(attempt.receiptId, attempt.decision.queue);
+    } catch (error) {
+      const [row] = await database(env).select({ committedAt: deliveries.committedAt }).from(deliveries).where(and(eq(deliveries.receiptId, attempt.receiptId), eq(deliveries.route, attempt.route)));
+      if (row?.committedAt != null) {
+        verdicts.set(attempt.receiptId, { kind: "done", status: "duplicate" });
+        continue;
+      }
+      // The effect could not be written (its version gate, or D1): retried on the delivery's schedule.
+      const failed = decide({ status: "retry", error: `commit failed: ${error instanceof Error ? error.message : String(error)}` }, { policy: undefined, attemptNumberInRun: 1, budgetStartedAt: attempt.finishedAt, finishedAt: attempt.finishedAt });
+      await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, { ...attempt, decision: failed }));
+      verdicts.set(attempt.receiptId, failed.queue);
+    }
+  }
+  return verdicts;
+}
+
+/**
+ * After a first attempt's commit: each further delivery left pending goes on the queue on its own message, naming
+ * its route, with its own delay. Should the send fail, the delivery is pending in D1 with a due time: the cron's
+ * re-drive finds it (src/reconcile/redrive.ts).
+ */
+export async function sendDeliveryRetries(env: Env, fannedOut: readonly { receipt: ReceiptForWork; fanOut: FannedOut }[]): Promise<void> {
+  const groups = new Map<string, { source: string; route: string; delaySeconds: number; receiptIds: string[] }>();
+  for (const { receipt, fanOut } of fannedOut) {
+    for (const delivery of fanOut.further) {
+      const delaySeconds = retryDelayOf(delivery);
+      if (delaySeconds === null) continue;
+      const key = `${receipt.source}\u0000${delivery.route}\u0000${delaySeconds}`;
+      const group = groups.get(key) ?? { source: receipt.source, route: delivery.route, delaySeconds, receiptIds: [] };
+      group.receiptIds.push(receipt.receiptId);
+      groups.set(key, group);
+    }
+  }
+  for (const { source, route, delaySeconds, receiptIds } of groups.values()) await enqueueWork(env, source, receiptIds, delaySeconds, { route });
+}
+
+/** The delay of a further delivery's next message, or null when its first attempt finished it. */
+function retryDelayOf(delivery: FannedOut["further"][number]): number | null {
+  const { decision } = delivery;
+  if (decision.kind === "commit") return decision.result.status === "processed" && delivery.run.plan?.versionGate ? 0 : null;
+  return decision.queue.kind === "retry" ? decision.queue.delaySeconds : null;
+}
+
+/** The dead-letter queue gave up on these deliveries' message: those still waiting or leased are dead (replayable). */
+export async function markDeliveriesDead(env: Env, route: string, receiptIds: readonly string[], error: string): Promise<void> {
+  if (receiptIds.length === 0) return;
+  await database(env)
+    .update(deliveries)
+    .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
+    .where(and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route), inArray(deliveries.status, ["pending", "processing"])));
+}

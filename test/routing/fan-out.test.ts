@@ -1,0 +1,119 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { processReceipt } from "../../src/consumers/process";
+import { difference, meterReading } from "../../src/lib/meter";
+import { replayDelivery } from "../../src/replay/replay-delivery";
+import { envWithSources, receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
+import { account, eventually, post, signDemo } from "../support/deliveries";
+import { settleEachTest } from "../support/storage";
+
+/**
+ * Fan-out (docs/processing.md, "Deliveries"): one source, several routes, one delivery per matched route, each with
+ * its own status, retries, dead letter and replay. Through the real route and queue, forwards to the Node stand-in
+ * (whose record, per Idempotency-Key `<receipt>:<route>`, is the evidence). Sources: test/fixtures/sources/fanout.json.
+ */
+
+settleEachTest();
+
+interface DeliveryRow {
+  route: string;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+}
+
+async function deliveryRows(receiptId: string): Promise<DeliveryRow[]> {
+  const { results } = await env.DB.prepare("SELECT route, status, attempts, last_error AS lastError FROM deliveries WHERE receipt_id = ? ORDER BY route")
+    .bind(receiptId)
+    .all<DeliveryRow>();
+  return results;
+}
+
+async function receiptRoutes(receiptId: string) {
+  return env.DB.prepare("SELECT route, filtered_routes AS filteredRoutes FROM receipts WHERE id = ?").bind(receiptId).first<{ route: string | null; filteredRoutes: string | null }>();
+}
+
+async function post200(source: string, eventKey: string, body: string): Promise<string> {
+  const response = await post(`/webhooks/${source}`, body, signDemo(eventKey, body));
+  expect(response.status).toBe(200);
+  return eventually(async () => (await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?").bind(source, eventKey).first<{ id: string }>())?.id);
+}
+
+const sent = async (receiptId: string, route: string) => (await standinRequests(`${receiptId}:${route}`)).map((request) => request.answer);
+
+describe("fan-out with one destination failing", { timeout: 60_000 }, () => {
+  it("delivers the others exactly once, retries and dead-letters the failing one alone, and a replay of it re-runs nothing else", async () => {
+    const body = JSON.stringify({ type: "account.credited", data: { account: "acct_fan1", amount: 5 } });
+    const receiptId = await post200("routing-fanout", `fan_${crypto.randomUUID()}`, body);
+
+    // flaky: its first attempt and both retries fail (max_retries 2), then it is dead; nobody else moves.
+    await eventually(async () => ((await deliveryRows(receiptId)).find((row) => row.route === "flaky")?.status === "dead" ? true : undefined), 30_000, "flaky dead");
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 1 });
+    expect(await receiptRoutes(receiptId)).toEqual({ route: "ledger", filteredRoutes: "" });
+    expect(await deliveryRows(receiptId)).toEqual([
+      { route: "audit", status: "processed", attempts: 1, lastError: null },
+      { route: "flaky", status: "dead", attempts: 3, lastError: expect.stringMatching(/gave up after 3 attempts: .*500/) },
+    ]);
+    expect(await sent(receiptId, "ledger")).toEqual([204]);
+    expect(await sent(receiptId, "audit")).toEqual([204]);
+    expect(await sent(receiptId, "flaky")).toEqual([500, 500, 500]);
+
+    // Replaying flaky's delivery delivers it once (the stand-in's 4th answer is 204) and re-runs no other route.
+    expect(await replayDelivery(env, receiptId, "flaky")).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    await eventually(async () => ((await deliveryRows(receiptId)).find((row) => row.route === "flaky")?.status === "processed" ? true : undefined), 20_000, "flaky replayed");
+    expect(await sent(receiptId, "flaky")).toEqual([500, 500, 500, 204]);
+    expect(await sent(receiptId, "ledger")).toEqual([204]);
+    expect(await sent(receiptId, "audit")).toEqual([204]);
+    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 1, replayCount: 0 });
+  });
+
+  it("names a filtered-out route on the receipt and gives it no delivery", async () => {
+    const body = JSON.stringify({ type: "account.closed", data: { account: "acct_fan2" } });
+    const receiptId = await post200("routing-fanout", `fan_${crypto.randomUUID()}`, body);
+    await eventually(async () => ((await receiptRoutes(receiptId))?.filteredRoutes === "audit" ? true : undefined), 20_000, "fanned out");
+    expect((await deliveryRows(receiptId)).map((row) => row.route)).toEqual(["flaky"]);
+    expect(await sent(receiptId, "audit")).toEqual([]);
+    expect(await sent(receiptId, "ledger")).toEqual([204]);
+  });
+});
+
+describe("rows written per event", () => {
+  const route = (name: string, filter?: Record<string, unknown>) => ({ name, destination: "handler:accounts", ...(filter ? { filter } : {}) });
+  const source = (...routes: Record<string, unknown>[]) => ({ provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], type_path: "type", routes });
+  const fanEnv = envWithSources({
+    "fan-rows-one": source(route("first")),
+    "fan-rows-three": source(route("first"), route("second"), route("third")),
+    "fan-rows-two": source(route("first"), route("second")),
+    "fan-rows-two-and-filtered": source(route("first"), route("second"), route("third", { type: "account.closed" })),
+    "fan-rows-filtered": source(route("first", { type: "account.closed" })),
+  });
+
+  /** The receiver's own D1 rows and calls one first attempt costs (the handler's effect metered apart). */
+  async function firstAttemptCost(sourceName: string, status = "processed") {
+    const accountId = `acct_${crypto.randomUUID().slice(0, 8)}`;
+    const receiptId = await seedReceipt({ source: sourceName, payload: { type: "account.credited", data: { account: accountId, amount: 1 } }, eventType: "account.credited" });
+    const before = meterReading().totals;
+    expect(await processReceipt(fanEnv, receiptId)).toEqual({ kind: "done", status });
+    const spent = difference(meterReading().totals, before);
+    // Each matched route's handler applied the credit once.
+    return { rows: spent.d1RowsWritten - spent.d1HandlerRowsWritten, calls: spent.d1Calls, credits: (await account(accountId))?.credits };
+  }
+
+  it("costs one route what it always has, at most 2 rows and no D1 call for each further matched route, and nothing for a filtered-out one", async () => {
+    const one = await firstAttemptCost("fan-rows-one");
+    const three = await firstAttemptCost("fan-rows-three");
+    const two = await firstAttemptCost("fan-rows-two");
+    const twoAndFiltered = await firstAttemptCost("fan-rows-two-and-filtered");
+    expect(one.rows).toBe(1);
+    expect(three.rows).toBeLessThanOrEqual(one.rows + 4);
+    expect(three.rows).toBe(3);
+    expect(three.calls).toBe(one.calls);
+    expect([one.credits, three.credits, two.credits, twoAndFiltered.credits]).toEqual([1, 3, 2, 2]);
+    const filtered = await firstAttemptCost("fan-rows-filtered", "skipped");
+    // A one-route source whose only route filters the event out: its update, and the status-entry index entry the
+    // dead-letter and skipped lists page by; the 0013 trigger writes the row no second time (migrations/0014).
+    expect(filtered.rows).toBe(2);
+    expect(twoAndFiltered.rows).toBe(two.rows);
+    expect(twoAndFiltered.calls).toBe(two.calls);
+  });
+});
