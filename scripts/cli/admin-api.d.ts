@@ -54,6 +54,10 @@ export interface ReceiptDetail {
   attempts: Attempt[];
   replays?: Replay[];
   quarantine?: { quarantineId: string; reason: string; receivedAt: number }[];
+  /** Each route's delivery and its outcome (src/admin/route-outcomes.ts). */
+  routes?: { route: string | null; status: string; attempts: number; lastError: string | null; httpStatus: number | null; nextAttemptAt: number | null; replayCount: number }[];
+  /** The receipt's status across its deliveries. */
+  summary?: string;
 }
 
 /** GET /receipts: the newest page. */

@@ -69,6 +69,7 @@ program
   .option("--since <time>", "with --dead: received at or after (ISO 8601 or epoch ms)")
   .option("--until <time>", "with --dead: received before")
   .option("--type <type>", "with --dead: only this event type")
+  .option("--route <route>", "with a receipt id: replay only that route's delivery")
   .option("--json", "print the API's answer as JSON")
   .action(run(() => import("./commands/replay.mjs"), "replay"));
 

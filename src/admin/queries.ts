@@ -4,6 +4,7 @@ import { attempts, quarantine, receipts, replays } from "../db/schema";
 import { d1NowMs } from "../db/clock";
 import { ulidFloor } from "../lib/ulid";
 import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type CaughtUp, type Direction, type ReceiptCursor } from "./receipt-cursor";
+import { routeOutcomes } from "./route-outcomes";
 import { readStoredBodies } from "../bodies/stored-bodies";
 import { decodeUtf8OrBase64 } from "./payload";
 import { bodyDropsAtFor } from "./body-retention";
@@ -135,11 +136,11 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
  */
 export async function receiptDetail(db: Database, receiptId: string, env: { BODIES?: R2Bucket; SOURCES?: Env["SOURCES"] } = {}) {
   const [receipt] = await db
-    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, restoredAt: receipts.restoredAt, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
+    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, restoredAt: receipts.restoredAt, route: receipts.route, filteredRoutes: receipts.filteredRoutes, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;
-  const [attemptRows, quarantineRows, stored, replayRows] = await Promise.all([
+  const [attemptRows, quarantineRows, stored, replayRows, routes] = await Promise.all([
     db
       .select({
         attemptNumber: attempts.attemptNumber,
@@ -160,12 +161,16 @@ export async function receiptDetail(db: Database, receiptId: string, env: { BODI
       .orderBy(asc(quarantine.quarantineId)),
     readStoredBodies(env, receipt.bodyLocation === null ? [] : [receiptId]),
     receipt.replayCount === 0 ? [] : replaysOf(db, receiptId),
+    routeOutcomes(db, { ...receipt, receiptId }, receipt.attemptHttpStatus),
   ]);
   const { body: rowBody, bodyLocation, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
   const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
   return {
     receipt: { ...summary, bodyLocation, bodyDropsAt: bodyDropsAtFor(env, summary), keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
     attempts: withLatestAttempt(attemptRows, receipt),
+    /** Each route's delivery and its outcome, and the status across them (route-outcomes.ts). */
+    routes: routes.routes,
+    summary: routes.summary,
     /** Every replay, oldest first (see replaysOf). */
     replays: withLatestReplay(replayRows, receipt),
     quarantine: quarantineRows.map(({ body: quarantinedBody, keptHeaders: quarantinedHeaders, ...record }) => ({

@@ -13,6 +13,7 @@ import {
   type ReplayRequester,
 } from "../replay/replay";
 import { receiptDatabaseEnvs } from "../sources/databases";
+import { replayDelivery, type ReplayDelivery } from "../replay/replay-delivery";
 import { groupByDatabase } from "./receipt-databases";
 
 /**
@@ -50,6 +51,14 @@ export async function replayByIds(env: Env, receiptIds: readonly string[], reque
   const replayed = results.filter((result) => result.outcome === "replayed").length;
   logEvent("admin.replay", { mode: "ids", requested: receiptIds.length, replayed });
   return { replayed, more: false, cursor: null, results };
+}
+
+/** One route's delivery of one receipt, in whichever database holds it (src/replay/replay-delivery.ts). */
+export async function replayRoute(env: Env, receiptId: string, route: string, requestedBy: ReplayRequester): Promise<ReplayDelivery> {
+  const [group] = await groupByDatabase(env, [receiptId]);
+  const outcome = await replayDelivery(group?.env ?? env, receiptId, route, Date.now(), requestedBy);
+  logEvent("admin.replay", { mode: "route", route, replayed: outcome.kind === "replayed" ? 1 : 0 });
+  return outcome;
 }
 
 export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<BulkReplayReport> {

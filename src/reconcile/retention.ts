@@ -3,7 +3,7 @@ import { deleteStoredBodies } from "../bodies/stored-bodies";
 import { batchByName, batchEach } from "../db/batch";
 import { database, type Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
-import { attempts, receipts, replays } from "../db/schema";
+import { attempts, deliveries, receipts, replays } from "../db/schema";
 import { ulidFloor, ulidTime } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
 import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
@@ -209,6 +209,7 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
   const { deletedReceipts } = await batchByName(db, {
     deletedAttempts: db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
     deletedReplays: db.delete(replays).where(inArray(replays.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedDeliveries: db.delete(deliveries).where(inArray(deliveries.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
     deletedReceipts: db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
   });
   return deletedReceipts.map((row) => row.id);

@@ -10,6 +10,7 @@ import { applyConditions, sendAlertNotices, type AlertCondition, type NotifyCoun
 import { catchUp, type CatchUpCounts } from "./catch-up";
 import { reenqueueOverdue, sweepShards, type ShardSweepCounts } from "./redrive";
 import { returnExpiredLeases } from "./lease-return";
+import { reenqueueLostDeliveries } from "./redrive-deliveries";
 import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { catchUpSettings } from "../sources/reconciler-settings";
@@ -102,6 +103,9 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     });
     await attempt("redrive.leases", where, async () => {
       counts.redrive.expiredLeasesReturned += await returnExpiredLeases(databaseEnv, now);
+    });
+    await attempt("redrive.deliveries", where, async () => {
+      counts.redrive.overdueReenqueued += await reenqueueLostDeliveries(databaseEnv, now, horizon);
     });
     const inDatabase = sources.filter((source) => source.database === binding);
     if (binding !== DEFAULT_DATABASE_BINDING && inDatabase.length === 0) continue;

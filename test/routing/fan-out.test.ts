@@ -1,8 +1,10 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
+import { ADMIN, adminGet } from "../admin/support";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
 import { difference, meterReading } from "../../src/lib/meter";
-import { replayDelivery } from "../../src/replay/replay-delivery";
+import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
+import { reenqueueLostDeliveries } from "../../src/reconcile/redrive-deliveries";
 import { envWithSources, receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
 import { account, eventually, post, signDemo } from "../support/deliveries";
 import { settleEachTest } from "../support/storage";
@@ -58,8 +60,15 @@ describe("fan-out with one destination failing", { timeout: 60_000 }, () => {
     expect(await sent(receiptId, "audit")).toEqual([204]);
     expect(await sent(receiptId, "flaky")).toEqual([500, 500, 500]);
 
-    // Replaying flaky's delivery delivers it once (the stand-in's 4th answer is 204) and re-runs no other route.
-    expect(await replayDelivery(env, receiptId, "flaky")).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    // The admin API's receipt detail lists each route's outcome; the receipt's summary says one delivery is dead.
+    const detail = await (await adminGet(`/admin/api/receipts/${receiptId}`)).json<{ summary: string; routes: { route: string; status: string; attempts: number }[] }>();
+    expect(detail.summary).toBe("dead");
+    expect(detail.routes.map(({ route, status, attempts }) => [route, status, attempts])).toEqual([["ledger", "processed", 1], ["audit", "processed", 1], ["flaky", "dead", 3]]);
+
+    // Replaying flaky's delivery (the admin API's ?route=) delivers it once (the stand-in's 4th answer is 204) and
+    // re-runs no other route.
+    const replayed = await exports.default.fetch(new Request(`https://receiver.test/admin/api/receipts/${receiptId}/replay?route=flaky`, { method: "POST", headers: ADMIN }));
+    expect(replayed.status).toBe(202);
     await eventually(async () => ((await deliveryRows(receiptId)).find((row) => row.route === "flaky")?.status === "processed" ? true : undefined), 20_000, "flaky replayed");
     expect(await sent(receiptId, "flaky")).toEqual([500, 500, 500, 204]);
     expect(await sent(receiptId, "ledger")).toEqual([204]);
@@ -74,6 +83,20 @@ describe("fan-out with one destination failing", { timeout: 60_000 }, () => {
     expect((await deliveryRows(receiptId)).map((row) => row.route)).toEqual(["flaky"]);
     expect(await sent(receiptId, "audit")).toEqual([]);
     expect(await sent(receiptId, "ledger")).toEqual([204]);
+  });
+});
+
+describe("a further delivery whose queue message was lost", () => {
+  it("is found by the cron's re-drive once overdue, and delivered", async () => {
+    const receiptId = await seedReceipt({ source: "routing-fanout", payload: { type: "account.credited", data: { account: "acct_fan3", amount: 1 } }, eventType: "account.credited", status: "processed" });
+    const lostAt = Date.now() - OVERDUE_GRACE_MS - 60_000;
+    await env.DB.prepare("UPDATE receipts SET route = 'ledger', filtered_routes = '' WHERE id = ?").bind(receiptId).run();
+    await env.DB.prepare("INSERT INTO deliveries (receipt_id, route, status, attempts, lease_generation, next_attempt_at) VALUES (?, 'audit', 'pending', 1, 1, ?)").bind(receiptId, lostAt).run();
+    expect(await reenqueueLostDeliveries(env, Date.now())).toBe(1);
+    await eventually(async () => ((await deliveryRows(receiptId))[0]?.status === "processed" ? true : undefined), 20_000, "re-driven delivery");
+    expect(await sent(receiptId, "audit")).toEqual([204]);
+    expect(await sent(receiptId, "ledger")).toEqual([]);
+    expect(await reenqueueLostDeliveries(env, Date.now())).toBe(0);
   });
 });
 

@@ -4,16 +4,20 @@ import { adminRequest } from "../http.mjs";
 
 /**
  * @param {string | undefined} receiptId
- * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
+ * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, route?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function replay(receiptId, options) {
   if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
   if (receiptId !== undefined) {
+    // --route: that route's delivery alone; the receipt's other routes are not run again.
+    const query = options.route === undefined ? "" : `?route=${encodeURIComponent(options.route)}`;
     /** @type {import("../admin-api").ReplayReport} */
-    const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay`, { method: "POST" });
-    console.log(options.json ? JSON.stringify(report) : `replayed ${report.receiptId}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
+    const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay${query}`, { method: "POST" });
+    const what = options.route === undefined ? report.receiptId : `${report.receiptId} route ${options.route}`;
+    console.log(options.json ? JSON.stringify(report) : `replayed ${what}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
     return 0;
   }
+  if (options.route !== undefined) throw new CliError("--route replays one receipt's delivery: give the receipt id", EXIT.usage);
   if (!options.dead) throw new CliError("say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]", EXIT.usage);
   if (!options.source) throw new CliError("replay --dead needs --source <source>, so one command never replays every source's dead letters at once", EXIT.usage);
   let total = 0;

@@ -69,6 +69,16 @@ export function describe(detail, withBody) {
     lines.push(`  ${dateTime(receipt.nextAttemptAt)}  ${dim("next attempt due")}`);
   }
   lines.push("", `outcome   ${outcomeSentence(receipt)}`);
+  // A source with several routes: each route's delivery and its own outcome (docs/routing.md, "Fan-out").
+  const routes = detail.routes ?? [];
+  if (routes.length > 1 || routes.some((/** @type {any} */ route) => route.route !== null)) {
+    lines.push("", `routes    ${status(detail.summary ?? receipt.status)} across ${routes.length}`);
+    for (const route of routes) {
+      const tries = route.status === "filtered out" ? "" : `   attempts ${route.attempts}`;
+      const why = route.lastError ? ` — ${printable(route.lastError)}` : "";
+      lines.push(`  ${printable(route.route ?? "(first)")}: ${route.status === "filtered out" ? dim("filtered out") : status(route.status)}${tries}${why}`);
+    }
+  }
   if (receipt.receivedAt && receipt.processedAt) lines.push(dim(`          received → finished in ${duration(receipt.processedAt - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(receipt.processedAt)})`));
   for (const copy of detail.quarantine ?? []) {
     lines.push(`quarantined copy ${copy.quarantineId}: ${copy.reason} at ${dateTime(copy.receivedAt)} (same key, different bytes; never processed)`);

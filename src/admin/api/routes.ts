@@ -20,7 +20,11 @@ import { listQuarantine, receiptChanges, searchReceipts } from "../lists";
 import { receiptDetail, receiptIdForEvent } from "../queries";
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";
 import { inFirstDatabase } from "../receipt-databases";
-import { replayByIds, replayDeadMatching } from "../replay";
+import { replayByIds, replayDeadMatching, replayRoute } from "../replay";
+
+async function replayRouteReport(env: Env, receiptId: string, route: string): Promise<{ receiptId: string; route: string; outcome: string }> {
+  return { receiptId, route, outcome: (await replayRoute(env, receiptId, route, "api")).kind };
+}
 import { parseBulkReplayRequest } from "../replay-request";
 import { databaseBindingOf } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
@@ -90,17 +94,23 @@ adminApi.get("/dead", async (c) => {
   return c.json(await searchReceipts(c.env, parseReceiptFilter({ ...query, status: "dead" })));
 });
 
-adminApi.post("/receipts/:receiptId/replay", accepts(), async (c) => {
+adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
-  const [report] = (await replayByIds(c.env, [receiptId], "api")).results;
+  const route = c.req.query("route");
+  // ?route=<name>: that route's delivery alone (docs/routing.md, "Fan-out").
+  const report = route !== undefined ? await replayRouteReport(c.env, receiptId, route) : (await replayByIds(c.env, [receiptId], "api")).results[0];
   switch (report?.outcome) {
     case "replayed":
       return c.json(report, 202);
     case "not_found":
       throw apiError(404, "receipt_not_found", "No receipt has this id.");
     case "in_flight":
-      throw apiError(409, "receipt_in_flight", "The receipt is pending or processing already; nothing was replayed.");
+      throw apiError(409, "receipt_in_flight", "The receipt (or that route's delivery) is pending or processing already; nothing was replayed.");
+    case "no_such_route":
+      throw apiError(404, "delivery_not_found", "The receipt has no delivery to that route (not a matched route of it).");
+    case "delivered":
+      throw apiError(409, "delivery_committed", "That route's delivery already committed its outcome; a replay would apply nothing.");
     default:
       throw apiError(409, "payload_expired", "The receipt's body is past payload retention; there is nothing left to replay.");
   }

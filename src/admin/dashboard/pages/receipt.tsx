@@ -125,6 +125,31 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
         <dt>{receipt.status === "skipped" ? "Why skipped" : receipt.status === "stale" ? "Why stale" : "Last error"}</dt>
         <dd id="last-error">{receipt.lastError ?? "—"}</dd>
       </dl>
+      {(props.detail.routes.length > 1 || props.detail.routes.some((route) => route.route !== null)) && (
+        <>
+          <h2>Routes</h2>
+          <table id="routes">
+            <thead>
+              <tr>
+                <th>Route</th>
+                <th>Outcome</th>
+                <th>Attempts</th>
+                <th>Last error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {props.detail.routes.map((route) => (
+                <tr>
+                  <td class="mono">{route.route ?? "(first)"}</td>
+                  <td>{route.status}</td>
+                  <td>{route.status === "filtered out" ? "—" : route.attempts}</td>
+                  <td>{route.lastError ?? "—"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
       <h2>Actions</h2>
       <Actions receipt={receipt} />
       <h2>Timeline</h2>
