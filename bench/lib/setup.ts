@@ -40,7 +40,7 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
   }
   const secrets = new Map([...secretNames].map((name) => [name, `whsec_${randomBytes(24).toString("base64")}`]));
   const envFile = join(stateDir, "bench.env");
-  writeFileSync(envFile, [...secrets].map(([name, value]) => `${name}=${value}`).join("\n") + "\n", { mode: 0o600 });
+  writeFileSync(envFile, `${[...secrets].map(([name, value]) => `${name}=${value}`).join("\n")}\n`, { mode: 0o600 });
   return { configPath, envFile, demoSecret: secrets.get("DEMO_WEBHOOK_SECRET")!, adminToken: secrets.get("ADMIN_TOKEN")! };
 }
 

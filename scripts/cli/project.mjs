@@ -132,7 +132,7 @@ function sourcesRedefined(location) {
   // The `SOURCES = …` assignment inside the same [<env.>vars] table, before the line that failed.
   let section = "";
   for (let index = 0; index < location.line - 1; index++) {
-    const header = /^\s*\[([^\[\]]+)\]\s*$/.exec(lines[index]);
+    const header = /^\s*\[([^[\]]+)\]\s*$/.exec(lines[index]);
     if (header) section = header[1].trim();
     else if (section === table[1] && /^\s*SOURCES\s*=/.test(lines[index])) {
       return `line ${location.line} (${lines[location.line - 1].trim()}) defines a source, but line ${index + 1} already set ${lines[index].trim()}: delete line ${index + 1}, the [${table[1]}.SOURCES.<name>] tables take its place`;

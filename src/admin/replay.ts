@@ -1,7 +1,6 @@
 import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
 import {
-  anyDeadMatching,
   DEFAULT_REPLAY_LIMIT,
   oldestDeadMatching,
   ReplayFilterError,

@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNotNull, isNull, sql, type SQL } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, sql, } from "drizzle-orm";
 import { database } from "../db/client";
 import { attempts, receipts } from "../db/schema";
 import { logError } from "../lib/log";

@@ -9,7 +9,7 @@ const keyCache = new Map<string, Promise<CryptoKey>>();
 const KEY_CACHE_LIMIT = 256;
 
 function cacheKey(hash: HmacHash, secret: Uint8Array): string {
-  let text = hash + ":";
+  let text = `${hash}:`;
   for (let i = 0; i < secret.length; i++) text += String.fromCharCode(secret[i]!);
   return text;
 }

@@ -21,7 +21,7 @@ const publicKeyCache = new Map<string, Promise<CryptoKey | null>>();
 const PUBLIC_KEY_CACHE_LIMIT = 128;
 
 function publicKey(algorithm: "ed25519" | "ecdsa-p256-sha256", material: Uint8Array): Promise<CryptoKey | null> {
-  let cacheKey = algorithm + ":";
+  let cacheKey = `${algorithm}:`;
   for (let i = 0; i < material.length; i++) cacheKey += String.fromCharCode(material[i]!);
   let imported = publicKeyCache.get(cacheKey);
   if (!imported) {

@@ -112,7 +112,7 @@ function withUserInfo(url: string, headers: Headers): string[] {
     return [];
   }
   if (!credentials.includes(":") || /[@/?#\s]/.test(credentials)) return [];
-  return [parts.scheme + credentials + "@" + parts.host + parts.port + parts.rest];
+  return [`${parts.scheme + credentials}@${parts.host}${parts.port}${parts.rest}`];
 }
 
 /** An empty TwiML document: Twilio reads the answer of messaging and voice webhooks as instructions, and this is none. */

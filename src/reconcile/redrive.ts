@@ -2,7 +2,7 @@ import { secretValue } from "../lib/secrets";
 import { shardsOf } from "../claims/routing";
 import { PRUNE_READ_LIMIT } from "../claims/shard";
 import { logError } from "../lib/log";
-import { and, eq, isNotNull, isNull, lt, lte, or, asc, sql } from "drizzle-orm";
+import { and, eq, isNotNull, isNull, lte, or, asc, } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";

@@ -46,7 +46,6 @@ async function relayToOneDatabase(
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
   const db = database(env);
-  const now = Date.now();
   // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
   const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
   const statements = [

@@ -24,7 +24,7 @@ const LOGICAL = new Set(["$and", "$or", "$nor"]);
 
 /** `$regex`, bounded (src/routing/regex.ts): refused at load when unsafe, and never run on an over-long value. */
 function boundedRegex(pattern: unknown, ownerQuery: Record<string, unknown>, options: Parameters<typeof createEqualsOperation>[2]) {
-  const flags = Object.prototype.hasOwnProperty.call(ownerQuery, "$options") ? ownerQuery.$options : "";
+  const flags = Object.hasOwn(ownerQuery, "$options") ? ownerQuery.$options : "";
   const problem = regexProblem(pattern, flags);
   if (problem) throw new FilterError(problem);
   const expression = new RegExp(pattern as string, flags as string);

@@ -223,7 +223,7 @@ describe("tail, show, replay", () => {
     acceptedReceipt((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout);
     for (let copy = 0; copy < 2; copy++) assert.match((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout, /"status":"duplicate"/);
     // Each look at the tally prints what arrived since the last one: one line of 2, or two of 1.
-    const shown = () => [...tail.output().matchAll(/cli-paddle  (\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+    const shown = () => [...tail.output().matchAll(/cli-paddle {2}(\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
     const deadline = Date.now() + 30_000;
     while (shown() < 2 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 250));
     assert.equal(shown(), 2, tail.output());
@@ -236,7 +236,7 @@ describe("tail, show, replay", () => {
     const broken = writeFile(workDir, "broken.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
     const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);
     await tail.waitFor(new RegExp(`${receipt}.*dead`));
-    assert.doesNotMatch(tail.output(), /account\.credited  key \S+  processed/);
+    assert.doesNotMatch(tail.output(), /account\.credited {2}key \S+ {2}processed/);
     assert.equal(await tail.interrupt(), 0);
   });
 
@@ -293,7 +293,7 @@ describe("tail, show, replay", () => {
     assert.deepEqual((await dismissed.json()).changed, [receipt]);
     const afterDismiss = await cli(["show", receipt, ...project], env);
     assert.match(afterDismiss.stdout, /^status\s+dismissed/m);
-    assert.match(afterDismiss.stdout, /^  \S+Z  dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m);
+    assert.match(afterDismiss.stdout, /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m);
     // Restored: the timeline keeps the dismissal (without the hint to undo it) and adds the restore after it.
     const restored = await fetch(`${receiver.url}/admin/api/dead/restore`, {
       method: "POST",
@@ -303,7 +303,7 @@ describe("tail, show, replay", () => {
     assert.deepEqual((await restored.json()).changed, [receipt]);
     const afterRestore = (await cli(["show", receipt, ...project], env)).stdout;
     assert.match(afterRestore, /^status\s+dead/m);
-    assert.match(afterRestore, /^  \S+Z  dismissed by an operator: out of the dead letters\n  \S+Z  restored by an operator: a dead letter again, replayable$/m);
+    assert.match(afterRestore, /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters\n {2}\S+Z {2}restored by an operator: a dead letter again, replayable$/m);
 
     assertOneLineError(await cli(["replay", "01KB0000000000000000000000", ...project], env), /^error: No receipt has this id\.$/);
     assertOneLineError(await cli(["replay", "--dead", ...project], env), /needs --source/);
@@ -324,7 +324,7 @@ describe("echo", () => {
       const shown = await cli(["show", receipt, ...project], env);
       throw new Error(`${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nreceiver log:\n${receiver.log().slice(-3000)}`);
     });
-    assert.match(echo.output(), /POST \/hooks  signature ok → 200/);
+    assert.match(echo.output(), /POST \/hooks {2}signature ok → 200/);
     assert.match(echo.output(), /"title": "Webhook retries arrive twice"/);
     const shown = await showWhenFinished([receipt]);
     assert.match(shown, /attempt 1: processed HTTP 200/);

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
-import { account, eventually } from "../support/deliveries";
+import { account, } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin } from "./support/processing";

@@ -35,7 +35,7 @@ adapterContract({
   signatureHeaders: ["x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp"],
   malformEncoding: (request) => withHeader(request, "x-twilio-email-event-webhook-signature", "MEUCIQ"),
   junkSignature: (request) =>
-    withHeader(request, "x-twilio-email-event-webhook-signature", header(request, "x-twilio-email-event-webhook-signature").slice(0, 12) + "=="),
+    withHeader(request, "x-twilio-email-event-webhook-signature", `${header(request, "x-twilio-email-event-webhook-signature").slice(0, 12)}==`),
   timestamped: true,
 });
 
@@ -47,7 +47,7 @@ describe("sendgrid: key and signature shapes", () => {
     const library = new EventWebhook();
     const publicKey = library.convertPublicKeyToECDSA(secretValue("sendgrid", "CURRENT"));
     expect(library.verifySignature(publicKey, body, request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(true);
-    expect(library.verifySignature(publicKey, body + " ", request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(false);
+    expect(library.verifySignature(publicKey, `${body} `, request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(false);
     await expectAccepted("pv-sendgrid", request);
   });
 

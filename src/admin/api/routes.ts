@@ -11,7 +11,6 @@ import {
   parseReceiptFilter,
   parseWindow,
   rejectUnknownParameters,
-  type Query,
 } from "../filters";
 import { listAlerts } from "../alerts";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";

@@ -1,6 +1,6 @@
 import type { SourcesHealth } from "../../../sources/registry";
 import { Page } from "../layout";
-import { formatMegabytes, shardTotals, type SystemSummary } from "../system-summary";
+import { formatMegabytes, type shardTotals, type SystemSummary } from "../system-summary";
 import { ConfigProblems } from "./overview";
 import { SystemPanel } from "./system-panel";
 
