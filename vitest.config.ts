@@ -13,7 +13,9 @@ import { unstable_readConfig } from "wrangler";
  */
 function mergeJsonFiles(directory: string): Record<string, Json> {
   const merged: Record<string, Json> = {};
-  for (const file of readdirSync(directory).filter((name) => name.endsWith(".json")).sort()) {
+  for (const file of readdirSync(directory)
+    .filter((name) => name.endsWith(".json"))
+    .sort()) {
     Object.assign(merged, JSON.parse(readFileSync(`${directory}/${file}`, "utf8")));
   }
   return merged;
@@ -62,7 +64,12 @@ function pointAtStandin(sources: Record<string, Json>, origin: string): Record<s
       const pointed = pointDestination(table as Record<string, Json>, origin);
       const routes = (table as { routes?: unknown }).routes;
       // A route's destination (docs/routing.md) is pointed the same way as a source's own.
-      return [name, Array.isArray(routes) ? { ...pointed, routes: routes.map((route) => pointDestination(route as Record<string, Json>, origin)) } : pointed];
+      return [
+        name,
+        Array.isArray(routes)
+          ? { ...pointed, routes: routes.map((route) => pointDestination(route as Record<string, Json>, origin)) }
+          : pointed,
+      ];
     }),
   );
 }
@@ -80,7 +87,10 @@ const globalSetup = readdirSync("./test/setup/global")
 
 export default defineConfig(async () => {
   const standinPort = await reserveStandinPort();
-  const sources = pointAtStandin({ ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") }, `http://127.0.0.1:${standinPort}`);
+  const sources = pointAtStandin(
+    { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
+    `http://127.0.0.1:${standinPort}`,
+  );
   return {
     plugins: [
       cloudflareTest({

@@ -12,16 +12,23 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./lib/all-in.ts";
 import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
-import { FlagError, parseFlags, type BenchFlags } from "./lib/flags.ts";
-import { cpuMsPer, measureLevel, type CpuMs, type LevelResult } from "./lib/perf.ts";
+import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
+import { startForwardBackend } from "./lib/forward-backend.ts";
+import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
+import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
+import { poisonCheck } from "./lib/poison.ts";
 import { mulberry32 } from "./lib/random.ts";
-import { formatPerEvent, eventsWithinInclusions, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
-import { bareRuntime, deploymentWithSource, heldBackDeployment, receiverRuntime, snapshotReceiver, type ReceiverDeployment } from "./lib/setup.ts";
-import { startForwardBackend } from "./lib/forward-backend.ts";
-import { poisonCheck } from "./lib/poison.ts";
-import { formatSamples, runSoak, SOAK_SOURCE, soakDeployment, type SoakResult } from "./lib/soak.ts";
+import {
+  bareRuntime,
+  deploymentWithSource,
+  heldBackDeployment,
+  type ReceiverDeployment,
+  receiverRuntime,
+  snapshotReceiver,
+} from "./lib/setup.ts";
+import { formatSamples, runSoak, SOAK_SOURCE, type SoakResult, soakDeployment } from "./lib/soak.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
@@ -63,33 +70,55 @@ async function main(flags: BenchFlags): Promise<void> {
  */
 async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
   const settings = flags.soak;
-  const runtime = receiverRuntime(soakDeployment(deployment, settings), stateDir, "soak", await portAt(flags, 4), await portAt(flags, 14));
+  const runtime = receiverRuntime(
+    soakDeployment(deployment, settings),
+    stateDir,
+    "soak",
+    await portAt(flags, 4),
+    await portAt(flags, 14),
+  );
   runtimes.push(runtime);
   await runtime.start();
   console.log(
     `\n== 5. soak: ${settings.rate} events/s for ${settings.minutes} min to /webhooks/${SOAK_SOURCE} (payload retention ${settings.payloadRetention}, ` +
       `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s`,
   );
-  const sender = new Sender({ origin: runtime.origin, path: `/webhooks/${SOAK_SOURCE}`, secret: deployment.demoSecret, maxSockets: 64 });
+  const sender = new Sender({
+    origin: runtime.origin,
+    path: `/webhooks/${SOAK_SOURCE}`,
+    secret: deployment.demoSecret,
+    maxSockets: 64,
+  });
   const store = new ReceiptStore(runtime.options.persistDir);
   let printed = 0;
-  const result: SoakResult = await runSoak(() => runtime.origin, runtime.options.persistDir, sender, store, settings, (sample) => {
-    const lines = formatSamples([sample]).split("\n");
-    console.log((printed++ === 0 ? lines : lines.slice(2)).join("\n"));
-  });
+  const result: SoakResult = await runSoak(
+    () => runtime.origin,
+    runtime.options.persistDir,
+    sender,
+    store,
+    settings,
+    (sample) => {
+      const lines = formatSamples([sample]).split("\n");
+      console.log((printed++ === 0 ? lines : lines.slice(2)).join("\n"));
+    },
+  );
   sender.close();
   console.log(
     `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
       `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}; ${result.cronRuns} cron runs; steady: ${result.steady}`,
   );
   results.soak = result;
-  if (result.lost > 0 || result.duplicated > 0) failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
-  if (!result.steady) failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
+  if (result.lost > 0 || result.duplicated > 0)
+    failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
+  if (!result.steady)
+    failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
 }
 
 function printHeader(flags: BenchFlags, stateDir: string): void {
   console.log("edge-webhook-receiver bench (simulated sender, synthetic data, real local runtime)");
-  console.log(`date: ${new Date().toISOString()}  node: ${process.version}  machine: ${os.cpus()[0]?.model ?? "?"} x${os.cpus().length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB`);
+  console.log(
+    `date: ${new Date().toISOString()}  node: ${process.version}  machine: ${os.cpus()[0]?.model ?? "?"} x${os.cpus().length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+  );
   console.log(`runtime: wrangler dev (workerd) with --persist-to under ${stateDir}`);
   console.log(`seed: ${flags.seed}  sender concurrency: ${flags.senderConcurrency}`);
   console.log(
@@ -106,7 +135,9 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
 async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
   const events = flags.phases.size === 1 ? flags.events : 2000;
   const concurrency = flags.metersConcurrency;
-  console.log(`\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`);
+  console.log(
+    `\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`,
+  );
   // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
   const meterRuntime = receiverRuntime(deployment, stateDir, "meters", await portAt(flags, 6), await portAt(flags, 16));
   runtimes.push(meterRuntime);
@@ -131,14 +162,24 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDi
   runtimes.push(forwarding);
   await forwarding.start();
   const forwardEvents = Math.max(1, Math.floor(events / 2));
-  console.log(`forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`);
-  const forward = await meterHappyPath(forwarding, deployment, `/webhooks/${FORWARD_SOURCE}`, "meter_fwd_", forwardEvents, concurrency);
+  console.log(
+    `forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`,
+  );
+  const forward = await meterHappyPath(
+    forwarding,
+    deployment,
+    `/webhooks/${FORWARD_SOURCE}`,
+    "meter_fwd_",
+    forwardEvents,
+    concurrency,
+  );
   await forwarding.stop();
   await backend.close();
   console.log(`the backend received ${backend.received()} forwards for ${forwardEvents} events`);
 
   results.meters = { ...handler, allIn, forward };
-  if (backend.received() < forwardEvents) failures.push(`meters: the forward backend received ${backend.received()} of ${forwardEvents} events`);
+  if (backend.received() < forwardEvents)
+    failures.push(`meters: the forward backend received ${backend.received()} of ${forwardEvents} events`);
 }
 
 const FORWARD_SOURCE = "bench-forward";
@@ -152,21 +193,44 @@ const DAY_MS = 86_400_000;
  * operations, then the cron fired past payload retention and past dedupe retention (the demo source's defaults,
  * 7 and 35 days) until every one of the run's receipts and shard keys is gone, read from the same meters.
  */
-async function meterAllIn(flags: BenchFlags, runtime: Runtime, deployment: ReceiverDeployment, happy: Awaited<ReturnType<typeof meterHappyPath>>, events: number, concurrency: number) {
+async function meterAllIn(
+  flags: BenchFlags,
+  runtime: Runtime,
+  deployment: ReceiverDeployment,
+  happy: Awaited<ReturnType<typeof meterHappyPath>>,
+  events: number,
+  concurrency: number,
+) {
   console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
-  const large = await meterHappyPath(runtime, deployment, "/webhooks/demo", "meter_big_", LARGE_EVENTS, Math.min(concurrency, 16), LARGE_BODY_BYTES);
+  const large = await meterHappyPath(
+    runtime,
+    deployment,
+    "/webhooks/demo",
+    "meter_big_",
+    LARGE_EVENTS,
+    Math.min(concurrency, 16),
+    LARGE_BODY_BYTES,
+  );
 
   const store = new ReceiptStore(runtime.options.persistDir);
   const left = (withBody: boolean) =>
     store.read(
       (database) =>
-        (database.prepare(`SELECT COUNT(*) AS n FROM receipts WHERE (event_key LIKE 'meter_evt_%' OR event_key LIKE 'meter_big_%')${withBody ? " AND (body IS NOT NULL OR body_location IS NOT NULL)" : ""}`).get() as { n: number }).n,
+        (
+          database
+            .prepare(
+              `SELECT COUNT(*) AS n FROM receipts WHERE (event_key LIKE 'meter_evt_%' OR event_key LIKE 'meter_big_%')${withBody ? " AND (body IS NOT NULL OR body_location IS NOT NULL)" : ""}`,
+            )
+            .get() as { n: number }
+        ).n,
     );
   const before = await readMeters(runtime.origin, deployment.adminToken);
   const fireUntil = async (at: number, done: () => boolean) => {
     let runs = 0;
     do {
-      const response = await fetch(`${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, { signal: AbortSignal.timeout(120_000) });
+      const response = await fetch(`${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, {
+        signal: AbortSignal.timeout(120_000),
+      });
       await response.arrayBuffer();
       runs++;
     } while (!done() && runs < 10);
@@ -175,7 +239,9 @@ async function meterAllIn(flags: BenchFlags, runtime: Runtime, deployment: Recei
   const startedAt = Date.now();
   const bodyRuns = await fireUntil(startedAt + 7 * DAY_MS + 60_000, () => left(true) === 0);
   // One run more than needed: the shards are swept in the same run as D1, and a second confirms nothing was left.
-  const keyRuns = (await fireUntil(startedAt + 35 * DAY_MS + 60_000, () => left(false) === 0)) + (await fireUntil(startedAt + 35 * DAY_MS + 120_000, () => true));
+  const keyRuns =
+    (await fireUntil(startedAt + 35 * DAY_MS + 60_000, () => left(false) === 0)) +
+    (await fireUntil(startedAt + 35 * DAY_MS + 120_000, () => true));
   const after = await readMeters(runtime.origin, deployment.adminToken);
   const total = events + LARGE_EVENTS;
   const retention = perEvent(before, after, total, 0);
@@ -197,16 +263,34 @@ async function meterAllIn(flags: BenchFlags, runtime: Runtime, deployment: Recei
       logLines: retention.logLines,
       analyticsPoints: retention.analyticsPoints,
     },
-    largeBody: { r2ClassA: large.per.r2ClassA, r2ClassB: large.per.r2ClassB, bytes: LARGE_BODY_BYTES, payloadRetentionDays: 7 },
+    largeBody: {
+      r2ClassA: large.per.r2ClassA,
+      r2ClassB: large.per.r2ClassB,
+      bytes: LARGE_BODY_BYTES,
+      payloadRetentionDays: 7,
+    },
     largeShare: flags.largeShare,
     cpuMsPerEvent: happy.cpuMsPerEvent.workerd,
   };
   const cost = allInCost(happy.usdPerMillion, units);
   console.log(formatAllIn(cost));
-  return { units, lines: cost.lines, allInUsdPerMillion: cost.allInUsdPerMillion, large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent } };
+  return {
+    units,
+    lines: cost.lines,
+    allInUsdPerMillion: cost.allInUsdPerMillion,
+    large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent },
+  };
 }
 
-async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, path: string, keyPrefix: string, events: number, concurrency: number, padToBytes = 0) {
+async function meterHappyPath(
+  runtime: Runtime,
+  deployment: ReceiverDeployment,
+  path: string,
+  keyPrefix: string,
+  events: number,
+  concurrency: number,
+  padToBytes = 0,
+) {
   const before = await readMeters(runtime.origin, deployment.adminToken);
   const cpuBefore = runtime.cpuSeconds();
   const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
@@ -216,7 +300,10 @@ async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, 
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       for (let n = next++; n < events; n = next++) {
-        const event = { type: "account.credited", data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } };
+        const event = {
+          type: "account.credited",
+          data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
+        };
         const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
         for (;;) {
           deliveries++;
@@ -237,7 +324,9 @@ async function meterHappyPath(runtime: Runtime, deployment: ReceiverDeployment, 
   const usd = usdPerMillion(per);
   const inclusions = eventsWithinInclusions(per);
   console.log(formatPerEvent(per));
-  console.log(`runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`);
+  console.log(
+    `runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`,
+  );
   console.log(
     `USD per million events beyond the inclusions (handler's effect rows not counted): $${usd.toFixed(2)}; ` +
       `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
@@ -276,12 +365,24 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
     `\n== 1. correctness simulation: ${workload.events.length} events (${credits} credit, ${workload.events.length - credits} plan), ` +
       `${flags.accounts} accounts, ${workload.sameSecondPairs} same-second plan pairs, ${schedule.length} scheduled sends`,
   );
-  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: flags.senderConcurrency * 2 });
+  const sender = new Sender({
+    origin: receiver.origin,
+    path: "/webhooks/demo",
+    secret: deployment.demoSecret,
+    maxSockets: flags.senderConcurrency * 2,
+  });
   const startedAt = performance.now();
-  const stream = await playSchedule(sender, schedule, { seed: flags.seed, ackLostChance: flags.ackLostChance, concurrency: flags.senderConcurrency });
+  const stream = await playSchedule(sender, schedule, {
+    seed: flags.seed,
+    ackLostChance: flags.ackLostChance,
+    concurrency: flags.senderConcurrency,
+  });
   sender.close();
   const store = new ReceiptStore(receiver.options.persistDir);
-  const waited = await waitUntilFinished(store, "sim_evt_", workload.events.length, { origin: () => receiver.origin, startedAt });
+  const waited = await waitUntilFinished(store, "sim_evt_", workload.events.length, {
+    origin: () => receiver.origin,
+    startedAt,
+  });
   const rows = [receiverVerdict(store, workload, stream, "sim_evt_", "acct_"), naiveVerdict(workload, stream)];
   console.log(formatTable(rows));
   console.log(
@@ -296,7 +397,11 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
   if (faultsOn && flags.events >= 300 && control.duplicateEvents === 0) {
     failures.push("simulation: the naive control shows no fault, so the fault injection is not working");
   }
-  results.simulation = { rows, stream: { ...stream, arrivals: undefined }, wait: { ...waited, counts: Object.fromEntries(waited.counts) } };
+  results.simulation = {
+    rows,
+    stream: { ...stream, arrivals: undefined },
+    wait: { ...waited, counts: Object.fromEntries(waited.counts) },
+  };
 
   const counts: RunCounts = store.read((database) => ({
     accepted: workload.events.length,
@@ -311,7 +416,9 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
       .get() as { relayBatches: number; processingAttempts: number; planEvents: number }),
   }));
   const cost = costModel(counts);
-  console.log(`\n== 4. cost cross-check: derived from the statements and the simulation's counts (the meters phase is the measurement)\n${formatCost(cost)}`);
+  console.log(
+    `\n== 4. cost cross-check: derived from the statements and the simulation's counts (the meters phase is the measurement)\n${formatCost(cost)}`,
+  );
   results.cost = cost;
 }
 
@@ -321,12 +428,27 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   await runtime.start();
   const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
   const schedule = scheduleDeliveries(flags, workload.events);
-  console.log(`\n== 2. crash recovery: ${workload.events.length} events, ${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`);
-  const sender = new Sender({ origin: runtime.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: flags.senderConcurrency * 2, timeoutMs: 10_000 });
+  console.log(
+    `\n== 2. crash recovery: ${workload.events.length} events, ${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`,
+  );
+  const sender = new Sender({
+    origin: runtime.origin,
+    path: "/webhooks/demo",
+    secret: deployment.demoSecret,
+    maxSockets: flags.senderConcurrency * 2,
+    timeoutMs: 10_000,
+  });
   const startedAt = performance.now();
-  const streamDone = playSchedule(sender, schedule, { seed: flags.seed, ackLostChance: flags.ackLostChance, concurrency: flags.senderConcurrency });
+  const streamDone = playSchedule(sender, schedule, {
+    seed: flags.seed,
+    ackLostChance: flags.ackLostChance,
+    concurrency: flags.senderConcurrency,
+  });
   let streaming = true;
-  void streamDone.then(() => (streaming = false), () => (streaming = false));
+  void streamDone.then(
+    () => (streaming = false),
+    () => (streaming = false),
+  );
 
   const random = mulberry32(flags.seed ^ 0x5eed);
   const killTimes: number[] = [];
@@ -349,7 +471,10 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
     stallMs: 180_000,
     cronLeadMs: flags.cronLeadMinutes * 60_000,
   });
-  const row = { ...receiverVerdict(store, workload, stream, "crash_evt_", "crash_acct_"), handler: "receiver, with kills" };
+  const row = {
+    ...receiverVerdict(store, workload, stream, "crash_evt_", "crash_acct_"),
+    handler: "receiver, with kills",
+  };
   console.log(formatTable([row]));
   console.log(
     `kills at ${killTimes.map((t) => `${t.toFixed(1)} s`).join(", ")}; restarts took ${restartSeconds.map((t) => t.toFixed(1)).join(", ")} s; ` +
@@ -364,15 +489,28 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   );
   assertCorrect("crash recovery", row);
   if (stream.abandoned > 0) failures.push(`crash recovery: the sender gave up on ${stream.abandoned} events`);
-  results.crash = { row, kills: killTimes, restartSeconds, stream: { ...stream, arrivals: undefined }, cronTriggers: waited.cronTriggers };
+  results.crash = {
+    row,
+    kills: killTimes,
+    restartSeconds,
+    stream: { ...stream, arrivals: undefined },
+    cronTriggers: waited.cronTriggers,
+  };
   await runtime.stop();
 }
 
 /** A poison event under real SIGKILLs (bench/lib/poison.ts): dead alone, its crashes counted, its batch-mates applied once. */
 async function poison(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  console.log("\n== 2b. poison event: one event whose attempt never returns, sent with 9 batch-mates; the runtime is SIGKILLed mid-attempt until it is dead");
+  console.log(
+    "\n== 2b. poison event: one event whose attempt never returns, sent with 9 batch-mates; the runtime is SIGKILLed mid-attempt until it is dead",
+  );
   const startedAt = performance.now();
-  const result = await poisonCheck(deployment, stateDir, { port: await portAt(flags, 6), inspectorPort: await portAt(flags, 16) }, (runtime) => runtimes.push(runtime));
+  const result = await poisonCheck(
+    deployment,
+    stateDir,
+    { port: await portAt(flags, 6), inspectorPort: await portAt(flags, 16) },
+    (runtime) => runtimes.push(runtime),
+  );
   console.log(
     `${result.kills} kills; poison ${result.poison.status} after ${result.poison.attempts} counted attempts ` +
       `(${result.poison.history.map(({ number, outcome }) => `${number}:${outcome}`).join(", ")}); batch-mates: ${result.mates.processed} of ${result.mates.sent} processed, ` +
@@ -403,14 +541,29 @@ function ratioOf(result: LevelResult, base: LevelResult): RatioResult {
   };
 }
 
-async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime, stateDir: string): Promise<void> {
+async function sideBySide(
+  flags: BenchFlags,
+  deployment: ReceiverDeployment,
+  receiver: Runtime,
+  stateDir: string,
+): Promise<void> {
   const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
-  const heldBack = receiverRuntime(heldBackDeployment(deployment, stateDir), stateDir, "held-back", await portAt(flags, 3), await portAt(flags, 13));
+  const heldBack = receiverRuntime(
+    heldBackDeployment(deployment, stateDir),
+    stateDir,
+    "held-back",
+    await portAt(flags, 3),
+    await portAt(flags, 13),
+  );
   runtimes.push(bare, heldBack);
   await bare.start();
   await heldBack.start();
-  console.log(`\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`);
-  console.log("(b) is the whole system: its relay and consumer share the runtime. (c) is the ack path alone: the same receiver with its relay held back.");
+  console.log(
+    `\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`,
+  );
+  console.log(
+    "(b) is the whole system: its relay and consumer share the runtime. (c) is the ack path alone: the same receiver with its relay held back.",
+  );
   console.log(
     "(d) and (e) are the floor of one Durable Object call before the 2xx: the bare Worker making one RPC with the body to a trivial object, " +
       "(d) storing nothing, (e) inserting one row before it answers. (c), (d) and (e) start once (b)'s events are processed.",
@@ -442,9 +595,21 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
   };
   const receiverStore = new ReceiptStore(receiver.options.persistDir);
   for (const concurrency of flags.perfLevels) {
-    const common = { path: "/webhooks/demo", secret: deployment.demoSecret, concurrency, seconds: flags.perfSeconds, accountPrefix: "perf_acct_" };
+    const common = {
+      path: "/webhooks/demo",
+      secret: deployment.demoSecret,
+      concurrency,
+      seconds: flags.perfSeconds,
+      accountPrefix: "perf_acct_",
+    };
     const bareCpu = () => bare.cpuSeconds();
-    const bareResult = await measureLevel({ ...common, target: "(a) bare Worker", origin: bare.origin, keyPrefix: `perf_bare_c${concurrency}_`, cpu: bareCpu });
+    const bareResult = await measureLevel({
+      ...common,
+      target: "(a) bare Worker",
+      origin: bare.origin,
+      keyPrefix: `perf_bare_c${concurrency}_`,
+      cpu: bareCpu,
+    });
     print(bareResult);
     const receiverCpuBefore = receiver.cpuSeconds();
     const receiverResult = await measureLevel({
@@ -457,7 +622,11 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
     print(receiverResult);
     // The whole system goes on relaying and processing what (b) accepted: let it finish first, or that background
     // work on the shared cores would be measured as the cost of the targets after it.
-    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, receiverResult.handled, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
+    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, receiverResult.handled, {
+      origin: () => receiver.origin,
+      stallMs: 5000,
+      cronAfterMs: 60_000,
+    });
     const receiverLifetimeCpu = cpuMsPer(receiverCpuBefore, receiver.cpuSeconds(), receiverResult.handled);
     const ackOnlyResult = await measureLevel({
       ...common,
@@ -467,9 +636,23 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
       cpu: () => heldBack.cpuSeconds(),
     });
     print(ackOnlyResult);
-    const doCallResult = await measureLevel({ ...common, target: "(d) bare + one DO call", origin: bare.origin, path: FLOOR_RPC_PATH, keyPrefix: `perf_floor_rpc_c${concurrency}_`, cpu: bareCpu });
+    const doCallResult = await measureLevel({
+      ...common,
+      target: "(d) bare + one DO call",
+      origin: bare.origin,
+      path: FLOOR_RPC_PATH,
+      keyPrefix: `perf_floor_rpc_c${concurrency}_`,
+      cpu: bareCpu,
+    });
     print(doCallResult);
-    const doWriteResult = await measureLevel({ ...common, target: "(e) bare + DO call + row", origin: bare.origin, path: FLOOR_WRITE_PATH, keyPrefix: `perf_floor_row_c${concurrency}_`, cpu: bareCpu });
+    const doWriteResult = await measureLevel({
+      ...common,
+      target: "(e) bare + DO call + row",
+      origin: bare.origin,
+      path: FLOOR_WRITE_PATH,
+      keyPrefix: `perf_floor_row_c${concurrency}_`,
+      cpu: bareCpu,
+    });
     print(doWriteResult);
     const ratios = {
       "(b)/(a)": printRatio("(b)/(a)", receiverResult, bareResult),
@@ -480,32 +663,62 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
       "(b)/(e)": printRatio("(b)/(e)", receiverResult, doWriteResult),
     };
     const cpuLine = (label: string, cpu: CpuMs | null) =>
-      console.log(`${"".padEnd(12)}${label.padEnd(44)}${(cpu?.workerd ?? NaN).toFixed(2).padStart(9)}${(cpu?.wrangler ?? NaN).toFixed(2).padStart(11)}`);
-    console.log(`${"".padEnd(12)}${"CPU ms per event (warm-up included)".padEnd(44)}${"workerd".padStart(9)}${"wrangler".padStart(11)}`);
+      console.log(
+        `${"".padEnd(12)}${label.padEnd(44)}${(cpu?.workerd ?? NaN).toFixed(2).padStart(9)}${(cpu?.wrangler ?? NaN).toFixed(2).padStart(11)}`,
+      );
+    console.log(
+      `${"".padEnd(12)}${"CPU ms per event (warm-up included)".padEnd(44)}${"workerd".padStart(9)}${"wrangler".padStart(11)}`,
+    );
     cpuLine("(a) bare Worker", bareResult.cpuMsPerEvent);
     cpuLine("(b) whole system, while acknowledging", receiverResult.cpuMsPerEvent);
     cpuLine("(b) whole system, until processed", receiverLifetimeCpu);
     cpuLine("(c) ack path alone", ackOnlyResult.cpuMsPerEvent);
     cpuLine("(e) bare + DO call + row", doWriteResult.cpuMsPerEvent);
-    levels.push({ bare: bareResult, receiver: receiverResult, ackOnly: ackOnlyResult, doCall: doCallResult, doWrite: doWriteResult, ratios, receiverLifetimeCpuMsPerEvent: receiverLifetimeCpu });
+    levels.push({
+      bare: bareResult,
+      receiver: receiverResult,
+      ackOnly: ackOnlyResult,
+      doCall: doCallResult,
+      doWrite: doWriteResult,
+      ratios,
+      receiverLifetimeCpuMsPerEvent: receiverLifetimeCpu,
+    });
   }
   // Held back means nothing reached D1: a relayed claim would mean (c) measured relay and consumer work as well.
-  const ackOnlyRelayed = [...new ReceiptStore(heldBack.options.persistDir).statusCounts("perf_held_").values()].reduce((sum, count) => sum + count, 0);
+  const ackOnlyRelayed = [...new ReceiptStore(heldBack.options.persistDir).statusCounts("perf_held_").values()].reduce(
+    (sum, count) => sum + count,
+    0,
+  );
   console.log(`(c)'s runtime relayed ${ackOnlyRelayed} of its claims to D1 while it was measured (held back: 0)`);
-  if (ackOnlyRelayed > 0) failures.push(`perf: the ack-path-alone runtime relayed ${ackOnlyRelayed} claims, so (c) is not the ack path alone`);
+  if (ackOnlyRelayed > 0)
+    failures.push(
+      `perf: the ack-path-alone runtime relayed ${ackOnlyRelayed} claims, so (c) is not the ack path alone`,
+    );
   await heldBack.stop();
 
   // End to end: fresh events at the highest level, timed from the first send until every one is processed.
   const store = new ReceiptStore(receiver.options.persistDir);
-  await waitUntilFinished(store, "perf_ack_", Number.MAX_SAFE_INTEGER, { origin: () => receiver.origin, stallMs: 5000, cronAfterMs: 60_000 });
+  await waitUntilFinished(store, "perf_ack_", Number.MAX_SAFE_INTEGER, {
+    origin: () => receiver.origin,
+    stallMs: 5000,
+    cronAfterMs: 60_000,
+  });
   const concurrency = Math.max(...flags.perfLevels);
-  const sender = new Sender({ origin: receiver.origin, path: "/webhooks/demo", secret: deployment.demoSecret, maxSockets: concurrency });
+  const sender = new Sender({
+    origin: receiver.origin,
+    path: "/webhooks/demo",
+    secret: deployment.demoSecret,
+    maxSockets: concurrency,
+  });
   const startedAt = performance.now();
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       for (let n = next++; n < flags.e2eEvents; n = next++) {
-        const body = JSON.stringify({ type: "account.credited", data: { account: `e2e_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 } });
+        const body = JSON.stringify({
+          type: "account.credited",
+          data: { account: `e2e_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
+        });
         for (;;) {
           const outcome = await sender.deliver(`e2e_evt_${n}`, body);
           if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
@@ -515,12 +728,19 @@ async function sideBySide(flags: BenchFlags, deployment: ReceiverDeployment, rec
   );
   const ackedMs = performance.now() - startedAt;
   sender.close();
-  const waited = await waitUntilFinished(store, "e2e_evt_", flags.e2eEvents, { origin: () => receiver.origin, startedAt });
+  const waited = await waitUntilFinished(store, "e2e_evt_", flags.e2eEvents, {
+    origin: () => receiver.origin,
+    startedAt,
+  });
   // Commit times of the run's receipts: the consumers' own pace, from the first commit to the last, without the
   // relay delay the last partial batch waits out after the last acknowledgement.
   const commits = store.read(
     (database) =>
-      database.prepare("SELECT MIN(processed_at) AS first, MAX(processed_at) AS last FROM receipts WHERE event_key LIKE 'e2e_evt_%'").get() as {
+      database
+        .prepare(
+          "SELECT MIN(processed_at) AS first, MAX(processed_at) AS last FROM receipts WHERE event_key LIKE 'e2e_evt_%'",
+        )
+        .get() as {
         first: number;
         last: number;
       },
@@ -587,17 +807,30 @@ try {
 await shutdown(flags.keepState || crashed !== null, flags.stateDir);
 if (flags.jsonOut) {
   // The meters phase's figures stand at the top ({perEvent, usdPerMillion}), so a script can read them directly.
-  const meters = results.meters as { perEvent: unknown; usdPerMillion: number; allIn: { allInUsdPerMillion: number } } | undefined;
+  const meters = results.meters as
+    | { perEvent: unknown; usdPerMillion: number; allIn: { allInUsdPerMillion: number } }
+    | undefined;
   const soakResult = results.soak as SoakResult | undefined;
   const top = {
-    ...(meters ? { perEvent: meters.perEvent, usdPerMillion: meters.usdPerMillion, allInUsdPerMillion: meters.allIn.allInUsdPerMillion } : {}),
+    ...(meters
+      ? {
+          perEvent: meters.perEvent,
+          usdPerMillion: meters.usdPerMillion,
+          allInUsdPerMillion: meters.allIn.allInUsdPerMillion,
+        }
+      : {}),
     // The soak's samples, verdict and losses stand at the top too: {"samples": [...], "steady": …, "lost": 0}.
     ...(soakResult ? { samples: soakResult.samples, steady: soakResult.steady, lost: soakResult.lost } : {}),
   };
-  writeFileSync(flags.jsonOut, JSON.stringify({ ...top, flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2));
+  writeFileSync(
+    flags.jsonOut,
+    JSON.stringify({ ...top, flags: { ...flags, phases: [...flags.phases] }, results, failures }, null, 2),
+  );
 }
 if (crashed) {
-  console.error(`\nbench failed: ${crashed instanceof Error ? crashed.stack : String(crashed)}\nstate kept in ${join(resolve(flags.stateDir))}`);
+  console.error(
+    `\nbench failed: ${crashed instanceof Error ? crashed.stack : String(crashed)}\nstate kept in ${join(resolve(flags.stateDir))}`,
+  );
   process.exit(1);
 }
 if (failures.length > 0) {

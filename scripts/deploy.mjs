@@ -28,7 +28,9 @@ function step(title, command, commandArgs) {
   console.log(`\n── ${title}`);
   const result = spawnSync(command, commandArgs, { stdio: "inherit", env });
   if (result.status !== 0) {
-    console.error(`\nnpm run deploy stopped: ${title} failed (nothing was deployed). Fix what it says above and run it again.`);
+    console.error(
+      `\nnpm run deploy stopped: ${title} failed (nothing was deployed). Fix what it says above and run it again.`,
+    );
     process.exit(result.status ?? 1);
   }
 }
@@ -40,7 +42,16 @@ step(
 );
 const outdir = mkdtempSync(join(tmpdir(), "receiver-dry-run-"));
 try {
-  step("build it without deploying (wrangler deploy --dry-run)", "npx", ["wrangler", "deploy", "--dry-run", "--env", environment, "--outdir", outdir, ...configArgs]);
+  step("build it without deploying (wrangler deploy --dry-run)", "npx", [
+    "wrangler",
+    "deploy",
+    "--dry-run",
+    "--env",
+    environment,
+    "--outdir",
+    outdir,
+    ...configArgs,
+  ]);
 } finally {
   rmSync(outdir, { recursive: true, force: true });
 }

@@ -99,7 +99,18 @@ const persistTo = peekOption(devArgs, "--persist-to");
 const configArgs = ["--config", "-c"].flatMap((name) => optionArgs(name, peekOption(devArgs, name))).slice(0, 2);
 const envArgs = ["--env", "-e"].flatMap((name) => optionArgs("--env", peekOption(devArgs, name))).slice(0, 2);
 // Every D1 database the config binds, not only DB: a source may keep its receipts in another (scripts/migrate.mjs).
-const migrated = spawnSync(process.execPath, ["scripts/migrate.mjs", "--local", "--quiet", ...configArgs, ...envArgs, ...(persistTo ? ["--persist-to", persistTo] : [])], { stdio: "inherit", env });
+const migrated = spawnSync(
+  process.execPath,
+  [
+    "scripts/migrate.mjs",
+    "--local",
+    "--quiet",
+    ...configArgs,
+    ...envArgs,
+    ...(persistTo ? ["--persist-to", persistTo] : []),
+  ],
+  { stdio: "inherit", env },
+);
 if (migrated.status !== 0) process.exit(migrated.status ?? 1);
 
 const wrangler = spawn("npx", ["wrangler", "dev", "--port", port, ...devArgs], { stdio: "inherit", env });
@@ -132,12 +143,17 @@ function requeueAfterStarts() {
  */
 async function startLocalCron() {
   const { unstable_readConfig } = await import("wrangler");
-  const config = unstable_readConfig({ config: peekOption(devArgs, "--config", "-c"), env: peekOption(devArgs, "--env", "-e") });
+  const config = unstable_readConfig({
+    config: peekOption(devArgs, "--config", "-c"),
+    env: peekOption(devArgs, "--env", "-e"),
+  });
   /** @type {string[]} */
   const crons = config.triggers?.crons ?? [];
   const fire = async (/** @type {string} */ cron, /** @type {number} */ at) => {
     try {
-      const response = await fetch(`${base}/cdn-cgi/local/scheduled?cron=${encodeURIComponent(cron)}&time=${at}`, { signal: AbortSignal.timeout(60_000) });
+      const response = await fetch(`${base}/cdn-cgi/local/scheduled?cron=${encodeURIComponent(cron)}&time=${at}`, {
+        signal: AbortSignal.timeout(60_000),
+      });
       console.log(`[local cron] ${new Date(at).toISOString()} scheduled handler (${cron}) → ${response.status}`);
     } catch {
       // wrangler dev is still starting, or restarting after an edit: the next tick tries again.
@@ -152,12 +168,16 @@ async function startLocalCron() {
     try {
       return [{ cron, matches: parseCron(cron) }];
     } catch (error) {
-      console.error(`[local cron] ${cron} is not understood locally (${error instanceof Error ? error.message : String(error)}); it will only run when deployed`);
+      console.error(
+        `[local cron] ${cron} is not understood locally (${error instanceof Error ? error.message : String(error)}); it will only run when deployed`,
+      );
       return [];
     }
   });
   if (schedules.length === 0) return;
-  console.log(`[local cron] firing the scheduled handler on ${schedules.map((schedule) => schedule.cron).join(", ")} (UTC); --cron-every 30s to go faster`);
+  console.log(
+    `[local cron] firing the scheduled handler on ${schedules.map((schedule) => schedule.cron).join(", ")} (UTC); --cron-every 30s to go faster`,
+  );
   // Check each minute boundary, as Cloudflare does; the scheduled time is that minute.
   const tick = () => {
     const minute = Math.floor(Date.now() / 60_000) * 60_000;

@@ -33,13 +33,27 @@ const persistToOption = option("--persist-to");
 const persistTo = persistToOption === undefined ? undefined : resolve(persistToOption);
 const quiet = args.includes("--quiet");
 
-const bindings = (unstable_readConfig({ config, env: environment }).d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
+const bindings = (unstable_readConfig({ config, env: environment }).d1_databases ?? []).map(
+  (/** @type {{ binding: string }} */ entry) => entry.binding,
+);
 if (bindings.length === 0) {
-  console.error(`no [[d1_databases]] in ${config ?? "wrangler.toml"}${environment ? ` for env ${environment}` : ""}: nothing to migrate`);
+  console.error(
+    `no [[d1_databases]] in ${config ?? "wrangler.toml"}${environment ? ` for env ${environment}` : ""}: nothing to migrate`,
+  );
   process.exit(1);
 }
 for (const binding of bindings) {
-  const wranglerArgs = ["wrangler", "d1", "migrations", "apply", binding, where, ...(config ? ["--config", config] : []), ...(environment ? ["--env", environment] : []), ...(persistTo ? ["--persist-to", persistTo] : [])];
+  const wranglerArgs = [
+    "wrangler",
+    "d1",
+    "migrations",
+    "apply",
+    binding,
+    where,
+    ...(config ? ["--config", config] : []),
+    ...(environment ? ["--env", environment] : []),
+    ...(persistTo ? ["--persist-to", persistTo] : []),
+  ];
   const result = spawnSync("npx", wranglerArgs, {
     cwd: PROJECT_ROOT,
     stdio: quiet ? ["inherit", "pipe", "pipe"] : "inherit",
@@ -48,14 +62,18 @@ for (const binding of bindings) {
   });
   if (quiet && result.status === 0) {
     // wrangler lists every migration it applies in a table; a first run's would be ~150 lines.
-    const applied = /About to apply (\d+) migration/.exec(result.stdout ?? "")?.[1] ?? (/No migrations to apply/.test(result.stdout ?? "") ? "0" : undefined);
+    const applied =
+      /About to apply (\d+) migration/.exec(result.stdout ?? "")?.[1] ??
+      (/No migrations to apply/.test(result.stdout ?? "") ? "0" : undefined);
     console.log(`migrations: ${binding} up to date${applied === undefined ? "" : ` (${applied} applied)`}`);
   } else if (quiet) {
     process.stdout.write(result.stdout ?? "");
     process.stderr.write(result.stderr ?? "");
   }
   if (result.status !== 0) {
-    console.error(`migrations failed for ${binding}; the databases before it are migrated, run this again once it is fixed`);
+    console.error(
+      `migrations failed for ${binding}; the databases before it are migrated, run this again once it is fixed`,
+    );
     process.exit(result.status ?? 1);
   }
 }

@@ -6,5 +6,9 @@ import { fileURLToPath } from "node:url";
 
 const [source = "demo", sampleOrFile, eventId] = process.argv.slice(2);
 const cli = fileURLToPath(new URL("./cli/index.mjs", import.meta.url));
-const result = spawnSync(process.execPath, [cli, "send", source, ...(sampleOrFile ? [sampleOrFile] : []), ...(eventId ? ["--id", eventId] : [])], { stdio: "inherit" });
+const result = spawnSync(
+  process.execPath,
+  [cli, "send", source, ...(sampleOrFile ? [sampleOrFile] : []), ...(eventId ? ["--id", eventId] : [])],
+  { stdio: "inherit" },
+);
 process.exit(result.status ?? 1);

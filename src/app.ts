@@ -25,7 +25,14 @@ app.get("/health", async (c) => {
   const expiredSecrets = [...sourcesWithExpiredSecrets(c.env, now).keys()];
   const adminTokenIsExample = adminTokenProblem(c.env) === "shipped-example";
   const relaySettingsRefused = relaySettings(c.env).problems.length > 0;
-  return c.json(healthAnswer(invalidSources, await openSystemAlertKinds(c.env), { missingSecrets, expiredSecrets, adminTokenIsExample, relaySettingsRefused }));
+  return c.json(
+    healthAnswer(invalidSources, await openSystemAlertKinds(c.env), {
+      missingSecrets,
+      expiredSecrets,
+      adminTokenIsExample,
+      relaySettingsRefused,
+    }),
+  );
 });
 app.route("/webhooks", webhooks);
 app.route("/admin", admin);

@@ -18,14 +18,19 @@ const FLOOR_SHARDS = 8;
 interface FloorEnv {
   FLOOR: {
     idFromName(name: string): unknown;
-    get(id: unknown): { touch(key: string, body: ArrayBuffer): Promise<number>; write(key: string, body: ArrayBuffer): Promise<number> };
+    get(id: unknown): {
+      touch(key: string, body: ArrayBuffer): Promise<number>;
+      write(key: string, body: ArrayBuffer): Promise<number>;
+    };
   };
 }
 
 export class FloorShard extends DurableObject<FloorEnv> {
   constructor(ctx: DurableObject["ctx"], env: FloorEnv) {
     super(ctx, env);
-    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS floor_rows (key TEXT PRIMARY KEY, body BLOB NOT NULL) WITHOUT ROWID");
+    ctx.storage.sql.exec(
+      "CREATE TABLE IF NOT EXISTS floor_rows (key TEXT PRIMARY KEY, body BLOB NOT NULL) WITHOUT ROWID",
+    );
   }
 
   /** (d): the round trip alone. */

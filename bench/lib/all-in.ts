@@ -6,7 +6,7 @@
  * runtime's CPU time. Pure arithmetic: every unit comes from a measurement; the rules are in docs/performance.md.
  */
 
-import { PRICES, type PerEvent } from "./meters.ts";
+import { type PerEvent, PRICES } from "./meters.ts";
 
 /** Read 2026-12-02, beyond each product's monthly inclusion on Workers Paid. */
 export const ALL_IN_PRICES = {
@@ -27,7 +27,15 @@ export const ALL_IN_PRICES = {
 export interface LifetimeUnits {
   happy: PerEvent & { logLines: number; analyticsPoints: number };
   /** Retention's units per event: rows written and read in D1 and the shards, requests, log lines. */
-  retention: { d1RowsWritten: number; d1RowsRead: number; doRowsWritten: number; doRowsRead: number; doRequests: number; logLines: number; analyticsPoints: number };
+  retention: {
+    d1RowsWritten: number;
+    d1RowsRead: number;
+    doRowsWritten: number;
+    doRowsRead: number;
+    doRequests: number;
+    logLines: number;
+    analyticsPoints: number;
+  };
   /** Per large body (above the R2 threshold): R2 operations, and the bytes kept for payload retention. */
   largeBody: { r2ClassA: number; r2ClassB: number; bytes: number; payloadRetentionDays: number };
   /** Share of events whose body is above the threshold, 0..1. */
@@ -41,7 +49,10 @@ export interface AllInLine {
   usdPerMillion: number;
 }
 
-export function allInCost(happyUsdPerMillion: number, units: LifetimeUnits): { lines: AllInLine[]; allInUsdPerMillion: number } {
+export function allInCost(
+  happyUsdPerMillion: number,
+  units: LifetimeUnits,
+): { lines: AllInLine[]; allInUsdPerMillion: number } {
   const { retention, largeBody, largeShare } = units;
   const storageGbMonths = (largeBody.bytes / 1e9) * (largeBody.payloadRetentionDays / 30);
   const lines: AllInLine[] = [
@@ -53,8 +64,14 @@ export function allInCost(happyUsdPerMillion: number, units: LifetimeUnits): { l
         (retention.d1RowsRead + retention.doRowsRead) * PRICES.rowsReadPerMillion +
         retention.doRequests * PRICES.durableObjectRequestPerMillion,
     },
-    { item: "Workers Logs lines", usdPerMillion: (units.happy.logLines + retention.logLines) * ALL_IN_PRICES.logLinePerMillion },
-    { item: "Analytics Engine points", usdPerMillion: (units.happy.analyticsPoints + retention.analyticsPoints) * ALL_IN_PRICES.analyticsPointPerMillion },
+    {
+      item: "Workers Logs lines",
+      usdPerMillion: (units.happy.logLines + retention.logLines) * ALL_IN_PRICES.logLinePerMillion,
+    },
+    {
+      item: "Analytics Engine points",
+      usdPerMillion: (units.happy.analyticsPoints + retention.analyticsPoints) * ALL_IN_PRICES.analyticsPointPerMillion,
+    },
     {
       item: `R2 for ${(largeShare * 100).toFixed(1)} % large bodies (operations + storage)`,
       usdPerMillion:
@@ -63,7 +80,10 @@ export function allInCost(happyUsdPerMillion: number, units: LifetimeUnits): { l
           largeBody.r2ClassB * ALL_IN_PRICES.r2ClassBPerMillion +
           storageGbMonths * 1e6 * ALL_IN_PRICES.r2StoragePerGbMonth),
     },
-    { item: "CPU time (local workerd, upper bound)", usdPerMillion: units.cpuMsPerEvent * ALL_IN_PRICES.cpuMsPerMillion },
+    {
+      item: "CPU time (local workerd, upper bound)",
+      usdPerMillion: units.cpuMsPerEvent * ALL_IN_PRICES.cpuMsPerMillion,
+    },
   ];
   return { lines, allInUsdPerMillion: lines.reduce((sum, line) => sum + line.usdPerMillion, 0) };
 }

@@ -24,7 +24,11 @@ export interface CostLine {
   basis: string;
 }
 
-export function costModel(counts: RunCounts): { counts: RunCounts; lines: CostLine[]; totalUsdPerMillionEvents: number } {
+export function costModel(counts: RunCounts): {
+  counts: RunCounts;
+  lines: CostLine[];
+  totalUsdPerMillionEvents: number;
+} {
   const per = (value: number) => value / counts.accepted;
   const attempts = per(counts.processingAttempts);
   const duplicates = per(counts.httpDeliveries - counts.accepted);
@@ -52,7 +56,12 @@ export function costModel(counts: RunCounts): { counts: RunCounts; lines: CostLi
   });
   const lines = [
     line("Workers requests (deliveries)", per(counts.httpDeliveries), PRICES.workersRequestPerMillion, "measured"),
-    line("DO requests (claims + relay alarms)", per(counts.httpDeliveries) + relays, PRICES.durableObjectRequestPerMillion, "measured"),
+    line(
+      "DO requests (claims + relay alarms)",
+      per(counts.httpDeliveries) + relays,
+      PRICES.durableObjectRequestPerMillion,
+      "measured",
+    ),
     line("DO SQLite rows read", doRowsRead, PRICES.rowsReadPerMillion, "derived"),
     line("DO SQLite rows written", doRowsWritten, PRICES.rowsWrittenPerMillion, "derived"),
     line("D1 rows read", d1RowsRead, PRICES.rowsReadPerMillion, "derived"),
@@ -67,7 +76,7 @@ export function formatCost(cost: ReturnType<typeof costModel>): string {
   const rows = cost.lines.map(
     (entry) =>
       `${entry.item.padEnd(38)}${entry.perEvent.toFixed(2).padStart(10)}${`$${entry.unitPricePerMillion}`.padStart(10)}` +
-        `${`$${entry.usdPerMillionEvents.toFixed(2)}`.padStart(12)}  ${entry.basis}`,
+      `${`$${entry.usdPerMillionEvents.toFixed(2)}`.padStart(12)}  ${entry.basis}`,
   );
   return [
     `counted: ${counts.accepted} accepted events, ${counts.httpDeliveries} deliveries, ${counts.relayBatches} relay batches, ` +

@@ -93,9 +93,33 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   }
   const check = switches.has("check");
   const known = new Set([
-    "events", "accounts", "seed", "credit-share", "tie", "dup", "ack-lost", "concurrent", "shuffle", "shuffle-window",
-    "sender-concurrency", "crash-events", "kills", "cron-lead-minutes", "perf-seconds", "perf-levels", "e2e-events", "only", "state-dir",
-    "json", "port-base", "large-share", "rate", "minutes", "payload-retention", "dedupe-retention", "cron-seconds",
+    "events",
+    "accounts",
+    "seed",
+    "credit-share",
+    "tie",
+    "dup",
+    "ack-lost",
+    "concurrent",
+    "shuffle",
+    "shuffle-window",
+    "sender-concurrency",
+    "crash-events",
+    "kills",
+    "cron-lead-minutes",
+    "perf-seconds",
+    "perf-levels",
+    "e2e-events",
+    "only",
+    "state-dir",
+    "json",
+    "port-base",
+    "large-share",
+    "rate",
+    "minutes",
+    "payload-retention",
+    "dedupe-retention",
+    "cron-seconds",
   ]);
   for (const name of given.keys()) if (!known.has(name)) throw new FlagError(`unknown flag --${name} (see --help)`);
 
@@ -116,18 +140,28 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
 
   const phases = new Set<Phase>();
   for (const phase of (given.get("only") ?? (check ? "sim,crash,poison" : "sim,crash,poison,perf,meters")).split(",")) {
-    if (phase !== "sim" && phase !== "crash" && phase !== "poison" && phase !== "perf" && phase !== "meters" && phase !== "soak") throw new FlagError(`--only: unknown phase ${phase}`);
+    if (
+      phase !== "sim" &&
+      phase !== "crash" &&
+      phase !== "poison" &&
+      phase !== "perf" &&
+      phase !== "meters" &&
+      phase !== "soak"
+    )
+      throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
   }
   const onlyMeters = phases.size === 1 && phases.has("meters");
   const events = integer("events", check ? 500 : onlyMeters ? 2000 : 10_000, 1);
   const duration = (name: string, fallback: string): string => {
     const value = given.get(name) ?? fallback;
-    if (!/^\d+(s|m|h)$/.test(value) || /^0+[smh]$/.test(value)) throw new FlagError(`--${name} must be a duration like "90s", "3m" or "1h"`);
+    if (!/^\d+(s|m|h)$/.test(value) || /^0+[smh]$/.test(value))
+      throw new FlagError(`--${name} must be a duration like "90s", "3m" or "1h"`);
     return value;
   };
   const rate = Number(given.get("rate") ?? 20);
-  if (!Number.isFinite(rate) || rate <= 0 || rate > 10_000) throw new FlagError("--rate must be a number of events per second between 0 and 10000");
+  if (!Number.isFinite(rate) || rate <= 0 || rate > 10_000)
+    throw new FlagError("--rate must be a number of events per second between 0 and 10000");
   const perfLevels = (given.get("perf-levels") ?? "1,16,64").split(",").map(Number);
   if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
     throw new FlagError("--perf-levels must be integers between 1 and 512");

@@ -5,7 +5,11 @@ import type { AddressInfo } from "node:net";
  * The user's backend for the meters phase's forward destination: answers 200 to every forward, on a free port,
  * and counts what it received. It checks nothing: the forward path's signing is proven by the test suite.
  */
-export async function startForwardBackend(): Promise<{ port: number; received: () => number; close: () => Promise<void> }> {
+export async function startForwardBackend(): Promise<{
+  port: number;
+  received: () => number;
+  close: () => Promise<void>;
+}> {
   let received = 0;
   const server = http.createServer((request, response) => {
     request.resume();

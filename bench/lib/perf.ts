@@ -23,7 +23,10 @@ export interface CpuMs {
 
 /** CPU ms per event between two readings of the runtime's processes. */
 export function cpuMsPer(before: CpuSeconds, after: CpuSeconds, events: number): CpuMs {
-  return { workerd: ((after.workerd - before.workerd) * 1000) / events, wrangler: ((after.wrangler - before.wrangler) * 1000) / events };
+  return {
+    workerd: ((after.workerd - before.workerd) * 1000) / events,
+    wrangler: ((after.wrangler - before.wrangler) * 1000) / events,
+  };
 }
 
 /**
@@ -32,25 +35,31 @@ export function cpuMsPer(before: CpuSeconds, after: CpuSeconds, events: number):
  * does its full acknowledgement path (verify, claim, durable write) every time; signing happens before the
  * clock starts for each request.
  */
-export async function measureLevel(
-  options: {
-    target: string;
-    origin: string;
-    path: string;
-    secret: string;
-    concurrency: number;
-    seconds: number;
-    keyPrefix: string;
-    accountPrefix: string;
-    /** The target runtime's CPU so far: read before the warm-up and after the measurement. */
-    cpu?: () => CpuSeconds;
-  },
-): Promise<LevelResult> {
+export async function measureLevel(options: {
+  target: string;
+  origin: string;
+  path: string;
+  secret: string;
+  concurrency: number;
+  seconds: number;
+  keyPrefix: string;
+  accountPrefix: string;
+  /** The target runtime's CPU so far: read before the warm-up and after the measurement. */
+  cpu?: () => CpuSeconds;
+}): Promise<LevelResult> {
   const cpuBefore = options.cpu?.();
-  const sender = new Sender({ origin: options.origin, path: options.path, secret: options.secret, maxSockets: options.concurrency });
+  const sender = new Sender({
+    origin: options.origin,
+    path: options.path,
+    secret: options.secret,
+    maxSockets: options.concurrency,
+  });
   let sequence = 0;
   const body = (n: number) =>
-    JSON.stringify({ type: "account.credited", data: { account: `${options.accountPrefix}${String(n % 500).padStart(4, "0")}`, amount: 100 } });
+    JSON.stringify({
+      type: "account.credited",
+      data: { account: `${options.accountPrefix}${String(n % 500).padStart(4, "0")}`, amount: 100 },
+    });
   const run = async (millis: number, record: boolean) => {
     const latencies: number[] = [];
     let non2xx = 0;

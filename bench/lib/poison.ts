@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { POISON_HANDLER, POISON_SOURCE } from "../poison/names.ts";
 import type { Runtime } from "./runtime.ts";
 import { Sender } from "./sender.ts";
-import { deploymentWithSource, receiverRuntime, repoRoot, type ReceiverDeployment } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment, receiverRuntime, repoRoot } from "./setup.ts";
 import { ReceiptStore } from "./store.ts";
 
 /**
@@ -25,7 +25,12 @@ const CRON_LEAD_MS = 11 * 60_000;
 
 export interface PoisonResult {
   kills: number;
-  poison: { status: string; attempts: number; lastError: string | null; history: Array<{ number: number; outcome: string }> };
+  poison: {
+    status: string;
+    attempts: number;
+    lastError: string | null;
+    history: Array<{ number: number; outcome: string }>;
+  };
   mates: { sent: number; processed: number; appliedOnce: number; appliedTwice: number };
   cronRuns: number;
   failures: string[];
@@ -49,8 +54,20 @@ export function poisonDeployment(deployment: ReceiverDeployment, stateDir: strin
 }
 
 /** `started` is told of the runtime, so a bench that is interrupted stops it too. */
-export async function poisonCheck(deployment: ReceiverDeployment, stateDir: string, ports: { port: number; inspectorPort: number }, started: (runtime: Runtime) => void, mates = 9): Promise<PoisonResult> {
-  const runtime = receiverRuntime(poisonDeployment(deployment, stateDir), stateDir, "poison", ports.port, ports.inspectorPort);
+export async function poisonCheck(
+  deployment: ReceiverDeployment,
+  stateDir: string,
+  ports: { port: number; inspectorPort: number },
+  started: (runtime: Runtime) => void,
+  mates = 9,
+): Promise<PoisonResult> {
+  const runtime = receiverRuntime(
+    poisonDeployment(deployment, stateDir),
+    stateDir,
+    "poison",
+    ports.port,
+    ports.inspectorPort,
+  );
   started(runtime);
   await runtime.start();
   try {
@@ -62,9 +79,17 @@ export async function poisonCheck(deployment: ReceiverDeployment, stateDir: stri
 
 async function playPoison(runtime: Runtime, deployment: ReceiverDeployment, mateCount: number): Promise<PoisonResult> {
   const store = new ReceiptStore(runtime.options.persistDir);
-  const sender = new Sender({ origin: runtime.origin, path: `/webhooks/${POISON_SOURCE}`, secret: deployment.demoSecret, maxSockets: mateCount + 1 });
+  const sender = new Sender({
+    origin: runtime.origin,
+    path: `/webhooks/${POISON_SOURCE}`,
+    secret: deployment.demoSecret,
+    maxSockets: mateCount + 1,
+  });
   const events = [
-    ...Array.from({ length: mateCount }, (_, index) => ({ key: `${KEY_PREFIX}mate_${index}`, data: { account: `${KEY_PREFIX}acct_${index}`, amount: 1 } })),
+    ...Array.from({ length: mateCount }, (_, index) => ({
+      key: `${KEY_PREFIX}mate_${index}`,
+      data: { account: `${KEY_PREFIX}acct_${index}`, amount: 1 },
+    })),
     { key: POISON_KEY, data: { account: `${KEY_PREFIX}acct_marked`, amount: 1, hang: true } },
   ];
   // All at once, so they share one relay batch (one shard, a 3 s relay delay) and so one consumer slice.
@@ -134,7 +159,11 @@ function verdict(store: ReceiptStore, kills: number, cronRuns: number, mateCount
         .all(row.id) as Array<{ number: number; outcome: string }>,
   );
   const credits = store.read(
-    (database) => database.prepare("SELECT id, credits FROM accounts WHERE id LIKE ?").all(`${KEY_PREFIX}acct_%`) as Array<{ id: string; credits: number }>,
+    (database) =>
+      database.prepare("SELECT id, credits FROM accounts WHERE id LIKE ?").all(`${KEY_PREFIX}acct_%`) as Array<{
+        id: string;
+        credits: number;
+      }>,
   );
   const mateCredits = credits.filter((account) => account.id !== `${KEY_PREFIX}acct_marked`);
   const mates = {
@@ -148,24 +177,42 @@ function verdict(store: ReceiptStore, kills: number, cronRuns: number, mateCount
   // its first crash is not counted; every later run is leased (a re-driven message runs one receipt at a time) and
   // counted: dead after MAX_RETRIES + 1 counted crashes, each one `unknown` attempt under its own number.
   const expectedAttempts = MAX_RETRIES + 1;
-  if (row.status !== "dead") failures.push(`poison: the poison receipt is ${row.status} after ${kills} kills, not dead`);
-  if (row.attempts !== expectedAttempts) failures.push(`poison: ${row.attempts} attempts counted, expected ${expectedAttempts}`);
-  if (kills !== expectedAttempts + 1) failures.push(`poison: ${kills} kills before it was dead, expected ${expectedAttempts + 1} (the first, lease-free, uncounted)`);
+  if (row.status !== "dead")
+    failures.push(`poison: the poison receipt is ${row.status} after ${kills} kills, not dead`);
+  if (row.attempts !== expectedAttempts)
+    failures.push(`poison: ${row.attempts} attempts counted, expected ${expectedAttempts}`);
+  if (kills !== expectedAttempts + 1)
+    failures.push(
+      `poison: ${kills} kills before it was dead, expected ${expectedAttempts + 1} (the first, lease-free, uncounted)`,
+    );
   const expectedHistory = Array.from({ length: expectedAttempts }, (_, index) => `${index + 1}:unknown`).join(" ");
   if (history.map(({ number, outcome }) => `${number}:${outcome}`).join(" ") !== expectedHistory) {
     failures.push(`poison: attempt history ${JSON.stringify(history)}, expected ${expectedHistory}`);
   }
-  if (!/^gave up after \d+ attempts: lease expired before the attempt finished/.test(row.lastError ?? "")) failures.push(`poison: last error ${JSON.stringify(row.lastError)}`);
-  if (credits.some((account) => account.id === `${KEY_PREFIX}acct_marked`)) failures.push("poison: the poison event's effect was applied");
+  if (!/^gave up after \d+ attempts: lease expired before the attempt finished/.test(row.lastError ?? ""))
+    failures.push(`poison: last error ${JSON.stringify(row.lastError)}`);
+  if (credits.some((account) => account.id === `${KEY_PREFIX}acct_marked`))
+    failures.push("poison: the poison event's effect was applied");
   if (mates.processed !== mateCount || mates.appliedOnce !== mateCount) {
-    failures.push(`poison: of ${mateCount} batch-mates ${mates.processed} processed, ${mates.appliedOnce} applied once, ${mates.appliedTwice} applied more than once`);
+    failures.push(
+      `poison: of ${mateCount} batch-mates ${mates.processed} processed, ${mates.appliedOnce} applied once, ${mates.appliedTwice} applied more than once`,
+    );
   }
-  return { kills, poison: { status: row.status, attempts: row.attempts, lastError: row.lastError, history }, mates, cronRuns, failures };
+  return {
+    kills,
+    poison: { status: row.status, attempts: row.attempts, lastError: row.lastError, history },
+    mates,
+    cronRuns,
+    failures,
+  };
 }
 
 async function fireCron(runtime: Runtime): Promise<void> {
   try {
-    const response = await fetch(`${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now() + CRON_LEAD_MS}`, { signal: AbortSignal.timeout(60_000) });
+    const response = await fetch(
+      `${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now() + CRON_LEAD_MS}`,
+      { signal: AbortSignal.timeout(60_000) },
+    );
     await response.arrayBuffer();
   } catch {
     // the runtime may still be starting: the caller fires again
@@ -173,7 +220,11 @@ async function fireCron(runtime: Runtime): Promise<void> {
 }
 
 /** Polls `check` until it holds or `withinMs` passes; throws `failure` when given, else answers false. */
-async function until(check: () => boolean | Promise<boolean>, withinMs: number, failure: string | null): Promise<boolean> {
+async function until(
+  check: () => boolean | Promise<boolean>,
+  withinMs: number,
+  failure: string | null,
+): Promise<boolean> {
   const deadline = Date.now() + withinMs;
   while (Date.now() < deadline) {
     try {
@@ -191,18 +242,39 @@ function receiptCount(store: ReceiptStore): number {
   return [...store.statusCounts(KEY_PREFIX).values()].reduce((sum, count) => sum + count, 0);
 }
 
-function poisonRow(store: ReceiptStore): { id: string; status: string; attempts: number; generation: number; lastError: string | null } {
+function poisonRow(store: ReceiptStore): {
+  id: string;
+  status: string;
+  attempts: number;
+  generation: number;
+  lastError: string | null;
+} {
   return store.read(
     (database) =>
       database
-        .prepare("SELECT id, status, attempts, lease_generation AS generation, last_error AS lastError FROM receipts WHERE event_key = ?")
-        .get(POISON_KEY) as { id: string; status: string; attempts: number; generation: number; lastError: string | null },
+        .prepare(
+          "SELECT id, status, attempts, lease_generation AS generation, last_error AS lastError FROM receipts WHERE event_key = ?",
+        )
+        .get(POISON_KEY) as {
+        id: string;
+        status: string;
+        attempts: number;
+        generation: number;
+        lastError: string | null;
+      },
   );
 }
 
 function mateStatuses(store: ReceiptStore): { processed: number } {
   const processed = store.read(
-    (database) => (database.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE ? AND event_key <> ? AND status = 'processed'").get(`${KEY_PREFIX}mate_%`, POISON_KEY) as { n: number }).n,
+    (database) =>
+      (
+        database
+          .prepare(
+            "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE ? AND event_key <> ? AND status = 'processed'",
+          )
+          .get(`${KEY_PREFIX}mate_%`, POISON_KEY) as { n: number }
+      ).n,
   );
   return { processed };
 }

@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { connect, createServer } from "node:net";
@@ -59,14 +59,21 @@ export class Runtime {
     }
     const log = openSync(options.logFile, "a");
     const args = [
-      wranglerCli, "dev",
-      "--config", options.configPath,
-      "--ip", "127.0.0.1",
-      "--port", String(options.port),
-      "--inspector-port", String(options.inspectorPort),
-      "--persist-to", options.persistDir,
+      wranglerCli,
+      "dev",
+      "--config",
+      options.configPath,
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(options.port),
+      "--inspector-port",
+      String(options.inspectorPort),
+      "--persist-to",
+      options.persistDir,
       "--show-interactive-dev-session=false",
-      "--log-level", "warn",
+      "--log-level",
+      "warn",
       ...(options.envFile ? ["--env-file", options.envFile] : []),
     ];
     // wrangler dev sessions on one machine share a dev registry and route queue messages to whichever session
@@ -106,7 +113,8 @@ export class Runtime {
     const exited = this.exited;
     this.signalGroupNow("SIGTERM");
     const timer = sleep(5000).then(() => "timeout" as const);
-    if ((await Promise.race([exited.then(() => "exited" as const), timer])) === "timeout") this.signalGroupNow("SIGKILL");
+    if ((await Promise.race([exited.then(() => "exited" as const), timer])) === "timeout")
+      this.signalGroupNow("SIGKILL");
     await this.waitForGroupToEnd();
     this.child = null;
   }
@@ -185,7 +193,9 @@ export function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }

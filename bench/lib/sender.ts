@@ -47,12 +47,18 @@ export class Sender {
         },
         (response) => {
           response.resume();
-          response.on("end", () => resolve({ status: response.statusCode ?? 0, millis: performance.now() - startedAt }));
-          response.on("error", (error) => resolve({ status: "error", millis: performance.now() - startedAt, error: error.message }));
+          response.on("end", () =>
+            resolve({ status: response.statusCode ?? 0, millis: performance.now() - startedAt }),
+          );
+          response.on("error", (error) =>
+            resolve({ status: "error", millis: performance.now() - startedAt, error: error.message }),
+          );
         },
       );
       request.on("timeout", () => request.destroy(new Error("timed out")));
-      request.on("error", (error) => resolve({ status: "error", millis: performance.now() - startedAt, error: error.message }));
+      request.on("error", (error) =>
+        resolve({ status: "error", millis: performance.now() - startedAt, error: error.message }),
+      );
       request.end(body);
     });
   }

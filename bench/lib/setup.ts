@@ -26,11 +26,15 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
     if (existsSync(join(repoRoot, entry))) cpSync(join(repoRoot, entry), join(snapshot, entry), { recursive: true });
   }
   // Bundling resolves packages from the snapshot upwards; the link makes that work for a state dir outside the repo.
-  if (!existsSync(join(snapshot, "node_modules"))) symlinkSync(join(repoRoot, "node_modules"), join(snapshot, "node_modules"));
+  if (!existsSync(join(snapshot, "node_modules")))
+    symlinkSync(join(repoRoot, "node_modules"), join(snapshot, "node_modules"));
   const configPath = join(snapshot, "wrangler.toml");
 
   // A random secret for every secret any configured source names: nothing from .dev.vars is reused.
-  const sources = (unstable_readConfig({ config: configPath }).vars.SOURCES ?? {}) as Record<string, { secrets?: unknown[] }>;
+  const sources = (unstable_readConfig({ config: configPath }).vars.SOURCES ?? {}) as Record<
+    string,
+    { secrets?: unknown[] }
+  >;
   const secretNames = new Set(["DEMO_WEBHOOK_SECRET", "GATEWAY_SIGNING_SECRET", "ADMIN_TOKEN"]);
   for (const source of Object.values(sources)) {
     for (const entry of source.secrets ?? []) {
@@ -41,7 +45,12 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
   const secrets = new Map([...secretNames].map((name) => [name, `whsec_${randomBytes(24).toString("base64")}`]));
   const envFile = join(stateDir, "bench.env");
   writeFileSync(envFile, `${[...secrets].map(([name, value]) => `${name}=${value}`).join("\n")}\n`, { mode: 0o600 });
-  return { configPath, envFile, demoSecret: secrets.get("DEMO_WEBHOOK_SECRET")!, adminToken: secrets.get("ADMIN_TOKEN")! };
+  return {
+    configPath,
+    envFile,
+    demoSecret: secrets.get("DEMO_WEBHOOK_SECRET")!,
+    adminToken: secrets.get("ADMIN_TOKEN")!,
+  };
 }
 
 /**
@@ -52,7 +61,11 @@ export function snapshotReceiver(stateDir: string): ReceiverDeployment {
  */
 export function heldBackDeployment(deployment: ReceiverDeployment, stateDir: string): ReceiverDeployment {
   const envFile = join(stateDir, "bench-held-back.env");
-  writeFileSync(envFile, `${readFileSync(deployment.envFile, "utf8")}RELAY_DELAY_MS=3600000\nRELAY_HELD_BACK=1\nLOCAL_DEVELOPMENT=true\n`, { mode: 0o600 });
+  writeFileSync(
+    envFile,
+    `${readFileSync(deployment.envFile, "utf8")}RELAY_DELAY_MS=3600000\nRELAY_HELD_BACK=1\nLOCAL_DEVELOPMENT=true\n`,
+    { mode: 0o600 },
+  );
   return { ...deployment, envFile };
 }
 
@@ -68,7 +81,11 @@ export function deploymentWithSource(
 ): ReceiverDeployment {
   const original = readFileSync(deployment.configPath, "utf8");
   const tomlValue = (value: string | string[] | Record<string, number>) =>
-    typeof value === "string" || Array.isArray(value) ? JSON.stringify(value) : `{ ${Object.entries(value).map(([key, number]) => `${key} = ${number}`).join(", ")} }`;
+    typeof value === "string" || Array.isArray(value)
+      ? JSON.stringify(value)
+      : `{ ${Object.entries(value)
+          .map(([key, number]) => `${key} = ${number}`)
+          .join(", ")} }`;
   const lines = Object.entries(settings).map(([key, value]) => `${key} = ${tomlValue(value)}`);
   const table = [`[vars.SOURCES.${sourceName}]`, ...lines, "", ""].join("\n");
   const at = original.search(/^\[env\./m);
@@ -78,7 +95,13 @@ export function deploymentWithSource(
   return { ...deployment, configPath };
 }
 
-export function receiverRuntime(deployment: ReceiverDeployment, stateDir: string, label: string, port: number, inspectorPort: number): Runtime {
+export function receiverRuntime(
+  deployment: ReceiverDeployment,
+  stateDir: string,
+  label: string,
+  port: number,
+  inspectorPort: number,
+): Runtime {
   const persistDir = join(stateDir, `${label}-persist`);
   const logFile = join(stateDir, `${label}.log`);
   applyMigrations(deployment.configPath, persistDir, logFile);

@@ -36,7 +36,12 @@ export interface Totals {
 }
 
 /** Reads every size and count of one sample; `previous` turns the cron's cumulative counts into per-sample ones. */
-export function takeSample(store: ReceiptStore, persistDir: string, atSeconds: number, previous: Totals): { sample: SoakSample; totals: Totals } {
+export function takeSample(
+  store: ReceiptStore,
+  persistDir: string,
+  atSeconds: number,
+  previous: Totals,
+): { sample: SoakSample; totals: Totals } {
   const now = Date.now();
   const d1 = store.read((database) => {
     const counts = database
@@ -46,11 +51,21 @@ export function takeSample(store: ReceiptStore, persistDir: string, atSeconds: n
            MIN(CASE WHEN status IN ('pending', 'processing') THEN received_at END) AS oldestUnfinished
          FROM receipts WHERE source = ?`,
       )
-      .get(SOAK_SOURCE) as { receipts: number; withBody: number | null; unfinished: number | null; oldestUnfinished: number | null };
-    const runs = database.prepare("SELECT counts FROM reconcile_runs WHERE counts IS NOT NULL").all() as { counts: string }[];
+      .get(SOAK_SOURCE) as {
+      receipts: number;
+      withBody: number | null;
+      unfinished: number | null;
+      oldestUnfinished: number | null;
+    };
+    const runs = database.prepare("SELECT counts FROM reconcile_runs WHERE counts IS NOT NULL").all() as {
+      counts: string;
+    }[];
     const totals: Totals = { receiptsDeleted: 0, bodiesDropped: 0, shardKeysDeleted: 0, cronRuns: runs.length };
     for (const run of runs) {
-      const counts = JSON.parse(run.counts) as { retention?: { keysExpired?: number; bodiesDropped?: number }; shards?: { shardKeysExpired?: number } };
+      const counts = JSON.parse(run.counts) as {
+        retention?: { keysExpired?: number; bodiesDropped?: number };
+        shards?: { shardKeysExpired?: number };
+      };
       totals.receiptsDeleted += counts.retention?.keysExpired ?? 0;
       totals.bodiesDropped += counts.retention?.bodiesDropped ?? 0;
       totals.shardKeysDeleted += counts.shards?.shardKeysExpired ?? 0;
@@ -58,7 +73,10 @@ export function takeSample(store: ReceiptStore, persistDir: string, atSeconds: n
     return { counts, totals, bytes: usedBytes(database) };
   });
   const shards = shardFiles(persistDir).map((file) => readShard(file));
-  const oldest = Math.min(d1.counts.oldestUnfinished ?? Infinity, ...shards.map((shard) => shard.oldestUnrelayed ?? Infinity));
+  const oldest = Math.min(
+    d1.counts.oldestUnfinished ?? Infinity,
+    ...shards.map((shard) => shard.oldestUnrelayed ?? Infinity),
+  );
   const sample: SoakSample = {
     atSeconds,
     d1Bytes: d1.bytes,
@@ -90,7 +108,11 @@ function shardFiles(persistDir: string): string[] {
   if (!existsSync(root)) return [];
   return readdirSync(root)
     .filter((name) => name.includes("ClaimShard"))
-    .flatMap((name) => readdirSync(join(root, name)).filter((file) => file.endsWith(".sqlite")).map((file) => join(root, name, file)))
+    .flatMap((name) =>
+      readdirSync(join(root, name))
+        .filter((file) => file.endsWith(".sqlite"))
+        .map((file) => join(root, name, file)),
+    )
     .filter((file) => statSync(file).size > 0);
 }
 
@@ -98,7 +120,9 @@ function readShard(file: string): { bytes: number; keys: number; unrelayed: numb
   const database = new DatabaseSync(file, { readOnly: true });
   try {
     database.exec("PRAGMA busy_timeout = 5000");
-    const hasClaims = database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'").get();
+    const hasClaims = database
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'")
+      .get();
     if (!hasClaims) return { bytes: usedBytes(database), keys: 0, unrelayed: 0, oldestUnrelayed: null };
     const row = database
       .prepare(
@@ -116,13 +140,16 @@ function readShard(file: string): { bytes: number; keys: number; unrelayed: numb
 /** Events whose credit was applied: the accounts table outlives every retention window. */
 export function creditedEvents(store: ReceiptStore): number {
   return store.read((database) => {
-    const row = database.prepare("SELECT COALESCE(SUM(credits), 0) AS credited FROM accounts WHERE id LIKE ?").get(`${SOAK_ACCOUNT_PREFIX}%`) as { credited: number };
+    const row = database
+      .prepare("SELECT COALESCE(SUM(credits), 0) AS credited FROM accounts WHERE id LIKE ?")
+      .get(`${SOAK_ACCOUNT_PREFIX}%`) as { credited: number };
     return row.credited;
   });
 }
 
 export function formatSamples(samples: readonly SoakSample[]): string {
-  const header = "| t (s) | D1 MB | shards MB | receipts | with body | shard keys | backlog | oldest pending (s) | deleted receipts | dropped bodies | deleted shard keys | cron runs |";
+  const header =
+    "| t (s) | D1 MB | shards MB | receipts | with body | shard keys | backlog | oldest pending (s) | deleted receipts | dropped bodies | deleted shard keys | cron runs |";
   const rule = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
   const mb = (bytes: number) => (bytes / 1_048_576).toFixed(2);
   const rows = samples.map(

@@ -1,8 +1,15 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import type { Sender } from "./sender.ts";
+import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
+import {
+  creditedEvents,
+  NO_TOTALS,
+  SOAK_ACCOUNT_PREFIX,
+  SOAK_SOURCE,
+  type SoakSample,
+  takeSample,
+} from "./soak-sample.ts";
 import type { ReceiptStore } from "./store.ts";
-import { creditedEvents, NO_TOTALS, SOAK_ACCOUNT_PREFIX, SOAK_SOURCE, takeSample, type SoakSample } from "./soak-sample.ts";
 
 /**
  * The soak phase: a fixed arrival rate for a while, with retention scaled down so that housekeeping has to keep
@@ -51,7 +58,10 @@ export async function sendAtRate(
   let inFlight = 0;
   const pending: Promise<void>[] = [];
   const deliverOne = async (n: number): Promise<void> => {
-    const body = JSON.stringify({ type: "account.credited", data: { account: `${SOAK_ACCOUNT_PREFIX}${n % options.accounts}`, amount: 1, note: "x".repeat(600) } });
+    const body = JSON.stringify({
+      type: "account.credited",
+      data: { account: `${SOAK_ACCOUNT_PREFIX}${n % options.accounts}`, amount: 1, note: "x".repeat(600) },
+    });
     for (let attempt = 0; ; attempt++) {
       const outcome = await sender.deliver(`soak_evt_${n}`, body);
       if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
@@ -81,7 +91,9 @@ export function cronSchedule(origin: () => string, cronSeconds: number): { stop:
     while (!stopped) {
       const next = performance.now() + cronSeconds * 1000;
       try {
-        const response = await fetch(`${origin()}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now()}`, { signal: AbortSignal.timeout(120_000) });
+        const response = await fetch(`${origin()}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now()}`, {
+          signal: AbortSignal.timeout(120_000),
+        });
         await response.arrayBuffer();
         runs++;
       } catch {
@@ -106,7 +118,10 @@ export function cronSchedule(origin: () => string, cronSeconds: number): { stop:
  */
 export function isSteady(samples: readonly SoakSample[], settings: SoakSettings): boolean {
   const dedupeSeconds = parseMinutes(settings.dedupeRetention) * 60;
-  const window = samples.filter((sample) => sample.atSeconds >= dedupeSeconds + settings.cronSeconds && sample.atSeconds <= settings.minutes * 60 + 30);
+  const window = samples.filter(
+    (sample) =>
+      sample.atSeconds >= dedupeSeconds + settings.cronSeconds && sample.atSeconds <= settings.minutes * 60 + 30,
+  );
   if (window.length < 2) return false;
   const sawTooth = ((dedupeSeconds + settings.cronSeconds) / dedupeSeconds) * 1.15;
   const flat = (pick: (sample: SoakSample) => number) => {
@@ -114,7 +129,12 @@ export function isSteady(samples: readonly SoakSample[], settings: SoakSettings)
     return Math.max(...values) <= sawTooth * Math.max(1, Math.min(...values));
   };
   const keepingPace = window.every((sample) => sample.backlog <= Math.max(50, settings.rate * 15));
-  return flat((sample) => sample.d1Bytes) && flat((sample) => sample.shardBytes) && flat((sample) => sample.receipts) && keepingPace;
+  return (
+    flat((sample) => sample.d1Bytes) &&
+    flat((sample) => sample.shardBytes) &&
+    flat((sample) => sample.receipts) &&
+    keepingPace
+  );
 }
 
 export interface SoakResult {
@@ -195,4 +215,3 @@ export function parseMinutes(duration: string): number {
   const value = Number(match[1]);
   return match[2] === "s" ? value / 60 : match[2] === "m" ? value : value * 60;
 }
-

@@ -29,12 +29,22 @@ export interface StreamOptions {
   maxAttemptsPerEvent?: number;
 }
 
-export async function playSchedule(sender: Sender, schedule: readonly ScheduledDelivery[], options: StreamOptions): Promise<StreamStats> {
+export async function playSchedule(
+  sender: Sender,
+  schedule: readonly ScheduledDelivery[],
+  options: StreamOptions,
+): Promise<StreamStats> {
   const pending = schedule.map((delivery) => ({ ...delivery }));
   const attemptsByEvent = new Map<number, number>();
   const maxAttempts = options.maxAttemptsPerEvent ?? 200;
   const stats: StreamStats = {
-    deliveries: 0, status5xx: 0, connectionErrors: 0, ackLostResends: 0, abandoned: 0, arrivals: [], elapsedMs: 0,
+    deliveries: 0,
+    status5xx: 0,
+    connectionErrors: 0,
+    ackLostResends: 0,
+    abandoned: 0,
+    arrivals: [],
+    elapsedMs: 0,
   };
   const startedAt = performance.now();
 

@@ -45,10 +45,14 @@ export function receiverVerdict(
         .get(like) as { count: number }
     ).count;
     const statusByKey = new Map(
-      (database.prepare("SELECT event_key AS eventKey, status FROM receipts WHERE source = 'demo' AND event_key LIKE ?").all(like) as Array<{
-        eventKey: string;
-        status: string;
-      }>).map((row) => [row.eventKey, row.status]),
+      (
+        database
+          .prepare("SELECT event_key AS eventKey, status FROM receipts WHERE source = 'demo' AND event_key LIKE ?")
+          .all(like) as Array<{
+          eventKey: string;
+          status: string;
+        }>
+      ).map((row) => [row.eventKey, row.status]),
     );
     const accounts = database
       .prepare("SELECT id, credits, plan_version AS planVersion FROM accounts WHERE id LIKE ?")
@@ -139,7 +143,8 @@ export function naiveVerdict(workload: Workload, stream: StreamStats): VerdictRo
     }
   }
   let staleAccounts = 0;
-  for (const [accountId, latest] of workload.latestPlanVersion) if (planVersion.get(accountId) !== latest) staleAccounts++;
+  for (const [accountId, latest] of workload.latestPlanVersion)
+    if (planVersion.get(accountId) !== latest) staleAccounts++;
   return {
     handler: "naive control (model)",
     deliveries: stream.arrivals.length,
@@ -171,14 +176,38 @@ export function correctnessProblems(row: VerdictRow): string[] {
 }
 
 export function formatTable(rows: readonly VerdictRow[]): string {
-  const header = ["handler", "deliveries", "5xx", "dup events", "extra applies", "lost", "stale writes", "stale accts", "ledger", "expected"];
+  const header = [
+    "handler",
+    "deliveries",
+    "5xx",
+    "dup events",
+    "extra applies",
+    "lost",
+    "stale writes",
+    "stale accts",
+    "ledger",
+    "expected",
+  ];
   const widths = [24, 11, 6, 11, 14, 6, 13, 12, 10, 10];
   const line = (cells: Array<string | number>) =>
-    cells.map((cell, index) => (index === 0 ? String(cell).padEnd(widths[0]!) : String(cell).padStart(widths[index]!))).join("");
+    cells
+      .map((cell, index) => (index === 0 ? String(cell).padEnd(widths[0]!) : String(cell).padStart(widths[index]!)))
+      .join("");
   return [
     line(header),
     ...rows.map((row) =>
-      line([row.handler, row.deliveries, row.status5xx, row.duplicateEvents, row.extraApplies, row.lost, row.staleWrites, row.staleAccounts, row.ledger, row.expected]),
+      line([
+        row.handler,
+        row.deliveries,
+        row.status5xx,
+        row.duplicateEvents,
+        row.extraApplies,
+        row.lost,
+        row.staleWrites,
+        row.staleAccounts,
+        row.ledger,
+        row.expected,
+      ]),
     ),
   ].join("\n");
 }

@@ -59,7 +59,10 @@ export async function waitUntilFinished(
       lastCronAt = now;
       cronTriggers++;
       try {
-        const response = await fetch(`${options.origin()}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now() + (options.cronLeadMs ?? 0)}`, { signal: AbortSignal.timeout(60_000) });
+        const response = await fetch(
+          `${options.origin()}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${Date.now() + (options.cronLeadMs ?? 0)}`,
+          { signal: AbortSignal.timeout(60_000) },
+        );
         await response.arrayBuffer();
       } catch {
         // the runtime may be restarting

@@ -9,7 +9,15 @@ import { keyedDraw, mulberry32 } from "./random.ts";
 
 export type BenchEvent =
   | { kind: "credit"; index: number; eventKey: string; accountId: string; amount: number; createdAt: number }
-  | { kind: "plan"; index: number; eventKey: string; accountId: string; version: number; createdAt: number; sameSecondPair: boolean };
+  | {
+      kind: "plan";
+      index: number;
+      eventKey: string;
+      accountId: string;
+      version: number;
+      createdAt: number;
+      sameSecondPair: boolean;
+    };
 
 export interface Workload {
   events: BenchEvent[];
@@ -34,7 +42,12 @@ export function accountName(prefix: string, accountIndex: number): string {
   return `${prefix}${String(accountIndex).padStart(4, "0")}`;
 }
 
-export function makeWorkload(flags: BenchFlags, eventCount: number, keyPrefix: string, accountPrefix: string): Workload {
+export function makeWorkload(
+  flags: BenchFlags,
+  eventCount: number,
+  keyPrefix: string,
+  accountPrefix: string,
+): Workload {
   const random = mulberry32(flags.seed);
   const events: BenchEvent[] = [];
   const latestPlanVersion = new Map<string, number>();
@@ -45,7 +58,15 @@ export function makeWorkload(flags: BenchFlags, eventCount: number, keyPrefix: s
   const pushPlan = (accountId: string, sameSecondPair: boolean) => {
     const version = (latestPlanVersion.get(accountId) ?? 0) + 1;
     latestPlanVersion.set(accountId, version);
-    events.push({ kind: "plan", index: events.length, eventKey: nextKey(), accountId, version, createdAt, sameSecondPair });
+    events.push({
+      kind: "plan",
+      index: events.length,
+      eventKey: nextKey(),
+      accountId,
+      version,
+      createdAt,
+      sameSecondPair,
+    });
   };
   while (events.length < eventCount) {
     if (random() < 0.5) createdAt += 1;
@@ -75,7 +96,12 @@ export function scheduleDeliveries(flags: BenchFlags, events: readonly BenchEven
     const concurrent = draw(event.eventKey, "concurrent") < flags.concurrentChance;
     schedule.push({ position, event, copies: concurrent ? 2 : 1, kind: concurrent ? "first+concurrent" : "first" });
     if (draw(event.eventKey, "dup") < flags.duplicateChance) {
-      schedule.push({ position: event.index + 1 + draw(event.eventKey, "dupAt") * 200, event, copies: 1, kind: "duplicate" });
+      schedule.push({
+        position: event.index + 1 + draw(event.eventKey, "dupAt") * 200,
+        event,
+        copies: 1,
+        kind: "duplicate",
+      });
     }
   }
   return schedule.sort((a, b) => a.position - b.position || a.event.index - b.event.index);

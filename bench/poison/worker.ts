@@ -3,9 +3,10 @@
  * exists only in this entry point. No wrangler.toml of the repository names this file, so no deployed Worker can
  * reach the handler; the bench writes a config of its own, in its state directory, whose `main` is this file.
  */
-import worker from "../../src/index";
+
 import { accountsHandler } from "../../src/handlers/accounts";
 import { registerHandler } from "../../src/handlers/registry";
+import worker from "../../src/index";
 import { POISON_HANDLER } from "./names";
 
 export { ClaimShard, SystemMonitor } from "../../src/index";

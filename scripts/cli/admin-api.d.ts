@@ -55,7 +55,15 @@ export interface ReceiptDetail {
   replays?: Replay[];
   quarantine?: { quarantineId: string; reason: string; receivedAt: number }[];
   /** Each route's delivery and its outcome (src/admin/route-outcomes.ts). */
-  routes?: { route: string | null; status: string; attempts: number; lastError: string | null; httpStatus: number | null; nextAttemptAt: number | null; replayCount: number }[];
+  routes?: {
+    route: string | null;
+    status: string;
+    attempts: number;
+    lastError: string | null;
+    httpStatus: number | null;
+    nextAttemptAt: number | null;
+    replayCount: number;
+  }[];
   /** The receipt's status across its deliveries. */
   summary?: string;
 }

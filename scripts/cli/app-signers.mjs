@@ -9,7 +9,8 @@ import { withValueAt } from "./payload.mjs";
 const json = { "content-type": "application/json" };
 const sha256Hex = (/** @type {string} */ text) => createHash("sha256").update(text).digest("hex");
 const base64url = (/** @type {string | Buffer} */ value) => Buffer.from(value).toString("base64url");
-const pretty = (/** @type {unknown} */ payload) => (typeof payload === "string" ? payload : JSON.stringify(payload, null, 2));
+const pretty = (/** @type {unknown} */ payload) =>
+  typeof payload === "string" ? payload : JSON.stringify(payload, null, 2);
 
 /** An HS256 JWS over the claims, as monday.com and Netlify send it. */
 function hs256(/** @type {string} */ secret, /** @type {Record<string, unknown>} */ claims) {
@@ -26,7 +27,11 @@ export const appSchemes = {
       const body = pretty(input.payload);
       return {
         body,
-        headers: { ...json, "x-hub-signature-256": `sha256=${createHmac("sha256", input.secret).update(body).digest("hex")}`, "user-agent": "facebookexternalua" },
+        headers: {
+          ...json,
+          "x-hub-signature-256": `sha256=${createHmac("sha256", input.secret).update(body).digest("hex")}`,
+          "user-agent": "facebookexternalua",
+        },
       };
     },
   },
@@ -39,7 +44,10 @@ export const appSchemes = {
       const items = (payload.value ?? []).map((item) => ({ ...item, clientState: input.secret }));
       const body = JSON.stringify({ ...payload, value: items }, null, 2);
       // The receiver keeps (and keys) the notification with every clientState redacted, re-serialized compactly.
-      const stored = JSON.stringify({ ...payload, value: items.map((item) => ({ ...item, clientState: "[redacted]" })) });
+      const stored = JSON.stringify({
+        ...payload,
+        value: items.map((item) => ({ ...item, clientState: "[redacted]" })),
+      });
       return { body, headers: json, eventKey: sha256Hex(stored) };
     },
   },
@@ -50,7 +58,11 @@ export const appSchemes = {
       const body = pretty(withValueAt(input.payload, "event.triggerUuid", input.eventKey));
       const now = Math.floor(input.now.getTime() / 1000);
       // monday.com's JWT proves the app, not the body, and says when it expires.
-      const token = hs256(input.secret, { dat: { client_id: "cli", user_id: 1, account_id: 1 }, iat: now, exp: now + 300 });
+      const token = hs256(input.secret, {
+        dat: { client_id: "cli", user_id: 1, account_id: 1 },
+        iat: now,
+        exp: now + 300,
+      });
       return { body, headers: { ...json, authorization: token } };
     },
   },
@@ -61,7 +73,15 @@ export const appSchemes = {
       const body = pretty(input.payload);
       // Netlify's JWS binds the body by its SHA-256 and carries no expiry.
       const token = hs256(input.secret, { iss: "netlify", sha256: sha256Hex(body) });
-      return { body, headers: { ...json, "x-webhook-signature": token, "x-netlify-event": "deploy_created", "user-agent": "Netlify" } };
+      return {
+        body,
+        headers: {
+          ...json,
+          "x-webhook-signature": token,
+          "x-netlify-event": "deploy_created",
+          "user-agent": "Netlify",
+        },
+      };
     },
   },
 
@@ -75,21 +95,39 @@ export const appSchemes = {
     keyIn: "body",
     sign(input) {
       // Each item is signed on its own, keyed by the hex HMAC key, over Adyen's colon-joined fields.
-      const payload = /** @type {{ notificationItems?: { NotificationRequestItem: AdyenItem }[] }} */ (structuredClone(input.payload));
+      const payload = /** @type {{ notificationItems?: { NotificationRequestItem: AdyenItem }[] }} */ (
+        structuredClone(input.payload)
+      );
       const key = Buffer.from(input.secret, "hex");
       const items = (payload.notificationItems ?? []).map(({ NotificationRequestItem: item }, index) => {
         const signed = { ...item, pspReference: index === 0 ? input.eventKey : `${input.eventKey}${index}` };
         const field = (/** @type {unknown} */ value) => (value === undefined || value === null ? "" : String(value));
-        const signingString = [signed.pspReference, signed.originalReference, signed.merchantAccountCode, signed.merchantReference, signed.amount?.value, signed.amount?.currency, signed.eventCode, signed.success]
+        const signingString = [
+          signed.pspReference,
+          signed.originalReference,
+          signed.merchantAccountCode,
+          signed.merchantReference,
+          signed.amount?.value,
+          signed.amount?.currency,
+          signed.eventCode,
+          signed.success,
+        ]
           .map(field)
           .join(":");
-        signed.additionalData = { ...signed.additionalData, hmacSignature: createHmac("sha256", key).update(signingString).digest("base64") };
+        signed.additionalData = {
+          ...signed.additionalData,
+          hmacSignature: createHmac("sha256", key).update(signingString).digest("base64"),
+        };
         return { NotificationRequestItem: signed };
       });
       const first = items[0]?.NotificationRequestItem;
       const body = JSON.stringify({ ...payload, notificationItems: items }, null, 2);
       // One item's key is Adyen's own duplicate rule: pspReference:eventCode:success.
-      return { body, headers: json, eventKey: first ? `${first.pspReference}:${first.eventCode}:${first.success}` : input.eventKey };
+      return {
+        body,
+        headers: json,
+        eventKey: first ? `${first.pspReference}:${first.eventCode}:${first.success}` : input.eventKey,
+      };
     },
   },
 };

@@ -31,14 +31,21 @@ export class CliError extends Error {
  * @param {unknown} error
  */
 export function unreachable(baseUrl, error) {
-  const cause = /** @type {{ cause?: { code?: string, message?: string, errors?: { code?: string }[] } }} */ (error)?.cause;
+  const cause = /** @type {{ cause?: { code?: string, message?: string, errors?: { code?: string }[] } }} */ (error)
+    ?.cause;
   // localhost resolves to both ::1 and 127.0.0.1, and then the refusal arrives as an AggregateError of both.
   const code = cause?.code ?? cause?.errors?.[0]?.code ?? /** @type {{ code?: string }} */ (error)?.code;
   if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ECONNRESET") {
     return new CliError(`no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`, EXIT.setup);
   }
   if (/** @type {{ name?: string }} */ (error)?.name === "TimeoutError") {
-    return new CliError(`the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`, EXIT.setup);
+    return new CliError(
+      `the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`,
+      EXIT.setup,
+    );
   }
-  return new CliError(`could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`, EXIT.setup);
+  return new CliError(
+    `could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`,
+    EXIT.setup,
+  );
 }

@@ -2,7 +2,8 @@
 // is a terminal (never when piped, so scripts and tests read plain text).
 
 const useColour = process.stdout.isTTY && !process.env.NO_COLOR;
-const paint = (/** @type {string} */ code) => (/** @type {string} */ text) => (useColour ? `\x1b[${code}m${text}\x1b[0m` : text);
+const paint = (/** @type {string} */ code) => (/** @type {string} */ text) =>
+  useColour ? `\x1b[${code}m${text}\x1b[0m` : text;
 export const dim = paint("2");
 const green = paint("32");
 const red = paint("31");
@@ -31,7 +32,8 @@ export function duration(ms) {
 export function status(/** @type {string} */ word) {
   if (word === "processed" || word === "accepted" || word === "replayed") return green(word);
   if (word === "dead" || word === "failed" || word === "quarantined") return red(word);
-  if (word === "pending" || word === "processing" || word === "retry" || word === "stale" || word === "skipped") return yellow(word);
+  if (word === "pending" || word === "processing" || word === "retry" || word === "stale" || word === "skipped")
+    return yellow(word);
   return word;
 }
 
@@ -45,9 +47,12 @@ export function status(/** @type {string} */ word) {
  */
 export function printable(text, { multiline = false } = {}) {
   if (text === null || text === undefined) return "";
-  return String(text).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (character) => {
-    if (multiline && character === "\n") return character;
-    const code = character.charCodeAt(0);
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-  });
+  return String(text).replace(
+    /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (character) => {
+      if (multiline && character === "\n") return character;
+      const code = character.charCodeAt(0);
+      return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+    },
+  );
 }

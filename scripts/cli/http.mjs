@@ -12,7 +12,12 @@ const TIMEOUT_MS = 15_000;
 export async function postWebhook(url, request) {
   let response;
   try {
-    response = await fetch(url, { method: "POST", body: request.body, headers: request.headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+    response = await fetch(url, {
+      method: "POST",
+      body: request.body,
+      headers: request.headers,
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
   } catch (error) {
     throw unreachable(new URL(url).origin, error);
   }
@@ -32,7 +37,10 @@ export async function adminRequest(options, path, init = {}) {
   try {
     response = await fetch(`${base}/admin/api${path}`, {
       method: init.method ?? "GET",
-      headers: { authorization: `Bearer ${token}`, ...(init.body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+      },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),
       signal: AbortSignal.timeout(TIMEOUT_MS),
     });
@@ -45,11 +53,25 @@ export async function adminRequest(options, path, init = {}) {
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw new CliError(`${base} answered ${response.status} with something that is not the admin API: is RECEIVER_URL pointing at the receiver?`, EXIT.setup);
+    throw new CliError(
+      `${base} answered ${response.status} with something that is not the admin API: is RECEIVER_URL pointing at the receiver?`,
+      EXIT.setup,
+    );
   }
   if (response.ok) return parsed;
   const message = parsed?.error?.message ?? `HTTP ${response.status}`;
-  if (response.status === 401) throw new CliError(`the admin API refused the token: use the ADMIN_TOKEN the receiver has (.dev.vars locally, or export ADMIN_TOKEN=…)`, EXIT.setup);
-  if (response.status === 503) throw new CliError(`the admin API is shut: ${message} Set ADMIN_TOKEN (16+ characters) in .dev.vars and restart npm start`, EXIT.setup);
-  throw new CliError(message, response.status === 404 ? EXIT.notFound : response.status === 400 ? EXIT.usage : EXIT.failed);
+  if (response.status === 401)
+    throw new CliError(
+      `the admin API refused the token: use the ADMIN_TOKEN the receiver has (.dev.vars locally, or export ADMIN_TOKEN=…)`,
+      EXIT.setup,
+    );
+  if (response.status === 503)
+    throw new CliError(
+      `the admin API is shut: ${message} Set ADMIN_TOKEN (16+ characters) in .dev.vars and restart npm start`,
+      EXIT.setup,
+    );
+  throw new CliError(
+    message,
+    response.status === 404 ? EXIT.notFound : response.status === 400 ? EXIT.usage : EXIT.failed,
+  );
 }

@@ -12,7 +12,8 @@ if (major < 22 || (major === 22 && minor < 12)) {
 }
 
 /** Runs a command module lazily, so `receiver secret` does not load wrangler or the provider SDKs. */
-const run = (/** @type {() => Promise<Record<string, unknown>>} */ load, /** @type {string} */ name) =>
+const run =
+  (/** @type {() => Promise<Record<string, unknown>>} */ load, /** @type {string} */ name) =>
   async (/** @type {unknown[]} */ ...args) => {
     const command = /** @type {Command} */ (args.at(-1));
     const options = { ...program.opts(), ...command.opts() };
@@ -35,7 +36,10 @@ program
   .command("send")
   .description("sign a sample (or a file) with the source's provider scheme and secret, post it, print the answer")
   .argument("<source>", "a source from [vars.SOURCES]")
-  .argument("[sample-or-file]", "a bundled sample name (examples/samples/*.json, credit, plan-changed) or a file; default: the provider's sample")
+  .argument(
+    "[sample-or-file]",
+    "a bundled sample name (examples/samples/*.json, credit, plan-changed) or a file; default: the provider's sample",
+  )
   .option("--id <id>", "the event id to send (the dedupe key); default: a fresh one")
   .option("-H, --header <name:value...>", "add or override a request header")
   .action(run(() => import("./commands/send.mjs"), "send"));
@@ -48,7 +52,11 @@ program
   .option("--history <n>", "receipts from before to show first", "10")
   .option("--interval <ms>", "how often to look, in milliseconds", "1000")
   .option("--page <n>", "how many of the newest receipts each look reads (1-200)", "50")
-  .option("--window <duration>", "also follow changes to receipts received this far back (e.g. 1h, 24h, at most 7d)", "6h")
+  .option(
+    "--window <duration>",
+    "also follow changes to receipts received this far back (e.g. 1h, 24h, at most 7d)",
+    "6h",
+  )
   .action(run(() => import("./commands/tail.mjs"), "tail"));
 
 program
@@ -62,7 +70,9 @@ program
 
 program
   .command("replay")
-  .description("replay one finished receipt, or dead letters by filter: replay <receipt-id> | replay --dead --source S [--since T]")
+  .description(
+    "replay one finished receipt, or dead letters by filter: replay <receipt-id> | replay --dead --source S [--since T]",
+  )
   .argument("[receipt-id]")
   .option("--dead", "replay dead letters matching the filters")
   .option("-s, --source <source>", "with --dead: the source (required)")
@@ -87,13 +97,18 @@ program
   )
   .argument("<action>", "test | pause | resume | status")
   .argument("<source>", "a source from [vars.SOURCES]")
-  .argument("[sample-or-file-or-route]", "test: a bundled sample name or a file, as for send (default: the provider's sample); pause, resume, status: the route's name")
+  .argument(
+    "[sample-or-file-or-route]",
+    "test: a bundled sample name or a file, as for send (default: the provider's sample); pause, resume, status: the route's name",
+  )
   .option("--json", "print the result as JSON")
   .action(run(() => import("./commands/route.mjs"), "route"));
 
 program
   .command("kept")
-  .description("the secrets asana and notion sources keep from their handshakes: kept list <source> | kept approve|revoke <source> <fingerprint>")
+  .description(
+    "the secrets asana and notion sources keep from their handshakes: kept list <source> | kept approve|revoke <source> <fingerprint>",
+  )
   .argument("<action>", "list | approve | revoke")
   .argument("<source>", "an asana or notion source")
   .argument("[fingerprint]", "for approve and revoke: the fingerprint kept list shows")

@@ -24,6 +24,7 @@ export function withValueAt(/** @type {unknown} */ payload, /** @type {string} *
 
 export function valueAt(/** @type {unknown} */ payload, /** @type {string} */ path) {
   let node = payload;
-  for (const key of path.split(".")) node = typeof node === "object" && node !== null ? /** @type {Record<string, unknown>} */ (node)[key] : undefined;
+  for (const key of path.split("."))
+    node = typeof node === "object" && node !== null ? /** @type {Record<string, unknown>} */ (node)[key] : undefined;
   return node;
 }

@@ -41,7 +41,9 @@ export function presetSpecs() {
       platform: "node",
       logLevel: "silent",
     });
-    const tables = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+    const tables = await import(
+      `data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`
+    );
     /** @type {Spec[]} */
     const specs = [...tables.presets, tables.oktaSpec, tables.asanaSpec, tables.notionSpec];
     return new Map(specs.map((spec) => [spec.provider, spec]));
@@ -63,11 +65,24 @@ const SENDER_HEADERS = {
     "x-wc-webhook-source": "https://shop.example.com/",
     "user-agent": "WooCommerce/9.4.2 Hookshot (WordPress/6.7.1)",
   }),
-  sentry: (now) => ({ "sentry-hook-resource": "issue", "sentry-hook-timestamp": String(Math.floor(now.getTime() / 1000)), "user-agent": "sentry" }),
+  sentry: (now) => ({
+    "sentry-hook-resource": "issue",
+    "sentry-hook-timestamp": String(Math.floor(now.getTime() / 1000)),
+    "user-agent": "sentry",
+  }),
   lemonsqueezy: () => ({ "x-event-name": "order_created" }),
-  bitbucket: () => ({ "x-event-key": "repo:push", "x-hook-uuid": "{9f2c1e55-3b7a-4d0e-8c11-2a6f4e9b7d10}", "x-attempt-number": "1", "user-agent": "Bitbucket-Webhooks/2.0" }),
+  bitbucket: () => ({
+    "x-event-key": "repo:push",
+    "x-hook-uuid": "{9f2c1e55-3b7a-4d0e-8c11-2a6f4e9b7d10}",
+    "x-attempt-number": "1",
+    "user-agent": "Bitbucket-Webhooks/2.0",
+  }),
   zendesk: () => ({ "x-zendesk-webhook-id": "01JDZ8Q4M0N5V7R2K3T6W9Y1XB", "user-agent": "Zendesk Webhook" }),
-  pagerduty: () => ({ "x-webhook-id": "0c1a8b1f-5a43-4e68-9f0e-2b6f0f5c7e21", "x-webhook-subscription": "PSUB123", "user-agent": "PagerDuty-Webhook/V3.0" }),
+  pagerduty: () => ({
+    "x-webhook-id": "0c1a8b1f-5a43-4e68-9f0e-2b6f0f5c7e21",
+    "x-webhook-subscription": "PSUB123",
+    "user-agent": "PagerDuty-Webhook/V3.0",
+  }),
   razorpay: () => ({ "user-agent": "Razorpay-Webhook/v1" }),
   box: () => ({ "user-agent": "Box-WH-Client/0.1" }),
   hubspot: () => ({ "user-agent": "HubSpot Connect 2.0 (http://dev.hubspot.com/)" }),
@@ -77,12 +92,16 @@ const SENDER_HEADERS = {
 /** The URL with only the listed characters' percent-encodings decoded, as HubSpot v3 signs it. */
 function decodingOnly(/** @type {string} */ url, /** @type {string[] | undefined} */ characters) {
   if (!characters?.length) return url;
-  const decoded = new Map(characters.map((character) => [character.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"), character]));
+  const decoded = new Map(
+    characters.map((character) => [character.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"), character]),
+  );
   return url.replace(/%([0-9A-Fa-f]{2})/g, (encoding, hex) => decoded.get(hex.toUpperCase()) ?? encoding);
 }
 
 function keyBytes(/** @type {Spec} */ spec, /** @type {string} */ secret) {
-  return spec.secretEncoding === "hex" || spec.secretEncoding === "base64" ? Buffer.from(secret, spec.secretEncoding) : Buffer.from(secret, "utf8");
+  return spec.secretEncoding === "hex" || spec.secretEncoding === "base64"
+    ? Buffer.from(secret, spec.secretEncoding)
+    : Buffer.from(secret, "utf8");
 }
 
 /**
@@ -95,7 +114,11 @@ export function signAsSpec(spec, input, prepared) {
   const { body } = prepared;
   const secret = prepared.secret ?? input.secret;
   const timestampText =
-    spec.timestampFormat === "unix-ms" ? String(input.now.getTime()) : spec.timestampFormat === "rfc3339" ? input.now.toISOString() : String(Math.floor(input.now.getTime() / 1000));
+    spec.timestampFormat === "unix-ms"
+      ? String(input.now.getTime())
+      : spec.timestampFormat === "rfc3339"
+        ? input.now.toISOString()
+        : String(Math.floor(input.now.getTime() / 1000));
   /** @type {Record<string, string>} */
   const headers = { "content-type": "application/json", ...(SENDER_HEADERS[spec.provider]?.(input.now) ?? {}) };
   const signatureHeader = typeof spec.signatureHeader === "string" ? spec.signatureHeader : spec.signatureHeader[0];
@@ -106,11 +129,25 @@ export function signAsSpec(spec, input, prepared) {
     const mac = createHmac(spec.algorithm.replace("hmac-", ""), keyBytes(spec, secret));
     for (const part of spec.signs) {
       if (typeof part === "object") mac.update(part.literal);
-      else mac.update(part === "body" ? body : part === "timestamp" ? timestampText : part === "method" ? "POST" : part === "url" ? decodingOnly(signedUrl, spec.urlDecodes) : "");
+      else
+        mac.update(
+          part === "body"
+            ? body
+            : part === "timestamp"
+              ? timestampText
+              : part === "method"
+                ? "POST"
+                : part === "url"
+                  ? decodingOnly(signedUrl, spec.urlDecodes)
+                  : "",
+        );
     }
     const signature = `${spec.prefix ?? ""}${mac.digest().toString(spec.encoding)}`;
     headers[signatureHeader] = spec.list
-      ? [...(spec.list.timestamp ? [`${spec.list.timestamp}${spec.list.pair}${timestampText}`] : []), `${spec.list.signature}${spec.list.pair}${signature}`].join(spec.list.entries)
+      ? [
+          ...(spec.list.timestamp ? [`${spec.list.timestamp}${spec.list.pair}${timestampText}`] : []),
+          `${spec.list.signature}${spec.list.pair}${signature}`,
+        ].join(spec.list.entries)
       : signature;
     if (spec.timestampHeader) headers[spec.timestampHeader] = timestampText;
   }
@@ -137,7 +174,9 @@ export async function handshakeSecret(provider, /** @type {SignInput} */ input) 
       : { body: JSON.stringify({ verification_token: handedOver }), headers: { "content-type": "application/json" } };
   const answer = await postWebhook(url, request);
   if (answer.status !== 200) {
-    throw new CliError(`the ${provider} handshake (POST ?verify_token=<${input.secretName}>) was answered ${answer.status}: is ${input.secretName} in .dev.vars the value the running receiver loaded? Restart npm start after editing it`);
+    throw new CliError(
+      `the ${provider} handshake (POST ?verify_token=<${input.secretName}>) was answered ${answer.status}: is ${input.secretName} in .dev.vars the value the running receiver loaded? Restart npm start after editing it`,
+    );
   }
   return { secret: handedOver, fingerprint: createHash("sha256").update(handedOver).digest("hex").slice(0, 16) };
 }

@@ -20,7 +20,10 @@ export function receiverUrl(options = {}) {
   try {
     parsed = new URL(raw);
   } catch {
-    throw new CliError(`RECEIVER_URL ${JSON.stringify(raw)} is not a URL: use something like ${DEFAULT_RECEIVER_URL}`, EXIT.setup);
+    throw new CliError(
+      `RECEIVER_URL ${JSON.stringify(raw)} is not a URL: use something like ${DEFAULT_RECEIVER_URL}`,
+      EXIT.setup,
+    );
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
     throw new CliError(`RECEIVER_URL must be http:// or https://, not ${parsed.protocol}`, EXIT.setup);
@@ -51,7 +54,8 @@ export function devVarsPath(options = {}) {
  */
 export async function readWranglerConfig(options = {}) {
   const path = configPath(options);
-  if (!existsSync(path)) throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`, EXIT.setup);
+  if (!existsSync(path))
+    throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`, EXIT.setup);
   const { unstable_readConfig } = await import("wrangler");
   try {
     return unstable_readConfig({ config: path, env: options.env });
@@ -69,7 +73,10 @@ export async function readSources(options = {}) {
   const config = await readWranglerConfig(options);
   const sources = config.vars?.SOURCES;
   if (!sources || typeof sources !== "object" || Array.isArray(sources)) {
-    throw new CliError(`${configPath(options)} declares no [vars.SOURCES.<name>] tables${options.env ? ` for env ${options.env}` : ""}: add one (see docs/providers.md)`, EXIT.setup);
+    throw new CliError(
+      `${configPath(options)} declares no [vars.SOURCES.<name>] tables${options.env ? ` for env ${options.env}` : ""}: add one (see docs/providers.md)`,
+      EXIT.setup,
+    );
   }
   return /** @type {Record<string, Record<string, unknown>>} */ (sources);
 }
@@ -81,7 +88,8 @@ export async function readSources(options = {}) {
  */
 export function readDevVars(options = {}) {
   const path = devVarsPath(options);
-  if (!existsSync(path)) throw new CliError(`no ${path} yet: run npm start once (it creates it from .dev.vars.example)`, EXIT.setup);
+  if (!existsSync(path))
+    throw new CliError(`no ${path} yet: run npm start once (it creates it from .dev.vars.example)`, EXIT.setup);
   /** @type {Record<string, string>} */
   const vars = {};
   for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
@@ -104,7 +112,11 @@ export function adminToken(options = {}) {
   const fromEnv = process.env.ADMIN_TOKEN;
   if (fromEnv) return fromEnv;
   const token = readDevVars(options).ADMIN_TOKEN;
-  if (!token) throw new CliError(`no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`, EXIT.setup);
+  if (!token)
+    throw new CliError(
+      `no ADMIN_TOKEN in ${devVarsPath(options)} or the environment: add ADMIN_TOKEN="<at least 16 characters>" and restart npm start`,
+      EXIT.setup,
+    );
   return token;
 }
 
@@ -113,8 +125,12 @@ export function adminToken(options = {}) {
  * parse error carries its location instead, which the message alone does not name.
  */
 function wranglerProblem(/** @type {unknown} */ error) {
-  const location = /** @type {{ location?: { line?: number, lineText?: string, fileText?: string } }} */ (error).location;
-  if (typeof location?.line === "number") return sourcesRedefined(location) ?? `${firstLine(error)} at line ${location.line}: ${location.lineText ?? ""}`.trim();
+  const location = /** @type {{ location?: { line?: number, lineText?: string, fileText?: string } }} */ (error)
+    .location;
+  if (typeof location?.line === "number")
+    return (
+      sourcesRedefined(location) ?? `${firstLine(error)} at line ${location.line}: ${location.lineText ?? ""}`.trim()
+    );
   const text = error instanceof Error ? error.message : String(error);
   const problem = text.split("\n").find((line) => /^\s*- /.test(line));
   return problem ? problem.replace(/^\s*- /, "").trim() : firstLine(error);

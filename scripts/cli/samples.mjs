@@ -1,9 +1,10 @@
 // Bundled sample payloads, one realistic event per provider (examples/samples/<provider>.json), as `stripe
 // trigger` has. `send` accepts a sample's name or any file; the signer writes a fresh id into each send.
+
+import { randomInt, randomUUID } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { randomInt, randomUUID } from "node:crypto";
 import { CliError, EXIT } from "./errors.mjs";
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));
@@ -11,7 +12,11 @@ const SAMPLES = join(EXAMPLES, "samples");
 
 /** Every name `send` takes: the per-provider samples, then the demo's own events in examples/ (credit, plan-changed). */
 export function sampleNames() {
-  const jsonNames = (/** @type {string} */ dir) => readdirSync(dir).filter((name) => name.endsWith(".json")).map((name) => basename(name, ".json")).sort();
+  const jsonNames = (/** @type {string} */ dir) =>
+    readdirSync(dir)
+      .filter((name) => name.endsWith(".json"))
+      .map((name) => basename(name, ".json"))
+      .sort();
   return [...jsonNames(SAMPLES), ...jsonNames(EXAMPLES)];
 }
 
@@ -23,9 +28,10 @@ export function sampleNames() {
  * @returns {{ payload: unknown, from: string }}
  */
 export function loadSample(provider, sampleOrFile) {
-  const candidates = sampleOrFile === undefined
-    ? [join(SAMPLES, `${provider}.json`)]
-    : [sampleOrFile, join(SAMPLES, `${sampleOrFile}.json`), join(EXAMPLES, `${sampleOrFile}.json`)];
+  const candidates =
+    sampleOrFile === undefined
+      ? [join(SAMPLES, `${provider}.json`)]
+      : [sampleOrFile, join(SAMPLES, `${sampleOrFile}.json`), join(EXAMPLES, `${sampleOrFile}.json`)];
   const path = candidates.find((candidate) => existsSync(candidate));
   if (!path) {
     throw new CliError(
@@ -63,7 +69,23 @@ const ID_PREFIXES = /** @type {Record<string, string>} */ ({
   dropbox: "dbid:",
 });
 /** Senders whose ids are UUIDs. */
-const UUID_IDS = new Set(["twilio", "github", "twitch", "okta", "monday", "zendesk", "sentry", "bitbucket", "mux", "notion", "calendly", "docusign", "lemonsqueezy", "coinbase-commerce", "netlify"]);
+const UUID_IDS = new Set([
+  "twilio",
+  "github",
+  "twitch",
+  "okta",
+  "monday",
+  "zendesk",
+  "sentry",
+  "bitbucket",
+  "mux",
+  "notion",
+  "calendly",
+  "docusign",
+  "lemonsqueezy",
+  "coinbase-commerce",
+  "netlify",
+]);
 /** Senders whose ids are numbers (the receiver reads Telegram's update_id as one). */
 const NUMERIC_IDS = new Set(["telegram", "hubspot", "woocommerce", "asana"]);
 

@@ -7,8 +7,8 @@ import { sign as octokitSign } from "@octokit/webhooks-methods";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import Stripe from "stripe";
 import twilioLibrary from "twilio";
-import { CliError, EXIT } from "./errors.mjs";
 import { appSchemes } from "./app-signers.mjs";
+import { CliError, EXIT } from "./errors.mjs";
 import { bodyOf, valueAt, withValueAt } from "./payload.mjs";
 import { handshakeSecret, presetSpecs, signAsSpec } from "./preset-signers.mjs";
 
@@ -32,7 +32,11 @@ export { withValueAt };
 
 const json = { "content-type": "application/json" };
 const unixSeconds = (/** @type {Date} */ now) => Math.floor(now.getTime() / 1000);
-const hmac = (/** @type {string} */ algorithm, /** @type {string | Buffer} */ key, /** @type {(string | Buffer)[]} */ ...parts) => {
+const hmac = (
+  /** @type {string} */ algorithm,
+  /** @type {string | Buffer} */ key,
+  /** @type {(string | Buffer)[]} */ ...parts
+) => {
   const mac = createHmac(algorithm, key);
   for (const part of parts) mac.update(part);
   return mac.digest();
@@ -40,14 +44,23 @@ const hmac = (/** @type {string} */ algorithm, /** @type {string | Buffer} */ ke
 
 function privateKeyObject(/** @type {string} */ text, /** @type {string} */ secretName) {
   try {
-    return text.includes("BEGIN") ? createPrivateKey(text) : createPrivateKey({ key: Buffer.from(text, "base64"), format: "der", type: "pkcs8" });
+    return text.includes("BEGIN")
+      ? createPrivateKey(text)
+      : createPrivateKey({ key: Buffer.from(text, "base64"), format: "der", type: "pkcs8" });
   } catch {
-    throw new CliError(`${secretName}_PRIVATE_KEY is not a PKCS#8 private key: make a pair with npm run cli -- secret ed25519 ${secretName} (or p256)`, EXIT.setup);
+    throw new CliError(
+      `${secretName}_PRIVATE_KEY is not a PKCS#8 private key: make a pair with npm run cli -- secret ed25519 ${secretName} (or p256)`,
+      EXIT.setup,
+    );
   }
 }
 
 const ed25519Signature = (/** @type {SignInput} */ input, /** @type {(string | Buffer)[]} */ ...parts) =>
-  cryptoSign(null, Buffer.concat(parts.map((part) => Buffer.from(part))), privateKeyObject(input.privateKey(), input.secretName));
+  cryptoSign(
+    null,
+    Buffer.concat(parts.map((part) => Buffer.from(part))),
+    privateKeyObject(input.privateKey(), input.secretName),
+  );
 
 /** Standard Webhooks senders that deliver through Svix, under svix-* header names. */
 const SVIX_SENDERS = new Set(["svix", "clerk", "resend"]);
@@ -63,7 +76,15 @@ const standardWebhooks = {
     const signature = input.secret.startsWith("whpk_")
       ? `v1a,${ed25519Signature(input, `${input.eventKey}.${timestamp}.`, body).toString("base64")}`
       : new StandardWebhook(input.secret).sign(input.eventKey, input.now, body);
-    return { body, headers: { ...json, [`${prefix}-id`]: input.eventKey, [`${prefix}-timestamp`]: timestamp, [`${prefix}-signature`]: signature } };
+    return {
+      body,
+      headers: {
+        ...json,
+        [`${prefix}-id`]: input.eventKey,
+        [`${prefix}-timestamp`]: timestamp,
+        [`${prefix}-signature`]: signature,
+      },
+    };
   },
 };
 
@@ -82,7 +103,14 @@ export const schemes = {
         secret: input.secret,
         timestamp: unixSeconds(input.now),
       });
-      return { body, headers: { ...json, "stripe-signature": signature, "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)" } };
+      return {
+        body,
+        headers: {
+          ...json,
+          "stripe-signature": signature,
+          "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        },
+      };
     },
   },
 
@@ -131,7 +159,11 @@ export const schemes = {
       const timestamp = String(unixSeconds(input.now));
       return {
         body,
-        headers: { ...json, "x-slack-signature": `v0=${hmac("sha256", input.secret, `v0:${timestamp}:`, body).toString("hex")}`, "x-slack-request-timestamp": timestamp },
+        headers: {
+          ...json,
+          "x-slack-signature": `v0=${hmac("sha256", input.secret, `v0:${timestamp}:`, body).toString("hex")}`,
+          "x-slack-request-timestamp": timestamp,
+        },
       };
     },
   },
@@ -140,9 +172,13 @@ export const schemes = {
     keyIn: "header",
     sign(input) {
       // Twilio posts form fields and signs the URL it called plus the sorted fields (its own helper does it).
-      const params = /** @type {Record<string, string>} */ (typeof input.payload === "object" && input.payload !== null ? input.payload : {});
+      const params = /** @type {Record<string, string>} */ (
+        typeof input.payload === "object" && input.payload !== null ? input.payload : {}
+      );
       const publicOrigin = typeof input.options.public_origin === "string" ? input.options.public_origin : undefined;
-      const signedUrl = publicOrigin ? new URL(new URL(input.url).pathname + new URL(input.url).search, publicOrigin).toString() : input.url;
+      const signedUrl = publicOrigin
+        ? new URL(new URL(input.url).pathname + new URL(input.url).search, publicOrigin).toString()
+        : input.url;
       return {
         body: new URLSearchParams(params).toString(),
         headers: {
@@ -159,7 +195,13 @@ export const schemes = {
     sign(input) {
       const body = bodyOf(withValueAt(input.payload, "event_id", input.eventKey));
       const timestamp = unixSeconds(input.now);
-      return { body, headers: { ...json, "paddle-signature": `ts=${timestamp};h1=${hmac("sha256", input.secret, `${timestamp}:`, body).toString("hex")}` } };
+      return {
+        body,
+        headers: {
+          ...json,
+          "paddle-signature": `ts=${timestamp};h1=${hmac("sha256", input.secret, `${timestamp}:`, body).toString("hex")}`,
+        },
+      };
     },
   },
 
@@ -186,8 +228,15 @@ export const schemes = {
     sign(input) {
       const body = bodyOf(withValueAt(input.payload, "event_id", input.eventKey));
       // Square signs the notification URL as registered; behind a proxy the source names it.
-      const notificationUrl = typeof input.options.notification_url === "string" ? input.options.notification_url : input.url;
-      return { body, headers: { ...json, "x-square-hmacsha256-signature": hmac("sha256", input.secret, notificationUrl, body).toString("base64") } };
+      const notificationUrl =
+        typeof input.options.notification_url === "string" ? input.options.notification_url : input.url;
+      return {
+        body,
+        headers: {
+          ...json,
+          "x-square-hmacsha256-signature": hmac("sha256", input.secret, notificationUrl, body).toString("base64"),
+        },
+      };
     },
   },
 
@@ -205,7 +254,8 @@ export const schemes = {
           "twitch-eventsub-message-timestamp": timestamp,
           "twitch-eventsub-message-signature": `sha256=${hmac("sha256", input.secret, input.eventKey, timestamp, body).toString("hex")}`,
           "twitch-eventsub-message-type": "notification",
-          "twitch-eventsub-subscription-type": typeof subscriptionType === "string" ? subscriptionType : "channel.follow",
+          "twitch-eventsub-subscription-type":
+            typeof subscriptionType === "string" ? subscriptionType : "channel.follow",
           "twitch-eventsub-subscription-version": "2",
         },
       };
@@ -218,7 +268,14 @@ export const schemes = {
       // Zoom sends no event id: a fresh event_ts makes each send a new event, as each real one is.
       const body = bodyOf(withValueAt(input.payload, "event_ts", input.now.getTime()));
       const timestamp = String(unixSeconds(input.now));
-      return { body, headers: { ...json, "x-zm-signature": `v0=${hmac("sha256", input.secret, `v0:${timestamp}:`, body).toString("hex")}`, "x-zm-request-timestamp": timestamp } };
+      return {
+        body,
+        headers: {
+          ...json,
+          "x-zm-signature": `v0=${hmac("sha256", input.secret, `v0:${timestamp}:`, body).toString("hex")}`,
+          "x-zm-request-timestamp": timestamp,
+        },
+      };
     },
   },
 
@@ -245,7 +302,10 @@ export const schemes = {
     keyIn: "body",
     sign(input) {
       const body = bodyOf(withValueAt(input.payload, "id", input.eventKey));
-      return { body, headers: { ...json, "x-hub-signature": `sha1=${hmac("sha1", input.secret, body).toString("hex")}` } };
+      return {
+        body,
+        headers: { ...json, "x-hub-signature": `sha1=${hmac("sha1", input.secret, body).toString("hex")}` },
+      };
     },
   },
 
@@ -257,7 +317,9 @@ export const schemes = {
       const timestamp = String(unixSeconds(input.now));
       const token = input.eventKey;
       const signature = { timestamp, token, signature: hmac("sha256", input.secret, timestamp, token).toString("hex") };
-      const body = bodyOf(withValueAt(withValueAt(input.payload, "event-data.id", input.eventKey), "signature", signature));
+      const body = bodyOf(
+        withValueAt(withValueAt(input.payload, "event-data.id", input.eventKey), "signature", signature),
+      );
       return { body, headers: json };
     },
   },
@@ -268,15 +330,27 @@ export const schemes = {
     sign(input) {
       // A batch carries no id: fresh sg_event_ids make each send a new batch, as each real one is.
       const events = Array.isArray(input.payload)
-        ? input.payload.map((event, index) => ({ ...event, sg_event_id: `${input.eventKey}-${index + 1}`, timestamp: unixSeconds(input.now) }))
+        ? input.payload.map((event, index) => ({
+            ...event,
+            sg_event_id: `${input.eventKey}-${index + 1}`,
+            timestamp: unixSeconds(input.now),
+          }))
         : input.payload;
       const body = bodyOf(events);
       const timestamp = String(unixSeconds(input.now));
       // ECDSA P-256 over timestamp ‖ body; node:crypto encodes it as DER, as SendGrid sends it.
-      const signature = cryptoSign("sha256", Buffer.from(timestamp + body), privateKeyObject(input.privateKey(), input.secretName));
+      const signature = cryptoSign(
+        "sha256",
+        Buffer.from(timestamp + body),
+        privateKeyObject(input.privateKey(), input.secretName),
+      );
       return {
         body,
-        headers: { ...json, "x-twilio-email-event-webhook-signature": signature.toString("base64"), "x-twilio-email-event-webhook-timestamp": timestamp },
+        headers: {
+          ...json,
+          "x-twilio-email-event-webhook-signature": signature.toString("base64"),
+          "x-twilio-email-event-webhook-timestamp": timestamp,
+        },
       };
     },
   },
@@ -298,7 +372,14 @@ function discordLike() {
     sign(input) {
       const body = bodyOf(withValueAt(input.payload, "id", input.eventKey));
       const timestamp = String(unixSeconds(input.now));
-      return { body, headers: { ...json, "x-signature-ed25519": ed25519Signature(input, timestamp, body).toString("hex"), "x-signature-timestamp": timestamp } };
+      return {
+        body,
+        headers: {
+          ...json,
+          "x-signature-ed25519": ed25519Signature(input, timestamp, body).toString("hex"),
+          "x-signature-timestamp": timestamp,
+        },
+      };
     },
   };
 }
@@ -309,23 +390,33 @@ function discordLike() {
  * @param {SignInput} input
  */
 function signGeneric(input) {
-  const option = (/** @type {string} */ name) => (typeof input.options[name] === "string" ? /** @type {string} */ (input.options[name]) : undefined);
+  const option = (/** @type {string} */ name) =>
+    typeof input.options[name] === "string" ? /** @type {string} */ (input.options[name]) : undefined;
   const keyPath = option("event_key_path");
   const body = bodyOf(keyPath ? withValueAt(input.payload, keyPath, input.eventKey) : input.payload);
   const timestamp = option("timestamp_unit") === "ms" ? String(input.now.getTime()) : String(unixSeconds(input.now));
   const values = { body, timestamp, id: input.eventKey, url: input.url };
-  const content = (option("signed_content") ?? "{body}").replace(/\{([a-z_]+)\}/g, (_, name) => values[/** @type {keyof typeof values} */ (name)] ?? "");
+  const content = (option("signed_content") ?? "{body}").replace(
+    /\{([a-z_]+)\}/g,
+    (_, name) => values[/** @type {keyof typeof values} */ (name)] ?? "",
+  );
   const algorithm = option("algorithm") ?? "hmac-sha256";
   let raw;
   if (algorithm === "ed25519") raw = ed25519Signature(input, content);
   else {
     const secretEncoding = option("secret_encoding") ?? "utf8";
-    const key = secretEncoding === "base64" || secretEncoding === "hex" ? Buffer.from(input.secret, secretEncoding) : Buffer.from(input.secret, "utf8");
+    const key =
+      secretEncoding === "base64" || secretEncoding === "hex"
+        ? Buffer.from(input.secret, secretEncoding)
+        : Buffer.from(input.secret, "utf8");
     raw = hmac(algorithm.replace("hmac-", ""), key, content);
   }
   const encoding = /** @type {BufferEncoding} */ (option("encoding") ?? "hex");
   /** @type {Record<string, string>} */
-  const headers = { ...json, [option("signature_header") ?? "x-signature"]: `${option("signature_prefix") ?? ""}${raw.toString(encoding)}` };
+  const headers = {
+    ...json,
+    [option("signature_header") ?? "x-signature"]: `${option("signature_prefix") ?? ""}${raw.toString(encoding)}`,
+  };
   const idHeader = option("id_header");
   if (idHeader) headers[idHeader] = input.eventKey;
   const eventKeyHeader = option("event_key_header");
@@ -392,26 +483,41 @@ export async function schemeFor(provider, options = {}) {
   if (written) return UNIQUE_FIELD[provider] ? withUniqueField(written, UNIQUE_FIELD[provider]) : written;
   const spec = (await presetSpecs()).get(named);
   if (!spec) {
-    throw new CliError(`provider ${JSON.stringify(provider)} is not one the receiver verifies: npm run cli -- check names the close ones, and docs/providers.md lists them all`, EXIT.setup);
+    throw new CliError(
+      `provider ${JSON.stringify(provider)} is not one the receiver verifies: npm run cli -- check names the close ones, and docs/providers.md lists them all`,
+      EXIT.setup,
+    );
   }
   return presetScheme(spec, UNIQUE_FIELD[provider]);
 }
 
 /** @returns {Scheme} */
 function withUniqueField(/** @type {Scheme} */ scheme, /** @type {string} */ path) {
-  return { ...scheme, sign: (input) => scheme.sign({ ...input, payload: withValueAt(input.payload, path, input.eventKey) }) };
+  return {
+    ...scheme,
+    sign: (input) => scheme.sign({ ...input, payload: withValueAt(input.payload, path, input.eventKey) }),
+  };
 }
 
 /** @returns {Scheme} */
-function presetScheme(/** @type {import("./preset-signers.mjs").Spec} */ spec, /** @type {string | undefined} */ uniqueField) {
+function presetScheme(
+  /** @type {import("./preset-signers.mjs").Spec} */ spec,
+  /** @type {string | undefined} */ uniqueField,
+) {
   return {
     keyIn: spec.eventKey?.header ? "header" : spec.eventKey ? "body" : "payload-hash",
     async sign(input) {
       const path = spec.eventKey?.path ?? uniqueField;
       // Where the sample holds a number (Telegram's update_id, HubSpot's eventId), the key goes in as one.
-      const asSampleHasIt = (/** @type {unknown} */ sampled) => (typeof sampled === "number" && /^\d+$/.test(input.eventKey) ? Number(input.eventKey) : input.eventKey);
-      const payload = path ? withValueAt(input.payload, path, asSampleHasIt(valueAt(input.payload, path))) : input.payload;
-      const handedOver = spec.provider === "asana" || spec.provider === "notion" ? await handshakeSecret(spec.provider, input) : undefined;
+      const asSampleHasIt = (/** @type {unknown} */ sampled) =>
+        typeof sampled === "number" && /^\d+$/.test(input.eventKey) ? Number(input.eventKey) : input.eventKey;
+      const payload = path
+        ? withValueAt(input.payload, path, asSampleHasIt(valueAt(input.payload, path)))
+        : input.payload;
+      const handedOver =
+        spec.provider === "asana" || spec.provider === "notion"
+          ? await handshakeSecret(spec.provider, input)
+          : undefined;
       const signed = signAsSpec(spec, input, { body: bodyOf(payload), secret: handedOver?.secret });
       return { ...signed, keptFingerprint: handedOver?.fingerprint };
     },

@@ -13,7 +13,8 @@ export async function importWorkerCode(contents) {
   // workerd's constant-time compare (a Workers extension of WebCrypto), which the providers' verifiers use.
   if (!("timingSafeEqual" in crypto.subtle)) {
     Object.defineProperty(crypto.subtle, "timingSafeEqual", {
-      value: (/** @type {ArrayBufferView | ArrayBuffer} */ a, /** @type {ArrayBufferView | ArrayBuffer} */ b) => timingSafeEqual(asBytes(a), asBytes(b)),
+      value: (/** @type {ArrayBufferView | ArrayBuffer} */ a, /** @type {ArrayBufferView | ArrayBuffer} */ b) =>
+        timingSafeEqual(asBytes(a), asBytes(b)),
     });
   }
   const { build } = await import("esbuild");
@@ -38,5 +39,7 @@ export function d1BindingStandIns(/** @type {string[]} */ bindings) {
 }
 
 function asBytes(/** @type {ArrayBufferView | ArrayBuffer} */ data) {
-  return ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
+  return ArrayBuffer.isView(data)
+    ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+    : new Uint8Array(data);
 }

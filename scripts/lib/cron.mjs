@@ -6,7 +6,12 @@ const FIELDS = [
   { name: "minute", min: 0, max: 59 },
   { name: "hour", min: 0, max: 23 },
   { name: "day of month", min: 1, max: 31 },
-  { name: "month", min: 1, max: 12, names: ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"] },
+  {
+    name: "month",
+    min: 1,
+    max: 12,
+    names: ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"],
+  },
   { name: "day of week", min: 0, max: 7, names: ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"] },
 ];
 
@@ -20,13 +25,15 @@ function parseField(text, field) {
   const number = (/** @type {string} */ token) => {
     const named = field.names?.indexOf(token.toUpperCase()) ?? -1;
     const value = named >= 0 ? named + (field.name === "month" ? 1 : 0) : /^\d+$/.test(token) ? Number(token) : NaN;
-    if (!(value >= field.min && value <= field.max)) throw new Error(`${field.name} ${JSON.stringify(token)} is out of range`);
+    if (!(value >= field.min && value <= field.max))
+      throw new Error(`${field.name} ${JSON.stringify(token)} is out of range`);
     return value;
   };
   for (const part of text.split(",")) {
     const [range, stepText] = part.split("/");
     const step = stepText === undefined ? 1 : Number(stepText);
-    if (!Number.isInteger(step) || step < 1) throw new Error(`${field.name} step ${JSON.stringify(stepText)} is not a positive number`);
+    if (!Number.isInteger(step) || step < 1)
+      throw new Error(`${field.name} step ${JSON.stringify(stepText)} is not a positive number`);
     let [from, to] = [field.min, field.max];
     if (range !== "*") {
       const [low, high] = range.split("-");
@@ -51,7 +58,8 @@ export function parseCron(expression) {
   const dayRestricted = parts[2] !== "*";
   const weekdayRestricted = parts[4] !== "*";
   return (at) => {
-    if (!minutes.has(at.getUTCMinutes()) || !hours.has(at.getUTCHours()) || !months.has(at.getUTCMonth() + 1)) return false;
+    if (!minutes.has(at.getUTCMinutes()) || !hours.has(at.getUTCHours()) || !months.has(at.getUTCMonth() + 1))
+      return false;
     const dayMatches = days.has(at.getUTCDate());
     const weekdayMatches = weekdays.has(at.getUTCDay());
     // Classic cron: when both day fields are restricted, either one matching is enough.

@@ -28,7 +28,9 @@ export function readDetail(detail: string | null): { message: string | null; fac
       const { message, facts } = parsed as { message: string; facts?: unknown };
       const numbers =
         facts && typeof facts === "object"
-          ? Object.fromEntries(Object.entries(facts).filter((entry): entry is [string, number] => typeof entry[1] === "number"))
+          ? Object.fromEntries(
+              Object.entries(facts).filter((entry): entry is [string, number] => typeof entry[1] === "number"),
+            )
           : null;
       return { message, facts: numbers && Object.keys(numbers).length > 0 ? numbers : null };
     }
@@ -42,7 +44,10 @@ export function readDetail(detail: string | null): { message: string | null; fac
  * @example
  *   await listAlerts(database(env), { state: "open", limit: 50 }); // [{ kind: "silence", message: "No live delivery for 2 h", … }]
  */
-export async function listAlerts(db: Database, options: { source?: string; state?: "open" | "resolved"; limit: number }): Promise<ReadableAlert[]> {
+export async function listAlerts(
+  db: Database,
+  options: { source?: string; state?: "open" | "resolved"; limit: number },
+): Promise<ReadableAlert[]> {
   const rows = await db
     .select({
       alertId: alerts.alertId,

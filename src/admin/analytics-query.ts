@@ -33,18 +33,26 @@ export function metricsQuerySettings(env: object): QuerySettings | null {
 }
 
 async function query<T>(settings: QuerySettings, sqlText: string, fetcher: typeof fetch): Promise<T[]> {
-  const response = await fetcher(`https://api.cloudflare.com/client/v4/accounts/${encodeURIComponent(settings.accountId)}/analytics_engine/sql`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${settings.token}` },
-    body: `${sqlText} FORMAT JSON`,
-    signal: AbortSignal.timeout(5_000),
-  });
+  const response = await fetcher(
+    `https://api.cloudflare.com/client/v4/accounts/${encodeURIComponent(settings.accountId)}/analytics_engine/sql`,
+    {
+      method: "POST",
+      headers: { authorization: `Bearer ${settings.token}` },
+      body: `${sqlText} FORMAT JSON`,
+      signal: AbortSignal.timeout(5_000),
+    },
+  );
   if (!response.ok) throw new Error(`Analytics Engine SQL API answered ${response.status}`);
   return ((await response.json()) as { data?: T[] }).data ?? [];
 }
 
 /** The SQL behind both numbers; `hours` back from now, optionally one source. Exported for docs/metrics.md's test. */
-export function metricsSql(dataset: string, hours: number, source?: string, windowHours = hours): { rejected: string; ack: string; ackWindow: string } {
+export function metricsSql(
+  dataset: string,
+  hours: number,
+  source?: string,
+  windowHours = hours,
+): { rejected: string; ack: string; ackWindow: string } {
   const where = `timestamp > NOW() - INTERVAL '${Math.max(1, Math.floor(hours))}' HOUR AND blob1 = 'delivery'${source ? ` AND index1 = '${source}'` : ""}`;
   return {
     rejected: `SELECT blob2 AS source, toStartOfInterval(timestamp, INTERVAL '1' HOUR) AS hour, SUM(_sample_interval) AS rejected
@@ -72,7 +80,12 @@ export interface MetricsReadout {
  * @example
  *   const readout = await readDeliveryMetrics(env, 24 * 3_600_000).catch(() => null);
  */
-export async function readDeliveryMetrics(env: object, windowMs: number, source?: string, fetcher: typeof fetch = fetch): Promise<MetricsReadout | null> {
+export async function readDeliveryMetrics(
+  env: object,
+  windowMs: number,
+  source?: string,
+  fetcher: typeof fetch = fetch,
+): Promise<MetricsReadout | null> {
   const settings = metricsQuerySettings(env);
   if (!settings) return null;
   if (source !== undefined && !SOURCE_NAME.test(source)) return null;
@@ -80,7 +93,16 @@ export async function readDeliveryMetrics(env: object, windowMs: number, source?
   const windowHours = windowMs / 3_600_000;
   const hours = Math.ceil(Math.max(windowHours, 24));
   const statements = metricsSql(settings.dataset, hours, source, windowHours);
-  type Row = { source: string; hour: string; rejected?: number; deliveries?: number; p50?: number; p95?: number; p99?: number; max?: number };
+  type Row = {
+    source: string;
+    hour: string;
+    rejected?: number;
+    deliveries?: number;
+    p50?: number;
+    p95?: number;
+    p99?: number;
+    max?: number;
+  };
   const [rejectedRows, ackRows, ackWindowRows] = await Promise.all([
     query<Row>(settings, statements.rejected, fetcher),
     query<Row>(settings, statements.ack, fetcher),
@@ -101,7 +123,8 @@ export async function readDeliveryMetrics(env: object, windowMs: number, source?
   for (const row of rejectedRows) {
     const { hour, entry } = slot(row);
     entry.rejected = Number(row.rejected ?? 0);
-    if (hour + 3_600_000 > since) totals.rejectedSignatures.set(row.source, (totals.rejectedSignatures.get(row.source) ?? 0) + entry.rejected);
+    if (hour + 3_600_000 > since)
+      totals.rejectedSignatures.set(row.source, (totals.rejectedSignatures.get(row.source) ?? 0) + entry.rejected);
   }
   for (const row of ackRows) {
     const { entry } = slot(row);
@@ -110,7 +133,13 @@ export async function readDeliveryMetrics(env: object, windowMs: number, source?
   }
   for (const row of ackWindowRows) {
     const value = (field: number | undefined) => (field === undefined || field === null ? null : Number(field));
-    totals.ackLatencyMs.set(row.source, { samples: Number(row.deliveries ?? 0), p50: value(row.p50), p95: value(row.p95), p99: value(row.p99), max: value(row.max) });
+    totals.ackLatencyMs.set(row.source, {
+      samples: Number(row.deliveries ?? 0),
+      p50: value(row.p50),
+      p95: value(row.p95),
+      p99: value(row.p99),
+      max: value(row.max),
+    });
   }
   return { totals, hourly };
 }
@@ -124,21 +153,38 @@ function localReadout(env: object, windowMs: number, source?: string): MetricsRe
   const since = now - windowMs;
   const counted = localRejections(env, Math.min(since, now - 24 * 3_600_000), source);
   if (!counted) return null;
-  const totals: DeliveryMetrics = { rejectedSignatures: new Map(), ackLatencyMs: new Map(), origin: "dev-server-memory" };
+  const totals: DeliveryMetrics = {
+    rejectedSignatures: new Map(),
+    ackLatencyMs: new Map(),
+    origin: "dev-server-memory",
+  };
   const hourly: HourlyMetrics = new Map();
   for (const [name, byHour] of counted) {
     hourly.set(name, new Map([...byHour].map(([hour, rejected]) => [hour, { rejected, ackP50: null, ackP95: null }])));
-    totals.rejectedSignatures.set(name, [...byHour].filter(([hour]) => hour + 3_600_000 > since).reduce((sum, [, rejected]) => sum + rejected, 0));
+    totals.rejectedSignatures.set(
+      name,
+      [...byHour].filter(([hour]) => hour + 3_600_000 > since).reduce((sum, [, rejected]) => sum + rejected, 0),
+    );
   }
   return { totals, hourly };
 }
 
 /** The readout, or why there is none: for the report's notes. Never throws. */
-export async function deliveryMetricsFor(env: object, windowMs: number, source?: string): Promise<{ readout: MetricsReadout | null; note: string | null }> {
+export async function deliveryMetricsFor(
+  env: object,
+  windowMs: number,
+  source?: string,
+): Promise<{ readout: MetricsReadout | null; note: string | null }> {
   try {
-    return { readout: (await readDeliveryMetrics(env, windowMs, source)) ?? localReadout(env, windowMs, source), note: null };
+    return {
+      readout: (await readDeliveryMetrics(env, windowMs, source)) ?? localReadout(env, windowMs, source),
+      note: null,
+    };
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    return { readout: null, note: `The METRICS dataset is bound but could not be queried (${reason.slice(0, 200)}); rejected deliveries and ack latency are missing from this answer.` };
+    return {
+      readout: null,
+      note: `The METRICS dataset is bound but could not be queried (${reason.slice(0, 200)}); rejected deliveries and ack latency are missing from this answer.`,
+    };
   }
 }

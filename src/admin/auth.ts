@@ -1,10 +1,10 @@
-import { secretValue } from "../lib/secrets";
 import type { MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
 import { encodeHex, utf8Bytes } from "../crypto/encoding";
 import { hmacSign, tokensEqual } from "../crypto/hmac";
 import { apiError } from "../lib/errors";
 import { isLocalDevelopment } from "../lib/local-development";
+import { secretValue } from "../lib/secrets";
 
 /**
  * Who may see receipts: whoever holds the ADMIN_TOKEN Worker secret. The API takes it as a bearer token; the
@@ -29,7 +29,6 @@ export const SHIPPED_EXAMPLE_VALUES: readonly string[] = [
   "whsec_Z2F0ZXdheS1zZWNyZXQtZm9yLWxvY2FsLWRldmVsb3BtZW50",
 ];
 
-
 export type AdminTokenProblem = "unset" | "shipped-example";
 
 /** Why the admin surface is shut, or null when ADMIN_TOKEN can be used. Short tokens count as unset. */
@@ -51,11 +50,14 @@ export function adminToken(env: Env): string | null {
 
 export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const expected = adminToken(c.env);
-  if (adminTokenProblem(c.env) === "shipped-example") throw apiError(503, "admin_token_is_example", SHIPPED_EXAMPLE_MESSAGE);
+  if (adminTokenProblem(c.env) === "shipped-example")
+    throw apiError(503, "admin_token_is_example", SHIPPED_EXAMPLE_MESSAGE);
   if (!expected) throw apiError(503, "admin_disabled", "The admin API is disabled: set the ADMIN_TOKEN secret.");
   const presented = BEARER.exec(c.req.header("authorization") ?? "")?.[1];
   if (!presented || !(await tokensEqual(presented, expected))) {
-    throw apiError(401, "unauthorized", "A valid admin bearer token is required.", { "www-authenticate": 'Bearer realm="admin"' });
+    throw apiError(401, "unauthorized", "A valid admin bearer token is required.", {
+      "www-authenticate": 'Bearer realm="admin"',
+    });
   }
   await next();
   // Answers carry payload bodies: no shared cache may keep them.

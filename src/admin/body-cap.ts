@@ -19,7 +19,8 @@ export const ADMIN_OVER_CAP_DRAIN_BYTES = 1024 * 1024;
 export const capAdminBody: MiddlewareHandler<AdminEnv> = async (c, next) => {
   if (!c.req.raw.body) return next();
   const body = await readBodyWithCap(c.req.raw, ADMIN_MAX_BODY_BYTES, ADMIN_OVER_CAP_DRAIN_BYTES);
-  if (body === "too-large") throw apiError(413, "payload_too_large", `Admin request bodies are limited to ${ADMIN_MAX_BODY_BYTES} bytes.`);
+  if (body === "too-large")
+    throw apiError(413, "payload_too_large", `Admin request bodies are limited to ${ADMIN_MAX_BODY_BYTES} bytes.`);
   if (body === "unreadable") throw apiError(400, "body_unreadable", "The request body could not be read to its end.");
   c.req.raw = new Request(c.req.raw, { body });
   await next();

@@ -7,7 +7,10 @@ export function bodyDropsAtFor(
   env: { SOURCES?: Env["SOURCES"] },
   receipt: { source: string; status: string; receivedAt: number; bodyRetained: boolean },
 ): number | null {
-  return bodyDropsAt(receipt, env.SOURCES === undefined ? null : retentionOf(env as Pick<Env, "SOURCES">, receipt.source));
+  return bodyDropsAt(
+    receipt,
+    env.SOURCES === undefined ? null : retentionOf(env as Pick<Env, "SOURCES">, receipt.source),
+  );
 }
 
 function retentionOf(env: Pick<Env, "SOURCES">, source: string) {

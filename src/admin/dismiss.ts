@@ -1,5 +1,5 @@
 import { and, eq, inArray } from "drizzle-orm";
-import { database, type Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { receipts } from "../db/schema";
 import { groupByDatabase } from "./receipt-databases";
 
@@ -25,7 +25,11 @@ export interface DismissReport {
  * @example
  *   await dismissDeadLetters(database(env), ["01JD…"]); // { changed: ["01JD…"], unchanged: [] }
  */
-export async function dismissDeadLetters(db: Database, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
+export async function dismissDeadLetters(
+  db: Database,
+  receiptIds: readonly string[],
+  now = Date.now(),
+): Promise<DismissReport> {
   if (receiptIds.length === 0) return { changed: [], unchanged: [] };
   const rows = await db
     .update(receipts)
@@ -36,7 +40,11 @@ export async function dismissDeadLetters(db: Database, receiptIds: readonly stri
 }
 
 /** Back to the dead letters: dead again, and replayable. The dismissal's time stays, so the timeline shows both. */
-export async function restoreDeadLetters(db: Database, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
+export async function restoreDeadLetters(
+  db: Database,
+  receiptIds: readonly string[],
+  now = Date.now(),
+): Promise<DismissReport> {
   if (receiptIds.length === 0) return { changed: [], unchanged: [] };
   const rows = await db
     .update(receipts)
@@ -63,7 +71,10 @@ async function acrossDatabases(
 ): Promise<DismissReport> {
   const groups = await groupByDatabase(env, receiptIds);
   const reports = await Promise.all(groups.map((group) => action(database(group.env), group.receiptIds)));
-  return report(receiptIds, reports.flatMap((each) => each.changed.map((receiptId) => ({ receiptId }))));
+  return report(
+    receiptIds,
+    reports.flatMap((each) => each.changed.map((receiptId) => ({ receiptId }))),
+  );
 }
 
 function report(asked: readonly string[], rows: { receiptId: string }[]): DismissReport {

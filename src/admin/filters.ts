@@ -1,7 +1,7 @@
 import { apiError } from "../lib/errors";
+import { likelyMeant } from "../lib/likely-meant";
 import { parseDuration } from "../sources/config";
 import { isReceiptCursor } from "./receipt-cursor";
-import { likelyMeant } from "../lib/likely-meant";
 
 /**
  * Query-string parsing shared by the admin API and the dashboard. Anything unreadable is a 400 that names the
@@ -9,7 +9,15 @@ import { likelyMeant } from "../lib/likely-meant";
  * Names are camelCase, like the JSON the API answers with and the bulk replay body (`eventKey`, `receiptIds`).
  */
 
-export const RECEIPT_STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped", "dismissed"] as const;
+export const RECEIPT_STATUSES = [
+  "pending",
+  "processing",
+  "processed",
+  "stale",
+  "dead",
+  "skipped",
+  "dismissed",
+] as const;
 export const PROVENANCES = ["live", "reconciled", "replayed"] as const;
 export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
 export type ReceiptProvenance = (typeof PROVENANCES)[number];
@@ -42,7 +50,20 @@ export interface ReceiptFilter {
 export type Query = Record<string, string | undefined>;
 
 /** What GET /receipts (and /dead, without status) filters on. */
-export const RECEIPT_FILTER_PARAMETERS = ["source", "status", "type", "eventKey", "subject", "itemId", "provenance", "since", "until", "before", "after", "limit"] as const;
+export const RECEIPT_FILTER_PARAMETERS = [
+  "source",
+  "status",
+  "type",
+  "eventKey",
+  "subject",
+  "itemId",
+  "provenance",
+  "since",
+  "until",
+  "before",
+  "after",
+  "limit",
+] as const;
 
 /** The names in `given` that are not in `allowed`, in the order given. */
 export function unknownNames(given: Iterable<string>, allowed: readonly string[]): string[] {
@@ -67,7 +88,8 @@ export function describeUnknown(kind: string, unknown: readonly string[], allowe
 /** A typo'd filter must not widen the answer to "everything": any parameter this route does not read is a 400. */
 export function rejectUnknownParameters(query: Query, allowed: readonly string[]): void {
   const unknown = unknownNames(Object.keys(query), allowed);
-  if (unknown.length > 0) throw apiError(400, "unknown_parameter", describeUnknown("query parameter", unknown, allowed));
+  if (unknown.length > 0)
+    throw apiError(400, "unknown_parameter", describeUnknown("query parameter", unknown, allowed));
 }
 
 function invalid(parameter: string, expectation: string): never {
@@ -101,14 +123,16 @@ export function parseLimit(query: Query): number {
   const value = text(query, "limit");
   if (value === undefined) return DEFAULT_PAGE_SIZE;
   const limit = Number(value);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) invalid("limit", `must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
+    invalid("limit", `must be an integer from 1 to ${MAX_PAGE_SIZE}`);
   return limit;
 }
 
 /** A quarantine page's cursor: a quarantine id, or a page's `nextCursor` (the id and each database's read time). */
 export function parseCursor(query: Query, name = "before"): string | undefined {
   const value = text(query, name, MAX_CURSOR);
-  if (value !== undefined && !isReceiptCursor(value)) invalid(name, `must be an id from a previous page's ${name === "after" ? "prevCursor" : "nextCursor"}`);
+  if (value !== undefined && !isReceiptCursor(value))
+    invalid(name, `must be an id from a previous page's ${name === "after" ? "prevCursor" : "nextCursor"}`);
   return value;
 }
 
@@ -118,7 +142,8 @@ export function parseCursor(query: Query, name = "before"): string | undefined {
  */
 function parseReceiptCursor(query: Query, name: "before" | "after"): string | undefined {
   const value = text(query, name, MAX_CURSOR);
-  if (value !== undefined && !isReceiptCursor(value)) invalid(name, `must be a previous page's ${name === "after" ? "prevCursor" : "nextCursor"} or a receipt id`);
+  if (value !== undefined && !isReceiptCursor(value))
+    invalid(name, `must be a previous page's ${name === "after" ? "prevCursor" : "nextCursor"} or a receipt id`);
   return value;
 }
 
@@ -126,7 +151,8 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
   const statusText = text(query, "status");
   const statuses = statusText?.split(",").map((status) => status.trim());
   for (const status of statuses ?? []) {
-    if (!(RECEIPT_STATUSES as readonly string[]).includes(status)) invalid("status", `must be a comma-separated list of ${RECEIPT_STATUSES.join(", ")}`);
+    if (!(RECEIPT_STATUSES as readonly string[]).includes(status))
+      invalid("status", `must be a comma-separated list of ${RECEIPT_STATUSES.join(", ")}`);
   }
   const filter: ReceiptFilter = {
     source: text(query, "source"),
@@ -142,7 +168,11 @@ export function parseReceiptFilter(query: Query): ReceiptFilter {
     after: parseReceiptCursor(query, "after"),
     limit: parseLimit(query),
   };
-  if (filter.receivedFrom !== undefined && filter.receivedUntil !== undefined && filter.receivedFrom >= filter.receivedUntil) {
+  if (
+    filter.receivedFrom !== undefined &&
+    filter.receivedUntil !== undefined &&
+    filter.receivedFrom >= filter.receivedUntil
+  ) {
     invalid("since", "must be earlier than until");
   }
   return filter;
@@ -156,7 +186,8 @@ export function parseWindow(query: Query): number {
   const value = text(query, "window");
   if (value === undefined) return DEFAULT_STATS_WINDOW_MS;
   const windowMs = parseDuration(value);
-  if (windowMs === null || windowMs <= 0 || windowMs > MAX_STATS_WINDOW_MS) invalid("window", 'must be a duration like "1h" or "7d", at most 35d');
+  if (windowMs === null || windowMs <= 0 || windowMs > MAX_STATS_WINDOW_MS)
+    invalid("window", 'must be a duration like "1h" or "7d", at most 35d');
   return windowMs;
 }
 

@@ -16,13 +16,17 @@ export type HealthReason =
 /** A backlog this old makes a source unhealthy even with nothing dead. */
 export const BACKLOG_AGE_MS = 15 * 60_000;
 
-
 /**
  * @example
  *   explainHealth({ deadTotal: 2, openAlerts: 0, oldestPendingAgeMs: null, configProblems: 0 });
  *   // { health: "failing", reasons: [{ reason: "dead-letters", count: 2, message: "2 dead letters waiting…" }] }
  */
-export function explainHealth(facts: { deadTotal: number; openAlerts: number; oldestPendingAgeMs: number | null; configProblems: number }): {
+export function explainHealth(facts: {
+  deadTotal: number;
+  openAlerts: number;
+  oldestPendingAgeMs: number | null;
+  configProblems: number;
+}): {
   health: Health;
   reasons: HealthReason[];
 } {
@@ -42,12 +46,20 @@ export function explainHealth(facts: { deadTotal: number; openAlerts: number; ol
     });
   }
   if (facts.openAlerts > 0) {
-    reasons.push({ reason: "open-alerts", count: facts.openAlerts, message: `${plural(facts.openAlerts, "open alert")}.` });
+    reasons.push({
+      reason: "open-alerts",
+      count: facts.openAlerts,
+      message: `${plural(facts.openAlerts, "open alert")}.`,
+    });
   }
   const failing = reasons.length > 0;
   if (facts.oldestPendingAgeMs !== null && facts.oldestPendingAgeMs > BACKLOG_AGE_MS) {
     const minutes = Math.round(facts.oldestPendingAgeMs / 60_000);
-    reasons.push({ reason: "backlog", ageMs: facts.oldestPendingAgeMs, message: `The oldest unfinished receipt has waited ${minutes} min.` });
+    reasons.push({
+      reason: "backlog",
+      ageMs: facts.oldestPendingAgeMs,
+      message: `The oldest unfinished receipt has waited ${minutes} min.`,
+    });
   }
   return { health: failing ? "failing" : reasons.length > 0 ? "backlog" : "ok", reasons };
 }

@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 
 /**
  * The latency numbers, as SQL over `receipts r` (and `attempts`, by its primary key only). A first-try success

@@ -1,10 +1,17 @@
 import { database } from "../db/client";
-import type { ReceiptFilter } from "./filters";
-import { readQuarantineSlice, readReceiptSlice, receiptsMatching, type Page, type QuarantineList, type ReceiptSummary } from "./queries";
-import { byChange, changesPage, readChanges, type ChangesPage, type ChangesQuery } from "./receipt-changes";
-import { cursorIn, decodePagesCursor, type Direction } from "./receipt-cursor";
 // Every bound database, a source filter or not: a source that moved left receipts in the database it moved from.
 import { receiptDatabaseEnvs } from "../sources/databases";
+import type { ReceiptFilter } from "./filters";
+import {
+  type Page,
+  type QuarantineList,
+  type ReceiptSummary,
+  readQuarantineSlice,
+  readReceiptSlice,
+  receiptsMatching,
+} from "./queries";
+import { byChange, type ChangesPage, type ChangesQuery, changesPage, readChanges } from "./receipt-changes";
+import { cursorIn, type Direction, decodePagesCursor } from "./receipt-cursor";
 import { keysetPage, receiptPage } from "./receipt-pages";
 
 /**
@@ -32,7 +39,13 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
   const slices = await Promise.all(
     receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
-      const at = { direction, cursor: readWith, below: before?.receiptId, above: after?.receiptId, statuses: filter.statuses };
+      const at = {
+        direction,
+        cursor: readWith,
+        below: before?.receiptId,
+        above: after?.receiptId,
+        statuses: filter.statuses,
+      };
       const slice = await readReceiptSlice(database(databaseEnv), matching, at, filter.limit);
       return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };
     }),
@@ -46,8 +59,16 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
  * merged by (changedAt, id) are the first of all.
  */
 export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.now()): Promise<ChangesPage> {
-  const perDatabase = await Promise.all(receiptDatabaseEnvs(env).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)));
-  const rows = perDatabase.length === 1 ? perDatabase[0]! : perDatabase.flat().sort(byChange).slice(0, query.limit + 1);
+  const perDatabase = await Promise.all(
+    receiptDatabaseEnvs(env).map(({ env: databaseEnv }) => readChanges(database(databaseEnv), query, now)),
+  );
+  const rows =
+    perDatabase.length === 1
+      ? perDatabase[0]!
+      : perDatabase
+          .flat()
+          .sort(byChange)
+          .slice(0, query.limit + 1);
   return changesPage(rows, query, now);
 }
 
@@ -56,12 +77,19 @@ export async function receiptChanges(env: Env, query: ChangesQuery, now = Date.n
  * databases. A quarantine row is relayed like a receipt, so its cursor is a receipt cursor too (each database's read
  * time with the id boundary) and a page starts with the rows relayed behind the reader since: paging never skips one.
  */
-export async function listQuarantine(env: Env, options: { source?: string; before?: string; limit: number }): Promise<QuarantineList> {
+export async function listQuarantine(
+  env: Env,
+  options: { source?: string; before?: string; limit: number },
+): Promise<QuarantineList> {
   const cursor = options.before !== undefined ? decodePagesCursor(options.before) : null;
   const slices = await Promise.all(
     receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => {
       const readWith = cursor ? cursorIn(cursor, binding) : null;
-      const slice = await readQuarantineSlice(database(databaseEnv), { source: options.source, cursor: readWith, limit: options.limit });
+      const slice = await readQuarantineSlice(database(databaseEnv), {
+        source: options.source,
+        cursor: readWith,
+        limit: options.limit,
+      });
       return { ...slice, binding, readWith: readWith ?? { readAt: null, caughtUpTo: null } };
     }),
   );

@@ -1,5 +1,5 @@
 import { shardsOf } from "../claims/routing";
-import { meterReading, sumReadings, type MeterTotals } from "../lib/meter";
+import { type MeterTotals, meterReading, sumReadings } from "../lib/meter";
 import { loadSources } from "../sources/registry";
 
 /**

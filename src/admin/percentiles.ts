@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 
 export interface Percentiles {
@@ -34,5 +34,10 @@ export async function percentilesByGroup(db: Database, values: SQL): Promise<Map
       MIN(CASE WHEN rank >= 0.99 * samples THEN value END) AS p99,
       MAX(value) AS max
     FROM ranked GROUP BY grp`);
-  return new Map(rows.map((row) => [String(row.grp), { samples: row.samples, p50: row.p50, p95: row.p95, p99: row.p99, max: row.max }]));
+  return new Map(
+    rows.map((row) => [
+      String(row.grp),
+      { samples: row.samples, p50: row.p50, p95: row.p95, p99: row.p99, max: row.max },
+    ]),
+  );
 }

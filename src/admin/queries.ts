@@ -1,14 +1,21 @@
-import { and, asc, desc, eq, gt, gte, inArray, lt, or, sql, type SQL } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { attempts, quarantine, receipts, replays } from "../db/schema";
-import { d1NowMs } from "../db/clock";
-import { ulidFloor } from "../lib/ulid";
-import { caughtUpConditions, mergeCaughtUp, relayedSinceRead, type CaughtUp, type Direction, type ReceiptCursor } from "./receipt-cursor";
-import { routeOutcomes } from "./route-outcomes";
+import { and, asc, desc, eq, gt, gte, inArray, lt, or, type SQL, sql } from "drizzle-orm";
 import { readStoredBodies } from "../bodies/stored-bodies";
-import { decodeUtf8OrBase64 } from "./payload";
+import type { Database } from "../db/client";
+import { d1NowMs } from "../db/clock";
+import { attempts, quarantine, receipts, replays } from "../db/schema";
+import { ulidFloor } from "../lib/ulid";
 import { bodyDropsAtFor } from "./body-retention";
 import type { ReceiptFilter } from "./filters";
+import { decodeUtf8OrBase64 } from "./payload";
+import {
+  type CaughtUp,
+  caughtUpConditions,
+  type Direction,
+  mergeCaughtUp,
+  type ReceiptCursor,
+  relayedSinceRead,
+} from "./receipt-cursor";
+import { routeOutcomes } from "./route-outcomes";
 
 /** Read-only audit queries behind both the admin API and the dashboard. Bodies only ever come back one receipt at a time. */
 
@@ -42,18 +49,26 @@ function selectSummaries(db: Database, where: SQL | undefined, newestFirst: bool
 }
 
 /** Receipts caught up behind a reader's cursor, in the order of `at` (see receipt-cursor.ts). */
-function selectCaughtUp(db: Database, where: SQL | undefined, at: typeof receipts.relayedAt | typeof receipts.statusEnteredAt, limit: number) {
-  return db
-    // Under a name of its own: D1 answers a batch's rows keyed by column name, and relayed_at is selected already.
-    .select({ ...receiptSummaryColumns, caughtUpAt: sql<number | null>`${at}`.as("caught_up_at") })
-    .from(receipts)
-    .where(where)
-    .orderBy(asc(at), asc(receipts.receiptId))
-    .limit(limit);
+function selectCaughtUp(
+  db: Database,
+  where: SQL | undefined,
+  at: typeof receipts.relayedAt | typeof receipts.statusEnteredAt,
+  limit: number,
+) {
+  return (
+    db
+      // Under a name of its own: D1 answers a batch's rows keyed by column name, and relayed_at is selected already.
+      .select({ ...receiptSummaryColumns, caughtUpAt: sql<number | null>`${at}`.as("caught_up_at") })
+      .from(receipts)
+      .where(where)
+      .orderBy(asc(at), asc(receipts.receiptId))
+      .limit(limit)
+  );
 }
 
-const caughtUpEntries = <T extends { caughtUpAt: number | null }>(rows: readonly T[]): CaughtUp<Omit<T, "caughtUpAt">>[] =>
-  rows.map(({ caughtUpAt, ...row }) => ({ row, at: caughtUpAt ?? 0 }));
+const caughtUpEntries = <T extends { caughtUpAt: number | null }>(
+  rows: readonly T[],
+): CaughtUp<Omit<T, "caughtUpAt">>[] => rows.map(({ caughtUpAt, ...row }) => ({ row, at: caughtUpAt ?? 0 }));
 
 export type ReceiptSummary = Awaited<ReturnType<typeof selectSummaries>>[number];
 
@@ -74,7 +89,9 @@ export function receiptsMatching(filter: ReceiptFilter): SQL | undefined {
     filter.eventKey !== undefined ? eq(receipts.eventKey, filter.eventKey) : undefined,
     filter.subjectId !== undefined ? eq(receipts.subjectId, filter.subjectId) : undefined,
     // A token of the batch-item-ids annotation; no index, so give source and since to bound the rows read.
-    filter.itemId !== undefined ? sql`instr(' ' || coalesce(json_extract(${receipts.keptHeaders}, '$."batch-item-ids"'), '') || ' ', ${` ${filter.itemId} `}) > 0` : undefined,
+    filter.itemId !== undefined
+      ? sql`instr(' ' || coalesce(json_extract(${receipts.keptHeaders}, '$."batch-item-ids"'), '') || ' ', ${` ${filter.itemId} `}) > 0`
+      : undefined,
     // A replay keeps where the event came from; "replayed" means replayed at least once (or, from before that
     // rule, a receipt whose provenance was overwritten with it).
     filter.provenance === "replayed"
@@ -106,11 +123,21 @@ export interface ReceiptSlice {
 export async function readReceiptSlice(
   db: Database,
   matching: SQL | undefined,
-  at: { direction: Direction; cursor: ReceiptCursor | null; below?: string; above?: string; statuses?: readonly string[] },
+  at: {
+    direction: Direction;
+    cursor: ReceiptCursor | null;
+    below?: string;
+    above?: string;
+    statuses?: readonly string[];
+  },
   limit: number,
 ): Promise<ReceiptSlice> {
   const catchUp = at.cursor ? caughtUpConditions(at.cursor, at.direction, at.statuses) : null;
-  const ahead = and(matching, at.below !== undefined ? lt(receipts.receiptId, at.below) : undefined, at.above !== undefined ? gt(receipts.receiptId, at.above) : undefined);
+  const ahead = and(
+    matching,
+    at.below !== undefined ? lt(receipts.receiptId, at.below) : undefined,
+    at.above !== undefined ? gt(receipts.receiptId, at.above) : undefined,
+  );
   const [clock, late, recent, entered, rows] = await db.batch([
     db.select({ now: d1NowMs }).from(sql`(SELECT 1)`),
     selectCaughtUp(db, catchUp ? and(matching, catchUp.late) : sql`0`, receipts.relayedAt, limit + 1),
@@ -118,7 +145,11 @@ export async function readReceiptSlice(
     selectCaughtUp(db, catchUp?.entered ? and(matching, catchUp.entered) : sql`0`, receipts.statusEnteredAt, limit + 1),
     selectSummaries(db, ahead, at.direction === "older", limit + 1),
   ]);
-  return { readAt: clock[0]!.now, caughtUp: mergeCaughtUp(caughtUpEntries(late), caughtUpEntries(recent), caughtUpEntries(entered)), ahead: rows };
+  return {
+    readAt: clock[0]!.now,
+    caughtUp: mergeCaughtUp(caughtUpEntries(late), caughtUpEntries(recent), caughtUpEntries(entered)),
+    ahead: rows,
+  };
 }
 
 /** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
@@ -134,9 +165,32 @@ export async function receiptIdForEvent(db: Database, source: string, eventKey: 
  * `env.BODIES` is where large bodies live (the BODIES bucket, src/bodies/stored-bodies.ts); `env.SOURCES` says when
  * retention drops the body (`bodyDropsAt`).
  */
-export async function receiptDetail(db: Database, receiptId: string, env: { BODIES?: R2Bucket; SOURCES?: Env["SOURCES"] } = {}) {
+export async function receiptDetail(
+  db: Database,
+  receiptId: string,
+  env: { BODIES?: R2Bucket; SOURCES?: Env["SOURCES"] } = {},
+) {
   const [receipt] = await db
-    .select({ ...receiptSummaryColumns, occurredAt: receipts.occurredAt, staleAgainstVersion: receipts.staleAgainstVersion, leaseUntil: receipts.leaseUntil, leaseGeneration: receipts.leaseGeneration, committedAt: receipts.committedAt, replayCount: receipts.replayCount, replayedAt: receipts.replayedAt, dismissedAt: receipts.dismissedAt, restoredAt: receipts.restoredAt, route: receipts.route, filteredRoutes: receipts.filteredRoutes, attemptStartedAt: receipts.attemptStartedAt, attemptDurationMs: receipts.attemptDurationMs, attemptHttpStatus: receipts.attemptHttpStatus, body: receipts.body, bodyLocation: receipts.bodyLocation, keptHeaders: receipts.keptHeaders })
+    .select({
+      ...receiptSummaryColumns,
+      occurredAt: receipts.occurredAt,
+      staleAgainstVersion: receipts.staleAgainstVersion,
+      leaseUntil: receipts.leaseUntil,
+      leaseGeneration: receipts.leaseGeneration,
+      committedAt: receipts.committedAt,
+      replayCount: receipts.replayCount,
+      replayedAt: receipts.replayedAt,
+      dismissedAt: receipts.dismissedAt,
+      restoredAt: receipts.restoredAt,
+      route: receipts.route,
+      filteredRoutes: receipts.filteredRoutes,
+      attemptStartedAt: receipts.attemptStartedAt,
+      attemptDurationMs: receipts.attemptDurationMs,
+      attemptHttpStatus: receipts.attemptHttpStatus,
+      body: receipts.body,
+      bodyLocation: receipts.bodyLocation,
+      keptHeaders: receipts.keptHeaders,
+    })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!receipt) return null;
@@ -157,16 +211,35 @@ export async function receiptDetail(db: Database, receiptId: string, env: { BODI
     db
       .select()
       .from(quarantine)
-      .where(or(eq(quarantine.originalReceiptId, receiptId), and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey))))
+      .where(
+        or(
+          eq(quarantine.originalReceiptId, receiptId),
+          and(eq(quarantine.source, receipt.source), eq(quarantine.eventKey, receipt.eventKey)),
+        ),
+      )
       .orderBy(asc(quarantine.quarantineId)),
     readStoredBodies(env, receipt.bodyLocation === null ? [] : [receiptId]),
     receipt.replayCount === 0 ? [] : replaysOf(db, receiptId),
     routeOutcomes(db, { ...receipt, receiptId }, receipt.attemptHttpStatus),
   ]);
-  const { body: rowBody, bodyLocation, keptHeaders, attemptStartedAt, attemptDurationMs, attemptHttpStatus, ...summary } = receipt;
+  const {
+    body: rowBody,
+    bodyLocation,
+    keptHeaders,
+    attemptStartedAt,
+    attemptDurationMs,
+    attemptHttpStatus,
+    ...summary
+  } = receipt;
   const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
   return {
-    receipt: { ...summary, bodyLocation, bodyDropsAt: bodyDropsAtFor(env, summary), keptHeaders: parseHeaders(keptHeaders), body: decodeUtf8OrBase64(body) },
+    receipt: {
+      ...summary,
+      bodyLocation,
+      bodyDropsAt: bodyDropsAtFor(env, summary),
+      keptHeaders: parseHeaders(keptHeaders),
+      body: decodeUtf8OrBase64(body),
+    },
     attempts: withLatestAttempt(attemptRows, receipt),
     /** Each route's delivery and its outcome, and the status across them (route-outcomes.ts). */
     routes: routes.routes,
@@ -188,17 +261,38 @@ export async function receiptDetail(db: Database, receiptId: string, env: { BODI
  */
 async function replaysOf(db: Database, receiptId: string): Promise<ReplayRow[]> {
   return db
-    .select({ replayNumber: replays.replayNumber, replayedAt: replays.replayedAt, previousStatus: replays.previousStatus, requestedBy: replays.requestedBy })
+    .select({
+      replayNumber: replays.replayNumber,
+      replayedAt: replays.replayedAt,
+      previousStatus: replays.previousStatus,
+      requestedBy: replays.requestedBy,
+    })
     .from(replays)
     .where(eq(replays.receiptId, receiptId))
     .orderBy(asc(replays.replayNumber));
 }
 
-export type ReplayRow = { replayNumber: number; replayedAt: number; previousStatus: string | null; requestedBy: string | null };
+export type ReplayRow = {
+  replayNumber: number;
+  replayedAt: number;
+  previousStatus: string | null;
+  requestedBy: string | null;
+};
 
-export function withLatestReplay(rows: ReplayRow[], receipt: { replayCount: number; replayedAt: number | null }): ReplayRow[] {
-  if (receipt.replayCount === 0 || receipt.replayedAt === null || rows.some((row) => row.replayNumber === receipt.replayCount)) return rows;
-  return [...rows, { replayNumber: receipt.replayCount, replayedAt: receipt.replayedAt, previousStatus: null, requestedBy: null }];
+export function withLatestReplay(
+  rows: ReplayRow[],
+  receipt: { replayCount: number; replayedAt: number | null },
+): ReplayRow[] {
+  if (
+    receipt.replayCount === 0 ||
+    receipt.replayedAt === null ||
+    rows.some((row) => row.replayNumber === receipt.replayCount)
+  )
+    return rows;
+  return [
+    ...rows,
+    { replayNumber: receipt.replayCount, replayedAt: receipt.replayedAt, previousStatus: null, requestedBy: null },
+  ];
 }
 
 type AttemptRow = {
@@ -228,7 +322,12 @@ export function withLatestAttempt(
   },
 ): AttemptRow[] {
   const finishedOk = ["processed", "stale", "skipped"].includes(receipt.status);
-  if (!finishedOk || receipt.attemptStartedAt === null || rows.some((row) => row.attemptNumber === receipt.leaseGeneration)) return rows;
+  if (
+    !finishedOk ||
+    receipt.attemptStartedAt === null ||
+    rows.some((row) => row.attemptNumber === receipt.leaseGeneration)
+  )
+    return rows;
   const error =
     receipt.status === "stale"
       ? [`stale against version ${receipt.staleAgainstVersion}`, receipt.lastError].filter(Boolean).join(": ")
@@ -276,7 +375,10 @@ const quarantineColumns = {
  * reader since the cursor's read (through the `quarantine_relayed_at` index, in the order they were relayed), and
  * the `limit + 1` rows below the cursor's id. receipt-cursor.ts has the argument: it holds here as for receipts.
  */
-export async function readQuarantineSlice(db: Database, options: { source?: string; cursor: ReceiptCursor | null; limit: number }) {
+export async function readQuarantineSlice(
+  db: Database,
+  options: { source?: string; cursor: ReceiptCursor | null; limit: number },
+) {
   const ofSource = options.source !== undefined ? eq(quarantine.source, options.source) : undefined;
   const since = options.cursor ? relayedSinceRead(options.cursor, quarantine.relayedAt, quarantine.quarantineId) : null;
   const [clock, caughtUp, ahead] = await db.batch([

@@ -1,11 +1,11 @@
-import { and, asc, eq, gt, gte, inArray, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, or, type SQL, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { receipts } from "../db/schema";
 import { apiError } from "../lib/errors";
 import { ulidFloor } from "../lib/ulid";
 import { parseDuration } from "../sources/config";
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RECEIPT_STATUSES, type Query, type ReceiptStatus } from "./filters";
-import { receiptSummaryColumns, type ReceiptSummary } from "./queries";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Query, RECEIPT_STATUSES, type ReceiptStatus } from "./filters";
+import { type ReceiptSummary, receiptSummaryColumns } from "./queries";
 
 /**
  * "What changed since I last looked?" for a live tail: GET /admin/api/receipts?changedSince=…, which finds
@@ -84,20 +84,28 @@ const CURSOR = /^(\d{1,15})(?:\.([0-9A-HJKMNP-TV-Z]{26}))?$/;
 /** The query, read strictly: only the parameters that make sense for changes (CHANGE_PARAMETERS). */
 export function parseChangesQuery(query: Query): ChangesQuery {
   const unsupported = Object.keys(query).filter((name) => !(CHANGE_PARAMETERS as readonly string[]).includes(name));
-  if (unsupported.length > 0) invalid(unsupported[0]!, `cannot be combined with changedSince (it takes ${CHANGE_PARAMETERS.join(", ")})`);
+  if (unsupported.length > 0)
+    invalid(unsupported[0]!, `cannot be combined with changedSince (it takes ${CHANGE_PARAMETERS.join(", ")})`);
   const cursor = query.changedSince?.trim() ?? "";
   const iso = Date.parse(cursor);
   const match = CURSOR.exec(cursor);
-  if (!match && !Number.isFinite(iso)) invalid("changedSince", "must be epoch milliseconds, an ISO 8601 date or a previous answer's changesCursor");
+  if (!match && !Number.isFinite(iso))
+    invalid("changedSince", "must be epoch milliseconds, an ISO 8601 date or a previous answer's changesCursor");
   const windowText = query.window?.trim();
   const windowMs = windowText ? parseDuration(windowText) : DEFAULT_WINDOW_MS;
-  if (windowMs === null || windowMs <= 0 || windowMs > MAX_WINDOW_MS) invalid("window", 'must be a duration like "15m" or "24h", at most 7d');
-  const statuses = query.status?.split(",").map((status) => status.trim()).filter(Boolean);
+  if (windowMs === null || windowMs <= 0 || windowMs > MAX_WINDOW_MS)
+    invalid("window", 'must be a duration like "15m" or "24h", at most 7d');
+  const statuses = query.status
+    ?.split(",")
+    .map((status) => status.trim())
+    .filter(Boolean);
   for (const status of statuses ?? []) {
-    if (!(RECEIPT_STATUSES as readonly string[]).includes(status)) invalid("status", `must be a comma-separated list of ${RECEIPT_STATUSES.join(", ")}`);
+    if (!(RECEIPT_STATUSES as readonly string[]).includes(status))
+      invalid("status", `must be a comma-separated list of ${RECEIPT_STATUSES.join(", ")}`);
   }
   const limit = query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) invalid("limit", `must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
+    invalid("limit", `must be an integer from 1 to ${MAX_PAGE_SIZE}`);
   return {
     since: match ? Number(match[1]) : iso,
     afterId: match?.[2] ?? null,
@@ -121,7 +129,9 @@ export function byChange(a: ChangedReceipt, b: ChangedReceipt): number {
  */
 export async function readChanges(db: Database, query: ChangesQuery, now: number): Promise<ChangedReceipt[]> {
   const sinceCursor: SQL =
-    query.afterId === null ? gte(changedAt, query.since) : or(gt(changedAt, query.since), and(eq(changedAt, query.since), gt(receipts.receiptId, query.afterId)))!;
+    query.afterId === null
+      ? gte(changedAt, query.since)
+      : or(gt(changedAt, query.since), and(eq(changedAt, query.since), gt(receipts.receiptId, query.afterId)))!;
   return db
     .select({ ...receiptSummaryColumns, changedAt })
     .from(receipts)
@@ -139,7 +149,11 @@ export async function readChanges(db: Database, query: ChangesQuery, now: number
 }
 
 /** The answer from the first `limit + 1` changes (oldest first) read at `now`. */
-export function changesPage(rows: readonly ChangedReceipt[], query: Pick<ChangesQuery, "since" | "afterId" | "limit">, now: number): ChangesPage {
+export function changesPage(
+  rows: readonly ChangedReceipt[],
+  query: Pick<ChangesQuery, "since" | "afterId" | "limit">,
+  now: number,
+): ChangesPage {
   const settledBefore = now - SETTLE_MS;
   const settled = rows.filter((row) => row.changedAt < settledBefore);
   if (settled.length > query.limit) {
@@ -148,5 +162,10 @@ export function changesPage(rows: readonly ChangedReceipt[], query: Pick<Changes
     return { receipts: page, changesCursor: `${last.changedAt}.${last.receiptId}`, more: true, settledBefore };
   }
   const where = query.afterId === null ? String(query.since) : `${query.since}.${query.afterId}`;
-  return { receipts: rows.slice(0, query.limit), changesCursor: settledBefore > query.since ? String(settledBefore) : where, more: false, settledBefore };
+  return {
+    receipts: rows.slice(0, query.limit),
+    changesCursor: settledBefore > query.since ? String(settledBefore) : where,
+    more: false,
+    settledBefore,
+  };
 }

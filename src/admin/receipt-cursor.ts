@@ -1,7 +1,7 @@
-import { and, eq, gt, gte, lt, or, sql, type Column, type SQL } from "drizzle-orm";
+import { and, type Column, eq, gt, gte, lt, or, type SQL, sql } from "drizzle-orm";
+import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
-import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 
 /**
  * Paging receipts without skipping late relays.
@@ -111,7 +111,10 @@ export function decodePagesCursor(text: string): PagesCursor {
   const databases = new Map<string, DatabaseReadState>();
   for (const segment of segments) {
     const match = SEGMENT.exec(segment)!;
-    databases.set(match[1]!, { readAt: Number(match[2]), caughtUpTo: match[3] === undefined ? null : { at: Number(match[3]), receiptId: match[4]! } });
+    databases.set(match[1]!, {
+      readAt: Number(match[2]),
+      caughtUpTo: match[3] === undefined ? null : { at: Number(match[3]), receiptId: match[4]! },
+    });
   }
   return { receiptId: receiptId!, databases, others: NO_CATCH_UP };
 }
@@ -122,11 +125,17 @@ export function cursorIn(cursor: PagesCursor, binding: string): ReceiptCursor {
 }
 
 /** A cursor at `receiptId` with each database's state; the single-database form when there is one database. */
-export function encodePagesCursor(receiptId: string, states: readonly (readonly [binding: string, state: DatabaseReadState])[]): string {
+export function encodePagesCursor(
+  receiptId: string,
+  states: readonly (readonly [binding: string, state: DatabaseReadState])[],
+): string {
   if (states.length === 1) return encodeCursor({ receiptId, ...states[0]![1] });
   const segments = states
     .filter(([, state]) => state.readAt !== null)
-    .map(([binding, state]) => `~${binding}.${state.readAt}${state.caughtUpTo ? `.${state.caughtUpTo.at}.${state.caughtUpTo.receiptId}` : ""}`);
+    .map(
+      ([binding, state]) =>
+        `~${binding}.${state.readAt}${state.caughtUpTo ? `.${state.caughtUpTo.at}.${state.caughtUpTo.receiptId}` : ""}`,
+    );
   return receiptId + segments.join("");
 }
 
@@ -170,7 +179,10 @@ export function caughtUpConditions(
 export function relayedSinceRead(cursor: DatabaseReadState, stampedAt: Column, rowId: Column): SQL | null {
   if (cursor.readAt === null) return null;
   if (!cursor.caughtUpTo) return gte(stampedAt, cursor.readAt);
-  return or(gt(stampedAt, cursor.caughtUpTo.at), and(eq(stampedAt, cursor.caughtUpTo.at), gt(rowId, cursor.caughtUpTo.receiptId)))!;
+  return or(
+    gt(stampedAt, cursor.caughtUpTo.at),
+    and(eq(stampedAt, cursor.caughtUpTo.at), gt(rowId, cursor.caughtUpTo.receiptId)),
+  )!;
 }
 
 /** A caught-up row and its catch-up time (when it was relayed, or entered its status), the order of a catch-up. */
@@ -180,8 +192,12 @@ export interface CaughtUp<T> {
 }
 
 /** Catch-up rows from every query: each once, in catch-up order (at, then id). */
-export function mergeCaughtUp<T extends { receiptId: string }>(...lists: readonly (readonly CaughtUp<T>[])[]): CaughtUp<T>[] {
+export function mergeCaughtUp<T extends { receiptId: string }>(
+  ...lists: readonly (readonly CaughtUp<T>[])[]
+): CaughtUp<T>[] {
   const byId = new Map<string, CaughtUp<T>>();
   for (const entry of lists.flat()) byId.set(entry.row.receiptId, entry);
-  return [...byId.values()].sort((a, b) => a.at - b.at || (a.row.receiptId < b.row.receiptId ? -1 : a.row.receiptId > b.row.receiptId ? 1 : 0));
+  return [...byId.values()].sort(
+    (a, b) => a.at - b.at || (a.row.receiptId < b.row.receiptId ? -1 : a.row.receiptId > b.row.receiptId ? 1 : 0),
+  );
 }

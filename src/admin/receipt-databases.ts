@@ -29,7 +29,10 @@ export async function inFirstDatabase<T>(
   first = DEFAULT_DATABASE_BINDING,
 ): Promise<T | null> {
   const databases = receiptDatabaseEnvs(env);
-  const ordered = [...databases.filter((entry) => entry.binding === first), ...databases.filter((entry) => entry.binding !== first)];
+  const ordered = [
+    ...databases.filter((entry) => entry.binding === first),
+    ...databases.filter((entry) => entry.binding !== first),
+  ];
   for (const { binding, env: databaseEnv } of ordered) {
     const found = await read(databaseEnv, binding);
     if (found !== null) return found;
@@ -42,7 +45,10 @@ export async function inFirstDatabase<T>(
  * the only one). Ids no database holds are grouped under `DB`, where the action reports them as it always did
  * (not found, not dead). Groups keep the ids' order; empty groups are left out.
  */
-export async function groupByDatabase(env: Env, receiptIds: readonly string[]): Promise<(DatabaseEnv & { receiptIds: string[] })[]> {
+export async function groupByDatabase(
+  env: Env,
+  receiptIds: readonly string[],
+): Promise<(DatabaseEnv & { receiptIds: string[] })[]> {
   const databases = receiptDatabaseEnvs(env);
   if (databases.length === 1 || receiptIds.length === 0) return [{ ...databases[0]!, receiptIds: [...receiptIds] }];
   const holders = await receiptHolders(databases, receiptIds);
@@ -64,7 +70,10 @@ export function databasesToRead(env: Env, onlySource?: string): DatabaseEnv[] {
  * moved keeps its numbers where its receipts now go. A source no SOURCES table names any more (its receipts
  * outlive its config) is taken from the first database, in `databasesToRead` order, that has it.
  */
-export function ownEntries<V>(env: Env, perDatabase: readonly { binding: string; entries: Iterable<[string, V]> }[]): Map<string, V> {
+export function ownEntries<V>(
+  env: Env,
+  perDatabase: readonly { binding: string; entries: Iterable<[string, V]> }[],
+): Map<string, V> {
   const merged = new Map<string, V>();
   if (perDatabase.length === 1) return new Map(perDatabase[0]!.entries);
   for (const { binding, entries } of perDatabase) {

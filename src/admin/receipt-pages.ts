@@ -1,5 +1,11 @@
 import type { Page, ReceiptSummary } from "./queries";
-import { encodePagesCursor, type CaughtUp, type DatabaseReadState, type Direction, type ReceiptCursor } from "./receipt-cursor";
+import {
+  type CaughtUp,
+  type DatabaseReadState,
+  type Direction,
+  encodePagesCursor,
+  type ReceiptCursor,
+} from "./receipt-cursor";
 
 /**
  * A receipt (or quarantine) page from what each database returned for it (queries.ts `readReceiptSlice`,
@@ -41,8 +47,14 @@ export function keysetPage<T>(
 ): KeysetPage<T> {
   const byId = (a: T, b: T) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0);
   const byCatchUp = (a: CaughtUp<T>, b: CaughtUp<T>) => a.at - b.at || byId(a.row, b.row);
-  const freshRead = (rowId: string) => encodePagesCursor(rowId, slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const));
-  const caughtUp = slices.flatMap((slice) => slice.caughtUp.map((entry) => ({ binding: slice.binding, ...entry }))).sort(byCatchUp);
+  const freshRead = (rowId: string) =>
+    encodePagesCursor(
+      rowId,
+      slices.map((slice) => [slice.binding, { readAt: slice.readAt, caughtUpTo: null }] as const),
+    );
+  const caughtUp = slices
+    .flatMap((slice) => slice.caughtUp.map((entry) => ({ binding: slice.binding, ...entry })))
+    .sort(byCatchUp);
   if (cursor && caughtUp.length > limit) {
     // More arrived behind the reader than a page holds: this page is all catch-up, and the next one resumes it,
     // in each database from the last of its rows listed here (a prefix of its own, as the order is one order).
@@ -51,12 +63,19 @@ export function keysetPage<T>(
       cursor.receiptId,
       slices.map((slice) => {
         const last = shown.filter((entry) => entry.binding === slice.binding).at(-1);
-        return [slice.binding, last ? { readAt: slice.readWith.readAt, caughtUpTo: { at: last.at, receiptId: idOf(last.row) } } : slice.readWith] as const;
+        return [
+          slice.binding,
+          last
+            ? { readAt: slice.readWith.readAt, caughtUpTo: { at: last.at, receiptId: idOf(last.row) } }
+            : slice.readWith,
+        ] as const;
       }),
     );
     const back = freshRead(cursor.receiptId);
     const rows = shown.map((entry) => entry.row);
-    return direction === "older" ? { rows, nextCursor: resume, prevCursor: back } : { rows, nextCursor: back, prevCursor: resume };
+    return direction === "older"
+      ? { rows, nextCursor: resume, prevCursor: back }
+      : { rows, nextCursor: back, prevCursor: resume };
   }
   const room = limit - caughtUp.length;
   const ahead = slices.flatMap((slice) => slice.ahead).sort(direction === "older" ? (a, b) => byId(b, a) : byId);
@@ -73,7 +92,12 @@ export function keysetPage<T>(
   };
 }
 
-export function receiptPage(slices: readonly DatabaseSlice<ReceiptSummary>[], cursor: Pick<ReceiptCursor, "receiptId"> | null, direction: Direction, limit: number): Page<ReceiptSummary> {
+export function receiptPage(
+  slices: readonly DatabaseSlice<ReceiptSummary>[],
+  cursor: Pick<ReceiptCursor, "receiptId"> | null,
+  direction: Direction,
+  limit: number,
+): Page<ReceiptSummary> {
   const { rows, ...cursors } = keysetPage(slices, cursor, direction, limit, (row) => row.receiptId);
   return { receipts: rows, ...cursors };
 }

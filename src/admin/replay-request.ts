@@ -1,6 +1,6 @@
 import { apiError } from "../lib/errors";
 import type { DeadReceiptFilter } from "../replay/replay";
-import { describeUnknown, isReceiptId, parseInstant, unknownNames, type Query } from "./filters";
+import { describeUnknown, isReceiptId, parseInstant, type Query, unknownNames } from "./filters";
 import { MAX_REPLAY_IDS } from "./replay";
 
 /**
@@ -14,7 +14,8 @@ const BY_IDS = ["receiptIds"] as const;
 const BY_FILTER = ["source", "all", "type", "since", "until", "limit", "after"] as const;
 const ALL_KEYS = [...BY_IDS, ...BY_FILTER];
 
-const USAGE = 'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit", "after"} (or "all": true for every source).';
+const USAGE =
+  'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit", "after"} (or "all": true for every source).';
 
 function invalid(message: string): never {
   throw apiError(400, "invalid_body", message);
@@ -28,19 +29,27 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
 
   if (request.receiptIds !== undefined) {
     const mixed = BY_FILTER.filter((name) => request[name] !== undefined);
-    if (mixed.length > 0) invalid(`receiptIds replays exactly those receipts; it cannot be combined with ${mixed.join(", ")}.`);
+    if (mixed.length > 0)
+      invalid(`receiptIds replays exactly those receipts; it cannot be combined with ${mixed.join(", ")}.`);
     const ids = request.receiptIds;
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_REPLAY_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
+    if (
+      !Array.isArray(ids) ||
+      ids.length === 0 ||
+      ids.length > MAX_REPLAY_IDS ||
+      !ids.every((id) => typeof id === "string" && isReceiptId(id))
+    ) {
       invalid(`receiptIds must be 1 to ${MAX_REPLAY_IDS} receipt ids.`);
     }
     return { kind: "ids", receiptIds: [...new Set(ids as string[])] };
   }
 
   const all = request.all;
-  if (all !== undefined && all !== true) invalid('"all" may only be true: it says the replay spans every source on purpose.');
+  if (all !== undefined && all !== true)
+    invalid('"all" may only be true: it says the replay spans every source on purpose.');
   const fields: Query = {};
   const after = request.after;
-  if (after !== undefined && (typeof after !== "string" || !isReceiptId(after))) invalid('"after" must be the "cursor" a previous bulk replay answered with.');
+  if (after !== undefined && (typeof after !== "string" || !isReceiptId(after)))
+    invalid('"after" must be the "cursor" a previous bulk replay answered with.');
   for (const name of ["source", "type", "since", "until", "limit"] as const) {
     const value = request[name];
     if (value === undefined) continue;
@@ -48,7 +57,10 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
     fields[name] = String(value);
   }
   const source = fields.source?.trim() || undefined;
-  if (source === undefined && all !== true) invalid(`A bulk replay needs its scope: name a "source", or send "all": true to replay every source's dead letters. ${USAGE}`);
+  if (source === undefined && all !== true)
+    invalid(
+      `A bulk replay needs its scope: name a "source", or send "all": true to replay every source's dead letters. ${USAGE}`,
+    );
   if (source !== undefined && all === true) invalid('Give either "source" or "all": true, not both.');
   return {
     kind: "filter",

@@ -2,17 +2,17 @@ import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
 import {
   DEFAULT_REPLAY_LIMIT,
+  type DeadReceiptFilter,
   oldestDeadMatching,
   ReplayFilterError,
-  replayDeadReceipts,
-  replayReceipt,
-  type DeadReceiptFilter,
   type ReplayMany,
   type ReplayOne,
   type ReplayRequester,
+  replayDeadReceipts,
+  replayReceipt,
 } from "../replay/replay";
+import { type ReplayDelivery, replayDelivery } from "../replay/replay-delivery";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import { replayDelivery, type ReplayDelivery } from "../replay/replay-delivery";
 import { groupByDatabase } from "./receipt-databases";
 
 /**
@@ -39,8 +39,16 @@ export interface BulkReplayReport {
 
 export const MAX_REPLAY_IDS = 100;
 
-export async function replayByIds(env: Env, receiptIds: readonly string[], requestedBy: ReplayRequester): Promise<BulkReplayReport> {
-  const databaseOf = new Map((await groupByDatabase(env, receiptIds)).flatMap((group) => group.receiptIds.map((receiptId) => [receiptId, group.env] as const)));
+export async function replayByIds(
+  env: Env,
+  receiptIds: readonly string[],
+  requestedBy: ReplayRequester,
+): Promise<BulkReplayReport> {
+  const databaseOf = new Map(
+    (await groupByDatabase(env, receiptIds)).flatMap((group) =>
+      group.receiptIds.map((receiptId) => [receiptId, group.env] as const),
+    ),
+  );
   const results: ReplayReport[] = [];
   // One at a time: each is a read, a guarded reset and an enqueue, and a bulk request must not burst D1.
   for (const receiptId of receiptIds) {
@@ -53,14 +61,23 @@ export async function replayByIds(env: Env, receiptIds: readonly string[], reque
 }
 
 /** One route's delivery of one receipt, in whichever database holds it (src/replay/replay-delivery.ts). */
-export async function replayRoute(env: Env, receiptId: string, route: string, requestedBy: ReplayRequester): Promise<ReplayDelivery> {
+export async function replayRoute(
+  env: Env,
+  receiptId: string,
+  route: string,
+  requestedBy: ReplayRequester,
+): Promise<ReplayDelivery> {
   const [group] = await groupByDatabase(env, [receiptId]);
   const outcome = await replayDelivery(group?.env ?? env, receiptId, route, Date.now(), requestedBy);
   logEvent("admin.replay", { mode: "route", route, replayed: outcome.kind === "replayed" ? 1 : 0 });
   return outcome;
 }
 
-export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<BulkReplayReport> {
+export async function replayDeadMatching(
+  env: Env,
+  filter: DeadReceiptFilter,
+  requestedBy: ReplayRequester,
+): Promise<BulkReplayReport> {
   let outcome;
   try {
     outcome = await replayDeadAcrossDatabases(env, filter, requestedBy);
@@ -83,11 +100,18 @@ export async function replayDeadMatching(env: Env, filter: DeadReceiptFilter, re
  * them all draw one boundary, and each database replays its own up to it, so one cursor continues every database
  * from the same place and none is skipped.
  */
-async function replayDeadAcrossDatabases(env: Env, filter: DeadReceiptFilter, requestedBy: ReplayRequester): Promise<ReplayMany> {
+async function replayDeadAcrossDatabases(
+  env: Env,
+  filter: DeadReceiptFilter,
+  requestedBy: ReplayRequester,
+): Promise<ReplayMany> {
   const databases = receiptDatabaseEnvs(env);
   if (databases.length === 1) return replayDeadReceipts(databases[0]!.env, filter, Date.now(), requestedBy);
   const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
-  const oldest = (await Promise.all(databases.map(({ env: databaseEnv }) => oldestDeadMatching(databaseEnv, filter)))).flat().sort().slice(0, limit);
+  const oldest = (await Promise.all(databases.map(({ env: databaseEnv }) => oldestDeadMatching(databaseEnv, filter))))
+    .flat()
+    .sort()
+    .slice(0, limit);
   const through = oldest.at(-1);
   if (through === undefined) return { replayed: 0, receiptIds: [], more: false, cursor: filter.after ?? null };
   const total: ReplayMany = { replayed: 0, receiptIds: [], more: false, cursor: through };

@@ -1,9 +1,9 @@
+import { and, eq } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { and, eq } from "drizzle-orm";
-import type { DeliveryControl } from "../gate/control";
 import { deliveryGate } from "../gate/client";
+import type { DeliveryControl } from "../gate/control";
 import type { GateDelivery, GateStatus } from "../gate/gate";
 import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
@@ -29,12 +29,23 @@ export interface RouteControlView {
 /** The source's route by name, when it has a gate; else the 4xx saying why not. */
 export function controlledRoute(env: Env, sourceName: string, routeName: string): { control: DeliveryControl } {
   const lookup = lookupSource(env, sourceName);
-  if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
-  if (lookup.kind === "invalid") throw apiError(409, "source_config_invalid", "This source's config is refused; fix it first (GET /admin/api/sources names the problems).");
+  if (lookup.kind === "unknown")
+    throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "invalid")
+    throw apiError(
+      409,
+      "source_config_invalid",
+      "This source's config is refused; fix it first (GET /admin/api/sources names the problems).",
+    );
   const route = lookup.source.route;
-  if (route.name !== routeName) throw apiError(404, "unknown_route", `This source has no route named ${routeName}; its route is ${route.name}.`);
+  if (route.name !== routeName)
+    throw apiError(404, "unknown_route", `This source has no route named ${routeName}; its route is ${route.name}.`);
   if (route.control === null) {
-    throw apiError(409, "route_not_controlled", `Route ${routeName} has no delivery control, so nothing can pause it: add paused = false to the route in config to make it pausable.`);
+    throw apiError(
+      409,
+      "route_not_controlled",
+      `Route ${routeName} has no delivery control, so nothing can pause it: add paused = false to the route in config to make it pausable.`,
+    );
   }
   return { control: route.control };
 }
@@ -57,9 +68,18 @@ export async function pauseRoute(env: Env, sourceName: string, routeName: string
  * back on the queue in one message per database, in that order. Should the send fail, each held delivery still comes
  * back by itself within the pause's recheck interval (src/gate/decide.ts).
  */
-export async function resumeRoute(env: Env, sourceName: string, routeName: string): Promise<RouteControlView & { resumed: number }> {
+export async function resumeRoute(
+  env: Env,
+  sourceName: string,
+  routeName: string,
+): Promise<RouteControlView & { resumed: number }> {
   const { control } = controlledRoute(env, sourceName, routeName);
-  if (control.paused) throw apiError(409, "paused_in_config", `Route ${routeName} is paused in config (paused = true): set paused = false and deploy to resume it.`);
+  if (control.paused)
+    throw apiError(
+      409,
+      "paused_in_config",
+      `Route ${routeName} is paused in config (paused = true): set paused = false and deploy to resume it.`,
+    );
   const { status, held } = await deliveryGate(env, sourceName, routeName).resume();
   for (const [binding, receiptIds] of consecutiveByDatabase(held)) {
     const databaseEnv = envForDatabase(env, binding);

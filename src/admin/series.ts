@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { database, type Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { ulidFloor } from "../lib/ulid";
 import { PICKUP_MS } from "./latency-sql";
 import { percentilesByGroup } from "./percentiles";
@@ -37,7 +37,10 @@ export type SourceSeries = Map<string, HourPoint[]>;
 export const HOUR_MS = 3_600_000;
 
 /** Per source and hour, from Analytics Engine: rejected deliveries and ack latency. */
-export type HourlyMetrics = Map<string, Map<number, { rejected: number; ackP50: number | null; ackP95: number | null }>>;
+export type HourlyMetrics = Map<
+  string,
+  Map<number, { rejected: number; ackP50: number | null; ackP95: number | null }>
+>;
 
 type SeriesOptions = { now?: number; hours?: number; onlySource?: string; metrics?: HourlyMetrics | null };
 
@@ -71,7 +74,9 @@ export async function hourlySeries(db: Database, options: SeriesOptions = {}): P
   const hours = options.hours ?? 24;
   const firstHour = Math.floor(now / HOUR_MS) * HOUR_MS - (hours - 1) * HOUR_MS;
   const range =
-    options.onlySource === undefined ? sql`r.id >= ${ulidFloor(firstHour)}` : sql`r.id >= ${ulidFloor(firstHour)} AND +r.source = ${options.onlySource}`;
+    options.onlySource === undefined
+      ? sql`r.id >= ${ulidFloor(firstHour)}`
+      : sql`r.id >= ${ulidFloor(firstHour)} AND +r.source = ${options.onlySource}`;
   // A dead receipt has no finish time of its own: its last attempt's end, or its arrival (the dead-letter queue).
   const diedAt = "COALESCE(r.attempt_started_at + COALESCE(r.attempt_duration_ms, 0), r.received_at)";
   // Integer division, written into the SQL so that it stays integer (a bound number could arrive as a REAL).
@@ -86,7 +91,10 @@ export async function hourlySeries(db: Database, options: SeriesOptions = {}): P
         ${hourOf(`CASE WHEN r.status = 'dead' THEN ${diedAt} ELSE r.processed_at END`)} AS hour,
         SUM(r.status = 'processed') AS processed, SUM(r.status = 'dead') AS dead
       FROM receipts r WHERE ${range} AND (r.status = 'dead' OR (r.status = 'processed' AND r.processed_at IS NOT NULL)) GROUP BY 1, 2`),
-    percentilesByGroup(db, sql`SELECT r.source || ' ' || ${hourOf("r.received_at")} AS grp, ${PICKUP_MS} AS value FROM receipts r WHERE ${range}`),
+    percentilesByGroup(
+      db,
+      sql`SELECT r.source || ' ' || ${hourOf("r.received_at")} AS grp, ${PICKUP_MS} AS value FROM receipts r WHERE ${range}`,
+    ),
     percentilesByGroup(
       db,
       sql`SELECT r.source || ' ' || ${hourOf("r.received_at")} AS grp, r.attempt_duration_ms AS value FROM receipts r
@@ -99,7 +107,9 @@ export async function hourlySeries(db: Database, options: SeriesOptions = {}): P
     if (hour < firstHour || hour > now) return undefined;
     let points = series.get(source);
     if (!points) {
-      points = Array.from({ length: hours }, (_, index) => emptyPoint(firstHour + index * HOUR_MS, options.metrics ? 0 : null));
+      points = Array.from({ length: hours }, (_, index) =>
+        emptyPoint(firstHour + index * HOUR_MS, options.metrics ? 0 : null),
+      );
       series.set(source, points);
     }
     return points[Math.round((hour - firstHour) / HOUR_MS)];
@@ -141,7 +151,19 @@ export function emptySeries(now: number, hours = 24, rejected: number | null = n
 }
 
 function emptyPoint(hour: number, rejected: number | null): HourPoint {
-  return { hour, received: 0, processed: 0, dead: 0, rejected, pickupP50: null, pickupP95: null, processingP50: null, processingP95: null, ackP50: null, ackP95: null };
+  return {
+    hour,
+    received: 0,
+    processed: 0,
+    dead: 0,
+    rejected,
+    pickupP50: null,
+    pickupP95: null,
+    processingP50: null,
+    processingP95: null,
+    ackP50: null,
+    ackP95: null,
+  };
 }
 
 function splitKey(key: string): [string, number] {

@@ -1,15 +1,24 @@
 import { sql } from "drizzle-orm";
-import { database, type Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { ulidFloor } from "../lib/ulid";
 import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
-import { percentilesByGroup, type Percentiles } from "./percentiles";
+import { type Percentiles, percentilesByGroup } from "./percentiles";
 import { databasesToRead, ownEntries } from "./receipt-databases";
 import type { SourceStats } from "./source-stats";
 
 /** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
 export type WindowCounts = Pick<
   SourceStats,
-  "source" | "received" | "processed" | "stale" | "skipped" | "dead" | "dismissed" | "pending" | "reconciled" | "replayed"
+  | "source"
+  | "received"
+  | "processed"
+  | "stale"
+  | "skipped"
+  | "dead"
+  | "dismissed"
+  | "pending"
+  | "reconciled"
+  | "replayed"
 >;
 
 /** What the stats read from the receipt databases, by source. */
@@ -31,7 +40,10 @@ export interface ReceiptNumbers {
  */
 export async function receiptNumbers(env: Env, since: number, onlySource?: string): Promise<ReceiptNumbers> {
   const perDatabase = await Promise.all(
-    databasesToRead(env, onlySource).map(async ({ binding, env: databaseEnv }) => ({ binding, numbers: await readDatabase(database(databaseEnv), since, onlySource) })),
+    databasesToRead(env, onlySource).map(async ({ binding, env: databaseEnv }) => ({
+      binding,
+      numbers: await readDatabase(database(databaseEnv), since, onlySource),
+    })),
   );
   const merged = <K extends keyof ReceiptNumbers>(key: K) =>
     ownEntries(
@@ -56,7 +68,8 @@ export async function receiptNumbers(env: Env, since: number, onlySource?: strin
  */
 async function readDatabase(db: Database, since: number, onlySource: string | undefined): Promise<ReceiptNumbers> {
   const fromId = ulidFloor(since);
-  const inWindow = onlySource === undefined ? sql`r.id >= ${fromId}` : sql`r.id >= ${fromId} AND +r.source = ${onlySource}`;
+  const inWindow =
+    onlySource === undefined ? sql`r.id >= ${fromId}` : sql`r.id >= ${fromId} AND +r.source = ${onlySource}`;
   // `+r.source` keeps SQLite on the id range: the (source, event_key) index would read the source's whole history.
   const bySource = (column: string) => sql.raw(`r.source AS ${column}`);
 
@@ -80,13 +93,18 @@ async function readDatabase(db: Database, since: number, onlySource: string | un
         SELECT r.source, r.received_at FROM receipts r WHERE r.next_attempt_at IS NOT NULL AND r.status IN ('pending', 'processing')
       ) GROUP BY source`),
     // Covered by the partial index receipts_dead (source, id) WHERE status = 'dead'.
-    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM receipts WHERE status = 'dead' GROUP BY source`),
-    db.all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`),
+    db.all<{ source: string; total: number }>(
+      sql`SELECT source, COUNT(*) AS total FROM receipts WHERE status = 'dead' GROUP BY source`,
+    ),
+    db.all<{ source: string; total: number }>(
+      sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`,
+    ),
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),
     percentilesByGroup(db, attemptDurations(bySource("grp"), inWindow)),
   ]);
-  const bySourceName = <T extends { source: string | null }, V>(rows: T[], value: (row: T) => V) => new Map(rows.map((row) => [row.source ?? "", value(row)]));
+  const bySourceName = <T extends { source: string | null }, V>(rows: T[], value: (row: T) => V) =>
+    new Map(rows.map((row) => [row.source ?? "", value(row)]));
   return {
     counts: bySourceName(windowCounts, (row) => row),
     oldestPending: bySourceName(pendingRows, (row) => row.oldest),

@@ -60,7 +60,11 @@ export const STATS_NOTES = {
 const LOCAL_REJECTIONS_NOTE =
   "Counted by this dev server in memory (wrangler dev keeps no Analytics Engine data to read back), since it started or last reloaded; a deployed Worker counts them in the METRICS dataset (docs/metrics.md).";
 
-async function duplicatesByHour(env: Env, sourceName: string, since: number): Promise<{ hour: number; deliveries: number }[]> {
+async function duplicatesByHour(
+  env: Env,
+  sourceName: string,
+  since: number,
+): Promise<{ hour: number; deliveries: number }[]> {
   const perHour = new Map<number, number>();
   const perShard = await Promise.all(shardsOf(env, sourceName).map((shard) => shard.duplicateCounts(since)));
   for (const row of perShard.flat()) {
@@ -86,7 +90,9 @@ export async function sourceStats(
   const since = now - windowMs;
   const [numbers, alertRows] = await Promise.all([
     receiptNumbers(env, since, options.onlySource),
-    database(env).all<{ source: string; total: number }>(sql`SELECT source, COUNT(*) AS total FROM alerts WHERE state = 'open' GROUP BY source`),
+    database(env).all<{ source: string; total: number }>(
+      sql`SELECT source, COUNT(*) AS total FROM alerts WHERE state = 'open' GROUP BY source`,
+    ),
   ]);
 
   let configured: string[] = [];
@@ -96,9 +102,25 @@ export async function sourceStats(
     // A broken SOURCES table must not hide the audit trail: fall back to the sources D1 knows.
   }
   const invalid = sourcesHealth(env).invalid;
-  const { counts, oldestPending: pendingBySource, deadTotal: deadBySource, quarantined, pickup, processing, attemptDuration } = numbers;
+  const {
+    counts,
+    oldestPending: pendingBySource,
+    deadTotal: deadBySource,
+    quarantined,
+    pickup,
+    processing,
+    attemptDuration,
+  } = numbers;
   const alertsBySource = new Map(alertRows.map((row) => [row.source ?? "", row.total]));
-  const names = [...new Set([...configured, ...Object.keys(invalid), ...counts.keys(), ...pendingBySource.keys(), ...deadBySource.keys()])]
+  const names = [
+    ...new Set([
+      ...configured,
+      ...Object.keys(invalid),
+      ...counts.keys(),
+      ...pendingBySource.keys(),
+      ...deadBySource.keys(),
+    ]),
+  ]
     .filter((name) => options.onlySource === undefined || name === options.onlySource)
     .sort();
   // Only a configured source can have live deliveries, so only its shards are asked.
@@ -115,7 +137,12 @@ export async function sourceStats(
     const oldestPendingAgeMs = oldestPending === null ? null : Math.max(0, now - oldestPending);
     const deadTotal = deadBySource.get(name) ?? 0;
     const openAlerts = alertsBySource.get(name) ?? 0;
-    const { health, reasons } = explainHealth({ deadTotal, openAlerts, oldestPendingAgeMs, configProblems: invalid[name]?.length ?? 0 });
+    const { health, reasons } = explainHealth({
+      deadTotal,
+      openAlerts,
+      oldestPendingAgeMs,
+      configProblems: invalid[name]?.length ?? 0,
+    });
     return {
       source: name,
       configured: configured.includes(name),

@@ -35,7 +35,10 @@ export async function storageSizes(env: Env, shardsOfSources: readonly string[] 
       ? null
       : Promise.all(
           shardsOfSources.flatMap((source) =>
-            shardsOf(env, source).map(async (stub, index) => ({ shard: shardName(source, index), bytes: await stub.storageBytes() })),
+            shardsOf(env, source).map(async (stub, index) => ({
+              shard: shardName(source, index),
+              bytes: await stub.storageBytes(),
+            })),
           ),
         ),
   ]);

@@ -3,7 +3,7 @@ import { healthAnswer } from "../monitor/health";
 import { systemMonitor } from "../monitor/report";
 import { sourcesHealth } from "../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../sources/secrets-set";
-import { configuredSources, storageSizes, type StorageSizes } from "./storage-sizes";
+import { configuredSources, type StorageSizes, storageSizes } from "./storage-sizes";
 
 /**
  * GET /admin/api/health: what GET /health says, with the details behind each reason — every incident the system
@@ -30,15 +30,23 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
   const missingSecrets = sourcesMissingSecrets(env, now);
   const expiredSecrets = sourcesWithExpiredSecrets(env, now);
   const relay = relaySettings(env);
-  const answer = healthAnswer(invalidSources, monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"], {
-    missingSecrets: [...missingSecrets.keys()],
-    expiredSecrets: [...expiredSecrets.keys()],
-    relaySettingsRefused: relay.problems.length > 0,
-  });
+  const answer = healthAnswer(
+    invalidSources,
+    monitorError === null ? open.map((alert) => alert.kind) : ["monitor-unreachable"],
+    {
+      missingSecrets: [...missingSecrets.keys()],
+      expiredSecrets: [...expiredSecrets.keys()],
+      relaySettingsRefused: relay.problems.length > 0,
+    },
+  );
   let storage: StorageSizes | null = null;
   try {
     const shardsOfSources =
-      onlySource === null ? null : onlySource === undefined ? configuredSources(env) : configuredSources(env).filter((name) => name === onlySource);
+      onlySource === null
+        ? null
+        : onlySource === undefined
+          ? configuredSources(env)
+          : configuredSources(env).filter((name) => name === onlySource);
     storage = await storageSizes(env, shardsOfSources);
   } catch {
     // A shard that does not answer must not hide the alerts; the sizes come back with it.

@@ -35,7 +35,11 @@ export function claimsForR2(claims: readonly PendingClaim[], thresholdOf: (sourc
  * source's threshold in bytes (src/sources/body-threshold.ts). Without a bucket nothing moves and every body stays
  * in D1. A failed put fails the relay: the shard keeps the claim and retries.
  */
-export async function storeLargeBodies(env: Bodies, claims: readonly PendingClaim[], thresholdOf: (source: string) => number): Promise<Set<string>> {
+export async function storeLargeBodies(
+  env: Bodies,
+  claims: readonly PendingClaim[],
+  thresholdOf: (source: string) => number,
+): Promise<Set<string>> {
   const bucket = bucketOf(env);
   if (!bucket) return new Set();
   const large = claimsForR2(claims, thresholdOf);
@@ -58,7 +62,10 @@ function objectMetadata(claim: PendingClaim): Record<string, string> {
     payloadSha256: claim.payloadSha256,
     receivedAt: String(claim.receivedAt),
   };
-  if (claim.keptHeaders !== null && new TextEncoder().encode(claim.keptHeaders).byteLength <= MAX_METADATA_HEADERS_BYTES) {
+  if (
+    claim.keptHeaders !== null &&
+    new TextEncoder().encode(claim.keptHeaders).byteLength <= MAX_METADATA_HEADERS_BYTES
+  ) {
     metadata.keptHeaders = claim.keptHeaders;
   }
   return metadata;

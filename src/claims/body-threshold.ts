@@ -5,6 +5,8 @@ import { lookupSource } from "../sources/registry";
 export function bodyThresholdOf(env: Pick<Env, "SOURCES">): (source: string) => number {
   return (name) => {
     const found = lookupSource(env, name);
-    return found.kind === "valid" ? r2BodyThreshold(found.source.options as Record<string, unknown>) : DEFAULT_R2_BODY_THRESHOLD;
+    return found.kind === "valid"
+      ? r2BodyThreshold(found.source.options as Record<string, unknown>)
+      : DEFAULT_R2_BODY_THRESHOLD;
   };
 }

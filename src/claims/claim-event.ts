@@ -1,8 +1,8 @@
-import { shardFor } from "./routing";
-import { claimKeyOf, type ClaimRequest, type ClaimResult, type Provenance } from "../model/claims";
 import { sha256Hex } from "../crypto/digest";
+import { type ClaimRequest, type ClaimResult, claimKeyOf, type Provenance } from "../model/claims";
 import type { EventIdentity } from "../providers/types";
 import type { SourceConfig } from "../sources/config";
+import { shardFor } from "./routing";
 
 export interface ClaimInput {
   source: SourceConfig;

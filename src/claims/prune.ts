@@ -71,7 +71,12 @@ export function pruneExpiredKeys(
     if (expired.length > 0) {
       storage.transactionSync(() => {
         for (const row of expired) {
-          execCounted(sql, "DELETE FROM event_claims WHERE relay_pending = 0 AND source = ? AND event_key = ?", row.source, row.event_key);
+          execCounted(
+            sql,
+            "DELETE FROM event_claims WHERE relay_pending = 0 AND source = ? AND event_key = ?",
+            row.source,
+            row.event_key,
+          );
         }
       });
       pruned += expired.length;

@@ -39,9 +39,14 @@ export function relaySettings(env: object): RelaySettings {
   const heldBack = secretValue(env, "RELAY_HELD_BACK");
   if (heldBack === "true" || heldBack === "1") {
     if (local) fullBatchWaits = true;
-    else problems.push('RELAY_HELD_BACK is for local runs only (LOCAL_DEVELOPMENT="true" in .dev.vars); it is ignored, and full batches relay at once.');
+    else
+      problems.push(
+        'RELAY_HELD_BACK is for local runs only (LOCAL_DEVELOPMENT="true" in .dev.vars); it is ignored, and full batches relay at once.',
+      );
   } else if (heldBack !== null && heldBack !== "false" && heldBack !== "0") {
-    problems.push(`RELAY_HELD_BACK is ${shown(heldBack)}: it takes "true" or "false"; it is ignored, and full batches relay at once.`);
+    problems.push(
+      `RELAY_HELD_BACK is ${shown(heldBack)}: it takes "true" or "false"; it is ignored, and full batches relay at once.`,
+    );
   }
 
   let delayMs = DEFAULT_RELAY_DELAY_MS;
@@ -50,7 +55,9 @@ export function relaySettings(env: object): RelaySettings {
   if (delay !== null) {
     const configured = /^\d{1,10}$/.test(delay) ? Number(delay) : Number.NaN;
     if (Number.isNaN(configured)) {
-      problems.push(`RELAY_DELAY_MS is ${shown(delay)}: it takes whole milliseconds; the default of ${DEFAULT_RELAY_DELAY_MS} ms is used.`);
+      problems.push(
+        `RELAY_DELAY_MS is ${shown(delay)}: it takes whole milliseconds; the default of ${DEFAULT_RELAY_DELAY_MS} ms is used.`,
+      );
     } else if (configured > bound) {
       delayMs = bound;
       problems.push(

@@ -1,4 +1,4 @@
-import { SourceConfigError, type ShardPlacement, type SourceConfig } from "../sources/config";
+import { type ShardPlacement, type SourceConfig, SourceConfigError } from "../sources/config";
 import { loadSources } from "../sources/registry";
 import type { ClaimShard } from "./shard";
 
@@ -53,7 +53,11 @@ export function stubOptions(placement: ShardPlacement): {
   };
 }
 
-function shardStub(env: Pick<Env, "CLAIM_SHARDS">, placement: ShardPlacement, name: string): DurableObjectStub<ClaimShard> {
+function shardStub(
+  env: Pick<Env, "CLAIM_SHARDS">,
+  placement: ShardPlacement,
+  name: string,
+): DurableObjectStub<ClaimShard> {
   const options = stubOptions(placement);
   const namespace = options.jurisdiction ? env.CLAIM_SHARDS.jurisdiction(options.jurisdiction) : env.CLAIM_SHARDS;
   const id = namespace.idFromName(name);

@@ -1,16 +1,23 @@
 import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
-import { count, countCursor, execCounted, meterReading, type MeterReading } from "../lib/meter";
-import { relaySettings } from "./relay-settings";
+import { count, countCursor, execCounted, type MeterReading, meterReading } from "../lib/meter";
 import { ulid } from "../lib/ulid";
-import { relayToD1 } from "../relay/relay";
-import { bodyThresholdOf } from "./body-threshold";
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  claimKeyOf,
+  type PendingClaim,
+  type PendingQuarantine,
+  type RelayReport,
+} from "../model/claims";
+import { isSameEvent } from "../model/same-event";
 import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
-import { isSameEvent } from "../model/same-event";
+import { relayToD1 } from "../relay/relay";
+import { bodyThresholdOf } from "./body-threshold";
 import { pruneExpiredKeys } from "./prune";
+import { relaySettings } from "./relay-settings";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
-import { claimKeyOf, type ClaimRequest, type ClaimResult, type PendingClaim, type PendingQuarantine, type RelayReport } from "../model/claims";
 
 /**
  * A claim shard owns a slice of one source's event keys. Durable Objects run one event at a time, and the
@@ -181,7 +188,11 @@ export class ClaimShard extends DurableObject<Env> {
       this.lastRelayFailureAt = Date.now();
       this.backedOffUntil = this.lastRelayFailureAt + backoffMs;
       await this.armRelay(backoffMs);
-      await this.watch.afterFailure(this.env, { failures, backlog: this.unrelayedCount(shardThresholds(this.env).backlog), storageBytes: this.sql.databaseSize });
+      await this.watch.afterFailure(this.env, {
+        failures,
+        backlog: this.unrelayedCount(shardThresholds(this.env).backlog),
+        storageBytes: this.sql.databaseSize,
+      });
       return;
     }
     this.clearFailures();
@@ -286,7 +297,11 @@ export class ClaimShard extends DurableObject<Env> {
    */
   pruneKeys(olderThan: number, readLimit = PRUNE_READ_LIMIT, keepKeys: readonly string[] = []): number {
     count("doRequests");
-    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, { readLimit, pageSize: PRUNE_PAGE, keep: new Set(keepKeys) });
+    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, {
+      readLimit,
+      pageSize: PRUNE_PAGE,
+      keep: new Set(keepKeys),
+    });
     execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
     execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return pruned;
@@ -356,7 +371,8 @@ export class ClaimShard extends DurableObject<Env> {
     }
     const keysPruned = this.pruneKeys(keyCutoff, pruneReadLimit, keepKeys);
     // Backlog and size, told to the system monitor only when they cross its thresholds (src/monitor/).
-    const backlog = remaining >= REMAINING_COUNT_CAP ? this.unrelayedCount(shardThresholds(this.env).backlog) : remaining;
+    const backlog =
+      remaining >= REMAINING_COUNT_CAP ? this.unrelayedCount(shardThresholds(this.env).backlog) : remaining;
     await this.watch.afterVisit(this.env, { backlog, storageBytes: this.sql.databaseSize });
     return { relayed, remaining, keysPruned };
   }
@@ -365,7 +381,10 @@ export class ClaimShard extends DurableObject<Env> {
    * What the shard still knows about one claim key (the event key, or the payload hash for an unsigned key): the
    * dedupe tombstone, for the reconciler's checks and tests.
    */
-  tombstone(source: string, claimKey: string): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
+  tombstone(
+    source: string,
+    claimKey: string,
+  ): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
     const row = execCounted<{ receipt_id: string; payload_sha256: string; has_body: number; relay_pending: number }>(
       this.sql,
       `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
@@ -374,7 +393,12 @@ export class ClaimShard extends DurableObject<Env> {
       claimKey,
     )[0];
     if (!row) return null;
-    return { receiptId: row.receipt_id, payloadSha256: row.payload_sha256, hasBody: row.has_body === 1, relayed: row.relay_pending === 0 };
+    return {
+      receiptId: row.receipt_id,
+      payloadSha256: row.payload_sha256,
+      hasBody: row.has_body === 1,
+      relayed: row.relay_pending === 0,
+    };
   }
 
   /** After a relay that worked: forgets the failure streak. True if there was one (the alarm was backed off). */
@@ -386,7 +410,9 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** A claim may probe a failing relay early: its backed-off alarm is far off and the last failure is not recent. */
   private probeDue(now: number): boolean {
-    return this.relayFailing && this.backedOffUntil - now > RELAY_PROBE_MS && now - this.lastRelayFailureAt >= RELAY_PROBE_MS;
+    return (
+      this.relayFailing && this.backedOffUntil - now > RELAY_PROBE_MS && now - this.lastRelayFailureAt >= RELAY_PROBE_MS
+    );
   }
 
   private bumpFailures(): number {
@@ -407,7 +433,11 @@ export class ClaimShard extends DurableObject<Env> {
 }
 
 /** Rows off a lazy cursor until the byte budget is spent: bodies past the budget are never read. */
-function withinBudget<Row extends { body: ArrayBuffer | null }>(sql: SqlStorage, query: string, ...bindings: unknown[]): Row[] {
+function withinBudget<Row extends { body: ArrayBuffer | null }>(
+  sql: SqlStorage,
+  query: string,
+  ...bindings: unknown[]
+): Row[] {
   const cursor = sql.exec(query, ...bindings);
   const taken: Row[] = [];
   let bytes = 0;

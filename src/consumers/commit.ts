@@ -1,14 +1,14 @@
-import { and, eq, inArray, isNotNull, isNull, sql, } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { attempts, receipts } from "../db/schema";
+import type { VersionGate } from "../handlers/types";
 import { logError } from "../lib/log";
 import { meteredD1 } from "../lib/meter";
-import { ABORT_UNLESS_CHANGED, batchUnlessEmpty, effectStatements, prepare } from "./statements";
-import { decide, type AttemptFacts, type Decision } from "./decide";
-import type { VersionGate } from "../handlers/types";
+import { type AttemptFacts, type Decision, decide } from "./decide";
+import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
 import type { ReceiptForWork } from "./load";
 import type { AttemptRun } from "./run";
-import { furtherDeliveryStatements, type FannedOut } from "./delivery-rows";
+import { ABORT_UNLESS_CHANGED, batchUnlessEmpty, effectStatements, prepare } from "./statements";
 
 /**
  * Writing what a consumer batch decided: every receipt's outcome, and every applied plan's effect, in one D1
@@ -33,15 +33,20 @@ export interface FinishedAttempt {
   fanOut?: FannedOut;
 }
 
-
 /** Commits every attempt, shared batch first; returns the decision each receipt ended with. */
 export async function commitAttempts(env: Env, finished: readonly FinishedAttempt[]): Promise<Map<string, Decision>> {
   const d1 = meteredD1(env.DB);
-  const decided = finished.map((attempt) => ({ attempt, decision: attempt.decided ?? decide(attempt.run.result, attempt.facts) }));
+  const decided = finished.map((attempt) => ({
+    attempt,
+    decision: attempt.decided ?? decide(attempt.run.result, attempt.facts),
+  }));
   const outcomes = new Map<string, Decision>();
   if (decided.length === 0) return outcomes;
   try {
-    await batchUnlessEmpty(d1, decided.flatMap(({ attempt, decision }) => statementsFor(d1, attempt, decision)));
+    await batchUnlessEmpty(
+      d1,
+      decided.flatMap(({ attempt, decision }) => statementsFor(d1, attempt, decision)),
+    );
     for (const { attempt, decision } of decided) outcomes.set(attempt.receipt.receiptId, decision);
     return outcomes;
   } catch (sharedFailure) {
@@ -58,7 +63,12 @@ export async function commitAttempts(env: Env, finished: readonly FinishedAttemp
   return outcomes;
 }
 
-async function commitAlone(env: Env, attempt: FinishedAttempt, decision: Decision, knownFailure: unknown): Promise<Decision> {
+async function commitAlone(
+  env: Env,
+  attempt: FinishedAttempt,
+  decision: Decision,
+  knownFailure: unknown,
+): Promise<Decision> {
   const d1 = meteredD1(env.DB);
   if (knownFailure === null) {
     try {
@@ -90,13 +100,17 @@ async function isCommitted(env: Env, attempt: FinishedAttempt): Promise<boolean>
   return row?.committedAt != null;
 }
 
-
 /**
  * Why an event's batch aborted, from stored state: committed by another run, lost its version gate, or failed. A
  * first attempt that fanned out is written again without its fan-out when another run's fan-out came first (that
  * run's deliveries stand), or with its further routes' effects left to their own deliveries when the abort was ours.
  */
-async function explainAbort(env: Env, attempt: FinishedAttempt, decision: Decision, failure: unknown): Promise<{ attempt: FinishedAttempt; decision: Decision }> {
+async function explainAbort(
+  env: Env,
+  attempt: FinishedAttempt,
+  decision: Decision,
+  failure: unknown,
+): Promise<{ attempt: FinishedAttempt; decision: Decision }> {
   const db = database(env);
   const [row] = await db
     .select({ committedAt: receipts.committedAt, filteredRoutes: receipts.filteredRoutes })
@@ -104,19 +118,29 @@ async function explainAbort(env: Env, attempt: FinishedAttempt, decision: Decisi
     .where(eq(receipts.receiptId, attempt.receipt.receiptId));
   if (attempt.fanOut && row && row.filteredRoutes !== null) {
     const alone = { ...attempt, fanOut: undefined };
-    return { attempt: alone, decision: row.committedAt != null ? decide({ status: "duplicate" }, attempt.facts) : decision };
+    return {
+      attempt: alone,
+      decision: row.committedAt != null ? decide({ status: "duplicate" }, attempt.facts) : decision,
+    };
   }
   const deferred = attempt.fanOut ? { ...attempt, fanOut: { ...attempt.fanOut, deferEffects: true } } : attempt;
   return { attempt: deferred, decision: await explainOwnAbort(attempt, row?.committedAt ?? null, failure) };
 }
 
-async function explainOwnAbort(attempt: FinishedAttempt, committedAt: number | null, failure: unknown): Promise<Decision> {
+async function explainOwnAbort(
+  attempt: FinishedAttempt,
+  committedAt: number | null,
+  failure: unknown,
+): Promise<Decision> {
   if (committedAt != null) return decide({ status: "duplicate" }, attempt.facts);
   const gate = attempt.run.plan?.versionGate;
   if (gate) {
     const stored = await storedVersion(gate);
     if (stored !== null && stored >= gate.version) {
-      const note = stored === gate.version && gate.orderedBy === "timestamp" ? "order unknown: same timestamp as the stored state; not applied" : undefined;
+      const note =
+        stored === gate.version && gate.orderedBy === "timestamp"
+          ? "order unknown: same timestamp as the stored state; not applied"
+          : undefined;
       return decide({ status: "stale", againstVersion: stored, note }, attempt.facts);
     }
   }
@@ -151,9 +175,15 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
   };
   const { fanOut } = attempt;
   // A fan-out is written once: by the first attempt to commit one (the guard aborts any other's batch).
-  const unclaimed = and(eq(receipts.receiptId, receipt.receiptId), isNull(receipts.committedAt), fanOut ? isNull(receipts.filteredRoutes) : undefined);
+  const unclaimed = and(
+    eq(receipts.receiptId, receipt.receiptId),
+    isNull(receipts.committedAt),
+    fanOut ? isNull(receipts.filteredRoutes) : undefined,
+  );
   const fanOutColumns = fanOut ? { route: fanOut.route, filteredRoutes: fanOut.filtered.join(",") } : {};
-  const fanOutRows = fanOut ? [prepare(d1, ABORT_UNLESS_CHANGED), ...furtherDeliveryStatements(d1, receipt.receiptId, fanOut)] : [];
+  const fanOutRows = fanOut
+    ? [prepare(d1, ABORT_UNLESS_CHANGED), ...furtherDeliveryStatements(d1, receipt.receiptId, fanOut)]
+    : [];
   // A failure is recorded only by the attempt that still holds the receipt: its lease (still `processing` at its
   // generation: once the lease was found run out, the receipt was handed on), or for a lease-free attempt the
   // generation it read (the first to finish moves it on).
@@ -170,7 +200,15 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
             d1,
             db
               .update(receipts)
-              .set({ ...attemptColumns, ...fanOutColumns, ...STAMPED_ENTRY, status: "skipped", processedAt: finishedAt, nextAttemptAt: null, lastError: result.reason.slice(0, 500) })
+              .set({
+                ...attemptColumns,
+                ...fanOutColumns,
+                ...STAMPED_ENTRY,
+                status: "skipped",
+                processedAt: finishedAt,
+                nextAttemptAt: null,
+                lastError: result.reason.slice(0, 500),
+              })
               .where(unclaimed),
           ),
           ...fanOutRows,
@@ -200,7 +238,13 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
         prepare(d1, ABORT_UNLESS_CHANGED),
         ...effectStatements(d1, result.status === "processed" ? attempt.run.plan : null),
         ...fanOutRows.slice(1),
-        ...ownRowOfLeased(d1, attempt, result.status, result.status === "stale" ? (result.note ?? null) : null, result.status === "processed" ? (result.httpStatus ?? null) : null),
+        ...ownRowOfLeased(
+          d1,
+          attempt,
+          result.status,
+          result.status === "stale" ? (result.note ?? null) : null,
+          result.status === "processed" ? (result.httpStatus ?? null) : null,
+        ),
       ];
     }
     case "nothing":
@@ -216,7 +260,13 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
               leaseUntil: null,
               nextAttemptAt: null,
             })
-            .where(and(eq(receipts.receiptId, receipt.receiptId), isNotNull(receipts.committedAt), inArray(receipts.status, ["pending", "processing"]))),
+            .where(
+              and(
+                eq(receipts.receiptId, receipt.receiptId),
+                isNotNull(receipts.committedAt),
+                inArray(receipts.status, ["pending", "processing"]),
+              ),
+            ),
         ),
         attemptRow(d1, attempt, "duplicate", decision.record.note, null),
       ];
@@ -239,7 +289,14 @@ function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decis
         ),
         // With a fan-out, the update either changed the receipt or aborted the batch: the attempt's number is its own.
         ...(fanOut ? fanOutRows.slice(0, 1) : []),
-        attemptRow(d1, attempt, decision.attempt.outcome, decision.attempt.error, decision.attempt.httpStatus, fanOut !== undefined),
+        attemptRow(
+          d1,
+          attempt,
+          decision.attempt.outcome,
+          decision.attempt.error,
+          decision.attempt.httpStatus,
+          fanOut !== undefined,
+        ),
         ...fanOutRows.slice(1),
       ];
   }
@@ -265,7 +322,14 @@ function ownRowOfLeased(
       d1,
       db
         .update(attempts)
-        .set({ startedAt: attempt.startedAt, finishedAt, outcome, httpStatus, error, durationMs: finishedAt - attempt.startedAt })
+        .set({
+          startedAt: attempt.startedAt,
+          finishedAt,
+          outcome,
+          httpStatus,
+          error,
+          durationMs: finishedAt - attempt.startedAt,
+        })
         .where(and(eq(attempts.receiptId, attempt.receipt.receiptId), eq(attempts.attemptNumber, attempt.generation))),
     ),
   ];
@@ -302,14 +366,27 @@ function attemptRow(
         .onConflictDoUpdate({ target: [attempts.receiptId, attempts.attemptNumber], set: outcomeColumns }),
     );
   }
-  if (numberIsOwn) return prepare(d1, db.insert(attempts).values({ ...row, attemptNumber: attempt.generation }).onConflictDoNothing());
+  if (numberIsOwn)
+    return prepare(
+      d1,
+      db
+        .insert(attempts)
+        .values({ ...row, attemptNumber: attempt.generation })
+        .onConflictDoNothing(),
+    );
   if (outcome === "duplicate") {
     // A lease-free duplicate run moves no generation on (the receipt's belongs to the run that committed): it takes
     // the next number after every attempt recorded so far. No lease is taken on a committed receipt, so no later
     // attempt wants that number.
     const attemptNumber = sql<number>`(SELECT MAX(${receipts.leaseGeneration}, COALESCE((SELECT MAX(${attempts.attemptNumber}) FROM ${attempts} WHERE ${attempts.receiptId} = ${receiptId}), 0)) + 1
           FROM ${receipts} WHERE ${receipts.receiptId} = ${receiptId})`;
-    return prepare(d1, db.insert(attempts).values({ ...row, attemptNumber }).onConflictDoNothing());
+    return prepare(
+      d1,
+      db
+        .insert(attempts)
+        .values({ ...row, attemptNumber })
+        .onConflictDoNothing(),
+    );
   }
   // A lease-free failure's number is the generation after the one it read, and it is its own only if its fenced
   // update (the statement just before this one) changed the receipt. Otherwise another run of that number finished

@@ -30,7 +30,11 @@ export interface AttemptFacts {
 
 export type Decision =
   /** The outcome commits with the effect (processed, stale) or alone (skipped); see commit.ts. */
-  | { kind: "commit"; result: Extract<AttemptResult, { status: "processed" | "skipped" | "stale" }>; queue: QueueVerdict }
+  | {
+      kind: "commit";
+      result: Extract<AttemptResult, { status: "processed" | "skipped" | "stale" }>;
+      queue: QueueVerdict;
+    }
   /** Nothing applied; `record` says whether the attempt is worth an attempts row (a duplicate run is). */
   | { kind: "nothing"; queue: QueueVerdict; record: { note: string } | null }
   | {
@@ -65,8 +69,17 @@ export function budgetStartOf(receipt: BudgetFacts): number {
  * (or max_age has passed) the receipt is dead without another run. The consumer that finds it and the cron's lease
  * return both decide it here, so neither can give a spent receipt one more run.
  */
-export function decideAbandoned(receipt: BudgetFacts, policy: RetryPolicy | undefined, now: number): { facts: AttemptFacts; decision: Decision } {
-  const facts = { policy, attemptNumberInRun: receipt.attempts, budgetStartedAt: budgetStartOf(receipt), finishedAt: now };
+export function decideAbandoned(
+  receipt: BudgetFacts,
+  policy: RetryPolicy | undefined,
+  now: number,
+): { facts: AttemptFacts; decision: Decision } {
+  const facts = {
+    policy,
+    attemptNumberInRun: receipt.attempts,
+    budgetStartedAt: budgetStartOf(receipt),
+    finishedAt: now,
+  };
   return { facts, decision: decide({ status: "unknown", error: ABANDONED_ATTEMPT }, facts) };
 }
 
@@ -77,9 +90,17 @@ export function decide(result: AttemptResult, facts: AttemptFacts): Decision {
     case "stale":
       return { kind: "commit", result, queue: { kind: "done", status: result.status } };
     case "duplicate":
-      return { kind: "nothing", queue: { kind: "done", status: "duplicate" }, record: { note: "already committed by an earlier run; nothing applied" } };
+      return {
+        kind: "nothing",
+        queue: { kind: "done", status: "duplicate" },
+        record: { note: "already committed by an earlier run; nothing applied" },
+      };
     case "leased-elsewhere":
-      return { kind: "nothing", queue: { kind: "retry", delaySeconds: clampQueueDelay(result.retryAfterSeconds) }, record: null };
+      return {
+        kind: "nothing",
+        queue: { kind: "retry", delaySeconds: clampQueueDelay(result.retryAfterSeconds) },
+        record: null,
+      };
     case "dead":
       return deadDecision(result.error, "dead", result.httpStatus ?? null);
     case "retry":
@@ -91,12 +112,20 @@ export function decide(result: AttemptResult, facts: AttemptFacts): Decision {
         const outcome = result.status === "unknown" ? "unknown" : "dead";
         return deadDecision(`gave up after ${facts.attemptNumberInRun} attempts: ${error}`, outcome, httpStatus);
       }
-      const delaySeconds = nextRetryDelaySeconds(policy, facts.attemptNumberInRun, result.status === "retry" ? (result.retryAfterSeconds ?? null) : null);
+      const delaySeconds = nextRetryDelaySeconds(
+        policy,
+        facts.attemptNumberInRun,
+        result.status === "retry" ? (result.retryAfterSeconds ?? null) : null,
+      );
       const nextAttemptAt = facts.finishedAt + delaySeconds * 1000;
       const deadline = facts.budgetStartedAt + (policy.maxAgeMs ?? Number.POSITIVE_INFINITY);
       if (nextAttemptAt > deadline) {
         const outcome = result.status === "unknown" ? "unknown" : "dead";
-        return deadDecision(`retry deadline (max_age) passed after ${facts.attemptNumberInRun} attempts: ${error}`, outcome, httpStatus);
+        return deadDecision(
+          `retry deadline (max_age) passed after ${facts.attemptNumberInRun} attempts: ${error}`,
+          outcome,
+          httpStatus,
+        );
       }
       return {
         kind: "fail",

@@ -1,5 +1,5 @@
 import { and, eq, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
-import { database, type Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { deliveries } from "../db/schema";
 import { logEvent } from "../lib/log";
@@ -8,10 +8,10 @@ import { enqueueWork } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
-import { deliveryOutcomeStatements, type DeliveryAttempt, type FannedOut } from "./delivery-rows";
+import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
-import { loadReceipts, readiness, type ReceiptForWork } from "./load";
-import { runDestination, type AttemptRun } from "./run";
+import { loadReceipts, type ReceiptForWork, readiness } from "./load";
+import { type AttemptRun, runDestination } from "./run";
 import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
 
@@ -39,7 +39,10 @@ export async function processDeliveries(
   const unique = [...new Set(receiptIds)];
   const [events, rows] = await Promise.all([
     loadReceipts(db, unique, env, true),
-    db.select().from(deliveries).where(and(inJsonList(deliveries.receiptId, unique), eq(deliveries.route, route))),
+    db
+      .select()
+      .from(deliveries)
+      .where(and(inJsonList(deliveries.receiptId, unique), eq(deliveries.route, route))),
   ]);
   const verdicts = new Map<string, QueueVerdict>();
   const ready: DeliveryForWork[] = [];
@@ -53,57 +56,125 @@ export async function processDeliveries(
     const delivery: DeliveryForWork = { ...event, ...row, replayedAt: row.replayedAt, route, filteredRoutes: null };
     const state = readiness(delivery, now);
     if (state.kind !== "ready") verdicts.set(receiptId, state.queue);
-    else if (broken.has(delivery.source)) verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
+    else if (broken.has(delivery.source))
+      verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
     else ready.push(delivery);
   }
-  const routeOf = (delivery: DeliveryForWork) => sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
-  const needsLease = ready.filter((delivery) => delivery.committedAt === null && (options.leaseEveryAttempt || delivery.status === "processing" || routeOf(delivery)?.destination.kind === "forward"));
-  const leased = await leaseDeliveries(db, route, needsLease.map((delivery) => delivery.receiptId), now);
+  const routeOf = (delivery: DeliveryForWork) =>
+    sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
+  const needsLease = ready.filter(
+    (delivery) =>
+      delivery.committedAt === null &&
+      (options.leaseEveryAttempt ||
+        delivery.status === "processing" ||
+        routeOf(delivery)?.destination.kind === "forward"),
+  );
+  const leased = await leaseDeliveries(
+    db,
+    route,
+    needsLease.map((delivery) => delivery.receiptId),
+    now,
+  );
 
   const finished: DeliveryAttempt[] = [];
   const attemptsBegan = Date.now();
   const clock = () => now + (Date.now() - attemptsBegan);
   await Promise.all(
     ready.map(async (delivery) => {
-      if (needsLease.includes(delivery) && !leased.has(delivery.receiptId)) return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
+      if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
+        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
       const source = sources.get(delivery.source);
       const heldGeneration = leased.get(delivery.receiptId) ?? null;
-      const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
-      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now)) return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
-      const facts = { policy: source?.retry, attemptNumberInRun: delivery.attempts + 1, budgetStartedAt: budgetStartOf(delivery) };
+      const limits = {
+        invocationEndsBy,
+        leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
+      };
+      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now))
+        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+      const facts = {
+        policy: source?.retry,
+        attemptNumberInRun: delivery.attempts + 1,
+        budgetStartedAt: budgetStartOf(delivery),
+      };
       // A delivery still `processing` was abandoned by a consumer that died: that attempt was counted when it took
       // its lease, and once the count spends the retries the delivery is dead without another run (a poison event
       // cannot loop).
-      const abandoned = delivery.status === "processing" ? decideAbandoned(delivery, source?.retry, now).decision : null;
+      const abandoned =
+        delivery.status === "processing" ? decideAbandoned(delivery, source?.retry, now).decision : null;
       const configured = routeOf(delivery);
       let run: AttemptRun;
       if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
-      else if (abandoned?.kind === "fail" && abandoned.receiptStatus === "dead") run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
-      else if (!configured) run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
-      else run = await runDestination(env, configured, delivery, now, new LazyLease(async () => (await leaseDeliveries(db, route, [delivery.receiptId], now)).get(delivery.receiptId) ?? null, heldGeneration), true);
+      else if (abandoned?.kind === "fail" && abandoned.receiptStatus === "dead")
+        run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
+      else if (!configured)
+        run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
+      else
+        run = await runDestination(
+          env,
+          configured,
+          delivery,
+          now,
+          new LazyLease(
+            async () => (await leaseDeliveries(db, route, [delivery.receiptId], now)).get(delivery.receiptId) ?? null,
+            heldGeneration,
+          ),
+          true,
+        );
       const finishedAt = clock();
-      const decision = run.result.status === "unknown" && run.result.error === ABANDONED_ATTEMPT && abandoned ? abandoned : decide(run.result, { ...facts, finishedAt });
-      finished.push({ receiptId: delivery.receiptId, route, run, decision, startedAt: now, finishedAt, generation: heldGeneration ?? delivery.leaseGeneration + 1, leased: heldGeneration !== null });
+      const decision =
+        run.result.status === "unknown" && run.result.error === ABANDONED_ATTEMPT && abandoned
+          ? abandoned
+          : decide(run.result, { ...facts, finishedAt });
+      finished.push({
+        receiptId: delivery.receiptId,
+        route,
+        run,
+        decision,
+        startedAt: now,
+        finishedAt,
+        generation: heldGeneration ?? delivery.leaseGeneration + 1,
+        leased: heldGeneration !== null,
+      });
     }),
   );
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
-  for (const attempt of finished) logEvent("attempt", { source: events.find((row) => row.receiptId === attempt.receiptId)?.source, receipt: attempt.receiptId, route, outcome: attempt.run.result.status, error: attempt.decision.kind === "fail" ? attempt.decision.lastError : null });
+  for (const attempt of finished)
+    logEvent("attempt", {
+      source: events.find((row) => row.receiptId === attempt.receiptId)?.source,
+      receipt: attempt.receiptId,
+      route,
+      outcome: attempt.run.result.status,
+      error: attempt.decision.kind === "fail" ? attempt.decision.lastError : null,
+    });
   return verdicts;
 }
 
 /** Leases every delivery of `route` among `receiptIds` that is free to take, counting its attempt; returns each generation. */
-async function leaseDeliveries(db: Database, route: string, receiptIds: readonly string[], now: number): Promise<Map<string, number>> {
+async function leaseDeliveries(
+  db: Database,
+  route: string,
+  receiptIds: readonly string[],
+  now: number,
+): Promise<Map<string, number>> {
   if (receiptIds.length === 0) return new Map();
   const rows = await db
     .update(deliveries)
-    .set({ status: "processing", leaseUntil: now + LEASE_MS, leaseGeneration: sql`${deliveries.leaseGeneration} + 1`, attempts: sql`${deliveries.attempts} + 1` })
+    .set({
+      status: "processing",
+      leaseUntil: now + LEASE_MS,
+      leaseGeneration: sql`${deliveries.leaseGeneration} + 1`,
+      attempts: sql`${deliveries.attempts} + 1`,
+    })
     .where(
       and(
         inJsonList(deliveries.receiptId, receiptIds),
         eq(deliveries.route, route),
         isNull(deliveries.committedAt),
         or(
-          and(eq(deliveries.status, "pending"), or(isNull(deliveries.nextAttemptAt), lte(deliveries.nextAttemptAt, now))),
+          and(
+            eq(deliveries.status, "pending"),
+            or(isNull(deliveries.nextAttemptAt), lte(deliveries.nextAttemptAt, now)),
+          ),
           and(eq(deliveries.status, "processing"), lt(deliveries.leaseUntil, now)),
         ),
       ),
@@ -117,7 +188,10 @@ async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]):
   const d1 = meteredD1(env.DB);
   const verdicts = new Map<string, QueueVerdict>();
   try {
-    await batchUnlessEmpty(d1, finished.flatMap((attempt) => deliveryOutcomeStatements(d1, attempt)));
+    await batchUnlessEmpty(
+      d1,
+      finished.flatMap((attempt) => deliveryOutcomeStatements(d1, attempt)),
+    );
     for (const attempt of finished) verdicts.set(attempt.receiptId, attempt.decision.queue);
     return verdicts;
   } catch {
@@ -128,13 +202,24 @@ async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]):
       await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, attempt));
       verdicts.set(attempt.receiptId, attempt.decision.queue);
     } catch (error) {
-      const [row] = await database(env).select({ committedAt: deliveries.committedAt }).from(deliveries).where(and(eq(deliveries.receiptId, attempt.receiptId), eq(deliveries.route, attempt.route)));
+      const [row] = await database(env)
+        .select({ committedAt: deliveries.committedAt })
+        .from(deliveries)
+        .where(and(eq(deliveries.receiptId, attempt.receiptId), eq(deliveries.route, attempt.route)));
       if (row?.committedAt != null) {
         verdicts.set(attempt.receiptId, { kind: "done", status: "duplicate" });
         continue;
       }
       // The effect could not be written (its version gate, or D1): retried on the delivery's schedule.
-      const failed = decide({ status: "retry", error: `commit failed: ${error instanceof Error ? error.message : String(error)}` }, { policy: undefined, attemptNumberInRun: 1, budgetStartedAt: attempt.finishedAt, finishedAt: attempt.finishedAt });
+      const failed = decide(
+        { status: "retry", error: `commit failed: ${error instanceof Error ? error.message : String(error)}` },
+        {
+          policy: undefined,
+          attemptNumberInRun: 1,
+          budgetStartedAt: attempt.finishedAt,
+          finishedAt: attempt.finishedAt,
+        },
+      );
       await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, { ...attempt, decision: failed }));
       verdicts.set(attempt.receiptId, failed.queue);
     }
@@ -147,7 +232,10 @@ async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]):
  * its route, with its own delay. Should the send fail, the delivery is pending in D1 with a due time: the cron's
  * re-drive finds it (src/reconcile/redrive.ts).
  */
-export async function sendDeliveryRetries(env: Env, fannedOut: readonly { receipt: ReceiptForWork; fanOut: FannedOut }[]): Promise<void> {
+export async function sendDeliveryRetries(
+  env: Env,
+  fannedOut: readonly { receipt: ReceiptForWork; fanOut: FannedOut }[],
+): Promise<void> {
   const groups = new Map<string, { source: string; route: string; delaySeconds: number; receiptIds: string[] }>();
   for (const { receipt, fanOut } of fannedOut) {
     for (const delivery of fanOut.further) {
@@ -159,21 +247,34 @@ export async function sendDeliveryRetries(env: Env, fannedOut: readonly { receip
       groups.set(key, group);
     }
   }
-  for (const { source, route, delaySeconds, receiptIds } of groups.values()) await enqueueWork(env, source, receiptIds, delaySeconds, { route });
+  for (const { source, route, delaySeconds, receiptIds } of groups.values())
+    await enqueueWork(env, source, receiptIds, delaySeconds, { route });
 }
 
 /** The delay of a further delivery's next message, or null when its first attempt finished it. */
 function retryDelayOf(delivery: FannedOut["further"][number]): number | null {
   const { decision } = delivery;
-  if (decision.kind === "commit") return decision.result.status === "processed" && delivery.run.plan?.versionGate ? 0 : null;
+  if (decision.kind === "commit")
+    return decision.result.status === "processed" && delivery.run.plan?.versionGate ? 0 : null;
   return decision.queue.kind === "retry" ? decision.queue.delaySeconds : null;
 }
 
 /** The dead-letter queue gave up on these deliveries' message: those still waiting or leased are dead (replayable). */
-export async function markDeliveriesDead(env: Env, route: string, receiptIds: readonly string[], error: string): Promise<void> {
+export async function markDeliveriesDead(
+  env: Env,
+  route: string,
+  receiptIds: readonly string[],
+  error: string,
+): Promise<void> {
   if (receiptIds.length === 0) return;
   await database(env)
     .update(deliveries)
     .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
-    .where(and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route), inArray(deliveries.status, ["pending", "processing"])));
+    .where(
+      and(
+        inJsonList(deliveries.receiptId, receiptIds),
+        eq(deliveries.route, route),
+        inArray(deliveries.status, ["pending", "processing"]),
+      ),
+    );
 }

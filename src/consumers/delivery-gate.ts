@@ -2,12 +2,12 @@ import { and, eq } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { askGates, tellGates, type GatedDelivery } from "../gate/client";
+import { askGates, type GatedDelivery, tellGates } from "../gate/client";
 import type { AttemptVerdict } from "../gate/decide";
 import { logError, logEvent } from "../lib/log";
-import { databaseBindingIn } from "../sources/databases";
 import type { SourceConfig } from "../sources/config";
-import { clampQueueDelay, type AttemptResult, type QueueVerdict } from "./decide";
+import { databaseBindingIn } from "../sources/databases";
+import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
 import { LEASE_MS } from "./lease";
 
 /**
@@ -32,7 +32,13 @@ export function gatedDelivery({ receiptId, source, config }: DeliveryToAdmit): G
  * the gate said (so the re-drive counts their message alive), with a queue verdict to come back then. Nothing about
  * their attempts or retry budget changes. Returns the waiting ones' verdicts; every other delivery may go.
  */
-export async function admitDeliveries(env: Env, db: Database, deliveries: readonly DeliveryToAdmit[], now: number, atOnce: number): Promise<Map<string, QueueVerdict>> {
+export async function admitDeliveries(
+  env: Env,
+  db: Database,
+  deliveries: readonly DeliveryToAdmit[],
+  now: number,
+  atOnce: number,
+): Promise<Map<string, QueueVerdict>> {
   const gated = deliveries.map(gatedDelivery);
   if (gated.every((delivery) => delivery.control === null)) return new Map();
   const holds = await askGates(env, gated, databaseBindingIn(env), now, { slotMs: LEASE_MS, atOnce });
@@ -49,10 +55,16 @@ export async function admitDeliveries(env: Env, db: Database, deliveries: readon
 }
 
 /** Tells the gates how the admitted attempts ended. A gate that does not answer is logged: its slots expire on their own. */
-export async function releaseDeliveries(env: Env, finished: readonly (DeliveryToAdmit & { result: AttemptResult | null })[], now: number): Promise<void> {
+export async function releaseDeliveries(
+  env: Env,
+  finished: readonly (DeliveryToAdmit & { result: AttemptResult | null })[],
+  now: number,
+): Promise<void> {
   const gated = finished.map((delivery) => ({ ...gatedDelivery(delivery), verdict: attemptVerdict(delivery.result) }));
   if (gated.every((delivery) => delivery.control === null)) return;
-  await tellGates(env, gated, now).catch((error) => logError("gate.release_failed", error, { deliveries: gated.length }));
+  await tellGates(env, gated, now).catch((error) =>
+    logError("gate.release_failed", error, { deliveries: gated.length }),
+  );
 }
 
 /**

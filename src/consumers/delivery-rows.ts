@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql, type SQL } from "drizzle-orm";
+import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { deliveries } from "../db/schema";
 import type { Decision } from "./decide";
@@ -38,10 +38,26 @@ function outcomeColumns(decision: Decision, finishedAt: number, deferred: boolea
   if (deferred || decision.kind === "nothing") {
     // Not attempted for good: due again (after the lease race's delay, or at once), its attempt not counted.
     const delaySeconds = decision.queue.kind === "retry" ? decision.queue.delaySeconds : 0;
-    return { status: "pending" as const, nextAttemptAt: finishedAt + delaySeconds * 1000, committedAt: null, processedAt: null, lastError: null, httpStatus: null, counted: false };
+    return {
+      status: "pending" as const,
+      nextAttemptAt: finishedAt + delaySeconds * 1000,
+      committedAt: null,
+      processedAt: null,
+      lastError: null,
+      httpStatus: null,
+      counted: false,
+    };
   }
   if (decision.kind === "fail") {
-    return { status: decision.receiptStatus, nextAttemptAt: decision.nextAttemptAt, committedAt: null, processedAt: null, lastError: decision.lastError, httpStatus: decision.attempt.httpStatus, counted: true };
+    return {
+      status: decision.receiptStatus,
+      nextAttemptAt: decision.nextAttemptAt,
+      committedAt: null,
+      processedAt: null,
+      lastError: decision.lastError,
+      httpStatus: decision.attempt.httpStatus,
+      counted: true,
+    };
   }
   const { result } = decision;
   return {
@@ -49,7 +65,12 @@ function outcomeColumns(decision: Decision, finishedAt: number, deferred: boolea
     nextAttemptAt: null,
     committedAt: result.status === "skipped" ? null : finishedAt,
     processedAt: finishedAt,
-    lastError: result.status === "skipped" ? result.reason.slice(0, 500) : result.status === "stale" ? (result.note ?? null) : null,
+    lastError:
+      result.status === "skipped"
+        ? result.reason.slice(0, 500)
+        : result.status === "stale"
+          ? (result.note ?? null)
+          : null,
     httpStatus: result.status === "processed" ? (result.httpStatus ?? null) : null,
     counted: true,
   };
@@ -58,7 +79,13 @@ function outcomeColumns(decision: Decision, finishedAt: number, deferred: boolea
 /** A further delivery's effect is written with its first attempt only when nothing can abort it on its own. */
 function effectNow(delivery: FurtherDelivery, deferEffects: boolean): boolean {
   const plan = delivery.run.plan;
-  return delivery.decision.kind === "commit" && delivery.decision.result.status === "processed" && !!plan && !plan.versionGate && !(deferEffects && plan.statements.length > 0);
+  return (
+    delivery.decision.kind === "commit" &&
+    delivery.decision.result.status === "processed" &&
+    !!plan &&
+    !plan.versionGate &&
+    !(deferEffects && plan.statements.length > 0)
+  );
 }
 
 /** The first attempt's row of every further route, and the effects of those that applied. */
@@ -110,7 +137,14 @@ export function deliveryOutcomeStatements(d1: D1Database, attempt: DeliveryAttem
     attemptStartedAt: attempt.startedAt,
     attemptDurationMs: attempt.finishedAt - attempt.startedAt,
   };
-  const update = (where: SQL | undefined) => prepare(d1, db.update(deliveries).set({ ...attemptColumns, ...columns }).where(where));
+  const update = (where: SQL | undefined) =>
+    prepare(
+      d1,
+      db
+        .update(deliveries)
+        .set({ ...attemptColumns, ...columns })
+        .where(where),
+    );
   if (decision.kind === "fail") {
     const stillOurs = attempt.leased
       ? and(unclaimed, eq(deliveries.leaseGeneration, attempt.generation), eq(deliveries.status, "processing"))
@@ -118,5 +152,9 @@ export function deliveryOutcomeStatements(d1: D1Database, attempt: DeliveryAttem
     return [update(stillOurs)];
   }
   if (decision.result.status === "skipped") return [update(unclaimed)];
-  return [update(unclaimed), prepare(d1, ABORT_UNLESS_CHANGED), ...effectStatements(d1, decision.result.status === "processed" ? attempt.run.plan : null)];
+  return [
+    update(unclaimed),
+    prepare(d1, ABORT_UNLESS_CHANGED),
+    ...effectStatements(d1, decision.result.status === "processed" ? attempt.run.plan : null),
+  ];
 }

@@ -1,4 +1,10 @@
-import { OutcomeUnknown, PermanentFailure, TransientFailure, type ExternalCall, type HandlerContext } from "../handlers/types";
+import {
+  type ExternalCall,
+  type HandlerContext,
+  OutcomeUnknown,
+  PermanentFailure,
+  TransientFailure,
+} from "../handlers/types";
 import { MAX_DESTINATION_TIMEOUT_MS } from "../sources/config";
 import { sendOutbound } from "./outbound";
 
@@ -17,7 +23,10 @@ export function outboundIdempotencyKey(receiptId: string, purpose?: string): str
  * MAX_DESTINATION_TIMEOUT_MS, and never more than what is left of the attempt's budget. Pure.
  */
 export function externalCallTimeoutMs(requestedMs: number | undefined, remainingBudgetMs: number): number {
-  return Math.max(0, Math.min(requestedMs ?? DEFAULT_EXTERNAL_TIMEOUT_MS, MAX_DESTINATION_TIMEOUT_MS, remainingBudgetMs));
+  return Math.max(
+    0,
+    Math.min(requestedMs ?? DEFAULT_EXTERNAL_TIMEOUT_MS, MAX_DESTINATION_TIMEOUT_MS, remainingBudgetMs),
+  );
 }
 
 /**

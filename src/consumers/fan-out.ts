@@ -32,14 +32,20 @@ export type RouteChoice =
   /** The route this receipt was given is no longer configured. */
   | { kind: "gone"; name: string };
 
-export function chooseRoute(source: SourceConfig, recorded: RecordedRoute, event: RoutedEvent | null, committed: boolean): RouteChoice {
+export function chooseRoute(
+  source: SourceConfig,
+  recorded: RecordedRoute,
+  event: RoutedEvent | null,
+  committed: boolean,
+): RouteChoice {
   if (recorded.route !== null) {
     const route = source.routes.find(({ rules }) => rules.name === recorded.route);
     return route ? { kind: "recorded", route } : { kind: "gone", name: recorded.route };
   }
   // A one-route source, an outcome already committed, a body no longer kept, or a fan-out already done (every route
   // filtered out): the first route, as before routes were many.
-  if (source.routes.length === 1 || committed || event === null || recorded.filteredRoutes !== null) return { kind: "recorded", route: source.routes[0]! };
+  if (source.routes.length === 1 || committed || event === null || recorded.filteredRoutes !== null)
+    return { kind: "recorded", route: source.routes[0]! };
   return { kind: "fan-out", fanOut: fanOut(source.routes, event) };
 }
 
@@ -56,5 +62,7 @@ export function fanOut(routes: readonly SourceRoute[], event: RoutedEvent): FanO
 
 /** The skip reason of an event no route wanted. */
 export function filteredOutReason(filtered: readonly string[]): string {
-  return filtered.length === 1 ? `filtered out by route ${filtered[0]}` : `filtered out by routes ${filtered.join(", ")}`;
+  return filtered.length === 1
+    ? `filtered out by route ${filtered[0]}`
+    : `filtered out by routes ${filtered.join(", ")}`;
 }

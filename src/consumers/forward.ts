@@ -1,5 +1,5 @@
 import { signStandardWebhook } from "../providers/standard-webhooks";
-import { sendOutbound, type OutboundResult } from "./outbound";
+import { type OutboundResult, sendOutbound } from "./outbound";
 
 /**
  * HTTP forward to the user's backend, signed with the Standard Webhooks scheme under the gateway secret.
@@ -37,7 +37,11 @@ export function eventHeader(name: string, value: string): Record<string, string>
   return PLAIN_HEADER_VALUE.test(value) ? { [name]: value } : { [`${name}-encoded`]: encodeURIComponent(value) };
 }
 
-export async function forward(request: ForwardRequest, signingSecret: string, now = Date.now()): Promise<ForwardResult> {
+export async function forward(
+  request: ForwardRequest,
+  signingSecret: string,
+  now = Date.now(),
+): Promise<ForwardResult> {
   const timestamp = Math.floor(now / 1000);
   const signature = await signStandardWebhook(signingSecret, request.deliveryId, timestamp, request.body);
   const result = await sendOutbound(

@@ -1,6 +1,6 @@
-import { and, eq, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
-import { inJsonList, inJsonPairs } from "../db/id-list";
+import { and, eq, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
+import { inJsonList, inJsonPairs } from "../db/id-list";
 import { attempts, receipts } from "../db/schema";
 import { PROCESSING_LEASE_MS } from "../sources/config";
 import { ABANDONED_ATTEMPT } from "./decide";
@@ -21,7 +21,6 @@ export const LEASE_MS = PROCESSING_LEASE_MS;
 /** Retry-soon delay for a receipt whose lease another consumer took a moment ago. */
 export const LEASE_RACE_RETRY_SECONDS = 5;
 
-
 /** A lease that ran out under an attempt that never finished, as the consumer that takes the receipt over read it. */
 export interface AbandonedLease {
   receiptId: string;
@@ -39,11 +38,21 @@ export class LeasedElsewhere extends Error {
  * over an `abandoned` lease records the attempt that held it as `unknown` in the same D1 call, only where the
  * takeover happened (its generation is then the next one): it may or may not have reached its destination.
  */
-export async function leaseReceipts(db: Database, receiptIds: readonly string[], now: number, abandoned: readonly AbandonedLease[] = []): Promise<Map<string, number>> {
+export async function leaseReceipts(
+  db: Database,
+  receiptIds: readonly string[],
+  now: number,
+  abandoned: readonly AbandonedLease[] = [],
+): Promise<Map<string, number>> {
   if (receiptIds.length === 0) return new Map();
   const lease = db
     .update(receipts)
-    .set({ status: "processing", leaseUntil: now + LEASE_MS, leaseGeneration: sql`${receipts.leaseGeneration} + 1`, attempts: sql`${receipts.attempts} + 1` })
+    .set({
+      status: "processing",
+      leaseUntil: now + LEASE_MS,
+      leaseGeneration: sql`${receipts.leaseGeneration} + 1`,
+      attempts: sql`${receipts.attempts} + 1`,
+    })
     .where(
       and(
         inJsonList(receipts.receiptId, receiptIds),
@@ -58,7 +67,11 @@ export async function leaseReceipts(db: Database, receiptIds: readonly string[],
   const presumedLost = abandoned.map(({ receiptId, generation, leaseUntil }) =>
     abandonedAttemptRows(
       db,
-      and(eq(receipts.receiptId, receiptId), eq(receipts.leaseGeneration, generation + 1), eq(receipts.status, "processing")),
+      and(
+        eq(receipts.receiptId, receiptId),
+        eq(receipts.leaseGeneration, generation + 1),
+        eq(receipts.status, "processing"),
+      ),
       sql<number>`${generation}`,
       sql<number>`${(leaseUntil ?? now) - LEASE_MS}`,
       now,
@@ -73,7 +86,13 @@ export async function leaseReceipts(db: Database, receiptIds: readonly string[],
  * before it finished. A presumption: it never replaces a row, and the attempt's own outcome, should it still
  * arrive, replaces it (commit.ts).
  */
-export function abandonedAttemptRows(db: Database, where: SQL | undefined, generation: SQL<number>, startedAt: SQL<number>, now: number) {
+export function abandonedAttemptRows(
+  db: Database,
+  where: SQL | undefined,
+  generation: SQL<number>,
+  startedAt: SQL<number>,
+  now: number,
+) {
   return db
     .insert(attempts)
     .select(
@@ -99,7 +118,10 @@ export function abandonedAttemptRows(db: Database, where: SQL | undefined, gener
  * receipt is pending again at once, and the attempt its lease counted is taken back. Fenced by generation, so a lease that has since passed to another consumer
  * is left alone.
  */
-export async function releaseLeases(db: Database, held: readonly { receiptId: string; generation: number }[]): Promise<void> {
+export async function releaseLeases(
+  db: Database,
+  held: readonly { receiptId: string; generation: number }[],
+): Promise<void> {
   if (held.length === 0) return;
   await db
     .update(receipts)
@@ -108,7 +130,11 @@ export async function releaseLeases(db: Database, held: readonly { receiptId: st
       and(
         isNull(receipts.committedAt),
         eq(receipts.status, "processing"),
-        inJsonPairs(receipts.receiptId, receipts.leaseGeneration, held.map(({ receiptId, generation }) => [receiptId, generation] as const)),
+        inJsonPairs(
+          receipts.receiptId,
+          receipts.leaseGeneration,
+          held.map(({ receiptId, generation }) => [receiptId, generation] as const),
+        ),
       ),
     );
 }
@@ -129,7 +155,10 @@ export class LazyLease {
 
   /** The receipt's own lease. */
   static onReceipt(db: Database, receiptId: string, now: number, heldGeneration: number | null): LazyLease {
-    return new LazyLease(async () => (await leaseReceipts(db, [receiptId], now)).get(receiptId) ?? null, heldGeneration);
+    return new LazyLease(
+      async () => (await leaseReceipts(db, [receiptId], now)).get(receiptId) ?? null,
+      heldGeneration,
+    );
   }
 
   get heldGeneration(): number | null {

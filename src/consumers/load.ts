@@ -1,7 +1,7 @@
-import { inJsonList } from "../db/id-list";
-import type { Database } from "../db/client";
-import { receipts } from "../db/schema";
 import { readStoredBodies } from "../bodies/stored-bodies";
+import type { Database } from "../db/client";
+import { inJsonList } from "../db/id-list";
+import { receipts } from "../db/schema";
 import type { EventFacts } from "../model/claims";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
@@ -27,7 +27,12 @@ export interface ReceiptForWork extends EventFacts {
  * `bodies` is where large bodies live (the BODIES bucket): read back for receipts that may still be attempted, or for
  * every receipt when `everyBody` (a further route's delivery runs whatever the receipt's own status).
  */
-export async function loadReceipts(db: Database, receiptIds: readonly string[], bodies: { BODIES?: R2Bucket } = {}, everyBody = false): Promise<ReceiptForWork[]> {
+export async function loadReceipts(
+  db: Database,
+  receiptIds: readonly string[],
+  bodies: { BODIES?: R2Bucket } = {},
+  everyBody = false,
+): Promise<ReceiptForWork[]> {
   if (receiptIds.length === 0) return [];
   const rows = await db
     .select({
@@ -55,15 +60,23 @@ export async function loadReceipts(db: Database, receiptIds: readonly string[], 
     .from(receipts)
     .where(inJsonList(receipts.receiptId, receiptIds));
   // A finished receipt is never attempted again: its body stays where it is.
-  const inR2 = rows.filter((row) => row.bodyLocation !== null && (everyBody || row.status === "pending" || row.status === "processing"));
-  const stored = await readStoredBodies(bodies, inR2.map((row) => row.receiptId));
+  const inR2 = rows.filter(
+    (row) => row.bodyLocation !== null && (everyBody || row.status === "pending" || row.status === "processing"),
+  );
+  const stored = await readStoredBodies(
+    bodies,
+    inR2.map((row) => row.receiptId),
+  );
   return rows.map(({ bodyLocation, ...row }) => ({
     ...row,
     body: bodyLocation === null ? bodyBytes(row.body) : (stored.get(row.receiptId) ?? null),
   }));
 }
 
-export type Readiness = { kind: "ready" } | { kind: "later"; queue: QueueVerdict } | { kind: "finished"; queue: QueueVerdict };
+export type Readiness =
+  | { kind: "ready" }
+  | { kind: "later"; queue: QueueVerdict }
+  | { kind: "finished"; queue: QueueVerdict };
 
 /**
  * Whether an attempt may start now. Pending and due, or leased by a consumer whose lease has run out: go. Not due
@@ -73,11 +86,17 @@ export type Readiness = { kind: "ready" } | { kind: "later"; queue: QueueVerdict
 export function readiness(receipt: ReceiptForWork, now: number): Readiness {
   if (receipt.status === "pending") {
     if (receipt.nextAttemptAt === null || receipt.nextAttemptAt <= now) return { kind: "ready" };
-    return { kind: "later", queue: { kind: "retry", delaySeconds: clampQueueDelay(Math.max(1, (receipt.nextAttemptAt - now) / 1000)) } };
+    return {
+      kind: "later",
+      queue: { kind: "retry", delaySeconds: clampQueueDelay(Math.max(1, (receipt.nextAttemptAt - now) / 1000)) },
+    };
   }
   if (receipt.status === "processing") {
     if (receipt.leaseUntil === null || receipt.leaseUntil < now) return { kind: "ready" };
-    return { kind: "later", queue: { kind: "retry", delaySeconds: clampQueueDelay((receipt.leaseUntil - now) / 1000 + 1) } };
+    return {
+      kind: "later",
+      queue: { kind: "retry", delaySeconds: clampQueueDelay((receipt.leaseUntil - now) / 1000 + 1) },
+    };
   }
   return { kind: "finished", queue: { kind: "done", status: receipt.status } };
 }

@@ -39,9 +39,17 @@ export async function sendOutbound(request: OutboundRequest, now = Date.now()): 
   } catch (error) {
     const name = error instanceof Error ? error.name : "";
     if (name === "TimeoutError" || name === "AbortError") {
-      return { kind: "unknown", error: `no answer within ${request.timeoutMs} ms; the destination may have applied it` };
+      return {
+        kind: "unknown",
+        error: `no answer within ${request.timeoutMs} ms; the destination may have applied it`,
+      };
     }
-    return { kind: "transient", httpStatus: null, error: `connection failed: ${errorText(error)}`, retryAfterSeconds: null };
+    return {
+      kind: "transient",
+      httpStatus: null,
+      error: `connection failed: ${errorText(error)}`,
+      retryAfterSeconds: null,
+    };
   }
   const status = response.status;
   if (status >= 200 && status < 300) return { kind: "delivered", httpStatus: status, response };

@@ -2,20 +2,20 @@ import { and, inArray } from "drizzle-orm";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { logEvent, logsSuccesses } from "../lib/log";
 import { recordAttempt } from "../lib/analytics";
+import { logEvent, logsSuccesses } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
-import { loadSources, sourceProblems } from "../sources/registry";
 import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
+import { loadSources, sourceProblems } from "../sources/registry";
 import { commitAttempts, type FinishedAttempt } from "./commit";
-import { admitDeliveries, holdUntil, releaseDeliveries } from "./delivery-gate";
-import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type Decision, type QueueVerdict } from "./decide";
-import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
-import { loadReceipts, readiness, type ReceiptForWork } from "./load";
-import { runDestination, type AttemptRun } from "./run";
-import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
-import type { FannedOut } from "./delivery-rows";
+import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { sendDeliveryRetries } from "./deliveries";
+import { admitDeliveries, holdUntil, releaseDeliveries } from "./delivery-gate";
+import type { FannedOut } from "./delivery-rows";
+import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
+import { loadReceipts, type ReceiptForWork, readiness } from "./load";
+import { type AttemptRun, runDestination } from "./run";
 import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**
@@ -33,11 +33,16 @@ import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
 const ATTEMPTS_IN_FLIGHT = 6;
 
 /** `run` is told whether the item had to wait for an earlier one to finish (the first `limit` never do). */
-async function mapConcurrently<T, R>(items: readonly T[], limit: number, run: (item: T, waited: boolean) => Promise<R>): Promise<R[]> {
+async function mapConcurrently<T, R>(
+  items: readonly T[],
+  limit: number,
+  run: (item: T, waited: boolean) => Promise<R>,
+): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {
-    for (let index = next++; index < items.length; index = next++) results[index] = await run(items[index]!, index >= limit);
+    for (let index = next++; index < items.length; index = next++)
+      results[index] = await run(items[index]!, index >= limit);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
@@ -84,29 +89,49 @@ export async function processBatch(
   const waitingForFix = ready.filter((row) => broken.has(row.source));
   if (waitingForFix.length > 0) {
     const delaySeconds = DEFAULT_RETRY.baseDelaySeconds;
-    await holdUntil(db, waitingForFix.map((row) => row.receiptId), now + delaySeconds * 1000);
+    await holdUntil(
+      db,
+      waitingForFix.map((row) => row.receiptId),
+      now + delaySeconds * 1000,
+    );
     for (const row of waitingForFix) verdicts.set(row.receiptId, { kind: "retry", delaySeconds });
   }
   // A receipt still `processing` whose lease ran out: its attempt never finished (its consumer died, perhaps killed by
   // this very event). That attempt was counted when it took the lease; once the count spends the retry budget, the
   // receipt is dead without another run, so an event that crashes its consumer cannot loop.
   const abandoned = unbroken.filter((row) => row.status === "processing");
-  const spent = abandoned.map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now)).filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
+  const spent = abandoned
+    .map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now))
+    .filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
   // A route with delivery control (rate limit, in-flight limit, breaker, pause) is asked before any lease is taken,
   // so a delivery that must wait spends no attempt. A lease already abandoned was admitted once: it is taken over.
-  const held = await admitDeliveries(env, db, unbroken.filter((row) => row.status === "pending" && row.committedAt === null).map((row) => ({ receiptId: row.receiptId, source: row.source, config: sources.get(row.source) })), now, ATTEMPTS_IN_FLIGHT);
+  const held = await admitDeliveries(
+    env,
+    db,
+    unbroken
+      .filter((row) => row.status === "pending" && row.committedAt === null)
+      .map((row) => ({ receiptId: row.receiptId, source: row.source, config: sources.get(row.source) })),
+    now,
+    ATTEMPTS_IN_FLIGHT,
+  );
   for (const [receiptId, verdict] of held) verdicts.set(receiptId, verdict);
-  const runnable = unbroken.filter((row) => !held.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row));
+  const runnable = unbroken.filter(
+    (row) => !held.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row),
+  );
   // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
   const choices = new Map(runnable.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
   const needsLease = runnable.filter(
-    (row) => row.committedAt === null && (options.leaseEveryAttempt || row.status === "processing" || reachesOutside(choices.get(row.receiptId) ?? null)),
+    (row) =>
+      row.committedAt === null &&
+      (options.leaseEveryAttempt || row.status === "processing" || reachesOutside(choices.get(row.receiptId) ?? null)),
   );
   const leased = await leaseReceipts(
     db,
     needsLease.map((row) => row.receiptId),
     now,
-    needsLease.filter((row) => row.status === "processing").map((row) => ({ receiptId: row.receiptId, generation: row.leaseGeneration, leaseUntil: row.leaseUntil })),
+    needsLease
+      .filter((row) => row.status === "processing")
+      .map((row) => ({ receiptId: row.receiptId, generation: row.leaseGeneration, leaseUntil: row.leaseUntil })),
   );
 
   const lostLeaseRace: ReceiptForWork[] = [];
@@ -125,29 +150,65 @@ export async function processBatch(
   const started = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, async (receipt, waited) => {
     const source = sources.get(receipt.source);
     const heldGeneration = leased.get(receipt.receiptId) ?? null;
-    const limits = { invocationEndsBy, leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS };
+    const limits = {
+      invocationEndsBy,
+      leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
+    };
     const startedAt = waited ? clock() : now;
-    if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) return { notStarted: receipt, heldGeneration };
-    return attempt(env, receipt, startedAt, clock, LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration), source, choices.get(receipt.receiptId) ?? null);
+    if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))
+      return { notStarted: receipt, heldGeneration };
+    return attempt(
+      env,
+      receipt,
+      startedAt,
+      clock,
+      LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration),
+      source,
+      choices.get(receipt.receiptId) ?? null,
+    );
   });
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
   if (notStarted.length > 0) {
     // Out of time for these: no attempt was made, so none is recorded. Their leases go back and they go back on
     // the queue at once, for a consumer with time left.
-    await releaseLeases(db, notStarted.flatMap(({ notStarted: receipt, heldGeneration }) => (heldGeneration === null ? [] : [{ receiptId: receipt.receiptId, generation: heldGeneration }])));
-    for (const { notStarted: receipt } of notStarted) verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
+    await releaseLeases(
+      db,
+      notStarted.flatMap(({ notStarted: receipt, heldGeneration }) =>
+        heldGeneration === null ? [] : [{ receiptId: receipt.receiptId, generation: heldGeneration }],
+      ),
+    );
+    for (const { notStarted: receipt } of notStarted)
+      verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
   }
   const decisions = await commitAttempts(env, attempts);
   // Free the gates' slots and tell each breaker how its destination answered (once committed: a crash before here
   // leaves the slot to expire, never frees it early).
   const ended = [
-    ...started.map((run) => ("run" in run ? { receipt: run.receipt, result: run.run.result } : { receipt: run.notStarted, result: null })),
+    ...started.map((run) =>
+      "run" in run ? { receipt: run.receipt, result: run.run.result } : { receipt: run.notStarted, result: null },
+    ),
     ...lostLeaseRace.map((receipt) => ({ receipt, result: null })),
   ];
-  await releaseDeliveries(env, ended.map(({ receipt, result }) => ({ receiptId: receipt.receiptId, source: receipt.source, config: sources.get(receipt.source), result })), clock());
+  await releaseDeliveries(
+    env,
+    ended.map(({ receipt, result }) => ({
+      receiptId: receipt.receiptId,
+      source: receipt.source,
+      config: sources.get(receipt.source),
+      result,
+    })),
+    clock(),
+  );
   // Further deliveries that failed (or met a lease race) go on the queue on their own, each naming its route.
-  await sendDeliveryRetries(env, attempts.flatMap((finished) => (finished.fanOut && decisions.get(finished.receipt.receiptId)?.kind !== "nothing" ? [{ receipt: finished.receipt, fanOut: finished.fanOut }] : [])));
+  await sendDeliveryRetries(
+    env,
+    attempts.flatMap((finished) =>
+      finished.fanOut && decisions.get(finished.receipt.receiptId)?.kind !== "nothing"
+        ? [{ receipt: finished.receipt, fanOut: finished.fanOut }]
+        : [],
+    ),
+  );
   for (const finished of attempts) {
     const decision = decisions.get(finished.receipt.receiptId)!;
     verdicts.set(finished.receipt.receiptId, decision.queue);
@@ -172,7 +233,11 @@ async function attempt(
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
   let fanOut: FannedOut | undefined;
-  const facts = { policy: source?.retry, attemptNumberInRun: receipt.attempts + 1, budgetStartedAt: budgetStartOf(receipt) };
+  const facts = {
+    policy: source?.retry,
+    attemptNumberInRun: receipt.attempts + 1,
+    budgetStartedAt: budgetStartOf(receipt),
+  };
   if (receipt.committedAt !== null) {
     // A replay (or a redelivery after a lost ack) of an event whose outcome already committed: nothing to run, so
     // no forward or external call is even resent.
@@ -187,11 +252,19 @@ async function attempt(
     // The first attempt of an event with several routes: every matched route at once, each its own delivery.
     const { primary, further, filtered } = choice.fanOut;
     const [own, ...others] = await Promise.all([
-      primary ? runDestination(env, primary, receipt, startedAt, lease, true) : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
+      primary
+        ? runDestination(env, primary, receipt, startedAt, lease, true)
+        : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
       ...further.map(async (route) => {
         const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true);
         const finishedAt = clock();
-        return { route: route.rules.name, run: furtherRun, startedAt, finishedAt, decision: decide(furtherRun.result, { ...facts, attemptNumberInRun: 1, finishedAt }) };
+        return {
+          route: route.rules.name,
+          run: furtherRun,
+          startedAt,
+          finishedAt,
+          decision: decide(furtherRun.result, { ...facts, attemptNumberInRun: 1, finishedAt }),
+        };
       }),
     ]);
     run = own!;
@@ -211,7 +284,14 @@ async function attempt(
 
 function routeChoice(source: SourceConfig | undefined, receipt: ReceiptForWork): RouteChoice | null {
   if (!source) return null;
-  const event = receipt.body ? { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId } : null;
+  const event = receipt.body
+    ? {
+        body: receipt.body,
+        keptHeaders: receipt.keptHeaders,
+        eventType: receipt.eventType,
+        subjectId: receipt.subjectId,
+      }
+    : null;
   return chooseRoute(source, receipt, event, receipt.committedAt !== null);
 }
 
@@ -248,9 +328,17 @@ function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefin
 function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): void {
   const { receipt } = finished;
   const outcome =
-    decision.kind === "commit" ? decision.result.status : decision.kind === "nothing" ? finished.run.result.status : decision.attempt.outcome;
+    decision.kind === "commit"
+      ? decision.result.status
+      : decision.kind === "nothing"
+        ? finished.run.result.status
+        : decision.attempt.outcome;
   const httpStatus =
-    decision.kind === "fail" ? decision.attempt.httpStatus : decision.kind === "commit" && decision.result.status === "processed" ? (decision.result.httpStatus ?? null) : null;
+    decision.kind === "fail"
+      ? decision.attempt.httpStatus
+      : decision.kind === "commit" && decision.result.status === "processed"
+        ? (decision.result.httpStatus ?? null)
+        : null;
   const durationMs = finished.facts.finishedAt - finished.startedAt;
   if (outcome === "processed") {
     if (!logsSuccesses(env)) return;
@@ -265,7 +353,12 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
     attempt: finished.generation,
     outcome,
     httpStatus,
-    error: decision.kind === "fail" ? decision.lastError : decision.kind === "nothing" ? (decision.record?.note ?? "leased by another consumer") : null,
+    error:
+      decision.kind === "fail"
+        ? decision.lastError
+        : decision.kind === "nothing"
+          ? (decision.record?.note ?? "leased by another consumer")
+          : null,
     note: decision.kind === "commit" && decision.result.status === "skipped" ? decision.result.reason : undefined,
     durationMs,
   });
@@ -282,4 +375,3 @@ export async function markDead(env: Env, receiptIds: readonly string[], error: s
     .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
     .where(and(inJsonList(receipts.receiptId, receiptIds), inArray(receipts.status, ["pending", "processing"])));
 }
-

@@ -1,19 +1,27 @@
-import { count } from "../lib/meter";
 import { logError } from "../lib/log";
-import { databaseNamedBy, isRedriven, probeTimeOf, receiptIdsOf, routeNamedBy, type QueuedWork } from "../model/work-message";
-import { recordProbesHandled } from "./queue-probe";
+import { count } from "../lib/meter";
+import {
+  databaseNamedBy,
+  isRedriven,
+  probeTimeOf,
+  type QueuedWork,
+  receiptIdsOf,
+  routeNamedBy,
+} from "../model/work-message";
 import { unboundDatabaseObservation } from "../monitor/conditions";
 import { reportObservations } from "../monitor/report";
 import { enqueueReceipts, enqueueWork } from "../relay/enqueue";
-import { markDeliveriesDead, processDeliveries } from "./deliveries";
 import { DEFAULT_RETRY } from "../sources/config";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
 import { receiptHolders } from "../sources/receipt-homes";
 import { loadSources } from "../sources/registry";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
+import { markDeliveriesDead, processDeliveries } from "./deliveries";
+import { recordProbesHandled } from "./queue-probe";
 
 /** Receipts processed together: a relay batch's worth (whose bodies the relay already bounded to 4 MB). */
 const RECEIPTS_PER_SLICE = 50;
+
 import { markDead, processBatch } from "./process";
 import { retryDelaySeconds } from "./retry-schedule";
 import { CONSUMER_WALL_MS } from "./slice-budget";
@@ -28,7 +36,8 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   // Further deliveries (a message naming a route) go their own way, each message on its own: never with receipts.
-  for (const message of batch.messages) if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
+  for (const message of batch.messages)
+    if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
   const messages = batch.messages.filter((message) => routeNamedBy(message.body) === undefined);
   if (messages.length === 0) return;
   const receiptIds = messages.flatMap((message) => receiptIdsOf(message.body));
@@ -45,7 +54,9 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     const databaseEnv = envForDatabase(env, binding);
     if (redelivered) {
       for (const receiptId of new Set(idsInDatabase)) {
-        for (const [id, verdict] of await processBatch(databaseEnv, [receiptId], Date.now(), invocationEndsBy, { leaseEveryAttempt: true })) {
+        for (const [id, verdict] of await processBatch(databaseEnv, [receiptId], Date.now(), invocationEndsBy, {
+          leaseEveryAttempt: true,
+        })) {
           verdicts.set(id, verdict);
           processedIn.set(id, binding);
         }
@@ -53,7 +64,12 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
       return;
     }
     for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
-      for (const [receiptId, verdict] of await processBatch(databaseEnv, idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE), Date.now(), invocationEndsBy)) {
+      for (const [receiptId, verdict] of await processBatch(
+        databaseEnv,
+        idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE),
+        Date.now(),
+        invocationEndsBy,
+      )) {
         verdicts.set(receiptId, verdict);
         processedIn.set(receiptId, binding);
       }
@@ -63,7 +79,10 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     // Per database: the one each message names (each message is one source's, its receipts in one database).
     const unbound: string[] = [];
     for (const redelivered of [false, true]) {
-      for (const [binding, idsInDatabase] of receiptIdsByDatabase(env, messages.filter((message) => isRedelivered(message) === redelivered))) {
+      for (const [binding, idsInDatabase] of receiptIdsByDatabase(
+        env,
+        messages.filter((message) => isRedelivered(message) === redelivered),
+      )) {
         if (isReceiptDatabase(env, binding)) await processIn(binding, idsInDatabase, redelivered);
         else unbound.push(...idsInDatabase);
       }
@@ -71,19 +90,31 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     // Not where its message said: a message older than its source's move (it names no database, so it was read in
     // the source's database of today), one naming a database a later deploy unbound, or a receipt retention
     // removed. Each is looked for in every database before it counts as missing; the happy path never gets here.
-    const elsewhere = [...unbound, ...[...verdicts].flatMap(([receiptId, verdict]) => (isMissing(verdict) ? [receiptId] : []))];
+    const elsewhere = [
+      ...unbound,
+      ...[...verdicts].flatMap(([receiptId, verdict]) => (isMissing(verdict) ? [receiptId] : [])),
+    ];
     if (elsewhere.length > 0) {
-      for (const [binding, idsInDatabase] of groupByValue(await receiptHolders(receiptDatabaseEnvs(env), elsewhere))) await processIn(binding, idsInDatabase);
+      for (const [binding, idsInDatabase] of groupByValue(await receiptHolders(receiptDatabaseEnvs(env), elsewhere)))
+        await processIn(binding, idsInDatabase);
     }
   } catch (error) {
     // D1 unreachable or similar: every receipt is still pending or leased in D1; come back later, on each
     // message's own source's schedule.
     logError("consume.failed", error, { receipts: receiptIds.length });
-    for (const message of messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    for (const message of messages)
+      message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
   }
-  const sourceOf = new Map(messages.flatMap((message) => receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const)));
-  const later = new Map<string, { delaySeconds: number; binding: string; receipts: { source: string; receiptId: string }[] }>();
+  const sourceOf = new Map(
+    messages.flatMap((message) =>
+      receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const),
+    ),
+  );
+  const later = new Map<
+    string,
+    { delaySeconds: number; binding: string; receipts: { source: string; receiptId: string }[] }
+  >();
   for (const [receiptId, verdict] of verdicts) {
     if (verdict.kind !== "retry") continue;
     const binding = processedIn.get(receiptId)!;
@@ -94,15 +125,20 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   }
   try {
     // Retries go out before the originals are acknowledged: a crash in between repeats work, never loses it.
-    for (const { delaySeconds, binding, receipts } of later.values()) await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
+    for (const { delaySeconds, binding, receipts } of later.values())
+      await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
   } catch (error) {
     logError("consume.requeue_failed", error, { receipts: receiptIds.length });
-    for (const message of messages) message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
+    for (const message of messages)
+      message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
     return;
   }
   try {
     // After the batch's work: a probe says the consumer has come this far (queue-probe.ts).
-    await recordProbesHandled(env, messages.flatMap((message) => probeTimeOf(message.body) ?? []));
+    await recordProbesHandled(
+      env,
+      messages.flatMap((message) => probeTimeOf(message.body) ?? []),
+    );
   } catch (error) {
     logError("consume.probe_failed", error);
   }
@@ -129,10 +165,20 @@ async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocat
   const binding = databaseNamedBy(message.body) ?? databaseBindingOf(env, sourceName(message.body));
   try {
     const databaseEnv = envForDatabase(env, binding);
-    const verdicts = await processDeliveries(databaseEnv, route, receiptIdsOf(message.body), Date.now(), invocationEndsBy, { leaseEveryAttempt: isRedelivered(message) });
+    const verdicts = await processDeliveries(
+      databaseEnv,
+      route,
+      receiptIdsOf(message.body),
+      Date.now(),
+      invocationEndsBy,
+      { leaseEveryAttempt: isRedelivered(message) },
+    );
     const later = new Map<number, string[]>();
-    for (const [receiptId, verdict] of verdicts) if (verdict.kind === "retry") later.set(verdict.delaySeconds, [...(later.get(verdict.delaySeconds) ?? []), receiptId]);
-    for (const [delaySeconds, receiptIds] of later) await enqueueWork(databaseEnv, sourceName(message.body), receiptIds, delaySeconds, { route });
+    for (const [receiptId, verdict] of verdicts)
+      if (verdict.kind === "retry")
+        later.set(verdict.delaySeconds, [...(later.get(verdict.delaySeconds) ?? []), receiptId]);
+    for (const [delaySeconds, receiptIds] of later)
+      await enqueueWork(databaseEnv, sourceName(message.body), receiptIds, delaySeconds, { route });
   } catch (error) {
     logError("consume.deliveries_failed", error, { route, receipts: receiptIdsOf(message.body).length });
     message.retry({ delaySeconds: outageDelaySeconds(env, message.body, message.attempts) });
@@ -180,7 +226,11 @@ function receiptIdsByDatabase(env: Env, messages: readonly Message<QueuedWork>[]
  */
 async function reportUnbound(env: Env, event: string, message: QueuedWork, receipts: number): Promise<void> {
   const database = databaseNamedBy(message) ?? "";
-  logError(event, new Error(`no bound database holds ${receipts} receipts of this message`), { database, source: sourceName(message), receipts });
+  logError(event, new Error(`no bound database holds ${receipts} receipts of this message`), {
+    database,
+    source: sourceName(message),
+    receipts,
+  });
   try {
     await reportObservations(env, [unboundDatabaseObservation(database, true, receipts)], false);
   } catch (error) {
@@ -215,7 +265,10 @@ async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Pr
     const receiptIds = receiptIdsOf(message.body);
     try {
       // With one database there is nowhere else to look: mark there, as before.
-      const holders = databases.length === 1 ? new Map(receiptIds.map((receiptId) => [receiptId, databases[0]!.binding])) : await receiptHolders(databases, receiptIds);
+      const holders =
+        databases.length === 1
+          ? new Map(receiptIds.map((receiptId) => [receiptId, databases[0]!.binding]))
+          : await receiptHolders(databases, receiptIds);
       const error = `work queue gave up after ${message.attempts} deliveries`;
       const route = routeNamedBy(message.body);
       for (const [binding, idsInDatabase] of groupByValue(holders)) {
@@ -225,7 +278,8 @@ async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Pr
       }
       const nowhere = new Set(receiptIds).size - holders.size;
       const named = databaseNamedBy(message.body);
-      if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named)) await reportUnbound(env, "dead_letter.database_unbound", message.body, nowhere);
+      if (nowhere > 0 && named !== undefined && !isReceiptDatabase(env, named))
+        await reportUnbound(env, "dead_letter.database_unbound", message.body, nowhere);
       message.ack();
       count("queueOperations");
     } catch (error) {

@@ -5,7 +5,11 @@ import type { RetryPolicy } from "../sources/config";
  * failures does not come back in lockstep. With the defaults: 30 s, 60 s, 2 min, … 8.5 h, 17 h; twelve retries
  * add up to about 34 hours (see docs/processing.md).
  */
-export function retryDelaySeconds(policy: RetryPolicy, retryNumber: number, random: () => number = Math.random): number {
+export function retryDelaySeconds(
+  policy: RetryPolicy,
+  retryNumber: number,
+  random: () => number = Math.random,
+): number {
   const exponential = policy.baseDelaySeconds * 2 ** Math.max(0, retryNumber - 1);
   const capped = Math.min(exponential, policy.maxDelaySeconds);
   const jittered = capped * (1 + policy.jitter * (2 * random() - 1));
@@ -16,7 +20,11 @@ export function retryDelaySeconds(policy: RetryPolicy, retryNumber: number, rand
  * The wait before the next attempt. A destination's Retry-After is its own statement of when it can take
  * more, so it replaces our backoff — bounded by the policy's cap, so no destination can park work for weeks.
  */
-export function nextRetryDelaySeconds(policy: RetryPolicy, retryNumber: number, retryAfterSeconds: number | null): number {
+export function nextRetryDelaySeconds(
+  policy: RetryPolicy,
+  retryNumber: number,
+  retryAfterSeconds: number | null,
+): number {
   if (retryAfterSeconds !== null) return Math.min(Math.max(retryAfterSeconds, 1), policy.maxDelaySeconds);
   return retryDelaySeconds(policy, retryNumber);
 }

@@ -1,14 +1,14 @@
+import { handlerFor } from "../handlers/registry";
+import { type HandlerPlan, OutcomeUnknown, PermanentFailure, TransientFailure } from "../handlers/types";
 import { meteredD1 } from "../lib/meter";
 import { secretValue } from "../lib/secrets";
 import { parseJsonBody } from "../providers/json";
+import { applyRoute } from "../routing/route";
 import type { SourceRoute } from "../sources/config";
 import type { AttemptResult } from "./decide";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
-import { handlerFor } from "../handlers/registry";
-import { applyRoute } from "../routing/route";
-import { OutcomeUnknown, PermanentFailure, TransientFailure, type HandlerPlan } from "../handlers/types";
-import { LEASE_RACE_RETRY_SECONDS, LeasedElsewhere, type LazyLease } from "./lease";
+import { type LazyLease, LEASE_RACE_RETRY_SECONDS, LeasedElsewhere } from "./lease";
 import type { ReceiptForWork } from "./load";
 
 /** What one attempt produced: its result, and for an applied handler plan the statements to commit with it. */
@@ -20,26 +20,54 @@ export interface AttemptRun {
 const MAX_ERROR_CHARS = 500;
 
 /** Runs one route of the receipt: its rules, then its destination. Never throws: every failure becomes a result the decision can read. */
-export async function runDestination(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: number, lease: LazyLease, oneOfMany = false): Promise<AttemptRun> {
+export async function runDestination(
+  env: Env,
+  route: SourceRoute,
+  receipt: ReceiptForWork,
+  now: number,
+  lease: LazyLease,
+  oneOfMany = false,
+): Promise<AttemptRun> {
   try {
-    return await run(env, route, receipt, now, lease, oneOfMany ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId);
+    return await run(
+      env,
+      route,
+      receipt,
+      now,
+      lease,
+      oneOfMany ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId,
+    );
   } catch (error) {
     return { result: failureResult(error), plan: null };
   }
 }
 
 /** `deliveryId` names this delivery to a forward's backend (forward.ts). */
-async function run(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: number, lease: LazyLease, deliveryId: string): Promise<AttemptRun> {
+async function run(
+  env: Env,
+  route: SourceRoute,
+  receipt: ReceiptForWork,
+  now: number,
+  lease: LazyLease,
+  deliveryId: string,
+): Promise<AttemptRun> {
   const { destination } = route;
-  if (destination.kind === "none") return { result: { status: "skipped", reason: "source has no destination" }, plan: null };
+  if (destination.kind === "none")
+    return { result: { status: "skipped", reason: "source has no destination" }, plan: null };
   if (!receipt.body) return { result: { status: "dead", error: "payload no longer retained" }, plan: null };
   // The route's filter, schema and transform (src/routing/route.ts); a plain route passes the stored bytes as they are.
-  const routed = await applyRoute(route.rules, { body: receipt.body, keptHeaders: receipt.keptHeaders, eventType: receipt.eventType, subjectId: receipt.subjectId });
+  const routed = await applyRoute(route.rules, {
+    body: receipt.body,
+    keptHeaders: receipt.keptHeaders,
+    eventType: receipt.eventType,
+    subjectId: receipt.subjectId,
+  });
   if (routed.kind === "skip") return { result: { status: "skipped", reason: routed.reason }, plan: null };
   if (routed.kind === "refuse") return { result: { status: "dead", error: routed.error }, plan: null };
   if (destination.kind === "forward") {
     const signingSecret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);
-    if (signingSecret === null) return { result: { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` }, plan: null };
+    if (signingSecret === null)
+      return { result: { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` }, plan: null };
     const headers = receipt.keptHeaders ? (JSON.parse(receipt.keptHeaders) as Record<string, string>) : {};
     const forwarded = await forward(
       {
@@ -58,9 +86,20 @@ async function run(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: n
     );
     switch (forwarded.kind) {
       case "delivered":
-        return { result: { status: "processed", httpStatus: forwarded.httpStatus }, plan: { outcome: "apply", statements: [] } };
+        return {
+          result: { status: "processed", httpStatus: forwarded.httpStatus },
+          plan: { outcome: "apply", statements: [] },
+        };
       case "transient":
-        return { result: { status: "retry", error: forwarded.error, httpStatus: forwarded.httpStatus, retryAfterSeconds: forwarded.retryAfterSeconds }, plan: null };
+        return {
+          result: {
+            status: "retry",
+            error: forwarded.error,
+            httpStatus: forwarded.httpStatus,
+            retryAfterSeconds: forwarded.retryAfterSeconds,
+          },
+          plan: null,
+        };
       case "unknown":
         return { result: { status: "unknown", error: forwarded.error }, plan: null };
       case "permanent":
@@ -105,11 +144,17 @@ async function run(env: Env, route: SourceRoute, receipt: ReceiptForWork, now: n
 
 export function failureResult(error: unknown): AttemptResult {
   const message = (error instanceof Error ? error.message : String(error)).slice(0, MAX_ERROR_CHARS);
-  if (error instanceof LeasedElsewhere) return { status: "leased-elsewhere", retryAfterSeconds: LEASE_RACE_RETRY_SECONDS };
+  if (error instanceof LeasedElsewhere)
+    return { status: "leased-elsewhere", retryAfterSeconds: LEASE_RACE_RETRY_SECONDS };
   if (error instanceof PermanentFailure) return { status: "dead", error: message };
   if (error instanceof OutcomeUnknown) return { status: "unknown", error: message };
   if (error instanceof TransientFailure) {
-    return { status: "retry", error: message, httpStatus: error.details.httpStatus, retryAfterSeconds: error.details.retryAfterSeconds };
+    return {
+      status: "retry",
+      error: message,
+      httpStatus: error.details.httpStatus,
+      retryAfterSeconds: error.details.retryAfterSeconds,
+    };
   }
   return { status: "retry", error: message };
 }

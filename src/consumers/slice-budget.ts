@@ -1,4 +1,4 @@
-import { MAX_DESTINATION_TIMEOUT_MS, type Destination, type SourceConfig } from "../sources/config";
+import { type Destination, MAX_DESTINATION_TIMEOUT_MS, type SourceConfig } from "../sources/config";
 
 /**
  * How long a consumer may go on starting attempts. A queue consumer invocation is stopped after 15 minutes of wall
@@ -42,6 +42,14 @@ function longestCallMs(destination: Destination): number {
 }
 
 /** Whether an attempt that may run `longestMs` can start at (`realNow`, `attemptNow`) and still end inside its limits. Pure. */
-export function mayStartAttempt(limits: AttemptLimits, longestMs: number, realNow: number, attemptNow: number): boolean {
-  return realNow + longestMs + COMMIT_MARGIN_MS <= limits.invocationEndsBy && attemptNow + longestMs + COMMIT_MARGIN_MS <= limits.leaseUntil;
+export function mayStartAttempt(
+  limits: AttemptLimits,
+  longestMs: number,
+  realNow: number,
+  attemptNow: number,
+): boolean {
+  return (
+    realNow + longestMs + COMMIT_MARGIN_MS <= limits.invocationEndsBy &&
+    attemptNow + longestMs + COMMIT_MARGIN_MS <= limits.leaseUntil
+  );
 }

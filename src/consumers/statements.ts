@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { batchAborts } from "../db/schema";
 import { count } from "../lib/meter";
@@ -27,12 +27,19 @@ export const handlerStatements = new WeakSet<D1PreparedStatement>();
 export async function batchUnlessEmpty(d1: D1Database, statements: D1PreparedStatement[]): Promise<void> {
   if (statements.length === 0) return;
   const results = await d1.batch(statements);
-  const handlerRows = statements.reduce((sum, statement, index) => (handlerStatements.has(statement) ? sum + (results[index]?.meta.rows_written ?? 0) : sum), 0);
+  const handlerRows = statements.reduce(
+    (sum, statement, index) =>
+      handlerStatements.has(statement) ? sum + (results[index]?.meta.rows_written ?? 0) : sum,
+    0,
+  );
   count("d1HandlerRowsWritten", handlerRows);
 }
 
 /** A handler plan's effect, in commit order: its version gate's claim (guarded), then its statements. */
-export function effectStatements(d1: D1Database, plan: { statements: D1PreparedStatement[]; versionGate?: { claim: D1PreparedStatement } } | null): D1PreparedStatement[] {
+export function effectStatements(
+  d1: D1Database,
+  plan: { statements: D1PreparedStatement[]; versionGate?: { claim: D1PreparedStatement } } | null,
+): D1PreparedStatement[] {
   if (!plan) return [];
   const gate = plan.versionGate;
   for (const statement of [...(gate ? [gate.claim] : []), ...plan.statements]) handlerStatements.add(statement);

@@ -36,6 +36,9 @@ export async function tokensEqual(presented: string, expected: string): Promise<
 }
 
 export async function bytesEqualConstantTime(presented: Uint8Array, expected: Uint8Array): Promise<boolean> {
-  const [a, b] = await Promise.all([crypto.subtle.digest("SHA-256", presented), crypto.subtle.digest("SHA-256", expected)]);
+  const [a, b] = await Promise.all([
+    crypto.subtle.digest("SHA-256", presented),
+    crypto.subtle.digest("SHA-256", expected),
+  ]);
   return crypto.subtle.timingSafeEqual(a, b);
 }

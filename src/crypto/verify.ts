@@ -7,7 +7,13 @@ import { bytesEqualConstantTime, hmacKey } from "./hmac";
  * a sender's junk must end in a clean 401, not a 500.
  */
 
-export type SignatureAlgorithm = "hmac-sha1" | "hmac-sha256" | "hmac-sha512" | "ed25519" | "ecdsa-p256-sha256" | "token";
+export type SignatureAlgorithm =
+  | "hmac-sha1"
+  | "hmac-sha256"
+  | "hmac-sha512"
+  | "ed25519"
+  | "ecdsa-p256-sha256"
+  | "token";
 
 export interface VerificationKey {
   algorithm: SignatureAlgorithm;
@@ -71,12 +77,20 @@ export async function verifySignature(key: VerificationKey, signature: Uint8Arra
       }
       case "ed25519": {
         const imported = await publicKey("ed25519", key.material);
-        return imported !== null && signature.length === 64 && (await crypto.subtle.verify("Ed25519", imported, signature, data));
+        return (
+          imported !== null &&
+          signature.length === 64 &&
+          (await crypto.subtle.verify("Ed25519", imported, signature, data))
+        );
       }
       case "ecdsa-p256-sha256": {
         const imported = await publicKey("ecdsa-p256-sha256", key.material);
         const raw = ecdsaP256SignatureToRaw(signature);
-        return imported !== null && raw !== null && (await crypto.subtle.verify({ name: "ECDSA", hash: "SHA-256" }, imported, raw, data));
+        return (
+          imported !== null &&
+          raw !== null &&
+          (await crypto.subtle.verify({ name: "ECDSA", hash: "SHA-256" }, imported, raw, data))
+        );
       }
       case "token":
         return await bytesEqualConstantTime(signature, key.material);
@@ -97,7 +111,11 @@ export function isHmac(algorithm: SignatureAlgorithm): algorithm is keyof typeof
  * answer early); so the cost is one MAC over the body however many signatures were presented. Other algorithms
  * verify each signature.
  */
-export async function anySignatureVerifies(key: VerificationKey, signatures: readonly Uint8Array[], data: Uint8Array): Promise<boolean> {
+export async function anySignatureVerifies(
+  key: VerificationKey,
+  signatures: readonly Uint8Array[],
+  data: Uint8Array,
+): Promise<boolean> {
   if (!isHmac(key.algorithm)) {
     for (const signature of signatures) {
       if (await verifySignature(key, signature, data)) return true;
@@ -106,7 +124,9 @@ export async function anySignatureVerifies(key: VerificationKey, signatures: rea
   }
   let expected: Uint8Array;
   try {
-    expected = new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(HMAC_HASH[key.algorithm], key.material), data));
+    expected = new Uint8Array(
+      await crypto.subtle.sign("HMAC", await hmacKey(HMAC_HASH[key.algorithm], key.material), data),
+    );
   } catch {
     return false;
   }

@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { database, type Database } from "./client";
+import { type Database, database } from "./client";
 import { checkpoints } from "./schema";
 
 /**
@@ -26,7 +26,13 @@ export function parseCursor<T>(cursor: string | null): T | null {
   }
 }
 
-export async function writeCheckpoint(env: Env, source: string, reconciler: string, value: unknown, now: number): Promise<void> {
+export async function writeCheckpoint(
+  env: Env,
+  source: string,
+  reconciler: string,
+  value: unknown,
+  now: number,
+): Promise<void> {
   await checkpointWrite(database(env), source, reconciler, value, now);
 }
 

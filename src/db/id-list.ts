@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 
 /**
@@ -10,6 +10,10 @@ export function inJsonList(column: SQLiteColumn, values: readonly string[]): SQL
 }
 
 /** `(first, second) IN (…pairs)` with a single bound parameter: a receipt fenced by the generation it was read at. */
-export function inJsonPairs(first: SQLiteColumn, second: SQLiteColumn, pairs: readonly (readonly [string, number])[]): SQL {
+export function inJsonPairs(
+  first: SQLiteColumn,
+  second: SQLiteColumn,
+  pairs: readonly (readonly [string, number])[],
+): SQL {
   return sql`(${first}, ${second}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${JSON.stringify(pairs)}))`;
 }

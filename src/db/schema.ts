@@ -90,7 +90,9 @@ export const receipts = sqliteTable(
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
-    index("receipts_status_entered").on(table.statusEnteredAt).where(sql`status IN ('dead', 'dismissed', 'stale', 'skipped')`),
+    index("receipts_status_entered")
+      .on(table.statusEnteredAt)
+      .where(sql`status IN ('dead', 'dismissed', 'stale', 'skipped')`),
   ],
 );
 
@@ -163,7 +165,10 @@ export const quarantine = sqliteTable(
     /** D1's clock when the relay inserted the row (NULL for rows from before migrations/0012). */
     relayedAt: integer("relayed_at"),
   },
-  (table) => [index("quarantine_source_key").on(table.source, table.eventKey), index("quarantine_relayed_at").on(table.relayedAt)],
+  (table) => [
+    index("quarantine_source_key").on(table.source, table.eventKey),
+    index("quarantine_relayed_at").on(table.relayedAt),
+  ],
 );
 
 /** Never holds a row: a guard statement inserts NULL here to abort its D1 batch (see src/consumers/commit.ts). */
@@ -254,9 +259,14 @@ export const keptSecrets = sqliteTable(
     source: text("source").notNull(),
     secret: text("secret").notNull(),
     receivedAt: integer("received_at").notNull(),
-    status: text("status", { enum: ["active", "pending"] }).notNull().default("active"),
+    status: text("status", { enum: ["active", "pending"] })
+      .notNull()
+      .default("active"),
   },
-  (table) => [primaryKey({ columns: [table.source, table.secret] }), index("handshake_secrets_newest").on(table.source, table.receivedAt)],
+  (table) => [
+    primaryKey({ columns: [table.source, table.secret] }),
+    index("handshake_secrets_newest").on(table.source, table.receivedAt),
+  ],
 );
 
 /**

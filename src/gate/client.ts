@@ -39,7 +39,12 @@ export async function askGates(
   const holds = new Map<string, Hold>();
   const asks = [...byRoute(deliveries)].map(async ([, group]) => {
     const { source, route, control } = group[0]!;
-    const answer = await deliveryGate(env, source, route).admit(control!, group.map((delivery) => ({ id: delivery.id, database })), now, options);
+    const answer = await deliveryGate(env, source, route).admit(
+      control!,
+      group.map((delivery) => ({ id: delivery.id, database })),
+      now,
+      options,
+    );
     for (const { id, waitMs, reason } of answer.held) holds.set(id, { waitMs, reason });
   });
   await Promise.all(asks);
@@ -54,7 +59,12 @@ export async function tellGates(
 ): Promise<void> {
   await Promise.all(
     [...byRoute(finished)].map(([name, group]) =>
-      deliveryGate(env, group[0]!.source, group[0]!.route).release(group[0]!.control!, group.map(({ id, verdict }) => ({ id, verdict })), now, name),
+      deliveryGate(env, group[0]!.source, group[0]!.route).release(
+        group[0]!.control!,
+        group.map(({ id, verdict }) => ({ id, verdict })),
+        now,
+        name,
+      ),
     ),
   );
 }

@@ -23,7 +23,15 @@ export interface GateState {
   probe: { id: string; expiresAt: number } | null;
 }
 
-export const EMPTY_GATE: GateState = { paused: false, admissions: [], inFlight: {}, failures: 0, openedAt: null, lastProbeAt: null, probe: null };
+export const EMPTY_GATE: GateState = {
+  paused: false,
+  admissions: [],
+  inFlight: {},
+  failures: 0,
+  openedAt: null,
+  lastProbeAt: null,
+  probe: null,
+};
 
 export type HoldReason = "paused" | "circuit-open" | "max-in-flight" | "rate-limit";
 
@@ -52,7 +60,13 @@ export interface AdmitOptions {
 }
 
 /** Admits `ids` in the order given (received order), each while the route's limits allow; the rest wait. */
-export function admit(previous: GateState, control: DeliveryControl, ids: readonly string[], now: number, options: AdmitOptions): Admission {
+export function admit(
+  previous: GateState,
+  control: DeliveryControl,
+  ids: readonly string[],
+  now: number,
+  options: AdmitOptions,
+): Admission {
   const state = liveState(previous, control, now);
   const admitted: string[] = [];
   const held: Admission["held"] = [];
@@ -74,18 +88,32 @@ export function admit(previous: GateState, control: DeliveryControl, ids: readon
   return { state, admitted, held };
 }
 
-function holdFor(state: GateState, control: DeliveryControl, now: number, admittedNow: number, options: AdmitOptions): { waitMs: number; reason: HoldReason } | null {
+function holdFor(
+  state: GateState,
+  control: DeliveryControl,
+  now: number,
+  admittedNow: number,
+  options: AdmitOptions,
+): { waitMs: number; reason: HoldReason } | null {
   if (control.paused || state.paused) return { waitMs: PAUSED_RECHECK_MS, reason: "paused" };
   if (state.openedAt !== null && control.breaker) {
     const nextProbeAt = (state.lastProbeAt ?? state.openedAt) + control.breaker.probeIntervalMs;
-    if (state.probe !== null || now < nextProbeAt) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, nextProbeAt - now), reason: "circuit-open" };
+    if (state.probe !== null || now < nextProbeAt)
+      return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, nextProbeAt - now), reason: "circuit-open" };
   }
   if (control.maxInFlight !== null && Object.keys(state.inFlight).length >= control.maxInFlight) {
     return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "max-in-flight" };
   }
   if (control.rateLimit) {
     const { count, windowMs } = control.rateLimit;
-    if (state.admissions.length >= count) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, state.admissions[state.admissions.length - count]! + windowMs + RATE_GUARD_MS - now), reason: "rate-limit" };
+    if (state.admissions.length >= count)
+      return {
+        waitMs: Math.max(
+          IN_FLIGHT_RECHECK_MS,
+          state.admissions[state.admissions.length - count]! + windowMs + RATE_GUARD_MS - now,
+        ),
+        reason: "rate-limit",
+      };
     if (admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
   }
   return null;
@@ -114,7 +142,12 @@ export interface Release {
 }
 
 /** Frees the slots of finished attempts and counts their outcomes against the breaker, in the order given. */
-export function release(previous: GateState, control: DeliveryControl, finished: readonly { id: string; verdict: AttemptVerdict }[], now: number): Release {
+export function release(
+  previous: GateState,
+  control: DeliveryControl,
+  finished: readonly { id: string; verdict: AttemptVerdict }[],
+  now: number,
+): Release {
   const state = liveState(previous, control, now);
   const wasOpen = state.openedAt !== null;
   for (const { id, verdict } of finished) {

@@ -3,7 +3,15 @@ import { logError } from "../lib/log";
 import { count, execCounted } from "../lib/meter";
 import { reportObservations } from "../monitor/report";
 import type { DeliveryControl } from "./control";
-import { admit, EMPTY_GATE, release, type Admission, type AdmitOptions, type AttemptVerdict, type GateState } from "./decide";
+import {
+  type Admission,
+  type AdmitOptions,
+  type AttemptVerdict,
+  admit,
+  EMPTY_GATE,
+  type GateState,
+  release,
+} from "./decide";
 
 /**
  * One route's gate (docs/routing.md "Delivery control"): a Durable Object per (source, route), named
@@ -45,18 +53,40 @@ export class DeliveryGate extends DurableObject<Env> {
     this.state = row ? (JSON.parse(row.state) as GateState) : { ...EMPTY_GATE };
   }
 
-  admit(control: DeliveryControl, deliveries: readonly GateDelivery[], now: number, options: AdmitOptions): Pick<Admission, "admitted" | "held"> {
+  admit(
+    control: DeliveryControl,
+    deliveries: readonly GateDelivery[],
+    now: number,
+    options: AdmitOptions,
+  ): Pick<Admission, "admitted" | "held"> {
     count("doRequests");
-    const { state, admitted, held } = admit(this.state, control, deliveries.map((delivery) => delivery.id), now, options);
+    const { state, admitted, held } = admit(
+      this.state,
+      control,
+      deliveries.map((delivery) => delivery.id),
+      now,
+      options,
+    );
     this.store(state);
     const paused = new Set(held.filter((hold) => hold.reason === "paused").map((hold) => hold.id));
     for (const delivery of deliveries) {
-      if (paused.has(delivery.id)) execCounted(this.sql, "INSERT OR IGNORE INTO paused_deliveries (receipt_id, database) VALUES (?, ?)", delivery.id, delivery.database);
+      if (paused.has(delivery.id))
+        execCounted(
+          this.sql,
+          "INSERT OR IGNORE INTO paused_deliveries (receipt_id, database) VALUES (?, ?)",
+          delivery.id,
+          delivery.database,
+        );
     }
     return { admitted, held };
   }
 
-  async release(control: DeliveryControl, finished: readonly { id: string; verdict: AttemptVerdict }[], now: number, routeName: string): Promise<void> {
+  async release(
+    control: DeliveryControl,
+    finished: readonly { id: string; verdict: AttemptVerdict }[],
+    now: number,
+    routeName: string,
+  ): Promise<void> {
     count("doRequests");
     const { state, transition } = release(this.state, control, finished, now);
     this.store(state);
@@ -67,9 +97,11 @@ export class DeliveryGate extends DurableObject<Env> {
       : `Route ${routeName}: a delivery succeeded; the circuit breaker is closed.`;
     // The alert is the monitor's (one incident however often it is reported); a monitor that fails to answer
     // leaves the breaker as it is, and the next transition reports again.
-    await reportObservations(this.env, [{ kind: "route-breaker-open", reporter: `route:${routeName}`, firing, message }], true).catch((error) =>
-      logError("gate.alert_failed", error, { route: routeName }),
-    );
+    await reportObservations(
+      this.env,
+      [{ kind: "route-breaker-open", reporter: `route:${routeName}`, firing, message }],
+      true,
+    ).catch((error) => logError("gate.alert_failed", error, { route: routeName }));
   }
 
   pause(): GateStatus {
@@ -81,7 +113,9 @@ export class DeliveryGate extends DurableObject<Env> {
   resume(): { status: GateStatus; held: GateDelivery[] } {
     this.store({ ...this.state, paused: false });
     const held = this.sql
-      .exec<{ receipt_id: string; database: string }>("SELECT receipt_id, database FROM paused_deliveries ORDER BY receipt_id")
+      .exec<{ receipt_id: string; database: string }>(
+        "SELECT receipt_id, database FROM paused_deliveries ORDER BY receipt_id",
+      )
       .toArray()
       .map((row) => ({ id: row.receipt_id, database: row.database }));
     this.sql.exec("DELETE FROM paused_deliveries");
@@ -104,7 +138,11 @@ export class DeliveryGate extends DurableObject<Env> {
   private store(state: GateState): void {
     const text = JSON.stringify(state);
     if (text === JSON.stringify(this.state)) return;
-    execCounted(this.sql, "INSERT INTO gate_state (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state", text);
+    execCounted(
+      this.sql,
+      "INSERT INTO gate_state (id, state) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+      text,
+    );
     this.state = state;
   }
 }

@@ -1,4 +1,4 @@
-import { PermanentFailure, type HandlerPlan, type WebhookHandler } from "./types";
+import { type HandlerPlan, PermanentFailure, type WebhookHandler } from "./types";
 
 /**
  * The shipped example domain, driven by the demo source, the bench and outside checks:

@@ -46,7 +46,11 @@ export async function planInVersionOrder(
   const stored = await storedVersion(context.db, event.source, object);
   if (stored !== null && stored >= incoming) {
     if (stored === incoming && "timestamp" in orderedBy) {
-      return { outcome: "stale", againstVersion: stored, note: "order unknown: same timestamp as the stored state; not applied" };
+      return {
+        outcome: "stale",
+        againstVersion: stored,
+        note: "order unknown: same timestamp as the stored state; not applied",
+      };
     }
     return { outcome: "stale", againstVersion: stored };
   }

@@ -30,7 +30,11 @@ export interface VersionGate {
 export type HandlerPlan =
   | { outcome: "apply"; statements: D1PreparedStatement[]; versionGate?: VersionGate }
   /** Older than what is stored: recorded as processed-stale, nothing applied. */
-  | { outcome: "stale"; againstVersion: number; /** why, when it is not plainly older (a timestamp tie) */ note?: string }
+  | {
+      outcome: "stale";
+      againstVersion: number /** why, when it is not plainly older (a timestamp tie) */;
+      note?: string;
+    }
   /** Authentic but not for this handler (e.g. an unknown type): recorded as a no-op, and replayable later. */
   | { outcome: "skip"; reason: string };
 

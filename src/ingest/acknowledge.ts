@@ -6,7 +6,10 @@ import type { Acknowledgement } from "../providers/types";
  * Twilio's TwiML, or a bare status), with the receipt and disposition moved to headers so operators can still
  * correlate it.
  */
-export function acknowledge(claimed: { disposition: string; receiptId: string }, shaped: Acknowledgement | undefined): Response {
+export function acknowledge(
+  claimed: { disposition: string; receiptId: string },
+  shaped: Acknowledgement | undefined,
+): Response {
   if (!shaped) return Response.json({ status: claimed.disposition, receipt: claimed.receiptId });
   const headers = { "x-webhook-receipt": claimed.receiptId, "x-webhook-disposition": claimed.disposition };
   if (shaped.status === 204) return new Response(null, { status: 204, headers });

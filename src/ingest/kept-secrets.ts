@@ -45,7 +45,12 @@ function asSecrets(rows: { secret: string; receivedAt: number }[]): SourceSecret
 }
 
 /** The active kept secrets of a source, newest first: the only ones a delivery verifies against. */
-export async function activeKeptSecrets(env: Pick<Env, "DB">, source: string, now: number, fresh = false): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
+export async function activeKeptSecrets(
+  env: Pick<Env, "DB">,
+  source: string,
+  now: number,
+  fresh = false,
+): Promise<{ secrets: SourceSecret[]; cached: boolean }> {
   const hit = cache.get(source);
   if (!fresh && hit && now - hit.readAt < CACHE_TTL_MS) return { secrets: hit.secrets, cached: true };
   const rows = await database(env)
@@ -65,13 +70,26 @@ export async function activeKeptSecrets(env: Pick<Env, "DB">, source: string, no
  * become active: active when the source has no other active secret, else pending. A secret already kept keeps its
  * status and has its time refreshed. Answers the status it now has.
  */
-export async function keepSecret(env: Pick<Env, "DB">, source: string, secret: string, now: number): Promise<KeptSecretStatus> {
+export async function keepSecret(
+  env: Pick<Env, "DB">,
+  source: string,
+  secret: string,
+  now: number,
+): Promise<KeptSecretStatus> {
   const db = database(env);
   const anotherIsActive = sql`EXISTS (SELECT 1 FROM ${keptSecrets} WHERE ${keptSecrets.source} = ${source} AND ${keptSecrets.status} = 'active' AND ${keptSecrets.secret} <> ${secret})`;
   const [kept] = await db
     .insert(keptSecrets)
-    .values({ source, secret, receivedAt: now, status: sql`CASE WHEN ${anotherIsActive} THEN 'pending' ELSE 'active' END` })
-    .onConflictDoUpdate({ target: [keptSecrets.source, keptSecrets.secret], set: { receivedAt: sql`max(${keptSecrets.receivedAt}, excluded.received_at)` } })
+    .values({
+      source,
+      secret,
+      receivedAt: now,
+      status: sql`CASE WHEN ${anotherIsActive} THEN 'pending' ELSE 'active' END`,
+    })
+    .onConflictDoUpdate({
+      target: [keptSecrets.source, keptSecrets.secret],
+      set: { receivedAt: sql`max(${keptSecrets.receivedAt}, excluded.received_at)` },
+    })
     .returning({ status: keptSecrets.status });
   if (kept!.status === "pending") {
     await db.run(sql`DELETE FROM ${keptSecrets} WHERE ${keptSecrets.source} = ${source} AND ${keptSecrets.status} = 'pending'
@@ -91,7 +109,11 @@ async function keptRows(env: Pick<Env, "DB">, source: string) {
   return Promise.all(rows.map(async (row) => ({ ...row, fingerprint: await secretFingerprint(row.secret) })));
 }
 
-const listing = ({ fingerprint, status, receivedAt }: KeptSecretListing): KeptSecretListing => ({ fingerprint, status, receivedAt });
+const listing = ({ fingerprint, status, receivedAt }: KeptSecretListing): KeptSecretListing => ({
+  fingerprint,
+  status,
+  receivedAt,
+});
 
 /** Every kept secret of a source, newest first, by fingerprint. */
 export async function listKeptSecrets(env: Pick<Env, "DB">, source: string): Promise<KeptSecretListing[]> {
@@ -102,7 +124,12 @@ export async function listKeptSecrets(env: Pick<Env, "DB">, source: string): Pro
  * Approves (makes active) or revokes (deletes) the kept secret with this fingerprint; null when the source has none
  * with it. Other isolates' caches may still try a revoked secret for up to CACHE_TTL_MS.
  */
-export async function changeKeptSecret(env: Pick<Env, "DB">, source: string, fingerprint: string, change: "approve" | "revoke"): Promise<KeptSecretListing | null> {
+export async function changeKeptSecret(
+  env: Pick<Env, "DB">,
+  source: string,
+  fingerprint: string,
+  change: "approve" | "revoke",
+): Promise<KeptSecretListing | null> {
   const row = (await keptRows(env, source)).find((candidate) => candidate.fingerprint === fingerprint);
   if (!row) return null;
   const which = and(eq(keptSecrets.source, source), eq(keptSecrets.secret, row.secret));

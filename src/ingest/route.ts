@@ -1,13 +1,13 @@
-import { Hono, type Context } from "hono";
+import { type Context, Hono } from "hono";
+import { claimEvent, pickHeaders } from "../claims/claim-event";
+import { recordDelivery } from "../lib/analytics";
 import { apiError } from "../lib/errors";
 import { logError, logEvent, logsSuccesses } from "../lib/log";
-import { recordDelivery } from "../lib/analytics";
 import { adapterFor } from "../providers/registry";
 import type { ProviderAdapter, VerifyResult } from "../providers/types";
-import { SourceConfigError, type SourceConfig } from "../sources/config";
+import { type SourceConfig, SourceConfigError } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
-import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { acknowledge } from "./acknowledge";
 import { activeKeptSecrets, keepSecret, secretFingerprint } from "./kept-secrets";
 import { readBodyWithCap } from "./read-body";
@@ -29,12 +29,15 @@ webhooks.post("/:source", (c) => receive(c, "POST"));
 webhooks.get("/:source", (c) => receive(c, "GET"));
 webhooks.all("/:source", (c) => {
   const lookup = lookupSourceOrThrow(c.env, c.req.param("source")!);
-  const allowed: readonly Method[] = lookup.kind === "valid" ? (adapterFor(lookup.source.provider)!.methods ?? ["POST"]) : ["POST"];
+  const allowed: readonly Method[] =
+    lookup.kind === "valid" ? (adapterFor(lookup.source.provider)!.methods ?? ["POST"]) : ["POST"];
   throw methodNotAllowed(allowed);
 });
 
 function methodNotAllowed(allowed: readonly Method[]) {
-  return apiError(405, "method_not_allowed", `This source accepts ${allowed.join(" and ")} only.`, { allow: allowed.join(", ") });
+  return apiError(405, "method_not_allowed", `This source accepts ${allowed.join(" and ")} only.`, {
+    allow: allowed.join(", "),
+  });
 }
 
 function lookupSourceOrThrow(env: Env, sourceName: string) {
@@ -45,11 +48,16 @@ function lookupSourceOrThrow(env: Env, sourceName: string) {
     // SOURCES itself is unreadable: no source can be told apart, so none accepts anything.
     if (error instanceof SourceConfigError) {
       logError("config.invalid", error);
-      throw apiError(503, "source_config_invalid", "The receiver's source configuration is invalid; nothing was accepted.");
+      throw apiError(
+        503,
+        "source_config_invalid",
+        "The receiver's source configuration is invalid; nothing was accepted.",
+      );
     }
     throw error;
   }
-  if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "unknown")
+    throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
   return lookup;
 }
 
@@ -90,7 +98,11 @@ function lookUp(delivery: Delivery) {
   if (lookup.kind === "invalid") {
     // Only this source is out of service; 503 makes its sender retry once the table is fixed. The problems quote
     // config (never a secret's value) and stay in the log and the admin API: they are not for the caller.
-    logEvent("config.invalid", { source: delivery.sourceName, problems: lookup.problems.join("; "), requestId: delivery.requestId });
+    logEvent("config.invalid", {
+      source: delivery.sourceName,
+      problems: lookup.problems.join("; "),
+      requestId: delivery.requestId,
+    });
     throw apiError(503, "source_config_invalid", "This source's configuration is invalid; nothing was accepted.");
   }
   const { source } = lookup;
@@ -123,7 +135,11 @@ function refusedUnread(delivery: Delivery, disposition: "too_large" | "body_unre
 
 /** 3. Keys: the secrets and verify tokens config names. Any not deployed, or all expired, is ours to fix: 503. */
 function keysOf(delivery: Delivery, source: SourceConfig) {
-  const { secrets, verifyTokens, signingUnset, verifyTokensUnset, signingExpired } = sourceKeys(source, delivery.env, delivery.startedAt);
+  const { secrets, verifyTokens, signingUnset, verifyTokensUnset, signingExpired } = sourceKeys(
+    source,
+    delivery.env,
+    delivery.startedAt,
+  );
   const { sourceName: name, requestId } = delivery;
   if (signingUnset.length > 0) {
     // A deploy mistake, not the sender's: 503 makes it retry once the secret is set.
@@ -139,7 +155,11 @@ function keysOf(delivery: Delivery, source: SourceConfig) {
     // Every listed secret is past its expires: a rotation left unfinished, not a forgery. 503 so the sender keeps
     // its deliveries until a fresh secret is deployed; a 401 would make it give up on genuine ones.
     logEvent("config.secrets_expired", { source: name, expired: signingExpired.join(","), requestId });
-    throw apiError(503, "source_secrets_expired", "Every signing secret of this source has expired; nothing was accepted.");
+    throw apiError(
+      503,
+      "source_secrets_expired",
+      "Every signing secret of this source has expired; nothing was accepted.",
+    );
   }
   return { secrets, verifyTokens };
 }
@@ -155,22 +175,40 @@ interface VerifyWith {
 async function verify(delivery: Delivery, request: Request, url: string, input: VerifyWith): Promise<Verified> {
   let { verdict, cached } = await verifyOnce(delivery, request, url, input, false);
   // A handshake secret handed over in another isolate since this one cached the list: read it once more.
-  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached) ({ verdict } = await verifyOnce(delivery, request, url, input, true));
+  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached)
+    ({ verdict } = await verifyOnce(delivery, request, url, input, true));
   const { env, sourceName: source, requestId, startedAt } = delivery;
   if (verdict.kind === "rejected") {
-    logEvent("delivery.rejected", { source, disposition: "rejected", signature: verdict.reason, requestId, durationMs: Date.now() - startedAt });
+    logEvent("delivery.rejected", {
+      source,
+      disposition: "rejected",
+      signature: verdict.reason,
+      requestId,
+      durationMs: Date.now() - startedAt,
+    });
     recordDelivery(env, { source, disposition: "rejected", signature: verdict.reason, ackMs: Date.now() - startedAt });
     throw signatureInvalid();
   }
   if (verdict.kind === "unavailable") {
     // The sender's published key could not be fetched: neither accepted nor refused, so the sender retries.
     logEvent("delivery.key_unavailable", { source, reason: verdict.reason, requestId });
-    throw apiError(503, "verification_key_unavailable", "The key this delivery is signed with could not be fetched; retry later.", { "retry-after": "5" });
+    throw apiError(
+      503,
+      "verification_key_unavailable",
+      "The key this delivery is signed with could not be fetched; retry later.",
+      { "retry-after": "5" },
+    );
   }
   return verdict;
 }
 
-async function verifyOnce(delivery: Delivery, request: Request, url: string, { source, adapter, keys, rawBody }: VerifyWith, fresh: boolean) {
+async function verifyOnce(
+  delivery: Delivery,
+  request: Request,
+  url: string,
+  { source, adapter, keys, rawBody }: VerifyWith,
+  fresh: boolean,
+) {
   const { env, sourceName, method, requestId, startedAt } = delivery;
   let kept;
   try {
@@ -178,7 +216,9 @@ async function verifyOnce(delivery: Delivery, request: Request, url: string, { s
   } catch (error) {
     // Without the sender's handshake secret nothing can be verified: 503 so it retries, never a final 401.
     logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
-    throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", { "retry-after": "5" });
+    throw apiError(503, "source_secret_unavailable", "This source's signing secret could not be read; retry later.", {
+      "retry-after": "5",
+    });
   }
   const verdict = await adapter.verify({
     source: sourceName,
@@ -201,16 +241,24 @@ function signatureInvalid() {
 }
 
 /** 5a. Handshake: keep any secret it hands over, then answer it. Never claimed. */
-async function answerHandshake(delivery: Delivery, verdict: Extract<Verified, { kind: "handshake" }>): Promise<Response> {
+async function answerHandshake(
+  delivery: Delivery,
+  verdict: Extract<Verified, { kind: "handshake" }>,
+): Promise<Response> {
   const { env, sourceName: source, method, requestId, startedAt } = delivery;
   let kept: { kept?: string; fingerprint?: string } = {};
   if (verdict.keepSecret !== undefined) {
     try {
-      kept = { kept: await keepSecret(env, source, verdict.keepSecret, startedAt), fingerprint: await secretFingerprint(verdict.keepSecret) };
+      kept = {
+        kept: await keepSecret(env, source, verdict.keepSecret, startedAt),
+        fingerprint: await secretFingerprint(verdict.keepSecret),
+      };
     } catch (error) {
       // Answering without keeping the secret would confirm a hook whose deliveries could never verify.
       logError("delivery.handshake_store_failed", error, { source, requestId });
-      throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", { "retry-after": "5" });
+      throw apiError(503, "handshake_unavailable", "The handshake could not be stored; retry later.", {
+        "retry-after": "5",
+      });
     }
   }
   // A pending secret gets the same answer as an active one: the caller learns nothing of what the source holds,
@@ -222,7 +270,16 @@ async function answerHandshake(delivery: Delivery, verdict: Extract<Verified, { 
 type Event = Extract<Verified, { kind: "event" }>;
 
 /** 5b. Claim: one Durable Object transaction makes the delivery durable (or finds it a duplicate). */
-async function claim(delivery: Delivery, request: Request, { source, adapter, rawBody, verdict }: { source: SourceConfig; adapter: ProviderAdapter; rawBody: Uint8Array; verdict: Event }) {
+async function claim(
+  delivery: Delivery,
+  request: Request,
+  {
+    source,
+    adapter,
+    rawBody,
+    verdict,
+  }: { source: SourceConfig; adapter: ProviderAdapter; rawBody: Uint8Array; verdict: Event },
+) {
   try {
     return await claimEvent(delivery.env, {
       source,
@@ -233,7 +290,11 @@ async function claim(delivery: Delivery, request: Request, { source, adapter, ra
       provenance: "live",
     });
   } catch (error) {
-    logError("delivery.claim_failed", error, { source: delivery.sourceName, eventKey: verdict.identity.eventKey, requestId: delivery.requestId });
+    logError("delivery.claim_failed", error, {
+      source: delivery.sourceName,
+      eventKey: verdict.identity.eventKey,
+      requestId: delivery.requestId,
+    });
     throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
   }
 }

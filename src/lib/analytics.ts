@@ -55,7 +55,11 @@ function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
 export function recordDelivery(env: MetricsEnv, fields: DeliveryMetric): void {
   // Analytics Engine keeps nothing under wrangler dev: the dev server counts its rejections itself.
   if (fields.disposition === "rejected") countLocalRejection(env, fields.source);
-  write(env, { indexes: [fields.source], blobs: ["delivery", fields.source, fields.disposition, fields.signature], doubles: [fields.ackMs, 1] });
+  write(env, {
+    indexes: [fields.source],
+    blobs: ["delivery", fields.source, fields.disposition, fields.signature],
+    doubles: [fields.ackMs, 1],
+  });
 }
 
 /**

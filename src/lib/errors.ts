@@ -24,7 +24,10 @@ export class ApiError extends HTTPException {
   override getResponse(): Response {
     const headers = new Headers(this.headers);
     headers.set("content-type", "application/json; charset=utf-8");
-    return new Response(JSON.stringify({ error: { code: this.code, message: this.message } }), { status: this.status, headers });
+    return new Response(JSON.stringify({ error: { code: this.code, message: this.message } }), {
+      status: this.status,
+      headers,
+    });
   }
 }
 

@@ -1,6 +1,6 @@
-import { ZERO_TOTALS, type MeterReading, type MeterTotals } from "./meter-totals";
+import { type MeterReading, type MeterTotals, ZERO_TOTALS } from "./meter-totals";
 
-export { difference, sumReadings, ZERO_TOTALS, type MeterReading, type MeterTotals } from "./meter-totals";
+export { difference, type MeterReading, type MeterTotals, sumReadings, ZERO_TOTALS } from "./meter-totals";
 
 /**
  * Billed units, counted where they happen from the runtime's own meters: D1's `meta.rows_read` /
@@ -16,7 +16,6 @@ export { difference, sumReadings, ZERO_TOTALS, type MeterReading, type MeterTota
  * const before = meterReading();
  */
 
-
 /** Minted on first read: Workers refuse random values at module load. */
 let isolateId: string | null = null;
 const totals: MeterTotals = { ...ZERO_TOTALS };
@@ -29,7 +28,6 @@ export function meterReading(): MeterReading {
 export function count(meter: keyof MeterTotals, amount = 1): void {
   totals[meter] += amount;
 }
-
 
 /** A queue message is billed per 64 KB for each of its write, read and delete. */
 export const QUEUE_BILLING_CHUNK_BYTES = 64 * 1024;

@@ -12,5 +12,9 @@ interface Copy {
  * The claim shard and the relay's second check in D1 both decide with this.
  */
 export function isSameEvent(first: Copy, second: Copy): boolean {
-  return first.payloadSha256 === second.payloadSha256 || first.provenance === "reconciled" || second.provenance === "reconciled";
+  return (
+    first.payloadSha256 === second.payloadSha256 ||
+    first.provenance === "reconciled" ||
+    second.provenance === "reconciled"
+  );
 }

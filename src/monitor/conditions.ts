@@ -146,7 +146,10 @@ export interface DatabaseAnswer {
  * fullest database's size against the cap (each D1 database has its own 10 GB: the alert is about the one that
  * reaches it first).
  */
-export function cronObservations(facts: { databases: readonly DatabaseAnswer[]; failedSteps: string[] }): Observation[] {
+export function cronObservations(facts: {
+  databases: readonly DatabaseAnswer[];
+  failedSteps: string[];
+}): Observation[] {
   const unreachable = facts.databases.filter((database) => !database.reachable).map((database) => database.binding);
   const observations: Observation[] = [
     {
@@ -164,8 +167,13 @@ export function cronObservations(facts: { databases: readonly DatabaseAnswer[]; 
   ];
   // A database bound (again) has ended its `database-unbound` alert: messages naming it are read there now.
   for (const database of facts.databases) observations.push(unboundDatabaseObservation(database.binding, false));
-  const sized = facts.databases.filter((database): database is DatabaseAnswer & { sizeBytes: number } => database.sizeBytes !== null);
-  const fullest = sized.reduce<(typeof sized)[number] | null>((largest, database) => (largest === null || database.sizeBytes > largest.sizeBytes ? database : largest), null);
+  const sized = facts.databases.filter(
+    (database): database is DatabaseAnswer & { sizeBytes: number } => database.sizeBytes !== null,
+  );
+  const fullest = sized.reduce<(typeof sized)[number] | null>(
+    (largest, database) => (largest === null || database.sizeBytes > largest.sizeBytes ? database : largest),
+    null,
+  );
   if (fullest !== null) {
     observations.push({
       kind: "d1-storage",

@@ -30,7 +30,11 @@ export interface HealthFacts {
   relaySettingsRefused?: boolean;
 }
 
-export function healthAnswer(invalidSources: readonly string[], openSystemAlerts: readonly string[], facts: HealthFacts = {}): HealthAnswer {
+export function healthAnswer(
+  invalidSources: readonly string[],
+  openSystemAlerts: readonly string[],
+  facts: HealthFacts = {},
+): HealthAnswer {
   const { missingSecrets = [], expiredSecrets = [], adminTokenIsExample = false, relaySettingsRefused = false } = facts;
   const reasons = [
     ...(invalidSources.length > 0 ? ["config-invalid"] : []),

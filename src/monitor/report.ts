@@ -7,7 +7,11 @@ export function systemMonitor(env: Pick<Env, "MONITOR">) {
   return env.MONITOR.get(env.MONITOR.idFromName("system"));
 }
 
-export async function reportObservations(env: Pick<Env, "MONITOR">, observations: Observation[], d1Reachable: boolean): Promise<void> {
+export async function reportObservations(
+  env: Pick<Env, "MONITOR">,
+  observations: Observation[],
+  d1Reachable: boolean,
+): Promise<void> {
   await systemMonitor(env).report(observations, { d1Reachable });
 }
 

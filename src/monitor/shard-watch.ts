@@ -1,5 +1,11 @@
 import { logError } from "../lib/log";
-import { relayFailureObservations, shardThresholds, storageObservations, type Observation, type SystemAlertKind } from "./conditions";
+import {
+  type Observation,
+  relayFailureObservations,
+  type SystemAlertKind,
+  shardThresholds,
+  storageObservations,
+} from "./conditions";
 import { d1Answers, reportObservations } from "./report";
 
 /**
@@ -22,14 +28,22 @@ export class ShardWatch {
 
   async afterFailure(env: Env, facts: { failures: number; backlog: number; storageBytes: number }): Promise<void> {
     const d1 = await d1Answers(env);
-    await this.tell(env, relayFailureObservations(this.reporter, { ...facts, d1Reachable: d1.reachable }, shardThresholds(env)), d1.reachable);
+    await this.tell(
+      env,
+      relayFailureObservations(this.reporter, { ...facts, d1Reachable: d1.reachable }, shardThresholds(env)),
+      d1.reachable,
+    );
   }
 
   /** D1 took the batch: the relay problems this shard reported are over (backlog and size are the visit's to clear). */
   async afterSuccess(env: Env): Promise<void> {
     const reported = [...this.load()].filter((kind) => RELAY_KINDS.has(kind));
     if (reported.length === 0) return;
-    await this.tell(env, reported.map((kind) => ({ kind, reporter: this.reporter, firing: false, message: `${kind} cleared` })), true);
+    await this.tell(
+      env,
+      reported.map((kind) => ({ kind, reporter: this.reporter, firing: false, message: `${kind} cleared` })),
+      true,
+    );
   }
 
   /** The cron's visit: backlog and size checked whether or not the relay fails (tombstones grow a healthy shard). */
@@ -62,7 +76,12 @@ export class ShardWatch {
   private load(): Set<SystemAlertKind> {
     if (this.reported === null) {
       this.sql.exec(SCHEMA);
-      this.reported = new Set(this.sql.exec<{ kind: SystemAlertKind }>("SELECT kind FROM watch_reported").toArray().map((row) => row.kind));
+      this.reported = new Set(
+        this.sql
+          .exec<{ kind: SystemAlertKind }>("SELECT kind FROM watch_reported")
+          .toArray()
+          .map((row) => row.kind),
+      );
     }
     return this.reported;
   }

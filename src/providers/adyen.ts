@@ -3,9 +3,9 @@ import { decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies } from "../crypto/verify";
 import { batchItemAnnotations } from "./batch-items";
 import { stringAtPath, timeAtPath, valueAtPath } from "./json";
-import { parseUnverifiedJson } from "./unverified";
 import { annotationsFrom, MAX_VERIFICATION_STEPS, rejected } from "./signed";
 import type { ProviderAdapter } from "./types";
+import { parseUnverifiedJson } from "./unverified";
 
 /**
  * Adyen standard webhooks: each `notificationItems[].NotificationRequestItem` carries its own
@@ -27,7 +27,16 @@ function field(item: unknown, path: string): string {
 }
 
 function signingString(item: unknown): string {
-  return ["pspReference", "originalReference", "merchantAccountCode", "merchantReference", "amount.value", "amount.currency", "eventCode", "success"]
+  return [
+    "pspReference",
+    "originalReference",
+    "merchantAccountCode",
+    "merchantReference",
+    "amount.value",
+    "amount.currency",
+    "eventCode",
+    "success",
+  ]
     .map((path) => field(item, path))
     .join(":");
 }
@@ -68,7 +77,8 @@ export const adyen: ProviderAdapter = {
       const signature = decodeBase64(signatureText);
       if (!signature || signature.length === 0) return rejected("malformed-signature");
       let verified = false;
-      for (const key of keys) if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) verified = true;
+      for (const key of keys)
+        if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) verified = true;
       if (!verified) return rejected("signature-mismatch");
     }
     const eventKey = await batchKey(items);
@@ -87,7 +97,10 @@ export const adyen: ProviderAdapter = {
         occurredAt: timeAtPath(first, "eventDate"),
         annotations: {
           ...annotationsFrom({ "merchant-reference": stringAtPath(first, "merchantReference") }),
-          ...batchItemAnnotations(items.length, items.map((item) => stringAtPath(item, "pspReference"))),
+          ...batchItemAnnotations(
+            items.length,
+            items.map((item) => stringAtPath(item, "pspReference")),
+          ),
         },
       },
       acknowledgement: { status: 200, text: "[accepted]" },

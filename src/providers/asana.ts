@@ -1,5 +1,5 @@
 import { keptSecretAdapter } from "./kept-secret";
-import { presetAdapter, type PresetSpec } from "./presets";
+import { type PresetSpec, presetAdapter } from "./presets";
 import { readHeader } from "./signed";
 
 /** The delivery scheme as data, also read by the CLI's `send` to sign the same way (scripts/cli/signers.mjs). */

@@ -35,7 +35,12 @@ export function snsMessage(payload: unknown): SnsMessage | null {
   const record = payload as Record<string, unknown>;
   if (typeof record.Type !== "string" || !TYPES.has(record.Type)) return null;
   const type = record.Type as SnsMessageType;
-  const required = [...SIGNED_FIELDS[type].filter((field) => field !== "Subject"), "SignatureVersion", "Signature", "SigningCertURL"];
+  const required = [
+    ...SIGNED_FIELDS[type].filter((field) => field !== "Subject"),
+    "SignatureVersion",
+    "Signature",
+    "SigningCertURL",
+  ];
   for (const field of required) {
     const value = record[field];
     if (typeof value !== "string" || value.length === 0 || value.length > MAX_FIELD_CHARS) return null;

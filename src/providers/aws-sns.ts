@@ -1,12 +1,12 @@
-import { SubjectAlternativeNameExtension, X509Certificate } from "./x509";
 import { decodeBase64, utf8Bytes } from "../crypto/encoding";
-import { isSnsSigningName, pinnedSnsUrl, snsMessage, snsStringToSign, type SnsMessage } from "./aws-sns-message";
+import { isSnsSigningName, pinnedSnsUrl, type SnsMessage, snsMessage, snsStringToSign } from "./aws-sns-message";
 import { handshake } from "./handshake";
-import { parseUnverifiedJson } from "./unverified";
-import { KeyCache, type Fetched } from "./key-cache";
+import { type Fetched, KeyCache } from "./key-cache";
 import { fetchPinned } from "./key-fetch";
 import { annotationsFrom, rejected } from "./signed";
 import type { DeliveryInput, ProviderAdapter, VerifyResult } from "./types";
+import { parseUnverifiedJson } from "./unverified";
+import { SubjectAlternativeNameExtension, X509Certificate } from "./x509";
 
 /**
  * AWS SNS over HTTP/S. The body is a JSON message signed with RSA by the certificate at its `SigningCertURL`:
@@ -46,7 +46,12 @@ function signingCertificate(url: URL, source: string): Promise<Fetched<SigningCe
         if (!namesSns(certificate)) return { kind: "refused" };
         return {
           kind: "found",
-          value: { spki: certificate.publicKey.rawData, notBefore: certificate.notBefore.getTime(), notAfter: certificate.notAfter.getTime(), imported: {} },
+          value: {
+            spki: certificate.publicKey.rawData,
+            notBefore: certificate.notBefore.getTime(),
+            notAfter: certificate.notAfter.getTime(),
+            imported: {},
+          },
         };
       } catch {
         // The pinned host answered with something that is no certificate: nothing to verify with.
@@ -69,7 +74,9 @@ async function signatureVerifies(message: SnsMessage, certificate: SigningCertif
   if (!signature || signature.length === 0) return false;
   const hash = HASH_OF_VERSION[message.SignatureVersion];
   try {
-    const importing = certificate.imported[hash] ?? crypto.subtle.importKey("spki", certificate.spki, { name: "RSASSA-PKCS1-v1_5", hash }, false, ["verify"]);
+    const importing =
+      certificate.imported[hash] ??
+      crypto.subtle.importKey("spki", certificate.spki, { name: "RSASSA-PKCS1-v1_5", hash }, false, ["verify"]);
     certificate.imported[hash] = importing;
     const key = await importing;
     return await crypto.subtle.verify("RSASSA-PKCS1-v1_5", key, signature, utf8Bytes(snsStringToSign(message)));
@@ -81,7 +88,14 @@ async function signatureVerifies(message: SnsMessage, certificate: SigningCertif
 
 /** The topic ARNs the source's secrets hold. */
 function acceptedTopics(input: DeliveryInput): Set<string> {
-  return new Set(input.secrets.flatMap((secret) => secret.value.split(",").map((arn) => arn.trim()).filter((arn) => arn.length > 0)));
+  return new Set(
+    input.secrets.flatMap((secret) =>
+      secret.value
+        .split(",")
+        .map((arn) => arn.trim())
+        .filter((arn) => arn.length > 0),
+    ),
+  );
 }
 
 async function confirmSubscription(message: SnsMessage): Promise<VerifyResult> {
@@ -99,11 +113,19 @@ async function confirmSubscription(message: SnsMessage): Promise<VerifyResult> {
 
 export const awsSns: ProviderAdapter = {
   provider: "aws-sns",
-  keptHeaders: ["x-amz-sns-message-type", "x-amz-sns-message-id", "x-amz-sns-topic-arn", "x-amz-sns-subscription-arn", "user-agent"],
+  keptHeaders: [
+    "x-amz-sns-message-type",
+    "x-amz-sns-message-id",
+    "x-amz-sns-topic-arn",
+    "x-amz-sns-subscription-arn",
+    "user-agent",
+  ],
 
   validateOptions(options) {
     const version = options.signature_version;
-    return version === undefined || version === 2 ? [] : ["signature_version must be 2 (accept only SHA256withRSA messages), or unset to accept 1 and 2"];
+    return version === undefined || version === 2
+      ? []
+      : ["signature_version must be 2 (accept only SHA256withRSA messages), or unset to accept 1 and 2"];
   },
 
   async verify(input) {
@@ -116,13 +138,18 @@ export const awsSns: ProviderAdapter = {
     const message = snsMessage(payload);
     if (!message) return rejected("malformed-signature");
     // A topic set to SignatureVersion 2 never sends SHA1: a v1 message for it is refused before anything is fetched.
-    if (input.options.signature_version === 2 && message.SignatureVersion !== "2") return rejected("malformed-signature");
+    if (input.options.signature_version === 2 && message.SignatureVersion !== "2")
+      return rejected("malformed-signature");
     const certificateUrl = pinnedSnsUrl(message.SigningCertURL, "certificate");
     // A certificate anywhere else is never fetched: the message is a forgery.
     if (!certificateUrl) return rejected("malformed-signature");
 
     const certificate = await signingCertificate(certificateUrl, input.source ?? "");
-    if (certificate.kind === "unavailable") return { kind: "unavailable", reason: certificate.busy ? "key-fetches-at-capacity" : "signing-certificate-unreachable" };
+    if (certificate.kind === "unavailable")
+      return {
+        kind: "unavailable",
+        reason: certificate.busy ? "key-fetches-at-capacity" : "signing-certificate-unreachable",
+      };
     if (certificate.kind === "refused") return rejected("signature-mismatch");
     if (!(await signatureVerifies(message, certificate.value, input.now))) return rejected("signature-mismatch");
     if (!acceptedTopics(input).has(message.TopicArn)) return rejected("signature-mismatch");

@@ -14,6 +14,11 @@ const ITEM_ID = /^[\x21-\x7e]{1,128}$/;
 
 /** `batch-items` (how many items the delivery held) and `batch-item-ids` (their ids, distinct, in order). */
 export function batchItemAnnotations(itemCount: number, ids: readonly unknown[]): Record<string, string> {
-  const distinct = [...new Set(ids.filter((id): id is string => typeof id === "string" && ITEM_ID.test(id)))].slice(0, MAX_BATCH_ITEM_IDS);
-  return distinct.length > 0 ? { "batch-items": String(itemCount), [BATCH_ITEM_IDS]: distinct.join(" ") } : { "batch-items": String(itemCount) };
+  const distinct = [...new Set(ids.filter((id): id is string => typeof id === "string" && ITEM_ID.test(id)))].slice(
+    0,
+    MAX_BATCH_ITEM_IDS,
+  );
+  return distinct.length > 0
+    ? { "batch-items": String(itemCount), [BATCH_ITEM_IDS]: distinct.join(" ") }
+    : { "batch-items": String(itemCount) };
 }

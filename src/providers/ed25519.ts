@@ -1,7 +1,15 @@
 import { concatBytes, decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  parseUnixSeconds,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+} from "./signed";
 import type { Acknowledgement } from "./types";
-import { describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, readHeader, signedAdapter } from "./signed";
 
 /**
  * Ed25519 senders in the `X-Signature-Ed25519` style (Discord): a hex Ed25519 signature over

@@ -10,8 +10,8 @@ import {
   parseUnixSeconds,
   presentedSignatures,
   readHeader,
-  signedAdapter,
   type SignatureEncoding,
+  signedAdapter,
 } from "./signed";
 import type { DeliveryInput, SourceOptions } from "./types";
 
@@ -74,7 +74,12 @@ function keyFor(secret: string, options: SourceOptions): VerificationKey | null 
     const publicKey = /^[0-9a-fA-F]{64}$/.test(secret) ? decodeHex(secret) : decodeBase64(secret);
     return publicKey && publicKey.length === 32 ? { algorithm, material: publicKey } : null;
   }
-  const material = secretEncoding === "base64" ? decodeBase64(secret) : secretEncoding === "hex" ? decodeHex(secret) : utf8Bytes(secret);
+  const material =
+    secretEncoding === "base64"
+      ? decodeBase64(secret)
+      : secretEncoding === "hex"
+        ? decodeHex(secret)
+        : utf8Bytes(secret);
   return material && material.length > 0 ? { algorithm, material } : null;
 }
 
@@ -84,7 +89,9 @@ function read(input: DeliveryInput) {
   if (!header) return "missing-signature" as const;
   const entries = config.separator ? boundedEntries(header, config.separator) : [header];
   if (!entries) return "malformed-signature" as const;
-  const candidates = entries.filter((entry) => entry.startsWith(config.prefix)).map((entry) => entry.slice(config.prefix.length));
+  const candidates = entries
+    .filter((entry) => entry.startsWith(config.prefix))
+    .map((entry) => entry.slice(config.prefix.length));
 
   const values: Record<string, string> = { url: input.url };
   if (config.idHeader) {
@@ -133,7 +140,9 @@ export const generic = signedAdapter({
     return event(
       {
         ...(await eventKeyOf(
-          keyHeader ? readHeader(input.headers, keyHeader) : stringAtPath(payload, optionString(options, "event_key_path")),
+          keyHeader
+            ? readHeader(input.headers, keyHeader)
+            : stringAtPath(payload, optionString(options, "event_key_path")),
           input.rawBody,
           { signed: keyHeaderSigned(options, keyHeader) },
         )),
@@ -150,7 +159,8 @@ export const generic = signedAdapter({
     if (!config.signatureHeader) problems.push("generic provider needs signature_header");
     if (!ALGORITHMS.includes(config.algorithm)) problems.push(`algorithm must be one of ${ALGORITHMS.join(", ")}`);
     if (!ENCODINGS.includes(config.encoding)) problems.push(`encoding must be one of ${ENCODINGS.join(", ")}`);
-    if (!SECRET_ENCODINGS.includes(config.secretEncoding)) problems.push(`secret_encoding must be one of ${SECRET_ENCODINGS.join(", ")}`);
+    if (!SECRET_ENCODINGS.includes(config.secretEncoding))
+      problems.push(`secret_encoding must be one of ${SECRET_ENCODINGS.join(", ")}`);
     if (options.timestamp_unit !== undefined && options.timestamp_unit !== "s" && options.timestamp_unit !== "ms") {
       problems.push('timestamp_unit must be "s" or "ms"');
     }
@@ -159,12 +169,16 @@ export const generic = signedAdapter({
       problems.push(`signed_content has unknown placeholder {${name}} (known: {body}, {timestamp}, {id}, {url})`);
     }
     if (!placeholders.includes("body")) problems.push("signed_content must include {body}");
-    if (placeholders.includes("timestamp") && !config.timestampHeader) problems.push("signed_content uses {timestamp} but timestamp_header is not set");
-    if (placeholders.includes("id") && !config.idHeader) problems.push("signed_content uses {id} but id_header is not set");
+    if (placeholders.includes("timestamp") && !config.timestampHeader)
+      problems.push("signed_content uses {timestamp} but timestamp_header is not set");
+    if (placeholders.includes("id") && !config.idHeader)
+      problems.push("signed_content uses {id} but id_header is not set");
     // Options that would check or key on what the signature leaves out: a captured delivery could then be replayed
     // with a fresh time or under a new key. The source is refused until its table says what the sender signs.
     if (config.timestampHeader && !placeholders.includes("timestamp")) {
-      problems.push("timestamp_header is set but signed_content does not include {timestamp}: an unsigned time bounds no replay");
+      problems.push(
+        "timestamp_header is set but signed_content does not include {timestamp}: an unsigned time bounds no replay",
+      );
     }
     const keyHeader = optionString(options, "event_key_header");
     if (keyHeader && !keyHeaderSigned(options, keyHeader)) {

@@ -1,5 +1,15 @@
 import { parseJsonBody, stringAtPath } from "./json";
-import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  annotationsFrom,
+  bodySignature,
+  describePayload,
+  event,
+  eventKeyOf,
+  headerTypeUnlessConfigured,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * GitHub: `X-Hub-Signature-256: sha256=<hex>`, HMAC-SHA256 over the body keyed by the webhook secret as text.
@@ -8,7 +18,13 @@ import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, hea
  */
 export const github = signedAdapter({
   provider: "github",
-  keptHeaders: ["x-github-delivery", "x-github-event", "x-github-hook-id", "x-github-hook-installation-target-id", "user-agent"],
+  keptHeaders: [
+    "x-github-delivery",
+    "x-github-event",
+    "x-github-hook-id",
+    "x-github-hook-installation-target-id",
+    "user-agent",
+  ],
   read: bodySignature("x-hub-signature-256", "hex", "hmac-sha256", "sha256="),
   keyFor: utf8Key("hmac-sha256"),
 
@@ -18,7 +34,11 @@ export const github = signedAdapter({
     return event({
       ...(await eventKeyOf(readHeader(input.headers, "x-github-delivery"), input.rawBody, { signed: false })),
       ...described,
-      eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(input.headers, "x-github-event")),
+      eventType: headerTypeUnlessConfigured(
+        input.options,
+        described.eventType,
+        readHeader(input.headers, "x-github-event"),
+      ),
       annotations: annotationsFrom({ action: stringAtPath(payload, "action") }),
     });
   },

@@ -1,6 +1,14 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody } from "./json";
-import { describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  headerTypeUnlessConfigured,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * GitLab: `X-Gitlab-Token` carries the webhook's secret token itself (no signature, no timestamp); it is compared
@@ -9,7 +17,14 @@ import { describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHea
  */
 export const gitlab = signedAdapter({
   provider: "gitlab",
-  keptHeaders: ["x-gitlab-event", "x-gitlab-event-uuid", "x-gitlab-webhook-uuid", "x-gitlab-instance", "idempotency-key", "user-agent"],
+  keptHeaders: [
+    "x-gitlab-event",
+    "x-gitlab-event-uuid",
+    "x-gitlab-webhook-uuid",
+    "x-gitlab-instance",
+    "idempotency-key",
+    "user-agent",
+  ],
 
   read({ headers }) {
     const token = readHeader(headers, "x-gitlab-token");
@@ -23,7 +38,11 @@ export const gitlab = signedAdapter({
     const headers = input.headers;
     const described = describePayload(parseJsonBody(input.rawBody), input.options, { subject: "object_attributes.id" });
     return event({
-      ...(await eventKeyOf(readHeader(headers, "idempotency-key") ?? readHeader(headers, "x-gitlab-event-uuid"), input.rawBody, { signed: false })),
+      ...(await eventKeyOf(
+        readHeader(headers, "idempotency-key") ?? readHeader(headers, "x-gitlab-event-uuid"),
+        input.rawBody,
+        { signed: false },
+      )),
       ...described,
       eventType: headerTypeUnlessConfigured(input.options, described.eventType, readHeader(headers, "x-gitlab-event")),
     });

@@ -27,7 +27,9 @@ export function withHandshake(
     ...adapter,
     ...extra,
     async verify(input) {
-      const answered = await refusingOversized(async () => (await handshake(input)) ?? ({ kind: "not-a-handshake" } as never));
+      const answered = await refusingOversized(
+        async () => (await handshake(input)) ?? ({ kind: "not-a-handshake" } as never),
+      );
       if ((answered as { kind: string }).kind !== "not-a-handshake") return answered;
       // Only a handshake may be answered to a GET; a GET that is none is refused before any verifier runs.
       if (input.method === "GET") return rejected("missing-signature");
@@ -40,7 +42,10 @@ export function withHandshake(
  * True when `presented` equals one of `expected`. Every candidate is compared (digests, timingSafeEqual), so the
  * time taken says neither which one matched nor how much of it.
  */
-export async function tokenMatches(presented: string | null, expected: readonly SourceSecret[] | undefined): Promise<boolean> {
+export async function tokenMatches(
+  presented: string | null,
+  expected: readonly SourceSecret[] | undefined,
+): Promise<boolean> {
   if (!presented || !expected || expected.length === 0) return false;
   let matched = false;
   for (const candidate of expected) {

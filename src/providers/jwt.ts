@@ -1,6 +1,6 @@
 import { decodeBase64Url, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody } from "./json";
-import { presentedSignatures, type Presented } from "./signed";
+import { type Presented, presentedSignatures } from "./signed";
 import type { RejectReason } from "./types";
 
 /**
@@ -34,13 +34,32 @@ function jsonPart(part: string): Record<string, unknown> | null {
 }
 
 /** Whether the token's `exp` and `iat` place it now: exp (required when `expiryRequired`) not past, iat (if any) within the window. */
-function timelyAt(claims: Record<string, unknown>, nowSeconds: number, toleranceSeconds: number, expiryRequired: boolean): boolean {
-  if (claims.exp === undefined ? expiryRequired : typeof claims.exp !== "number" || !Number.isFinite(claims.exp) || claims.exp < nowSeconds) return false;
+function timelyAt(
+  claims: Record<string, unknown>,
+  nowSeconds: number,
+  toleranceSeconds: number,
+  expiryRequired: boolean,
+): boolean {
+  if (
+    claims.exp === undefined
+      ? expiryRequired
+      : typeof claims.exp !== "number" || !Number.isFinite(claims.exp) || claims.exp < nowSeconds
+  )
+    return false;
   if (claims.iat === undefined) return true;
-  return typeof claims.iat === "number" && claims.iat <= nowSeconds + ISSUED_AT_SKEW_SECONDS && claims.iat >= nowSeconds - toleranceSeconds;
+  return (
+    typeof claims.iat === "number" &&
+    claims.iat <= nowSeconds + ISSUED_AT_SKEW_SECONDS &&
+    claims.iat >= nowSeconds - toleranceSeconds
+  );
 }
 
-export function readHs256Jwt(token: string, nowMs: number, toleranceSeconds: number, { expiryRequired }: { expiryRequired: boolean }): ReadJwt | RejectReason {
+export function readHs256Jwt(
+  token: string,
+  nowMs: number,
+  toleranceSeconds: number,
+  { expiryRequired }: { expiryRequired: boolean },
+): ReadJwt | RejectReason {
   const match = JWS.exec(token.replace(/^Bearer\s+/i, ""));
   if (!match) return "malformed-signature";
   const [, headerPart, payloadPart, signaturePart] = match;

@@ -1,6 +1,6 @@
-import { handshake, tokenMatches, urlVerifyToken, withHandshake, type HandshakeStep } from "./handshake";
-import type { ProviderAdapter, VerifyResult } from "./types";
+import { type HandshakeStep, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
 import { rejected } from "./signed";
+import type { ProviderAdapter, VerifyResult } from "./types";
 
 /**
  * Senders that hand their signing secret over in a handshake (Asana, Notion). The URL registered with the sender

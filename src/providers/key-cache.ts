@@ -81,6 +81,9 @@ export class KeyCache<T> {
   private remember(cacheKey: string, outcome: Unproven<T>["outcome"]): void {
     if (this.proven.has(cacheKey)) return;
     if (this.unproven.size >= MAX_UNPROVEN_ENTRIES) this.unproven.delete(this.unproven.keys().next().value!);
-    this.unproven.set(cacheKey, { outcome, expiresAt: outcome.kind === "found" ? Number.POSITIVE_INFINITY : this.clock() + REFUSAL_TTL_MS });
+    this.unproven.set(cacheKey, {
+      outcome,
+      expiresAt: outcome.kind === "found" ? Number.POSITIVE_INFINITY : this.clock() + REFUSAL_TTL_MS,
+    });
   }
 }

@@ -27,7 +27,11 @@ export async function fetchPinned<T>(
 ): Promise<Fetched<T>> {
   let response: Response;
   try {
-    response = await fetch(redirectedForTests(url), { ...init, redirect: "manual", signal: AbortSignal.timeout(KEY_FETCH_TIMEOUT_MS) });
+    response = await fetch(redirectedForTests(url), {
+      ...init,
+      redirect: "manual",
+      signal: AbortSignal.timeout(KEY_FETCH_TIMEOUT_MS),
+    });
   } catch {
     return { kind: "unavailable" };
   }
@@ -49,8 +53,10 @@ export async function fetchPinned<T>(
 let testStandinOrigin: string | null = null;
 
 export function redirectKeyFetchesForTests(env: object, origin: string | null): void {
-  if ((env as Record<string, unknown>).TEST_KEY_STANDIN !== "loopback") throw new Error("key fetch redirect needs the TEST_KEY_STANDIN binding");
-  if (origin !== null && !/^http:\/\/127\.0\.0\.1:\d{1,5}$/.test(origin)) throw new Error("key fetch redirect must be a loopback origin");
+  if ((env as Record<string, unknown>).TEST_KEY_STANDIN !== "loopback")
+    throw new Error("key fetch redirect needs the TEST_KEY_STANDIN binding");
+  if (origin !== null && !/^http:\/\/127\.0\.0\.1:\d{1,5}$/.test(origin))
+    throw new Error("key fetch redirect must be a loopback origin");
   testStandinOrigin = origin;
 }
 

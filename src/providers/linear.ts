@@ -1,6 +1,6 @@
 import { parseJsonBody, stringAtPath } from "./json";
-import { parseUnverifiedJson } from "./unverified";
 import { bodySignature, describePayload, event, eventKeyOf, readHeader, signedAdapter, utf8Key } from "./signed";
+import { parseUnverifiedJson } from "./unverified";
 
 /**
  * Linear: `Linear-Signature: <hex>`, HMAC-SHA256 over the body. The signed time is the payload's
@@ -17,7 +17,8 @@ export const linear = signedAdapter({
   read(input) {
     const presented = bodyRead(input);
     if (typeof presented === "string") return presented;
-    const timestampMs = (parseUnverifiedJson(input.rawBody) as { webhookTimestamp?: unknown } | undefined)?.webhookTimestamp;
+    const timestampMs = (parseUnverifiedJson(input.rawBody) as { webhookTimestamp?: unknown } | undefined)
+      ?.webhookTimestamp;
     if (typeof timestampMs !== "number" || !Number.isSafeInteger(timestampMs)) return "malformed-signature";
     return { ...presented, signedAt: Math.floor(timestampMs / 1000) };
   },

@@ -1,7 +1,16 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
+import {
+  annotationsFrom,
+  describePayload,
+  event,
+  eventKeyOf,
+  parseUnixSeconds,
+  presentedSignatures,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 import { parseUnverifiedForm, parseUnverifiedJson } from "./unverified";
-import { annotationsFrom, describePayload, event, eventKeyOf, parseUnixSeconds, presentedSignatures, signedAdapter, utf8Key } from "./signed";
 
 /**
  * Mailgun: the signature travels inside the body — `signature: {timestamp, token, signature}` in JSON webhooks, or

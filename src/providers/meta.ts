@@ -1,5 +1,5 @@
-import { parseJsonBody, stringAtPath } from "./json";
 import { challengeText, echo, handshake, tokenMatches, withHandshake } from "./handshake";
+import { parseJsonBody, stringAtPath } from "./json";
 import { bodySignature, describePayload, event, eventKeyOf, rejected, signedAdapter, utf8Key } from "./signed";
 
 /**
@@ -18,7 +18,9 @@ const signed = signedAdapter({
   async identify({ input }) {
     const payload = parseJsonBody(input.rawBody);
     const described = describePayload(payload, input.options, { subject: "entry.0.id", occurredAt: "entry.0.time" });
-    const field = stringAtPath(payload, "entry.0.changes.0.field") ?? (stringAtPath(payload, "entry.0.messaging.0.sender.id") ? "messaging" : null);
+    const field =
+      stringAtPath(payload, "entry.0.changes.0.field") ??
+      (stringAtPath(payload, "entry.0.messaging.0.sender.id") ? "messaging" : null);
     const object = stringAtPath(payload, "object");
     return event({
       ...(await eventKeyOf(null, input.rawBody)),

@@ -1,8 +1,8 @@
 import { utf8Bytes } from "../crypto/encoding";
 import { challengeText, echo, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
 import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
-import { parseUnverifiedJson } from "./unverified";
 import { describePayload, event, eventKeyOf, rejected, signedAdapter, utf8Key } from "./signed";
+import { parseUnverifiedJson } from "./unverified";
 
 /**
  * Microsoft Graph change notifications. Creating a subscription POSTs `?validationToken=<text>`, to be echoed as
@@ -20,7 +20,9 @@ function withoutClientState(payload: unknown): Uint8Array | null {
   const items = valueAtPath(payload, "value");
   if (!Array.isArray(items)) return null;
   const redactedItems = items.map((item: unknown) =>
-    item !== null && typeof item === "object" && "clientState" in item ? { ...(item as Record<string, unknown>), clientState: REDACTED } : item,
+    item !== null && typeof item === "object" && "clientState" in item
+      ? { ...(item as Record<string, unknown>), clientState: REDACTED }
+      : item,
   );
   return utf8Bytes(JSON.stringify({ ...(payload as Record<string, unknown>), value: redactedItems }));
 }

@@ -1,8 +1,18 @@
 import { challengeText, handshake, tokenMatches, urlVerifyToken, withHandshake } from "./handshake";
 import { parseJsonBody, stringAtPath, valueAtPath } from "./json";
-import { parseUnverifiedJson } from "./unverified";
 import { readHs256Jwt } from "./jwt";
-import { DEFAULT_TOLERANCE_SECONDS, describePayload, event, eventKeyOf, readHeader, rejected, signedAdapter, toleranceSeconds, utf8Key } from "./signed";
+import {
+  DEFAULT_TOLERANCE_SECONDS,
+  describePayload,
+  event,
+  eventKeyOf,
+  readHeader,
+  rejected,
+  signedAdapter,
+  toleranceSeconds,
+  utf8Key,
+} from "./signed";
+import { parseUnverifiedJson } from "./unverified";
 
 /**
  * monday.com: `Authorization: <JWT>`, HS256 keyed by the app's signing secret (the shared JWT scheme). Creating a
@@ -15,7 +25,9 @@ const delivery = signedAdapter({
   read({ headers, now, options }) {
     const token = readHeader(headers, "authorization");
     if (!token) return "missing-signature";
-    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS), { expiryRequired: true });
+    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS), {
+      expiryRequired: true,
+    });
     return typeof read === "string" ? read : read.presented;
   },
   keyFor: utf8Key("hmac-sha256"),
@@ -25,7 +37,11 @@ const delivery = signedAdapter({
     if (challenge) return handshake(Response.json({ challenge }));
     return event({
       ...(await eventKeyOf(stringAtPath(payload, "event.triggerUuid"), input.rawBody, { signed: false })),
-      ...describePayload(payload, input.options, { type: "event.type", subject: "event.pulseId", occurredAt: "event.triggerTime" }),
+      ...describePayload(payload, input.options, {
+        type: "event.type",
+        subject: "event.pulseId",
+        occurredAt: "event.triggerTime",
+      }),
     });
   },
 });

@@ -3,7 +3,16 @@ import { utf8Bytes } from "../crypto/encoding";
 import { bytesEqualConstantTime } from "../crypto/hmac";
 import { parseJsonBody } from "./json";
 import { readHs256Jwt } from "./jwt";
-import { DEFAULT_TOLERANCE_SECONDS, describePayload, event, eventKeyOf, readHeader, signedAdapter, toleranceSeconds, utf8Key } from "./signed";
+import {
+  DEFAULT_TOLERANCE_SECONDS,
+  describePayload,
+  event,
+  eventKeyOf,
+  readHeader,
+  signedAdapter,
+  toleranceSeconds,
+  utf8Key,
+} from "./signed";
 
 /**
  * Netlify: `X-Webhook-Signature` is a JWS (HS256, the shared JWT scheme) keyed by the notification's JWS secret,
@@ -17,11 +26,14 @@ export const netlify = signedAdapter({
     const token = readHeader(headers, "x-webhook-signature");
     if (!token) return "missing-signature";
     // Netlify's tokens carry `iss` and the body's `sha256`, no `exp`: requiring one would refuse every delivery.
-    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS), { expiryRequired: false });
+    const read = readHs256Jwt(token, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS), {
+      expiryRequired: false,
+    });
     if (typeof read === "string") return read;
     if (read.claims.iss !== "netlify" || typeof read.claims.sha256 !== "string") return "malformed-signature";
     // The body hash is part of what the JWS signs; a body that does not match it is a changed body.
-    if (!(await bytesEqualConstantTime(utf8Bytes(read.claims.sha256), utf8Bytes(await sha256Hex(rawBody))))) return "signature-mismatch";
+    if (!(await bytesEqualConstantTime(utf8Bytes(read.claims.sha256), utf8Bytes(await sha256Hex(rawBody)))))
+      return "signature-mismatch";
     return read.presented;
   },
   keyFor: utf8Key("hmac-sha256"),

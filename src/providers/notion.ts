@@ -1,7 +1,7 @@
 import { stringAtPath, valueAtPath } from "./json";
-import { parseUnverifiedJson } from "./unverified";
 import { keptSecretAdapter } from "./kept-secret";
-import { presetAdapter, type PresetSpec } from "./presets";
+import { type PresetSpec, presetAdapter } from "./presets";
+import { parseUnverifiedJson } from "./unverified";
 
 /** The delivery scheme as data, also read by the CLI's `send` to sign the same way (scripts/cli/signers.mjs). */
 export const notionSpec: PresetSpec = {

@@ -1,5 +1,5 @@
 import { challengeText, handshake, tokenMatches, withHandshake } from "./handshake";
-import { presetAdapter, type PresetSpec } from "./presets";
+import { type PresetSpec, presetAdapter } from "./presets";
 import { readHeader, rejected } from "./signed";
 
 /** The delivery scheme as data, also read by the CLI's `send` to sign the same way (scripts/cli/signers.mjs). */
@@ -29,7 +29,8 @@ export const okta = withHandshake(
     if (input.method !== "GET") return null;
     const challenge = challengeText(readHeader(input.headers, "x-okta-verification-challenge"));
     if (!challenge) return rejected("missing-signature");
-    if (!(await tokenMatches(readHeader(input.headers, "authorization"), input.secrets))) return rejected("signature-mismatch");
+    if (!(await tokenMatches(readHeader(input.headers, "authorization"), input.secrets)))
+      return rejected("signature-mismatch");
     return handshake(Response.json({ verification: challenge }));
   },
   { methods: ["GET", "POST"] },

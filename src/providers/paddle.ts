@@ -1,6 +1,16 @@
 import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
-import { describePayload, event, eventKeyOf, parseSignatureList, parseUnixSeconds, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  parseSignatureList,
+  parseUnixSeconds,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * Paddle Billing: `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=<hex>…]`, HMAC-SHA256 over `${ts}:${body}` keyed by the
@@ -20,7 +30,11 @@ export const paddle = signedAdapter({
     const signedAt = parseUnixSeconds(timestampText);
     if (!entries || signedAt === null) return "malformed-signature";
     return {
-      signatures: presentedSignatures(entries.filter(([name]) => name === "h1").map(([, value]) => value), "hex", "hmac-sha256"),
+      signatures: presentedSignatures(
+        entries.filter(([name]) => name === "h1").map(([, value]) => value),
+        "hex",
+        "hmac-sha256",
+      ),
       signedAt,
       signedContent: concatBytes(utf8Bytes(`${timestampText}:`), rawBody),
     };
@@ -33,7 +47,11 @@ export const paddle = signedAdapter({
     return event(
       {
         ...(await eventKeyOf(stringAtPath(payload, "event_id"), input.rawBody, { signed: true })),
-        ...describePayload(payload, input.options, { type: "event_type", subject: "data.id", occurredAt: "occurred_at" }),
+        ...describePayload(payload, input.options, {
+          type: "event_type",
+          subject: "data.id",
+          occurredAt: "occurred_at",
+        }),
       },
       timestampAgeSeconds,
     );

@@ -1,8 +1,8 @@
-import { decodeProtectedHeader, errors, importJWK, jwtVerify, type JWK } from "jose";
+import { decodeProtectedHeader, errors, importJWK, type JWK, jwtVerify } from "jose";
 import { sha256Hex } from "../crypto/digest";
 import { tokensEqual } from "../crypto/hmac";
 import { parseJsonBody, stringAtPath } from "./json";
-import { KeyCache, type Fetched } from "./key-cache";
+import { type Fetched, KeyCache } from "./key-cache";
 import { fetchPinned } from "./key-fetch";
 import { eventKeyOf, optionString, readHeader, rejected } from "./signed";
 import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from "./types";
@@ -17,7 +17,10 @@ import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from
  * same bytes).
  */
 
-const PLAID_HOSTS: Readonly<Record<string, string>> = { production: "production.plaid.com", sandbox: "sandbox.plaid.com" };
+const PLAID_HOSTS: Readonly<Record<string, string>> = {
+  production: "production.plaid.com",
+  sandbox: "sandbox.plaid.com",
+};
 const MAX_TOKEN_AGE_SECONDS = 300;
 
 /** Each key id's public key, imported once per isolate (src/providers/key-cache.ts: refusals remembered too). */
@@ -27,7 +30,9 @@ const keys = new KeyCache<CryptoKey>();
 const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function keyUrl(options: SourceOptions): URL {
-  return new URL(`https://${PLAID_HOSTS[optionString(options, "environment") ?? "production"]}/webhook_verification_key/get`);
+  return new URL(
+    `https://${PLAID_HOSTS[optionString(options, "environment") ?? "production"]}/webhook_verification_key/get`,
+  );
 }
 
 function cacheKeyOf(input: DeliveryInput, kid: string): string {
@@ -47,7 +52,11 @@ async function verificationKey(input: DeliveryInput, kid: string): Promise<Fetch
       let credentialsRefused = false;
       const outcome = await fetchPinned(
         url,
-        { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ client_id: clientId, secret: secret.value, key_id: kid }) },
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ client_id: clientId, secret: secret.value, key_id: kid }),
+        },
         readKey,
         async (response) => {
           credentialsRefused = await refusesCredentials(response);
@@ -80,7 +89,10 @@ async function refusesCredentials(response: Response): Promise<boolean> {
 }
 
 function rejectionOf(error: unknown): VerifyResult {
-  if (error instanceof errors.JWTExpired || (error instanceof errors.JWTClaimValidationFailed && error.claim === "iat")) {
+  if (
+    error instanceof errors.JWTExpired ||
+    (error instanceof errors.JWTClaimValidationFailed && error.claim === "iat")
+  ) {
     return rejected("timestamp-out-of-tolerance");
   }
   if (error instanceof errors.JWSSignatureVerificationFailed) return rejected("signature-mismatch");
@@ -93,7 +105,8 @@ export const plaid: ProviderAdapter = {
 
   validateOptions(options) {
     const problems: string[] = [];
-    if (!optionString(options, "client_id")) problems.push("client_id must be the Plaid client id the key requests are made with");
+    if (!optionString(options, "client_id"))
+      problems.push("client_id must be the Plaid client id the key requests are made with");
     const environment = options.environment;
     if (environment !== undefined && (typeof environment !== "string" || !(environment in PLAID_HOSTS))) {
       problems.push(`environment must be one of ${Object.keys(PLAID_HOSTS).join(", ")}`);
@@ -117,7 +130,11 @@ export const plaid: ProviderAdapter = {
     }
 
     const key = await verificationKey(input, kid);
-    if (key.kind === "unavailable") return { kind: "unavailable", reason: key.busy ? "key-fetches-at-capacity" : "plaid-verification-key-unreachable" };
+    if (key.kind === "unavailable")
+      return {
+        kind: "unavailable",
+        reason: key.busy ? "key-fetches-at-capacity" : "plaid-verification-key-unreachable",
+      };
     if (key.kind === "refused") return rejected("signature-mismatch");
 
     let claims: Record<string, unknown>;
@@ -132,7 +149,8 @@ export const plaid: ProviderAdapter = {
       return rejectionOf(error);
     }
     const bodyHash = claims.request_body_sha256;
-    if (typeof bodyHash !== "string" || !(await tokensEqual(bodyHash, await sha256Hex(input.rawBody)))) return rejected("signature-mismatch");
+    if (typeof bodyHash !== "string" || !(await tokensEqual(bodyHash, await sha256Hex(input.rawBody))))
+      return rejected("signature-mismatch");
     keys.proved(cacheKeyOf(input, kid), key.value);
 
     const payload = parseJsonBody(input.rawBody);

@@ -11,8 +11,8 @@ import {
   parseUnixSeconds,
   presentedSignatures,
   readHeader,
-  signedAdapter,
   type SignatureEncoding,
+  signedAdapter,
 } from "./signed";
 import type { DeliveryInput, ProviderAdapter, RejectReason } from "./types";
 
@@ -70,7 +70,10 @@ function located(input: DeliveryInput, payload: unknown, where: Located | undefi
   if (!where) return null;
   if (where.header) return readHeader(input.headers, where.header);
   if (where.otherKeyThan) {
-    const keys = payload && typeof payload === "object" && !Array.isArray(payload) ? Object.keys(payload).filter((key) => key !== where.otherKeyThan) : [];
+    const keys =
+      payload && typeof payload === "object" && !Array.isArray(payload)
+        ? Object.keys(payload).filter((key) => key !== where.otherKeyThan)
+        : [];
     return keys.length === 1 ? keys[0]! : null;
   }
   return stringAtPath(payload, where.path);
@@ -93,7 +96,9 @@ export function signedUrlOf(input: DeliveryInput): string {
 /** The URL with only the listed characters' percent-encodings decoded (the rest stays as received). */
 export function decodingOnly(url: string, characters: readonly string[] | undefined): string {
   if (!characters || characters.length === 0) return url;
-  const decoded = new Map(characters.map((character) => [character.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"), character]));
+  const decoded = new Map(
+    characters.map((character) => [character.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"), character]),
+  );
   return url.replace(/%([0-9A-Fa-f]{2})/g, (encoding, hex: string) => decoded.get(hex.toUpperCase()) ?? encoding);
 }
 
@@ -120,13 +125,17 @@ function presetRead(spec: PresetSpec) {
       signedAt = parsed;
     }
     if (spec.prefix) {
-      if (!candidates.every((candidate) => candidate.startsWith(spec.prefix!))) return "malformed-signature" as RejectReason;
+      if (!candidates.every((candidate) => candidate.startsWith(spec.prefix!)))
+        return "malformed-signature" as RejectReason;
       candidates = candidates.map((candidate) => candidate.slice(spec.prefix!.length));
     }
     if (spec.algorithm === "token") {
       const tokens = spec.basicAuth ? candidates.map(basicCredentials) : candidates;
       if (tokens.some((token) => token === null)) return "malformed-signature" as RejectReason;
-      return { signatures: tokens.map((token) => ({ algorithm: "token" as const, bytes: utf8Bytes(token!) })), signedContent: new Uint8Array(0) };
+      return {
+        signatures: tokens.map((token) => ({ algorithm: "token" as const, bytes: utf8Bytes(token!) })),
+        signedContent: new Uint8Array(0),
+      };
     }
     const parts = spec.signs.map((part): Uint8Array => {
       if (part === "body") return input.rawBody;
@@ -135,7 +144,11 @@ function presetRead(spec: PresetSpec) {
       if (part === "url") return utf8Bytes(decodingOnly(signedUrlOf(input), spec.urlDecodes));
       return utf8Bytes(part.literal);
     });
-    return { signatures: presentedSignatures(candidates, spec.encoding, spec.algorithm), signedAt, signedContent: concatBytes(...parts) };
+    return {
+      signatures: presentedSignatures(candidates, spec.encoding, spec.algorithm),
+      signedAt,
+      signedContent: concatBytes(...parts),
+    };
   };
 }
 
@@ -155,7 +168,11 @@ function basicCredentials(header: string): string | null {
 function presetKey(spec: PresetSpec) {
   return (secret: string): VerificationKey | null => {
     const material =
-      spec.secretEncoding === "hex" ? decodeHex(secret) : spec.secretEncoding === "base64" ? decodeBase64(secret) : utf8Bytes(secret);
+      spec.secretEncoding === "hex"
+        ? decodeHex(secret)
+        : spec.secretEncoding === "base64"
+          ? decodeBase64(secret)
+          : utf8Bytes(secret);
     return material && material.length > 0 ? { algorithm: spec.algorithm, material } : null;
   };
 }
@@ -177,11 +194,16 @@ export function presetAdapter(spec: PresetSpec): ProviderAdapter {
     keyFor: presetKey(spec),
     validateOptions(options) {
       const url = options.public_url;
-      return url === undefined || (typeof url === "string" && /^https?:\/\/[^\s]+$/.test(url)) ? [] : ["public_url must be the full http(s) URL registered with the sender"];
+      return url === undefined || (typeof url === "string" && /^https?:\/\/[^\s]+$/.test(url))
+        ? []
+        : ["public_url must be the full http(s) URL registered with the sender"];
     },
     async identify({ input, timestampAgeSeconds }) {
       const payload = parseJsonBody(input.rawBody);
-      const described = describePayload(payload, input.options, { subject: spec.subjectPath, occurredAt: spec.occurredAtPath });
+      const described = describePayload(payload, input.options, {
+        subject: spec.subjectPath,
+        occurredAt: spec.occurredAtPath,
+      });
       let headerOrPathType = located(input, payload, spec.type);
       if (spec.type?.join && headerOrPathType) {
         const suffix = stringAtPath(payload, spec.type.join);
@@ -192,7 +214,9 @@ export function presetAdapter(spec: PresetSpec): ProviderAdapter {
           ...(await eventKeyOf(located(input, payload, spec.eventKey), input.rawBody, { signed: keySigned(spec) })),
           ...described,
           eventType: optionString(input.options, "type_path") ? described.eventType : headerOrPathType,
-          annotations: annotationsFrom(Object.fromEntries((spec.annotations ?? []).map((name) => [name, readHeader(input.headers, name)]))),
+          annotations: annotationsFrom(
+            Object.fromEntries((spec.annotations ?? []).map((name) => [name, readHeader(input.headers, name)])),
+          ),
         },
         timestampAgeSeconds,
       );
@@ -231,7 +255,12 @@ export const presets: readonly PresetSpec[] = [
     type: { path: "type" },
     subjectPath: "detail.id",
     occurredAtPath: "time",
-    keptHeaders: ["x-zendesk-webhook-id", "x-zendesk-webhook-invocation-id", "x-zendesk-webhook-signature-timestamp", "user-agent"],
+    keptHeaders: [
+      "x-zendesk-webhook-id",
+      "x-zendesk-webhook-invocation-id",
+      "x-zendesk-webhook-signature-timestamp",
+      "user-agent",
+    ],
   },
   {
     provider: "woocommerce",
@@ -242,7 +271,14 @@ export const presets: readonly PresetSpec[] = [
     eventKey: { header: "x-wc-webhook-delivery-id" },
     type: { header: "x-wc-webhook-topic" },
     subjectPath: "id",
-    keptHeaders: ["x-wc-webhook-delivery-id", "x-wc-webhook-id", "x-wc-webhook-topic", "x-wc-webhook-resource", "x-wc-webhook-event", "x-wc-webhook-source"],
+    keptHeaders: [
+      "x-wc-webhook-delivery-id",
+      "x-wc-webhook-id",
+      "x-wc-webhook-topic",
+      "x-wc-webhook-resource",
+      "x-wc-webhook-event",
+      "x-wc-webhook-source",
+    ],
   },
   {
     provider: "typeform",

@@ -27,8 +27,8 @@ import { standardWebhooks } from "./standard-webhooks";
 import { stripe } from "./stripe";
 import { twilio } from "./twilio";
 import { twitch } from "./twitch";
-import { zoom } from "./zoom";
 import type { ProviderAdapter } from "./types";
+import { zoom } from "./zoom";
 
 /** Every scheme the receiver understands, by the `provider = "…"` name used in wrangler.toml. */
 const adapters: readonly ProviderAdapter[] = [

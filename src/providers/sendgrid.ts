@@ -40,7 +40,9 @@ export const sendgrid = signedAdapter({
   async identify({ input, timestampAgeSeconds }) {
     const payload = parseJsonBody(input.rawBody);
     const items = Array.isArray(payload) ? payload : [];
-    const itemIds = items.map((item) => (item && typeof item === "object" ? (item as Record<string, unknown>).sg_event_id : undefined));
+    const itemIds = items.map((item) =>
+      item && typeof item === "object" ? (item as Record<string, unknown>).sg_event_id : undefined,
+    );
     return event(
       {
         ...(await eventKeyOf(null, input.rawBody)),

@@ -1,5 +1,15 @@
 import { parseJsonBody } from "./json";
-import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  annotationsFrom,
+  bodySignature,
+  describePayload,
+  event,
+  eventKeyOf,
+  headerTypeUnlessConfigured,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * Shopify: `X-Shopify-Hmac-Sha256: <base64>`, HMAC-SHA256 over the body keyed by the app's client secret as text.
@@ -8,7 +18,13 @@ import { annotationsFrom, bodySignature, describePayload, event, eventKeyOf, hea
  */
 export const shopify = signedAdapter({
   provider: "shopify",
-  keptHeaders: ["x-shopify-webhook-id", "x-shopify-topic", "x-shopify-shop-domain", "x-shopify-api-version", "x-shopify-triggered-at"],
+  keptHeaders: [
+    "x-shopify-webhook-id",
+    "x-shopify-topic",
+    "x-shopify-shop-domain",
+    "x-shopify-api-version",
+    "x-shopify-triggered-at",
+  ],
   read: bodySignature("x-shopify-hmac-sha256", "base64", "hmac-sha256"),
   keyFor: utf8Key("hmac-sha256"),
 

@@ -2,7 +2,15 @@ import { sha256Hex } from "../crypto/digest";
 import { concatBytes, decodeBase64, decodeBase64Url, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies, isHmac, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
 import { stringAtPath, timeAtPath, versionAtPath } from "./json";
-import type { DeliveryInput, EventIdentity, ProviderAdapter, RejectReason, SourceOptions, SourceSecret, VerifyResult } from "./types";
+import type {
+  DeliveryInput,
+  EventIdentity,
+  ProviderAdapter,
+  RejectReason,
+  SourceOptions,
+  SourceSecret,
+  VerifyResult,
+} from "./types";
 import { PayloadOverLimits } from "./unverified";
 
 /**
@@ -63,7 +71,11 @@ export function boundedEntries(header: string, separator: string, max = MAX_SIGN
  * Splits `t=1,v1=ab,v1=cd` (Stripe), `ts=1;h1=ab` (Paddle) or `v1,ab v1a,cd` (Standard Webhooks) into
  * [name, value] pairs. Entries without the separator are skipped, not fatal; too many entries is null.
  */
-export function parseSignatureList(header: string, entrySeparator: string, pairSeparator: string): Array<[string, string]> | null {
+export function parseSignatureList(
+  header: string,
+  entrySeparator: string,
+  pairSeparator: string,
+): Array<[string, string]> | null {
   const entries = boundedEntries(header, entrySeparator);
   if (!entries) return null;
   const pairs: Array<[string, string]> = [];
@@ -178,7 +190,9 @@ function candidatesFor(input: DeliveryInput, scheme: SignedScheme, presented: Pr
   for (const secret of input.secrets) {
     const keys = scheme.keyFor(secret.value, input.options) ?? [];
     for (const key of Array.isArray(keys) ? keys : [keys as VerificationKey]) {
-      const signatures = presented.signatures.filter((signature) => signature.algorithm === key.algorithm).map((signature) => signature.bytes);
+      const signatures = presented.signatures
+        .filter((signature) => signature.algorithm === key.algorithm)
+        .map((signature) => signature.bytes);
       if (signatures.length > 0) candidates.push({ secret, key, signatures });
     }
   }
@@ -186,11 +200,21 @@ function candidatesFor(input: DeliveryInput, scheme: SignedScheme, presented: Pr
 }
 
 /** How many MACs or public-key verifications checking these candidates over `contents` signed contents costs at most. */
-export function verificationSteps(candidates: readonly { key: VerificationKey; signatures: readonly unknown[] }[], contents: number): number {
-  return candidates.reduce((steps, { key, signatures }) => steps + contents * (isHmac(key.algorithm) ? 1 : signatures.length), 0);
+export function verificationSteps(
+  candidates: readonly { key: VerificationKey; signatures: readonly unknown[] }[],
+  contents: number,
+): number {
+  return candidates.reduce(
+    (steps, { key, signatures }) => steps + contents * (isHmac(key.algorithm) ? 1 : signatures.length),
+    0,
+  );
 }
 
-async function verifiedBy(input: DeliveryInput, scheme: SignedScheme, presented: Presented): Promise<SourceSecret | null | "over-budget"> {
+async function verifiedBy(
+  input: DeliveryInput,
+  scheme: SignedScheme,
+  presented: Presented,
+): Promise<SourceSecret | null | "over-budget"> {
   const contents = [presented.signedContent, ...(presented.alsoSigned ?? [])];
   const candidates = candidatesFor(input, scheme, presented);
   if (verificationSteps(candidates, contents.length) > MAX_VERIFICATION_STEPS) return "over-budget";
@@ -239,7 +263,10 @@ async function verifySigned(scheme: SignedScheme, input: DeliveryInput): Promise
   if (identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
   if (identity.eventKeyOrigin === "payload-sha256") {
     // Said where the receipt is looked at, not only in memory: this key treats a changed resend as a new event.
-    return { ...result, identity: { ...identity, annotations: { ...identity.annotations, "event-key-origin": "payload-sha256" } } };
+    return {
+      ...result,
+      identity: { ...identity, annotations: { ...identity.annotations, "event-key-origin": "payload-sha256" } },
+    };
   }
   return result;
 }
@@ -262,7 +289,11 @@ export function describePayload(payload: unknown, options: SourceOptions, defaul
 }
 
 /** A type the provider sends in a header (X-GitHub-Event, X-Shopify-Topic…), unless the source set `type_path`. */
-export function headerTypeUnlessConfigured(options: SourceOptions, describedType: string | null, headerType: string | null): string | null {
+export function headerTypeUnlessConfigured(
+  options: SourceOptions,
+  describedType: string | null,
+  headerType: string | null,
+): string | null {
   return optionString(options, "type_path") ? describedType : headerType;
 }
 
@@ -274,14 +305,25 @@ type EventKey = Pick<EventIdentity, "eventKey" | "eventKeyOrigin" | "eventKeySig
  * `coverage.signed` says whether the scheme's signature covers the id (a payload hash is covered by definition).
  */
 export async function eventKeyOf(providerId: null, rawBody: Uint8Array): Promise<EventKey>;
-export async function eventKeyOf(providerId: string | null | undefined, rawBody: Uint8Array, coverage: { signed: boolean }): Promise<EventKey>;
-export async function eventKeyOf(providerId: string | null | undefined, rawBody: Uint8Array, coverage?: { signed: boolean }): Promise<EventKey> {
-  if (providerId && coverage) return { eventKey: providerId, eventKeyOrigin: "provider-id", eventKeySigned: coverage.signed };
+export async function eventKeyOf(
+  providerId: string | null | undefined,
+  rawBody: Uint8Array,
+  coverage: { signed: boolean },
+): Promise<EventKey>;
+export async function eventKeyOf(
+  providerId: string | null | undefined,
+  rawBody: Uint8Array,
+  coverage?: { signed: boolean },
+): Promise<EventKey> {
+  if (providerId && coverage)
+    return { eventKey: providerId, eventKeyOrigin: "provider-id", eventKeySigned: coverage.signed };
   return { eventKey: await sha256Hex(rawBody), eventKeyOrigin: "payload-sha256", eventKeySigned: true };
 }
 
 /** Drops empty values so annotations only carry what the sender actually sent. */
-export function annotationsFrom(entries: Record<string, string | null | undefined>): Record<string, string> | undefined {
+export function annotationsFrom(
+  entries: Record<string, string | null | undefined>,
+): Record<string, string> | undefined {
   const kept: Record<string, string> = {};
   for (const [name, value] of Object.entries(entries)) {
     if (value) kept[name] = value.slice(0, 256);
@@ -304,7 +346,10 @@ export function bodySignature(header: string, encoding: SignatureEncoding, algor
     const value = readHeader(input.headers, header);
     if (!value) return "missing-signature";
     if (!value.startsWith(prefix)) return "malformed-signature";
-    return { signatures: presentedSignatures([value.slice(prefix.length)], encoding, algorithm), signedContent: input.rawBody };
+    return {
+      signatures: presentedSignatures([value.slice(prefix.length)], encoding, algorithm),
+      signedContent: input.rawBody,
+    };
   };
 }
 

@@ -32,7 +32,10 @@ export const slack = signedAdapter({
     if (type === "url_verification") {
       const challenge = stringAtPath(payload, "challenge");
       if (!challenge || challenge.length > 512) return { kind: "rejected", reason: "malformed-payload" };
-      return { kind: "handshake", response: new Response(challenge, { headers: { "content-type": "text/plain; charset=utf-8" } }) };
+      return {
+        kind: "handshake",
+        response: new Response(challenge, { headers: { "content-type": "text/plain; charset=utf-8" } }),
+      };
     }
     const described = describePayload(payload, input.options, { subject: "event.item.ts", occurredAt: "event_time" });
     return event(

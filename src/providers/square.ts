@@ -1,6 +1,15 @@
 import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
-import { describePayload, event, eventKeyOf, optionString, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  optionString,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * Square: `x-square-hmacsha256-signature: <base64>`, HMAC-SHA256 over the subscription's notification URL followed
@@ -34,6 +43,8 @@ export const square = signedAdapter({
 
   validateOptions(options) {
     const url = options.notification_url;
-    return url === undefined || (typeof url === "string" && /^https?:\/\//.test(url)) ? [] : ["notification_url must be the http(s) URL registered with Square"];
+    return url === undefined || (typeof url === "string" && /^https?:\/\//.test(url))
+      ? []
+      : ["notification_url must be the http(s) URL registered with Square"];
   },
 });

@@ -5,12 +5,12 @@ import { parseJsonBody } from "./json";
 import {
   describePayload,
   event,
+  type PresentedSignature,
   parseSignatureList,
   parseUnixSeconds,
   presentedSignatures,
   readHeader,
   signedAdapter,
-  type PresentedSignature,
 } from "./signed";
 
 /**
@@ -50,8 +50,16 @@ export const standardWebhooks = signedAdapter({
     const entries = parseSignatureList(signatureHeader, " ", ",");
     if (signedAt === null || !entries) return "malformed-signature";
     const signatures: PresentedSignature[] = [
-      ...presentedSignatures(entries.filter(([version]) => version === "v1").map(([, value]) => value), "base64", "hmac-sha256"),
-      ...presentedSignatures(entries.filter(([version]) => version === "v1a").map(([, value]) => value), "base64", "ed25519"),
+      ...presentedSignatures(
+        entries.filter(([version]) => version === "v1").map(([, value]) => value),
+        "base64",
+        "hmac-sha256",
+      ),
+      ...presentedSignatures(
+        entries.filter(([version]) => version === "v1a").map(([, value]) => value),
+        "base64",
+        "ed25519",
+      ),
     ];
     return { signatures, signedAt, signedContent: concatBytes(utf8Bytes(`${webhookId}.${timestampText}.`), rawBody) };
   },

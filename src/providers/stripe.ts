@@ -1,6 +1,16 @@
 import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
-import { describePayload, event, eventKeyOf, parseSignatureList, parseUnixSeconds, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  describePayload,
+  event,
+  eventKeyOf,
+  parseSignatureList,
+  parseUnixSeconds,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`, HMAC-SHA256 over `${t}.${body}` keyed by the endpoint

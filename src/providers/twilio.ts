@@ -2,9 +2,7 @@ import { sha256Hex } from "../crypto/digest";
 import { utf8Bytes } from "../crypto/encoding";
 import { bytesEqualConstantTime } from "../crypto/hmac";
 import type { SignatureAlgorithm } from "../crypto/verify";
-import type { SourceOptions } from "./types";
 import { parseFormBody, parseJsonBody } from "./json";
-import { parseUnverifiedForm } from "./unverified";
 import {
   describePayload,
   event,
@@ -16,6 +14,8 @@ import {
   signedAdapter,
   utf8Key,
 } from "./signed";
+import type { SourceOptions } from "./types";
+import { parseUnverifiedForm } from "./unverified";
 
 /**
  * Twilio: `X-Twilio-Signature: <base64>`, HMAC-SHA1 keyed by the account's auth token over the full URL Twilio
@@ -77,7 +77,13 @@ export function portSpellings(url: string): string[] {
   const parts = splitUrl(url);
   if (!parts) return [url];
   const withoutPort = parts.scheme + parts.userInfo + parts.host + parts.rest;
-  const withPort = parts.port ? url : parts.scheme + parts.userInfo + parts.host + (parts.scheme.toLowerCase() === "https://" ? ":443" : ":80") + parts.rest;
+  const withPort = parts.port
+    ? url
+    : parts.scheme +
+      parts.userInfo +
+      parts.host +
+      (parts.scheme.toLowerCase() === "https://" ? ":443" : ":80") +
+      parts.rest;
   return withoutPort === withPort ? [withoutPort] : [withoutPort, withPort];
 }
 
@@ -161,7 +167,8 @@ export const twilio = signedAdapter({
     let params = "";
     if (bodyHash !== null) {
       const actual = await sha256Hex(rawBody);
-      if (!(await bytesEqualConstantTime(utf8Bytes(bodyHash.toLowerCase()), utf8Bytes(actual)))) return "signature-mismatch";
+      if (!(await bytesEqualConstantTime(utf8Bytes(bodyHash.toLowerCase()), utf8Bytes(actual))))
+        return "signature-mismatch";
     } else {
       const form = parseUnverifiedForm(rawBody);
       if (!form) return "malformed-payload";
@@ -185,7 +192,9 @@ export const twilio = signedAdapter({
     }
     const url = options.public_url;
     if (!(url === undefined || (typeof url === "string" && /^https?:\/\/[^\s]+$/.test(url)))) {
-      problems.push('public_url must be the full URL Twilio was configured with, like "https://hooks.example.com/sms?x=1"');
+      problems.push(
+        'public_url must be the full URL Twilio was configured with, like "https://hooks.example.com/sms?x=1"',
+      );
     }
     if (origin !== undefined && url !== undefined) problems.push("set public_url or public_origin, not both");
     return problems;
@@ -195,7 +204,10 @@ export const twilio = signedAdapter({
     const token = readHeader(input.headers, "i-twilio-idempotency-token");
     const isJson = new URL(input.url).searchParams.has("bodySHA256");
     if (isJson) {
-      return event({ ...(await eventKeyOf(token, input.rawBody, { signed: false })), ...describePayload(parseJsonBody(input.rawBody), input.options, {}) });
+      return event({
+        ...(await eventKeyOf(token, input.rawBody, { signed: false })),
+        ...describePayload(parseJsonBody(input.rawBody), input.options, {}),
+      });
     }
     const form = parseFormBody(input.rawBody)!;
     const firstParam = (names: string[]) => names.map((name) => form.get(name)).find((value) => value) ?? null;

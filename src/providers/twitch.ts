@@ -1,6 +1,16 @@
 import { concatBytes, utf8Bytes } from "../crypto/encoding";
 import { parseJsonBody, stringAtPath } from "./json";
-import { annotationsFrom, describePayload, event, eventKeyOf, headerTypeUnlessConfigured, presentedSignatures, readHeader, signedAdapter, utf8Key } from "./signed";
+import {
+  annotationsFrom,
+  describePayload,
+  event,
+  eventKeyOf,
+  headerTypeUnlessConfigured,
+  presentedSignatures,
+  readHeader,
+  signedAdapter,
+  utf8Key,
+} from "./signed";
 
 /**
  * Twitch EventSub (webhook transport): `Twitch-Eventsub-Message-Signature: sha256=<hex>`, HMAC-SHA256 over
@@ -46,7 +56,10 @@ export const twitch = signedAdapter({
     if (messageType === "webhook_callback_verification") {
       const challenge = stringAtPath(payload, "challenge");
       if (!challenge || challenge.length > 512) return { kind: "rejected", reason: "malformed-payload" };
-      return { kind: "handshake", response: new Response(challenge, { headers: { "content-type": "text/plain; charset=utf-8" } }) };
+      return {
+        kind: "handshake",
+        response: new Response(challenge, { headers: { "content-type": "text/plain; charset=utf-8" } }),
+      };
     }
     const described = describePayload(payload, input.options, { subject: "subscription.id" });
     const signedAt = Date.parse(readHeader(headers, "twitch-eventsub-message-timestamp")!);

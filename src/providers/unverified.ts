@@ -42,7 +42,11 @@ export function formWithinLimits(rawBody: Uint8Array, maxParams = MAX_UNVERIFIED
  * True when the JSON text (valid or not) opens at most `maxValues` members and elements and nests at most
  * `maxDepth` deep. Bytes inside strings are skipped (UTF-8 never puts `"` or `\` inside a multi-byte character).
  */
-export function jsonWithinLimits(rawBody: Uint8Array, maxValues = MAX_UNVERIFIED_JSON_VALUES, maxDepth = MAX_UNVERIFIED_JSON_DEPTH): boolean {
+export function jsonWithinLimits(
+  rawBody: Uint8Array,
+  maxValues = MAX_UNVERIFIED_JSON_VALUES,
+  maxDepth = MAX_UNVERIFIED_JSON_DEPTH,
+): boolean {
   let values = 0;
   let depth = 0;
   let inString = false;

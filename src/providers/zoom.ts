@@ -29,7 +29,11 @@ export const zoom = signedAdapter({
     return event(
       {
         ...(await eventKeyOf(null, input.rawBody)),
-        ...describePayload(payload, input.options, { type: "event", subject: "payload.object.id", occurredAt: "event_ts" }),
+        ...describePayload(payload, input.options, {
+          type: "event",
+          subject: "payload.object.id",
+          occurredAt: "event_ts",
+        }),
       },
       timestampAgeSeconds,
     );

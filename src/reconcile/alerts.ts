@@ -46,7 +46,11 @@ export interface AlertDetail {
  * Opens or resolves the incident for each condition, in one batch. A firing condition whose incident is already
  * open changes nothing (the partial unique index refuses a second open row); a quiet one resolves it.
  */
-export async function applyConditions(env: Env, conditions: readonly AlertCondition[], now: number): Promise<{ opened: number; resolved: number }> {
+export async function applyConditions(
+  env: Env,
+  conditions: readonly AlertCondition[],
+  now: number,
+): Promise<{ opened: number; resolved: number }> {
   if (conditions.length === 0) return { opened: 0, resolved: 0 };
   const db = database(env);
   const applied = await batchEach(db, conditions, (condition) =>
@@ -58,7 +62,10 @@ export async function applyConditions(env: Env, conditions: readonly AlertCondit
             source: condition.source,
             kind: condition.kind,
             state: "open",
-            detail: JSON.stringify({ message: condition.message, ...(condition.facts ? { facts: condition.facts } : {}) } satisfies AlertDetail),
+            detail: JSON.stringify({
+              message: condition.message,
+              ...(condition.facts ? { facts: condition.facts } : {}),
+            } satisfies AlertDetail),
             openedAt: now,
           })
           .onConflictDoNothing()
@@ -67,7 +74,14 @@ export async function applyConditions(env: Env, conditions: readonly AlertCondit
         db
           .update(alerts)
           .set({ state: "resolved", resolvedAt: now })
-          .where(and(eq(alerts.source, condition.source), eq(alerts.kind, condition.kind), eq(alerts.state, "open"), lt(alerts.openedAt, now))),
+          .where(
+            and(
+              eq(alerts.source, condition.source),
+              eq(alerts.kind, condition.kind),
+              eq(alerts.state, "open"),
+              lt(alerts.openedAt, now),
+            ),
+          ),
   );
   let opened = 0;
   let resolved = 0;
@@ -151,11 +165,21 @@ async function deliverNotice(
 }
 
 /** One notice, signed and sent (or logged without ALERT_WEBHOOK_URL); the system monitor sends through it too. */
-export async function notify(env: Env, alert: AlertRow, transition: "opened" | "resolved", now: number): Promise<"sent" | "logged"> {
+export async function notify(
+  env: Env,
+  alert: AlertRow,
+  transition: "opened" | "resolved",
+  now: number,
+): Promise<"sent" | "logged"> {
   const detail = alert.detail ? (JSON.parse(alert.detail) as AlertDetail) : { message: "" };
   const url = secretValue(env, "ALERT_WEBHOOK_URL");
   if (url === null) {
-    logEvent(`alert.${transition}`, { alert: alert.alertId, source: alert.source, kind: alert.kind, message: detail.message });
+    logEvent(`alert.${transition}`, {
+      alert: alert.alertId,
+      source: alert.source,
+      kind: alert.kind,
+      message: detail.message,
+    });
     return "logged";
   }
   const secret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);

@@ -3,7 +3,7 @@ import { cronObservations } from "../monitor/conditions";
 import { d1Answers, reportObservations } from "../monitor/report";
 import { DEFAULT_DATABASE_BINDING } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import { runReconcile, type ReconcileReport } from "./run";
+import { type ReconcileReport, runReconcile } from "./run";
 
 /**
  * The cron run, watched from outside D1: a run that throws (D1 down at its first write) or records failed steps
@@ -20,10 +20,17 @@ export async function watchedReconcile(env: Env, now: number): Promise<Reconcile
     logError("reconcile.run_failed", error, {});
   }
   // Every receipt database (src/sources/databases.ts): each has its own cap, and any of them can be down.
-  const databases = await Promise.all(receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => ({ binding, ...(await d1Answers(databaseEnv)) })));
+  const databases = await Promise.all(
+    receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => ({
+      binding,
+      ...(await d1Answers(databaseEnv)),
+    })),
+  );
   // Incidents are copied into DB, so DB answering is what lets the monitor write them down.
-  const systemReachable = databases.find((database) => database.binding === DEFAULT_DATABASE_BINDING)?.reachable ?? false;
-  const failedSteps = thrown !== null ? ["the whole run"] : [...new Set(report!.failures.map((failure) => failure.step))];
+  const systemReachable =
+    databases.find((database) => database.binding === DEFAULT_DATABASE_BINDING)?.reachable ?? false;
+  const failedSteps =
+    thrown !== null ? ["the whole run"] : [...new Set(report!.failures.map((failure) => failure.step))];
   try {
     await reportObservations(env, cronObservations({ databases, failedSteps }), systemReachable);
   } catch (error) {

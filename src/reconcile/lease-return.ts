@@ -1,9 +1,9 @@
 import { and, eq, isNotNull, lt, lte, sql } from "drizzle-orm";
+import { decideAbandoned } from "../consumers/decide";
+import { abandonedAttemptRows } from "../consumers/lease";
 import { database } from "../db/client";
 import { inJsonList, inJsonPairs } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { decideAbandoned } from "../consumers/decide";
-import { abandonedAttemptRows } from "../consumers/lease";
 import { logEvent } from "../lib/log";
 import { enqueueReceipts } from "../relay/enqueue";
 import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
@@ -30,9 +30,20 @@ export async function returnExpiredLeases(env: Env, now: number): Promise<number
   const abandoned = await database(env)
     .select({ receiptId: receipts.receiptId })
     .from(receipts)
-    .where(and(isNotNull(receipts.nextAttemptAt), lte(receipts.nextAttemptAt, now), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now)))
+    .where(
+      and(
+        isNotNull(receipts.nextAttemptAt),
+        lte(receipts.nextAttemptAt, now),
+        eq(receipts.status, "processing"),
+        lt(receipts.leaseUntil, now),
+      ),
+    )
     .limit(LEASES_PER_RUN);
-  return settleAbandonedLeases(env, abandoned.map((row) => row.receiptId), now);
+  return settleAbandonedLeases(
+    env,
+    abandoned.map((row) => row.receiptId),
+    now,
+  );
 }
 
 /**
@@ -58,7 +69,9 @@ export async function settleAbandonedLeases(env: Env, receiptIds: readonly strin
       leaseGeneration: receipts.leaseGeneration,
     })
     .from(receipts)
-    .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now)));
+    .where(
+      and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "processing"), lt(receipts.leaseUntil, now)),
+    );
   if (rows.length === 0) return 0;
   const sources = loadSources(env);
   const verdicts = rows.map((row) => {
@@ -69,14 +82,24 @@ export async function settleAbandonedLeases(env: Env, receiptIds: readonly strin
   });
   const stillExpired = (picked: typeof verdicts) =>
     and(
-      inJsonPairs(receipts.receiptId, receipts.leaseGeneration, picked.map(({ row }) => [row.receiptId, row.leaseGeneration] as const)),
+      inJsonPairs(
+        receipts.receiptId,
+        receipts.leaseGeneration,
+        picked.map(({ row }) => [row.receiptId, row.leaseGeneration] as const),
+      ),
       eq(receipts.status, "processing"),
       lt(receipts.leaseUntil, now),
     );
   const spent = verdicts.filter((verdict) => verdict.lastError !== null);
   const handedBack = verdicts.filter((verdict) => verdict.lastError === null);
   const [, returned, ...deadened] = await db.batch([
-    abandonedAttemptRows(db, stillExpired(verdicts), sql<number>`${receipts.leaseGeneration}`, sql<number>`${receipts.leaseUntil} - ${LEASE_MS}`, now),
+    abandonedAttemptRows(
+      db,
+      stillExpired(verdicts),
+      sql<number>`${receipts.leaseGeneration}`,
+      sql<number>`${receipts.leaseUntil} - ${LEASE_MS}`,
+      now,
+    ),
     db
       .update(receipts)
       .set({ status: "pending", leaseUntil: null, nextAttemptAt: redriveDueAt(now) })

@@ -12,7 +12,11 @@ import { OVERDUE_GRACE_MS, REDRIVE_BATCH } from "./redrive";
  * two overlapping runs never both send — and sent again on a message naming their route. `horizon` holds back what
  * came due after the consumer's newest handled probe (queue-probe.ts): a backlog is waited for, not sent twice.
  */
-export async function reenqueueLostDeliveries(env: Env, now: number, horizon = Number.POSITIVE_INFINITY): Promise<number> {
+export async function reenqueueLostDeliveries(
+  env: Env,
+  now: number,
+  horizon = Number.POSITIVE_INFINITY,
+): Promise<number> {
   const cutoff = Math.max(0, Math.min(now - OVERDUE_GRACE_MS, horizon));
   const db = database(env);
   // Written with literals, as the index is: SQLite uses a partial index only for a query that repeats its condition.
@@ -32,10 +36,20 @@ export async function reenqueueLostDeliveries(env: Env, now: number, horizon = N
   const claimed = await db
     .update(deliveries)
     .set({ status: "pending", leaseUntil: null, nextAttemptAt: Math.min(now, Date.now()) })
-    .where(and(lost, sql`(${deliveries.receiptId}, ${deliveries.route}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${keys}))`))
+    .where(
+      and(
+        lost,
+        sql`(${deliveries.receiptId}, ${deliveries.route}) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${keys}))`,
+      ),
+    )
     .returning({ receiptId: deliveries.receiptId, route: deliveries.route });
   if (claimed.length === 0) return 0;
-  const sources = await db.select({ receiptId: receipts.receiptId, source: receipts.source }).from(receipts).where(sql`${receipts.receiptId} IN (SELECT value FROM json_each(${JSON.stringify(claimed.map((row) => row.receiptId))}))`);
+  const sources = await db
+    .select({ receiptId: receipts.receiptId, source: receipts.source })
+    .from(receipts)
+    .where(
+      sql`${receipts.receiptId} IN (SELECT value FROM json_each(${JSON.stringify(claimed.map((row) => row.receiptId))}))`,
+    );
   const sourceOf = new Map(sources.map((row) => [row.receiptId, row.source]));
   const groups = new Map<string, { source: string; route: string; receiptIds: string[] }>();
   for (const { receiptId, route } of claimed) {

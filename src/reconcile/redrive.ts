@@ -1,17 +1,17 @@
-import { secretValue } from "../lib/secrets";
+import { and, asc, eq, isNotNull, isNull, lte, or } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
 import { PRUNE_READ_LIMIT } from "../claims/shard";
-import { logError } from "../lib/log";
-import { and, eq, isNotNull, isNull, lte, or, asc, } from "drizzle-orm";
+import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receipts } from "../db/schema";
-import { redriveDueAt, settleAbandonedLeases } from "./lease-return";
+import { logError } from "../lib/log";
+import { secretValue } from "../lib/secrets";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
-import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
-import { scanForStuck, STUCK_SCAN_CURSOR } from "./stuck-scan";
+import { redriveDueAt, settleAbandonedLeases } from "./lease-return";
 import { readShardKeeps, shardPrune } from "./shard-keep";
+import { STUCK_SCAN_CURSOR, scanForStuck } from "./stuck-scan";
 
 /**
  * Re-drive: finish work that stalled at a boundary nobody will revisit on their own.
@@ -57,23 +57,41 @@ export function shardVisitBudget(env: Env): number {
  * Visits claim shards: each relays what it still holds and prunes keys past its source's dedupe retention. A
  * shard that fails (D1 unreachable from it) is counted, not fatal: its work stays in the shard for the next visit.
  */
-export async function sweepShards(env: Env, sources: readonly SourceConfig[], now: number): Promise<ShardSweepCounts & { shardsFailed: number }> {
+export async function sweepShards(
+  env: Env,
+  sources: readonly SourceConfig[],
+  now: number,
+): Promise<ShardSweepCounts & { shardsFailed: number }> {
   const keeps = await readShardKeeps(env);
   const visits = sources.flatMap((source) => {
     const stubs = shardsOf(env, source.name);
-    return stubs.map((stub, shard) => ({ stub, ...shardPrune(keeps.get(source.name), source, now, shard, stubs.length) }));
+    return stubs.map((stub, shard) => ({
+      stub,
+      ...shardPrune(keeps.get(source.name), source, now, shard, stubs.length),
+    }));
   });
   const budget = shardVisitBudget(env);
   let chosen = visits;
   if (visits.length > budget) {
-    const offset = ((await readCheckpoint<{ offset: number }>(env, SWEEP_CURSOR_SOURCE, "shard-sweep"))?.offset ?? 0) % visits.length;
+    const offset =
+      ((await readCheckpoint<{ offset: number }>(env, SWEEP_CURSOR_SOURCE, "shard-sweep"))?.offset ?? 0) %
+      visits.length;
     chosen = Array.from({ length: budget }, (_, step) => visits[(offset + step) % visits.length]!);
     await writeCheckpoint(env, SWEEP_CURSOR_SOURCE, "shard-sweep", { offset: (offset + budget) % visits.length }, now);
   }
   const results = await Promise.allSettled(
-    chosen.map(({ stub, keyCutoff, keepKeys }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS, keepKeys)),
+    chosen.map(({ stub, keyCutoff, keepKeys }) =>
+      stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS, keepKeys),
+    ),
   );
-  const counts = { shardsVisited: chosen.length, shardsTotal: visits.length, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 };
+  const counts = {
+    shardsVisited: chosen.length,
+    shardsTotal: visits.length,
+    claimsRelayed: 0,
+    claimsStillUnrelayed: 0,
+    shardKeysExpired: 0,
+    shardsFailed: 0,
+  };
   for (const result of results) {
     if (result.status === "rejected") {
       counts.shardsFailed++;
@@ -126,7 +144,11 @@ export async function reenqueueOverdue(env: Env, now: number, horizon = Number.P
   // it spent the budget. The rest were never attempted (or are due retries): claimed and sent.
   const abandoned = scan.stuck.filter((row) => row.status === "processing").map((row) => row.receiptId);
   let claimedCount = await settleAbandonedLeases(env, abandoned, now);
-  const found = [...new Set([...overdueRetries, ...scan.stuck.filter((row) => row.status !== "processing")].map((row) => row.receiptId))];
+  const found = [
+    ...new Set(
+      [...overdueRetries, ...scan.stuck.filter((row) => row.status !== "processing")].map((row) => row.receiptId),
+    ),
+  ];
 
   for (let start = 0; start < found.length; start += CLAIM_CHUNK) {
     const claimed = await db

@@ -37,7 +37,9 @@ export class RestartRequeueRefused extends Error {
 /** The requeue for the scheduled handler: refused unless local, done once per boot; answers how many were sent. */
 export async function requeueAfterRestart(env: Env): Promise<number> {
   if (!isLocalDevelopment(env)) {
-    throw new RestartRequeueRefused(`${RESTART_REQUEUE_CRON} is for wrangler dev only (LOCAL_DEVELOPMENT="true" in .dev.vars); a deployed queue keeps its messages`);
+    throw new RestartRequeueRefused(
+      `${RESTART_REQUEUE_CRON} is for wrangler dev only (LOCAL_DEVELOPMENT="true" in .dev.vars); a deployed queue keeps its messages`,
+    );
   }
   if (thisBoot) {
     await thisBoot;
@@ -72,7 +74,13 @@ export async function requeueUnfinished(env: Env, now: number): Promise<number> 
     let after = "";
     for (;;) {
       const page = await db
-        .select({ receiptId: receipts.receiptId, source: receipts.source, status: receipts.status, nextAttemptAt: receipts.nextAttemptAt, leaseUntil: receipts.leaseUntil })
+        .select({
+          receiptId: receipts.receiptId,
+          source: receipts.source,
+          status: receipts.status,
+          nextAttemptAt: receipts.nextAttemptAt,
+          leaseUntil: receipts.leaseUntil,
+        })
         .from(receipts)
         .where(and(gt(receipts.receiptId, after), inArray(receipts.status, ["pending", "processing"])))
         .orderBy(asc(receipts.receiptId))

@@ -6,7 +6,7 @@ import { inJsonList } from "../db/id-list";
 import { HELD_BODY, receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
-import { heldBodiesDue, PAYLOAD_EXPIRING_STATUSES, type HeldBody } from "./retention-scan";
+import { type HeldBody, heldBodiesDue, PAYLOAD_EXPIRING_STATUSES } from "./retention-scan";
 
 /**
  * Bodies the payload retention scan passed by: a dead letter keeps its body for its source's dead_letter_retention
@@ -52,7 +52,14 @@ export async function dropHeldBodies(
       db
         .select({ id: receipts.receiptId, status: receipts.status })
         .from(receipts)
-        .where(and(eq(receipts.source, scan.source), gt(receipts.receiptId, scan.position), lt(receipts.receiptId, scan.payloadFloor), HELD_BODY))
+        .where(
+          and(
+            eq(receipts.source, scan.source),
+            gt(receipts.receiptId, scan.position),
+            lt(receipts.receiptId, scan.payloadFloor),
+            HELD_BODY,
+          ),
+        )
         .orderBy(asc(receipts.receiptId))
         .limit(HELD_PAGE),
     );
@@ -77,7 +84,10 @@ export async function dropHeldBodies(
         ),
       )
       .returning({ id: receipts.receiptId });
-    await deleteStoredBodies(env, dropped.map((row) => row.id));
+    await deleteStoredBodies(
+      env,
+      dropped.map((row) => row.id),
+    );
     changed += dropped.length;
   }
   return { changed, caughtUp: scans.every((scan) => scan.done) };

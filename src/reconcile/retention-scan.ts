@@ -26,7 +26,9 @@ export type RetentionAction = "drop-body" | "delete";
 
 /** Receipts of the page the action applies to now. Unfinished work (pending, processing) is never touched. */
 export function dueForAction(page: readonly ScannedReceipt[], action: RetentionAction): string[] {
-  return page.filter((row) => (action === "delete" ? TERMINAL.has(row.status) : PAYLOAD_EXPIRING.has(row.status) && row.hasBody)).map((row) => row.id);
+  return page
+    .filter((row) => (action === "delete" ? TERMINAL.has(row.status) : PAYLOAD_EXPIRING.has(row.status) && row.hasBody))
+    .map((row) => row.id);
 }
 
 /**
@@ -62,7 +64,10 @@ export interface HeldBody {
  * a dismissed or replayed-and-finished one at once (the page is below the payload cutoff already). Pending and
  * processing ones (a replay under way) wait.
  */
-export function heldBodiesDue(page: readonly HeldBody[], deadLetterFloor: string): { dead: string[]; finished: string[] } {
+export function heldBodiesDue(
+  page: readonly HeldBody[],
+  deadLetterFloor: string,
+): { dead: string[]; finished: string[] } {
   return {
     dead: page.filter((row) => row.status === "dead" && row.id < deadLetterFloor).map((row) => row.id),
     finished: page.filter((row) => PAYLOAD_EXPIRING.has(row.status)).map((row) => row.id),

@@ -1,22 +1,22 @@
 import { and, asc, gt, inArray, isNotNull, lt, or, sql } from "drizzle-orm";
 import { deleteStoredBodies } from "../bodies/stored-bodies";
 import { batchByName, batchEach } from "../db/batch";
-import { database, type Database } from "../db/client";
+import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
+import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { attempts, deliveries, receipts, replays } from "../db/schema";
 import { ulidFloor, ulidTime } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
-import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { dropHeldBodies } from "./retention-held";
 import {
   advanceCursor,
   dueForAction,
   PAYLOAD_EXPIRING_STATUSES,
-  shardKeepOf,
-  TERMINAL_STATUSES,
   type RetentionAction,
   type ScannedReceipt,
   type ShardKeep,
+  shardKeepOf,
+  TERMINAL_STATUSES,
   type UndeletedKey,
 } from "./retention-scan";
 
@@ -78,9 +78,18 @@ export async function applyRetention(
   const deadline = Date.now() + budgetMs;
   const db = database(env);
   const runs = await untilDone(deadline, () =>
-    db.run(sql`DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ${now - RUN_HISTORY_MS} LIMIT ${RETENTION_BATCH})`),
+    db.run(
+      sql`DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ${now - RUN_HISTORY_MS} LIMIT ${RETENTION_BATCH})`,
+    ),
   );
-  if (sources.length === 0) return { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: runs.changed, caughtUp: runs.caughtUp };
+  if (sources.length === 0)
+    return {
+      bodiesDropped: 0,
+      quarantineBodiesDropped: 0,
+      keysExpired: 0,
+      runsForgotten: runs.changed,
+      caughtUp: runs.caughtUp,
+    };
 
   // Keys first: a deleted receipt takes its body with it.
   const keys = await scanBelowCutoffs(env, db, sources, now, "delete", deadline);
@@ -102,7 +111,13 @@ export async function applyRetention(
     quarantineBodiesDropped: quarantineBodies.changed,
     keysExpired: keys.changed,
     runsForgotten: runs.changed,
-    caughtUp: runs.caughtUp && keys.caughtUp && quarantineDeleted.caughtUp && bodies.caughtUp && heldBodies.caughtUp && quarantineBodies.caughtUp,
+    caughtUp:
+      runs.caughtUp &&
+      keys.caughtUp &&
+      quarantineDeleted.caughtUp &&
+      bodies.caughtUp &&
+      heldBodies.caughtUp &&
+      quarantineBodies.caughtUp,
   };
 }
 
@@ -132,7 +147,15 @@ async function scanBelowCutoffs(
   const scans: SourceScan[] = sources.map((source) => {
     const from = typeof saved[source.name] === "string" ? saved[source.name]! : "";
     const retentionMs = action === "delete" ? source.dedupeRetentionMs : source.payloadRetentionMs;
-    return { source: source.name, floor: ulidFloor(now - retentionMs), position: from, cursor: from, held: false, done: false, undeleted: [] };
+    return {
+      source: source.name,
+      floor: ulidFloor(now - retentionMs),
+      position: from,
+      cursor: from,
+      held: false,
+      done: false,
+      undeleted: [],
+    };
   });
   let changed = 0;
   // At least one page per run, whatever the budget: every run makes progress.
@@ -157,12 +180,18 @@ async function scanBelowCutoffs(
     }
   }
   const cursors = Object.fromEntries(scans.map((scan) => [scan.source, scan.cursor]));
-  if (scans.some((scan) => scan.cursor !== (saved[scan.source] ?? ""))) await writeCheckpoint(env, "*", CURSOR_NAMES[action], cursors, now);
+  if (scans.some((scan) => scan.cursor !== (saved[scan.source] ?? "")))
+    await writeCheckpoint(env, "*", CURSOR_NAMES[action], cursors, now);
   if (action === "delete") {
     const keeps: Record<string, ShardKeep> = Object.fromEntries(
       scans.map((scan) => {
         // Caught up: every receipt below the floor was read. Otherwise as far as the pages got.
-        const checkedBefore = scan.done || scan.position >= scan.floor ? ulidTime(scan.floor) : scan.position === "" ? 0 : ulidTime(scan.position);
+        const checkedBefore =
+          scan.done || scan.position >= scan.floor
+            ? ulidTime(scan.floor)
+            : scan.position === ""
+              ? 0
+              : ulidTime(scan.position);
         return [scan.source, shardKeepOf(scan.undeleted, checkedBefore)];
       }),
     );
@@ -185,7 +214,13 @@ function pageOf(db: Database, scan: SourceScan) {
       payloadSha256: receipts.payloadSha256,
     })
     .from(receipts)
-    .where(and(gt(receipts.receiptId, scan.position), lt(receipts.receiptId, scan.floor), sql`+${receipts.source} = ${scan.source}`))
+    .where(
+      and(
+        gt(receipts.receiptId, scan.position),
+        lt(receipts.receiptId, scan.floor),
+        sql`+${receipts.source} = ${scan.source}`,
+      ),
+    )
     .orderBy(asc(receipts.receiptId))
     .limit(RETENTION_BATCH);
 }
@@ -202,21 +237,36 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
     const dropped = await db
       .update(receipts)
       .set({ body: null, bodyLocation: null, keptHeaders: null })
-      .where(and(inJsonList(receipts.receiptId, ids), inArray(receipts.status, [...PAYLOAD_EXPIRING_STATUSES]), or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))))
+      .where(
+        and(
+          inJsonList(receipts.receiptId, ids),
+          inArray(receipts.status, [...PAYLOAD_EXPIRING_STATUSES]),
+          or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation)),
+        ),
+      )
       .returning({ id: receipts.receiptId });
     return dropped.map((row) => row.id);
   }
   const { deletedReceipts } = await batchByName(db, {
-    deletedAttempts: db.delete(attempts).where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
-    deletedReplays: db.delete(replays).where(inArray(replays.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
-    deletedDeliveries: db.delete(deliveries).where(inArray(deliveries.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedAttempts: db
+      .delete(attempts)
+      .where(inArray(attempts.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedReplays: db
+      .delete(replays)
+      .where(inArray(replays.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
+    deletedDeliveries: db
+      .delete(deliveries)
+      .where(inArray(deliveries.receiptId, db.select({ id: receipts.receiptId }).from(receipts).where(finished))),
     deletedReceipts: db.delete(receipts).where(finished).returning({ id: receipts.receiptId }),
   });
   return deletedReceipts.map((row) => row.id);
 }
 
 /** A bounded statement repeated until it changes fewer rows than a batch, or the deadline passes (run once at least). */
-async function untilDone(deadline: number, statement: () => Promise<D1Result>): Promise<{ changed: number; caughtUp: boolean }> {
+async function untilDone(
+  deadline: number,
+  statement: () => Promise<D1Result>,
+): Promise<{ changed: number; caughtUp: boolean }> {
   let changed = 0;
   do {
     const result = await statement();

@@ -1,19 +1,19 @@
 import { eq } from "drizzle-orm";
+import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
 import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { envForSource, receiptDatabaseEnvs } from "../sources/databases";
-import { loadSources } from "../sources/registry";
-import { applyConditions, sendAlertNotices, type AlertCondition, type NotifyCounts } from "./alerts";
-import { catchUp, type CatchUpCounts } from "./catch-up";
-import { reenqueueOverdue, sweepShards, type ShardSweepCounts } from "./redrive";
-import { returnExpiredLeases } from "./lease-return";
-import { reenqueueLostDeliveries } from "./redrive-deliveries";
-import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
-import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { catchUpSettings } from "../sources/reconciler-settings";
+import { loadSources } from "../sources/registry";
+import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotices } from "./alerts";
+import { type CatchUpCounts, catchUp } from "./catch-up";
+import { returnExpiredLeases } from "./lease-return";
+import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
+import { reenqueueLostDeliveries } from "./redrive-deliveries";
+import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { catchUpMissing, watchSources } from "./watch";
 
 /**
@@ -52,7 +52,14 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   await db.insert(reconcileRuns).values({ runId, clock: now, startedAt });
 
   const counts: ReconcileCounts = {
-    shards: { shardsVisited: 0, shardsTotal: 0, claimsRelayed: 0, claimsStillUnrelayed: 0, shardKeysExpired: 0, shardsFailed: 0 },
+    shards: {
+      shardsVisited: 0,
+      shardsTotal: 0,
+      claimsRelayed: 0,
+      claimsStillUnrelayed: 0,
+      shardKeysExpired: 0,
+      shardsFailed: 0,
+    },
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
     retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },
     catchUp: {},
@@ -148,7 +155,11 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   const finishedAt = Date.now();
   await db
     .update(reconcileRuns)
-    .set({ finishedAt, counts: JSON.stringify(counts), failures: failures.length > 0 ? JSON.stringify(failures) : null })
+    .set({
+      finishedAt,
+      counts: JSON.stringify(counts),
+      failures: failures.length > 0 ? JSON.stringify(failures) : null,
+    })
     .where(eq(reconcileRuns.runId, runId));
   logEvent("reconcile.run", {
     run: runId,
@@ -162,7 +173,9 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     missingClaimed: Object.values(counts.catchUp).reduce((sum, found) => sum + found.missingClaimed, 0),
     alertsOpened: counts.alerts.opened,
     alertsResolved: counts.alerts.resolved,
-    durations: Object.entries(counts.durationsMs).map(([step, ms]) => `${step}:${ms}`).join(" "),
+    durations: Object.entries(counts.durationsMs)
+      .map(([step, ms]) => `${step}:${ms}`)
+      .join(" "),
   });
   return { runId, counts, failures };
 }

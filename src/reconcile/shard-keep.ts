@@ -1,8 +1,8 @@
 import { shardIndex } from "../claims/routing";
+import { readCheckpoint } from "../db/checkpoints";
 import { logError } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import { readCheckpoint } from "../db/checkpoints";
 import { SHARD_KEEP_CHECKPOINT } from "./retention";
 import type { ShardKeep } from "./retention-scan";
 

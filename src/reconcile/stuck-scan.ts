@@ -1,9 +1,9 @@
 import { and, asc, eq, gte, inArray, isNull, lt, not, or, sql } from "drizzle-orm";
+import { readCheckpoint } from "../db/checkpoints";
 import { database } from "../db/client";
 import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
 import { receipts } from "../db/schema";
 import { ulidFloor } from "../lib/ulid";
-import { readCheckpoint } from "../db/checkpoints";
 
 /**
  * Finding receipts that nobody attempted and whose queue message is gone, in the order they reached D1.
@@ -63,7 +63,12 @@ export interface StuckScan {
  * Reads receipts that reached D1 before `until` (epoch ms, D1's clock for relay times) and are still unfinished with
  * no due time, from the stored cursor on. The caller re-drives `stuck` and then writes `next`.
  */
-export async function scanForStuck(env: Env, now: number, until: number, budgetMs = STUCK_SCAN_BUDGET_MS): Promise<StuckScan> {
+export async function scanForStuck(
+  env: Env,
+  now: number,
+  until: number,
+  budgetMs = STUCK_SCAN_BUDGET_MS,
+): Promise<StuckScan> {
   const db = database(env);
   const stored = await readCheckpoint<StuckScanCursor>(env, "*", STUCK_SCAN_CURSOR);
   const former = stored ? null : await readCheckpoint<{ after: string }>(env, "*", FORMER_SCAN_CURSOR);
@@ -73,7 +78,13 @@ export async function scanForStuck(env: Env, now: number, until: number, budgetM
 
   // Late relays first: few, and each found here is skipped below.
   const late = await db
-    .select({ receiptId: receipts.receiptId, source: receipts.source, status: receipts.status, leaseUntil: receipts.leaseUntil, relayedAt: receipts.relayedAt })
+    .select({
+      receiptId: receipts.receiptId,
+      source: receipts.source,
+      status: receipts.status,
+      leaseUntil: receipts.leaseUntil,
+      relayedAt: receipts.relayedAt,
+    })
     .from(receipts)
     .where(and(relayedLate, gte(receipts.relayedAt, from.lateFrom), lt(receipts.relayedAt, until), unfinished))
     .orderBy(asc(receipts.relayedAt))

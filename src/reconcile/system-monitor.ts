@@ -6,7 +6,7 @@ import { alerts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import { nextState, type Observation, type SystemAlertKind } from "../monitor/conditions";
-import { notify, type AlertRow } from "./alerts";
+import { type AlertRow, notify } from "./alerts";
 
 /**
  * The one place that remembers which system alerts are open (src/monitor/conditions.ts), in its own SQLite: it
@@ -80,7 +80,10 @@ export class SystemMonitor extends DurableObject<Env> {
    * Applies observations, announces what opened or resolved, and, when `d1Reachable`, copies incidents into D1.
    * Returns the incidents as they stand.
    */
-  async report(observations: Observation[], options: { now?: number; d1Reachable?: boolean } = {}): Promise<SystemAlert[]> {
+  async report(
+    observations: Observation[],
+    options: { now?: number; d1Reachable?: boolean } = {},
+  ): Promise<SystemAlert[]> {
     const now = options.now ?? Date.now();
     for (const observation of observations) this.apply(observation, now);
     await this.announce(now);
@@ -90,7 +93,9 @@ export class SystemMonitor extends DurableObject<Env> {
 
   /** Every incident the monitor still holds: open ones, and resolved ones not yet announced or recorded. */
   list(): SystemAlert[] {
-    const reporters = this.sql.exec<{ kind: string; reporter: string }>("SELECT kind, reporter FROM monitor_reporters").toArray();
+    const reporters = this.sql
+      .exec<{ kind: string; reporter: string }>("SELECT kind, reporter FROM monitor_reporters")
+      .toArray();
     return this.sql
       .exec<AlertRecord>("SELECT * FROM monitor_alerts ORDER BY opened_at")
       .toArray()
@@ -104,19 +109,28 @@ export class SystemMonitor extends DurableObject<Env> {
         notifiedAt: row.notified_at,
         resolveNotifiedAt: row.resolve_notified_at,
         recordedState: row.recorded_state,
-        reporters: row.state === "open" ? reporters.filter((entry) => entry.kind === row.kind).map((entry) => entry.reporter) : [],
+        reporters:
+          row.state === "open"
+            ? reporters.filter((entry) => entry.kind === row.kind).map((entry) => entry.reporter)
+            : [],
       }));
   }
 
   private apply(observation: Observation, now: number): void {
     this.ctx.storage.transactionSync(() => {
-      const open = this.sql.exec<AlertRecord>("SELECT * FROM monitor_alerts WHERE kind = ? AND state = 'open'", observation.kind).toArray()[0];
+      const open = this.sql
+        .exec<AlertRecord>("SELECT * FROM monitor_alerts WHERE kind = ? AND state = 'open'", observation.kind)
+        .toArray()[0];
       const firing = new Set(
-        this.sql.exec<{ reporter: string }>("SELECT reporter FROM monitor_reporters WHERE kind = ?", observation.kind).toArray().map((row) => row.reporter),
+        this.sql
+          .exec<{ reporter: string }>("SELECT reporter FROM monitor_reporters WHERE kind = ?", observation.kind)
+          .toArray()
+          .map((row) => row.reporter),
       );
       const { reporters, transition } = nextState(observation.kind, firing, observation, open !== undefined);
       this.sql.exec("DELETE FROM monitor_reporters WHERE kind = ?", observation.kind);
-      for (const reporter of reporters) this.sql.exec("INSERT INTO monitor_reporters (kind, reporter) VALUES (?, ?)", observation.kind, reporter);
+      for (const reporter of reporters)
+        this.sql.exec("INSERT INTO monitor_reporters (kind, reporter) VALUES (?, ?)", observation.kind, reporter);
       if (transition === "open") {
         this.sql.exec(
           "INSERT INTO monitor_alerts (alert_id, kind, state, message, opened_at) VALUES (?, ?, 'open', ?, ?)",
@@ -126,7 +140,11 @@ export class SystemMonitor extends DurableObject<Env> {
           now,
         );
       } else if (transition === "resolve") {
-        this.sql.exec("UPDATE monitor_alerts SET state = 'resolved', resolved_at = ? WHERE alert_id = ?", now, open!.alert_id);
+        this.sql.exec(
+          "UPDATE monitor_alerts SET state = 'resolved', resolved_at = ? WHERE alert_id = ?",
+          now,
+          open!.alert_id,
+        );
       }
     });
   }
@@ -134,7 +152,9 @@ export class SystemMonitor extends DurableObject<Env> {
   /** Opening notices, then resolving ones; a failed notice is tried again on the next report. */
   private async announce(now: number): Promise<void> {
     const due = this.sql
-      .exec<AlertRecord>("SELECT * FROM monitor_alerts WHERE notified_at IS NULL OR (state = 'resolved' AND resolve_notified_at IS NULL)")
+      .exec<AlertRecord>(
+        "SELECT * FROM monitor_alerts WHERE notified_at IS NULL OR (state = 'resolved' AND resolve_notified_at IS NULL)",
+      )
       .toArray();
     for (const row of due) {
       if (row.notified_at === null && !(await this.send(row, "opened", now))) continue;
@@ -145,7 +165,11 @@ export class SystemMonitor extends DurableObject<Env> {
   private async send(row: AlertRecord, transition: "opened" | "resolved", now: number): Promise<boolean> {
     const column = transition === "opened" ? "notified_at" : "resolve_notified_at";
     // Claimed before the send: a report arriving while this one awaits the webhook finds it taken.
-    const claimed = this.sql.exec(`UPDATE monitor_alerts SET ${column} = ? WHERE alert_id = ? AND ${column} IS NULL`, now, row.alert_id);
+    const claimed = this.sql.exec(
+      `UPDATE monitor_alerts SET ${column} = ? WHERE alert_id = ? AND ${column} IS NULL`,
+      now,
+      row.alert_id,
+    );
     claimed.toArray();
     if (claimed.rowsWritten === 0) return false;
     logEvent(`system_alert.${transition}`, { alert: row.alert_id, kind: row.kind, message: row.message });
@@ -190,8 +214,13 @@ export class SystemMonitor extends DurableObject<Env> {
     );
     this.ctx.storage.transactionSync(() => {
       for (const row of rows) {
-        if (row.state === "resolved") this.sql.exec("DELETE FROM monitor_alerts WHERE alert_id = ? AND state = 'resolved'", row.alert_id);
-        else this.sql.exec("UPDATE monitor_alerts SET recorded_state = 'open' WHERE alert_id = ? AND state = 'open'", row.alert_id);
+        if (row.state === "resolved")
+          this.sql.exec("DELETE FROM monitor_alerts WHERE alert_id = ? AND state = 'resolved'", row.alert_id);
+        else
+          this.sql.exec(
+            "UPDATE monitor_alerts SET recorded_state = 'open' WHERE alert_id = ? AND state = 'open'",
+            row.alert_id,
+          );
       }
     });
     return rows.length;

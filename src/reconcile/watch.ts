@@ -1,14 +1,14 @@
 import { and, count, eq, inArray, max, min } from "drizzle-orm";
 import { batchByName, batchEach } from "../db/batch";
-import { database, type Database } from "../db/client";
+import { checkpointWrite, parseCursor } from "../db/checkpoints";
+import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { alerts, checkpoints, receipts } from "../db/schema";
+import { plural } from "../lib/plural";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import type { AlertCondition, AlertDetail } from "./alerts";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
-import { checkpointWrite, parseCursor } from "../db/checkpoints";
-import { plural } from "../lib/plural";
+import type { AlertCondition, AlertDetail } from "./alerts";
 
 /**
  * The conditions the cron watches, for every source at once, read from D1 after the shard sweep has flushed
@@ -45,7 +45,11 @@ type OpenDeadAlert = { source: string | null; detail: string | null };
  * One database's numbers, read in one D1 batch; from `DB` (`withAlerts`) the same batch also reads the open
  * dead-letter incidents, which live there for every source.
  */
-async function readDatabase(db: Database, silenceWatched: readonly string[], withAlerts: boolean): Promise<{ numbers: Numbers; openDead: OpenDeadAlert[] }> {
+async function readDatabase(
+  db: Database,
+  silenceWatched: readonly string[],
+  withAlerts: boolean,
+): Promise<{ numbers: Numbers; openDead: OpenDeadAlert[] }> {
   const receiptQueries = {
     lastLive: db
       .select({ source: receipts.source, lastLive: max(receipts.receivedAt) })
@@ -72,7 +76,9 @@ async function readDatabase(db: Database, silenceWatched: readonly string[], wit
     .from(alerts)
     .where(and(eq(alerts.kind, "dead-letters"), eq(alerts.state, "open")));
   const [read, openDead] = withAlerts
-    ? await batchByName(db, { ...receiptQueries, openDead: openDeadAlerts }).then(({ openDead, ...rest }) => [rest, openDead] as const)
+    ? await batchByName(db, { ...receiptQueries, openDead: openDeadAlerts }).then(
+        ({ openDead, ...rest }) => [rest, openDead] as const,
+      )
     : [await batchByName(db, receiptQueries), []];
   const cursorOf = (reconciler: string) =>
     new Map(
@@ -84,7 +90,11 @@ async function readDatabase(db: Database, silenceWatched: readonly string[], wit
     numbers: {
       lastLive: new Map(read.lastLive.map((row) => [row.source, row.lastLive])),
       dead: new Map(read.dead.map((row) => [row.source, row.dead])),
-      waiting: new Map(read.waiting.flatMap((row) => (row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const]))),
+      waiting: new Map(
+        read.waiting.flatMap((row) =>
+          row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const],
+        ),
+      ),
       deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
       watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
     },
@@ -99,20 +109,36 @@ async function readDatabase(db: Database, silenceWatched: readonly string[], wit
  * incident.
  */
 function acrossDatabases(home: string, perDatabase: readonly { binding: string; numbers: Numbers }[]): Numbers {
-  const merged: Numbers = { lastLive: new Map(), dead: new Map(), waiting: new Map(), deadSeen: new Map(), watchedSince: new Map() };
-  const homeFirst = [...perDatabase.filter((entry) => entry.binding === home), ...perDatabase.filter((entry) => entry.binding !== home)];
+  const merged: Numbers = {
+    lastLive: new Map(),
+    dead: new Map(),
+    waiting: new Map(),
+    deadSeen: new Map(),
+    watchedSince: new Map(),
+  };
+  const homeFirst = [
+    ...perDatabase.filter((entry) => entry.binding === home),
+    ...perDatabase.filter((entry) => entry.binding !== home),
+  ];
   for (const { numbers } of homeFirst) {
     for (const [source, lastLive] of numbers.lastLive) {
       const known = merged.lastLive.get(source) ?? null;
-      merged.lastLive.set(source, known === null || lastLive === null ? (known ?? lastLive) : Math.max(known, lastLive));
+      merged.lastLive.set(
+        source,
+        known === null || lastLive === null ? (known ?? lastLive) : Math.max(known, lastLive),
+      );
     }
     for (const [source, dead] of numbers.dead) merged.dead.set(source, (merged.dead.get(source) ?? 0) + dead);
     for (const [source, waiting] of numbers.waiting) {
       const known = merged.waiting.get(source);
-      merged.waiting.set(source, known ? { oldest: Math.min(known.oldest, waiting.oldest), waiting: known.waiting + waiting.waiting } : waiting);
+      merged.waiting.set(
+        source,
+        known ? { oldest: Math.min(known.oldest, waiting.oldest), waiting: known.waiting + waiting.waiting } : waiting,
+      );
     }
     for (const [source, dead] of numbers.deadSeen) if (!merged.deadSeen.has(source)) merged.deadSeen.set(source, dead);
-    for (const [source, since] of numbers.watchedSince) if (!merged.watchedSince.has(source)) merged.watchedSince.set(source, since);
+    for (const [source, since] of numbers.watchedSince)
+      if (!merged.watchedSince.has(source)) merged.watchedSince.set(source, since);
   }
   return merged;
 }
@@ -126,12 +152,22 @@ export async function watchSources(env: Env, sources: readonly SourceConfig[], n
   const silenceWatched = sources.filter((source) => source.expectWithinMs !== null).map((source) => source.name);
   const databases = receiptDatabaseEnvs(env);
   const perDatabase = await Promise.all(
-    databases.map(async ({ binding, env: databaseEnv }) => ({ binding, ...(await readDatabase(database(databaseEnv), silenceWatched, binding === DEFAULT_DATABASE_BINDING)) })),
+    databases.map(async ({ binding, env: databaseEnv }) => ({
+      binding,
+      ...(await readDatabase(database(databaseEnv), silenceWatched, binding === DEFAULT_DATABASE_BINDING)),
+    })),
   );
   const openDead = perDatabase.flatMap((entry) => entry.openDead);
   const deadIncidentBaseline = new Map(
     openDead.flatMap((row) =>
-      row.source === null ? [] : [[row.source, (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0] as const],
+      row.source === null
+        ? []
+        : [
+            [
+              row.source,
+              (row.detail ? (JSON.parse(row.detail) as AlertDetail).facts?.baseline : undefined) ?? 0,
+            ] as const,
+          ],
     ),
   );
   const conditions: AlertCondition[] = [];
@@ -145,10 +181,16 @@ export async function watchSources(env: Env, sources: readonly SourceConfig[], n
 }
 
 /** The conditions of the sources whose database is `db`, from their numbers across databases; their cursors are written to `db`. */
-async function watchDatabase(db: Database, seen: Snapshot, sources: readonly SourceConfig[], now: number): Promise<AlertCondition[]> {
+async function watchDatabase(
+  db: Database,
+  seen: Snapshot,
+  sources: readonly SourceConfig[],
+  now: number,
+): Promise<AlertCondition[]> {
   const conditions: AlertCondition[] = [];
   const cursorWrites: { source: string; reconciler: string; cursor: unknown }[] = [];
-  const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) => cursorWrites.push({ source, reconciler, cursor });
+  const writeCheckpoint = (source: string, reconciler: string, cursor: unknown) =>
+    cursorWrites.push({ source, reconciler, cursor });
 
   for (const source of sources) {
     if (source.expectWithinMs !== null) {
@@ -202,9 +244,15 @@ export function catchUpMissing(
   found: { missingClaimed: number; redeliveriesRequested: number; redeliveriesWithheld: number },
 ): AlertCondition {
   const parts = [
-    found.missingClaimed > 0 ? `${found.missingClaimed} events the provider listed were never delivered (claimed by catch-up)` : null,
-    found.redeliveriesRequested > 0 ? `${found.redeliveriesRequested} failed deliveries never received (redelivery requested)` : null,
-    found.redeliveriesWithheld > 0 ? `${found.redeliveriesWithheld} still missing after repeated redeliveries (needs a look)` : null,
+    found.missingClaimed > 0
+      ? `${found.missingClaimed} events the provider listed were never delivered (claimed by catch-up)`
+      : null,
+    found.redeliveriesRequested > 0
+      ? `${found.redeliveriesRequested} failed deliveries never received (redelivery requested)`
+      : null,
+    found.redeliveriesWithheld > 0
+      ? `${found.redeliveriesWithheld} still missing after repeated redeliveries (needs a look)`
+      : null,
   ].filter((part): part is string => part !== null);
   return {
     source: source.name,

@@ -30,7 +30,13 @@ export async function enqueueWork(
   const messages: WorkMessage[] = [];
   for (let start = 0; start < receiptIds.length; start += RECEIPTS_PER_MESSAGE) {
     const receiptIdsOfMessage = receiptIds.slice(start, start + RECEIPTS_PER_MESSAGE);
-    messages.push({ source, database, receiptIds: receiptIdsOfMessage, ...(options.redriven ? { redriven: true as const } : {}), ...(options.route === undefined ? {} : { route: options.route }) });
+    messages.push({
+      source,
+      database,
+      receiptIds: receiptIdsOfMessage,
+      ...(options.redriven ? { redriven: true as const } : {}),
+      ...(options.route === undefined ? {} : { route: options.route }),
+    });
   }
   if (messages.length === 0) return;
   await env.WORK_QUEUE.sendBatch(

@@ -1,11 +1,11 @@
 import { and, eq, sql } from "drizzle-orm";
+import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
+import { type Database, database } from "../db/client";
 import { d1NowMs, relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
-import { database, type Database } from "../db/client";
 import { quarantine, receipts } from "../db/schema";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
-import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
 import { enqueueReceipts } from "./enqueue";
 
@@ -28,7 +28,12 @@ export async function relayToD1(
   const report = { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   for (const binding of bindings) {
     const inDatabase = (record: { source: string }) => databaseBindingOf(env, record.source) === binding;
-    const part = await relayToOneDatabase(envForDatabase(env, binding), claims.filter(inDatabase), quarantines.filter(inDatabase), bodyThresholdOf);
+    const part = await relayToOneDatabase(
+      envForDatabase(env, binding),
+      claims.filter(inDatabase),
+      quarantines.filter(inDatabase),
+      bodyThresholdOf,
+    );
     report.receiptsRelayed += part.receiptsRelayed;
     report.quarantinesRelayed += part.quarantinesRelayed;
     report.duplicatesCaughtByD1 += part.duplicatesCaughtByD1;
@@ -109,8 +114,14 @@ async function relayToOneDatabase(
   const lost = claims.filter((claim) => !stored.has(claim.receiptId));
   if (lost.length > 0) await quarantineMismatches(db, lost);
   // A lost claim's body went to R2 under a receipt id no row names (quarantine keeps its own copy in D1).
-  await deleteStoredBodies(env, lost.filter((claim) => inR2.has(claim.receiptId)).map((claim) => claim.receiptId));
-  await enqueueReceipts(env, claims.filter((claim) => stored.has(claim.receiptId)));
+  await deleteStoredBodies(
+    env,
+    lost.filter((claim) => inR2.has(claim.receiptId)).map((claim) => claim.receiptId),
+  );
+  await enqueueReceipts(
+    env,
+    claims.filter((claim) => stored.has(claim.receiptId)),
+  );
   return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1: lost.length };
 }
 
@@ -132,7 +143,15 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
           })
           .from(receipts)
           // By (source, event_key): the arbiter's own index, never a scan.
-          .where(and(eq(receipts.source, source), inJsonList(receipts.eventKey, lost.filter((claim) => claim.source === source).map((claim) => claim.eventKey)))),
+          .where(
+            and(
+              eq(receipts.source, source),
+              inJsonList(
+                receipts.eventKey,
+                lost.filter((claim) => claim.source === source).map((claim) => claim.eventKey),
+              ),
+            ),
+          ),
       ),
     )
   ).flat();
@@ -159,5 +178,6 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
         .onConflictDoNothing(),
     ];
   });
-  if (mismatches.length > 0) await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
+  if (mismatches.length > 0)
+    await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
 }

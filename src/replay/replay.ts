@@ -1,6 +1,6 @@
-import { and, asc, eq, gt, gte, inArray, isNotNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, isNotNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import { batchByName } from "../db/batch";
-import { database, type Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { receipts, replays } from "../db/schema";
 import { enqueueReceipts } from "../relay/enqueue";
 
@@ -38,14 +38,20 @@ export type ReplayOne =
   | { kind: "payload_expired"; receiptId: string };
 
 /** Replays one receipt, whatever its finished status. */
-export async function replayReceipt(env: Env, receiptId: string, now = Date.now(), requestedBy: ReplayRequester | null = null): Promise<ReplayOne> {
+export async function replayReceipt(
+  env: Env,
+  receiptId: string,
+  now = Date.now(),
+  requestedBy: ReplayRequester | null = null,
+): Promise<ReplayOne> {
   const db = database(env);
   const [current] = await db
     .select({ status: receipts.status, bodyRetained: sql<number>`${BODY_RETAINED}` })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!current) return { kind: "not_found", receiptId };
-  if (!(REPLAYABLE as readonly string[]).includes(current.status)) return { kind: "in_flight", receiptId, status: current.status };
+  if (!(REPLAYABLE as readonly string[]).includes(current.status))
+    return { kind: "in_flight", receiptId, status: current.status };
   if (!current.bodyRetained) return { kind: "payload_expired", receiptId };
 
   const unchanged = and(eq(receipts.receiptId, receiptId), eq(receipts.status, current.status), BODY_RETAINED);
@@ -118,29 +124,52 @@ export async function replayDeadReceipts(
   // The log and the reset select the same oldest `limit` matching receipts: one batch is one transaction.
   const chosen = inArray(
     receipts.receiptId,
-    db.select({ receiptId: receipts.receiptId }).from(receipts).where(matching).orderBy(asc(receipts.receiptId)).limit(limit),
+    db
+      .select({ receiptId: receipts.receiptId })
+      .from(receipts)
+      .where(matching)
+      .orderBy(asc(receipts.receiptId))
+      .limit(limit),
   );
   const { reset } = await batchByName(db, {
     logged: logReplays(db, chosen, now, requestedBy),
-    reset: db.update(receipts).set(resetColumns(now)).where(chosen).returning({ receiptId: receipts.receiptId, source: receipts.source }),
+    reset: db
+      .update(receipts)
+      .set(resetColumns(now))
+      .where(chosen)
+      .returning({ receiptId: receipts.receiptId, source: receipts.source }),
   });
   const receiptIds = reset.map((row) => row.receiptId).sort();
   await enqueueReceipts(env, reset);
   const cursor = receiptIds.at(-1) ?? filter.through ?? filter.after ?? null;
-  return { replayed: receiptIds.length, receiptIds, more: await anyDeadMatching(env, { ...filter, through: undefined, after: cursor ?? undefined }), cursor };
+  return {
+    replayed: receiptIds.length,
+    receiptIds,
+    more: await anyDeadMatching(env, { ...filter, through: undefined, after: cursor ?? undefined }),
+    cursor,
+  };
 }
 
 /** The ids of the oldest `limit` dead receipts matching `filter`: where a replay across databases draws its boundary. */
 export async function oldestDeadMatching(env: Env, filter: DeadReceiptFilter): Promise<string[]> {
   const limit = checkFilter(filter);
-  const rows = await database(env).select({ receiptId: receipts.receiptId }).from(receipts).where(deadMatching(filter)).orderBy(asc(receipts.receiptId)).limit(limit);
+  const rows = await database(env)
+    .select({ receiptId: receipts.receiptId })
+    .from(receipts)
+    .where(deadMatching(filter))
+    .orderBy(asc(receipts.receiptId))
+    .limit(limit);
   return rows.map((row) => row.receiptId);
 }
 
 /** Whether any dead receipt matches `filter`: a bulk replay spanning several databases asks the ones it did not reach. */
 export async function anyDeadMatching(env: Env, filter: DeadReceiptFilter): Promise<boolean> {
   checkFilter(filter);
-  const [found] = await database(env).select({ found: sql<number>`1` }).from(receipts).where(deadMatching(filter)).limit(1);
+  const [found] = await database(env)
+    .select({ found: sql<number>`1` })
+    .from(receipts)
+    .where(deadMatching(filter))
+    .limit(1);
   return found !== undefined;
 }
 
@@ -197,20 +226,34 @@ function checkFilter(filter: DeadReceiptFilter): number {
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_REPLAY_LIMIT) {
     throw new ReplayFilterError(`limit must be an integer from 1 to ${MAX_REPLAY_LIMIT}`);
   }
-  for (const [name, value] of [["source", filter.source], ["eventType", filter.eventType]] as const) {
+  for (const [name, value] of [
+    ["source", filter.source],
+    ["eventType", filter.eventType],
+  ] as const) {
     if (value !== undefined && (typeof value !== "string" || value.length === 0 || value.length > 256)) {
       throw new ReplayFilterError(`${name} must be a non-empty string`);
     }
   }
-  for (const [name, value] of [["receivedFrom", filter.receivedFrom], ["receivedBefore", filter.receivedBefore]] as const) {
+  for (const [name, value] of [
+    ["receivedFrom", filter.receivedFrom],
+    ["receivedBefore", filter.receivedBefore],
+  ] as const) {
     if (value !== undefined && (!Number.isSafeInteger(value) || value < 0)) {
       throw new ReplayFilterError(`${name} must be a time in epoch milliseconds`);
     }
   }
-  for (const [name, value] of [["after", filter.after], ["through", filter.through]] as const) {
-    if (value !== undefined && (typeof value !== "string" || !RECEIPT_ID.test(value))) throw new ReplayFilterError(`${name} must be a receipt id`);
+  for (const [name, value] of [
+    ["after", filter.after],
+    ["through", filter.through],
+  ] as const) {
+    if (value !== undefined && (typeof value !== "string" || !RECEIPT_ID.test(value)))
+      throw new ReplayFilterError(`${name} must be a receipt id`);
   }
-  if (filter.receivedFrom !== undefined && filter.receivedBefore !== undefined && filter.receivedFrom >= filter.receivedBefore) {
+  if (
+    filter.receivedFrom !== undefined &&
+    filter.receivedBefore !== undefined &&
+    filter.receivedFrom >= filter.receivedBefore
+  ) {
     throw new ReplayFilterError("receivedFrom must be earlier than receivedBefore");
   }
   return limit;

@@ -3,7 +3,10 @@
  * may build objects without Object's prototype, which sift would take for values to compare instead of queries, so
  * every such option goes through JSON once, whatever its source.
  */
-export function readJsonOption(value: unknown, option: string): { ok: true; value: unknown } | { ok: false; problem: string } {
+export function readJsonOption(
+  value: unknown,
+  option: string,
+): { ok: true; value: unknown } | { ok: false; problem: string } {
   try {
     return { ok: true, value: JSON.parse(typeof value === "string" ? value : JSON.stringify(value ?? null)) };
   } catch {

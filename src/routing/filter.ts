@@ -1,4 +1,24 @@
-import { $all, $and, $elemMatch, $eq, $exists, $gt, $gte, $in, $lt, $lte, $ne, $nin, $nor, $not, $options, $or, $size, createEqualsOperation, createQueryTester } from "sift";
+import {
+  $all,
+  $and,
+  $elemMatch,
+  $eq,
+  $exists,
+  $gt,
+  $gte,
+  $in,
+  $lt,
+  $lte,
+  $ne,
+  $nin,
+  $nor,
+  $not,
+  $options,
+  $or,
+  $size,
+  createEqualsOperation,
+  createQueryTester,
+} from "sift";
 import { readJsonOption } from "./config-json";
 import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
 
@@ -23,19 +43,31 @@ const FIELDS = new Set(["body", "headers", "type", "subject"]);
 const LOGICAL = new Set(["$and", "$or", "$nor"]);
 
 /** `$regex`, bounded (src/routing/regex.ts): refused at load when unsafe, and never run on an over-long value. */
-function boundedRegex(pattern: unknown, ownerQuery: Record<string, unknown>, options: Parameters<typeof createEqualsOperation>[2]) {
+function boundedRegex(
+  pattern: unknown,
+  ownerQuery: Record<string, unknown>,
+  options: Parameters<typeof createEqualsOperation>[2],
+) {
   const flags = Object.hasOwn(ownerQuery, "$options") ? ownerQuery.$options : "";
   const problem = regexProblem(pattern, flags);
   if (problem) throw new FilterError(problem);
   const expression = new RegExp(pattern as string, flags as string);
-  return createEqualsOperation((value: unknown) => typeof value === "string" && value.length <= MAX_REGEX_SUBJECT_CHARS && expression.test(value), ownerQuery, options);
+  return createEqualsOperation(
+    (value: unknown) => typeof value === "string" && value.length <= MAX_REGEX_SUBJECT_CHARS && expression.test(value),
+    ownerQuery,
+    options,
+  );
 }
 
 /** A string test on the value, for the common cases a regular expression would otherwise be written for. */
 function stringTest(name: string, test: (value: string, operand: string) => boolean) {
   return (operand: unknown, ownerQuery: unknown, options: Parameters<typeof createEqualsOperation>[2]) => {
     if (typeof operand !== "string") throw new FilterError(`${name} takes a string (got ${JSON.stringify(operand)})`);
-    return createEqualsOperation((value: unknown) => typeof value === "string" && test(value, operand), ownerQuery, options);
+    return createEqualsOperation(
+      (value: unknown) => typeof value === "string" && test(value, operand),
+      ownerQuery,
+      options,
+    );
   };
 }
 
@@ -80,7 +112,8 @@ function rootFieldProblems(query: Record<string, unknown>): string[] {
       continue;
     }
     const field = key.split(".")[0]!;
-    if (!FIELDS.has(field)) problems.push(`filter key ${JSON.stringify(key)} must start with body, headers, type or subject`);
+    if (!FIELDS.has(field))
+      problems.push(`filter key ${JSON.stringify(key)} must start with body, headers, type or subject`);
   }
   return problems;
 }

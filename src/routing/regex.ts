@@ -18,15 +18,18 @@ const ALLOWED_FLAGS = /^[ims]*$/;
 /** Why a pattern cannot be used, or null. */
 export function regexProblem(pattern: unknown, flags: unknown = ""): string | null {
   if (typeof pattern !== "string") return `a regular expression must be a string (got ${JSON.stringify(pattern)})`;
-  if (pattern.length > MAX_REGEX_PATTERN_CHARS) return `regular expression is longer than ${MAX_REGEX_PATTERN_CHARS} characters`;
-  if (typeof flags !== "string" || !ALLOWED_FLAGS.test(flags)) return `regular expression options may only be i, m and s (got ${JSON.stringify(flags)})`;
+  if (pattern.length > MAX_REGEX_PATTERN_CHARS)
+    return `regular expression is longer than ${MAX_REGEX_PATTERN_CHARS} characters`;
+  if (typeof flags !== "string" || !ALLOWED_FLAGS.test(flags))
+    return `regular expression options may only be i, m and s (got ${JSON.stringify(flags)})`;
   try {
     new RegExp(pattern, flags);
   } catch (error) {
     return `${JSON.stringify(pattern)} is not a valid regular expression (${error instanceof Error ? error.message : String(error)})`;
   }
   // Back-references make matching exponential whatever the star height.
-  if (/\\[1-9]|\\k</.test(pattern)) return `regular expression ${JSON.stringify(pattern)} uses a back-reference, which can take exponential time`;
+  if (/\\[1-9]|\\k</.test(pattern))
+    return `regular expression ${JSON.stringify(pattern)} uses a back-reference, which can take exponential time`;
   if (!safeRegex(pattern, { limit: MAX_REGEX_REPETITIONS })) {
     return `regular expression ${JSON.stringify(pattern)} could take exponential time (a quantified group holding another quantifier, or more than ${MAX_REGEX_REPETITIONS} repetitions)`;
   }

@@ -40,7 +40,11 @@ export type RouteVerdict =
    * Deliver; `transformed` is null when the route has no transform (the original bytes go, untouched), `headers`
    * when it sets none.
    */
-  | { kind: "deliver"; transformed: { body: Uint8Array; value: unknown } | null; headers: Record<string, string> | null };
+  | {
+      kind: "deliver";
+      transformed: { body: Uint8Array; value: unknown } | null;
+      headers: Record<string, string> | null;
+    };
 
 const DELIVER_AS_STORED: RouteVerdict = { kind: "deliver", transformed: null, headers: null };
 
@@ -78,7 +82,8 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
   if (rules.filter && !rules.filter(subject)) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
   if (rules.schema) {
     const verdict = rules.schema.check(subject.body);
-    if (!verdict.ok) return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
+    if (!verdict.ok)
+      return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
   }
   const bindings = { type: subject.type, subject: subject.subject, headers: subject.headers };
   let headers: Record<string, string> | null = null;
@@ -106,12 +111,23 @@ export interface RouteExplanation {
 
 export async function explainRoute(rules: RouteRules, event: RoutedEvent): Promise<RouteExplanation> {
   const subject = filterSubject(event);
-  const transformed = rules.transform ? await rules.transform.run(subject.body, { type: subject.type, subject: subject.subject, headers: subject.headers }) : null;
+  const transformed = rules.transform
+    ? await rules.transform.run(subject.body, {
+        type: subject.type,
+        subject: subject.subject,
+        headers: subject.headers,
+      })
+    : null;
   return {
     name: rules.name,
     filterMatches: rules.filter ? rules.filter(subject) : null,
     schema: rules.schema ? rules.schema.check(subject.body) : null,
-    transform: transformed === null ? null : transformed.ok ? { ok: true, output: transformed.value } : { ok: false, error: transformed.error },
+    transform:
+      transformed === null
+        ? null
+        : transformed.ok
+          ? { ok: true, output: transformed.value }
+          : { ok: false, error: transformed.error },
     verdict: await applyRoute(rules, event),
   };
 }

@@ -1,4 +1,4 @@
-import { Validator, type Schema } from "@cfworker/json-schema";
+import { type Schema, Validator } from "@cfworker/json-schema";
 import { readJsonOption } from "./config-json";
 import { regexProblem } from "./regex";
 
@@ -40,7 +40,8 @@ export function compileSchema(value: unknown): { ok: true; schema: EventSchema }
   const read = readJsonOption(value, "schema");
   if (!read.ok) return read;
   const document = read.value;
-  if (document === null || typeof document !== "object" || Array.isArray(document)) return { ok: false, problem: "schema must be a table (a JSON Schema)" };
+  if (document === null || typeof document !== "object" || Array.isArray(document))
+    return { ok: false, problem: "schema must be a table (a JSON Schema)" };
   const problems: string[] = [];
   patternProblems(document, problems);
   if (problems.length > 0) return { ok: false, problem: `schema: ${problems.join("; ")}` };
@@ -60,7 +61,12 @@ export function compileSchema(value: unknown): { ok: true; schema: EventSchema }
         const result = validator.validate(body);
         if (result.valid) return { ok: true };
         // The library reports each failure with its parents ("properties did not match"): the leaves say why.
-        const leaves = result.errors.filter((error) => !result.errors.some((other) => other !== error && other.keywordLocation.startsWith(`${error.keywordLocation}/`)));
+        const leaves = result.errors.filter(
+          (error) =>
+            !result.errors.some(
+              (other) => other !== error && other.keywordLocation.startsWith(`${error.keywordLocation}/`),
+            ),
+        );
         const errors = leaves.slice(0, MAX_REPORTED_ERRORS).map((error) => `${error.instanceLocation}: ${error.error}`);
         if (leaves.length > MAX_REPORTED_ERRORS) errors.push(`and ${leaves.length - MAX_REPORTED_ERRORS} more`);
         return { ok: false, errors };

@@ -54,12 +54,20 @@ function regexLiteralProblems(node: unknown, problems: string[], seen = new Set<
 
 const encoder = new TextEncoder();
 
-export function compileTransform(value: unknown): { ok: true; transform: EventTransform } | { ok: false; problem: string } {
-  if (typeof value !== "string" || value.trim() === "") return { ok: false, problem: "transform must be a JSONata expression (a string)" };
-  if (value.length > MAX_EXPRESSION_CHARS) return { ok: false, problem: `transform is longer than ${MAX_EXPRESSION_CHARS} characters` };
+export function compileTransform(
+  value: unknown,
+): { ok: true; transform: EventTransform } | { ok: false; problem: string } {
+  if (typeof value !== "string" || value.trim() === "")
+    return { ok: false, problem: "transform must be a JSONata expression (a string)" };
+  if (value.length > MAX_EXPRESSION_CHARS)
+    return { ok: false, problem: `transform is longer than ${MAX_EXPRESSION_CHARS} characters` };
   let compiled: jsonata.Expression;
   try {
-    compiled = jsonata(value, { timeout: TRANSFORM_TIMEOUT_MS, stack: TRANSFORM_MAX_DEPTH, sequence: TRANSFORM_MAX_SEQUENCE });
+    compiled = jsonata(value, {
+      timeout: TRANSFORM_TIMEOUT_MS,
+      stack: TRANSFORM_MAX_DEPTH,
+      sequence: TRANSFORM_MAX_SEQUENCE,
+    });
   } catch (error) {
     return { ok: false, problem: `transform is not a valid JSONata expression: ${errorText(error)}` };
   }
@@ -74,11 +82,16 @@ export function compileTransform(value: unknown): { ok: true; transform: EventTr
       async run(body, bindings) {
         let result: unknown;
         try {
-          result = await compiled.evaluate(body, { type: bindings.type, subject: bindings.subject, headers: bindings.headers });
+          result = await compiled.evaluate(body, {
+            type: bindings.type,
+            subject: bindings.subject,
+            headers: bindings.headers,
+          });
         } catch (error) {
           return { ok: false, error: `transform failed: ${errorText(error)}` };
         }
-        if (result === undefined) return { ok: false, error: "transform failed: the expression produced nothing for this event" };
+        if (result === undefined)
+          return { ok: false, error: "transform failed: the expression produced nothing for this event" };
         let text: string | undefined;
         try {
           text = JSON.stringify(result);
@@ -89,7 +102,10 @@ export function compileTransform(value: unknown): { ok: true; transform: EventTr
         if (text === undefined) return { ok: false, error: "transform failed: the result is a function, not JSON" };
         const bytes = encoder.encode(text);
         if (bytes.byteLength > MAX_TRANSFORM_OUTPUT_BYTES) {
-          return { ok: false, error: `transform failed: the result is ${bytes.byteLength} bytes, over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit` };
+          return {
+            ok: false,
+            error: `transform failed: the result is ${bytes.byteLength} bytes, over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit`,
+          };
         }
         // The value as sent (a sequence or a JSONata-internal wrapper becomes plain JSON).
         return { ok: true, body: bytes, value: JSON.parse(text) as unknown };
@@ -103,23 +119,29 @@ export function compileTransform(value: unknown): { ok: true; transform: EventTr
  * (a string, or a number) is the header's value; a result of nothing leaves the header out for that event.
  */
 export interface EventHeaders {
-  run(body: unknown, bindings: TransformBindings): Promise<{ ok: true; headers: Record<string, string> } | { ok: false; error: string }>;
+  run(
+    body: unknown,
+    bindings: TransformBindings,
+  ): Promise<{ ok: true; headers: Record<string, string> } | { ok: false; error: string }>;
 }
 
 const HEADER_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
 /** What the forward sets itself (signature, identity, idempotency), and what credentials in plain config would leak. */
-const RESERVED_HEADER = /^(content-type|content-length|host|idempotency-key|webhook-.*|x-webhook-.*|authorization|proxy-authorization|cookie)$/;
+const RESERVED_HEADER =
+  /^(content-type|content-length|host|idempotency-key|webhook-.*|x-webhook-.*|authorization|proxy-authorization|cookie)$/;
 const MAX_HEADER_VALUE_CHARS = 1024;
 const PLAIN_HEADER_VALUE = /^[\x20-\x7e]*$/;
 
 export function compileHeaders(value: unknown): { ok: true; headers: EventHeaders } | { ok: false; problem: string } {
-  if (!value || typeof value !== "object" || Array.isArray(value)) return { ok: false, problem: "headers must be a table of header name = JSONata expression" };
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    return { ok: false, problem: "headers must be a table of header name = JSONata expression" };
   const expressions: [string, EventTransform][] = [];
   const problems: string[] = [];
   for (const [rawName, expression] of Object.entries(value)) {
     const name = rawName.toLowerCase();
     if (!HEADER_NAME.test(name)) problems.push(`header name ${JSON.stringify(rawName)} is not a plain header name`);
-    else if (RESERVED_HEADER.test(name)) problems.push(`header ${name} is set by the forward itself or would carry a credential in plain config`);
+    else if (RESERVED_HEADER.test(name))
+      problems.push(`header ${name} is set by the forward itself or would carry a credential in plain config`);
     const compiled = compileTransform(expression);
     if (compiled.ok) expressions.push([name, compiled.transform]);
     else problems.push(`header ${name}: ${compiled.problem}`);
@@ -135,9 +157,17 @@ export function compileHeaders(value: unknown): { ok: true; headers: EventHeader
           // Nothing for this event: the header is left out (an expression may add a header only sometimes).
           if (!result.ok && result.error.endsWith("produced nothing for this event")) continue;
           if (!result.ok) return { ok: false, error: `${result.error} (header ${name})` };
-          const text = typeof result.value === "string" ? result.value : typeof result.value === "number" ? String(result.value) : null;
+          const text =
+            typeof result.value === "string"
+              ? result.value
+              : typeof result.value === "number"
+                ? String(result.value)
+                : null;
           if (text === null || text.length > MAX_HEADER_VALUE_CHARS || !PLAIN_HEADER_VALUE.test(text)) {
-            return { ok: false, error: `transform failed: header ${name} must be printable ASCII text up to ${MAX_HEADER_VALUE_CHARS} characters` };
+            return {
+              ok: false,
+              error: `transform failed: header ${name} must be printable ASCII text up to ${MAX_HEADER_VALUE_CHARS} characters`,
+            };
           }
           headers[name] = text;
         }

@@ -78,7 +78,17 @@ export interface ShardPlacement {
 }
 
 /** Cloudflare's documented Durable Object location hints. */
-export const LOCATION_HINTS: readonly DurableObjectLocationHint[] = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"];
+export const LOCATION_HINTS: readonly DurableObjectLocationHint[] = [
+  "wnam",
+  "enam",
+  "sam",
+  "weur",
+  "eeur",
+  "apac",
+  "oc",
+  "afr",
+  "me",
+];
 export const JURISDICTIONS: readonly DurableObjectJurisdiction[] = ["eu", "fedramp", "fedramp-high"];
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -91,7 +101,13 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_BODY_BYTES_LIMIT = 1_900_000;
 const DAY_MS = 86_400_000;
 /** Three days: longer than the default schedule's 34 hours, and as long as Stripe's own automatic retries. */
-export const DEFAULT_RETRY: RetryPolicy = { baseDelaySeconds: 30, maxDelaySeconds: 86_400, maxRetries: 12, jitter: 0.2, maxAgeMs: 3 * DAY_MS };
+export const DEFAULT_RETRY: RetryPolicy = {
+  baseDelaySeconds: 30,
+  maxDelaySeconds: 86_400,
+  maxRetries: 12,
+  jitter: 0.2,
+  maxAgeMs: 3 * DAY_MS,
+};
 /** Stripe's CLI resends for 30 days; keys must outlive every resend. */
 export const DEFAULT_DEDUPE_RETENTION_MS = 35 * DAY_MS;
 export const DEFAULT_PAYLOAD_RETENTION_MS = 7 * DAY_MS;
@@ -125,7 +141,9 @@ const BINDING_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 function databaseBinding(value: unknown, where: string, problems: string[]): string {
   if (value === undefined) return DEFAULT_DATABASE_BINDING;
   if (typeof value === "string" && BINDING_NAME.test(value)) return value;
-  problems.push(`${where}: database must name a D1 binding of this Worker, such as "DB_EU" (got ${JSON.stringify(value)})`);
+  problems.push(
+    `${where}: database must name a D1 binding of this Worker, such as "DB_EU" (got ${JSON.stringify(value)})`,
+  );
   return DEFAULT_DATABASE_BINDING;
 }
 
@@ -185,11 +203,17 @@ function durationSetting(
 
 function parseDestination(value: unknown, where: string, options: SourceOptions, problems: string[]): Destination {
   // Read even when the destination is not a forward: a bad value is a mistake worth reporting either way.
-  const timeoutMs = durationSetting(options.forward_timeout, DEFAULT_FORWARD_TIMEOUT_MS, `${where}: forward_timeout`, problems, {
-    positive: true,
-    max: MAX_DESTINATION_TIMEOUT_MS,
-    maxText: `${MAX_DESTINATION_TIMEOUT_MS / 60_000}m, to end inside the ${PROCESSING_LEASE_MS / 60_000}-minute processing lease (a longer call would overlap the next consumer's attempt)`,
-  });
+  const timeoutMs = durationSetting(
+    options.forward_timeout,
+    DEFAULT_FORWARD_TIMEOUT_MS,
+    `${where}: forward_timeout`,
+    problems,
+    {
+      positive: true,
+      max: MAX_DESTINATION_TIMEOUT_MS,
+      maxText: `${MAX_DESTINATION_TIMEOUT_MS / 60_000}m, to end inside the ${PROCESSING_LEASE_MS / 60_000}-minute processing lease (a longer call would overlap the next consumer's attempt)`,
+    },
+  );
   if (value === undefined || value === "none") return { kind: "none" };
   if (typeof value !== "string") {
     problems.push(`${where}: destination must be "handler:<name>", an https URL or "none"`);
@@ -210,7 +234,12 @@ function parseDestination(value: unknown, where: string, options: SourceOptions,
 
 /** 127.0.0.0/8, localhost (and its subdomains) and [::1]: hosts only the machine itself can reach. */
 function isLoopbackHost(hostname: string): boolean {
-  return /^127(\.\d{1,3}){3}$/.test(hostname) || hostname === "localhost" || hostname.endsWith(".localhost") || hostname === "[::1]";
+  return (
+    /^127(\.\d{1,3}){3}$/.test(hostname) ||
+    hostname === "localhost" ||
+    hostname.endsWith(".localhost") ||
+    hostname === "[::1]"
+  );
 }
 
 /**
@@ -270,11 +299,23 @@ function parseRetry(value: unknown, where: string, problems: string[]): RetryPol
   }
   const table = value as Record<string, unknown>;
   return {
-    baseDelaySeconds: positiveNumber(table.base_delay_seconds, DEFAULT_RETRY.baseDelaySeconds, `${where}.retry.base_delay_seconds`, problems),
-    maxDelaySeconds: positiveNumber(table.max_delay_seconds, DEFAULT_RETRY.maxDelaySeconds, `${where}.retry.max_delay_seconds`, problems),
+    baseDelaySeconds: positiveNumber(
+      table.base_delay_seconds,
+      DEFAULT_RETRY.baseDelaySeconds,
+      `${where}.retry.base_delay_seconds`,
+      problems,
+    ),
+    maxDelaySeconds: positiveNumber(
+      table.max_delay_seconds,
+      DEFAULT_RETRY.maxDelaySeconds,
+      `${where}.retry.max_delay_seconds`,
+      problems,
+    ),
     maxRetries: wholeCount(table.max_retries, DEFAULT_RETRY.maxRetries, `${where}.retry.max_retries`, problems),
     jitter: fraction(table.jitter, DEFAULT_RETRY.jitter, `${where}.retry.jitter`, problems),
-    maxAgeMs: durationSetting(table.max_age, DEFAULT_RETRY.maxAgeMs, `${where}.retry.max_age`, problems, { positive: true }),
+    maxAgeMs: durationSetting(table.max_age, DEFAULT_RETRY.maxAgeMs, `${where}.retry.max_age`, problems, {
+      positive: true,
+    }),
   };
 }
 
@@ -315,7 +356,13 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   const provider = options.provider;
   if (typeof provider !== "string" || !context.knownProviders.has(provider)) {
     const meant = typeof provider === "string" ? likelyMeant(provider, [...context.knownProviders]) : null;
-    return { ok: false, problems: [...problems, `${where}: unsupported provider ${JSON.stringify(provider)}${meant ? ` (did you mean "${meant}"?)` : ""}`] };
+    return {
+      ok: false,
+      problems: [
+        ...problems,
+        `${where}: unsupported provider ${JSON.stringify(provider)}${meant ? ` (did you mean "${meant}"?)` : ""}`,
+      ],
+    };
   }
   const secretList = options.secrets;
   const secrets: SecretRef[] = [];
@@ -327,24 +374,47 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       if (ref) secrets.push(ref);
     }
   }
-  const routes: SourceRoute[] = parseRoutes(options, where, problems, (value, routeWhere) => parseDestination(value, routeWhere, options, problems));
+  const routes: SourceRoute[] = parseRoutes(options, where, problems, (value, routeWhere) =>
+    parseDestination(value, routeWhere, options, problems),
+  );
   for (const { destination, rules: route } of routes) {
-    if (route.headers && destination.kind !== "forward") problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
+    if (route.headers && destination.kind !== "forward")
+      problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
     if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
       problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);
     }
   }
   const { destination, rules: route } = routes[0]!;
   const retry = parseRetry(options.retry, where, problems);
-  const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, { positive: true });
+  const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, {
+    positive: true,
+  });
   // Read by the reconciler (src/sources/reconciler-settings.ts); checked here so a typo is refused with everything else.
   durationSetting(options.alert_pending_after, 0, `${where}: alert_pending_after`, problems, { positive: true });
-  const dedupeRetentionMs = durationSetting(options.dedupe_retention, DEFAULT_DEDUPE_RETENTION_MS, `${where}: dedupe_retention`, problems, { positive: true });
-  const payloadRetentionMs = durationSetting(options.payload_retention, DEFAULT_PAYLOAD_RETENTION_MS, `${where}: payload_retention`, problems, { positive: true });
+  const dedupeRetentionMs = durationSetting(
+    options.dedupe_retention,
+    DEFAULT_DEDUPE_RETENTION_MS,
+    `${where}: dedupe_retention`,
+    problems,
+    { positive: true },
+  );
+  const payloadRetentionMs = durationSetting(
+    options.payload_retention,
+    DEFAULT_PAYLOAD_RETENTION_MS,
+    `${where}: payload_retention`,
+    problems,
+    { positive: true },
+  );
   if (payloadRetentionMs > dedupeRetentionMs) {
     problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
   }
-  const deadLetterRetentionMs = durationSetting(options.dead_letter_retention, dedupeRetentionMs, `${where}: dead_letter_retention`, problems, { positive: true });
+  const deadLetterRetentionMs = durationSetting(
+    options.dead_letter_retention,
+    dedupeRetentionMs,
+    `${where}: dead_letter_retention`,
+    problems,
+    { positive: true },
+  );
   // Unset, it is the key's lifetime, which the payload_retention check above already holds against.
   if (options.dead_letter_retention !== undefined && deadLetterRetentionMs > dedupeRetentionMs) {
     problems.push(`${where}: dead_letter_retention cannot outlast dedupe_retention`);

@@ -6,7 +6,11 @@
 export function isD1Database(value: unknown): value is D1Database {
   if (typeof value !== "object" || value === null) return false;
   const candidate = value as { constructor?: { name?: unknown }; prepare?: unknown; batch?: unknown };
-  return candidate.constructor?.name === "D1Database" && typeof candidate.prepare === "function" && typeof candidate.batch === "function";
+  return (
+    candidate.constructor?.name === "D1Database" &&
+    typeof candidate.prepare === "function" &&
+    typeof candidate.batch === "function"
+  );
 }
 
 /** Whether this Worker has a D1 database bound under `binding` (a source's `database` must name one). */

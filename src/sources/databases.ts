@@ -73,7 +73,9 @@ export function envForSource<E extends Pick<Env, "DB" | "SOURCES">>(env: E, sour
  * these.
  */
 export function receiptDatabaseBindings(env: object): string[] {
-  const others = Object.keys(env).filter((binding) => binding !== DEFAULT_DATABASE_BINDING && hasD1Binding(env, binding));
+  const others = Object.keys(env).filter(
+    (binding) => binding !== DEFAULT_DATABASE_BINDING && hasD1Binding(env, binding),
+  );
   return [DEFAULT_DATABASE_BINDING, ...others.sort()];
 }
 

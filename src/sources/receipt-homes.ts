@@ -10,12 +10,18 @@ import { receipts } from "../db/schema";
  * @returns receipt id → binding of the first database, in `databases` order, that holds it; ids none holds are
  * left out. (An id in two databases cannot be minted, ids being ULIDs, but if it were the first would answer.)
  */
-export async function receiptHolders(databases: readonly { binding: string; env: Pick<Env, "DB"> }[], receiptIds: readonly string[]): Promise<Map<string, string>> {
+export async function receiptHolders(
+  databases: readonly { binding: string; env: Pick<Env, "DB"> }[],
+  receiptIds: readonly string[],
+): Promise<Map<string, string>> {
   const holders = new Map<string, string>();
   if (receiptIds.length === 0) return holders;
   const held = await Promise.all(
     databases.map(async ({ binding, env }) => {
-      const rows = await database(env).select({ receiptId: receipts.receiptId }).from(receipts).where(inJsonList(receipts.receiptId, receiptIds));
+      const rows = await database(env)
+        .select({ receiptId: receipts.receiptId })
+        .from(receipts)
+        .where(inJsonList(receipts.receiptId, receiptIds));
       return { binding, receiptIds: rows.map((row) => row.receiptId) };
     }),
   );

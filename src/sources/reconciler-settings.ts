@@ -56,7 +56,8 @@ export function catchUpSettings(source: SourceConfig): Parsed<CatchUpSettings> |
   const raw = source.options.catch_up;
   if (raw === undefined) return null;
   const where = `SOURCES.${source.name}.catch_up`;
-  if (!raw || typeof raw !== "object" || Array.isArray(raw)) return { ok: false, problems: [`${where} must be a table`] };
+  if (!raw || typeof raw !== "object" || Array.isArray(raw))
+    return { ok: false, problems: [`${where} must be a table`] };
   const table = raw as Record<string, unknown>;
   const problems: string[] = [];
 
@@ -67,7 +68,8 @@ export function catchUpSettings(source: SourceConfig): Parsed<CatchUpSettings> |
     problems.push(`${where}.api_key_secret must name a Worker secret`);
   }
   const baseUrl = table.base_url ?? (api === "stripe" || api === "github" ? DEFAULT_BASE_URLS[api] : undefined);
-  if (typeof baseUrl !== "string" || !/^https?:\/\/[^/]+/.test(baseUrl)) problems.push(`${where}.base_url must be an http(s) URL`);
+  if (typeof baseUrl !== "string" || !/^https?:\/\/[^/]+/.test(baseUrl))
+    problems.push(`${where}.base_url must be an http(s) URL`);
   let hookPath: string | null = null;
   if (api === "github") {
     if (typeof table.hook !== "string" || !HOOK_PATH.test(table.hook)) {
@@ -81,27 +83,42 @@ export function catchUpSettings(source: SourceConfig): Parsed<CatchUpSettings> |
   let livemode: boolean | null = null;
   if (api === "stripe") {
     if (table.endpoint !== undefined) {
-      if (typeof table.endpoint !== "string" || !STRIPE_ENDPOINT.test(table.endpoint)) problems.push(`${where}.endpoint must be a webhook endpoint id like "we_123"`);
+      if (typeof table.endpoint !== "string" || !STRIPE_ENDPOINT.test(table.endpoint))
+        problems.push(`${where}.endpoint must be a webhook endpoint id like "we_123"`);
       else stripeEndpoint = table.endpoint;
     }
     if (table.enabled_events !== undefined) {
       const events = table.enabled_events;
-      if (!Array.isArray(events) || events.length === 0 || !events.every((name) => typeof name === "string" && STRIPE_EVENT_TYPE.test(name))) {
-        problems.push(`${where}.enabled_events must be a non-empty list of Stripe event types ("invoice.paid", or "*" for all)`);
+      if (
+        !Array.isArray(events) ||
+        events.length === 0 ||
+        !events.every((name) => typeof name === "string" && STRIPE_EVENT_TYPE.test(name))
+      ) {
+        problems.push(
+          `${where}.enabled_events must be a non-empty list of Stripe event types ("invoice.paid", or "*" for all)`,
+        );
       } else {
         enabledEvents = events as string[];
       }
     }
     if (table.endpoint === undefined && table.enabled_events === undefined) {
-      problems.push(`${where} must name the webhook endpoint (endpoint = "we_…") or list its enabled_events, so catch-up claims only events the endpoint receives`);
+      problems.push(
+        `${where} must name the webhook endpoint (endpoint = "we_…") or list its enabled_events, so catch-up claims only events the endpoint receives`,
+      );
     }
     if (table.livemode !== undefined) {
-      if (typeof table.livemode !== "boolean") problems.push(`${where}.livemode must be true (live events) or false (test events)`);
+      if (typeof table.livemode !== "boolean")
+        problems.push(`${where}.livemode must be true (live events) or false (test events)`);
       else livemode = table.livemode;
     }
   }
   const overlapMs = durationOr(table.overlap, DEFAULT_OVERLAP_MS, `${where}.overlap`, problems);
-  const initialLookbackMs = durationOr(table.initial_lookback, DEFAULT_INITIAL_LOOKBACK_MS, `${where}.initial_lookback`, problems);
+  const initialLookbackMs = durationOr(
+    table.initial_lookback,
+    DEFAULT_INITIAL_LOOKBACK_MS,
+    `${where}.initial_lookback`,
+    problems,
+  );
   const maxPages = table.max_pages ?? DEFAULT_MAX_PAGES;
   if (typeof maxPages !== "number" || !Number.isInteger(maxPages) || maxPages < 1 || maxPages > MAX_PAGES_CEILING) {
     problems.push(`${where}.max_pages must be an integer from 1 to ${MAX_PAGES_CEILING}`);

@@ -1,8 +1,14 @@
 import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
-import { catchUpSettings } from "./reconciler-settings";
+import {
+  DEFAULT_DATABASE_BINDING,
+  parseSourceTables,
+  type SourceConfig,
+  SourceConfigError,
+  type SourceTables,
+} from "./config";
 import { hasD1Binding } from "./d1-binding";
-import { DEFAULT_DATABASE_BINDING, parseSourceTables, SourceConfigError, type SourceConfig, type SourceTables } from "./config";
+import { catchUpSettings } from "./reconciler-settings";
 
 /**
  * The deployed sources, each checked on its own: a broken `[vars.SOURCES.<name>]` table takes only that source
@@ -27,7 +33,9 @@ function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
     // A database the Worker has no binding for would fail every relay; refused here, the source alone answers 503.
     // `DB` itself is not checked: without it nothing works at all, and a stand-in for it is not refused.
     if (source.database !== DEFAULT_DATABASE_BINDING && !hasD1Binding(env, source.database)) {
-      problems.push(`SOURCES.${source.name}: database ${JSON.stringify(source.database)} is not a D1 binding of this Worker (add a [[d1_databases]] entry with binding = "${source.database}")`);
+      problems.push(
+        `SOURCES.${source.name}: database ${JSON.stringify(source.database)} is not a D1 binding of this Worker (add a [[d1_databases]] entry with binding = "${source.database}")`,
+      );
     }
     if (problems.length > 0) {
       tables.sources.delete(source.name);
@@ -81,7 +89,11 @@ export interface SourcesHealth {
 export function sourcesHealth(env: Pick<Env, "SOURCES">): SourcesHealth {
   try {
     const tables = loadTables(env);
-    return { valid: [...tables.sources.keys()].sort(), invalid: Object.fromEntries([...tables.problems].sort(([a], [b]) => a.localeCompare(b))), unreadable: null };
+    return {
+      valid: [...tables.sources.keys()].sort(),
+      invalid: Object.fromEntries([...tables.problems].sort(([a], [b]) => a.localeCompare(b))),
+      unreadable: null,
+    };
   } catch (error) {
     if (error instanceof SourceConfigError) return { valid: [], invalid: {}, unreadable: error.problems };
     throw error;

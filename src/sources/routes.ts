@@ -39,19 +39,28 @@ export function parseRoutes<D>(
   readDestination: (value: unknown, where: string) => D,
 ): ParsedRoute<D>[] {
   for (const key of ROUTE_ONLY_KEYS) {
-    if (options[key] !== undefined) problems.push(`${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`);
+    if (options[key] !== undefined)
+      problems.push(
+        `${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`,
+      );
   }
   const list = options.routes;
   if (list === undefined) {
-    return [{ destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } }];
+    return [
+      { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } },
+    ];
   }
-  const fallback = () => [{ destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } }];
+  const fallback = () => [
+    { destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } },
+  ];
   if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
     problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
     return fallback();
   }
   if (options.destination !== undefined) {
-    problems.push(`${where}: give the destination in the route, not beside routes (a source's own destination is its one route)`);
+    problems.push(
+      `${where}: give the destination in the route, not beside routes (a source's own destination is its one route)`,
+    );
   }
   if (list.length === 0) {
     problems.push(`${where}: routes is empty; name one route, or drop routes and give destination`);
@@ -61,23 +70,42 @@ export function parseRoutes<D>(
     problems.push(`${where}: routes lists ${list.length} routes; a source takes at most ${MAX_ROUTES}`);
     return fallback();
   }
-  const parsed = list.map((entry, index) => parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination));
-  const names = list.map((entry) => (entry as Record<string, unknown>).name).filter((name): name is string => typeof name === "string");
+  const parsed = list.map((entry, index) =>
+    parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination),
+  );
+  const names = list
+    .map((entry) => (entry as Record<string, unknown>).name)
+    .filter((name): name is string => typeof name === "string");
   for (const name of new Set(names.filter((name, index) => names.indexOf(name) !== index))) {
-    problems.push(`${where}: route name ${JSON.stringify(name)} is used twice (each route's deliveries are kept under its name)`);
+    problems.push(
+      `${where}: route name ${JSON.stringify(name)} is used twice (each route's deliveries are kept under its name)`,
+    );
   }
   return parsed;
 }
 
-function parseRoute<D>(table: Record<string, unknown>, where: string, problems: string[], readDestination: (value: unknown, where: string) => D): ParsedRoute<D> {
+function parseRoute<D>(
+  table: Record<string, unknown>,
+  where: string,
+  problems: string[],
+  readDestination: (value: unknown, where: string) => D,
+): ParsedRoute<D> {
   for (const key of Object.keys(table)) {
     if (NOT_BUILT_YET[key]) problems.push(`${where}: ${NOT_BUILT_YET[key]} (see docs/routing.md)`);
-    else if (!ROUTE_KEYS.has(key)) problems.push(`${where}: unknown route option ${JSON.stringify(key)} (a route takes ${[...ROUTE_KEYS].join(", ")})`);
+    else if (!ROUTE_KEYS.has(key))
+      problems.push(
+        `${where}: unknown route option ${JSON.stringify(key)} (a route takes ${[...ROUTE_KEYS].join(", ")})`,
+      );
   }
   const name = table.name;
-  if (typeof name !== "string" || !ROUTE_NAME.test(name)) problems.push(`${where}: name must match ${ROUTE_NAME} (got ${JSON.stringify(name)})`);
-  const routeWhere = typeof name === "string" && ROUTE_NAME.test(name) ? `${where.replace(/\.routes\[\d+\]$/, "")} route ${name}` : where;
-  if (table.destination === undefined) problems.push(`${routeWhere}: destination is required ("handler:<name>", an https URL, or "none")`);
+  if (typeof name !== "string" || !ROUTE_NAME.test(name))
+    problems.push(`${where}: name must match ${ROUTE_NAME} (got ${JSON.stringify(name)})`);
+  const routeWhere =
+    typeof name === "string" && ROUTE_NAME.test(name)
+      ? `${where.replace(/\.routes\[\d+\]$/, "")} route ${name}`
+      : where;
+  if (table.destination === undefined)
+    problems.push(`${routeWhere}: destination is required ("handler:<name>", an https URL, or "none")`);
   const destination = readDestination(table.destination, routeWhere);
   const rules: RouteRules = { name: typeof name === "string" ? name : DEFAULT_ROUTE_NAME, ...NO_RULES };
   if (table.filter !== undefined) {

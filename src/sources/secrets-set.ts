@@ -1,7 +1,7 @@
 import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
 import type { SourceOptions, SourceSecret } from "../providers/types";
-import { SourceConfigError, usableSecrets, type SourceConfig } from "./config";
+import { type SourceConfig, SourceConfigError, usableSecrets } from "./config";
 import { loadSources } from "./registry";
 
 /**
@@ -40,13 +40,21 @@ export function sourceKeys(source: SourceConfig, env: object, now: number): Sour
     verifyTokens,
     signingUnset: secrets.length === 0 ? missing : [],
     verifyTokensUnset: tokenNames.length > 0 && verifyTokens.length === 0 ? tokenNames : [],
-    signingExpired: secrets.length === 0 && missing.length === 0 && !adapterFor(source.provider)?.keptSecrets ? source.secrets.map((ref) => ref.name) : [],
+    signingExpired:
+      secrets.length === 0 && missing.length === 0 && !adapterFor(source.provider)?.keptSecrets
+        ? source.secrets.map((ref) => ref.name)
+        : [],
   };
 }
 
 /** The Worker secret names a source's `verify_token` names: one name, or a list during a rotation. */
 function verifyTokenNames(options: SourceOptions): string[] {
-  const named = typeof options.verify_token === "string" ? [options.verify_token] : Array.isArray(options.verify_token) ? options.verify_token : [];
+  const named =
+    typeof options.verify_token === "string"
+      ? [options.verify_token]
+      : Array.isArray(options.verify_token)
+        ? options.verify_token
+        : [];
   return named.filter((name): name is string => typeof name === "string");
 }
 

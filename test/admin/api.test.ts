@@ -3,13 +3,16 @@ import { describe, expect, it } from "vitest";
 import type { SourceStats } from "../../src/admin/stats";
 import { app } from "../../src/app";
 import { claimEvent } from "../../src/claims/claim-event";
-import { loadSources } from "../../src/sources/registry";
 import { ulid } from "../../src/lib/ulid";
+import { loadSources } from "../../src/sources/registry";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { ADMIN, adminGet, adminPost, deliverTo, seedAlert, seedAttempt, seedReceipt, uniqueSource } from "./support";
 
 type ErrorEnvelope = { error: { code: string; message: string } };
-type SearchPage = { receipts: { receiptId: string; status: string; bodyRetained: boolean }[]; nextCursor: string | null };
+type SearchPage = {
+  receipts: { receiptId: string; status: string; bodyRetained: boolean }[];
+  nextCursor: string | null;
+};
 
 const SOME_RECEIPT = ulid();
 const PROTECTED: [method: "GET" | "POST", path: string][] = [
@@ -52,7 +55,10 @@ describe("admin API authentication", () => {
     for (const token of [undefined, "", "too-short"]) {
       const disabledEnv = { ...env, ADMIN_TOKEN: token } as unknown as Env;
       for (const presented of ["", "Bearer undefined", `Bearer ${token}`, `Bearer ${env.ADMIN_TOKEN}`]) {
-        const response = await app.fetch(new Request("https://receiver.test/admin/api/receipts", { headers: { authorization: presented } }), disabledEnv);
+        const response = await app.fetch(
+          new Request("https://receiver.test/admin/api/receipts", { headers: { authorization: presented } }),
+          disabledEnv,
+        );
         expect(response.status).toBe(503);
         expect(((await response.json()) as ErrorEnvelope).error.code).toBe("admin_disabled");
       }
@@ -76,8 +82,22 @@ describe("receipt search", () => {
     const rows = [
       { name: "r1", receivedAt: t0, status: "processed", eventType: "a", subjectId: "s1", provenance: "live" },
       { name: "r2", receivedAt: t0 + 1000, status: "dead", eventType: "b", subjectId: "s2", provenance: "live" },
-      { name: "r3", receivedAt: t0 + 2000, status: "pending", eventType: "a", subjectId: "s1", provenance: "reconciled" },
-      { name: "r4", receivedAt: t0 + 3000, status: "processed", eventType: "a", subjectId: "s2", provenance: "replayed" },
+      {
+        name: "r3",
+        receivedAt: t0 + 2000,
+        status: "pending",
+        eventType: "a",
+        subjectId: "s1",
+        provenance: "reconciled",
+      },
+      {
+        name: "r4",
+        receivedAt: t0 + 3000,
+        status: "processed",
+        eventType: "a",
+        subjectId: "s2",
+        provenance: "replayed",
+      },
       { name: "r5", receivedAt: t0 + 4000, status: "stale", eventType: "b", subjectId: "s1", provenance: "live" },
     ] as const;
     for (const { name, ...row } of rows) seeded[name] = await seedReceipt({ source, ...row, eventKey: `key_${name}` });
@@ -110,16 +130,14 @@ describe("receipt search", () => {
     const pages: string[][] = [];
     let cursor: string | null = null;
     do {
-      const response = await adminGet(`/admin/api/receipts?source=${source}&limit=2${cursor ? `&before=${cursor}` : ""}`);
+      const response = await adminGet(
+        `/admin/api/receipts?source=${source}&limit=2${cursor ? `&before=${cursor}` : ""}`,
+      );
       const page = await response.json<SearchPage>();
       pages.push(page.receipts.map((receipt) => receipt.receiptId));
       cursor = page.nextCursor;
     } while (cursor !== null);
-    expect(pages).toEqual([
-      [seeded.r5, seeded.r4],
-      [seeded.r3, seeded.r2],
-      [seeded.r1],
-    ]);
+    expect(pages).toEqual([[seeded.r5, seeded.r4], [seeded.r3, seeded.r2], [seeded.r1]]);
   });
 
   it("refuses unreadable filters with a 400 that names the parameter", async () => {
@@ -152,22 +170,40 @@ describe("one receipt, as the pipeline recorded it", () => {
 
     const tampered = JSON.stringify(credit(`acct_${eventKey}`, 7000));
     const headers = signDemo(eventKey, tampered);
-    expect(await (await post("/webhooks/admin-audit", tampered, headers)).json()).toMatchObject({ status: "quarantined" });
+    expect(await (await post("/webhooks/admin-audit", tampered, headers)).json()).toMatchObject({
+      status: "quarantined",
+    });
 
     const detail = await eventually(async () => {
       const body = await (await adminGet(`/admin/api/receipts/${receiptId}`)).json<{
-        receipt: Record<string, unknown> & { body: { encoding: string; text: string }; keptHeaders: Record<string, string> };
+        receipt: Record<string, unknown> & {
+          body: { encoding: string; text: string };
+          keptHeaders: Record<string, string>;
+        };
         attempts: { attemptNumber: number; outcome: string; durationMs: number }[];
         quarantine: { reason: string; body: { text: string }; originalReceiptId: string }[];
       }>();
       return body.quarantine.length > 0 ? body : undefined;
     });
-    expect(detail.receipt).toMatchObject({ receiptId, source: "admin-audit", eventKey, eventType: "account.credited", status: "processed", provenance: "live" });
+    expect(detail.receipt).toMatchObject({
+      receiptId,
+      source: "admin-audit",
+      eventKey,
+      eventType: "account.credited",
+      status: "processed",
+      provenance: "live",
+    });
     expect(detail.receipt.body).toEqual({ encoding: "utf8", text: sentBody });
     expect(detail.receipt.keptHeaders["content-type"]).toBe("application/json");
     expect(JSON.stringify(detail)).not.toContain(headers["webhook-signature"]);
     expect(detail.attempts).toEqual([expect.objectContaining({ attemptNumber: 1, outcome: "processed" })]);
-    expect(detail.quarantine).toEqual([expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: receiptId, body: { encoding: "utf8", text: tampered } })]);
+    expect(detail.quarantine).toEqual([
+      expect.objectContaining({
+        reason: "payload-mismatch",
+        originalReceiptId: receiptId,
+        body: { encoding: "utf8", text: tampered },
+      }),
+    ]);
 
     const byEventKey = await adminGet(`/admin/api/sources/admin-audit/events/${encodeURIComponent(eventKey)}`);
     expect(byEventKey.status).toBe(200);
@@ -176,7 +212,9 @@ describe("one receipt, as the pipeline recorded it", () => {
     expect(unknownEvent.status).toBe(404);
     expect((await unknownEvent.json<ErrorEnvelope>()).error.code).toBe("event_not_found");
 
-    const listed = await (await adminGet("/admin/api/quarantine?source=admin-audit&limit=200")).json<{ quarantine: { originalReceiptId: string }[] }>();
+    const listed = await (await adminGet("/admin/api/quarantine?source=admin-audit&limit=200")).json<{
+      quarantine: { originalReceiptId: string }[];
+    }>();
     expect(listed.quarantine.map((record) => record.originalReceiptId)).toContain(receiptId);
   });
 
@@ -184,8 +222,12 @@ describe("one receipt, as the pipeline recorded it", () => {
     const source = uniqueSource("detail");
     const dropped = await seedReceipt({ source, receivedAt: Date.now(), body: null });
     const binary = await seedReceipt({ source, receivedAt: Date.now(), body: Buffer.from([0xff, 0xfe, 0x00, 0x41]) });
-    expect((await (await adminGet(`/admin/api/receipts/${dropped}`)).json<{ receipt: { body: unknown } }>()).receipt.body).toBeNull();
-    expect((await (await adminGet(`/admin/api/receipts/${binary}`)).json<{ receipt: { body: unknown } }>()).receipt.body).toEqual({
+    expect(
+      (await (await adminGet(`/admin/api/receipts/${dropped}`)).json<{ receipt: { body: unknown } }>()).receipt.body,
+    ).toBeNull();
+    expect(
+      (await (await adminGet(`/admin/api/receipts/${binary}`)).json<{ receipt: { body: unknown } }>()).receipt.body,
+    ).toEqual({
       encoding: "base64",
       text: "//4AQQ==",
     });
@@ -205,9 +247,14 @@ describe("one receipt, as the pipeline recorded it", () => {
 describe("dead letters", () => {
   it("lists only dead receipts, with their last error", async () => {
     const eventKey = `msg_dead_${crypto.randomUUID()}`;
-    await deliverTo("admin-audit", eventKey, { type: "account.credited", data: { account: "acct_dead", amount: "lots" } });
+    await deliverTo("admin-audit", eventKey, {
+      type: "account.credited",
+      data: { account: "acct_dead", amount: "lots" },
+    });
     await waitForStatus("admin-audit", eventKey, ["dead"]);
-    const page = await (await adminGet(`/admin/api/dead?source=admin-audit&eventKey=${eventKey}`)).json<SearchPage & { receipts: { lastError: string }[] }>();
+    const page = await (await adminGet(`/admin/api/dead?source=admin-audit&eventKey=${eventKey}`)).json<
+      SearchPage & { receipts: { lastError: string }[] }
+    >();
     expect(page.receipts).toHaveLength(1);
     expect(page.receipts[0]).toMatchObject({ status: "dead", lastError: expect.stringContaining("amount") });
     const all = await (await adminGet("/admin/api/dead?limit=200")).json<SearchPage>();
@@ -218,7 +265,14 @@ describe("dead letters", () => {
   it("refuses malformed bulk replay requests and changes nothing", async () => {
     const source = uniqueSource("replay-bad");
     const receiptId = await seedReceipt({ source, receivedAt: Date.now(), status: "dead", lastError: "boom" });
-    for (const body of [[], { receiptIds: [] }, { receiptIds: ["nope"] }, { receiptIds: Array(101).fill(receiptId) }, { source: "admin-audit", limit: 5000 }, { source: { nested: true } }]) {
+    for (const body of [
+      [],
+      { receiptIds: [] },
+      { receiptIds: ["nope"] },
+      { receiptIds: Array(101).fill(receiptId) },
+      { source: "admin-audit", limit: 5000 },
+      { source: { nested: true } },
+    ]) {
       const response = await adminPost("/admin/api/dead/replay", body);
       expect(response.status, JSON.stringify(body).slice(0, 60)).toBe(400);
     }
@@ -255,11 +309,15 @@ describe("replay", () => {
     expect(await response.json()).toEqual({ receiptId: dead.receiptId, outcome: "replayed" });
     await waitForStatus("admin-audit", dead.eventKey);
     expect((await account(dead.accountId))?.credits).toBe(5);
-    const detail = await (await adminGet(`/admin/api/receipts/${dead.receiptId}`)).json<{ receipt: { provenance: string; replayCount: number; replayedAt: number | null } }>();
+    const detail = await (await adminGet(`/admin/api/receipts/${dead.receiptId}`)).json<{
+      receipt: { provenance: string; replayCount: number; replayedAt: number | null };
+    }>();
     // A replay never rewrites where the event came from; it is counted and timed instead.
     expect(detail.receipt).toMatchObject({ provenance: "live", replayCount: 1, replayedAt: expect.any(Number) });
     // Still found as replayed: the filter means "replayed at least once", whatever the event's provenance.
-    const replayedOnes = await (await adminGet(`/admin/api/receipts?source=admin-audit&provenance=replayed&eventKey=${dead.eventKey}`)).json<{ receipts: { receiptId: string }[] }>();
+    const replayedOnes = await (
+      await adminGet(`/admin/api/receipts?source=admin-audit&provenance=replayed&eventKey=${dead.eventKey}`)
+    ).json<{ receipts: { receiptId: string }[] }>();
     expect(replayedOnes.receipts.map((receipt) => receipt.receiptId)).toEqual([dead.receiptId]);
 
     // Replaying the now-processed receipt again applies nothing: its processed key blocks a second effect.
@@ -271,7 +329,12 @@ describe("replay", () => {
   it("says why nothing was replayed: unknown id, already in flight", async () => {
     const unknown = await adminPost(`/admin/api/receipts/${ulid()}/replay`, {});
     expect(unknown.status).toBe(404);
-    const pending = await seedReceipt({ source: uniqueSource("inflight"), receivedAt: Date.now(), status: "pending", body: Buffer.from("{}") });
+    const pending = await seedReceipt({
+      source: uniqueSource("inflight"),
+      receivedAt: Date.now(),
+      status: "pending",
+      body: Buffer.from("{}"),
+    });
     const inFlight = await adminPost(`/admin/api/receipts/${pending}/replay`, {});
     expect(inFlight.status).toBe(409);
     expect((await inFlight.json<ErrorEnvelope>()).error.code).toBe("receipt_in_flight");
@@ -279,7 +342,9 @@ describe("replay", () => {
 
   it("replays dead letters in bulk, by ids and by filter, page by page", async () => {
     const [first, second] = [await seedDeadLetter(), await seedDeadLetter()];
-    const byIds = await (await adminPost("/admin/api/dead/replay", { receiptIds: [first.receiptId, second.receiptId, ulid()] })).json<{
+    const byIds = await (
+      await adminPost("/admin/api/dead/replay", { receiptIds: [first.receiptId, second.receiptId, ulid()] })
+    ).json<{
       replayed: number;
       results: { outcome: string }[];
     }>();
@@ -290,9 +355,15 @@ describe("replay", () => {
     const slice = Date.parse("2025-03-01T00:00:00Z") + Math.floor(Math.random() * 1e9);
     const batch = [await seedDeadLetter(slice), await seedDeadLetter(slice + 1), await seedDeadLetter(slice + 2)];
     const filter = { source: "admin-audit", since: slice, until: new Date(slice + 3).toISOString(), limit: 2 };
-    const firstPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{ replayed: number; more: boolean }>();
+    const firstPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{
+      replayed: number;
+      more: boolean;
+    }>();
     expect(firstPage).toMatchObject({ replayed: 2, more: true });
-    const secondPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{ replayed: number; more: boolean }>();
+    const secondPage = await (await adminPost("/admin/api/dead/replay", filter)).json<{
+      replayed: number;
+      more: boolean;
+    }>();
     expect(secondPage).toMatchObject({ replayed: 1, more: false });
 
     for (const dead of [first, second, ...batch]) {
@@ -306,14 +377,25 @@ describe("replay", () => {
     const slice = Date.parse("2025-06-01T00:00:00Z") + Math.floor(Math.random() * 1e9);
     const credited = await seedDeadLetter(slice);
     const otherType = await seedDeadLetter(slice + 1, "account.closed");
-    const filter = { source: "admin-audit", type: "account.credited", since: slice, until: new Date(slice + 2).toISOString() };
+    const filter = {
+      source: "admin-audit",
+      type: "account.credited",
+      since: slice,
+      until: new Date(slice + 2).toISOString(),
+    };
     const response = await adminPost("/admin/api/dead/replay", filter);
     expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ replayed: 1, more: false, results: [{ receiptId: credited.receiptId, outcome: "replayed" }] });
+    expect(await response.json()).toMatchObject({
+      replayed: 1,
+      more: false,
+      results: [{ receiptId: credited.receiptId, outcome: "replayed" }],
+    });
 
     expect(await waitForStatus("admin-audit", credited.eventKey)).toBe("processed");
     expect((await account(credited.accountId))?.credits).toBe(5);
-    const untouched = await (await adminGet(`/admin/api/receipts/${otherType.receiptId}`)).json<{ receipt: { status: string; replayCount: number } }>();
+    const untouched = await (await adminGet(`/admin/api/receipts/${otherType.receiptId}`)).json<{
+      receipt: { status: string; replayCount: number };
+    }>();
     expect(untouched.receipt).toMatchObject({ status: "dead", replayCount: 0 });
   });
 });
@@ -324,7 +406,9 @@ describe("alerts", () => {
     const now = Date.now();
     const open = await seedAlert({ source, kind: "silence", openedAt: now, detail: "no deliveries for 2h" });
     await seedAlert({ source, kind: "dead-letters", state: "resolved", openedAt: now - 1000, resolvedAt: now });
-    const body = await (await adminGet(`/admin/api/alerts?source=${source}&state=open`)).json<{ alerts: { alertId: string; kind: string }[] }>();
+    const body = await (await adminGet(`/admin/api/alerts?source=${source}&state=open`)).json<{
+      alerts: { alertId: string; kind: string }[];
+    }>();
     expect(body.alerts).toEqual([expect.objectContaining({ alertId: open, kind: "silence" })]);
     const both = await (await adminGet(`/admin/api/alerts?source=${source}`)).json<{ alerts: unknown[] }>();
     expect(both.alerts).toHaveLength(2);
@@ -359,7 +443,14 @@ describe("per-source stats", () => {
         attemptDurationMs: firstTry ? duration : 1000,
       });
       if (!firstTry) {
-        await seedAttempt({ receiptId, attemptNumber: 1, startedAt: receivedAt + duration, finishedAt: receivedAt + duration * 2, outcome: "retry", durationMs: duration });
+        await seedAttempt({
+          receiptId,
+          attemptNumber: 1,
+          startedAt: receivedAt + duration,
+          finishedAt: receivedAt + duration * 2,
+          outcome: "retry",
+          durationMs: duration,
+        });
       }
     }
     await seedReceipt({ source, receivedAt: now - 30 * 60_000, status: "pending" });
@@ -402,15 +493,38 @@ describe("per-source stats", () => {
     const source = uniqueSource("stats-replay");
     const receivedAt = Date.now() - 120_000;
     // Processed first try 40 ms after arrival, then replayed a minute later: the row now holds the replay's attempt.
-    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 90, leaseGeneration: 2, replayCount: 1, replayedAt: receivedAt + 60_000, attemptStartedAt: receivedAt + 60_010, attemptDurationMs: 7 });
-    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 90, leaseGeneration: 1, attemptStartedAt: receivedAt + 40, attemptDurationMs: 9 });
+    await seedReceipt({
+      source,
+      receivedAt,
+      status: "processed",
+      processedAt: receivedAt + 90,
+      leaseGeneration: 2,
+      replayCount: 1,
+      replayedAt: receivedAt + 60_000,
+      attemptStartedAt: receivedAt + 60_010,
+      attemptDurationMs: 7,
+    });
+    await seedReceipt({
+      source,
+      receivedAt,
+      status: "processed",
+      processedAt: receivedAt + 90,
+      leaseGeneration: 1,
+      attemptStartedAt: receivedAt + 40,
+      attemptDurationMs: 9,
+    });
     const response = await adminGet(`/admin/api/stats?source=${source}`);
     const report = await response.json<Stats & { origins: Record<string, string> }>();
     const stats = report.sources[0]!;
     expect(stats.pickupLatencyMs).toEqual({ samples: 1, p50: 40, p95: 40, p99: 40, max: 40 });
     expect(stats.attemptDurationMs.samples).toBe(2);
     expect(stats).toMatchObject({ received: 2, processed: 2, replayed: 1, health: "ok", healthReasons: [] });
-    expect(report.origins).toMatchObject({ counts: "d1", duplicates: "claim-shards", rejectedSignatures: "not-stored", ackLatencyMs: "not-stored" });
+    expect(report.origins).toMatchObject({
+      counts: "d1",
+      duplicates: "claim-shards",
+      rejectedSignatures: "not-stored",
+      ackLatencyMs: "not-stored",
+    });
   });
 
   it("counts live duplicates from the claim shards; rejected signatures are not counted anywhere", async () => {
@@ -422,14 +536,19 @@ describe("per-source stats", () => {
     const statuses = await Promise.all(answers.map(async (answer) => (await answer.json<{ status: string }>()).status));
     expect(statuses.sort()).toEqual(["accepted", "duplicate", "duplicate"]);
     const body = JSON.stringify(payload);
-    const forged = await post("/webhooks/admin-audit", body, { ...signDemo(`${eventKey}_forged`, body), "webhook-signature": "v1,AAAA" });
+    const forged = await post("/webhooks/admin-audit", body, {
+      ...signDemo(`${eventKey}_forged`, body),
+      "webhook-signature": "v1,AAAA",
+    });
     expect(forged.status).toBe(401);
     await waitForStatus("admin-audit", eventKey);
 
     const after = await statsFor("admin-audit");
     expect(after.duplicates! - before.duplicates!).toBe(2);
     const sinceBefore = (stats: SourceStats) =>
-      (stats.duplicatesByHour ?? []).filter((row) => row.hour >= hourBefore).reduce((total, row) => total + row.deliveries, 0);
+      (stats.duplicatesByHour ?? [])
+        .filter((row) => row.hour >= hourBefore)
+        .reduce((total, row) => total + row.deliveries, 0);
     expect(sinceBefore(after) - sinceBefore(before)).toBe(2);
     expect(after.received - before.received).toBe(1);
     expect(after.processed - before.processed).toBe(1);
@@ -444,12 +563,22 @@ describe("per-source stats", () => {
   it("does not count a reconciliation fetch of an event already held as a duplicate", async () => {
     const eventKey = `msg_recon_dup_${crypto.randomUUID()}`;
     const payload = credit("acct_recon_dup", 1);
-    expect((await (await deliverTo("admin-audit", eventKey, payload)).json<{ status: string }>()).status).toBe("accepted");
+    expect((await (await deliverTo("admin-audit", eventKey, payload)).json<{ status: string }>()).status).toBe(
+      "accepted",
+    );
     const before = await statsFor("admin-audit");
     const rawBody = new TextEncoder().encode(JSON.stringify(payload));
     const again = await claimEvent(env, {
       source: loadSources(env).get("admin-audit")!,
-      identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "account.credited", subjectId: null, version: null, occurredAt: null },
+      identity: {
+        eventKey,
+        eventKeyOrigin: "provider-id",
+        eventKeySigned: true,
+        eventType: "account.credited",
+        subjectId: null,
+        version: null,
+        occurredAt: null,
+      },
       rawBody,
       keptHeaders: {},
       receivedAt: Date.now(),

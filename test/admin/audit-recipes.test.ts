@@ -52,43 +52,147 @@ beforeAll(async () => {
     attemptDurationMs: 100,
     attemptHttpStatus: 200,
   });
-  await seedAttempt({ receiptId, attemptNumber: 1, startedAt: t + 1000, finishedAt: t + 1200, outcome: "retry", httpStatus: 503, error: "destination answered 503", durationMs: 200 });
-  await database(env).insert(replays).values([
-    { receiptId, replayNumber: 1, replayedAt: t + 120_000, previousStatus: "processed", requestedBy: "api" },
-    { receiptId, replayNumber: 2, replayedAt: t + 180_000, previousStatus: "processed", requestedBy: "dashboard" },
-  ]);
-  const nothingApplied = "already committed by an earlier run; nothing applied";
-  await seedAttempt({ receiptId, attemptNumber: 3, startedAt: t + 120_050, finishedAt: t + 120_060, outcome: "duplicate", error: nothingApplied, durationMs: 10 });
-  await seedAttempt({ receiptId, attemptNumber: 4, startedAt: t + 180_050, finishedAt: t + 180_060, outcome: "duplicate", error: nothingApplied, durationMs: 10 });
-  await database(env).insert(quarantine).values({
-    quarantineId: "01KQUARANTINE0000000000001",
-    source: "billing",
-    eventKey: "evt_1001",
-    reason: "payload-mismatch",
-    originalReceiptId: receiptId,
-    payloadSha256: "ab".repeat(32),
-    receivedAt: t + 60_000,
+  await seedAttempt({
+    receiptId,
+    attemptNumber: 1,
+    startedAt: t + 1000,
+    finishedAt: t + 1200,
+    outcome: "retry",
+    httpStatus: 503,
+    error: "destination answered 503",
+    durationMs: 200,
   });
+  await database(env)
+    .insert(replays)
+    .values([
+      { receiptId, replayNumber: 1, replayedAt: t + 120_000, previousStatus: "processed", requestedBy: "api" },
+      { receiptId, replayNumber: 2, replayedAt: t + 180_000, previousStatus: "processed", requestedBy: "dashboard" },
+    ]);
+  const nothingApplied = "already committed by an earlier run; nothing applied";
+  await seedAttempt({
+    receiptId,
+    attemptNumber: 3,
+    startedAt: t + 120_050,
+    finishedAt: t + 120_060,
+    outcome: "duplicate",
+    error: nothingApplied,
+    durationMs: 10,
+  });
+  await seedAttempt({
+    receiptId,
+    attemptNumber: 4,
+    startedAt: t + 180_050,
+    finishedAt: t + 180_060,
+    outcome: "duplicate",
+    error: nothingApplied,
+    durationMs: 10,
+  });
+  await database(env)
+    .insert(quarantine)
+    .values({
+      quarantineId: "01KQUARANTINE0000000000001",
+      source: "billing",
+      eventKey: "evt_1001",
+      reason: "payload-mismatch",
+      originalReceiptId: receiptId,
+      payloadSha256: "ab".repeat(32),
+      receivedAt: t + 60_000,
+    });
 
   // Dead letters: one died after the cut-off, one before it, one the queue gave up on without an attempt row.
-  const diedAfter = await seedReceipt({ source: "billing", eventKey: "evt_2001", receivedAt: at("2026-11-01T10:30:00Z"), status: "dead", attempts: 1, lastError: "data.amount must be an integer" });
-  await seedAttempt({ receiptId: diedAfter, attemptNumber: 1, startedAt: at("2026-11-02T00:00:00Z"), finishedAt: at("2026-11-02T00:00:01Z"), outcome: "dead", durationMs: 1000 });
-  const diedBefore = await seedReceipt({ source: "billing", eventKey: "evt_2002", receivedAt: at("2026-10-30T10:00:00Z"), status: "dead", attempts: 1, lastError: "old" });
-  await seedAttempt({ receiptId: diedBefore, attemptNumber: 1, startedAt: at("2026-10-31T10:00:00Z"), finishedAt: at("2026-10-31T10:00:01Z"), outcome: "dead", durationMs: 1000 });
-  await seedReceipt({ source: "billing", eventKey: "evt_2003", receivedAt: at("2026-11-03T12:15:00Z"), status: "dead", lastError: "work queue gave up after 100 deliveries" });
+  const diedAfter = await seedReceipt({
+    source: "billing",
+    eventKey: "evt_2001",
+    receivedAt: at("2026-11-01T10:30:00Z"),
+    status: "dead",
+    attempts: 1,
+    lastError: "data.amount must be an integer",
+  });
+  await seedAttempt({
+    receiptId: diedAfter,
+    attemptNumber: 1,
+    startedAt: at("2026-11-02T00:00:00Z"),
+    finishedAt: at("2026-11-02T00:00:01Z"),
+    outcome: "dead",
+    durationMs: 1000,
+  });
+  const diedBefore = await seedReceipt({
+    source: "billing",
+    eventKey: "evt_2002",
+    receivedAt: at("2026-10-30T10:00:00Z"),
+    status: "dead",
+    attempts: 1,
+    lastError: "old",
+  });
+  await seedAttempt({
+    receiptId: diedBefore,
+    attemptNumber: 1,
+    startedAt: at("2026-10-31T10:00:00Z"),
+    finishedAt: at("2026-10-31T10:00:01Z"),
+    outcome: "dead",
+    durationMs: 1000,
+  });
+  await seedReceipt({
+    source: "billing",
+    eventKey: "evt_2003",
+    receivedAt: at("2026-11-03T12:15:00Z"),
+    status: "dead",
+    lastError: "work queue gave up after 100 deliveries",
+  });
 
   // Waiting work, reconciled and replayed receipts.
-  await seedReceipt({ source: "billing", eventKey: "evt_3001", receivedAt: at("2026-11-04T08:00:00Z"), status: "pending" });
-  await seedReceipt({ source: "billing", eventKey: "evt_3002", receivedAt: at("2026-11-04T09:00:00Z"), status: "processing", attempts: 1 });
-  await seedReceipt({ source: "billing", eventKey: "evt_4001", receivedAt: at("2026-11-05T06:00:00Z"), occurredAt: at("2026-11-04T23:00:00Z"), status: "processed", provenance: "reconciled", eventType: "invoice.created" });
-  await seedReceipt({ source: "billing", eventKey: "evt_5001", receivedAt: at("2026-11-05T14:20:00Z"), status: "processed", replayCount: 1, replayedAt: at("2026-11-06T09:00:00Z") });
+  await seedReceipt({
+    source: "billing",
+    eventKey: "evt_3001",
+    receivedAt: at("2026-11-04T08:00:00Z"),
+    status: "pending",
+  });
+  await seedReceipt({
+    source: "billing",
+    eventKey: "evt_3002",
+    receivedAt: at("2026-11-04T09:00:00Z"),
+    status: "processing",
+    attempts: 1,
+  });
+  await seedReceipt({
+    source: "billing",
+    eventKey: "evt_4001",
+    receivedAt: at("2026-11-05T06:00:00Z"),
+    occurredAt: at("2026-11-04T23:00:00Z"),
+    status: "processed",
+    provenance: "reconciled",
+    eventType: "invoice.created",
+  });
+  await seedReceipt({
+    source: "billing",
+    eventKey: "evt_5001",
+    receivedAt: at("2026-11-05T14:20:00Z"),
+    status: "processed",
+    replayCount: 1,
+    replayedAt: at("2026-11-06T09:00:00Z"),
+  });
   // Replayed twice before the replay log existed: only the latest replay's time is known.
-  await seedReceipt({ source: "billing-before-log", eventKey: "evt_1001", receivedAt: at("2026-11-05T15:00:00Z"), relayedAt: at("2026-11-05T15:00:00Z"), status: "processed", processedAt: at("2026-11-05T15:00:01Z"), replayCount: 2, replayedAt: at("2026-11-06T10:00:00Z") });
+  await seedReceipt({
+    source: "billing-before-log",
+    eventKey: "evt_1001",
+    receivedAt: at("2026-11-05T15:00:00Z"),
+    relayedAt: at("2026-11-05T15:00:00Z"),
+    status: "processed",
+    processedAt: at("2026-11-05T15:00:01Z"),
+    replayCount: 2,
+    replayedAt: at("2026-11-06T10:00:00Z"),
+  });
 });
 
 describe("docs/audit.md recipes", () => {
   it("are all present and paste safely inside a double-quoted --command", () => {
-    expect([...RECIPES.keys()].sort()).toEqual(["dead-since", "life-of-one-event", "oldest-pending", "per-source-per-hour", "reconciled"]);
+    expect([...RECIPES.keys()].sort()).toEqual([
+      "dead-since",
+      "life-of-one-event",
+      "oldest-pending",
+      "per-source-per-hour",
+      "reconciled",
+    ]);
     for (const [name, text] of RECIPES) expect(text, name).not.toMatch(/["`$]/);
   });
 
@@ -140,7 +244,9 @@ describe("docs/audit.md recipes", () => {
   });
 
   it("accepted and quarantined per source per hour", async () => {
-    const rows = await run<{ source: string; hour: string; accepted: number; quarantined: number }>("per-source-per-hour");
+    const rows = await run<{ source: string; hour: string; accepted: number; quarantined: number }>(
+      "per-source-per-hour",
+    );
     expect(rows.filter((row) => row.source === "billing")).toEqual([
       { source: "billing", hour: "2026-11-01 10:00", accepted: 2, quarantined: 1 },
       { source: "billing", hour: "2026-11-03 12:00", accepted: 1, quarantined: 0 },
@@ -151,7 +257,13 @@ describe("docs/audit.md recipes", () => {
   });
 
   it("oldest pending per source", async () => {
-    const rows = await run<{ source: string; waiting: number; processing: number; oldest_received: string; oldest_age_minutes: number }>("oldest-pending");
+    const rows = await run<{
+      source: string;
+      waiting: number;
+      processing: number;
+      oldest_received: string;
+      oldest_age_minutes: number;
+    }>("oldest-pending");
     const billing = rows.find((row) => row.source === "billing");
     expect(billing).toMatchObject({ waiting: 2, processing: 1, oldest_received: "2026-11-04 08:00:00" });
     const expectedAge = (Date.now() - at("2026-11-04T08:00:00Z")) / 60_000;
@@ -161,7 +273,11 @@ describe("docs/audit.md recipes", () => {
   it("events reconciled rather than delivered", async () => {
     const rows = await run<{ source: string; event_key: string; found_at: string; occurred: string }>("reconciled");
     expect(rows.filter((row) => row.source === "billing")).toEqual([
-      expect.objectContaining({ event_key: "evt_4001", found_at: "2026-11-05 06:00:00", occurred: "2026-11-04 23:00:00" }),
+      expect.objectContaining({
+        event_key: "evt_4001",
+        found_at: "2026-11-05 06:00:00",
+        occurred: "2026-11-04 23:00:00",
+      }),
     ]);
   });
 });

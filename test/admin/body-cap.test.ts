@@ -66,21 +66,35 @@ describe("admin request bodies are capped before parsing", () => {
   it("refuses an oversized body on an API POST with 413 before the JSON is parsed", async () => {
     const body = JSON.stringify({ receiptIds: ["01JCQ0000000000000000000AA"], pad: padding(ADMIN_MAX_BODY_BYTES) });
     const response = await exports.default.fetch(
-      new Request(`${ORIGIN}/admin/api/dead/dismiss`, { method: "POST", body, headers: { ...ADMIN, "content-type": "application/json" } }),
+      new Request(`${ORIGIN}/admin/api/dead/dismiss`, {
+        method: "POST",
+        body,
+        headers: { ...ADMIN, "content-type": "application/json" },
+      }),
     );
     await expectTooLarge(response);
   });
 
   it("refuses an unsized oversized API body too, and still takes a body under the cap", async () => {
-    const { stream } = unsizedStream(JSON.stringify({ receiptIds: ["01JCQ0000000000000000000AA"], pad: padding(2 * ADMIN_MAX_BODY_BYTES) }));
+    const { stream } = unsizedStream(
+      JSON.stringify({ receiptIds: ["01JCQ0000000000000000000AA"], pad: padding(2 * ADMIN_MAX_BODY_BYTES) }),
+    );
     const refused = await exports.default.fetch(
-      new Request(`${ORIGIN}/admin/api/dead/dismiss`, { method: "POST", body: stream, headers: { ...ADMIN, "content-type": "application/json" } }),
+      new Request(`${ORIGIN}/admin/api/dead/dismiss`, {
+        method: "POST",
+        body: stream,
+        headers: { ...ADMIN, "content-type": "application/json" },
+      }),
     );
     await expectTooLarge(refused);
 
     const { stream: small } = unsizedStream(JSON.stringify({ receiptIds: ["01JCQ0000000000000000000AA"] }), 8);
     const accepted = await exports.default.fetch(
-      new Request(`${ORIGIN}/admin/api/dead/dismiss`, { method: "POST", body: small, headers: { ...ADMIN, "content-type": "application/json" } }),
+      new Request(`${ORIGIN}/admin/api/dead/dismiss`, {
+        method: "POST",
+        body: small,
+        headers: { ...ADMIN, "content-type": "application/json" },
+      }),
     );
     expect(accepted.status).toBe(200);
   });

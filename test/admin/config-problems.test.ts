@@ -10,7 +10,12 @@ const brokenEnv = {
   ...env,
   SOURCES: {
     ...(env.SOURCES as Record<string, unknown>),
-    "billing-typo": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "handler:billing", forward_timeout: "10m" },
+    "billing-typo": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      destination: "handler:billing",
+      forward_timeout: "10m",
+    },
   },
 };
 
@@ -53,7 +58,10 @@ describe("a broken source, as operators see it", () => {
     const cookie = `admin_session=${await issueSession(env.ADMIN_TOKEN)}`;
     const demoBroken = {
       ...env,
-      SOURCES: { ...(env.SOURCES as Record<string, Record<string, unknown>>), demo: { ...(env.SOURCES as Record<string, Record<string, unknown>>).demo, jurisdiction: "mars" } },
+      SOURCES: {
+        ...(env.SOURCES as Record<string, Record<string, unknown>>),
+        demo: { ...(env.SOURCES as Record<string, Record<string, unknown>>).demo, jurisdiction: "mars" },
+      },
     };
     // A receipt from before the bad deploy puts demo in the sources table, where it used to read "no longer configured".
     await seedReceipt({ source: "demo", receivedAt: Date.now() - 60_000 });

@@ -34,7 +34,14 @@ async function sessionCookie(): Promise<string> {
 describe("dashboard sign-in", () => {
   it("sends every page to the sign-in form without a session, and shows no data", async () => {
     const receiptId = await seedReceipt({ source: uniqueSource("dash-anon"), receivedAt: Date.now(), status: "dead" });
-    for (const path of ["/admin", "/admin/receipts", `/admin/receipts/${receiptId}`, "/admin/dead", "/admin/quarantine", "/admin/alerts"]) {
+    for (const path of [
+      "/admin",
+      "/admin/receipts",
+      `/admin/receipts/${receiptId}`,
+      "/admin/dead",
+      "/admin/quarantine",
+      "/admin/alerts",
+    ]) {
       const response = await page(path);
       expect(response.status, path).toBe(303);
       expect(response.headers.get("location")).toBe("/admin/login");
@@ -81,12 +88,15 @@ describe("dashboard sign-in", () => {
 
 describe("dashboard stylesheet", () => {
   it("names an inline icon on every page, so no browser asks for /favicon.ico (a 404 in every log)", async () => {
-    for (const html of [await (await page("/admin/login")).text(), await (await page("/admin", { headers: { cookie: await sessionCookie() } })).text()]) {
+    for (const html of [
+      await (await page("/admin/login")).text(),
+      await (await page("/admin", { headers: { cookie: await sessionCookie() } })).text(),
+    ]) {
       expect(html).toMatch(/<link rel="icon" href="data:image\/svg\+xml,[^"]+"\/?>/);
     }
   });
 
-  it("serves the stylesheet byte for byte: no HTML escaping inside <style>, which would drop rules holding > or \"", async () => {
+  it('serves the stylesheet byte for byte: no HTML escaping inside <style>, which would drop rules holding > or "', async () => {
     const html = await (await page("/admin/login")).text();
     const served = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1];
     expect(served).toBe(STYLE);
@@ -110,7 +120,9 @@ describe("dashboard pages", () => {
     });
     const list = await (await page(`/admin/receipts?source=${source}&status=dead`, { headers: { cookie } })).text();
     expect(list).toContain(`/admin/receipts/${receiptId}`);
-    const empty = await (await page(`/admin/receipts?source=${source}&status=processed`, { headers: { cookie } })).text();
+    const empty = await (
+      await page(`/admin/receipts?source=${source}&status=processed`, { headers: { cookie } })
+    ).text();
     expect(empty).toContain("No receipts match.");
     const invalid = await page(`/admin/receipts?source=${source}&status=bogus`, { headers: { cookie } });
     expect(invalid.status).toBe(400);
@@ -157,11 +169,20 @@ describe("dashboard pages", () => {
     expect(replayed.status).toBe(303);
     expect(replayed.headers.get("location")).toBe(`/admin/receipts/${single.receiptId}`);
     const flash = flashCookie(replayed);
-    const shown = await (await page(`/admin/receipts/${single.receiptId}`, { headers: { cookie: `${cookie}; ${flash}` } })).text();
+    const shown = await (
+      await page(`/admin/receipts/${single.receiptId}`, { headers: { cookie: `${cookie}; ${flash}` } })
+    ).text();
     expect(shown).toContain("Replayed: the receipt is back on the queue.");
 
     const [a, b] = [await seedDead(), await seedDead()];
-    const bulk = await page("/admin/dead/action", form([["action", "replay"], ["receiptId", a.receiptId], ["receiptId", b.receiptId]]));
+    const bulk = await page(
+      "/admin/dead/action",
+      form([
+        ["action", "replay"],
+        ["receiptId", a.receiptId],
+        ["receiptId", b.receiptId],
+      ]),
+    );
     expect(bulk.headers.get("location")).toBe("/admin/dead");
     expect(decodeURIComponent(flashCookie(bulk))).toContain("2 receipts replayed.");
 
@@ -169,7 +190,10 @@ describe("dashboard pages", () => {
       await waitForStatus("admin-audit", dead.eventKey);
       expect((await account(dead.accountId))?.credits).toBe(3);
     }
-    const crossSite = await page(`/admin/receipts/${single.receiptId}/replay`, { ...form([]), headers: { cookie, origin: "https://evil.example", "content-type": "application/x-www-form-urlencoded" } });
+    const crossSite = await page(`/admin/receipts/${single.receiptId}/replay`, {
+      ...form([]),
+      headers: { cookie, origin: "https://evil.example", "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(crossSite.status).toBe(403);
   });
 });
@@ -185,15 +209,44 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     const cookie = await sessionCookie();
     const source = uniqueSource("dash-health");
     const receivedAt = Date.now() - 10 * 60_000;
-    await seedReceipt({ source, receivedAt, status: "processed", processedAt: receivedAt + 50, leaseGeneration: 1, attemptStartedAt: receivedAt + 20, attemptDurationMs: 30 });
-    await seedReceipt({ source, receivedAt, status: "skipped", processedAt: receivedAt + 50, lastError: "no handler for type account.closed" });
-    const dead = await seedReceipt({ source, receivedAt, status: "dead", lastError: "data.amount must be an integer", body: Buffer.from("{}") });
+    await seedReceipt({
+      source,
+      receivedAt,
+      status: "processed",
+      processedAt: receivedAt + 50,
+      leaseGeneration: 1,
+      attemptStartedAt: receivedAt + 20,
+      attemptDurationMs: 30,
+    });
+    await seedReceipt({
+      source,
+      receivedAt,
+      status: "skipped",
+      processedAt: receivedAt + 50,
+      lastError: "no handler for type account.closed",
+    });
+    const dead = await seedReceipt({
+      source,
+      receivedAt,
+      status: "dead",
+      lastError: "data.amount must be an integer",
+      body: Buffer.from("{}"),
+    });
 
     const failing = await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text();
     expect(failing).toContain('<span class="badge failing">failing</span>');
-    expect(failing).toMatch(/id="health-reasons"[\s\S]*1 dead letter waiting[\s\S]*href="\/admin\/dead\?source=dash-health-/);
+    expect(failing).toMatch(
+      /id="health-reasons"[\s\S]*1 dead letter waiting[\s\S]*href="\/admin\/dead\?source=dash-health-/,
+    );
     // The charts are SVG drawn on the server, one per series.
-    for (const id of ["chart-received", "chart-processed", "chart-dead", "chart-rejected", "chart-pickup", "chart-processing"]) {
+    for (const id of [
+      "chart-received",
+      "chart-processed",
+      "chart-dead",
+      "chart-rejected",
+      "chart-pickup",
+      "chart-processing",
+    ]) {
       expect(failing).toMatch(new RegExp(`id="${id}"[^>]*>[\\s\\S]*?<svg`));
     }
     expect(failing).toMatch(/id="chart-received" data-total="3"/);
@@ -201,9 +254,14 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     // Each chart's time axis ends at "now", right-aligned at the plot's right edge, after its hour labels.
     for (const id of ["chart-received", "chart-pickup"]) {
       const svg = new RegExp(`id="${id}"[^>]*>[\\s\\S]*?(<svg[\\s\\S]*?</svg>)`).exec(failing)![1]!;
-      const labels = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">([^<]*)<\/text>/g)].filter((match) => match[2] === "134"); // the x axis: y = HEIGHT - 6
+      const labels = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">([^<]*)<\/text>/g)].filter(
+        (match) => match[2] === "134",
+      ); // the x axis: y = HEIGHT - 6
       expect(labels.at(-1)?.slice(3), id).toEqual(["end", "now"]);
-      expect(labels.slice(0, -1).every((label) => /^\d{2}:00$/.test(label[4]!)), id).toBe(true);
+      expect(
+        labels.slice(0, -1).every((label) => /^\d{2}:00$/.test(label[4]!)),
+        id,
+      ).toBe(true);
     }
     expect(failing).toContain("Not stored in D1: a rejected delivery writes nothing");
     expect(failing).toMatch(/id="skipped"[\s\S]*?>1</);
@@ -211,10 +269,18 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     const overview = await (await page("/admin", { headers: { cookie } })).text();
     expect(overview).toMatch(new RegExp(`data-source="${source}"[\\s\\S]*?data-label="Skipped"`));
 
-    const receipts = await (await page(`/admin/receipts?source=${source}&status=skipped`, { headers: { cookie } })).text();
+    const receipts = await (
+      await page(`/admin/receipts?source=${source}&status=skipped`, { headers: { cookie } })
+    ).text();
     expect(receipts).toContain("no handler for type account.closed");
 
-    const dismissed = await page("/admin/dead/action", form(cookie, [["action", "dismiss"], ["receiptId", dead]]));
+    const dismissed = await page(
+      "/admin/dead/action",
+      form(cookie, [
+        ["action", "dismiss"],
+        ["receiptId", dead],
+      ]),
+    );
     expect(dismissed.status).toBe(303);
     expect(dismissed.headers.get("location")).toBe(`/admin/receipts/${dead}`);
     expect(decodeURIComponent(flashCookie(dismissed))).toContain("1 dead letter dismissed.");
@@ -223,24 +289,44 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     expect(ok).not.toContain('id="health-reasons"');
     const deadList = await (await page(`/admin/dead?source=${source}`, { headers: { cookie } })).text();
     expect(deadList).not.toContain(dead);
-    const dismissedList = await (await page(`/admin/dead?source=${source}&show=dismissed`, { headers: { cookie } })).text();
+    const dismissedList = await (
+      await page(`/admin/dead?source=${source}&show=dismissed`, { headers: { cookie } })
+    ).text();
     expect(dismissedList).toContain(dead);
-    expect(await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text()).toContain("Dismissed by an operator");
+    expect(await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text()).toContain(
+      "Dismissed by an operator",
+    );
 
-    const restored = await page("/admin/dead/action", form(cookie, [["action", "restore"], ["receiptId", dead]]));
+    const restored = await page(
+      "/admin/dead/action",
+      form(cookie, [
+        ["action", "restore"],
+        ["receiptId", dead],
+      ]),
+    );
     expect(restored.status).toBe(303);
-    expect(await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text()).toContain('<span class="badge failing">failing</span>');
+    expect(await (await page(`/admin/sources/${source}`, { headers: { cookie } })).text()).toContain(
+      '<span class="badge failing">failing</span>',
+    );
 
     // The timeline keeps both operator actions, in order: the dismissal and then the restore, each at its time.
-    const detail = await (await adminGet(`/admin/api/receipts/${dead}`)).json<{ receipt: { status: string; dismissedAt: number | null; restoredAt: number | null }; attempts: unknown[]; replays: unknown[] }>();
+    const detail = await (await adminGet(`/admin/api/receipts/${dead}`)).json<{
+      receipt: { status: string; dismissedAt: number | null; restoredAt: number | null };
+      attempts: unknown[];
+      replays: unknown[];
+    }>();
     expect(detail.receipt.status).toBe("dead");
     expect(detail.receipt.dismissedAt).toEqual(expect.any(Number));
     expect(detail.receipt.restoredAt).toBeGreaterThanOrEqual(detail.receipt.dismissedAt!);
-    const timelineHtml = /<ol class="timeline" id="timeline">([\s\S]*?)<\/ol>/.exec(await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text())![1]!;
+    const timelineHtml = /<ol class="timeline" id="timeline">([\s\S]*?)<\/ol>/.exec(
+      await (await page(`/admin/receipts/${dead}`, { headers: { cookie } })).text(),
+    )![1]!;
     expect(timelineHtml).toMatch(/Dismissed by an operator[\s\S]*Restored by an operator: a dead letter again/);
     // Restoring wrote the receipt's row and nothing else: no attempt, no replay, no second receipt.
     expect([detail.attempts, detail.replays]).toEqual([[], []]);
-    const rows = await env.DB.prepare("SELECT (SELECT COUNT(*) FROM receipts WHERE source = ?1) + (SELECT COUNT(*) FROM attempts WHERE receipt_id = ?2) + (SELECT COUNT(*) FROM replays WHERE receipt_id = ?2) AS n")
+    const rows = await env.DB.prepare(
+      "SELECT (SELECT COUNT(*) FROM receipts WHERE source = ?1) + (SELECT COUNT(*) FROM attempts WHERE receipt_id = ?2) + (SELECT COUNT(*) FROM replays WHERE receipt_id = ?2) AS n",
+    )
       .bind(source, dead)
       .first<{ n: number }>();
     expect(rows?.n).toBe(3);
@@ -253,7 +339,9 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     const first = await page("/admin/dead", { headers: { cookie: `${cookie}; ${flash}` } });
     expect(await first.text()).toContain("Nothing selected");
     // The page that showed it deletes it, so the browser does not send it again.
-    expect(first.headers.getSetCookie().some((value) => /^admin_flash=;/.test(value) && /Max-Age=0/i.test(value))).toBe(true);
+    expect(first.headers.getSetCookie().some((value) => /^admin_flash=;/.test(value) && /Max-Age=0/i.test(value))).toBe(
+      true,
+    );
     expect(await (await page("/admin/dead", { headers: { cookie } })).text()).not.toContain('class="flash"');
   });
 
@@ -262,7 +350,15 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
     const source = uniqueSource("dash-pages");
     const t0 = Date.now() - 60 * 60_000;
     const ids: string[] = [];
-    for (let index = 0; index < 5; index++) ids.push(await seedReceipt({ source, receivedAt: t0 + index * 1000, status: "dead", eventType: index % 2 ? "odd" : "even" }));
+    for (let index = 0; index < 5; index++)
+      ids.push(
+        await seedReceipt({
+          source,
+          receivedAt: t0 + index * 1000,
+          status: "dead",
+          eventType: index % 2 ? "odd" : "even",
+        }),
+      );
     const byType = await (await page(`/admin/dead?source=${source}&type=odd`, { headers: { cookie } })).text();
     expect(ids.filter((id) => byType.includes(`data-receipt="${id}"`))).toEqual([ids[1], ids[3]]);
     const bad = await page(`/admin/dead?source=${source}&since=yesterday-ish`, { headers: { cookie } });
@@ -285,14 +381,26 @@ describe("dashboard: health, dead letters, alerts, charts", () => {
   it("writes alerts as sentences, linked to what they concern", async () => {
     const cookie = await sessionCookie();
     const source = uniqueSource("dash-alerts");
-    await seedAlert({ source, kind: "dead-letters", openedAt: Date.now(), detail: JSON.stringify({ message: "3 new dead letters since the last run", facts: { baseline: 1, dead: 4, oldestAgeMs: 90_000 } }) });
+    await seedAlert({
+      source,
+      kind: "dead-letters",
+      openedAt: Date.now(),
+      detail: JSON.stringify({
+        message: "3 new dead letters since the last run",
+        facts: { baseline: 1, dead: 4, oldestAgeMs: 90_000 },
+      }),
+    });
     const html = await (await page(`/admin/alerts?source=${source}`, { headers: { cookie } })).text();
     expect(html).toContain("3 new dead letters since the last run");
     // The numbers behind the sentence, readable: names as words, durations as durations.
     expect(html).toContain('<div class="muted alert-facts">baseline 1 · dead 4 · oldest age 90.0 s</div>');
     expect(html).not.toMatch(/"message"|&quot;message&quot;/);
     expect(html).toContain(`href="/admin/dead?source=${source}"`);
-    const api = await exports.default.fetch(new Request(`${ORIGIN}/admin/api/alerts?source=${source}`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }));
+    const api = await exports.default.fetch(
+      new Request(`${ORIGIN}/admin/api/alerts?source=${source}`, {
+        headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` },
+      }),
+    );
     const body = await api.json<{ alerts: { message: string; facts: Record<string, number> }[] }>();
     expect(body.alerts[0]).toMatchObject({ message: "3 new dead letters since the last run", facts: { baseline: 1 } });
     expect(body.alerts[0]).not.toHaveProperty("detail");

@@ -41,16 +41,26 @@ afterEach(() => {
 });
 
 describe("structured logs", () => {
-  it("with LOG_SUCCESSES = \"true\", writes one line per delivery and per attempt with the operator's fields, and nothing secret", async () => {
+  it('with LOG_SUCCESSES = "true", writes one line per delivery and per attempt with the operator\'s fields, and nothing secret', async () => {
     const verbose = { ...env, LOG_SUCCESSES: "true" } as Env;
     const logs = captureLogs();
     const eventKey = `msg_logs_${crypto.randomUUID()}`;
     const bodyMarker = `body-marker-${crypto.randomUUID()}`;
-    const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${eventKey}`, amount: 2, note: bodyMarker } });
+    const body = JSON.stringify({
+      type: "account.credited",
+      data: { account: `acct_${eventKey}`, amount: 2, note: bodyMarker },
+    });
     const headers = signDemo(eventKey, body);
 
     const deliver = (extra: Record<string, string> = {}) =>
-      app.fetch(new Request("https://receiver.test/webhooks/admin-logs", { method: "POST", body, headers: { ...headers, ...extra } }), verbose);
+      app.fetch(
+        new Request("https://receiver.test/webhooks/admin-logs", {
+          method: "POST",
+          body,
+          headers: { ...headers, ...extra },
+        }),
+        verbose,
+      );
     expect((await deliver()).status).toBe(200);
     expect((await deliver()).status).toBe(200);
     const forgedSignature = "v1,c2lnbmF0dXJlLXRoYXQtbmV2ZXItdmVyaWZpZXM=";
@@ -75,11 +85,20 @@ describe("structured logs", () => {
 
     const rejected = lines.filter((line) => line.event === "delivery.rejected" && line.source === "admin-logs");
     expect(rejected).toHaveLength(1);
-    expect(rejected[0]).toMatchObject({ disposition: "rejected", signature: "signature-mismatch", requestId: expect.any(String) });
+    expect(rejected[0]).toMatchObject({
+      disposition: "rejected",
+      signature: "signature-mismatch",
+      requestId: expect.any(String),
+    });
 
     // The consumer's line for a processed attempt, from a receipt processed under the same setting.
     const seededKey = `msg_logs_seeded_${crypto.randomUUID()}`;
-    const receiptId = await seedReceipt({ source: "admin-logs", eventKey: seededKey, eventType: "account.credited", payload: { type: "account.credited", data: { account: `acct_${seededKey}`, amount: 1, note: bodyMarker } } });
+    const receiptId = await seedReceipt({
+      source: "admin-logs",
+      eventKey: seededKey,
+      eventType: "account.credited",
+      payload: { type: "account.credited", data: { account: `acct_${seededKey}`, amount: 1, note: bodyMarker } },
+    });
     expect((await processBatch(verbose, [receiptId])).get(receiptId)).toEqual({ kind: "done", status: "processed" });
     const attempts = logs.parsed().filter((line) => line.event === "attempt" && line.receipt === receiptId);
     expect(attempts).toEqual([
@@ -96,7 +115,14 @@ describe("structured logs", () => {
 
     const everything = logs.raw.join("\n");
     const secret = env.DEMO_WEBHOOK_SECRET;
-    for (const forbidden of [secret, secret.replace(/^whsec_/, ""), headers["webhook-signature"], forgedSignature, bodyMarker, body]) {
+    for (const forbidden of [
+      secret,
+      secret.replace(/^whsec_/, ""),
+      headers["webhook-signature"],
+      forgedSignature,
+      bodyMarker,
+      body,
+    ]) {
       expect(everything).not.toContain(forbidden);
     }
     // Every line is a single JSON object: nothing free-form for a payload to hide in.
@@ -113,22 +139,38 @@ describe("structured logs", () => {
     const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${eventKey}`, amount: 1 } });
     const headers = signDemo(eventKey, body);
     const deliver = (extra: Record<string, string> = {}) =>
-      app.fetch(new Request("https://receiver.test/webhooks/admin-logs", { method: "POST", body, headers: { ...headers, ...extra } }), quiet);
+      app.fetch(
+        new Request("https://receiver.test/webhooks/admin-logs", {
+          method: "POST",
+          body,
+          headers: { ...headers, ...extra },
+        }),
+        quiet,
+      );
 
     expect((await deliver()).status).toBe(200);
     expect((await deliver()).status).toBe(200);
     expect((await deliver({ "webhook-signature": "v1,c2lnbmF0dXJlLXRoYXQtbmV2ZXItdmVyaWZpZXM=" })).status).toBe(401);
     const deliveries = logs.parsed().filter((line) => line.eventKey === eventKey && line.event === "delivery");
     expect(deliveries.map((line) => line.disposition)).toEqual(["duplicate"]);
-    expect(logs.parsed().filter((line) => line.event === "delivery.rejected" && line.source === "admin-logs")).toHaveLength(1);
+    expect(
+      logs.parsed().filter((line) => line.event === "delivery.rejected" && line.source === "admin-logs"),
+    ).toHaveLength(1);
 
     // A processed attempt is silent too; the receipt itself still records it.
     const seededKey = `msg_quiet_seeded_${crypto.randomUUID()}`;
-    const receiptId = await seedReceipt({ source: "admin-logs", eventKey: seededKey, eventType: "account.credited", payload: { type: "account.credited", data: { account: `acct_${seededKey}`, amount: 1 } } });
+    const receiptId = await seedReceipt({
+      source: "admin-logs",
+      eventKey: seededKey,
+      eventType: "account.credited",
+      payload: { type: "account.credited", data: { account: `acct_${seededKey}`, amount: 1 } },
+    });
     const outcomes = await processBatch(quiet, [receiptId]);
     expect(outcomes.get(receiptId)).toEqual({ kind: "done", status: "processed" });
     expect(logs.parsed().filter((line) => line.event === "attempt" && line.receipt === receiptId)).toEqual([]);
-    const row = await env.DB.prepare("SELECT status FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string }>();
+    const row = await env.DB.prepare("SELECT status FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ status: string }>();
     expect(row).toEqual({ status: "processed" });
   });
 });

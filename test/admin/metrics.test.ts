@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { app } from "../../src/app";
 import { readDeliveryMetrics } from "../../src/admin/analytics-query";
 import { sourceStats } from "../../src/admin/stats";
+import { app } from "../../src/app";
 import { recordAttempt } from "../../src/lib/analytics";
 import { credit, signDemo } from "../support/deliveries";
 import { uniqueSource } from "./support";
@@ -10,7 +10,12 @@ import { uniqueSource } from "./support";
 /** A stand-in for the Analytics Engine binding that keeps what was written. */
 function fakeDataset() {
   const points: AnalyticsEngineDataPoint[] = [];
-  return { points, dataset: { writeDataPoint: (point?: AnalyticsEngineDataPoint) => void points.push(point ?? {}) } as AnalyticsEngineDataset };
+  return {
+    points,
+    dataset: {
+      writeDataPoint: (point?: AnalyticsEngineDataPoint) => void points.push(point ?? {}),
+    } as AnalyticsEngineDataset,
+  };
 }
 
 describe("metrics export to Analytics Engine", () => {
@@ -21,7 +26,14 @@ describe("metrics export to Analytics Engine", () => {
     const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
     const headers = signDemo(eventKey, body);
     const deliver = (extra: Record<string, string> = {}) =>
-      app.fetch(new Request("https://receiver.test/webhooks/admin-audit", { method: "POST", body, headers: { ...headers, ...extra } }), bound);
+      app.fetch(
+        new Request("https://receiver.test/webhooks/admin-audit", {
+          method: "POST",
+          body,
+          headers: { ...headers, ...extra },
+        }),
+        bound,
+      );
     expect((await deliver()).status).toBe(200);
     expect((await deliver()).status).toBe(200);
     expect((await deliver({ "webhook-signature": "v1,AAAA" })).status).toBe(401);
@@ -35,16 +47,30 @@ describe("metrics export to Analytics Engine", () => {
       expect(point.indexes).toEqual(["admin-audit"]);
       expect(point.doubles?.[0]).toBeGreaterThanOrEqual(0);
       const written = JSON.stringify(point);
-      for (const secretish of [env.DEMO_WEBHOOK_SECRET, headers["webhook-signature"], "v1,AAAA", body, eventKey]) expect(written).not.toContain(secretish);
+      for (const secretish of [env.DEMO_WEBHOOK_SECRET, headers["webhook-signature"], "v1,AAAA", body, eventKey])
+        expect(written).not.toContain(secretish);
     }
   });
 
   it("writes nothing and fails nothing when the dataset is not bound, or when writing throws", async () => {
-    expect(() => recordAttempt(env, { source: "s", outcome: "processed", httpStatus: null, durationMs: 3, attempt: 1 })).not.toThrow();
-    const broken = { METRICS: { writeDataPoint: () => { throw new Error("quota"); } } };
-    expect(() => recordAttempt(broken, { source: "s", outcome: "retry", httpStatus: 503, durationMs: 3, attempt: 2 })).not.toThrow();
+    expect(() =>
+      recordAttempt(env, { source: "s", outcome: "processed", httpStatus: null, durationMs: 3, attempt: 1 }),
+    ).not.toThrow();
+    const broken = {
+      METRICS: {
+        writeDataPoint: () => {
+          throw new Error("quota");
+        },
+      },
+    };
+    expect(() =>
+      recordAttempt(broken, { source: "s", outcome: "retry", httpStatus: 503, durationMs: 3, attempt: 2 }),
+    ).not.toThrow();
     const { points, dataset } = fakeDataset();
-    recordAttempt({ METRICS: dataset }, { source: "s", outcome: "retry", httpStatus: 503, durationMs: 840, attempt: 2 });
+    recordAttempt(
+      { METRICS: dataset },
+      { source: "s", outcome: "retry", httpStatus: 503, durationMs: 840, attempt: 2 },
+    );
     expect(points).toEqual([{ indexes: ["s"], blobs: ["attempt", "s", "retry", "503"], doubles: [840, 2] }]);
   });
 
@@ -63,7 +89,12 @@ describe("metrics export to Analytics Engine", () => {
           : [{ source, deliveries: 10, p50: 12, p95: 30, p99: 41, max: 55 }];
       return Response.json({ data });
     }) as unknown as typeof fetch;
-    const bound = { ...env, METRICS: fakeDataset().dataset, METRICS_ACCOUNT_ID: "0123456789abcdef", METRICS_API_TOKEN: "token-for-the-test" };
+    const bound = {
+      ...env,
+      METRICS: fakeDataset().dataset,
+      METRICS_ACCOUNT_ID: "0123456789abcdef",
+      METRICS_API_TOKEN: "token-for-the-test",
+    };
     const readout = (await readDeliveryMetrics(bound, 24 * 3_600_000, source, fetcher))!;
     expect(sent).toHaveLength(3);
     expect(sent.every((text) => text.includes(`index1 = '${source}'`) && text.endsWith("FORMAT JSON"))).toBe(true);
@@ -71,8 +102,15 @@ describe("metrics export to Analytics Engine", () => {
     expect(readout.hourly.get(source)?.get(hour)).toEqual({ rejected: 4, ackP50: 12, ackP95: 30 });
     expect(readout.totals.ackLatencyMs.get(source)).toEqual({ samples: 10, p50: 12, p95: 30, p99: 41, max: 55 });
 
-    const report = await sourceStats(bound as unknown as Env, 24 * 3_600_000, { onlySource: source, metrics: readout.totals });
-    expect(report.origins).toMatchObject({ rejectedSignatures: "analytics-engine", ackLatencyMs: "analytics-engine", counts: "d1" });
+    const report = await sourceStats(bound as unknown as Env, 24 * 3_600_000, {
+      onlySource: source,
+      metrics: readout.totals,
+    });
+    expect(report.origins).toMatchObject({
+      rejectedSignatures: "analytics-engine",
+      ackLatencyMs: "analytics-engine",
+      counts: "d1",
+    });
     // Nothing of this source is in D1, so the report has no row for it: the numbers are checked on the readout.
     expect(await readDeliveryMetrics({ ...env }, 3_600_000, source, fetcher)).toBeNull();
   });
@@ -80,7 +118,14 @@ describe("metrics export to Analytics Engine", () => {
 
 describe("rejected deliveries under wrangler dev", () => {
   const stats = async (bound: Env) =>
-    (await (await app.fetch(new Request("https://receiver.test/admin/api/stats?source=admin-audit", { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }), bound)).json()) as {
+    (await (
+      await app.fetch(
+        new Request("https://receiver.test/admin/api/stats?source=admin-audit", {
+          headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` },
+        }),
+        bound,
+      )
+    ).json()) as {
       origins: { rejectedSignatures: string };
       sources: { rejectedSignatures: number | null }[];
     };
@@ -88,7 +133,10 @@ describe("rejected deliveries under wrangler dev", () => {
     const eventKey = `msg_forged_${crypto.randomUUID()}`;
     const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
     const headers = { ...signDemo(eventKey, body), "webhook-signature": "v1,AAAA" };
-    return app.fetch(new Request("https://receiver.test/webhooks/admin-audit", { method: "POST", body, headers }), bound);
+    return app.fetch(
+      new Request("https://receiver.test/webhooks/admin-audit", { method: "POST", body, headers }),
+      bound,
+    );
   };
 
   it("are counted in the dev server's memory, reported by the stats, and never counted by a deployed Worker", async () => {
@@ -100,11 +148,24 @@ describe("rejected deliveries under wrangler dev", () => {
     expect(after.origins.rejectedSignatures).toBe("dev-server-memory");
     expect(after.sources[0]!.rejectedSignatures).toBe(before + 2);
     // The source page charts them, saying where they come from instead of asking to bind METRICS.
-    const session = (await app.fetch(
-      new Request("https://receiver.test/admin/login", { method: "POST", body: new URLSearchParams({ token: env.ADMIN_TOKEN }), headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" } }),
-      local,
-    )).headers.get("set-cookie")!.split(";")[0]!;
-    const html = await (await app.fetch(new Request("https://receiver.test/admin/sources/admin-audit", { headers: { cookie: session } }), local)).text();
+    const session = (
+      await app.fetch(
+        new Request("https://receiver.test/admin/login", {
+          method: "POST",
+          body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+          headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" },
+        }),
+        local,
+      )
+    ).headers
+      .get("set-cookie")!
+      .split(";")[0]!;
+    const html = await (
+      await app.fetch(
+        new Request("https://receiver.test/admin/sources/admin-audit", { headers: { cookie: session } }),
+        local,
+      )
+    ).text();
     const chart = /id="chart-rejected" data-total="(\d+)"[\s\S]*?<\/figure>/.exec(html);
     expect(Number(chart?.[1])).toBe(before + 2);
     expect(chart?.[0]).toContain("Counted by this dev server since it started");

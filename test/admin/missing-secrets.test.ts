@@ -17,7 +17,11 @@ const withUnsetSecret = {
     demo: tables.demo,
     "secret-unset": { provider: "standard-webhooks", secrets: ["NEVER_SET_WHSEC"], destination: "none" },
     "token-unset": { ...tables.demo, verify_token: "NEVER_SET_TOKEN" },
-    "half-rotated": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET", "NEVER_SET_OLD_WHSEC"], destination: "none" },
+    "half-rotated": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET", "NEVER_SET_OLD_WHSEC"],
+      destination: "none",
+    },
   },
 } as Env;
 
@@ -31,23 +35,45 @@ describe("a source whose secret is not set", () => {
     expect(healthy).toEqual({ status: "ok" });
 
     const body = JSON.stringify({ type: "thing.happened", data: {} });
-    const refused = await fetchWith(withUnsetSecret, new Request("https://receiver.test/webhooks/secret-unset", { method: "POST", body, headers: signDemo("msg_unset_1", body) }));
+    const refused = await fetchWith(
+      withUnsetSecret,
+      new Request("https://receiver.test/webhooks/secret-unset", {
+        method: "POST",
+        body,
+        headers: signDemo("msg_unset_1", body),
+      }),
+    );
     expect(refused.status).toBe(503);
     expect(await refused.json()).toMatchObject({ error: { code: "source_secret_missing" } });
-    const rotated = await fetchWith(withUnsetSecret, new Request("https://receiver.test/webhooks/half-rotated", { method: "POST", body, headers: signDemo("msg_unset_2", body) }));
+    const rotated = await fetchWith(
+      withUnsetSecret,
+      new Request("https://receiver.test/webhooks/half-rotated", {
+        method: "POST",
+        body,
+        headers: signDemo("msg_unset_2", body),
+      }),
+    );
     expect(rotated.status).toBe(200);
 
     const degraded = await fetchWith(withUnsetSecret, new Request("https://receiver.test/health"));
     expect(degraded.status).toBe(200);
     const answer = await degraded.json<{ status: string; reasons: string[]; sourcesMissingSecrets: string[] }>();
-    expect(answer).toMatchObject({ status: "degraded", reasons: ["secrets-missing"], sourcesMissingSecrets: ["secret-unset", "token-unset"] });
+    expect(answer).toMatchObject({
+      status: "degraded",
+      reasons: ["secrets-missing"],
+      sourcesMissingSecrets: ["secret-unset", "token-unset"],
+    });
     expect(JSON.stringify(answer)).not.toMatch(/NEVER_SET/);
 
     // Behind the admin token, which secret each lacks and so what to set.
     const admin = { authorization: `Bearer ${env.ADMIN_TOKEN}` };
-    const sources = await (await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/sources", { headers: admin }))).json<{ missingSecrets: Record<string, string[]> }>();
+    const sources = await (
+      await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/sources", { headers: admin }))
+    ).json<{ missingSecrets: Record<string, string[]> }>();
     expect(sources.missingSecrets).toEqual({ "secret-unset": ["NEVER_SET_WHSEC"], "token-unset": ["NEVER_SET_TOKEN"] });
-    const health = await (await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/health", { headers: admin }))).json<{ reasons: string[]; missingSecrets: Record<string, string[]> }>();
+    const health = await (
+      await fetchWith(withUnsetSecret, new Request("https://receiver.test/admin/api/health", { headers: admin }))
+    ).json<{ reasons: string[]; missingSecrets: Record<string, string[]> }>();
     expect(health.reasons).toContain("secrets-missing");
     expect(health.missingSecrets).toEqual(sources.missingSecrets);
   });

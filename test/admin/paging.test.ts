@@ -51,12 +51,16 @@ describe("paging through receipts while late relays arrive", () => {
   it("resumes a catch-up larger than a page on the next page, and still reaches the oldest receipts", async () => {
     const source = uniqueSource("paging-burst");
     const t = Date.now() - 120_000;
-    const prompt = await Promise.all([0, 1, 2, 3].map((n) => seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500 })));
+    const prompt = await Promise.all(
+      [0, 1, 2, 3].map((n) => seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500 })),
+    );
     const first = await page(`source=${source}&limit=2`);
 
     // Five receipts held up in one relay batch (one relayed_at), all with ids the reader has passed.
     const relayedAt = Date.now();
-    const burst = await Promise.all([0, 1, 2, 3, 4].map((n) => seedReceipt({ source, receivedAt: t + 3_000 + 100 * (n + 1), relayedAt })));
+    const burst = await Promise.all(
+      [0, 1, 2, 3, 4].map((n) => seedReceipt({ source, receivedAt: t + 3_000 + 100 * (n + 1), relayedAt })),
+    );
 
     const listed = first.receipts.map((receipt) => receipt.receiptId);
     let cursor = first.nextCursor;
@@ -74,7 +78,10 @@ describe("paging through receipts while late relays arrive", () => {
   it("still takes a plain receipt id as a cursor, and refuses anything else", async () => {
     const source = uniqueSource("paging-plain");
     const t = Date.now() - 60_000;
-    const [a, b] = [await seedReceipt({ source, receivedAt: t, relayedAt: t }), await seedReceipt({ source, receivedAt: t + 1, relayedAt: t + 1 })];
+    const [a, b] = [
+      await seedReceipt({ source, receivedAt: t, relayedAt: t }),
+      await seedReceipt({ source, receivedAt: t + 1, relayedAt: t + 1 }),
+    ];
     expect((await page(`source=${source}&before=${b}`)).receipts.map((receipt) => receipt.receiptId)).toEqual([a]);
     const refused = await adminGet(`/admin/api/receipts?source=${source}&before=${b}.soon`);
     expect(refused.status).toBe(400);
@@ -99,7 +106,9 @@ describe("paging through receipts while late relays arrive", () => {
   it("going back to newer pages, lists a receipt relayed late below the reader", async () => {
     const source = uniqueSource("paging-newer");
     const t = Date.now() - 60_000;
-    const [a, b, c, d] = await Promise.all([0, 1, 2, 3].map((n) => seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500 })));
+    const [a, b, c, d] = await Promise.all(
+      [0, 1, 2, 3].map((n) => seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500 })),
+    );
     const first = await page(`source=${source}&limit=2`);
     const second = await page(`source=${source}&limit=2&before=${encodeURIComponent(first.nextCursor!)}`);
     expect(second.receipts.map((receipt) => receipt.receiptId)).toEqual([b, a]);

@@ -25,7 +25,15 @@ async function seedQuarantine(source: string, receivedAt: number, relayedAt: num
   const quarantineId = ulid(receivedAt);
   await database(env)
     .insert(quarantine)
-    .values({ quarantineId, source, eventKey: `q_${quarantineId}`, reason: "payload-mismatch", payloadSha256: "1".repeat(64), receivedAt, relayedAt });
+    .values({
+      quarantineId,
+      source,
+      eventKey: `q_${quarantineId}`,
+      reason: "payload-mismatch",
+      payloadSha256: "1".repeat(64),
+      receivedAt,
+      relayedAt,
+    });
   return quarantineId;
 }
 
@@ -57,7 +65,10 @@ describe("paging through quarantine while late relays arrive", () => {
     const late = [await seedQuarantine(source, t + 2_500, now), await seedQuarantine(source, now - 2_000, now)];
     for (let n = 0; n < 3; n++) late.push(await seedQuarantine(source, t + 3_100 + n * 100, now + 1));
 
-    const listed = [...first.quarantine.map((record) => record.quarantineId), ...(await rest(source, first.nextCursor, 2))];
+    const listed = [
+      ...first.quarantine.map((record) => record.quarantineId),
+      ...(await rest(source, first.nextCursor, 2)),
+    ];
     expect([...listed].sort()).toEqual([...prompt, ...late].sort());
     expect(new Set(listed).size).toBe(listed.length);
   });
@@ -70,10 +81,23 @@ describe("paging through quarantine while late relays arrive", () => {
       const quarantineId = ulid(t + n);
       await database({ DB: where === "DB" ? env.DB : env.DB_SECOND })
         .insert(quarantine)
-        .values({ quarantineId, source: where === "DB" ? "demo" : "second-db", eventKey: `q_${quarantineId}`, reason: "payload-mismatch", payloadSha256: "1".repeat(64), receivedAt: t + n, relayedAt });
+        .values({
+          quarantineId,
+          source: where === "DB" ? "demo" : "second-db",
+          eventKey: `q_${quarantineId}`,
+          reason: "payload-mismatch",
+          payloadSha256: "1".repeat(64),
+          receivedAt: t + n,
+          relayedAt,
+        });
       return quarantineId;
     };
-    const [q0, q1, q2, q3] = [await inDatabase("DB", 0), await inDatabase("DB_SECOND", 1_000), await inDatabase("DB", 2_000), await inDatabase("DB_SECOND", 3_000)];
+    const [q0, q1, q2, q3] = [
+      await inDatabase("DB", 0),
+      await inDatabase("DB_SECOND", 1_000),
+      await inDatabase("DB", 2_000),
+      await inDatabase("DB_SECOND", 3_000),
+    ];
     const first = await page(`limit=2&before=${ulid(t + 4_000)}`);
     expect(first.quarantine.map((record) => record.quarantineId)).toEqual([q3, q2]);
     const late = await inDatabase("DB_SECOND", 2_500, Date.now());
@@ -88,7 +112,9 @@ describe("paging through quarantine while late relays arrive", () => {
     await deliverTo("admin-audit", eventKey, credit(`acct_${eventKey}`, 7));
     await waitForStatus("admin-audit", eventKey);
     const tampered = JSON.stringify(credit(`acct_${eventKey}`, 7000));
-    expect(await (await post("/webhooks/admin-audit", tampered, signDemo(eventKey, tampered))).json()).toMatchObject({ status: "quarantined" });
+    expect(await (await post("/webhooks/admin-audit", tampered, signDemo(eventKey, tampered))).json()).toMatchObject({
+      status: "quarantined",
+    });
     const [row] = await eventually(async () => {
       const rows = await database(env).select().from(quarantine).where(eq(quarantine.eventKey, eventKey));
       return rows.length > 0 ? rows : undefined;

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
+import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { receiptChanges } from "../../src/admin/lists";
-import { changesPage, parseChangesQuery, SETTLE_MS, type ChangedReceipt } from "../../src/admin/receipt-changes";
-import { eq } from "drizzle-orm";
+import { type ChangedReceipt, changesPage, parseChangesQuery, SETTLE_MS } from "../../src/admin/receipt-changes";
 import { database } from "../../src/db/client";
 import { receipts } from "../../src/db/schema";
 import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";
@@ -18,7 +18,11 @@ const cursorOf = (changedSince: string) => {
  * paging by id (newest first) never shows a live tail once they are off its first page.
  */
 
-type ChangesAnswer = { receipts: { receiptId: string; status: string; changedAt: number }[]; changesCursor: string; more: boolean };
+type ChangesAnswer = {
+  receipts: { receiptId: string; status: string; changedAt: number }[];
+  changesCursor: string;
+  more: boolean;
+};
 
 async function changes(query: Record<string, string>): Promise<ChangesAnswer> {
   const response = await adminGet(`/admin/api/receipts?${new URLSearchParams(query)}`);
@@ -33,32 +37,87 @@ describe("receipts changed since a cursor", () => {
     const source = uniqueSource("changes");
     const now = Date.now();
     const since = now - 60_000;
-    const processedLately = await seedReceipt({ source, receivedAt: now - 2 * HOUR, relayedAt: now - 2 * HOUR, status: "processed", processedAt: now - 10_000 });
-    const replayedLately = await seedReceipt({ source, receivedAt: now - 3 * HOUR, relayedAt: now - 3 * HOUR, status: "pending", processedAt: now - 3 * HOUR, replayCount: 1, replayedAt: now - 5_000 });
-    const retriedLately = await seedReceipt({ source, receivedAt: now - 4 * HOUR, relayedAt: now - 4 * HOUR, status: "pending", attempts: 2, attemptStartedAt: now - 20_000, attemptDurationMs: 900, nextAttemptAt: now + 60_000 });
-    const dismissedLately = await seedReceipt({ source, receivedAt: now - 5 * HOUR, relayedAt: now - 5 * HOUR, status: "dismissed", dismissedAt: now - 1_000 });
-    const relayedLately = await seedReceipt({ source, receivedAt: now - 30_000, relayedAt: now - 29_000, status: "pending" });
-    await seedReceipt({ source, receivedAt: now - 2 * HOUR, relayedAt: now - 2 * HOUR, status: "processed", processedAt: now - 2 * HOUR + 50 });
+    const processedLately = await seedReceipt({
+      source,
+      receivedAt: now - 2 * HOUR,
+      relayedAt: now - 2 * HOUR,
+      status: "processed",
+      processedAt: now - 10_000,
+    });
+    const replayedLately = await seedReceipt({
+      source,
+      receivedAt: now - 3 * HOUR,
+      relayedAt: now - 3 * HOUR,
+      status: "pending",
+      processedAt: now - 3 * HOUR,
+      replayCount: 1,
+      replayedAt: now - 5_000,
+    });
+    const retriedLately = await seedReceipt({
+      source,
+      receivedAt: now - 4 * HOUR,
+      relayedAt: now - 4 * HOUR,
+      status: "pending",
+      attempts: 2,
+      attemptStartedAt: now - 20_000,
+      attemptDurationMs: 900,
+      nextAttemptAt: now + 60_000,
+    });
+    const dismissedLately = await seedReceipt({
+      source,
+      receivedAt: now - 5 * HOUR,
+      relayedAt: now - 5 * HOUR,
+      status: "dismissed",
+      dismissedAt: now - 1_000,
+    });
+    const relayedLately = await seedReceipt({
+      source,
+      receivedAt: now - 30_000,
+      relayedAt: now - 29_000,
+      status: "pending",
+    });
+    await seedReceipt({
+      source,
+      receivedAt: now - 2 * HOUR,
+      relayedAt: now - 2 * HOUR,
+      status: "processed",
+      processedAt: now - 2 * HOUR + 50,
+    });
     const answer = await changes({ changedSince: String(since), window: "6h", source });
-    expect(answer.receipts.map((receipt) => receipt.receiptId)).toEqual([relayedLately, retriedLately, processedLately, replayedLately, dismissedLately]);
-    expect(answer.receipts.map((receipt) => receipt.changedAt)).toEqual([now - 29_000, now - 19_100, now - 10_000, now - 5_000, now - 1_000]);
+    expect(answer.receipts.map((receipt) => receipt.receiptId)).toEqual([
+      relayedLately,
+      retriedLately,
+      processedLately,
+      replayedLately,
+      dismissedLately,
+    ]);
+    expect(answer.receipts.map((receipt) => receipt.changedAt)).toEqual([
+      now - 29_000,
+      now - 19_100,
+      now - 10_000,
+      now - 5_000,
+      now - 1_000,
+    ]);
     expect(answer.more).toBe(false);
     // The next cursor trails the read a little (a change decided before it may commit after it), never before `since`.
     expect(Number(answer.changesCursor)).toBeGreaterThanOrEqual(since);
     expect(Number(answer.changesCursor)).toBeLessThanOrEqual(Date.now() - 29_000);
 
     // The window bounds what is read: receipts received before it are not looked at.
-    expect((await changes({ changedSince: String(since), window: "150m", source })).receipts.map((receipt) => receipt.receiptId)).toEqual([
-      relayedLately,
-      processedLately,
-    ]);
+    expect(
+      (await changes({ changedSince: String(since), window: "150m", source })).receipts.map(
+        (receipt) => receipt.receiptId,
+      ),
+    ).toEqual([relayedLately, processedLately]);
     // Filters apply to where the receipt is now.
-    expect((await changes({ changedSince: String(since), window: "6h", source, status: "pending" })).receipts.map((receipt) => receipt.receiptId)).toEqual([
-      relayedLately,
-      retriedLately,
-      replayedLately,
-    ]);
-    expect((await changes({ changedSince: String(since), window: "6h", source: uniqueSource("nobody") })).receipts).toEqual([]);
+    expect(
+      (await changes({ changedSince: String(since), window: "6h", source, status: "pending" })).receipts.map(
+        (receipt) => receipt.receiptId,
+      ),
+    ).toEqual([relayedLately, retriedLately, replayedLately]);
+    expect(
+      (await changes({ changedSince: String(since), window: "6h", source: uniqueSource("nobody") })).receipts,
+    ).toEqual([]);
   });
 
   it("pages through more changes than a page holds without skipping or repeating, ties included", async () => {
@@ -68,7 +127,15 @@ describe("receipts changed since a cursor", () => {
     // Five receipts, three finished in the same millisecond, all longer ago than SETTLE_MS (newer ones are an early
     // look, at the end of a pass: the test below).
     for (const [index, finished] of [now - 44_000, now - 43_000, now - 43_000, now - 43_000, now - 41_000].entries()) {
-      ids.push(await seedReceipt({ source, receivedAt: now - HOUR + index, relayedAt: now - HOUR + index, status: "processed", processedAt: finished }));
+      ids.push(
+        await seedReceipt({
+          source,
+          receivedAt: now - HOUR + index,
+          relayedAt: now - HOUR + index,
+          status: "processed",
+          processedAt: finished,
+        }),
+      );
     }
     const seen: string[] = [];
     let cursor = String(now - 50_000);
@@ -85,7 +152,14 @@ describe("receipts changed since a cursor", () => {
     const source = uniqueSource("changes-late");
     const T = Date.now();
     const query = { since: T - 10_000, afterId: null, windowMs: 2 * HOUR, source, limit: 2 };
-    const finished = (processedAt: number) => seedReceipt({ source, receivedAt: T - HOUR + (processedAt % 1000), relayedAt: T - HOUR, status: "processed", processedAt });
+    const finished = (processedAt: number) =>
+      seedReceipt({
+        source,
+        receivedAt: T - HOUR + (processedAt % 1000),
+        relayedAt: T - HOUR,
+        status: "processed",
+        processedAt,
+      });
     const early = [await finished(T - 5_000), await finished(T - 4_000), await finished(T - 3_000)];
 
     /** Follows the cursor from `changedSince` until `more` is false, every call read at `now`. */
@@ -117,21 +191,48 @@ describe("receipts changed since a cursor", () => {
     const now = 1_000_000;
     const query = { since: 0, afterId: null, windowMs: HOUR, limit: 2 };
     const settled = [row(now - 50_000, "A"), row(now - 40_000, "B"), row(now - 35_000, "C")];
-    expect(changesPage(settled, query, now)).toEqual({ receipts: settled.slice(0, 2), changesCursor: `${now - 40_000}.B`, more: true, settledBefore: now - SETTLE_MS });
+    expect(changesPage(settled, query, now)).toEqual({
+      receipts: settled.slice(0, 2),
+      changesCursor: `${now - 40_000}.B`,
+      more: true,
+      settledBefore: now - SETTLE_MS,
+    });
     // The second row is from the last SETTLE_MS: all settled changes are on the page; the cursor stops at the settle line.
     const mixed = [row(now - 50_000, "A"), row(now - 1_000, "B"), row(now - 500, "C")];
-    expect(changesPage(mixed, query, now)).toEqual({ receipts: mixed.slice(0, 2), changesCursor: String(now - SETTLE_MS), more: false, settledBefore: now - SETTLE_MS });
+    expect(changesPage(mixed, query, now)).toEqual({
+      receipts: mixed.slice(0, 2),
+      changesCursor: String(now - SETTLE_MS),
+      more: false,
+      settledBefore: now - SETTLE_MS,
+    });
     // A cursor already past the settle line stays where it is, its tie-breaking id included.
-    expect(changesPage([row(now - 100, "Z")], { ...query, since: now - 1_000, afterId: "Y" }, now).changesCursor).toBe(`${now - 1_000}.Y`);
+    expect(changesPage([row(now - 100, "Z")], { ...query, since: now - 1_000, afterId: "Y" }, now).changesCursor).toBe(
+      `${now - 1_000}.Y`,
+    );
   });
 
   it("sees a dismissal undone and a dead verdict that keeps no time of its own: D1 stamps the entry into the status", async () => {
     const source = uniqueSource("changes-entered");
     const now = Date.now();
-    const restored = await seedReceipt({ source, receivedAt: now - 2 * HOUR, relayedAt: now - 2 * HOUR, status: "dismissed", dismissedAt: now - HOUR });
-    const diedQuietly = await seedReceipt({ source, receivedAt: now - 2 * HOUR + 1, relayedAt: now - 2 * HOUR, status: "processing", attemptStartedAt: now - HOUR });
+    const restored = await seedReceipt({
+      source,
+      receivedAt: now - 2 * HOUR,
+      relayedAt: now - 2 * HOUR,
+      status: "dismissed",
+      dismissedAt: now - HOUR,
+    });
+    const diedQuietly = await seedReceipt({
+      source,
+      receivedAt: now - 2 * HOUR + 1,
+      relayedAt: now - 2 * HOUR,
+      status: "processing",
+      attemptStartedAt: now - HOUR,
+    });
     const since = Date.now();
-    expect((await (await adminPost("/admin/api/dead/restore", { receiptIds: [restored] })).json<{ changed: string[] }>()).changed).toEqual([restored]);
+    expect(
+      (await (await adminPost("/admin/api/dead/restore", { receiptIds: [restored] })).json<{ changed: string[] }>())
+        .changed,
+    ).toEqual([restored]);
     // The work queue's dead-letter consumer writes the verdict and nothing else.
     await database(env).update(receipts).set({ status: "dead" }).where(eq(receipts.receiptId, diedQuietly));
     const answer = await changes({ changedSince: String(since), window: "6h", source });
@@ -149,7 +250,9 @@ describe("receipts changed since a cursor", () => {
     };
     expect(await refused("changedSince=yesterday")).toMatch(/"changedSince"/);
     expect(await refused(`changedSince=${Date.now()}&window=30d`)).toMatch(/"window" must be .* at most 7d/);
-    expect(await refused(`changedSince=${Date.now()}&before=01KB0000000000000000000000`)).toMatch(/"before" cannot be combined with changedSince/);
+    expect(await refused(`changedSince=${Date.now()}&before=01KB0000000000000000000000`)).toMatch(
+      /"before" cannot be combined with changedSince/,
+    );
     expect(await refused(`changedSince=${Date.now()}&status=finished`)).toMatch(/"status"/);
     expect(await refused("window=1h")).toMatch(/"window" only goes with changedSince/);
   });

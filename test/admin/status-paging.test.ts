@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import type { ReceiptStatus } from "../../src/admin/filters";
 import { database } from "../../src/db/client";
 import { receipts } from "../../src/db/schema";
-import type { ReceiptStatus } from "../../src/admin/filters";
 import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";
 
 /**
@@ -26,7 +26,13 @@ describe("paging a status-filtered list while statuses change", () => {
     const source = uniqueSource("status-paging");
     const t = Date.now() - 120_000;
     const at = (n: number, status: ReceiptStatus) =>
-      seedReceipt({ source, receivedAt: t + n * 1_000, relayedAt: t + n * 1_000 + 500, status, ...(status === "dismissed" ? { dismissedAt: t + n * 1_000 + 600 } : {}) });
+      seedReceipt({
+        source,
+        receivedAt: t + n * 1_000,
+        relayedAt: t + n * 1_000 + 500,
+        status,
+        ...(status === "dismissed" ? { dismissedAt: t + n * 1_000 + 600 } : {}),
+      });
     const leavesAhead = await at(0, "dead");
     const restoredAhead = await at(1, "dismissed");
     const dead2 = await at(2, "dead");
@@ -41,9 +47,22 @@ describe("paging a status-filtered list while statuses change", () => {
 
     // Behind the reader (ids above dead2): one restored through the route, two given a dead verdict as the consumer
     // writes it. Ahead of it: one restored (listed in its place), one dismissed (no longer dead when its place is read).
-    expect((await (await adminPost("/admin/api/dead/restore", { receiptIds: [restoredBehind, restoredAhead] })).json<{ changed: string[] }>()).changed).toHaveLength(2);
-    for (const receiptId of [diesBehind, diesBehindToo]) await database(env).update(receipts).set({ status: "dead", lastError: "gave up" }).where(eq(receipts.receiptId, receiptId));
-    expect((await (await adminPost("/admin/api/dead/dismiss", { receiptIds: [leavesAhead] })).json<{ changed: string[] }>()).changed).toEqual([leavesAhead]);
+    expect(
+      (
+        await (
+          await adminPost("/admin/api/dead/restore", { receiptIds: [restoredBehind, restoredAhead] })
+        ).json<{ changed: string[] }>()
+      ).changed,
+    ).toHaveLength(2);
+    for (const receiptId of [diesBehind, diesBehindToo])
+      await database(env)
+        .update(receipts)
+        .set({ status: "dead", lastError: "gave up" })
+        .where(eq(receipts.receiptId, receiptId));
+    expect(
+      (await (await adminPost("/admin/api/dead/dismiss", { receiptIds: [leavesAhead] })).json<{ changed: string[] }>())
+        .changed,
+    ).toEqual([leavesAhead]);
 
     const listed = first.receipts.map((receipt) => receipt.receiptId);
     let cursor = first.nextCursor;
@@ -56,7 +75,9 @@ describe("paging a status-filtered list while statuses change", () => {
     }
     expect(cursor).toBeNull();
     expect(listed.slice(3, 6)).toEqual([restoredBehind, diesBehind, diesBehindToo]);
-    expect([...listed].sort()).toEqual([dead7, dead5, dead2, restoredBehind, diesBehind, diesBehindToo, restoredAhead].sort());
+    expect([...listed].sort()).toEqual(
+      [dead7, dead5, dead2, restoredBehind, diesBehind, diesBehindToo, restoredAhead].sort(),
+    );
     expect(new Set(listed).size).toBe(listed.length);
   });
 
@@ -64,7 +85,8 @@ describe("paging a status-filtered list while statuses change", () => {
     const source = uniqueSource("status-cost");
     const receiptId = await seedReceipt({ source, receivedAt: Date.now() - 60_000, relayedAt: Date.now() - 59_000 });
     const written = async (status: string) =>
-      (await env.DB.prepare("UPDATE receipts SET status = ? WHERE id = ?").bind(status, receiptId).run()).meta.rows_written;
+      (await env.DB.prepare("UPDATE receipts SET status = ? WHERE id = ?").bind(status, receiptId).run()).meta
+        .rows_written;
     const processing = await written("processing");
     const processed = await written("processed");
     expect(processed).toBe(processing);

@@ -1,10 +1,16 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { shardFor, shardIndex, shardCount } from "../../src/claims/routing";
+import { shardCount, shardFor, shardIndex } from "../../src/claims/routing";
 import { credit, deliverDemo, waitForStatus } from "../support/deliveries";
 import { adminGet } from "./support";
 
-type Storage = { d1Bytes: number | null; d1CapBytes: number; d1UsedFraction: number | null; shards: { shard: string; bytes: number }[] | null; shardBytesTotal: number | null };
+type Storage = {
+  d1Bytes: number | null;
+  d1CapBytes: number;
+  d1UsedFraction: number | null;
+  shards: { shard: string; bytes: number }[] | null;
+  shardBytesTotal: number | null;
+};
 
 describe("storage sizes", () => {
   it("the stats give D1's size, and each shard's size for one source; so does /admin/api/health", async () => {
@@ -25,7 +31,11 @@ describe("storage sizes", () => {
     expect(one.storage.shards!.find((entry) => entry.shard === owner)!.bytes).toBe(ownerBytes);
     expect(one.storage.shardBytesTotal).toBe(one.storage.shards!.reduce((total, entry) => total + entry.bytes, 0));
 
-    const health = await (await adminGet("/admin/api/health?source=demo")).json<{ status: string; storage: Storage; systemAlerts: unknown[] }>();
+    const health = await (await adminGet("/admin/api/health?source=demo")).json<{
+      status: string;
+      storage: Storage;
+      systemAlerts: unknown[];
+    }>();
     expect(["ok", "degraded"]).toContain(health.status);
     expect(Array.isArray(health.systemAlerts)).toBe(true);
     expect(health.storage.d1Bytes).toBeGreaterThan(0);

@@ -11,11 +11,19 @@ import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";
 type ErrorEnvelope = { error: { code: string; message: string } };
 
 async function deadLetter(source: string, receivedAt = Date.now()): Promise<string> {
-  return seedReceipt({ source, receivedAt, status: "dead", eventType: "account.credited", lastError: "boom", body: Buffer.from("{}") });
+  return seedReceipt({
+    source,
+    receivedAt,
+    status: "dead",
+    eventType: "account.credited",
+    lastError: "boom",
+    body: Buffer.from("{}"),
+  });
 }
 
 async function statusOf(receiptId: string): Promise<string> {
-  return (await (await adminGet(`/admin/api/receipts/${receiptId}`)).json<{ receipt: { status: string } }>()).receipt.status;
+  return (await (await adminGet(`/admin/api/receipts/${receiptId}`)).json<{ receipt: { status: string } }>()).receipt
+    .status;
 }
 
 describe("unknown query parameters", () => {
@@ -59,10 +67,14 @@ describe("unknown query parameters", () => {
     const source = uniqueSource("strict-key");
     const receiptId = await deadLetter(source);
     await deadLetter(source);
-    const page = await (await adminGet(`/admin/api/receipts?source=${source}&eventKey=evt_${receiptId}`)).json<{ receipts: { receiptId: string; eventKey: string }[] }>();
+    const page = await (await adminGet(`/admin/api/receipts?source=${source}&eventKey=evt_${receiptId}`)).json<{
+      receipts: { receiptId: string; eventKey: string }[];
+    }>();
     expect(page.receipts.map((receipt) => receipt.receiptId)).toEqual([receiptId]);
     expect(page.receipts[0]!.eventKey).toBe(`evt_${receiptId}`);
-    const dead = await (await adminGet(`/admin/api/dead?source=${source}&eventKey=evt_${receiptId}`)).json<{ receipts: unknown[] }>();
+    const dead = await (await adminGet(`/admin/api/dead?source=${source}&eventKey=evt_${receiptId}`)).json<{
+      receipts: unknown[];
+    }>();
     expect(dead.receipts).toHaveLength(1);
   });
 });
@@ -72,7 +84,11 @@ describe("bulk replay's body", () => {
     const source = uniqueSource("strict-body");
     const named = await deadLetter(source);
     const bystander = await deadLetter(source);
-    for (const body of [{ receipt_ids: [named] }, { receiptIds: [named], sorce: source }, { source, sinse: "2026-01-01" }]) {
+    for (const body of [
+      { receipt_ids: [named] },
+      { receiptIds: [named], sorce: source },
+      { source, sinse: "2026-01-01" },
+    ]) {
       const response = await adminPost("/admin/api/dead/replay", body);
       expect(response.status, JSON.stringify(body)).toBe(400);
       const { error } = await response.json<ErrorEnvelope>();
@@ -88,7 +104,14 @@ describe("bulk replay's body", () => {
   it("needs an explicit scope: {} and a filter without a source replay nothing", async () => {
     const slice = Date.parse("2024-02-01T00:00:00Z") + Math.floor(Math.random() * 1e9);
     const receiptId = await deadLetter(uniqueSource("strict-scope"), slice);
-    for (const body of [{}, { since: slice, until: slice + 1 }, { type: "account.credited" }, { source: "  " }, { all: false, since: slice }, { all: "yes" }]) {
+    for (const body of [
+      {},
+      { since: slice, until: slice + 1 },
+      { type: "account.credited" },
+      { source: "  " },
+      { all: false, since: slice },
+      { all: "yes" },
+    ]) {
       const response = await adminPost("/admin/api/dead/replay", body);
       expect(response.status, JSON.stringify(body)).toBe(400);
       expect((await response.json<ErrorEnvelope>()).error.code).toBe("invalid_body");
@@ -99,7 +122,11 @@ describe("bulk replay's body", () => {
   it("refuses contradictory scopes: ids with a filter, a source with all", async () => {
     const source = uniqueSource("strict-mixed");
     const receiptId = await deadLetter(source);
-    for (const body of [{ receiptIds: [receiptId], source }, { receiptIds: [receiptId], all: true }, { source, all: true }]) {
+    for (const body of [
+      { receiptIds: [receiptId], source },
+      { receiptIds: [receiptId], all: true },
+      { source, all: true },
+    ]) {
       const response = await adminPost("/admin/api/dead/replay", body);
       expect(response.status, JSON.stringify(body)).toBe(400);
     }
@@ -120,7 +147,9 @@ describe("bulk replay's body", () => {
 
   it("still replays by ids", async () => {
     const receiptId = await deadLetter(uniqueSource("strict-ids"));
-    const report = await (await adminPost("/admin/api/dead/replay", { receiptIds: [receiptId, ulid()] })).json<{ results: { outcome: string }[] }>();
+    const report = await (await adminPost("/admin/api/dead/replay", { receiptIds: [receiptId, ulid()] })).json<{
+      results: { outcome: string }[];
+    }>();
     expect(report.results.map((result) => result.outcome)).toEqual(["replayed", "not_found"]);
   });
 });

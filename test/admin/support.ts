@@ -12,7 +12,11 @@ export function adminGet(path: string, headers: Record<string, string> = ADMIN):
 
 export function adminPost(path: string, body: unknown, headers: Record<string, string> = ADMIN): Promise<Response> {
   return exports.default.fetch(
-    new Request(`https://receiver.test${path}`, { method: "POST", body: JSON.stringify(body), headers: { ...headers, "content-type": "application/json" } }),
+    new Request(`https://receiver.test${path}`, {
+      method: "POST",
+      body: JSON.stringify(body),
+      headers: { ...headers, "content-type": "application/json" },
+    }),
   );
 }
 
@@ -42,8 +46,12 @@ export async function seedAttempt(row: typeof attempts.$inferInsert): Promise<vo
   await database(env).insert(attempts).values(row);
 }
 
-export async function seedAlert(row: Partial<typeof alerts.$inferInsert> & { kind: string; openedAt: number }): Promise<string> {
+export async function seedAlert(
+  row: Partial<typeof alerts.$inferInsert> & { kind: string; openedAt: number },
+): Promise<string> {
   const alertId = ulid(row.openedAt);
-  await database(env).insert(alerts).values({ state: "open", ...row, alertId });
+  await database(env)
+    .insert(alerts)
+    .values({ state: "open", ...row, alertId });
   return alertId;
 }

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { issueSession } from "../../src/admin/auth";
-import { summarizeSystem, type SystemHealth } from "../../src/admin/dashboard/system-summary";
+import { type SystemHealth, summarizeSystem } from "../../src/admin/dashboard/system-summary";
 import { app } from "../../src/app";
 import { D1_CAP_BYTES } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";
-import { unreachableD1 } from "../support/failpoints";
 import { runCron } from "../reconcile/support";
+import { unreachableD1 } from "../support/failpoints";
 
 /**
  * The dashboard's System panel, through the real routes with a signed-in session: the system monitor's incidents
@@ -19,12 +19,18 @@ const tables = env.SOURCES as Record<string, Record<string, unknown>>;
 const fullySet = { ...env, SOURCES: { demo: tables.demo, "second-db": tables["second-db"] } } as Env;
 const withUnsetSecret = {
   ...env,
-  SOURCES: { ...tables, "syspanel-unset": { provider: "standard-webhooks", secrets: ["NEVER_SET_SYSPANEL_WHSEC"], destination: "none" } },
+  SOURCES: {
+    ...tables,
+    "syspanel-unset": { provider: "standard-webhooks", secrets: ["NEVER_SET_SYSPANEL_WHSEC"], destination: "none" },
+  },
 } as Env;
 
 async function pageWith(testEnv: Env, path: string): Promise<Response> {
   const cookie = `admin_session=${await issueSession(env.ADMIN_TOKEN)}`;
-  return await app.fetch(new Request(`https://receiver.test${path}`, { headers: { cookie }, redirect: "manual" }), testEnv);
+  return await app.fetch(
+    new Request(`https://receiver.test${path}`, { headers: { cookie }, redirect: "manual" }),
+    testEnv,
+  );
 }
 
 function section(html: string, id: string): string {
@@ -42,7 +48,9 @@ describe("the System panel", () => {
     expect(response.status).toBe(200);
     const html = await response.text();
     const quiet = /<p[^>]*id="system-quiet"[^>]*>(.*?)<\/p>/s.exec(html)?.[1] ?? "";
-    expect(quiet).toMatch(/^System: all well — DB \d+(\.\d+)? MB \(\d+\.\d %\) · DB_SECOND \d+(\.\d+)? MB \(\d+\.\d %\)\./);
+    expect(quiet).toMatch(
+      /^System: all well — DB \d+(\.\d+)? MB \(\d+\.\d %\) · DB_SECOND \d+(\.\d+)? MB \(\d+\.\d %\)\./,
+    );
     expect(html).not.toContain('id="system-incidents"');
     expect(html).not.toContain('id="missing-secrets"');
     expect(html).not.toContain('id="database-sizes"');
@@ -70,11 +78,15 @@ describe("the System panel", () => {
     expect(panel).toContain('href="/admin/system"');
   });
 
-  it("shows an open incident with its message while D1 is down, then the resolved one muted, then the quiet line again", { timeout: 120_000 }, async () => {
+  it("shows an open incident with its message while D1 is down, then the resolved one muted, then the quiet line again", {
+    timeout: 120_000,
+  }, async () => {
     const broken = { ...env, DB: unreachableD1() } as Env;
     const now = Date.now();
     await runCron(now, broken);
-    const raised = (await systemMonitor(env).list()).filter((incident) => incident.state === "open").map((incident) => incident.kind);
+    const raised = (await systemMonitor(env).list())
+      .filter((incident) => incident.state === "open")
+      .map((incident) => incident.kind);
     expect(raised.sort()).toEqual(["cron-failed", "d1-unreachable"]);
 
     // The overview reads its statistics from D1: they fail, the panel still says what the monitor knows.
@@ -99,10 +111,14 @@ describe("the System panel", () => {
     expect(systemPage.status).toBe(200);
     const systemHtml = await systemPage.text();
     expect(systemHtml).toContain('data-incident="cron-failed"');
-    expect(systemHtml).toMatch(/<p id="shard-sizes">16 shards hold [\d.]+ MB in all; the largest, <code>(demo|second-db)#\d<\/code>/);
+    expect(systemHtml).toMatch(
+      /<p id="shard-sizes">16 shards hold [\d.]+ MB in all; the largest, <code>(demo|second-db)#\d<\/code>/,
+    );
 
     // D1 answers a reporter again, but the resolution cannot be recorded yet: shown muted until it is.
-    await systemMonitor(env).report([{ kind: "d1-unreachable", reporter: "cron", firing: false, message: "" }], { d1Reachable: false });
+    await systemMonitor(env).report([{ kind: "d1-unreachable", reporter: "cron", firing: false, message: "" }], {
+      d1Reachable: false,
+    });
     const resolving = await (await pageWith(fullySet, "/admin")).text();
     const resolved = /<ul[^>]*id="system-resolved"[^>]*>.*?<\/ul>/s.exec(resolving)?.[0] ?? "";
     expect(resolved).toContain('class="muted system-resolved"');
@@ -127,7 +143,10 @@ describe("the System panel", () => {
         monitorError: null,
         missingSecrets: {},
         expiredSecrets: {},
-        storage: { d1CapBytes: D1_CAP_BYTES, d1Databases: bytes.map((size, index) => ({ binding: `DB${index}`, bytes: size, usedFraction: null })) },
+        storage: {
+          d1CapBytes: D1_CAP_BYTES,
+          d1Databases: bytes.map((size, index) => ({ binding: `DB${index}`, bytes: size, usedFraction: null })),
+        },
       }) as unknown as SystemHealth;
     const near = summarizeSystem(health([Math.floor(D1_CAP_BYTES * 0.81), 1024 ** 2]));
     expect(near.databases!.map((database) => database.state)).toEqual(["near-cap", "ok"]);

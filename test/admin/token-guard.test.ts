@@ -16,10 +16,14 @@ const ORIGIN = "https://receiver.test";
 /** Every value .dev.vars.example assigns: the file anyone reads first. */
 const exampleValues = [...devVarsExample.matchAll(/^[A-Z_]+="([^"]*)"$/gm)].map((match) => match[1]!);
 
-const withToken = (token: string, extra: Record<string, string> = {}) => ({ ...env, ADMIN_TOKEN: token, LOCAL_DEVELOPMENT: undefined, ...extra }) as unknown as Env;
+const withToken = (token: string, extra: Record<string, string> = {}) =>
+  ({ ...env, ADMIN_TOKEN: token, LOCAL_DEVELOPMENT: undefined, ...extra }) as unknown as Env;
 
 const apiCall = (token: string, testEnv: Env) =>
-  app.fetch(new Request(`${ORIGIN}/admin/api/receipts?limit=1`, { headers: { authorization: `Bearer ${token}` } }), testEnv);
+  app.fetch(
+    new Request(`${ORIGIN}/admin/api/receipts?limit=1`, { headers: { authorization: `Bearer ${token}` } }),
+    testEnv,
+  );
 
 function login(token: string, headers: Record<string, string> = {}, testEnv?: Env): Promise<Response> {
   const request = new Request(`${ORIGIN}/admin/login`, {
@@ -38,7 +42,8 @@ afterEach(() => {
 describe("a shipped example admin token", () => {
   it("lists every value .dev.vars.example and the README ship (the README's local token among them)", () => {
     expect(exampleValues.filter((value) => value !== "true").length).toBeGreaterThanOrEqual(3);
-    for (const value of exampleValues.filter((value) => value !== "true")) expect(SHIPPED_EXAMPLE_VALUES).toContain(value);
+    for (const value of exampleValues.filter((value) => value !== "true"))
+      expect(SHIPPED_EXAMPLE_VALUES).toContain(value);
     expect(SHIPPED_EXAMPLE_VALUES).toContain("local-admin-token-change-me");
   });
 
@@ -47,7 +52,9 @@ describe("a shipped example admin token", () => {
       const deployed = withToken(example);
       const api = await apiCall(example, deployed);
       expect(api.status).toBe(503);
-      expect(await api.json()).toEqual({ error: { code: "admin_token_is_example", message: expect.stringContaining("shipped example") } });
+      expect(await api.json()).toEqual({
+        error: { code: "admin_token_is_example", message: expect.stringContaining("shipped example") },
+      });
 
       const form = await login(example, {}, deployed);
       expect(form.status).toBe(503);
@@ -56,18 +63,28 @@ describe("a shipped example admin token", () => {
 
       const health = await app.fetch(new Request(`${ORIGIN}/health`), deployed);
       const answer = (await health.json()) as { status: string; reasons: string[]; detail: string };
-      expect(answer).toMatchObject({ status: "degraded", detail: expect.stringContaining("ADMIN_TOKEN is the shipped example") });
+      expect(answer).toMatchObject({
+        status: "degraded",
+        detail: expect.stringContaining("ADMIN_TOKEN is the shipped example"),
+      });
       expect(answer.reasons).toContain("admin-token-example");
     }
   });
 
-  it("still works where .dev.vars says LOCAL_DEVELOPMENT=\"true\" (wrangler dev), and a real token works anywhere", async () => {
+  it('still works where .dev.vars says LOCAL_DEVELOPMENT="true" (wrangler dev), and a real token works anywhere', async () => {
     const local = withToken("local-admin-token-change-me", { LOCAL_DEVELOPMENT: "true" });
     expect((await apiCall("local-admin-token-change-me", local)).status).toBe(200);
     const health = (await (await app.fetch(new Request(`${ORIGIN}/health`), local)).json()) as { reasons?: string[] };
     expect(health.reasons ?? []).not.toContain("admin-token-example");
     // Only the exact value "true" marks local development.
-    expect((await apiCall("local-admin-token-change-me", withToken("local-admin-token-change-me", { LOCAL_DEVELOPMENT: "yes" }))).status).toBe(503);
+    expect(
+      (
+        await apiCall(
+          "local-admin-token-change-me",
+          withToken("local-admin-token-change-me", { LOCAL_DEVELOPMENT: "yes" }),
+        )
+      ).status,
+    ).toBe(503);
     const real = "a-real-admin-token-0123456789abcdef";
     expect((await apiCall(real, withToken(real))).status).toBe(200);
   });
@@ -96,7 +113,10 @@ describe("the whole admin token, and nothing less", () => {
   it("takes the bearer scheme name in any case, as HTTP auth schemes are (RFC 9110 §11.1)", async () => {
     const real = "a-real-admin-token-0123456789abcdef";
     for (const scheme of ["bearer", "BEARER"]) {
-      const response = await app.fetch(new Request(`${ORIGIN}/admin/api/receipts?limit=1`, { headers: { authorization: `${scheme} ${real}` } }), withToken(real));
+      const response = await app.fetch(
+        new Request(`${ORIGIN}/admin/api/receipts?limit=1`, { headers: { authorization: `${scheme} ${real}` } }),
+        withToken(real),
+      );
       expect(response.status, scheme).toBe(200);
     }
   });
@@ -129,7 +149,8 @@ describe("the sign-in throttle", () => {
     vi.setSystemTime(Date.parse("2026-12-01T10:01:00Z"));
     expect((await login(env.ADMIN_TOKEN, address)).status).toBe(303);
     // The success forgot the earlier failures: a fresh budget, not one failure short of the brake.
-    for (let attempt = 0; attempt < LOGIN_FAILURES_PER_WINDOW - 1; attempt += 1) expect((await login("wrong", address)).status).toBe(401);
+    for (let attempt = 0; attempt < LOGIN_FAILURES_PER_WINDOW - 1; attempt += 1)
+      expect((await login("wrong", address)).status).toBe(401);
     expect((await login(env.ADMIN_TOKEN, address)).status).toBe(303);
   });
 });

@@ -5,8 +5,8 @@ import { replayReceipt } from "../../src/replay/replay";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
 import { standinRequests } from "../consumers/support/processing";
-import { eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import { runCron } from "../reconcile/support";
+import { eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 
 /**
  * Large bodies through the real route, relay, queue consumer, admin API, replay and retention, with the BODIES
@@ -18,7 +18,10 @@ const SMALL_THRESHOLD = "bodies-r2-small"; // r2_body_threshold = 16, destinatio
 
 /** About 100 KB of JSON with multi-byte characters, so "byte-exact" means something. */
 function largeBody(tag: string): string {
-  return JSON.stringify({ type: "report.ready", data: { tag, rows: Array.from({ length: 1500 }, (_, index) => `ligne ${index} — café ☕ ${tag}`) } });
+  return JSON.stringify({
+    type: "report.ready",
+    data: { tag, rows: Array.from({ length: 1500 }, (_, index) => `ligne ${index} — café ☕ ${tag}`) },
+  });
 }
 
 async function row(source: string, eventKey: string) {
@@ -54,9 +57,18 @@ describe("bodies above the threshold live in R2", () => {
 
     // Admin API: the body as it arrived, with its kept headers.
     const detail = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{
-      receipt: { body: { encoding: string; text: string }; bodyRetained: boolean; bodyLocation: string; keptHeaders: Record<string, string> };
+      receipt: {
+        body: { encoding: string; text: string };
+        bodyRetained: boolean;
+        bodyLocation: string;
+        keptHeaders: Record<string, string>;
+      };
     }>();
-    expect(detail.receipt).toMatchObject({ body: { encoding: "utf8", text: body }, bodyRetained: true, bodyLocation: "r2" });
+    expect(detail.receipt).toMatchObject({
+      body: { encoding: "utf8", text: body },
+      bodyRetained: true,
+      bodyLocation: "r2",
+    });
     expect(detail.receipt.keptHeaders).toEqual(JSON.parse(receipt.keptHeaders!));
 
     // Replay: processed by the second forward, which carries the same bytes.
@@ -69,18 +81,26 @@ describe("bodies above the threshold live in R2", () => {
     // Past payload retention (1h), the cron drops the body: the object and the marker go together.
     const onlyThisSource = { ...env, SOURCES: { [LARGE]: (env.SOURCES as Record<string, unknown>)[LARGE] } } as Env;
     const later = Date.now() + 2 * 3_600_000;
-    await eventually(async () => {
-      await runCron(later, onlyThisSource);
-      return (await row(LARGE, eventKey))?.bodyLocation === null ? true : undefined;
-    }, 60_000, "retention to drop the R2 body");
+    await eventually(
+      async () => {
+        await runCron(later, onlyThisSource);
+        return (await row(LARGE, eventKey))?.bodyLocation === null ? true : undefined;
+      },
+      60_000,
+      "retention to drop the R2 body",
+    );
     expect(await stored(receipt.receiptId)).toBeNull();
     expect(await row(LARGE, eventKey)).toMatchObject({ bodyInRow: 0, bodyLocation: null, keptHeaders: null });
-    const after = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{ receipt: { body: unknown; bodyRetained: boolean } }>();
+    const after = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{
+      receipt: { body: unknown; bodyRetained: boolean };
+    }>();
     expect(after.receipt).toMatchObject({ body: null, bodyRetained: false });
     expect((await replayReceipt(env, receipt.receiptId)).kind).toBe("payload_expired");
   });
 
-  it("keeps a dead letter's body in R2 past payload retention, until it is dismissed", { timeout: 120_000 }, async () => {
+  it("keeps a dead letter's body in R2 past payload retention, until it is dismissed", {
+    timeout: 120_000,
+  }, async () => {
     const tag = crypto.randomUUID();
     const eventKey = `msg_large_dead_${tag}`;
     const body = largeBody(tag);
@@ -95,15 +115,21 @@ describe("bodies above the threshold live in R2", () => {
     await runCron(later, onlyThisSource);
     expect(await row(LARGE, eventKey)).toMatchObject({ bodyLocation: "r2" });
     expect((await stored(receipt.receiptId))!.bytes).toEqual(new TextEncoder().encode(body));
-    const detail = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{ receipt: { receivedAt: number; bodyDropsAt: number } }>();
+    const detail = await (await adminGet(`/admin/api/receipts/${receipt.receiptId}`)).json<{
+      receipt: { receivedAt: number; bodyDropsAt: number };
+    }>();
     expect(detail.receipt.bodyDropsAt).toBe(detail.receipt.receivedAt + 35 * 86_400_000);
 
     // Dismissed: the object and the marker go at the next run, payload retention being long past.
     expect((await dismissAnywhere(env, [receipt.receiptId])).changed).toEqual([receipt.receiptId]);
-    await eventually(async () => {
-      await runCron(later + 1, onlyThisSource);
-      return (await row(LARGE, eventKey))?.bodyLocation === null ? true : undefined;
-    }, 60_000, "retention to drop the dismissed dead letter's R2 body");
+    await eventually(
+      async () => {
+        await runCron(later + 1, onlyThisSource);
+        return (await row(LARGE, eventKey))?.bodyLocation === null ? true : undefined;
+      },
+      60_000,
+      "retention to drop the dismissed dead letter's R2 body",
+    );
     expect(await stored(receipt.receiptId)).toBeNull();
   });
 
@@ -127,7 +153,11 @@ describe("bodies above the threshold live in R2", () => {
 
   it("refuses a malformed r2_body_threshold like any other bad setting", () => {
     const context = { knownProviders: new Set(["standard-webhooks"]), knownHandlers: new Set<string>() };
-    const table = (threshold: unknown) => ({ provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], r2_body_threshold: threshold });
+    const table = (threshold: unknown) => ({
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      r2_body_threshold: threshold,
+    });
     expect(parseSource("big-bodies", table("64KB"), context)).toEqual({
       ok: false,
       problems: [expect.stringMatching(/r2_body_threshold must be a whole number of bytes/)],

@@ -4,13 +4,13 @@
  * `npm run test:browser`), because the browser and wrangler are processes the workerd test pool cannot start.
  */
 import assert from "node:assert/strict";
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { standardWebhookHeaders } from "../../scripts/lib/signed-delivery.mjs";
 
 /** A port the OS says is free now: runs on one machine must not collide on a fixed one. */
@@ -40,13 +40,18 @@ let context: BrowserContext | undefined;
 const requestedUrls: string[] = [];
 
 function wrangler(args: string[]): string {
-  return execFileSync(WRANGLER, args, { encoding: "utf8", env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" }, stdio: ["ignore", "pipe", "pipe"] });
+  return execFileSync(WRANGLER, args, {
+    encoding: "utf8",
+    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
 }
 
 async function waitForHealth(timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (worker?.exitCode !== null && worker?.exitCode !== undefined) throw new Error(`wrangler dev exited:\n${workerLog}`);
+    if (worker?.exitCode !== null && worker?.exitCode !== undefined)
+      throw new Error(`wrangler dev exited:\n${workerLog}`);
     try {
       if ((await fetch(`${BASE}/health`)).ok) return;
     } catch {
@@ -77,9 +82,12 @@ async function adminApi<T>(path: string): Promise<T> {
 async function waitForStatus(receiptId: string, statuses: string[], minAttempts = 1): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const detail = await adminApi<{ receipt: { status: string }; attempts: unknown[] }>(`/receipts/${receiptId}`).catch(() => null);
+    const detail = await adminApi<{ receipt: { status: string }; attempts: unknown[] }>(`/receipts/${receiptId}`).catch(
+      () => null,
+    );
     if (detail && statuses.includes(detail.receipt.status) && detail.attempts.length >= minAttempts) return;
-    if (Date.now() > deadline) throw new Error(`receipt ${receiptId} never reached ${statuses.join("|")}:\n${workerLog.slice(-3000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`receipt ${receiptId} never reached ${statuses.join("|")}:\n${workerLog.slice(-3000)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -98,40 +106,89 @@ const receipts: Record<keyof typeof events, string> = { credited: "", plan: "", 
 before(async () => {
   assert.ok(existsSync(CHROMIUM), `chromium is missing at ${CHROMIUM}: run .ci/browser-deps.sh`);
   mkdirSync(SCREENSHOTS, { recursive: true });
-  writeFileSync(envFile, `DEMO_WEBHOOK_SECRET="${DEMO_SECRET}"\nGATEWAY_SIGNING_SECRET="whsec_Z2F0ZXdheS1icm93c2VyLXRlc3Q="\nADMIN_TOKEN="${ADMIN_TOKEN}"\n`);
+  writeFileSync(
+    envFile,
+    `DEMO_WEBHOOK_SECRET="${DEMO_SECRET}"\nGATEWAY_SIGNING_SECRET="whsec_Z2F0ZXdheS1icm93c2VyLXRlc3Q="\nADMIN_TOKEN="${ADMIN_TOKEN}"\n`,
+  );
   wrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo]);
   worker = spawn(
     WRANGLER,
-    ["dev", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR_PORT), "--persist-to", persistTo,
-      "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
-    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: {
-      ...process.env,
-      CI: "true",
-      WRANGLER_SEND_METRICS: "false",
-      // Its own dev registry: wrangler dev sessions sharing one would consume each other's queue messages.
-      WRANGLER_REGISTRY_PATH: `${persistTo}-registry`,
-    } },
+    [
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(PORT),
+      "--inspector-port",
+      String(INSPECTOR_PORT),
+      "--persist-to",
+      persistTo,
+      "--env-file",
+      envFile,
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      "warn",
+    ],
+    {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        CI: "true",
+        WRANGLER_SEND_METRICS: "false",
+        // Its own dev registry: wrangler dev sessions sharing one would consume each other's queue messages.
+        WRANGLER_REGISTRY_PATH: `${persistTo}-registry`,
+      },
+    },
   );
   worker.stdout?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
   worker.stderr?.on("data", (chunk: Buffer) => (workerLog += chunk.toString()));
   await waitForHealth();
 
-  receipts.credited = (await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })).receipt;
-  assert.equal((await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })).status, "duplicate");
-  receipts.plan = (await deliver(events.plan, { type: "account.plan_changed", data: { account: "acct_0042", plan: "plan_v7", version: 7 } })).receipt;
-  receipts.broken = (await deliver(events.broken, { type: "account.credited", data: { account: "acct_0042", amount: "lots" } })).receipt;
+  receipts.credited = (
+    await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })
+  ).receipt;
+  assert.equal(
+    (await deliver(events.credited, { type: "account.credited", data: { account: "acct_0042", amount: 100 } })).status,
+    "duplicate",
+  );
+  receipts.plan = (
+    await deliver(events.plan, {
+      type: "account.plan_changed",
+      data: { account: "acct_0042", plan: "plan_v7", version: 7 },
+    })
+  ).receipt;
+  receipts.broken = (
+    await deliver(events.broken, { type: "account.credited", data: { account: "acct_0042", amount: "lots" } })
+  ).receipt;
   await waitForStatus(receipts.credited, ["processed"]);
   await waitForStatus(receipts.plan, ["processed"]);
   await waitForStatus(receipts.broken, ["dead"]);
   // An alert, written the way an operator would look at one: straight into D1 with wrangler.
-  wrangler(["d1", "execute", "DB", "--local", "--persist-to", persistTo, "--command",
-    `INSERT INTO alerts (id, source, kind, state, detail, opened_at) VALUES ('01KBROWSERALERT00000000001', 'demo', 'silence', 'open', '{"message":"The demo source has had no live delivery for 1 h.","facts":{"lastLive":0}}', ${Date.now()})`]);
+  wrangler([
+    "d1",
+    "execute",
+    "DB",
+    "--local",
+    "--persist-to",
+    persistTo,
+    "--command",
+    `INSERT INTO alerts (id, source, kind, state, detail, opened_at) VALUES ('01KBROWSERALERT00000000001', 'demo', 'silence', 'open', '{"message":"The demo source has had no live delivery for 1 h.","facts":{"lastLive":0}}', ${Date.now()})`,
+  ]);
 
   context = await chromium.launchPersistentContext(join(workDir, "profile"), {
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
     viewport: { width: 1400, height: 900 },
   });
   context.on("request", (request) => requestedUrls.push(request.url()));
@@ -152,7 +209,7 @@ test("signing in: the token is refused when wrong, then traded for an HttpOnly s
   assert.equal(new URL(page.url()).pathname, "/admin/login");
   await page.fill("#token", "not-the-token");
   await page.click("button[type=submit]");
-  assert.match(await page.textContent(".error") ?? "", /not accepted/);
+  assert.match((await page.textContent(".error")) ?? "", /not accepted/);
 
   await page.fill("#token", ADMIN_TOKEN);
   await page.click("button[type=submit]");
@@ -163,7 +220,11 @@ test("signing in: the token is refused when wrong, then traded for an HttpOnly s
   assert.equal(session.secure, true);
   assert.equal(session.sameSite, "Strict");
   assert.ok(!session.value.includes(ADMIN_TOKEN));
-  assert.equal(await page.evaluate(() => document.cookie.includes("admin_session")), false, "scripts cannot read the session");
+  assert.equal(
+    await page.evaluate(() => document.cookie.includes("admin_session")),
+    false,
+    "scripts cannot read the session",
+  );
   await page.close();
 });
 
@@ -173,13 +234,17 @@ test("sources with their health, and open alerts", async () => {
   const demoRow = page.locator('#sources tr[data-source="demo"]');
   assert.equal(await demoRow.locator(".badge").textContent(), "failing");
   assert.equal((await demoRow.locator("td").nth(2).textContent())?.trim(), "3");
-  assert.match(await page.locator("#alerts").textContent() ?? "", /no live delivery for 1 h/);
-  assert.doesNotMatch(await page.locator("#alerts").textContent() ?? "", /"message"/);
+  assert.match((await page.locator("#alerts").textContent()) ?? "", /no live delivery for 1 h/);
+  assert.doesNotMatch((await page.locator("#alerts").textContent()) ?? "", /"message"/);
   await shoot(page, "overview");
 
   await demoRow.locator("a").first().click();
   await page.waitForURL(`${BASE}/admin/sources/demo`);
-  assert.equal((await page.locator("#duplicates .value").textContent())?.trim(), "1", "one live duplicate counted by the claim shards");
+  assert.equal(
+    (await page.locator("#duplicates .value").textContent())?.trim(),
+    "1",
+    "one live duplicate counted by the claim shards",
+  );
   assert.equal((await page.locator("#received .value").textContent())?.trim(), "3");
   // Charts drawn on the server: three received in the last 24 hours, one of them dead.
   assert.equal(await page.locator("#chart-received").getAttribute("data-total"), "3");
@@ -189,8 +254,14 @@ test("sources with their health, and open alerts", async () => {
   assert.match((await page.locator("#chart-rejected").textContent()) ?? "", /Not stored in D1/);
   // Why it is failing, with a link to each cause.
   const reasons = page.locator("#health-reasons li");
-  assert.deepEqual(await reasons.evaluateAll((items) => items.map((item) => item.getAttribute("data-reason"))), ["dead-letters", "open-alerts"]);
-  assert.equal(await page.locator('#health-reasons li[data-reason="dead-letters"] a').getAttribute("href"), "/admin/dead?source=demo");
+  assert.deepEqual(await reasons.evaluateAll((items) => items.map((item) => item.getAttribute("data-reason"))), [
+    "dead-letters",
+    "open-alerts",
+  ]);
+  assert.equal(
+    await page.locator('#health-reasons li[data-reason="dead-letters"] a').getAttribute("href"),
+    "/admin/dead?source=demo",
+  );
   await shoot(page, "source");
   await page.close();
 });
@@ -211,8 +282,11 @@ test("the receipts table filters, and a receipt shows its attempt timeline and b
   assert.equal(await page.locator("#receipts tbody tr").count(), 1);
   await page.locator(`#receipts tr[data-receipt="${receipts.plan}"] a`).click();
   await page.waitForURL(`${BASE}/admin/receipts/${receipts.plan}`);
-  assert.match(await page.locator("#timeline").textContent() ?? "", /Received.*Relayed to D1 and enqueued.*Attempt 1: processed.*Finished: processed/s);
-  assert.match(await page.locator("#body").textContent() ?? "", /"plan":"plan_v7"/);
+  assert.match(
+    (await page.locator("#timeline").textContent()) ?? "",
+    /Received.*Relayed to D1 and enqueued.*Attempt 1: processed.*Finished: processed/s,
+  );
+  assert.match((await page.locator("#body").textContent()) ?? "", /"plan":"plan_v7"/);
   await page.close();
 });
 
@@ -220,7 +294,7 @@ test("a dead letter is replayed from the dashboard and its timeline shows the se
   const page = await context!.newPage();
   await page.goto(`${BASE}/admin/dead`);
   const row = page.locator(`#receipts tr[data-receipt="${receipts.broken}"]`);
-  assert.match(await row.textContent() ?? "", /data\.amount must be an integer/);
+  assert.match((await row.textContent()) ?? "", /data\.amount must be an integer/);
   await row.locator('input[type="checkbox"]').check();
   await page.click("#replay-selected");
   await page.waitForURL(`${BASE}/admin/dead`);
@@ -251,7 +325,12 @@ test("a fixed incident stops showing red: dismissing the dead letter clears that
   assert.match((await page.locator("#timeline").textContent()) ?? "", /Replay 2 of 2.*Dismissed by an operator/s);
   await page.goto(`${BASE}/admin/sources/demo`);
   // Still failing, but only because of the open alert.
-  assert.deepEqual(await page.locator("#health-reasons li").evaluateAll((items) => items.map((item) => item.getAttribute("data-reason"))), ["open-alerts"]);
+  assert.deepEqual(
+    await page
+      .locator("#health-reasons li")
+      .evaluateAll((items) => items.map((item) => item.getAttribute("data-reason"))),
+    ["open-alerts"],
+  );
   await page.goto(`${BASE}/admin/dead?show=dismissed`);
   await page.locator(`#receipts tr[data-receipt="${receipts.broken}"] input[type="checkbox"]`).check();
   await page.click("#restore-selected");
@@ -280,7 +359,10 @@ test("alerts read as sentences, linked to what they concern", async () => {
   const page = await context!.newPage();
   await page.goto(`${BASE}/admin/alerts`);
   const row = page.locator('#alerts tr[data-alert="01KBROWSERALERT00000000001"]');
-  assert.equal((await row.locator(".alert-message").textContent())?.trim(), "The demo source has had no live delivery for 1 h.");
+  assert.equal(
+    (await row.locator(".alert-message").textContent())?.trim(),
+    "The demo source has had no live delivery for 1 h.",
+  );
   assert.equal(await row.locator('td[data-label="Concerns"] a').getAttribute("href"), "/admin/sources/demo");
   await shoot(page, "alerts");
   await page.close();
@@ -300,7 +382,9 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     await page.goto(`${BASE}${path}`);
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(width <= 390, `${path} is ${width} px wide at 390 px`);
-    const rows = await page.locator("header nav a").evaluateAll((links) => new Set(links.map((link) => (link as HTMLElement).offsetTop)).size);
+    const rows = await page
+      .locator("header nav a")
+      .evaluateAll((links) => new Set(links.map((link) => (link as HTMLElement).offsetTop)).size);
     assert.equal(rows, 1, `${path}: the navigation wraps`);
     // The line is cut at the screen's edge: a light edge on the right says more sections lie past it, and the
     // cover that scrolls with the links hides it once the last one ("System") is in view.
@@ -334,19 +418,28 @@ test("the stylesheet applies as written: body font, unstretched badges on a phon
   });
   assert.match(body.fontFamily, /^system-ui, -apple-system, "Segoe UI", sans-serif$/);
   assert.equal(body.fontSize, "14px");
-  const dot = await page.locator("ol.timeline li").first().evaluate((item) => {
-    const marker = getComputedStyle(item, "::before");
-    return { content: marker.content, width: marker.width, radius: marker.borderRadius };
-  });
+  const dot = await page
+    .locator("ol.timeline li")
+    .first()
+    .evaluate((item) => {
+      const marker = getComputedStyle(item, "::before");
+      return { content: marker.content, width: marker.width, radius: marker.borderRadius };
+    });
   assert.deepEqual(dot, { content: '""', width: "12px", radius: "50%" });
 
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`${BASE}/admin/receipts`);
-  const badges = await page.locator("table.rows td > .badge").evaluateAll((elements) =>
-    elements.map((badge) => ({ badge: badge.getBoundingClientRect().width, cell: badge.parentElement!.getBoundingClientRect().width })),
-  );
+  const badges = await page
+    .locator("table.rows td > .badge")
+    .evaluateAll((elements) =>
+      elements.map((badge) => ({
+        badge: badge.getBoundingClientRect().width,
+        cell: badge.parentElement!.getBoundingClientRect().width,
+      })),
+    );
   assert.ok(badges.length > 0, "the receipts table shows status badges");
-  for (const { badge, cell } of badges) assert.ok(badge < cell / 2, `a badge ${badge} px wide stretches across its ${cell} px cell`);
+  for (const { badge, cell } of badges)
+    assert.ok(badge < cell / 2, `a badge ${badge} px wide stretches across its ${cell} px cell`);
   await page.close();
 });
 
@@ -354,9 +447,22 @@ test("the audit recipes run through wrangler d1 execute, verbatim from docs/audi
   const doc = readFileSync("docs/audit.md", "utf8");
   const deadSince = /<!-- recipe: dead-since -->\s*```sql\n([\s\S]*?)```/.exec(doc)?.[1]?.trim();
   assert.ok(deadSince);
-  const output = wrangler(["d1", "execute", "DB", "--local", "--persist-to", persistTo, "--json", "--command", deadSince]);
+  const output = wrangler([
+    "d1",
+    "execute",
+    "DB",
+    "--local",
+    "--persist-to",
+    persistTo,
+    "--json",
+    "--command",
+    deadSince,
+  ]);
   const [{ results }] = JSON.parse(output) as [{ results: { event_key: string }[] }];
-  assert.ok(results.some((row) => row.event_key === events.broken), "the dead demo event is listed");
+  assert.ok(
+    results.some((row) => row.event_key === events.broken),
+    "the dead demo event is listed",
+  );
 });
 
 test("signing out ends the session, and the token never appeared in a URL", async () => {

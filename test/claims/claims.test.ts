@@ -1,14 +1,24 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { shardFor, shardIndex } from "../../src/claims/routing";
 import { claimEvent } from "../../src/claims/claim-event";
+import { shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import type { ClaimResult } from "../../src/model/claims";
-import { loadSources } from "../../src/sources/registry";
 import { replayReceipt } from "../../src/replay/replay";
+import { loadSources } from "../../src/sources/registry";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
-import { processedCount, quarantineFor, receiptsFor, shardClaim, shardQuarantineCount, expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
+import {
+  expectUnchanged,
+  processedCount,
+  quarantineFor,
+  receiptsFor,
+  settle,
+  settleEachTest,
+  shardClaim,
+  shardQuarantineCount,
+  snapshot,
+} from "../support/storage";
 
 type Answer = { status: string; receipt: string };
 
@@ -52,7 +62,9 @@ describe("one claim per event key", () => {
 
     const body = JSON.stringify(payload);
     const retryHeaders = signDemo("msg_retry", body, nowSeconds());
-    expect(retryHeaders["webhook-signature"]).not.toBe(signDemo("msg_retry", body, nowSeconds() - 120)["webhook-signature"]);
+    expect(retryHeaders["webhook-signature"]).not.toBe(
+      signDemo("msg_retry", body, nowSeconds() - 120)["webhook-signature"],
+    );
     const retry = await post("/webhooks/demo", body, retryHeaders);
     expect(retry.status).toBe(200);
     expect(await retry.json()).toEqual({ status: "duplicate", receipt: accepted.receipt });
@@ -60,7 +72,11 @@ describe("one claim per event key", () => {
     await waitForStatus("demo", "msg_retry");
     await settle();
     // The shard has dropped the body and kept only the key and hash; that tombstone still answers a late retry.
-    expect(await shardClaim("demo", "msg_retry")).toMatchObject({ receiptId: accepted.receipt, hasBody: false, relayed: true });
+    expect(await shardClaim("demo", "msg_retry")).toMatchObject({
+      receiptId: accepted.receipt,
+      hasBody: false,
+      relayed: true,
+    });
     const late = await deliverDemo("msg_retry", payload);
     expect(await late.json()).toEqual({ status: "duplicate", receipt: accepted.receipt });
     await settle();
@@ -91,7 +107,9 @@ describe("one claim per event key", () => {
       expect(row).toMatchObject({ reason: "payload-mismatch", originalReceiptId: accepted.receipt });
     }
     expect(await shardQuarantineCount("demo", "msg_changed")).toBe(2);
-    expect(await receiptsFor("demo", "msg_changed")).toEqual([expect.objectContaining({ receiptId: accepted.receipt, status: "processed" })]);
+    expect(await receiptsFor("demo", "msg_changed")).toEqual([
+      expect.objectContaining({ receiptId: accepted.receipt, status: "processed" }),
+    ]);
     expect((await account("acct_changed"))?.credits).toBe(30);
     expect(await account("acct_changed_elsewhere")).toBeNull();
   });
@@ -122,7 +140,10 @@ describe("changing the shard count", () => {
   const resharded = { ...env, CLAIM_SHARD_COUNT: "3" };
   const deliverResharded = (eventKey: string, payload: unknown) => {
     const body = JSON.stringify(payload);
-    return app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo(eventKey, body) }), resharded);
+    return app.fetch(
+      new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo(eventKey, body) }),
+      resharded,
+    );
   };
 
   it("lets the new shard accept a copy, and D1's unique key catches it at relay: one receipt, one effect", async () => {
@@ -142,7 +163,9 @@ describe("changing the shard count", () => {
     expect(claimed.receiptId).toBe(second.receipt);
 
     await settle();
-    expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
+    expect(await receiptsFor("demo", eventKey)).toEqual([
+      expect.objectContaining({ receiptId: first.receipt, status: "processed" }),
+    ]);
     expect(await processedCount("demo", eventKey)).toBe(1);
     expect((await account("acct_reshard"))?.credits).toBe(40);
   });
@@ -159,7 +182,9 @@ describe("changing the shard count", () => {
       const rows = await quarantineFor("demo", eventKey);
       return rows.length > 0 ? rows : undefined;
     });
-    expect(quarantined).toEqual([expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: first.receipt })]);
+    expect(quarantined).toEqual([
+      expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: first.receipt }),
+    ]);
     expect(await receiptsFor("demo", eventKey)).toHaveLength(1);
     expect((await account("acct_reshard_changed"))?.credits).toBe(50);
   });
@@ -170,7 +195,9 @@ describe("changing the shard count", () => {
     await waitForStatus("demo", eventKey);
 
     // The provider API's rendering of the event: same key, different bytes, entering the way catch-up enters.
-    const rendered = new TextEncoder().encode(JSON.stringify({ data: { amount: 70, account: "acct_reshard_reconciled" }, type: "account.credited" }));
+    const rendered = new TextEncoder().encode(
+      JSON.stringify({ data: { amount: 70, account: "acct_reshard_reconciled" }, type: "account.credited" }),
+    );
     const reclaimed = await claimEvent(resharded, {
       source: loadSources(env).get("demo")!,
       identity: {
@@ -194,17 +221,29 @@ describe("changing the shard count", () => {
     });
     await settle();
     expect(await quarantineFor("demo", eventKey)).toEqual([]);
-    expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
+    expect(await receiptsFor("demo", eventKey)).toEqual([
+      expect.objectContaining({ receiptId: first.receipt, status: "processed" }),
+    ]);
     expect((await account("acct_reshard_reconciled"))?.credits).toBe(70);
   });
 
   it("keeps a replayed reconciled receipt reconciled, so a later live copy with other bytes is a duplicate, not quarantined", async () => {
     const eventKey = keyMovedBetween("msg_replayed_reconciled", 8, 3);
     // Catch-up found the event first: the provider API's rendering of it, claimed as reconciled.
-    const rendered = new TextEncoder().encode(JSON.stringify({ data: { amount: 80, account: "acct_replayed_reconciled" }, type: "account.credited" }));
+    const rendered = new TextEncoder().encode(
+      JSON.stringify({ data: { amount: 80, account: "acct_replayed_reconciled" }, type: "account.credited" }),
+    );
     const reclaimed = await claimEvent(env, {
       source: loadSources(env).get("demo")!,
-      identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "account.credited", subjectId: "acct_replayed_reconciled", version: null, occurredAt: null },
+      identity: {
+        eventKey,
+        eventKeyOrigin: "provider-id",
+        eventKeySigned: true,
+        eventType: "account.credited",
+        subjectId: "acct_replayed_reconciled",
+        version: null,
+        occurredAt: null,
+      },
       rawBody: rendered,
       keptHeaders: {},
       receivedAt: Date.now(),
@@ -217,7 +256,11 @@ describe("changing the shard count", () => {
     // An operator replays it; the replay runs (a duplicate: nothing applied) and the receipt settles again.
     expect((await replayReceipt(env, reconciled!.receiptId)).kind).toBe("replayed");
     await settle();
-    expect(await provenanceOf(reconciled!.receiptId)).toEqual({ provenance: "reconciled", replayCount: 1, status: "processed" });
+    expect(await provenanceOf(reconciled!.receiptId)).toEqual({
+      provenance: "reconciled",
+      replayCount: 1,
+      status: "processed",
+    });
 
     // The live delivery arrives late at a shard that never saw the key: only D1 can tell, by the stored provenance.
     const live = await (await deliverResharded(eventKey, credit("acct_replayed_reconciled", 80))).json<Answer>();
@@ -225,7 +268,9 @@ describe("changing the shard count", () => {
     await eventually(async () => ((await shardClaim("demo", eventKey, resharded))?.relayed ? true : undefined));
     await settle();
     expect(await quarantineFor("demo", eventKey)).toEqual([]);
-    expect(await receiptsFor("demo", eventKey)).toEqual([expect.objectContaining({ receiptId: reconciled!.receiptId, status: "processed" })]);
+    expect(await receiptsFor("demo", eventKey)).toEqual([
+      expect.objectContaining({ receiptId: reconciled!.receiptId, status: "processed" }),
+    ]);
     expect((await account("acct_replayed_reconciled"))?.credits).toBe(80);
   });
 });
@@ -248,12 +293,16 @@ describe("after the shard has forgotten a key", () => {
     expect(changed.status).toBe("quarantined");
     await settle();
 
-    expect(await receiptsFor("demo", "msg_forgotten")).toEqual([expect.objectContaining({ receiptId: original.receipt, status: "processed" })]);
+    expect(await receiptsFor("demo", "msg_forgotten")).toEqual([
+      expect.objectContaining({ receiptId: original.receipt, status: "processed" }),
+    ]);
     expect(await processedCount("demo", "msg_forgotten")).toBe(1);
     expect((await account("acct_forgotten"))?.credits).toBe(60);
     // The resent copy matched the stored bytes (dropped); the changed one did not (quarantined by the shard,
     // which had re-learned the key from the resend).
-    expect(await quarantineFor("demo", "msg_forgotten")).toEqual([expect.objectContaining({ reason: "payload-mismatch" })]);
+    expect(await quarantineFor("demo", "msg_forgotten")).toEqual([
+      expect.objectContaining({ reason: "payload-mismatch" }),
+    ]);
   });
 });
 
@@ -274,18 +323,28 @@ describe("when the claim cannot be stored", () => {
   };
 
   for (const [label, failure] of [
-    ["the shard is overloaded", () => {
-      throw new Error("Durable Object is overloaded. Requests queued for too long.");
-    }],
-    ["the shard was reset mid-request", () => {
-      throw new Error("Durable Object reset because its code was updated.");
-    }],
+    [
+      "the shard is overloaded",
+      () => {
+        throw new Error("Durable Object is overloaded. Requests queued for too long.");
+      },
+    ],
+    [
+      "the shard was reset mid-request",
+      () => {
+        throw new Error("Durable Object reset because its code was updated.");
+      },
+    ],
   ] as const) {
     it(`answers 503 with Retry-After and writes nothing when ${label}`, async () => {
       const before = await snapshot();
       const body = JSON.stringify(credit("acct_no_claim", 1));
       const response = await app.fetch(
-        new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_no_claim", body) }),
+        new Request("https://receiver.test/webhooks/demo", {
+          method: "POST",
+          body,
+          headers: signDemo("msg_no_claim", body),
+        }),
         { ...env, CLAIM_SHARDS: failingNamespace(failure) },
       );
       expect(response.status).toBe(503);
@@ -316,7 +375,10 @@ describe("when the claim cannot be stored", () => {
       },
     } as unknown as DurableObjectNamespace;
 
-    const refused = await app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers }), { ...env, CLAIM_SHARDS: answerLost });
+    const refused = await app.fetch(
+      new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers }),
+      { ...env, CLAIM_SHARDS: answerLost },
+    );
     expect(refused.status).toBe(503);
     expect(committed).toEqual([expect.objectContaining({ disposition: "accepted" })]);
     expect(await shardClaim("demo", "msg_answer_lost")).toMatchObject({ receiptId: committed[0]!.receiptId });
@@ -326,7 +388,9 @@ describe("when the claim cannot be stored", () => {
     expect(retried.status).toBe(200);
     expect(await retried.json()).toEqual({ status: "duplicate", receipt: committed[0]!.receiptId });
     await settle();
-    expect(await receiptsFor("demo", "msg_answer_lost")).toEqual([expect.objectContaining({ receiptId: committed[0]!.receiptId, status: "processed" })]);
+    expect(await receiptsFor("demo", "msg_answer_lost")).toEqual([
+      expect.objectContaining({ receiptId: committed[0]!.receiptId, status: "processed" }),
+    ]);
     expect(await processedCount("demo", "msg_answer_lost")).toBe(1);
     expect((await account("acct_answer_lost"))?.credits).toBe(9);
   });
@@ -342,7 +406,10 @@ describe("when the claim cannot be stored", () => {
         },
       } as unknown as DurableObjectNamespace,
     };
-    const refused = await app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers }), broken);
+    const refused = await app.fetch(
+      new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers }),
+      broken,
+    );
     expect(refused.status).toBe(503);
     expect(await shardClaim("demo", "msg_no_claim_retry")).toBeNull();
 

@@ -1,10 +1,10 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { RELAY_PROBE_MS, type ClaimShard } from "../../src/claims/shard";
+import { type ClaimShard, RELAY_PROBE_MS } from "../../src/claims/shard";
 import { difference, type MeterTotals } from "../../src/lib/meter";
+import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { eventually } from "../support/deliveries";
-import { receiptIdsOf, type QueuedWork } from "../../src/model/work-message";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
 
 /**
@@ -40,8 +40,10 @@ function claimOf(source: string, eventKey: string) {
 
 /** Unrelayed claims, read without the shard's meters so that polling does not count as the drain's work. */
 function backlogOf(stub: DurableObjectStub<ClaimShard>): Promise<number> {
-  return runInDurableObject(stub, (_instance, state) =>
-    state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM event_claims WHERE relay_pending = 1").one().n,
+  return runInDurableObject(
+    stub,
+    (_instance, state) =>
+      state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM event_claims WHERE relay_pending = 1").one().n,
   );
 }
 
@@ -50,11 +52,17 @@ function backlogOf(stub: DurableObjectStub<ClaimShard>): Promise<number> {
  * backed off to the longest wait. Returns with D1 back, and the receipts per relay batch as the batches go out: the
  * queue records each message's size and drops it (no consumer work in this test).
  */
-async function backlogAfterOutage(stub: DurableObjectStub<ClaimShard>, source: string, size: number): Promise<number[]> {
+async function backlogAfterOutage(
+  stub: DurableObjectStub<ClaimShard>,
+  source: string,
+  size: number,
+): Promise<number[]> {
   const restore = await breakShardBindings(stub, { DB: unreachableD1() });
   for (let start = 0; start < size; start += 250) {
     const answers = await Promise.all(
-      Array.from({ length: Math.min(250, size - start) }, (_, index) => stub.claim(claimOf(source, `evt-${start + index}`))),
+      Array.from({ length: Math.min(250, size - start) }, (_, index) =>
+        stub.claim(claimOf(source, `evt-${start + index}`)),
+      ),
     );
     expect(answers.every((answer) => answer.disposition === "accepted")).toBe(true);
   }
@@ -79,11 +87,18 @@ async function backlogAfterOutage(stub: DurableObjectStub<ClaimShard>, source: s
  * are the isolate's, which the queue consumer may share: only the shard's own SQLite rows (doRowsRead) are the
  * drain's alone, and here no consumer runs.
  */
-async function drained(stub: DurableObjectStub<ClaimShard>, start: () => Promise<unknown>): Promise<{ work: MeterTotals; claims: number }> {
+async function drained(
+  stub: DurableObjectStub<ClaimShard>,
+  start: () => Promise<unknown>,
+): Promise<{ work: MeterTotals; claims: number }> {
   await start();
   const before = (await stub.meters()).totals;
   const claims = await backlogOf(stub);
-  await eventually(async () => ((await backlogOf(stub)) === 0 ? true : undefined), WELL_BEFORE_BACKOFF_MS, "the backlog drained");
+  await eventually(
+    async () => ((await backlogOf(stub)) === 0 ? true : undefined),
+    WELL_BEFORE_BACKOFF_MS,
+    "the backlog drained",
+  );
   return { work: difference((await stub.meters()).totals, before), claims };
 }
 
@@ -153,8 +168,12 @@ describe("recovery after a D1 outage", { timeout: 300_000 }, () => {
     await seedQuarantines("relayed", 3_000, true);
     await seedQuarantines("held", 500, false);
     const held = () =>
-      runInDurableObject(stub, (_instance, state) =>
-        state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM quarantine_outbox WHERE relayed_at IS NULL").one().n,
+      runInDurableObject(
+        stub,
+        (_instance, state) =>
+          state.storage.sql
+            .exec<{ n: number }>("SELECT COUNT(*) AS n FROM quarantine_outbox WHERE relayed_at IS NULL")
+            .one().n,
       );
 
     const before = (await stub.meters()).totals.doRowsRead;
@@ -167,7 +186,9 @@ describe("recovery after a D1 outage", { timeout: 300_000 }, () => {
 
     expect(await held()).toBe(0);
     expect(batches).toBe(500 / RELAY_BATCH);
-    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM quarantine WHERE source = ?").bind(source).first<{ n: number }>();
+    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM quarantine WHERE source = ?")
+      .bind(source)
+      .first<{ n: number }>();
     expect(stored?.n).toBe(500);
     // Each batch reads its own rows and a capped count, never the 3,000 relayed copies.
     console.info(`quarantine drain: 500 held, 3,000 relayed copies: ${rowsRead} shard rows read in ${batches} batches`);

@@ -16,7 +16,14 @@ function shard(name: string): DurableObjectStub<ClaimShard> {
 }
 
 /** `count` rows straight into the shard: tombstones (relayed) or unrelayed claims, received at `receivedAt`. */
-async function seed(stub: DurableObjectStub<ClaimShard>, source: string, suffix: string, count: number, receivedAt: number, relayPending: 0 | 1) {
+async function seed(
+  stub: DurableObjectStub<ClaimShard>,
+  source: string,
+  suffix: string,
+  count: number,
+  receivedAt: number,
+  relayPending: 0 | 1,
+) {
   await runInDurableObject(stub, (_instance, state) => {
     state.storage.sql.exec(
       `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
@@ -32,7 +39,11 @@ async function seed(stub: DurableObjectStub<ClaimShard>, source: string, suffix:
 }
 
 async function keys(stub: DurableObjectStub<ClaimShard>, where: string): Promise<number> {
-  return runInDurableObject(stub, (_instance, state) => state.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM event_claims WHERE ${where}`).one().n);
+  return runInDurableObject(
+    stub,
+    (_instance, state) =>
+      state.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM event_claims WHERE ${where}`).one().n,
+  );
 }
 
 describe("pruning a shard's keys", () => {

@@ -9,7 +9,6 @@ import { keysInOneShard, settle, settleEachTest } from "../support/storage";
 
 /** Relay batching: a backlog drains in bounded batches, by count and by bytes, until nothing is left. */
 
-
 /** Holds a shard's relay back (D1 unreachable) while `deliver` runs, then lets the alarm drain the backlog. */
 async function withBacklog(keys: string[], deliver: () => Promise<void>): Promise<void> {
   const shard = shardFor(env, "demo", keys[0]!);
@@ -49,7 +48,9 @@ describe("relay batches", () => {
     });
     const batches = await relayBatches("msg_backlog");
     expect(batches.map((batch) => batch.receipts)).toEqual([50, 50, 20]);
-    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_backlog'").first<{ credits: number }>();
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_backlog'").first<{
+      credits: number;
+    }>();
     expect(credited?.credits).toBe(120);
   });
 
@@ -66,9 +67,13 @@ describe("relay batches", () => {
     expect(batches.reduce((sum, batch) => sum + batch.receipts, 0)).toBe(6);
     expect(batches.length).toBeGreaterThan(1);
     // Bodies this large are kept in R2 (src/bodies/stored-bodies.ts), not in the row: count the bytes each batch moved.
-    const bodyBytes = new TextEncoder().encode(JSON.stringify({ ...credit("acct_large_body", 2), padding: "x".repeat(900_000) })).byteLength;
+    const bodyBytes = new TextEncoder().encode(
+      JSON.stringify({ ...credit("acct_large_body", 2), padding: "x".repeat(900_000) }),
+    ).byteLength;
     for (const batch of batches) expect(batch.receipts * bodyBytes).toBeLessThanOrEqual(RELAY_BATCH_BYTES);
-    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_large_body'").first<{ credits: number }>();
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_large_body'").first<{
+      credits: number;
+    }>();
     expect(credited?.credits).toBe(12);
   });
 
@@ -86,7 +91,9 @@ describe("relay batches", () => {
     await restoreD1();
 
     const sent: string[] = [];
-    const restoreQueue = await breakShardBindings(shard, (current) => ({ WORK_QUEUE: countingQueue(current.WORK_QUEUE, sent) }));
+    const restoreQueue = await breakShardBindings(shard, (current) => ({
+      WORK_QUEUE: countingQueue(current.WORK_QUEUE, sent),
+    }));
     // The alarm's retry, the cron's sweep and an operator's call, all at once.
     const reports = await Promise.all([shard.relay(), shard.relay(), shard.relay()]);
     expect(reports.map((report) => report.receiptsRelayed)).toEqual([10, 10, 10]);
@@ -95,7 +102,9 @@ describe("relay batches", () => {
     await restoreQueue();
     expect(sent).toHaveLength(10);
     expect(new Set(sent).size).toBe(10);
-    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_overlap'").first<{ credits: number }>();
+    const credited = await env.DB.prepare("SELECT credits FROM accounts WHERE id = 'acct_overlap'").first<{
+      credits: number;
+    }>();
     expect(credited?.credits).toBe(10);
   });
 });

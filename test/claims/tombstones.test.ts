@@ -17,12 +17,30 @@ describe("what a shard keeps after relaying", () => {
     await settle();
 
     const stored = await runInDurableObject(shardFor(env, "demo", eventKey), (_instance: ClaimShard, state) => ({
-      claim: state.storage.sql.exec("SELECT * FROM event_claims WHERE relay_pending IN (0, 1) AND source = 'demo' AND event_key = ?", eventKey).toArray(),
-      outbox: state.storage.sql.exec("SELECT * FROM quarantine_outbox WHERE source = 'demo' AND event_key = ?", eventKey).toArray(),
+      claim: state.storage.sql
+        .exec(
+          "SELECT * FROM event_claims WHERE relay_pending IN (0, 1) AND source = 'demo' AND event_key = ?",
+          eventKey,
+        )
+        .toArray(),
+      outbox: state.storage.sql
+        .exec("SELECT * FROM quarantine_outbox WHERE source = 'demo' AND event_key = ?", eventKey)
+        .toArray(),
     }));
     expect(stored.claim).toHaveLength(1);
-    const lingering = Object.entries(stored.claim[0]!).filter(([, value]) => value !== null).map(([column]) => column).sort();
-    expect(lingering).toEqual(["event_key", "payload_sha256", "provenance", "receipt_id", "received_at", "relay_pending", "source"]);
+    const lingering = Object.entries(stored.claim[0]!)
+      .filter(([, value]) => value !== null)
+      .map(([column]) => column)
+      .sort();
+    expect(lingering).toEqual([
+      "event_key",
+      "payload_sha256",
+      "provenance",
+      "receipt_id",
+      "received_at",
+      "relay_pending",
+      "source",
+    ]);
     expect(stored.outbox).toHaveLength(1);
     expect(stored.outbox[0]).toMatchObject({ body: null, kept_headers: null });
     expect(stored.outbox[0]!.relayed_at).not.toBeNull();

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { hmac, sha256Hex } from "../providers/support/signers";
 import { post } from "../support/deliveries";
 import { settle, settleEachTest } from "../support/storage";
-import { hmac, sha256Hex } from "../providers/support/signers";
 
 /**
  * The audit behind docs/providers.md's dedupe-key table, through the real route: every sender whose dedupe key the
@@ -25,31 +25,71 @@ interface UnsignedKeySender {
 }
 
 const senders: UnsignedKeySender[] = [
-  { provider: "shopify", headers: (body, key) => ({ "x-shopify-hmac-sha256": b64(hmac("sha256", SECRET(), body)), "x-shopify-webhook-id": key, "x-shopify-topic": "orders/create" }) },
+  {
+    provider: "shopify",
+    headers: (body, key) => ({
+      "x-shopify-hmac-sha256": b64(hmac("sha256", SECRET(), body)),
+      "x-shopify-webhook-id": key,
+      "x-shopify-topic": "orders/create",
+    }),
+  },
   {
     provider: "linear",
-    body: (unique) => JSON.stringify({ type: "Issue", action: "create", data: { id: unique }, webhookTimestamp: Date.now() }),
+    body: (unique) =>
+      JSON.stringify({ type: "Issue", action: "create", data: { id: unique }, webhookTimestamp: Date.now() }),
     headers: (body, key) => ({ "linear-signature": hex(hmac("sha256", SECRET(), body)), "linear-delivery": key }),
   },
-  { provider: "woocommerce", headers: (body, key) => ({ "x-wc-webhook-signature": b64(hmac("sha256", SECRET(), body)), "x-wc-webhook-delivery-id": key }) },
-  { provider: "sentry", headers: (body, key) => ({ "sentry-hook-signature": hex(hmac("sha256", SECRET(), body)), "request-id": key }) },
-  { provider: "razorpay", headers: (body, key) => ({ "x-razorpay-signature": hex(hmac("sha256", SECRET(), body)), "x-razorpay-event-id": key }) },
-  { provider: "bitbucket", headers: (body, key) => ({ "x-hub-signature": `sha256=${hex(hmac("sha256", SECRET(), body))}`, "x-request-uuid": key }) },
+  {
+    provider: "woocommerce",
+    headers: (body, key) => ({
+      "x-wc-webhook-signature": b64(hmac("sha256", SECRET(), body)),
+      "x-wc-webhook-delivery-id": key,
+    }),
+  },
+  {
+    provider: "sentry",
+    headers: (body, key) => ({ "sentry-hook-signature": hex(hmac("sha256", SECRET(), body)), "request-id": key }),
+  },
+  {
+    provider: "razorpay",
+    headers: (body, key) => ({
+      "x-razorpay-signature": hex(hmac("sha256", SECRET(), body)),
+      "x-razorpay-event-id": key,
+    }),
+  },
+  {
+    provider: "bitbucket",
+    headers: (body, key) => ({
+      "x-hub-signature": `sha256=${hex(hmac("sha256", SECRET(), body))}`,
+      "x-request-uuid": key,
+    }),
+  },
   {
     provider: "zendesk",
     headers(body, key) {
       const at = nowIso();
-      return { "x-zendesk-webhook-signature": b64(hmac("sha256", SECRET(), at, body)), "x-zendesk-webhook-signature-timestamp": at, "x-zendesk-webhook-invocation-id": key };
+      return {
+        "x-zendesk-webhook-signature": b64(hmac("sha256", SECRET(), at, body)),
+        "x-zendesk-webhook-signature-timestamp": at,
+        "x-zendesk-webhook-invocation-id": key,
+      };
     },
   },
   {
     provider: "box",
     headers(body, key) {
       const at = nowIso();
-      return { "box-signature-primary": b64(hmac("sha256", SECRET(), body, at)), "box-delivery-timestamp": at, "box-delivery-id": key };
+      return {
+        "box-signature-primary": b64(hmac("sha256", SECRET(), body, at)),
+        "box-delivery-timestamp": at,
+        "box-delivery-id": key,
+      };
     },
   },
-  { provider: "gitlab", headers: (_body, key) => ({ "x-gitlab-token": SECRET(), "idempotency-key": key, "x-gitlab-event": "Push Hook" }) },
+  {
+    provider: "gitlab",
+    headers: (_body, key) => ({ "x-gitlab-token": SECRET(), "idempotency-key": key, "x-gitlab-event": "Push Hook" }),
+  },
 ];
 
 let counter = 0;
@@ -63,7 +103,8 @@ describe("senders whose dedupe key the signature does not cover", { timeout: 60_
       const source = `uk-${sender.provider}`;
       const marker = unique(sender.provider);
       const body = sender.body?.(marker) ?? JSON.stringify({ id: marker, event: "thing.happened" });
-      const send = (key: string) => post(`/webhooks/${source}`, body, { "content-type": "application/json", ...sender.headers(body, key) });
+      const send = (key: string) =>
+        post(`/webhooks/${source}`, body, { "content-type": "application/json", ...sender.headers(body, key) });
 
       const first = await send(unique("key_first"));
       expect(first.status).toBe(200);
@@ -74,7 +115,9 @@ describe("senders whose dedupe key the signature does not cover", { timeout: 60_
       expect(await replay.json()).toEqual({ status: "duplicate", receipt: original.receipt });
 
       await settle();
-      const { results } = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND payload_sha256 = ?").bind(source, sha256Hex(body)).all();
+      const { results } = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND payload_sha256 = ?")
+        .bind(source, sha256Hex(body))
+        .all();
       expect(results).toEqual([{ id: original.receipt }]);
     });
   }

@@ -1,6 +1,6 @@
 import { runInDurableObject } from "cloudflare:test";
-import Stripe from "stripe";
 import { env } from "cloudflare:workers";
+import Stripe from "stripe";
 import { describe, expect, it } from "vitest";
 import { shardsOf } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
@@ -9,7 +9,7 @@ import { sha256Hex } from "../../src/crypto/digest";
 import { difference, meterReading, sumReadings } from "../../src/lib/meter";
 import { account, credit, post } from "../support/deliveries";
 import { deliverGithub } from "../support/github";
-import { quarantineFor, receiptsFor, shardClaim, settle, settleEachTest } from "../support/storage";
+import { quarantineFor, receiptsFor, settle, settleEachTest, shardClaim } from "../support/storage";
 
 /**
  * Invariant 9, "genuine means fresh, too": GitHub signs the body but not X-GitHub-Delivery, the dedupe key. A
@@ -26,7 +26,9 @@ const unique = (name: string) => `${name}_${Date.now().toString(36)}_${++counter
 
 /** Every receipt D1 holds for these exact bytes, under whatever key. */
 async function receiptsOfBody(source: string, body: string) {
-  const { results } = await env.DB.prepare("SELECT id AS receiptId, event_key AS eventKey, status FROM receipts WHERE source = ? AND payload_sha256 = ?")
+  const { results } = await env.DB.prepare(
+    "SELECT id AS receiptId, event_key AS eventKey, status FROM receipts WHERE source = ? AND payload_sha256 = ?",
+  )
     .bind(source, await sha256Hex(new TextEncoder().encode(body)))
     .all<{ receiptId: string; eventKey: string; status: string }>();
   return results;
@@ -52,7 +54,9 @@ describe("a signed body replayed under a new unsigned dedupe key", { timeout: 60
     expect(await replay.json<Answer>()).toEqual({ status: "duplicate", receipt: first.receipt });
 
     await settle();
-    expect(await receiptsOfBody(SOURCE, body)).toEqual([{ receiptId: first.receipt, eventKey: originalId, status: "processed" }]);
+    expect(await receiptsOfBody(SOURCE, body)).toEqual([
+      { receiptId: first.receipt, eventKey: originalId, status: "processed" },
+    ]);
     expect(await receiptsFor(SOURCE, replayId)).toEqual([]);
     expect((await account(accountId))?.credits).toBe(5);
   });
@@ -83,7 +87,9 @@ describe("a signed body replayed under a new unsigned dedupe key", { timeout: 60
     const again = await (await deliverGithub(SOURCE, deliveryId, body)).json<Answer>();
     expect(again).toEqual({ status: "duplicate", receipt: first.receipt });
     await settle();
-    expect(await receiptsFor(SOURCE, deliveryId)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
+    expect(await receiptsFor(SOURCE, deliveryId)).toEqual([
+      expect.objectContaining({ receiptId: first.receipt, status: "processed" }),
+    ]);
     expect((await account(accountId))?.credits).toBe(3);
   });
 
@@ -98,9 +104,15 @@ describe("a signed body replayed under a new unsigned dedupe key", { timeout: 60
     expect((await deliverGithub(SOURCE, deliveryId, changed)).status).toBe(200);
 
     await settle();
-    expect(await receiptsFor(SOURCE, deliveryId)).toEqual([expect.objectContaining({ receiptId: first.receipt, status: "processed" })]);
+    expect(await receiptsFor(SOURCE, deliveryId)).toEqual([
+      expect.objectContaining({ receiptId: first.receipt, status: "processed" }),
+    ]);
     expect(await quarantineFor(SOURCE, deliveryId)).toEqual([
-      expect.objectContaining({ reason: "payload-mismatch", originalReceiptId: first.receipt, payloadSha256: await sha256Hex(new TextEncoder().encode(changed)) }),
+      expect.objectContaining({
+        reason: "payload-mismatch",
+        originalReceiptId: first.receipt,
+        payloadSha256: await sha256Hex(new TextEncoder().encode(changed)),
+      }),
     ]);
     expect((await account(accountId))?.credits).toBe(11);
   });
@@ -109,13 +121,17 @@ describe("a signed body replayed under a new unsigned dedupe key", { timeout: 60
     const source = "uk-github-window";
     const accountId = unique("acct_uk_window");
     const body = JSON.stringify(credit(accountId, 2));
-    expect((await (await deliverGithub(source, unique("gh_window_first"), body)).json<Answer>()).status).toBe("accepted");
+    expect((await (await deliverGithub(source, unique("gh_window_first"), body)).json<Answer>()).status).toBe(
+      "accepted",
+    );
     await settle();
     // Retention forgets every key of this source received before now (the cron does this at 35 days by default).
     const cutoff = Date.now() + 1;
     for (const shard of shardsOf(env, source)) await shard.pruneKeys(cutoff);
 
-    expect((await (await deliverGithub(source, unique("gh_window_late"), body)).json<Answer>()).status).toBe("accepted");
+    expect((await (await deliverGithub(source, unique("gh_window_late"), body)).json<Answer>()).status).toBe(
+      "accepted",
+    );
     await settle();
     expect(await receiptsOfBody(source, body)).toHaveLength(2);
     expect((await account(accountId))?.credits).toBe(4);
@@ -127,13 +143,21 @@ describe("a signed-key source (Stripe: the event id is in the signed body)", { t
 
   it("is claimed under its event id in the shard that id routes to, with no extra Durable Object row", async () => {
     const eventId = unique("evt_uk");
-    const payload = JSON.stringify({ id: eventId, object: "event", type: "charge.succeeded", created: 1_700_000_000, data: { object: { id: `ch_${eventId}` } } });
+    const payload = JSON.stringify({
+      id: eventId,
+      object: "event",
+      type: "charge.succeeded",
+      created: 1_700_000_000,
+      data: { object: { id: `ch_${eventId}` } },
+    });
     const secret = (env as unknown as Record<string, string>).UK_STRIPE_SECRET!;
     const signature = await stripe.webhooks.generateTestHeaderStringAsync({ payload, secret });
 
     await settle();
     const before = await metersOf("uk-stripe");
-    const answer = await (await post("/webhooks/uk-stripe", payload, { "stripe-signature": signature, "content-type": "application/json" })).json<Answer>();
+    const answer = await (
+      await post("/webhooks/uk-stripe", payload, { "stripe-signature": signature, "content-type": "application/json" })
+    ).json<Answer>();
     expect(answer.status).toBe("accepted");
     await settle();
     const spent = difference(await metersOf("uk-stripe"), before);
@@ -155,11 +179,16 @@ describe("a shard created before unsigned keys were keyed by payload hash", () =
         receipt_id TEXT NOT NULL, payload_sha256 TEXT NOT NULL, received_at INTEGER NOT NULL, provenance TEXT NOT NULL,
         event_type TEXT, subject TEXT, version INTEGER, occurred_at INTEGER, kept_headers TEXT, body BLOB,
         PRIMARY KEY (relay_pending, source, event_key)) WITHOUT ROWID`);
-      sql.exec("INSERT INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance) VALUES (0, 'uk-migration', 'msg_old', 'r_old', 'h_old', ?, 'live')", Date.now());
+      sql.exec(
+        "INSERT INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance) VALUES (0, 'uk-migration', 'msg_old', 'r_old', 'h_old', ?, 'live')",
+        Date.now(),
+      );
 
       migrateUnsignedKeyColumn(sql);
       migrateUnsignedKeyColumn(sql);
-      expect(sql.exec("SELECT name FROM pragma_table_info('event_claims') WHERE name = 'unsigned_event_key'").toArray()).toHaveLength(1);
+      expect(
+        sql.exec("SELECT name FROM pragma_table_info('event_claims') WHERE name = 'unsigned_event_key'").toArray(),
+      ).toHaveLength(1);
       const resend = await shard.claim({
         source: "uk-migration",
         eventKey: "msg_old",

@@ -7,7 +7,19 @@ import { chmodSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { cli, cliProcess, freePort, ROOT, stopLeftoverCommands, makeWorkDir, PROVIDER_SOURCES, startReceiver, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import {
+  cli,
+  cliProcess,
+  freePort,
+  makeWorkDir,
+  PROVIDER_SOURCES,
+  ROOT,
+  startReceiver,
+  stopLeftoverCommands,
+  testConfig,
+  testDevVars,
+  writeFile,
+} from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 /** @type {Awaited<ReturnType<typeof startReceiver>>} */
@@ -23,8 +35,11 @@ let adminToken = "";
 async function recordedReceipt(/** @type {string} */ source, /** @type {string} */ eventKey) {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const response = await fetch(`${receiver.url}/admin/api/sources/${source}/events/${encodeURIComponent(eventKey)}`, { headers: { authorization: `Bearer ${adminToken}` } });
-    if (response.ok) return /** @type {{ receipt: { source: string, eventKey: string } }} */ (await response.json()).receipt;
+    const response = await fetch(`${receiver.url}/admin/api/sources/${source}/events/${encodeURIComponent(eventKey)}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    if (response.ok)
+      return /** @type {{ receipt: { source: string, eventKey: string } }} */ (await response.json()).receipt;
     if (Date.now() > deadline) throw new Error(`${source} ${eventKey} was never recorded (${response.status})`);
     await new Promise((done) => setTimeout(done, 250));
   }
@@ -48,7 +63,10 @@ after(async () => {
 });
 
 /** One line, no stack trace: what a person sees when something is wrong. */
-function assertOneLineError(/** @type {{ code: number, stdout: string, stderr: string }} */ result, /** @type {RegExp} */ pattern) {
+function assertOneLineError(
+  /** @type {{ code: number, stdout: string, stderr: string }} */ result,
+  /** @type {RegExp} */ pattern,
+) {
   assert.notEqual(result.code, 0);
   assert.match(result.stderr.trim(), pattern);
   assert.equal(result.stderr.trim().split("\n").length, 1, `more than one line:\n${result.stderr}`);
@@ -60,8 +78,12 @@ async function showWhenFinished(/** @type {string[]} */ args, statuses = /proces
   const deadline = Date.now() + 30_000;
   for (;;) {
     const result = await cli(["show", ...args, ...project], env);
-    if (result.code === 0 && new RegExp(`^status\\s+(${statuses.source})`, "m").test(result.stdout)) return result.stdout;
-    if (Date.now() > deadline) throw new Error(`never finished: ${args.join(" ")}\n${result.stdout}${result.stderr}\n${receiver.log().slice(-2000)}`);
+    if (result.code === 0 && new RegExp(`^status\\s+(${statuses.source})`, "m").test(result.stdout))
+      return result.stdout;
+    if (Date.now() > deadline)
+      throw new Error(
+        `never finished: ${args.join(" ")}\n${result.stdout}${result.stderr}\n${receiver.log().slice(-2000)}`,
+      );
     await new Promise((done) => setTimeout(done, 300));
   }
 }
@@ -78,14 +100,20 @@ const acceptedReceipt = (/** @type {string} */ stdout) => {
 async function receiverProviderNames() {
   const { build } = await import("esbuild");
   const result = await build({
-    stdin: { contents: 'export { knownProviderNames } from "./src/providers/registry.ts";', resolveDir: ROOT, loader: "ts" },
+    stdin: {
+      contents: 'export { knownProviderNames } from "./src/providers/registry.ts";',
+      resolveDir: ROOT,
+      loader: "ts",
+    },
     bundle: true,
     write: false,
     format: "esm",
     platform: "node",
     logLevel: "silent",
   });
-  const registry = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+  const registry = await import(
+    `data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`
+  );
   return /** @type {Set<string>} */ (registry.knownProviderNames());
 }
 
@@ -94,33 +122,51 @@ async function receiverProviderNames() {
  * pinned hosts. `send` says so precisely, and how to try one instead.
  */
 const SIGNED_BY_FETCHED_KEYS = /** @type {Record<string, RegExp>} */ ({
-  "aws-sns": /^error: aws-sns messages are signed by Amazon's own certificate, which the receiver fetches from https:\/\/sns\.<region>\.amazonaws\.com .*only AWS can sign/,
-  plaid: /^error: plaid deliveries are signed by Plaid's own key, which the receiver fetches from https:\/\/sandbox\.plaid\.com\/webhook_verification_key\/get .*only Plaid can sign/,
+  "aws-sns":
+    /^error: aws-sns messages are signed by Amazon's own certificate, which the receiver fetches from https:\/\/sns\.<region>\.amazonaws\.com .*only AWS can sign/,
+  plaid:
+    /^error: plaid deliveries are signed by Plaid's own key, which the receiver fetches from https:\/\/sandbox\.plaid\.com\/webhook_verification_key\/get .*only Plaid can sign/,
 });
 
 describe("send", () => {
   test("the test config has a source for every provider name the receiver verifies", async () => {
     const covered = new Set(PROVIDER_SOURCES.map((source) => source.provider));
-    assert.deepEqual([...(await receiverProviderNames())].filter((provider) => !covered.has(provider)), []);
+    assert.deepEqual(
+      [...(await receiverProviderNames())].filter((provider) => !covered.has(provider)),
+      [],
+    );
   });
 
   test("signs every provider's bundled sample with the source's scheme and secret; the receiver accepts each", async () => {
-    const sources = ["demo", ...PROVIDER_SOURCES.filter((source) => !(source.provider in SIGNED_BY_FETCHED_KEYS)).map((source) => source.name)];
+    const sources = [
+      "demo",
+      ...PROVIDER_SOURCES.filter((source) => !(source.provider in SIGNED_BY_FETCHED_KEYS)).map((source) => source.name),
+    ];
     // Two at a time: each run loads wrangler's config reader; the machine is shared.
     const results = [];
     for (let index = 0; index < sources.length; index += 2) {
-      results.push(...(await Promise.all(sources.slice(index, index + 2).map(async (source) => ({ source, result: await cli(["send", source, ...project], env) })))));
+      results.push(
+        ...(await Promise.all(
+          sources
+            .slice(index, index + 2)
+            .map(async (source) => ({ source, result: await cli(["send", source, ...project], env) })),
+        )),
+      );
     }
     for (const { source, result } of results) {
       assert.equal(result.code, 0, `${source}: ${result.stdout}${result.stderr}`);
       // Most answer {"status":"accepted"}; Discord, Twilio, Adyen and Graph senders get an answer in their own format.
       const answer = /^(20[02]) (.*)$/m.exec(result.stdout);
       assert.ok(answer, `${source}: ${result.stdout}`);
-      if (answer[2].startsWith('{"status"')) assert.equal(JSON.parse(answer[2]).status, "accepted", `${source}: ${result.stdout}`);
+      if (answer[2].startsWith('{"status"'))
+        assert.equal(JSON.parse(answer[2]).status, "accepted", `${source}: ${result.stdout}`);
       const eventKey = new RegExp(`follow it: npm run cli -- show ${source} (\\S+)$`, "m").exec(result.stdout)?.[1];
       assert.ok(eventKey, `${source}: no event key in\n${result.stdout}`);
       // Verified, claimed and recorded under the source and the key the CLI announced.
-      assert.deepEqual(await recordedReceipt(source, eventKey).then(({ source, eventKey }) => ({ source, eventKey })), { source, eventKey });
+      assert.deepEqual(await recordedReceipt(source, eventKey).then(({ source, eventKey }) => ({ source, eventKey })), {
+        source,
+        eventKey,
+      });
     }
   });
 
@@ -166,9 +212,19 @@ describe("send", () => {
   });
 
   test("an unknown source, a missing sample and a missing private key are one line each", async () => {
-    assertOneLineError(await cli(["send", "nope", ...project], env), /^error: no source nope in the config: sources are demo, cli-svix/);
-    assertOneLineError(await cli(["send", "demo", "no-such-sample", ...project], env), /^error: no file or sample named no-such-sample: samples are .*stripe.*, credit, plan-changed$/);
-    const noPrivate = writeFile(workDir, "no-private.vars", testDevVars().replace(/^CLI_DISCORD_SECRET_PRIVATE_KEY=.*$/m, ""));
+    assertOneLineError(
+      await cli(["send", "nope", ...project], env),
+      /^error: no source nope in the config: sources are demo, cli-svix/,
+    );
+    assertOneLineError(
+      await cli(["send", "demo", "no-such-sample", ...project], env),
+      /^error: no file or sample named no-such-sample: samples are .*stripe.*, credit, plan-changed$/,
+    );
+    const noPrivate = writeFile(
+      workDir,
+      "no-private.vars",
+      testDevVars().replace(/^CLI_DISCORD_SECRET_PRIVATE_KEY=.*$/m, ""),
+    );
     assertOneLineError(
       await cli(["send", "cli-discord", "--config", project[1], "--dev-vars", noPrivate], env),
       /add CLI_DISCORD_SECRET_PRIVATE_KEY to .*secret ed25519 CLI_DISCORD_SECRET/,
@@ -183,7 +239,10 @@ describe("tail, show, replay", () => {
     const receipt = acceptedReceipt((await cli(["send", "demo", ...project], env)).stdout);
     await cli(["send", "cli-github", ...project], env);
     await tail.waitFor(new RegExp(`demo  ${receipt}  attempt 1 processed`));
-    assert.match(tail.output(), new RegExp(`demo  ${receipt}  account\\.credited  key msg_\\w+  (pending|processing|processed)`));
+    assert.match(
+      tail.output(),
+      new RegExp(`demo  ${receipt}  account\\.credited  key msg_\\w+  (pending|processing|processed)`),
+    );
     assert.doesNotMatch(tail.output(), /cli-github/, "--source demo shows only demo");
     assert.equal(await tail.interrupt(), 0);
   });
@@ -193,15 +252,22 @@ describe("tail, show, replay", () => {
     const requests = /** @type {string[]} */ ([]);
     const proxy = createServer(async (request, response) => {
       requests.push(`${request.method} ${request.url}`);
-      const upstream = await fetch(`${receiver.url}${request.url}`, { method: request.method, headers: /** @type {Record<string, string>} */ (request.headers) });
-      response.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "application/json" });
+      const upstream = await fetch(`${receiver.url}${request.url}`, {
+        method: request.method,
+        headers: /** @type {Record<string, string>} */ (request.headers),
+      });
+      response.writeHead(upstream.status, {
+        "content-type": upstream.headers.get("content-type") ?? "application/json",
+      });
       response.end(Buffer.from(await upstream.arrayBuffer()));
     });
     await new Promise((done) => proxy.listen(0, "127.0.0.1", () => done(undefined)));
     const proxyUrl = `http://127.0.0.1:${/** @type {import("node:net").AddressInfo} */ (proxy.address()).port}`;
     try {
       // Stripe: the event id is in the signed body, so every send is a new receipt (an unsigned key would not be).
-      const tail = cliProcess(["tail", "--source", "cli-stripe", "--history", "0", ...project], { RECEIVER_URL: proxyUrl });
+      const tail = cliProcess(["tail", "--source", "cli-stripe", "--history", "0", ...project], {
+        RECEIVER_URL: proxyUrl,
+      });
       await tail.waitFor(/following .* source cli-stripe/);
       const before = requests.length;
       await new Promise((done) => setTimeout(done, 12_000));
@@ -221,9 +287,17 @@ describe("tail, show, replay", () => {
     await tail.waitFor(/following .* source cli-paddle/);
     const id = `evt_dup_${Date.now()}`;
     acceptedReceipt((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout);
-    for (let copy = 0; copy < 2; copy++) assert.match((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout, /"status":"duplicate"/);
+    for (let copy = 0; copy < 2; copy++)
+      assert.match((await cli(["send", "cli-paddle", "--id", id, ...project], env)).stdout, /"status":"duplicate"/);
     // Each look at the tally prints what arrived since the last one: one line of 2, or two of 1.
-    const shown = () => [...tail.output().matchAll(/cli-paddle {2}(\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+    const shown = () =>
+      [
+        ...tail
+          .output()
+          .matchAll(
+            /cli-paddle {2}(\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g,
+          ),
+      ].reduce((sum, match) => sum + Number(match[1]), 0);
     const deadline = Date.now() + 30_000;
     while (shown() < 2 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 250));
     assert.equal(shown(), 2, tail.output());
@@ -233,7 +307,11 @@ describe("tail, show, replay", () => {
   test("tail --status dead shows dead letters only", async () => {
     const tail = cliProcess(["tail", "--status", "dead", "--interval", "300", "--history", "0", ...project], env);
     await tail.waitFor(/following .* status dead/);
-    const broken = writeFile(workDir, "broken.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
+    const broken = writeFile(
+      workDir,
+      "broken.json",
+      JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }),
+    );
     const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);
     await tail.waitFor(new RegExp(`${receipt}.*dead`));
     assert.doesNotMatch(tail.output(), /account\.credited {2}key \S+ {2}processed/);
@@ -246,18 +324,42 @@ describe("tail, show, replay", () => {
     const newer = acceptedReceipt((await cli(["send", "cli-slack", ...project], env)).stdout);
     await showWhenFinished([newer]);
     // --page 1: each look reads only the newest receipt, so the older one can only come from the changes query.
-    const tail = cliProcess(["tail", "--source", "cli-slack", "--page", "1", "--interval", "300", "--history", "0", "--window", "1h", ...project], env);
+    const tail = cliProcess(
+      [
+        "tail",
+        "--source",
+        "cli-slack",
+        "--page",
+        "1",
+        "--interval",
+        "300",
+        "--history",
+        "0",
+        "--window",
+        "1h",
+        ...project,
+      ],
+      env,
+    );
     await tail.waitFor(/following .* source cli-slack/);
     assert.equal((await cli(["replay", older, ...project], env)).code, 0);
     await tail.waitFor(new RegExp(`cli-slack  ${older}  replayed \\(was skipped\\)`));
     await tail.waitFor(new RegExp(`cli-slack  ${older}  attempt \\d+ skipped`));
     assert.match(tail.output(), new RegExp(`cli-slack  ${older}  .*\\(received earlier, changed now\\)`));
-    assert.doesNotMatch(tail.output(), new RegExp(newer), "the newer receipt did not change: history 0 shows nothing of it");
+    assert.doesNotMatch(
+      tail.output(),
+      new RegExp(newer),
+      "the newer receipt did not change: history 0 shows nothing of it",
+    );
     assert.equal(await tail.interrupt(), 0);
   });
 
   test("replay one receipt, then every dead letter of a source; a receipt id that does not exist is one line", async () => {
-    const broken = writeFile(workDir, "broken-replay.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }));
+    const broken = writeFile(
+      workDir,
+      "broken-replay.json",
+      JSON.stringify({ type: "account.credited", data: { account: "acct_0042", amount: "lots" } }),
+    );
     const receipt = acceptedReceipt((await cli(["send", "demo", broken, ...project], env)).stdout);
     const dead = await showWhenFinished([receipt], /dead/);
     assert.match(dead, /^outcome\s+dead: .*data\.amount must be an integer.*replay /m);
@@ -278,7 +380,10 @@ describe("tail, show, replay", () => {
     assert.match(twice, /attempt 3: dead/);
     assert.match(twice, /^status\s+dead\s+provenance live\s+attempts 3 \(1 since the last replay\)$/m);
 
-    const bulk = await cli(["replay", "--dead", "--source", "demo", "--since", new Date(Date.now() - 3_600_000).toISOString(), ...project], env);
+    const bulk = await cli(
+      ["replay", "--dead", "--source", "demo", "--since", new Date(Date.now() - 3_600_000).toISOString(), ...project],
+      env,
+    );
     assert.equal(bulk.code, 0, bulk.stderr);
     assert.match(bulk.stdout, /^replayed [1-9]\d* dead letters? of demo since /m);
     assert.match(bulk.stdout, new RegExp(`^  ${receipt}$`, "m"));
@@ -293,7 +398,10 @@ describe("tail, show, replay", () => {
     assert.deepEqual((await dismissed.json()).changed, [receipt]);
     const afterDismiss = await cli(["show", receipt, ...project], env);
     assert.match(afterDismiss.stdout, /^status\s+dismissed/m);
-    assert.match(afterDismiss.stdout, /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m);
+    assert.match(
+      afterDismiss.stdout,
+      /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m,
+    );
     // Restored: the timeline keeps the dismissal (without the hint to undo it) and adds the restore after it.
     const restored = await fetch(`${receiver.url}/admin/api/dead/restore`, {
       method: "POST",
@@ -303,14 +411,23 @@ describe("tail, show, replay", () => {
     assert.deepEqual((await restored.json()).changed, [receipt]);
     const afterRestore = (await cli(["show", receipt, ...project], env)).stdout;
     assert.match(afterRestore, /^status\s+dead/m);
-    assert.match(afterRestore, /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters\n {2}\S+Z {2}restored by an operator: a dead letter again, replayable$/m);
+    assert.match(
+      afterRestore,
+      /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters\n {2}\S+Z {2}restored by an operator: a dead letter again, replayable$/m,
+    );
 
-    assertOneLineError(await cli(["replay", "01KB0000000000000000000000", ...project], env), /^error: No receipt has this id\.$/);
+    assertOneLineError(
+      await cli(["replay", "01KB0000000000000000000000", ...project], env),
+      /^error: No receipt has this id\.$/,
+    );
     assertOneLineError(await cli(["replay", "--dead", ...project], env), /needs --source/);
   });
 
   test("show by an unknown event key and by a malformed id: one line each", async () => {
-    assertOneLineError(await cli(["show", "demo", "msg_never_sent", ...project], env), /^error: No receipt for this event key/);
+    assertOneLineError(
+      await cli(["show", "demo", "msg_never_sent", ...project], env),
+      /^error: No receipt for this event key/,
+    );
     assertOneLineError(await cli(["show", "not-a-receipt", ...project], env), /is not a receipt id/);
   });
 });
@@ -322,7 +439,9 @@ describe("echo", () => {
     const receipt = acceptedReceipt((await cli(["send", "cli-forward", ...project], env)).stdout);
     await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`)).catch(async (error) => {
       const shown = await cli(["show", receipt, ...project], env);
-      throw new Error(`${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nreceiver log:\n${receiver.log().slice(-3000)}`);
+      throw new Error(
+        `${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nreceiver log:\n${receiver.log().slice(-3000)}`,
+      );
     });
     assert.match(echo.output(), /POST \/hooks {2}signature ok → 200/);
     assert.match(echo.output(), /"title": "Webhook retries arrive twice"/);
@@ -332,7 +451,11 @@ describe("echo", () => {
     const forged = await fetch(`http://127.0.0.1:${echoPort}/hooks`, {
       method: "POST",
       body: "{}",
-      headers: { "webhook-id": "msg_forged", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": "v1,AAAA" },
+      headers: {
+        "webhook-id": "msg_forged",
+        "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+        "webhook-signature": "v1,AAAA",
+      },
     });
     assert.equal(forged.status, 401);
     await echo.waitFor(/signature REJECTED .* → 401/);
@@ -362,16 +485,30 @@ describe("check", () => {
     const missing = writeFile(workDir, "missing.vars", testDevVars().replace(/^CLI_PADDLE_SECRET=.*$/m, ""));
     const noSecret = await cli(["check", "--config", project[1], "--dev-vars", missing]);
     assert.equal(noSecret.code, 1);
-    assert.match(noSecret.stdout, /^FAIL\s+CLI_PADDLE_SECRET \(source cli-paddle\) is not in .*missing\.vars: add CLI_PADDLE_SECRET="…" to /m);
+    assert.match(
+      noSecret.stdout,
+      /^FAIL\s+CLI_PADDLE_SECRET \(source cli-paddle\) is not in .*missing\.vars: add CLI_PADDLE_SECRET="…" to /m,
+    );
 
-    const badConfig = writeFile(workDir, "bad.toml", `${testConfig(echoPort)}\n[vars.SOURCES.cli-bad]\nprovider = "carrier-pigeon"\nsecrets = ["X"]\n`);
+    const badConfig = writeFile(
+      workDir,
+      "bad.toml",
+      `${testConfig(echoPort)}\n[vars.SOURCES.cli-bad]\nprovider = "carrier-pigeon"\nsecrets = ["X"]\n`,
+    );
     const invalid = await cli(["check", "--config", badConfig, "--dev-vars", project[3]]);
     assert.equal(invalid.code, 1);
     assert.match(invalid.stdout, /^FAIL\s+SOURCES\.cli-bad: unsupported provider "carrier-pigeon"$/m);
 
-    const typo = writeFile(workDir, "typo.toml", `${testConfig(echoPort)}\n[vars.SOURCES.cli-typo]\nprovider = "stirpe"\nsecrets = ["X"]\n`);
+    const typo = writeFile(
+      workDir,
+      "typo.toml",
+      `${testConfig(echoPort)}\n[vars.SOURCES.cli-typo]\nprovider = "stirpe"\nsecrets = ["X"]\n`,
+    );
     const suggested = await cli(["check", "--config-only", "--config", typo]);
-    assert.match(suggested.stdout, /^FAIL\s+SOURCES\.cli-typo: unsupported provider "stirpe" \(did you mean "stripe"\?\)$/m);
+    assert.match(
+      suggested.stdout,
+      /^FAIL\s+SOURCES\.cli-typo: unsupported provider "stirpe" \(did you mean "stripe"\?\)$/m,
+    );
     assert.match(invalid.stderr, /^check failed: \d+ problems? above$/m);
   });
 });
@@ -382,30 +519,48 @@ describe("check --remote", () => {
     // prints a banner, then the JSON wrangler prints, and records the arguments it was given.
     const bin = join(workDir, "fake-bin");
     mkdirSync(bin, { recursive: true });
-    const listed = JSON.stringify([{ name: "ADMIN_TOKEN", type: "secret_text" }, { name: "STRIPE_LIVE_SECRET", type: "secret_text" }]);
+    const listed = JSON.stringify([
+      { name: "ADMIN_TOKEN", type: "secret_text" },
+      { name: "STRIPE_LIVE_SECRET", type: "secret_text" },
+    ]);
     writeFile(bin, "npx", `#!/bin/sh\necho "$@" > "${join(bin, "args")}"\necho " wrangler"\necho '${listed}'\n`);
     chmodSync(join(bin, "npx"), 0o755);
-    const config = writeFile(workDir, "remote.toml", [
-      'name = "remote-check"',
-      `main = ${JSON.stringify(join(ROOT, "src/index.ts"))}`,
-      'compatibility_date = "2026-11-01"',
-      "[env.production.vars.SOURCES.stripe-live]",
-      'provider = "stripe"',
-      'secrets = ["STRIPE_LIVE_SECRET"]',
-      "[env.production.vars.SOURCES.slack]",
-      'provider = "slack"',
-      'secrets = ["SLACK_SIGNING_SECRET"]',
-      "",
-    ].join("\n"));
-    const result = await cli(["check", "--remote", "--env", "production", "--config", config], { PATH: `${bin}:${process.env.PATH}` });
+    const config = writeFile(
+      workDir,
+      "remote.toml",
+      [
+        'name = "remote-check"',
+        `main = ${JSON.stringify(join(ROOT, "src/index.ts"))}`,
+        'compatibility_date = "2026-11-01"',
+        "[env.production.vars.SOURCES.stripe-live]",
+        'provider = "stripe"',
+        'secrets = ["STRIPE_LIVE_SECRET"]',
+        "[env.production.vars.SOURCES.slack]",
+        'provider = "slack"',
+        'secrets = ["SLACK_SIGNING_SECRET"]',
+        "",
+      ].join("\n"),
+    );
+    const result = await cli(["check", "--remote", "--env", "production", "--config", config], {
+      PATH: `${bin}:${process.env.PATH}`,
+    });
     assert.equal(result.code, 1, result.stdout + result.stderr);
-    assert.match(readFileSync(join(bin, "args"), "utf8"), /^wrangler secret list --format json --config \S+remote\.toml --env production$/m);
+    assert.match(
+      readFileSync(join(bin, "args"), "utf8"),
+      /^wrangler secret list --format json --config \S+remote\.toml --env production$/m,
+    );
     assert.match(result.stdout, /^ok\s+STRIPE_LIVE_SECRET \(source stripe-live\)$/m);
-    assert.match(result.stdout, /^FAIL\s+SLACK_SIGNING_SECRET \(source slack\) is not in the deployed Worker's secrets: npx wrangler secret put SLACK_SIGNING_SECRET --env production$/m);
+    assert.match(
+      result.stdout,
+      /^FAIL\s+SLACK_SIGNING_SECRET \(source slack\) is not in the deployed Worker's secrets: npx wrangler secret put SLACK_SIGNING_SECRET --env production$/m,
+    );
   });
 
   test("an environment the config does not have is one line naming it", async () => {
-    assertOneLineError(await cli(["check", "--env", "staging", "--config-only"]), /cannot be read: No environment found in configuration with name "staging"/);
+    assertOneLineError(
+      await cli(["check", "--env", "staging", "--config-only"]),
+      /cannot be read: No environment found in configuration with name "staging"/,
+    );
   });
 });
 
@@ -414,9 +569,16 @@ describe("the production config", () => {
     const result = await cli(["check", "--env", "production", "--config-only"]);
     assert.equal(result.code, 1, result.stdout + result.stderr);
     assert.doesNotMatch(result.stdout, /demo/);
-    assert.match(result.stdout, /^warn\s+wrangler\.toml \[env\.production\] declares no source yet: .*\[env\.production\.vars\.SOURCES\.<name>\]/m);
+    assert.match(
+      result.stdout,
+      /^warn\s+wrangler\.toml \[env\.production\] declares no source yet: .*\[env\.production\.vars\.SOURCES\.<name>\]/m,
+    );
     assert.deepEqual(result.stdout.match(/^FAIL.*$/gm), [
-      "FAIL  wrangler.toml:" + (readFileSync(join(ROOT, "wrangler.toml"), "utf8").split("\n").findIndex((line) => /^database_id = "0{8}.*replace with/.test(line)) + 1) +
+      "FAIL  wrangler.toml:" +
+        (readFileSync(join(ROOT, "wrangler.toml"), "utf8")
+          .split("\n")
+          .findIndex((line) => /^database_id = "0{8}.*replace with/.test(line)) +
+          1) +
         ": [[env.production.d1_databases]] DB still has the placeholder database_id 00000000-0000-0000-0000-000000000000: paste the id npx wrangler d1 create webhook-receipts printed (or npx wrangler d1 list shows) there",
     ]);
   });
@@ -425,8 +587,16 @@ describe("the production config", () => {
 describe("failures anyone hits first", () => {
   test("no receiver running: one line saying to run npm start, for send, show, replay and tail", async () => {
     const down = { RECEIVER_URL: `http://127.0.0.1:${await freePort()}/` };
-    for (const args of [["send", "demo"], ["show", "01KB0000000000000000000000"], ["replay", "01KB0000000000000000000000"], ["tail"]]) {
-      assertOneLineError(await cli([...args, ...project], down), /^error: no receiver at http:\/\/127\.0\.0\.1:\d+: run npm start/);
+    for (const args of [
+      ["send", "demo"],
+      ["show", "01KB0000000000000000000000"],
+      ["replay", "01KB0000000000000000000000"],
+      ["tail"],
+    ]) {
+      assertOneLineError(
+        await cli([...args, ...project], down),
+        /^error: no receiver at http:\/\/127\.0\.0\.1:\d+: run npm start/,
+      );
     }
   });
 
@@ -448,11 +618,17 @@ describe("failures anyone hits first", () => {
       const result = await cli([...args, ...project], where);
       assert.equal(result.code, code, `${args.join(" ")}: ${result.stderr}`);
     }
-    assert.equal((await cli(["send", "demo", "--dev-vars", `${workDir}/absent.vars`, "--config", project[1]], env)).code, 4);
+    assert.equal(
+      (await cli(["send", "demo", "--dev-vars", `${workDir}/absent.vars`, "--config", project[1]], env)).code,
+      4,
+    );
   });
 
   test("no .dev.vars yet: one line saying npm start creates it", async () => {
-    assertOneLineError(await cli(["send", "demo", "--config", project[1], "--dev-vars", `${workDir}/absent.vars`], env), /no .*absent\.vars yet: run npm start once/);
+    assertOneLineError(
+      await cli(["send", "demo", "--config", project[1], "--dev-vars", `${workDir}/absent.vars`], env),
+      /no .*absent\.vars yet: run npm start once/,
+    );
   });
 
   test("secret gateway makes a Standard Webhooks secret: whsec_ and base64 of 32 random bytes, new each time", async () => {

@@ -20,7 +20,13 @@ const SECOND_DATABASE = [
   `migrations_dir = ${JSON.stringify(join(ROOT, "migrations"))}`,
   "",
 ].join("\n");
-const EU_SOURCE = ["[vars.SOURCES.cli-eu]", 'provider = "standard-webhooks"', 'secrets = ["DEMO_WEBHOOK_SECRET"]', 'database = "DB_EU"', ""].join("\n");
+const EU_SOURCE = [
+  "[vars.SOURCES.cli-eu]",
+  'provider = "standard-webhooks"',
+  'secrets = ["DEMO_WEBHOOK_SECRET"]',
+  'database = "DB_EU"',
+  "",
+].join("\n");
 
 describe("a source on another database", () => {
   test("check fails naming the missing binding, and passes once the config binds it", async () => {
@@ -28,7 +34,10 @@ describe("a source on another database", () => {
     const unbound = writeFile(workDir, "unbound.toml", `${testConfig(9)}\n${EU_SOURCE}`);
     const refused = await cli(["check", "--config", unbound, "--dev-vars", devVars]);
     assert.equal(refused.code, 1, refused.stdout + refused.stderr);
-    assert.match(refused.stdout, /^FAIL\s+SOURCES\.cli-eu: database "DB_EU" is not a D1 binding of this Worker \(add a \[\[d1_databases\]\] entry with binding = "DB_EU"\)$/m);
+    assert.match(
+      refused.stdout,
+      /^FAIL\s+SOURCES\.cli-eu: database "DB_EU" is not a D1 binding of this Worker \(add a \[\[d1_databases\]\] entry with binding = "DB_EU"\)$/m,
+    );
 
     const bound = writeFile(workDir, "bound.toml", `${testConfig(9)}\n${EU_SOURCE}\n${SECOND_DATABASE}`);
     const accepted = await cli(["check", "--config", bound, "--dev-vars", devVars]);
@@ -39,17 +48,38 @@ describe("a source on another database", () => {
   test("db:migrate:local applies the migrations to every bound database", () => {
     const config = writeFile(workDir, "two.toml", `${testConfig(9)}\n${SECOND_DATABASE}`);
     const state = join(workDir, "state");
-    const migrate = spawnSync(process.execPath, [join(ROOT, "scripts/migrate.mjs"), "--local", "--config", config, "--persist-to", state], { cwd: workDir, encoding: "utf8" });
+    const migrate = spawnSync(
+      process.execPath,
+      [join(ROOT, "scripts/migrate.mjs"), "--local", "--config", config, "--persist-to", state],
+      { cwd: workDir, encoding: "utf8" },
+    );
     assert.equal(migrate.status, 0, migrate.stdout + migrate.stderr);
     for (const binding of ["DB", "DB_EU"]) {
       const tables = spawnSync(
         "npx",
-        ["wrangler", "d1", "execute", binding, "--local", "--config", config, "--persist-to", state, "--json", "--command", "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('receipts', 'accounts') ORDER BY name"],
+        [
+          "wrangler",
+          "d1",
+          "execute",
+          binding,
+          "--local",
+          "--config",
+          config,
+          "--persist-to",
+          state,
+          "--json",
+          "--command",
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('receipts', 'accounts') ORDER BY name",
+        ],
         { cwd: ROOT, encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } },
       );
       assert.equal(tables.status, 0, tables.stdout + tables.stderr);
       const [{ results }] = JSON.parse(tables.stdout.slice(tables.stdout.indexOf("[")));
-      assert.deepEqual(results.map((/** @type {{ name: string }} */ row) => row.name), ["accounts", "receipts"], `${binding} is not migrated`);
+      assert.deepEqual(
+        results.map((/** @type {{ name: string }} */ row) => row.name),
+        ["accounts", "receipts"],
+        `${binding} is not migrated`,
+      );
     }
   });
 });

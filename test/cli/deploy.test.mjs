@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { after, test } from "node:test";
+import { promisify } from "node:util";
 import { cli, makeWorkDir, ROOT, writeFile } from "./receiver.mjs";
 
 const workDir = makeWorkDir();
@@ -19,13 +19,21 @@ const REAL_ID = "4f1c2b3a-9d8e-4f70-a1b2-c3d4e5f60718";
 
 /** The project's wrangler.toml, written elsewhere with `main` absolute, after `edit`. */
 function config(/** @type {string} */ name, /** @type {(text: string) => string} */ edit) {
-  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8").replace(/^main\s*=\s*"([^"]+)"/m, (_, path) => `main = ${JSON.stringify(join(ROOT, path))}`);
+  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8").replace(
+    /^main\s*=\s*"([^"]+)"/m,
+    (_, path) => `main = ${JSON.stringify(join(ROOT, path))}`,
+  );
   return writeFile(workDir, name, edit(text));
 }
 
 /** The production database's id filled in, as after `npx wrangler d1 create`. */
-const withRealId = (/** @type {string} */ text) => text.replace(/(\[\[env\.production\.d1_databases\]\][^[]*?database_id = )"0{8}-0{4}-0{4}-0{4}-0{12}"/, `$1"${REAL_ID}"`);
-const STRIPE_TABLE = '\n[env.production.vars.SOURCES.stripe-live]\nprovider = "stripe"\nsecrets = ["STRIPE_LIVE_SECRET"]\n';
+const withRealId = (/** @type {string} */ text) =>
+  text.replace(
+    /(\[\[env\.production\.d1_databases\]\][^[]*?database_id = )"0{8}-0{4}-0{4}-0{4}-0{12}"/,
+    `$1"${REAL_ID}"`,
+  );
+const STRIPE_TABLE =
+  '\n[env.production.vars.SOURCES.stripe-live]\nprovider = "stripe"\nsecrets = ["STRIPE_LIVE_SECRET"]\n';
 
 /** Runs scripts/deploy.mjs with the stand-in npx; answers its result and every npx call it made. */
 async function deploy(/** @type {string[]} */ args) {
@@ -49,7 +57,10 @@ async function deploy(/** @type {string[]} */ args) {
 }
 
 /** The 1-based line of the first line matching `pattern`. */
-const lineOf = (/** @type {string} */ path, /** @type {RegExp} */ pattern) => readFileSync(path, "utf8").split("\n").findIndex((line) => pattern.test(line)) + 1;
+const lineOf = (/** @type {string} */ path, /** @type {RegExp} */ pattern) =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .findIndex((line) => pattern.test(line)) + 1;
 
 test("the placeholder database_id in [env.production] stops the deploy, naming the line and the id to paste there", async () => {
   const path = config("placeholder.toml", (text) => text.replace(/^SOURCES = \{\}$/m, "").concat(STRIPE_TABLE));
@@ -59,7 +70,10 @@ test("the placeholder database_id in [env.production] stops the deploy, naming t
   assert.ok(line > 0);
   assert.match(
     result.stdout,
-    new RegExp(`^FAIL\\s+${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:${line}: \\[\\[env\\.production\\.d1_databases\\]\\] DB still has the placeholder database_id ${PLACEHOLDER}: paste the id npx wrangler d1 create webhook-receipts printed \\(or npx wrangler d1 list shows\\) there$`, "m"),
+    new RegExp(
+      `^FAIL\\s+${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:${line}: \\[\\[env\\.production\\.d1_databases\\]\\] DB still has the placeholder database_id ${PLACEHOLDER}: paste the id npx wrangler d1 create webhook-receipts printed \\(or npx wrangler d1 list shows\\) there$`,
+      "m",
+    ),
   );
   assert.match(result.stderr, /npm run deploy stopped: .* failed \(nothing was deployed\)/);
   assert.deepEqual(result.npx, [], "wrangler was never run");
@@ -73,18 +87,31 @@ test("SOURCES = {} left next to a production source table stops the deploy, nami
   const table = lineOf(path, /^\[env\.production\.vars\.SOURCES\.stripe-live\]$/);
   assert.match(
     result.stderr,
-    new RegExp(`line ${table} \\(\\[env\\.production\\.vars\\.SOURCES\\.stripe-live\\]\\) defines a source, but line ${emptied} already set SOURCES = \\{\\}: delete line ${emptied}`),
+    new RegExp(
+      `line ${table} \\(\\[env\\.production\\.vars\\.SOURCES\\.stripe-live\\]\\) defines a source, but line ${emptied} already set SOURCES = \\{\\}: delete line ${emptied}`,
+    ),
   );
-  assert.doesNotMatch(result.stderr, /^error: .*redefine an already defined table or value$/m, "not the bare TOML message");
+  assert.doesNotMatch(
+    result.stderr,
+    /^error: .*redefine an already defined table or value$/m,
+    "not the bare TOML message",
+  );
   assert.deepEqual(result.npx, []);
 });
 
 test("a config with its database id and its source tables reaches the dry run and then the deploy (here a stand-in)", async () => {
-  const path = config("ready.toml", (text) => withRealId(text).replace(/^SOURCES = \{\}$/m, "").concat(STRIPE_TABLE));
+  const path = config("ready.toml", (text) =>
+    withRealId(text)
+      .replace(/^SOURCES = \{\}$/m, "")
+      .concat(STRIPE_TABLE),
+  );
   const result = await deploy(["--skip-secrets", "--config", path]);
   assert.equal(result.code, 0, result.stdout + result.stderr);
   assert.equal(result.npx.length, 2, result.npx.join("\n"));
-  assert.match(result.npx[0], new RegExp(`^wrangler deploy --dry-run --env production --outdir \\S+ --config ${path}$`));
+  assert.match(
+    result.npx[0],
+    new RegExp(`^wrangler deploy --dry-run --env production --outdir \\S+ --config ${path}$`),
+  );
   assert.equal(result.npx[1], `wrangler deploy --env production --config ${path}`);
 });
 
@@ -92,5 +119,11 @@ test("check names the line of any TOML error it cannot read past", async () => {
   const path = config("broken.toml", (text) => `${text}\n[vars.SOURCES.broken\nprovider = "stripe"\n`);
   const result = await cli(["check", "--config-only", "--config", path]);
   assert.notEqual(result.code, 0);
-  assert.match(result.stderr, new RegExp(`cannot be read: .* at line ${lineOf(path, /^\[vars\.SOURCES\.broken$/)}: \\[vars\\.SOURCES\\.broken$`, "m"));
+  assert.match(
+    result.stderr,
+    new RegExp(
+      `cannot be read: .* at line ${lineOf(path, /^\[vars\.SOURCES\.broken$/)}: \\[vars\\.SOURCES\\.broken$`,
+      "m",
+    ),
+  );
 });

@@ -30,10 +30,21 @@ test("show prints a key, type, subject, header, error and body holding terminal 
       keptHeaders: { "user-agent": `agent\r${CLEAR_SCREEN}` },
       body: { encoding: "utf8", text: `not json\n${CLEAR_SCREEN}${RIGHT_TO_LEFT}` },
     },
-    attempts: [{ attemptNumber: 1, outcome: "dead", httpStatus: 500, durationMs: 5, startedAt: 1_800_000_000_100, finishedAt: 1_800_000_000_105, error: `boom${RETITLE}` }],
+    attempts: [
+      {
+        attemptNumber: 1,
+        outcome: "dead",
+        httpStatus: 500,
+        durationMs: 5,
+        startedAt: 1_800_000_000_100,
+        finishedAt: 1_800_000_000_105,
+        error: `boom${RETITLE}`,
+      },
+    ],
   };
   const lines = describe(detail, true);
-  for (const line of lines) assert.doesNotMatch(line, ACTIVE, `an active character reached the terminal in ${JSON.stringify(line)}`);
+  for (const line of lines)
+    assert.doesNotMatch(line, ACTIVE, `an active character reached the terminal in ${JSON.stringify(line)}`);
   const text = lines.join("\n");
   assert.ok(text.includes("evt_\\x1b[2J"), "the key is shown with its escape spelled out");
   assert.ok(text.includes("invoice\\x1b]0;owned\\x07.paid"));

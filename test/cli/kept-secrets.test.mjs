@@ -6,7 +6,16 @@ import assert from "node:assert/strict";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { cli, freePort, makeWorkDir, startReceiver, stopLeftoverCommands, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import {
+  cli,
+  freePort,
+  makeWorkDir,
+  startReceiver,
+  stopLeftoverCommands,
+  testConfig,
+  testDevVars,
+  writeFile,
+} from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 const VERIFY_TOKEN = randomBytes(12).toString("hex");
@@ -33,14 +42,23 @@ after(async () => {
 const fingerprint = (/** @type {string} */ secret) => createHash("sha256").update(secret).digest("hex").slice(0, 16);
 
 async function handshake(/** @type {string} */ secret) {
-  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept?verify_token=${VERIFY_TOKEN}`, { method: "POST", headers: { "x-hook-secret": secret } });
+  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept?verify_token=${VERIFY_TOKEN}`, {
+    method: "POST",
+    headers: { "x-hook-secret": secret },
+  });
   assert.equal(response.status, 200);
 }
 
 async function deliveryStatus(/** @type {string} */ secret) {
-  const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: randomBytes(6).toString("hex"), resource_type: "task" } }] });
+  const body = JSON.stringify({
+    events: [{ action: "changed", resource: { gid: randomBytes(6).toString("hex"), resource_type: "task" } }],
+  });
   const signature = createHmac("sha256", secret).update(body).digest("hex");
-  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept`, { method: "POST", body, headers: { "x-hook-signature": signature, "content-type": "application/json" } });
+  const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept`, {
+    method: "POST",
+    body,
+    headers: { "x-hook-signature": signature, "content-type": "application/json" },
+  });
   await response.body?.cancel();
   return response.status;
 }
@@ -62,7 +80,10 @@ describe("kept", () => {
     assert.match(listed.stdout, new RegExp(`^${fingerprint(replacement)}\\s+pending\\s+\\d{4}-`, "m"));
     assert.match(listed.stdout, new RegExp(`^${fingerprint(original)}\\s+active\\s+\\d{4}-`, "m"));
     assert.match(listed.stdout, /kept approve cli-asana-kept <fingerprint>/);
-    assert.ok(!listed.stdout.includes(original) && !listed.stdout.includes(replacement), "a secret's value is never printed");
+    assert.ok(
+      !listed.stdout.includes(original) && !listed.stdout.includes(replacement),
+      "a secret's value is never printed",
+    );
 
     const approved = await cli(["kept", "approve", "cli-asana-kept", fingerprint(replacement), ...project], env);
     assert.equal(approved.code, 0, approved.stderr);
@@ -75,7 +96,10 @@ describe("kept", () => {
     assert.equal(await deliveryStatus(original), 401);
 
     const json = await cli(["kept", "list", "cli-asana-kept", "--json", ...project], env);
-    assert.deepEqual(JSON.parse(json.stdout).keptSecrets.map((/** @type {any} */ secret) => [secret.fingerprint, secret.status]), [[fingerprint(replacement), "active"]]);
+    assert.deepEqual(
+      JSON.parse(json.stdout).keptSecrets.map((/** @type {any} */ secret) => [secret.fingerprint, secret.status]),
+      [[fingerprint(replacement), "active"]],
+    );
   });
 
   test("an unknown fingerprint, a missing one, an unknown action and a source that keeps no secrets are one line each", async () => {

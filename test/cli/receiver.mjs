@@ -33,7 +33,12 @@ function keyPair(/** @type {"ed25519" | "whpk" | "p256"} */ kind) {
   const pair = kind === "p256" ? generateKeyPairSync("ec", { namedCurve: "P-256" }) : generateKeyPairSync("ed25519");
   const spki = pair.publicKey.export({ format: "der", type: "spki" });
   return {
-    publicKey: kind === "p256" ? spki.toString("base64") : kind === "whpk" ? `whpk_${spki.subarray(-32).toString("base64")}` : spki.subarray(-32).toString("hex"),
+    publicKey:
+      kind === "p256"
+        ? spki.toString("base64")
+        : kind === "whpk"
+          ? `whpk_${spki.subarray(-32).toString("base64")}`
+          : spki.subarray(-32).toString("hex"),
     privateKey: pair.privateKey.export({ format: "der", type: "pkcs8" }).toString("base64"),
   };
 }
@@ -52,7 +57,12 @@ export const PROVIDER_SOURCES = [
   { name: "cli-twilio", provider: "twilio", secret: "hmac" },
   { name: "cli-paddle", provider: "paddle", secret: "hmac" },
   { name: "cli-linear", provider: "linear", secret: "hmac" },
-  { name: "cli-square", provider: "square", secret: "hmac", extra: 'notification_url = "https://hooks.example.com/webhooks/cli-square"' },
+  {
+    name: "cli-square",
+    provider: "square",
+    secret: "hmac",
+    extra: 'notification_url = "https://hooks.example.com/webhooks/cli-square"',
+  },
   { name: "cli-twitch", provider: "twitch", secret: "hmac" },
   { name: "cli-zoom", provider: "zoom", secret: "hmac" },
   { name: "cli-gitlab", provider: "gitlab", secret: "hmac" },
@@ -79,7 +89,12 @@ export const PROVIDER_SOURCES = [
   { name: "cli-netlify", provider: "netlify", secret: "hmac" },
   { name: "cli-adyen", provider: "adyen", secret: "hmac" },
   { name: "cli-aws-sns", provider: "aws-sns", secret: "topic-arn" },
-  { name: "cli-plaid", provider: "plaid", secret: "hmac", extra: 'client_id = "cli-test-client"\nenvironment = "sandbox"' },
+  {
+    name: "cli-plaid",
+    provider: "plaid",
+    secret: "hmac",
+    extra: 'client_id = "cli-test-client"\nenvironment = "sandbox"',
+  },
   { name: "cli-hubspot", provider: "hubspot", secret: "hmac" },
   { name: "cli-zendesk", provider: "zendesk", secret: "hmac" },
   { name: "cli-woocommerce", provider: "woocommerce", secret: "hmac" },
@@ -125,13 +140,19 @@ export function testConfig(echoPort) {
   let text = readFileSync(join(WORKER_ROOT, "wrangler.toml"), "utf8");
   const rewritten = text
     .replace(/^main\s*=\s*"([^"]+)"/m, (_, path) => `main = ${JSON.stringify(join(WORKER_ROOT, path))}`)
-    .replace(/^(\s*)migrations_dir\s*=\s*"([^"]+)"/gm, (_, indent, path) => `${indent}migrations_dir = ${JSON.stringify(join(WORKER_ROOT, path))}`);
+    .replace(
+      /^(\s*)migrations_dir\s*=\s*"([^"]+)"/gm,
+      (_, indent, path) => `${indent}migrations_dir = ${JSON.stringify(join(WORKER_ROOT, path))}`,
+    );
   assert.notEqual(rewritten, text, "wrangler.toml has no main/migrations_dir to point at the project");
   text = rewritten;
   const tables = PROVIDER_SOURCES.map(
-    (source) => `\n[vars.SOURCES.${source.name}]\nprovider = "${source.provider}"\nsecrets = ["${secretName(source.name)}"]\ndestination = "none"\n${source.extra ?? ""}\n`,
+    (source) =>
+      `\n[vars.SOURCES.${source.name}]\nprovider = "${source.provider}"\nsecrets = ["${secretName(source.name)}"]\ndestination = "none"\n${source.extra ?? ""}\n`,
   );
-  tables.push(`\n[vars.SOURCES.cli-forward]\nprovider = "github"\nsecrets = ["${secretName("cli-forward")}"]\ndestination = "http://127.0.0.1:${echoPort}/hooks"\n`);
+  tables.push(
+    `\n[vars.SOURCES.cli-forward]\nprovider = "github"\nsecrets = ["${secretName("cli-forward")}"]\ndestination = "http://127.0.0.1:${echoPort}/hooks"\n`,
+  );
   return text + tables.join("");
 }
 
@@ -165,12 +186,36 @@ export async function startReceiver(files) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const persistTo = join(files.workDir, "state");
-  execFileSync(WRANGLER, ["d1", "migrations", "apply", "DB", "--local", "--config", files.configPath, "--persist-to", persistTo], { env: quietEnv, stdio: "pipe" });
+  execFileSync(
+    WRANGLER,
+    ["d1", "migrations", "apply", "DB", "--local", "--config", files.configPath, "--persist-to", persistTo],
+    { env: quietEnv, stdio: "pipe" },
+  );
   const worker = spawn(
     WRANGLER,
-    ["dev", "--config", files.configPath, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", persistTo,
-      "--env-file", files.envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
-    { detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...quietEnv, WRANGLER_REGISTRY_PATH: `${persistTo}-registry` } },
+    [
+      "dev",
+      "--config",
+      files.configPath,
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspectorPort),
+      "--persist-to",
+      persistTo,
+      "--env-file",
+      files.envFile,
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      "warn",
+    ],
+    {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...quietEnv, WRANGLER_REGISTRY_PATH: `${persistTo}-registry` },
+    },
   );
   let log = "";
   worker.stdout.on("data", (chunk) => (log += chunk));
@@ -180,7 +225,13 @@ export async function startReceiver(files) {
   for (;;) {
     if (worker.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
     // A Worker that fails at startup leaves connections hanging: each probe gets its own deadline.
-    if (await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)) break;
+    if (
+      await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) }).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      break;
     if (/Uncaught \w*Error/.test(log)) throw new Error(`the Worker failed to start:\n${log.slice(-3000)}`);
     if (Date.now() > deadline) throw new Error(`wrangler dev did not answer on ${url}:\n${log}`);
     await new Promise((done) => setTimeout(done, 250));
@@ -201,12 +252,23 @@ export async function startReceiver(files) {
  * Runs `node scripts/dev.mjs …` (`npm start`) from the project root, with a wrangler registry in `workDir`; `stop()`
  * ends it and everything it started.
  */
-export function startDevScript(/** @type {string} */ workDir, /** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) {
+export function startDevScript(
+  /** @type {string} */ workDir,
+  /** @type {string[]} */ args,
+  /** @type {Record<string, string>} */ extraEnv = {},
+) {
   const child = spawn(process.execPath, ["scripts/dev.mjs", ...args], {
     cwd: ROOT,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, CI: "true", NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", WRANGLER_REGISTRY_PATH: join(workDir, "registry"), ...extraEnv },
+    env: {
+      ...process.env,
+      CI: "true",
+      NO_COLOR: "1",
+      WRANGLER_SEND_METRICS: "false",
+      WRANGLER_REGISTRY_PATH: join(workDir, "registry"),
+      ...extraEnv,
+    },
   });
   let stdout = "";
   let stderr = "";
@@ -243,11 +305,19 @@ export function writeFile(/** @type {string} */ dir, /** @type {string} */ name,
  */
 export async function cli(args, env = {}) {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...quietEnv, ...env }, timeout: 60_000 });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...quietEnv, ...env },
+      timeout: 60_000,
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = /** @type {{ code?: number, stdout?: string, stderr?: string }} */ (error);
-    return { code: typeof failed.code === "number" ? failed.code : -1, stdout: failed.stdout ?? "", stderr: failed.stderr ?? "" };
+    return {
+      code: typeof failed.code === "number" ? failed.code : -1,
+      stdout: failed.stdout ?? "",
+      stderr: failed.stderr ?? "",
+    };
   }
 }
 
@@ -264,7 +334,11 @@ export function stopLeftoverCommands() {
  * @param {Record<string, string>} [env]
  */
 export function cliProcess(args, env = {}) {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...quietEnv, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: ROOT,
+    env: { ...quietEnv, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   running.add(child);
   child.once("exit", () => running.delete(child));
   let output = "";
@@ -275,7 +349,8 @@ export function cliProcess(args, env = {}) {
     async waitFor(/** @type {RegExp} */ pattern, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
       while (!pattern.test(output)) {
-        if (child.exitCode !== null) throw new Error(`the command exited (${child.exitCode}) before printing ${pattern}:\n${output}`);
+        if (child.exitCode !== null)
+          throw new Error(`the command exited (${child.exitCode}) before printing ${pattern}:\n${output}`);
         if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${output}`);
         await new Promise((done) => setTimeout(done, 100));
       }

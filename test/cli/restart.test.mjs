@@ -7,7 +7,17 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { cli, cliProcess, freePort, makeWorkDir, startDevScript, stopLeftoverCommands, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import {
+  cli,
+  cliProcess,
+  freePort,
+  makeWorkDir,
+  startDevScript,
+  stopLeftoverCommands,
+  testConfig,
+  testDevVars,
+  writeFile,
+} from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 after(() => {
@@ -19,14 +29,22 @@ after(() => {
 async function answering(/** @type {ReturnType<typeof startDevScript>} */ run, /** @type {number} */ port) {
   const deadline = Date.now() + 300_000; // a loaded machine has taken minutes to start wrangler dev
   for (;;) {
-    if (await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)) return;
+    if (
+      await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      return;
     const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
     assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
     assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
   }
 }
 
-test("a retry pending when npm start stops is delivered soon after it starts again, not at the cron's re-drive", { timeout: 900_000 }, async () => {
+test("a retry pending when npm start stops is delivered soon after it starts again, not at the cron's re-drive", {
+  timeout: 900_000,
+}, async () => {
   const echoPort = await freePort(); // nothing listens there until after the restart: the destination is down
   const config = writeFile(workDir, "wrangler.toml", testConfig(echoPort));
   const vars = writeFile(workDir, ".dev.vars", `${testDevVars()}LOCAL_DEVELOPMENT="true"\n`);
@@ -35,8 +53,22 @@ test("a retry pending when npm start stops is delivered soon after it starts aga
   const env = { RECEIVER_URL: `http://127.0.0.1:${port}` };
   // --no-cron: nothing but the restart's requeue can send the retry again.
   const npmStart = async () =>
-    startDevScript(workDir, ["--port", String(port), "--inspector-port", String(await freePort()), "--config", config, "--env-file", vars,
-      "--persist-to", join(workDir, "state"), "--no-cron", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"]);
+    startDevScript(workDir, [
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(await freePort()),
+      "--config",
+      config,
+      "--env-file",
+      vars,
+      "--persist-to",
+      join(workDir, "state"),
+      "--no-cron",
+      "--ip",
+      "127.0.0.1",
+      "--show-interactive-dev-session=false",
+    ]);
 
   let run = await npmStart();
   try {
@@ -49,7 +81,10 @@ test("a retry pending when npm start stops is delivered soon after it starts aga
     for (;;) {
       const shown = await cli(["show", receipt, ...project], env);
       if (/^status\s+pending/m.test(shown.stdout) && /next attempt due/.test(shown.stdout)) break;
-      assert.ok(Date.now() < deadline, `no retry scheduled:\n${shown.stdout}${shown.stderr}\n${run.output().stdout.slice(-3000)}`);
+      assert.ok(
+        Date.now() < deadline,
+        `no retry scheduled:\n${shown.stdout}${shown.stderr}\n${run.output().stdout.slice(-3000)}`,
+      );
       await new Promise((done) => setTimeout(done, 500));
     }
     await run.stop();
@@ -61,7 +96,9 @@ test("a retry pending when npm start stops is delivered soon after it starts aga
     // Its retry was due within 30 s; the requeue asks every 10 s. Without it, nothing would ever come.
     await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`), 90_000).catch(async (error) => {
       const shown = await cli(["show", receipt, ...project], env);
-      throw new Error(`${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nnpm start:\n${run.output().stdout.slice(-3000)}${run.output().stderr.slice(-2000)}`);
+      throw new Error(
+        `${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nnpm start:\n${run.output().stdout.slice(-3000)}${run.output().stderr.slice(-2000)}`,
+      );
     });
     assert.match(run.output().stdout, /"event":"local.requeued_after_restart","receipts":1\b/);
     assert.equal(await echo.interrupt(), 0);

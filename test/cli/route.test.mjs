@@ -18,7 +18,9 @@ const destination = createServer((request, response) => {
 });
 let project = /** @type {string[]} */ ([]);
 
-const docsBlocks = [...readFileSync(join(ROOT, "docs/routing.md"), "utf8").matchAll(/^```toml\n([\s\S]*?)^```$/gm)].map((match) => match[1]);
+const docsBlocks = [...readFileSync(join(ROOT, "docs/routing.md"), "utf8").matchAll(/^```toml\n([\s\S]*?)^```$/gm)].map(
+  (match) => match[1],
+);
 
 before(async () => {
   await new Promise((resolve) => destination.listen(0, "127.0.0.1", () => resolve(undefined)));
@@ -31,7 +33,7 @@ before(async () => {
     "[[vars.SOURCES.cli-route-local.routes]]",
     'name = "backend"',
     `destination = "http://127.0.0.1:${port}/hooks"`,
-    "transform = '{ \"kind\": $type, \"who\": data.account }'",
+    'transform = \'{ "kind": $type, "who": data.account }\'',
     'headers = { "x-account" = "data.account" }',
   ].join("\n");
   const config = writeFile(workDir, "wrangler.toml", [testConfig(port), ...docsBlocks, local].join("\n\n"));
@@ -48,7 +50,8 @@ describe("docs/routing.md", () => {
     assert.ok(docsBlocks.length >= 3, "the doc's toml examples were not found");
     const result = await cli(["check", ...project]);
     assert.equal(result.code, 0, result.stdout + result.stderr);
-    for (const name of ["demo-credits", "demo-slack", "demo-backend", "demo-checked"]) assert.match(result.stdout, new RegExp(`valid sources \\(.*\\b${name}\\b`));
+    for (const name of ["demo-credits", "demo-slack", "demo-backend", "demo-checked"])
+      assert.match(result.stdout, new RegExp(`valid sources \\(.*\\b${name}\\b`));
   });
 });
 
@@ -56,22 +59,36 @@ describe("route test", () => {
   test("shows the filter's verdict, the transform's output and what the consumer would do", async () => {
     const small = await cli(["route", "test", "demo-slack", "credit", ...project]);
     assert.equal(small.code, 0, small.stdout + small.stderr);
-    assert.match(small.stdout, /^source demo-slack · sample \S+credit\.json · type account\.credited · subject acct_0042$/m);
+    assert.match(
+      small.stdout,
+      /^source demo-slack · sample \S+credit\.json · type account\.credited · subject acct_0042$/m,
+    );
     assert.match(small.stdout, /^ {2}filter {5}does not match$/m);
     assert.match(small.stdout, /"text": "Account acct_0042 was credited 100 credits"/);
     assert.match(small.stdout, /^ {2}verdict {4}skipped \(filtered out by route slack\)$/m);
 
-    const bigFile = writeFile(workDir, "big.json", JSON.stringify({ type: "account.credited", data: { account: "acct_0007", amount: 1500 } }));
+    const bigFile = writeFile(
+      workDir,
+      "big.json",
+      JSON.stringify({ type: "account.credited", data: { account: "acct_0007", amount: 1500 } }),
+    );
     const big = await cli(["route", "test", "demo-slack", bigFile, "--json", ...project]);
     assert.equal(big.code, 0, big.stdout + big.stderr);
     const answer = JSON.parse(big.stdout);
     assert.equal(answer.filterMatches, true);
-    assert.deepEqual(answer.transform, { ok: true, output: { text: "Account acct_0007 was credited 1,500 credits", unfurl_links: false } });
+    assert.deepEqual(answer.transform, {
+      ok: true,
+      output: { text: "Account acct_0007 was credited 1,500 credits", unfurl_links: false },
+    });
     assert.equal(answer.verdict.kind, "deliver");
   });
 
   test("gives a schema's errors, and skips an event type the filter leaves out", async () => {
-    const badFile = writeFile(workDir, "bad.json", JSON.stringify({ type: "account.credited", data: { account: "ACCT 1", amount: 1.5 } }));
+    const badFile = writeFile(
+      workDir,
+      "bad.json",
+      JSON.stringify({ type: "account.credited", data: { account: "ACCT 1", amount: 1.5 } }),
+    );
     const bad = await cli(["route", "test", "demo-checked", badFile, ...project]);
     assert.equal(bad.code, 0, bad.stdout + bad.stderr);
     assert.match(bad.stdout, /^ {2}schema {5}fails: #\/data\/account: .*pattern.*; #\/data\/amount: .*integer/m);
@@ -92,8 +109,21 @@ describe("route test", () => {
   });
 
   test("names a broken route's problem, as check does, and fails", async () => {
-    const broken = writeFile(workDir, "broken.toml", `${readFileSync(project[1], "utf8")}\n\n[vars.SOURCES.cli-route-broken]\nprovider = "standard-webhooks"\nsecrets = ["DEMO_WEBHOOK_SECRET"]\n[[vars.SOURCES.cli-route-broken.routes]]\nname = "r"\ndestination = "none"\nfilter = { type = { "$where" = "1" } }\n`);
-    const result = await cli(["route", "test", "cli-route-broken", "credit", "--config", broken, "--dev-vars", project[3]]);
+    const broken = writeFile(
+      workDir,
+      "broken.toml",
+      `${readFileSync(project[1], "utf8")}\n\n[vars.SOURCES.cli-route-broken]\nprovider = "standard-webhooks"\nsecrets = ["DEMO_WEBHOOK_SECRET"]\n[[vars.SOURCES.cli-route-broken.routes]]\nname = "r"\ndestination = "none"\nfilter = { type = { "$where" = "1" } }\n`,
+    );
+    const result = await cli([
+      "route",
+      "test",
+      "cli-route-broken",
+      "credit",
+      "--config",
+      broken,
+      "--dev-vars",
+      project[3],
+    ]);
     assert.equal(result.code, 1);
     assert.match(result.stdout, /^FAIL\s+SOURCES\.cli-route-broken route r: filter: unsupported operator \$where$/m);
     assert.match(result.stderr, /^error: source cli-route-broken is out of service/m);

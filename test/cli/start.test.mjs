@@ -13,19 +13,34 @@ const workDir = makeWorkDir();
 after(() => rmSync(workDir, { recursive: true, force: true }));
 
 /** `npm start` as a person runs it, with this file's own wrangler registry. */
-const start = (/** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) => startDevScript(workDir, args, extraEnv);
+const start = (/** @type {string[]} */ args, /** @type {Record<string, string>} */ extraEnv = {}) =>
+  startDevScript(workDir, args, extraEnv);
 
 /** The files a started receiver reads: this test's own config, secrets and state, never the checkout's. */
 function projectArgs() {
   const config = writeFile(workDir, "wrangler.toml", testConfig(1));
   const vars = writeFile(workDir, ".dev.vars", testDevVars());
-  return ["--config", config, "--env-file", vars, "--persist-to", join(workDir, "state"), "--no-cron", "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
+  return [
+    "--config",
+    config,
+    "--env-file",
+    vars,
+    "--persist-to",
+    join(workDir, "state"),
+    "--no-cron",
+    "--ip",
+    "127.0.0.1",
+    "--show-interactive-dev-session=false",
+  ];
 }
 
 async function occupiedPort() {
   const server = createServer();
   await new Promise((done) => server.listen(0, "127.0.0.1", () => done(undefined)));
-  return { port: /** @type {import("node:net").AddressInfo} */ (server.address()).port, close: () => new Promise((done) => server.close(done)) };
+  return {
+    port: /** @type {import("node:net").AddressInfo} */ (server.address()).port,
+    close: () => new Promise((done) => server.close(done)),
+  };
 }
 
 test("--port runs the receiver on that port, and the migrations print a summary, not their tables", async () => {
@@ -34,7 +49,13 @@ test("--port runs the receiver on that port, and the migrations print a summary,
   try {
     const deadline = Date.now() + 120_000;
     for (;;) {
-      if (await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)) break;
+      if (
+        await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
+          (response) => response.ok,
+          () => false,
+        )
+      )
+        break;
       const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
       assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
       assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
@@ -51,13 +72,24 @@ test("--port runs the receiver on that port, and the migrations print a summary,
 test("a port already taken is one line naming it and how to pick another, before anything else runs", async () => {
   const taken = await occupiedPort();
   try {
-    for (const [args, env] of /** @type {[string[], Record<string, string>][]} */ ([[["--port", String(taken.port)], {}], [[], { PORT: String(taken.port) }]])) {
+    for (const [args, env] of /** @type {[string[], Record<string, string>][]} */ ([
+      [["--port", String(taken.port)], {}],
+      [[], { PORT: String(taken.port) }],
+    ])) {
       const run = start([...args, ...projectArgs()], env);
-      const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("still running"), 30_000))]);
+      const code = await Promise.race([
+        run.exited,
+        new Promise((done) => setTimeout(() => done("still running"), 30_000)),
+      ]);
       await run.stop();
       const { stdout, stderr } = run.output();
       assert.equal(code, 1, `${stdout}${stderr}`);
-      assert.match(stderr.trim(), new RegExp(`^port ${taken.port} is in use \\(another npm start\\?\\): stop it, or run npm start -- --port \\d+$`));
+      assert.match(
+        stderr.trim(),
+        new RegExp(
+          `^port ${taken.port} is in use \\(another npm start\\?\\): stop it, or run npm start -- --port \\d+$`,
+        ),
+      );
       assert.doesNotMatch(stdout, /migrations/, "refused before migrating");
     }
   } finally {

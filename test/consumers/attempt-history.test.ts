@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
-import { account, } from "../support/deliveries";
+import { account } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin } from "./support/processing";
@@ -14,7 +14,9 @@ import { attemptRows, receiptRow, seedReceipt, standinOrigin } from "./support/p
  */
 
 async function generationOf(receiptId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?").bind(receiptId).first<{ generation: number }>();
+  const row = await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ generation: number }>();
   return row!.generation;
 }
 
@@ -29,7 +31,11 @@ function externalPayload(accountId: string, extra: Record<string, unknown> = {})
 describe("an attempt's own number and true outcome", () => {
   it("keeps a slow consumer's late commit from moving lease_generation back, and its success replaces the presumed 'unknown'", async () => {
     const eventKey = "evt_history_late_success";
-    const receiptId = await seedReceipt({ source: "proc-external", eventKey, payload: externalPayload("acct_history_late") });
+    const receiptId = await seedReceipt({
+      source: "proc-external",
+      eventKey,
+      payload: externalPayload("acct_history_late"),
+    });
     const releaseSlow = hangNextRun(eventKey);
     const releaseSuccessor = hangNextRun(eventKey);
     const t0 = Date.now();
@@ -60,7 +66,11 @@ describe("an attempt's own number and true outcome", () => {
 
   it("lets the real outcome of an attempt the cron presumed lost replace its 'unknown' row", async () => {
     const eventKey = "evt_history_cron_unknown";
-    const receiptId = await seedReceipt({ source: "proc-external", eventKey, payload: externalPayload("acct_history_cron", { failAfterCall: true }) });
+    const receiptId = await seedReceipt({
+      source: "proc-external",
+      eventKey,
+      payload: externalPayload("acct_history_cron", { failAfterCall: true }),
+    });
     const t0 = Date.now();
     // Attempt 1 fails: a leased retry is scheduled.
     expect((await processReceipt(testEnv, receiptId, t0)).kind).toBe("retry");
@@ -73,7 +83,9 @@ describe("an attempt's own number and true outcome", () => {
     expect(await generationOf(receiptId)).toBe(2);
 
     // The cron finds the lease run out and presumes the attempt's outcome unknown.
-    expect(await returnExpiredLeases({ ...testEnv, WORK_QUEUE: lossyQueue() }, nextAttemptAt! + LEASE_MS + 1)).toBeGreaterThanOrEqual(1);
+    expect(
+      await returnExpiredLeases({ ...testEnv, WORK_QUEUE: lossyQueue() }, nextAttemptAt! + LEASE_MS + 1),
+    ).toBeGreaterThanOrEqual(1);
     expect(await history(receiptId)).toEqual([
       [1, "retry"],
       [2, "unknown"],
@@ -96,7 +108,11 @@ describe("an attempt's own number and true outcome", () => {
 
   it("writes no row for a lease-free failure that lost its fence to a run that committed: the number is the winner's", async () => {
     const eventKey = "evt_history_fence_lost";
-    const receiptId = await seedReceipt({ source: "proc-handler", eventKey, payload: { account: "acct_history_fence", amount: 3 } });
+    const receiptId = await seedReceipt({
+      source: "proc-handler",
+      eventKey,
+      payload: { account: "acct_history_fence", amount: 3 },
+    });
     // Two lease-free runs read generation 0. The first stalls, then fails permanently; the second commits first.
     const releaseSlow = hangNextRun(eventKey, "the slow run's failure");
     const t0 = Date.now();

@@ -10,7 +10,12 @@ import { attemptRows, receiptRow, SECOND, seedReceipt, standinRequests } from ".
 async function runQueue(queue: string, receiptIds: string[], runEnv: Env = testEnv, deliveries = 1) {
   const batch = createMessageBatch<QueuedWork>(
     queue,
-    receiptIds.map((receiptId, index) => ({ id: `msg_${index}_${receiptId}`, timestamp: Date.now(), attempts: deliveries, body: { receiptId } })),
+    receiptIds.map((receiptId, index) => ({
+      id: `msg_${index}_${receiptId}`,
+      timestamp: Date.now(),
+      attempts: deliveries,
+      body: { receiptId },
+    })),
   );
   // The test harness records that a message was retried but not its delay: note the delay on the way through.
   const retryDelays: Record<string, number | undefined> = {};
@@ -27,14 +32,18 @@ async function runQueue(queue: string, receiptIds: string[], runEnv: Env = testE
 }
 
 async function statusCounts(source: string): Promise<Record<string, number>> {
-  const { results } = await env.DB.prepare("SELECT status, COUNT(*) AS n FROM receipts WHERE source = ? GROUP BY status")
+  const { results } = await env.DB.prepare(
+    "SELECT status, COUNT(*) AS n FROM receipts WHERE source = ? GROUP BY status",
+  )
     .bind(source)
     .all<{ status: string; n: number }>();
   return Object.fromEntries(results.map((row) => [row.status, row.n]));
 }
 
 describe("a poison event never blocks the others", () => {
-  it("returns 500 for one event on purpose: it lands dead while the 999 behind it flow through the real queue", { timeout: 240_000 }, async () => {
+  it("returns 500 for one event on purpose: it lands dead while the 999 behind it flow through the real queue", {
+    timeout: 240_000,
+  }, async () => {
     const startedAt = Date.now();
     const source = "proc-forward-poison";
     const deliver = (eventKey: string, payload: unknown) => {
@@ -45,7 +54,9 @@ describe("a poison event never blocks the others", () => {
     expect((await deliver("evt_poison", { type: "order.paid", poison: true })).status).toBe(200);
     const goodKeys = Array.from({ length: 999 }, (_, index) => `evt_good_${index}`);
     for (let start = 0; start < goodKeys.length; start += 50) {
-      const answers = await Promise.all(goodKeys.slice(start, start + 50).map((key, offset) => deliver(key, { type: "order.paid", n: start + offset })));
+      const answers = await Promise.all(
+        goodKeys.slice(start, start + 50).map((key, offset) => deliver(key, { type: "order.paid", n: start + offset })),
+      );
       expect(answers.every((answer) => answer.status === 200)).toBe(true);
     }
     const acknowledgedAt = Date.now();
@@ -59,9 +70,13 @@ describe("a poison event never blocks the others", () => {
       "999 processed and 1 dead",
     );
     expect(settled).toEqual({ processed: 999, dead: 1 });
-    console.log(`1,000 deliveries acknowledged in ${acknowledgedAt - startedAt} ms; all settled ${Date.now() - acknowledgedAt} ms later`);
+    console.log(
+      `1,000 deliveries acknowledged in ${acknowledgedAt - startedAt} ms; all settled ${Date.now() - acknowledgedAt} ms later`,
+    );
 
-    const poison = await env.DB.prepare("SELECT id, last_error AS lastError, body FROM receipts WHERE source = ? AND event_key = 'evt_poison'")
+    const poison = await env.DB.prepare(
+      "SELECT id, last_error AS lastError, body FROM receipts WHERE source = ? AND event_key = 'evt_poison'",
+    )
       .bind(source)
       .first<{ id: string; lastError: string; body: number[] | ArrayBuffer }>();
     expect(poison!.lastError).toBe("gave up after 3 attempts: destination answered 500");
@@ -80,17 +95,25 @@ describe("a poison event never blocks the others", () => {
       .first<{ flowedMeanwhile: number }>())!;
     expect(flowedMeanwhile).toBeGreaterThan(0);
     // Each good event reached the destination exactly once.
-    const sample = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND status = 'processed' ORDER BY random() LIMIT 20")
+    const sample = await env.DB.prepare(
+      "SELECT id FROM receipts WHERE source = ? AND status = 'processed' ORDER BY random() LIMIT 20",
+    )
       .bind(source)
       .all<{ id: string }>();
-    for (const { id } of sample.results) expect((await standinRequests(id)).map((request) => request.answer)).toEqual([200]);
+    for (const { id } of sample.results)
+      expect((await standinRequests(id)).map((request) => request.answer)).toEqual([200]);
   });
 
   it("acks a batch's messages, sends only the failing receipt back on its own schedule, until it is dead", async () => {
     const good = await Promise.all(
-      Array.from({ length: 24 }, (_, index) => seedReceipt({ source: "proc-handler-fast", payload: { account: `acct_batch_${index}`, amount: 3 } })),
+      Array.from({ length: 24 }, (_, index) =>
+        seedReceipt({ source: "proc-handler-fast", payload: { account: `acct_batch_${index}`, amount: 3 } }),
+      ),
     );
-    const poison = await seedReceipt({ source: "proc-handler-fast", payload: { account: "acct_batch_poison", amount: 3, fail: "transient" } });
+    const poison = await seedReceipt({
+      source: "proc-handler-fast",
+      payload: { account: "acct_batch_poison", amount: 3, fail: "transient" },
+    });
     const messages = [...good.slice(0, 12), poison, ...good.slice(12)];
 
     const first = await runQueue("webhook-work", messages);
@@ -109,21 +132,36 @@ describe("a poison event never blocks the others", () => {
       expect(again.explicitAcks).toHaveLength(1);
       expect((await receiptRow(poison)).status).toBe(expected);
     }
-    expect(await receiptRow(poison)).toMatchObject({ status: "dead", lastError: "gave up after 3 attempts: deliberate failure, as a 500 would be", hasBody: 1 });
+    expect(await receiptRow(poison)).toMatchObject({
+      status: "dead",
+      lastError: "gave up after 3 attempts: deliberate failure, as a 500 would be",
+      hasBody: 1,
+    });
     expect(await account("acct_batch_poison")).toBeNull();
   });
 
   it("sends a handler's validation failure straight to dead after one attempt", async () => {
-    const receiptId = await seedReceipt({ source: "proc-handler", payload: { account: "acct_invalid", amount: 1, fail: "permanent" } });
+    const receiptId = await seedReceipt({
+      source: "proc-handler",
+      payload: { account: "acct_invalid", amount: 1, fail: "permanent" },
+    });
     const result = await runQueue("webhook-work", [receiptId]);
     expect(result.explicitAcks).toHaveLength(1);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", lastError: "amount is not a number", attempts: 1, hasBody: 1 });
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "dead",
+      lastError: "amount is not a number",
+      attempts: 1,
+      hasBody: 1,
+    });
   });
 });
 
 describe("a consumer that cannot start", () => {
   it("leaves the receipt untouched and brings the message back later, within the queue's 12 h limit", async () => {
-    const receiptId = await seedReceipt({ source: "proc-handler", payload: { account: "acct_broken_config", amount: 1 } });
+    const receiptId = await seedReceipt({
+      source: "proc-handler",
+      payload: { account: "acct_broken_config", amount: 1 },
+    });
     // SOURCES that is not a table at all: no source can be read, so nothing may be started.
     const broken = { ...env, SOURCES: "not a table" } as unknown as Env;
 
@@ -143,10 +181,18 @@ describe("a consumer that cannot start", () => {
 describe("the dead-letter queue", () => {
   it("marks receipts the work queue gave up on as dead, keeping payload and leaving finished ones alone", async () => {
     const stuck = await seedReceipt({ source: "proc-handler", payload: { account: "acct_dlq", amount: 1 } });
-    const finished = await seedReceipt({ source: "proc-handler", payload: { account: "acct_dlq_done", amount: 1 }, status: "processed" });
+    const finished = await seedReceipt({
+      source: "proc-handler",
+      payload: { account: "acct_dlq_done", amount: 1 },
+      status: "processed",
+    });
     const result = await runQueue("webhook-work-dead", [stuck, finished], env);
     expect(result.explicitAcks.sort()).toEqual([`msg_0_${stuck}`, `msg_1_${finished}`].sort());
-    expect(await receiptRow(stuck)).toMatchObject({ status: "dead", lastError: "work queue gave up after 1 deliveries", hasBody: 1 });
+    expect(await receiptRow(stuck)).toMatchObject({
+      status: "dead",
+      lastError: "work queue gave up after 1 deliveries",
+      hasBody: 1,
+    });
     expect((await receiptRow(finished)).status).toBe("processed");
   });
 

@@ -30,12 +30,16 @@ describe("the timeout of a handler's external call", () => {
 
     // The stand-in answers this one only after 3 s. The handler allows a minute; the attempt's budget does not.
     const started = Date.now();
-    const slow = await calls.callExternal("slow", { url: `${standinOrigin()}/script/hang`, timeoutMs: 60_000 }).catch((error: unknown) => error);
+    const slow = await calls
+      .callExternal("slow", { url: `${standinOrigin()}/script/hang`, timeoutMs: 60_000 })
+      .catch((error: unknown) => error);
     expect(slow).toBeInstanceOf(OutcomeUnknown);
     expect(Date.now() - started).toBeLessThan(2_500);
 
     // Nothing is left: the next call fails as a retry without reaching the destination.
-    const late = await calls.callExternal("late", { url: `${standinOrigin()}/script/200` }).catch((error: unknown) => error);
+    const late = await calls
+      .callExternal("late", { url: `${standinOrigin()}/script/200` })
+      .catch((error: unknown) => error);
     expect(late).toBeInstanceOf(TransientFailure);
     expect((late as Error).message).toContain("used up");
     expect(await standinRequests(outboundIdempotencyKey(receiptId, "late"))).toEqual([]);

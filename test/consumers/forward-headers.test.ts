@@ -11,7 +11,12 @@ describe("forwarded event headers", () => {
   it("sends a type with a newline and an emoji, and a non-ASCII key, percent-encoded; the delivery is processed once", async () => {
     const eventType = "order\npaid 🎉";
     const eventKey = `evt_ü_${crypto.randomUUID()}`;
-    const receiptId = await seedReceipt({ source: "proc-forward-odd-headers", eventKey, eventType, payload: { type: eventType } });
+    const receiptId = await seedReceipt({
+      source: "proc-forward-odd-headers",
+      eventKey,
+      eventType,
+      payload: { type: eventType },
+    });
     expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "processed" });
     expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 1 });
 
@@ -25,7 +30,12 @@ describe("forwarded event headers", () => {
 
   it("sends plain ASCII values as they are", async () => {
     const eventKey = `evt_plain_${crypto.randomUUID()}`;
-    const receiptId = await seedReceipt({ source: "proc-forward-odd-headers", eventKey, eventType: "invoice.paid", payload: {} });
+    const receiptId = await seedReceipt({
+      source: "proc-forward-odd-headers",
+      eventKey,
+      eventType: "invoice.paid",
+      payload: {},
+    });
     expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "processed" });
     const [request] = await standinRequests(receiptId);
     expect(request!.headers).toMatchObject({ "x-webhook-event-key": eventKey, "x-webhook-event-type": "invoice.paid" });

@@ -2,7 +2,15 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
-import { attemptRows, envWithSources, receiptRow, SECOND, seedReceipt, standinOrigin, standinRequests } from "./support/processing";
+import {
+  attemptRows,
+  envWithSources,
+  receiptRow,
+  SECOND,
+  seedReceipt,
+  standinOrigin,
+  standinRequests,
+} from "./support/processing";
 
 /**
  * A forward destination served by the Node stand-in (test/setup/global/forward-standin.ts). The source
@@ -51,7 +59,13 @@ describe("forwarding to a destination that fails, times out, throttles, then suc
     const t3 = afterThird.nextAttemptAt!;
     expect(await processReceipt(env, receiptId, t3)).toEqual({ kind: "done", status: "processed" });
     const done = await receiptRow(receiptId);
-    expect(done).toMatchObject({ status: "processed", attempts: 4, lastError: null, leaseUntil: null, nextAttemptAt: null });
+    expect(done).toMatchObject({
+      status: "processed",
+      attempts: 4,
+      lastError: null,
+      leaseUntil: null,
+      nextAttemptAt: null,
+    });
 
     const attempts = await attemptRows(receiptId);
     expect(attempts.map(({ attemptNumber, outcome, httpStatus }) => ({ attemptNumber, outcome, httpStatus }))).toEqual([
@@ -88,19 +102,35 @@ describe("forwarding to a destination that fails, times out, throttles, then suc
   it("sends a 4xx other than 408/429 straight to dead with its last error and payload kept", async () => {
     const receiptId = await seedReceipt({ source: "proc-forward-gone", payload: { type: "x" } });
     expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "dead" });
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", lastError: "destination answered 404", hasBody: 1, attempts: 1 });
-    expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "dead", httpStatus: 404, error: "destination answered 404" }]);
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "dead",
+      lastError: "destination answered 404",
+      hasBody: 1,
+      attempts: 1,
+    });
+    expect(await attemptRows(receiptId)).toMatchObject([
+      { outcome: "dead", httpStatus: 404, error: "destination answered 404" },
+    ]);
   });
 
   it("sends a redirect straight to dead without following it: a 3xx is not a delivery", async () => {
     for (const status of [301, 302, 307, 308]) {
       const source = `proc-forward-moved-${status}`;
       const movedEnv = envWithSources({
-        [source]: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: `${standinOrigin()}/status/${status}` },
+        [source]: {
+          provider: "standard-webhooks",
+          secrets: ["DEMO_WEBHOOK_SECRET"],
+          destination: `${standinOrigin()}/status/${status}`,
+        },
       });
       const receiptId = await seedReceipt({ source, payload: { type: "x" } });
       expect(await processReceipt(movedEnv, receiptId), `${status}`).toEqual({ kind: "done", status: "dead" });
-      expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", lastError: `destination answered ${status}`, hasBody: 1, attempts: 1 });
+      expect(await receiptRow(receiptId)).toMatchObject({
+        status: "dead",
+        lastError: `destination answered ${status}`,
+        hasBody: 1,
+        attempts: 1,
+      });
       expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "dead", httpStatus: status }]);
       expect(await standinRequests(receiptId)).toHaveLength(1);
     }
@@ -109,7 +139,10 @@ describe("forwarding to a destination that fails, times out, throttles, then suc
   it("retries a refused connection as transient, with no HTTP status", async () => {
     const receiptId = await seedReceipt({ source: "proc-forward-refused", payload: { type: "x" } });
     expect(await processReceipt(env, receiptId)).toMatchObject({ kind: "retry" });
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "pending", lastError: expect.stringMatching(/^connection failed/) });
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "pending",
+      lastError: expect.stringMatching(/^connection failed/),
+    });
     expect(await attemptRows(receiptId)).toMatchObject([{ outcome: "retry", httpStatus: null }]);
   });
 });

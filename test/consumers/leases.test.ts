@@ -60,7 +60,9 @@ describe("leases, for attempts that reach outside D1", () => {
     // After it expires, five consumers race for the takeover: one takes the lease and applies the effect, the
     // others find the lease taken, call nothing and record nothing. The attempt whose lease ran out is on record,
     // its outcome unknown for now, and counted.
-    const takeovers = await Promise.all(Array.from({ length: 5 }, () => processReceipt(testEnv, receiptId, t0 + LEASE_MS + 1)));
+    const takeovers = await Promise.all(
+      Array.from({ length: 5 }, () => processReceipt(testEnv, receiptId, t0 + LEASE_MS + 1)),
+    );
     expect(takeovers.filter((outcome) => outcome.kind === "done")).toEqual([{ kind: "done", status: "processed" }]);
     expect(takeovers.filter((outcome) => outcome.kind === "retry")).toHaveLength(4);
     expect((await account("acct_takeover"))?.credits).toBe(1);
@@ -111,7 +113,10 @@ describe("leases, for attempts that reach outside D1", () => {
   it("keeps a stalled consumer's late dead verdict from killing a replay that a new consumer is running", async () => {
     const eventKey = "evt_lease_replay_fence";
     const receiptId = await seedExternal(eventKey, "acct_replay_fence");
-    const leaseOf = async () => (await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?").bind(receiptId).first<{ generation: number }>())!.generation;
+    const leaseOf = async () =>
+      (await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?")
+        .bind(receiptId)
+        .first<{ generation: number }>())!.generation;
     const t0 = Date.now();
 
     // Consumer A takes the lease (generation 1) with its external call, then stalls past the lease; when it
@@ -128,7 +133,10 @@ describe("leases, for attempts that reach outside D1", () => {
 
     // An operator replays it. The queue message is dropped so that this test plays the consumer itself (C).
     const replayedAt = t0 + LEASE_MS + 2;
-    expect(await replayReceipt({ ...testEnv, WORK_QUEUE: lossyQueue() }, receiptId, replayedAt)).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    expect(await replayReceipt({ ...testEnv, WORK_QUEUE: lossyQueue() }, receiptId, replayedAt)).toMatchObject({
+      kind: "replayed",
+      previousStatus: "dead",
+    });
     const finishReplay = hangNextRun(eventKey);
     const replayRun = processReceipt(testEnv, receiptId, replayedAt);
     await eventually(async () => ((await receiptRow(receiptId)).status === "processing" ? true : undefined));

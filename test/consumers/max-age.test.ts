@@ -30,7 +30,10 @@ describe("the retry deadline", () => {
     const t0 = Date.now();
     const receiptId = await seedReceipt({ source, payload: { n: 3 }, receivedAt: t0 - 7 * DAY, status: "dead" });
     // The queue message is dropped so this test plays the consumer itself.
-    expect(await replayReceipt({ ...env, WORK_QUEUE: lossyQueue() }, receiptId, t0)).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    expect(await replayReceipt({ ...env, WORK_QUEUE: lossyQueue() }, receiptId, t0)).toMatchObject({
+      kind: "replayed",
+      previousStatus: "dead",
+    });
     expect(await processReceipt(env, receiptId, t0)).toEqual({ kind: "retry", delaySeconds: 60 });
     expect(await receiptRow(receiptId)).toMatchObject({ status: "pending", attempts: 1 });
 

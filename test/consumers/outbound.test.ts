@@ -28,7 +28,10 @@ describe("effects outside D1", () => {
     // The D1 half of the effect did not commit: the attempt's batch never ran.
     expect(await account("acct_external_timeout")).toBeNull();
 
-    expect(await processReceipt(testEnv, receiptId, pending.nextAttemptAt!)).toEqual({ kind: "done", status: "processed" });
+    expect(await processReceipt(testEnv, receiptId, pending.nextAttemptAt!)).toEqual({
+      kind: "done",
+      status: "processed",
+    });
     expect((await account("acct_external_timeout"))?.credits).toBe(1);
     const calls = await standinRequests(key);
     expect(calls.map((call) => call.answer)).toEqual(["hung", 200]);
@@ -39,7 +42,9 @@ describe("effects outside D1", () => {
     for (const status of [503, 408]) {
       const flaky = await seedExternal(`acct_external_${status}`, `${status},200`);
       expect((await processReceipt(testEnv, flaky)).kind).toBe("retry");
-      expect(await attemptRows(flaky)).toMatchObject([{ outcome: "retry", httpStatus: status, error: `notify: destination answered ${status}` }]);
+      expect(await attemptRows(flaky)).toMatchObject([
+        { outcome: "retry", httpStatus: status, error: `notify: destination answered ${status}` },
+      ]);
     }
 
     const refused = await seedExternal("acct_external_422", "422");

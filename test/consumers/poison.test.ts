@@ -5,7 +5,7 @@ import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
 import worker from "../../src/index";
-import { receiptIdsOf, type QueuedWork } from "../../src/model/work-message";
+import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { account } from "../support/deliveries";
 import { hangNextRun, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin, standinRequests } from "./support/processing";
@@ -22,11 +22,16 @@ const STILL_RUNNING = Symbol("still running");
 
 /** The outcome, or STILL_RUNNING when the run is hung in an attempt (as the old loop would be). */
 async function settled<T>(run: Promise<T>, withinMs = 5_000): Promise<T | typeof STILL_RUNNING> {
-  return Promise.race([run, new Promise<typeof STILL_RUNNING>((resolve) => setTimeout(() => resolve(STILL_RUNNING), withinMs))]);
+  return Promise.race([
+    run,
+    new Promise<typeof STILL_RUNNING>((resolve) => setTimeout(() => resolve(STILL_RUNNING), withinMs)),
+  ]);
 }
 
 async function generationOf(receiptId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?").bind(receiptId).first<{ generation: number }>();
+  const row = await env.DB.prepare("SELECT lease_generation AS generation FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ generation: number }>();
   return row!.generation;
 }
 
@@ -52,7 +57,10 @@ describe("an event that crashes its consumer every time", () => {
       expect(await generationOf(receiptId)).toBe(crash);
       expect((await receiptRow(receiptId)).attempts).toBe(crash);
       // Redelivered while the lease holds: it waits for the lease, runs nothing.
-      expect(await processReceipt(testEnv, receiptId, now + 1000)).toEqual({ kind: "retry", delaySeconds: LEASE_MS / 1000 });
+      expect(await processReceipt(testEnv, receiptId, now + 1000)).toEqual({
+        kind: "retry",
+        delaySeconds: LEASE_MS / 1000,
+      });
       now += LEASE_MS + 1;
     }
 
@@ -60,7 +68,9 @@ describe("an event that crashes its consumer every time", () => {
     hangNextRun(eventKey);
     expect(await settled(processReceipt(testEnv, receiptId, now))).toEqual({ kind: "done", status: "dead" });
     expect(await receiptRow(receiptId)).toMatchObject({ status: "dead", attempts: 3, leaseUntil: null, hasBody: 1 });
-    expect((await receiptRow(receiptId)).lastError).toMatch(/^gave up after 3 attempts: lease expired before the attempt finished/);
+    expect((await receiptRow(receiptId)).lastError).toMatch(
+      /^gave up after 3 attempts: lease expired before the attempt finished/,
+    );
     expect(await standinRequests(outboundIdempotencyKey(receiptId, "notify"))).toHaveLength(3);
     expect(await history(receiptId)).toEqual([
       [1, "unknown"],
@@ -74,24 +84,41 @@ describe("an event that crashes its consumer every time", () => {
     // proc-handler-fast: a D1-only handler (no lease on the happy path), 2 retries.
     const source = "proc-handler-fast";
     const mates = await Promise.all(
-      [0, 1, 3, 4].map((index) => seedReceipt({ source, eventKey: `evt_poison_mate_${index}`, payload: { account: "acct_poison_mates", amount: 1 } })),
+      [0, 1, 3, 4].map((index) =>
+        seedReceipt({
+          source,
+          eventKey: `evt_poison_mate_${index}`,
+          payload: { account: "acct_poison_mates", amount: 1 },
+        }),
+      ),
     );
     const poisonKey = "evt_poison_lease_free";
-    const poison = await seedReceipt({ source, eventKey: poisonKey, payload: { account: "acct_poison_itself", amount: 100 } });
+    const poison = await seedReceipt({
+      source,
+      eventKey: poisonKey,
+      payload: { account: "acct_poison_itself", amount: 100 },
+    });
     const receiptIds = [mates[0]!, mates[1]!, poison, mates[2]!, mates[3]!];
     const requeued: { receiptIds: string[]; delaySeconds: number | undefined }[] = [];
     const runEnv = {
       ...testEnv,
       WORK_QUEUE: {
-        send: async (body: QueuedWork, options?: QueueSendOptions) => void requeued.push({ receiptIds: receiptIdsOf(body), delaySeconds: options?.delaySeconds }),
+        send: async (body: QueuedWork, options?: QueueSendOptions) =>
+          void requeued.push({ receiptIds: receiptIdsOf(body), delaySeconds: options?.delaySeconds }),
         sendBatch: async (messages: Iterable<MessageSendRequest<QueuedWork>>, options?: QueueSendBatchOptions) => {
-          for (const message of messages) requeued.push({ receiptIds: receiptIdsOf(message.body), delaySeconds: message.delaySeconds ?? options?.delaySeconds });
+          for (const message of messages)
+            requeued.push({
+              receiptIds: receiptIdsOf(message.body),
+              delaySeconds: message.delaySeconds ?? options?.delaySeconds,
+            });
         },
       } as unknown as Queue,
     } as Env;
     /** One delivery of the relay's message, as the queue makes it: `attempts` is the queue's delivery count. */
     const deliver = (attempts: number) => {
-      const batch = createMessageBatch<QueuedWork>("webhook-work", [{ id: "msg_poison_batch", timestamp: new Date(), attempts, body: { source, receiptIds } }]);
+      const batch = createMessageBatch<QueuedWork>("webhook-work", [
+        { id: "msg_poison_batch", timestamp: new Date(), attempts, body: { source, receiptIds } },
+      ]);
       const ctx = createExecutionContext();
       return { batch, ctx, run: worker.queue(batch, runEnv, ctx) };
     };
@@ -119,7 +146,10 @@ describe("an event that crashes its consumer every time", () => {
     void crash3.entered.then(() => (crash3Entered = true));
     const third = deliver(3);
     await third.run;
-    expect(await getQueueResult(third.batch, third.ctx)).toMatchObject({ explicitAcks: ["msg_poison_batch"], retryMessages: [] });
+    expect(await getQueueResult(third.batch, third.ctx)).toMatchObject({
+      explicitAcks: ["msg_poison_batch"],
+      retryMessages: [],
+    });
     expect(await statuses()).toEqual(["processed", "processed", "processing", "processed", "processed"]);
     expect((await account("acct_poison_mates"))?.credits).toBe(4);
     expect(requeued).toEqual([{ receiptIds: [poison], delaySeconds: expect.any(Number) }]);

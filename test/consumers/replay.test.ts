@@ -1,23 +1,40 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { replayDeadReceipts, replayReceipt, ReplayFilterError } from "../../src/replay/replay";
-import { account, credit, deliverDemo, eventually, planChange, post, signDemo, waitForStatus } from "../support/deliveries";
+import { ReplayFilterError, replayDeadReceipts, replayReceipt } from "../../src/replay/replay";
+import {
+  account,
+  credit,
+  deliverDemo,
+  eventually,
+  planChange,
+  post,
+  signDemo,
+  waitForStatus,
+} from "../support/deliveries";
 import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";
 
 async function receiptIdOf(source: string, eventKey: string): Promise<string> {
-  const row = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?").bind(source, eventKey).first<{ id: string }>();
+  const row = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+    .bind(source, eventKey)
+    .first<{ id: string }>();
   return row!.id;
 }
 
 /** Waits until the replayed run has recorded its attempt and settled. */
 async function waitForAttempts(receiptId: string, count: number): Promise<void> {
-  await eventually(async () => {
-    const attempts = await attemptRows(receiptId);
-    const { status } = await receiptRow(receiptId);
-    return attempts.length === count && attempts.every((attempt) => attempt.finishedAt !== null) && !["pending", "processing"].includes(status)
-      ? true
-      : undefined;
-  }, 15_000, `${receiptId} to settle after ${count} attempts`);
+  await eventually(
+    async () => {
+      const attempts = await attemptRows(receiptId);
+      const { status } = await receiptRow(receiptId);
+      return attempts.length === count &&
+        attempts.every((attempt) => attempt.finishedAt !== null) &&
+        !["pending", "processing"].includes(status)
+        ? true
+        : undefined;
+    },
+    15_000,
+    `${receiptId} to settle after ${count} attempts`,
+  );
 }
 
 describe("replaying one receipt through the normal path", () => {
@@ -27,12 +44,24 @@ describe("replaying one receipt through the normal path", () => {
     expect((await post(`/webhooks/${source}`, body, signDemo("evt_fixed_later", body))).status).toBe(200);
     expect(await waitForStatus(source, "evt_fixed_later", ["dead"])).toBe("dead");
     const receiptId = await receiptIdOf(source, "evt_fixed_later");
-    expect(await receiptRow(receiptId)).toMatchObject({ lastError: "destination answered 404", hasBody: 1, provenance: "live" });
+    expect(await receiptRow(receiptId)).toMatchObject({
+      lastError: "destination answered 404",
+      hasBody: 1,
+      provenance: "live",
+    });
 
     expect(await replayReceipt(env, receiptId)).toEqual({ kind: "replayed", receiptId, previousStatus: "dead" });
     await waitForAttempts(receiptId, 2);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", provenance: "live", replayCount: 1, lastError: null, attempts: 1 });
-    expect((await attemptRows(receiptId)).map((attempt) => [attempt.attemptNumber, attempt.outcome, attempt.httpStatus])).toEqual([
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "processed",
+      provenance: "live",
+      replayCount: 1,
+      lastError: null,
+      attempts: 1,
+    });
+    expect(
+      (await attemptRows(receiptId)).map((attempt) => [attempt.attemptNumber, attempt.outcome, attempt.httpStatus]),
+    ).toEqual([
       [1, "dead", 404],
       [2, "processed", 204],
     ]);
@@ -77,12 +106,20 @@ describe("replaying one receipt through the normal path", () => {
 
     expect((await replayReceipt(env, receiptId)).kind).toBe("replayed");
     await waitForAttempts(receiptId, 2);
-    expect(await receiptRow(receiptId)).toMatchObject({ status: "stale", staleAgainstVersion: 9, provenance: "live", replayCount: 1 });
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "stale",
+      staleAgainstVersion: 9,
+      provenance: "live",
+      replayCount: 1,
+    });
     expect(await account("acct_replay_plan")).toMatchObject({ plan: "plan_v9", planVersion: 9 });
   });
 
   it("refuses what cannot be replayed, writing nothing", async () => {
-    expect(await replayReceipt(env, "01NOSUCHRECEIPT00000000000")).toEqual({ kind: "not_found", receiptId: "01NOSUCHRECEIPT00000000000" });
+    expect(await replayReceipt(env, "01NOSUCHRECEIPT00000000000")).toEqual({
+      kind: "not_found",
+      receiptId: "01NOSUCHRECEIPT00000000000",
+    });
     const pending = await seedReceipt({ source: "proc-forward-ok", payload: {}, status: "pending" });
     expect(await replayReceipt(env, pending)).toEqual({ kind: "in_flight", receiptId: pending, status: "pending" });
     const expired = await seedReceipt({ source: "proc-forward-ok", payload: {}, status: "dead" });
@@ -98,7 +135,11 @@ describe("replaying dead receipts by filter", () => {
     const hour = 3_600_000;
     const seed = (source: string, eventType: string, hours: number, status = "dead") =>
       seedReceipt({ source, eventType, payload: { type: eventType }, receivedAt: base + hours * hour, status });
-    const matching = [await seed("proc-forward-ok", "a.one", 1), await seed("proc-forward-ok", "a.one", 2), await seed("proc-forward-ok", "a.one", 3)];
+    const matching = [
+      await seed("proc-forward-ok", "a.one", 1),
+      await seed("proc-forward-ok", "a.one", 2),
+      await seed("proc-forward-ok", "a.one", 3),
+    ];
     const untouched = [
       await seed("proc-forward-ok", "a.one", 30), // outside the range
       await seed("proc-forward-ok", "a.one", 24), // at the range's end, which is exclusive
@@ -106,7 +147,12 @@ describe("replaying dead receipts by filter", () => {
       await seed("proc-forward-gone", "a.one", 2), // other source
       await seed("proc-forward-ok", "a.one", 2, "processed"), // not dead
     ];
-    const filter = { source: "proc-forward-ok", eventType: "a.one", receivedFrom: base, receivedBefore: base + 24 * hour };
+    const filter = {
+      source: "proc-forward-ok",
+      eventType: "a.one",
+      receivedFrom: base,
+      receivedBefore: base + 24 * hour,
+    };
 
     const firstPage = await replayDeadReceipts(env, { ...filter, limit: 2 });
     expect(firstPage).toEqual({ replayed: 2, receiptIds: matching.slice(0, 2), more: true, cursor: matching[1] });
@@ -131,7 +177,9 @@ describe("replaying dead receipts by filter", () => {
     const dead = await seedReceipt({ source: "proc-forward-ok", payload: {}, status: "dead" });
     await expect(replayDeadReceipts(env, { limit: 0 })).rejects.toThrow(ReplayFilterError);
     await expect(replayDeadReceipts(env, { limit: 5000 })).rejects.toThrow(/limit must be an integer from 1 to 1000/);
-    await expect(replayDeadReceipts(env, { receivedFrom: 10, receivedBefore: 5 })).rejects.toThrow(/receivedFrom must be earlier/);
+    await expect(replayDeadReceipts(env, { receivedFrom: 10, receivedBefore: 5 })).rejects.toThrow(
+      /receivedFrom must be earlier/,
+    );
     await expect(replayDeadReceipts(env, { source: "" })).rejects.toThrow(/source must be a non-empty string/);
     await expect(replayDeadReceipts(env, { receivedFrom: Number.NaN })).rejects.toThrow(/epoch milliseconds/);
     expect((await receiptRow(dead)).status).toBe("dead");

@@ -1,7 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
-import { nextRetryDelaySeconds, parseRetryAfter, QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "../../src/consumers/retry-schedule";
+import {
+  nextRetryDelaySeconds,
+  parseRetryAfter,
+  QUEUE_MAX_DELAY_SECONDS,
+  retryDelaySeconds,
+} from "../../src/consumers/retry-schedule";
 import { DEFAULT_RETRY, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 import { attemptRows, receiptRow, SECOND, seedReceipt } from "./support/processing";
@@ -43,7 +48,13 @@ describe("the retry schedule", () => {
   });
 
   it("is configurable per source, jitter included, and refuses nonsense", () => {
-    expect(loadSources(env).get("proc-forward-ok")!.retry).toEqual({ baseDelaySeconds: 60, maxDelaySeconds: 600, maxRetries: 3, jitter: 0, maxAgeMs: 259_200_000 });
+    expect(loadSources(env).get("proc-forward-ok")!.retry).toEqual({
+      baseDelaySeconds: 60,
+      maxDelaySeconds: 600,
+      maxRetries: 3,
+      jitter: 0,
+      maxAgeMs: 259_200_000,
+    });
     expect(loadSources(env).get("proc-forward-script")!.retry).toEqual(DEFAULT_RETRY);
     const context = { knownProviders: new Set(["standard-webhooks"]), knownHandlers: new Set<string>() };
     const source = (retry: unknown) => ({ s: { provider: "standard-webhooks", secrets: ["S"], retry } });
@@ -86,7 +97,9 @@ describe("retrying from our own storage", () => {
     const attempts = await attemptRows(receiptId);
     expect(attempts).toHaveLength(13);
     expect(attempts.map((attempt) => attempt.outcome)).toEqual([...Array(12).fill("retry"), "dead"]);
-    expect(attempts.map((attempt) => attempt.attemptNumber)).toEqual(Array.from({ length: 13 }, (_, index) => index + 1));
+    expect(attempts.map((attempt) => attempt.attemptNumber)).toEqual(
+      Array.from({ length: 13 }, (_, index) => index + 1),
+    );
   });
 
   it("honours a wait longer than the queue's 12 h limit: an early message only re-checks and goes back", async () => {

@@ -17,7 +17,12 @@ const LONGEST_MS = 5000;
 async function seedSlowForwards(count: number): Promise<string[]> {
   const receiptIds: string[] = [];
   for (let index = 0; index < count; index += 1) {
-    receiptIds.push(await seedReceipt({ source: "proc-forward-slow", payload: { type: "order.paid", data: { order: `ord_${index}` } } }));
+    receiptIds.push(
+      await seedReceipt({
+        source: "proc-forward-slow",
+        payload: { type: "order.paid", data: { order: `ord_${index}` } },
+      }),
+    );
   }
   return receiptIds;
 }

@@ -29,7 +29,9 @@ async function seedPlanChange(accountId: string, version: number, receivedAt = D
 }
 
 async function committedAt(receiptId: string): Promise<number | null> {
-  const row = await env.DB.prepare("SELECT committed_at AS committedAt FROM receipts WHERE id = ?").bind(receiptId).first<{ committedAt: number | null }>();
+  const row = await env.DB.prepare("SELECT committed_at AS committedAt FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ committedAt: number | null }>();
   return row!.committedAt;
 }
 
@@ -59,7 +61,12 @@ async function planNow(receiptId: string, now: number): Promise<FinishedAttempt>
   return {
     receipt: receipt!,
     run: { result: { status: "processed" }, plan },
-    facts: { policy: loadSources(env).get("demo")!.retry, attemptNumberInRun: 1, budgetStartedAt: receipt!.receivedAt, finishedAt: now + 1 },
+    facts: {
+      policy: loadSources(env).get("demo")!.retry,
+      attemptNumberInRun: 1,
+      budgetStartedAt: receipt!.receivedAt,
+      finishedAt: now + 1,
+    },
     startedAt: now,
     generation: receipt!.leaseGeneration + 1,
     leased: false,
@@ -104,7 +111,13 @@ describe("the accounts handler losing a version race", () => {
     // Both plan "apply" (nothing is stored yet); only the version gate can stop the second, and an equal version
     // is not newer.
     const seedSameVersion = (plan: string, receivedAt: number) =>
-      seedReceipt({ source: "demo", eventType: "account.plan_changed", version: 7, receivedAt, payload: planChange("acct_race_same_version", plan, 7) });
+      seedReceipt({
+        source: "demo",
+        eventType: "account.plan_changed",
+        version: 7,
+        receivedAt,
+        payload: planChange("acct_race_same_version", plan, 7),
+      });
     const first = await seedSameVersion("plan_first", t0 - 2);
     const second = await seedSameVersion("plan_second", t0 - 1);
     const verdicts = await processBatch(env, [first, second], t0);

@@ -7,7 +7,7 @@ import { ulid } from "../../src/lib/ulid";
 import { envForDatabase } from "../../src/sources/databases";
 import { adminGet, adminPost, deliverTo } from "../admin/support";
 import { credit, eventually } from "../support/deliveries";
-import { expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
+import { expectUnchanged, settle, settleEachTest, snapshot } from "../support/storage";
 
 /**
  * Past one database, seen from the admin surface: a receipt of `second-db` lives in DB_SECOND, and everything that
@@ -20,20 +20,32 @@ const SOURCE_IN: Record<Binding, string> = { DB: "admin-audit", DB_SECOND: "seco
 const d1 = (binding: Binding): D1Database => env[binding];
 
 async function row(binding: Binding, receiptId: string) {
-  return d1(binding).prepare("SELECT status, event_key AS eventKey FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string; eventKey: string }>();
+  return d1(binding)
+    .prepare("SELECT status, event_key AS eventKey FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ status: string; eventKey: string }>();
 }
 
 async function replayRows(binding: Binding, receiptId: string) {
-  const { results } = await d1(binding).prepare("SELECT previous_status AS previousStatus, requested_by AS requestedBy FROM replays WHERE receipt_id = ?").bind(receiptId).all();
+  const { results } = await d1(binding)
+    .prepare("SELECT previous_status AS previousStatus, requested_by AS requestedBy FROM replays WHERE receipt_id = ?")
+    .bind(receiptId)
+    .all();
   return results;
 }
 
 async function credits(binding: Binding, accountId: string): Promise<number | undefined> {
-  return (await d1(binding).prepare("SELECT credits FROM accounts WHERE id = ?").bind(accountId).first<{ credits: number }>())?.credits;
+  return (
+    await d1(binding).prepare("SELECT credits FROM accounts WHERE id = ?").bind(accountId).first<{ credits: number }>()
+  )?.credits;
 }
 
 function waitForStatusIn(binding: Binding, receiptId: string, status = "processed"): Promise<true> {
-  return eventually(async () => ((await row(binding, receiptId))?.status === status ? true : undefined), 20_000, `${receiptId} ${status} in ${binding}`);
+  return eventually(
+    async () => ((await row(binding, receiptId))?.status === status ? true : undefined),
+    20_000,
+    `${receiptId} ${status} in ${binding}`,
+  );
 }
 
 /** A dead letter with a good body (it died of an outage since ended), written into one database as its relay would. */
@@ -63,10 +75,18 @@ async function seedDeadLetter(binding: Binding, receivedAt = Date.now()) {
 async function deliverToSecond(): Promise<{ receiptId: string; eventKey: string }> {
   const eventKey = `msg_byid_live_${crypto.randomUUID()}`;
   expect((await deliverTo("second-db", eventKey, credit(`acct_${eventKey}`, 2))).status).toBe(200);
-  const receiptId = await eventually(async () => {
-    const found = await env.DB_SECOND.prepare("SELECT id, status FROM receipts WHERE source = 'second-db' AND event_key = ?").bind(eventKey).first<{ id: string; status: string }>();
-    return found?.status === "processed" ? found.id : undefined;
-  }, 20_000, `${eventKey} processed in DB_SECOND`);
+  const receiptId = await eventually(
+    async () => {
+      const found = await env.DB_SECOND.prepare(
+        "SELECT id, status FROM receipts WHERE source = 'second-db' AND event_key = ?",
+      )
+        .bind(eventKey)
+        .first<{ id: string; status: string }>();
+      return found?.status === "processed" ? found.id : undefined;
+    },
+    20_000,
+    `${eventKey} processed in DB_SECOND`,
+  );
   return { receiptId, eventKey };
 }
 
@@ -74,7 +94,11 @@ const ORIGIN = "https://receiver.test";
 const dashboardCookie = async () => `admin_session=${await issueSession(env.ADMIN_TOKEN)}`;
 function dashboard(path: string, cookie: string, form?: [string, string][]): Promise<Response> {
   const init: RequestInit = form
-    ? { method: "POST", body: new URLSearchParams(form), headers: { cookie, origin: ORIGIN, "content-type": "application/x-www-form-urlencoded" } }
+    ? {
+        method: "POST",
+        body: new URLSearchParams(form),
+        headers: { cookie, origin: ORIGIN, "content-type": "application/x-www-form-urlencoded" },
+      }
     : { headers: { cookie } };
   return exports.default.fetch(new Request(`${ORIGIN}${path}`, { redirect: "manual", ...init }));
 }
@@ -88,7 +112,9 @@ describe("admin by id across databases", () => {
 
     const byId = await adminGet(`/admin/api/receipts/${receiptId}`);
     expect(byId.status).toBe(200);
-    expect((await byId.json<{ receipt: { receiptId: string; source: string; eventKey: string; status: string } }>()).receipt).toMatchObject({
+    expect(
+      (await byId.json<{ receipt: { receiptId: string; source: string; eventKey: string; status: string } }>()).receipt,
+    ).toMatchObject({
       receiptId,
       source: "second-db",
       eventKey,
@@ -125,7 +151,9 @@ describe("admin by id across databases", () => {
 
   it("replays dead letters in bulk across both databases: by ids, by {all: true} page by page, by a source", async () => {
     const [second, first] = [await seedDeadLetter("DB_SECOND"), await seedDeadLetter("DB")];
-    const byIds = await (await adminPost("/admin/api/dead/replay", { receiptIds: [second.receiptId, first.receiptId, ulid()] })).json<{
+    const byIds = await (
+      await adminPost("/admin/api/dead/replay", { receiptIds: [second.receiptId, first.receiptId, ulid()] })
+    ).json<{
       replayed: number;
       results: { outcome: string }[];
     }>();
@@ -138,15 +166,34 @@ describe("admin by id across databases", () => {
     const filter = { all: true, since: slice, until: slice + 2, limit: 1 };
     type Page = { replayed: number; more: boolean; cursor: string; results: { receiptId: string }[] };
     const firstPage = await (await adminPost("/admin/api/dead/replay", filter)).json<Page>();
-    expect(firstPage).toMatchObject({ replayed: 1, more: true, cursor: inDb.receiptId, results: [{ receiptId: inDb.receiptId }] });
+    expect(firstPage).toMatchObject({
+      replayed: 1,
+      more: true,
+      cursor: inDb.receiptId,
+      results: [{ receiptId: inDb.receiptId }],
+    });
     // One cursor goes on in both databases from the same place.
-    const secondPage = await (await adminPost("/admin/api/dead/replay", { ...filter, after: firstPage.cursor })).json<Page>();
-    expect(secondPage).toMatchObject({ replayed: 1, more: false, cursor: inSecond.receiptId, results: [{ receiptId: inSecond.receiptId }] });
+    const secondPage = await (
+      await adminPost("/admin/api/dead/replay", { ...filter, after: firstPage.cursor })
+    ).json<Page>();
+    expect(secondPage).toMatchObject({
+      replayed: 1,
+      more: false,
+      cursor: inSecond.receiptId,
+      results: [{ receiptId: inSecond.receiptId }],
+    });
 
     // A filter naming a source replays in that source's database.
     const bySource = await seedDeadLetter("DB_SECOND", slice + 5);
-    const sourcePage = await (await adminPost("/admin/api/dead/replay", { source: "second-db", since: slice, until: slice + 10 })).json<{ replayed: number; more: boolean }>();
-    expect(sourcePage).toEqual({ replayed: 1, more: false, cursor: bySource.receiptId, results: [{ receiptId: bySource.receiptId, outcome: "replayed" }] });
+    const sourcePage = await (
+      await adminPost("/admin/api/dead/replay", { source: "second-db", since: slice, until: slice + 10 })
+    ).json<{ replayed: number; more: boolean }>();
+    expect(sourcePage).toEqual({
+      replayed: 1,
+      more: false,
+      cursor: bySource.receiptId,
+      results: [{ receiptId: bySource.receiptId, outcome: "replayed" }],
+    });
 
     for (const dead of [second, first, inDb, inSecond, bySource]) {
       await waitForStatusIn(dead.binding, dead.receiptId);
@@ -162,56 +209,112 @@ describe("admin by id across databases", () => {
   it("replays from the dashboard's dead letters across both databases", async () => {
     const cookie = await dashboardCookie();
     const [second, first] = [await seedDeadLetter("DB_SECOND"), await seedDeadLetter("DB")];
-    const bulk = await dashboard("/admin/dead/action", cookie, [["action", "replay"], ["receiptId", second.receiptId], ["receiptId", first.receiptId]]);
+    const bulk = await dashboard("/admin/dead/action", cookie, [
+      ["action", "replay"],
+      ["receiptId", second.receiptId],
+      ["receiptId", first.receiptId],
+    ]);
     expect(bulk.status).toBe(303);
-    expect(decodeURIComponent(bulk.headers.getSetCookie().find((value) => value.startsWith("admin_flash="))!)).toContain("2 receipts replayed.");
+    expect(
+      decodeURIComponent(bulk.headers.getSetCookie().find((value) => value.startsWith("admin_flash="))!),
+    ).toContain("2 receipts replayed.");
     for (const dead of [second, first]) {
       await waitForStatusIn(dead.binding, dead.receiptId);
-      expect(await replayRows(dead.binding, dead.receiptId)).toEqual([{ previousStatus: "dead", requestedBy: "dashboard" }]);
+      expect(await replayRows(dead.binding, dead.receiptId)).toEqual([
+        { previousStatus: "dead", requestedBy: "dashboard" },
+      ]);
     }
   });
 
   it("dismisses and restores dead letters wherever they live, through the API and the dashboard", async () => {
     const [second, first] = [await seedDeadLetter("DB_SECOND"), await seedDeadLetter("DB")];
     const ids = [second.receiptId, first.receiptId];
-    const dismissed = await (await adminPost("/admin/api/dead/dismiss", { receiptIds: [...ids, ulid()] })).json<{ changed: string[]; unchanged: string[] }>();
+    const dismissed = await (await adminPost("/admin/api/dead/dismiss", { receiptIds: [...ids, ulid()] })).json<{
+      changed: string[];
+      unchanged: string[];
+    }>();
     expect(dismissed.changed).toEqual([...ids].sort());
     expect(dismissed.unchanged).toHaveLength(1);
     expect((await row("DB_SECOND", second.receiptId))?.status).toBe("dismissed");
     expect((await row("DB", first.receiptId))?.status).toBe("dismissed");
 
-    const restored = await (await adminPost("/admin/api/dead/restore", { receiptIds: ids })).json<{ changed: string[]; unchanged: string[] }>();
+    const restored = await (await adminPost("/admin/api/dead/restore", { receiptIds: ids })).json<{
+      changed: string[];
+      unchanged: string[];
+    }>();
     expect(restored).toEqual({ changed: [...ids].sort(), unchanged: [] });
     expect((await row("DB_SECOND", second.receiptId))?.status).toBe("dead");
 
     const cookie = await dashboardCookie();
-    expect((await dashboard("/admin/dead/action", cookie, [["action", "dismiss"], ["receiptId", second.receiptId]])).status).toBe(303);
+    expect(
+      (
+        await dashboard("/admin/dead/action", cookie, [
+          ["action", "dismiss"],
+          ["receiptId", second.receiptId],
+        ])
+      ).status,
+    ).toBe(303);
     expect((await row("DB_SECOND", second.receiptId))?.status).toBe("dismissed");
-    expect((await dashboard("/admin/dead/action", cookie, [["action", "restore"], ["receiptId", second.receiptId]])).status).toBe(303);
+    expect(
+      (
+        await dashboard("/admin/dead/action", cookie, [
+          ["action", "restore"],
+          ["receiptId", second.receiptId],
+        ])
+      ).status,
+    ).toBe(303);
     expect((await row("DB_SECOND", second.receiptId))?.status).toBe("dead");
   });
 });
 
 type SourceNumbers = { source: string; received: number; processed: number; deadTotal: number };
-type Storage = { d1Bytes: number; d1UsedFraction: number; d1CapBytes: number; d1Databases: { binding: string; bytes: number; usedFraction: number }[] };
+type Storage = {
+  d1Bytes: number;
+  d1UsedFraction: number;
+  d1CapBytes: number;
+  d1Databases: { binding: string; bytes: number; usedFraction: number }[];
+};
 
 describe("stats across databases", () => {
   it("counts second-db from DB_SECOND only, sizes every database, and draws its dashboard pages", async () => {
     await deliverToSecond();
     await seedDeadLetter("DB_SECOND");
     // A stray second-db row in DB (say, from before the source moved) is not the source's: it is not counted.
-    await database(env).insert(receipts).values({ receiptId: ulid(), source: "second-db", eventKey: `msg_stray_${crypto.randomUUID()}`, receivedAt: Date.now(), payloadSha256: "0".repeat(64), status: "processed" });
+    await database(env)
+      .insert(receipts)
+      .values({
+        receiptId: ulid(),
+        source: "second-db",
+        eventKey: `msg_stray_${crypto.randomUUID()}`,
+        receivedAt: Date.now(),
+        payloadSha256: "0".repeat(64),
+        status: "processed",
+      });
 
-    const one = await (await adminGet("/admin/api/stats?source=second-db&window=1h")).json<{ sources: SourceNumbers[]; storage: Storage }>();
-    const all = await (await adminGet("/admin/api/stats?window=1h")).json<{ sources: SourceNumbers[]; storage: Storage }>();
+    const one = await (await adminGet("/admin/api/stats?source=second-db&window=1h")).json<{
+      sources: SourceNumbers[];
+      storage: Storage;
+    }>();
+    const all = await (await adminGet("/admin/api/stats?window=1h")).json<{
+      sources: SourceNumbers[];
+      storage: Storage;
+    }>();
     const since = Date.now() - 3_600_000;
     const expected = await env.DB_SECOND.prepare(
       "SELECT COUNT(*) AS received, SUM(status = 'processed') AS processed FROM receipts WHERE source = 'second-db' AND received_at >= ?",
-    ).bind(since).first<{ received: number; processed: number }>();
-    const deadTotal = (await env.DB_SECOND.prepare("SELECT COUNT(*) AS total FROM receipts WHERE source = 'second-db' AND status = 'dead'").first<{ total: number }>())!.total;
+    )
+      .bind(since)
+      .first<{ received: number; processed: number }>();
+    const deadTotal = (await env.DB_SECOND.prepare(
+      "SELECT COUNT(*) AS total FROM receipts WHERE source = 'second-db' AND status = 'dead'",
+    ).first<{ total: number }>())!.total;
     expect(expected!.received).toBeGreaterThanOrEqual(2);
     for (const report of [one, all]) {
-      expect(report.sources.find((entry) => entry.source === "second-db")).toMatchObject({ received: expected!.received, processed: expected!.processed, deadTotal });
+      expect(report.sources.find((entry) => entry.source === "second-db")).toMatchObject({
+        received: expected!.received,
+        processed: expected!.processed,
+        deadTotal,
+      });
     }
 
     for (const storage of [one.storage, all.storage]) {
@@ -224,7 +327,11 @@ describe("stats across databases", () => {
     expect(health.storage.d1Databases.map((entry) => entry.binding)).toEqual(["DB", "DB_SECOND"]);
 
     const cookie = await dashboardCookie();
-    const received24h = (await env.DB_SECOND.prepare("SELECT COUNT(*) AS total FROM receipts WHERE source = 'second-db' AND received_at >= ?").bind(Date.now() - 23 * 3_600_000).first<{ total: number }>())!.total;
+    const received24h = (await env.DB_SECOND.prepare(
+      "SELECT COUNT(*) AS total FROM receipts WHERE source = 'second-db' AND received_at >= ?",
+    )
+      .bind(Date.now() - 23 * 3_600_000)
+      .first<{ total: number }>())!.total;
     const sourcePage = await dashboard("/admin/sources/second-db", cookie);
     expect(sourcePage.status).toBe(200);
     expect(await sourcePage.text()).toMatch(new RegExp(`id="chart-received" data-total="${received24h}"`));

@@ -20,12 +20,23 @@ type Where = "DB" | "DB_SECOND";
 const d1 = (where: Where) => database({ DB: where === "DB" ? env.DB : env.DB_SECOND });
 
 /** A receipt row written straight into one database, as the relay would have. */
-async function seed(where: Where, row: Partial<typeof receipts.$inferInsert> & { receivedAt: number }): Promise<string> {
+async function seed(
+  where: Where,
+  row: Partial<typeof receipts.$inferInsert> & { receivedAt: number },
+): Promise<string> {
   const receiptId = row.receiptId ?? ulid(row.receivedAt);
   const source = where === "DB" ? "demo" : "second-db";
   await d1(where)
     .insert(receipts)
-    .values({ source, eventKey: `evt_${receiptId}`, payloadSha256: "0".repeat(64), status: "processed", relayedAt: row.receivedAt + 500, ...row, receiptId });
+    .values({
+      source,
+      eventKey: `evt_${receiptId}`,
+      payloadSha256: "0".repeat(64),
+      status: "processed",
+      relayedAt: row.receivedAt + 500,
+      ...row,
+      receiptId,
+    });
   return receiptId;
 }
 
@@ -44,11 +55,19 @@ async function get<T>(path: string): Promise<T> {
 const ids = (page: Page) => page.receipts.map((receipt) => receipt.receiptId);
 
 /** Every page older from the first, `limit` at a time; what each page listed. */
-async function pageOlder(query: string, limit: number, between?: (page: number) => Promise<void>): Promise<{ pages: Page[]; listed: string[] }> {
+async function pageOlder(
+  query: string,
+  limit: number,
+  between?: (page: number) => Promise<void>,
+): Promise<{ pages: Page[]; listed: string[] }> {
   const pages = [await get<Page>(`/admin/api/receipts?${query}&limit=${limit}`)];
   for (let turn = 0; pages.at(-1)!.nextCursor !== null && turn < 40; turn++) {
     await between?.(turn);
-    pages.push(await get<Page>(`/admin/api/receipts?${query}&limit=${limit}&before=${encodeURIComponent(pages.at(-1)!.nextCursor!)}`));
+    pages.push(
+      await get<Page>(
+        `/admin/api/receipts?${query}&limit=${limit}&before=${encodeURIComponent(pages.at(-1)!.nextCursor!)}`,
+      ),
+    );
   }
   expect(pages.at(-1)!.nextCursor).toBeNull();
   return { pages, listed: pages.flatMap(ids) };
@@ -112,12 +131,16 @@ describe("the admin lists across databases", () => {
     // A page of the demo source (one database): its cursor, at seeded[7], continues the list of both below it.
     const demo = await get<Page>(`/admin/api/receipts?${range}&source=demo&limit=2`);
     expect(ids(demo)).toEqual([seeded[8], seeded[7]]);
-    const rest = await get<Page>(`/admin/api/receipts?${range}&limit=50&before=${encodeURIComponent(demo.nextCursor!)}`);
+    const rest = await get<Page>(
+      `/admin/api/receipts?${range}&limit=50&before=${encodeURIComponent(demo.nextCursor!)}`,
+    );
     expect(ids(rest)).toEqual(seeded.slice(0, 7).reverse());
     // An unfiltered page's cursor, at seeded[7], read with a source filter: that source's receipts below it.
     const both = await get<Page>(`/admin/api/receipts?${range}&limit=3`);
     expect(both.nextCursor).toContain("~DB_SECOND.");
-    const second = await get<Page>(`/admin/api/receipts?${range}&source=second-db&limit=50&before=${encodeURIComponent(both.nextCursor!)}`);
+    const second = await get<Page>(
+      `/admin/api/receipts?${range}&source=second-db&limit=50&before=${encodeURIComponent(both.nextCursor!)}`,
+    );
     expect(ids(second)).toEqual([seeded[6], seeded[3], seeded[0]]);
   });
 
@@ -151,10 +174,14 @@ describe("the admin lists across databases", () => {
     const { t, range } = quietMinute();
     const seeded = await interleaved(t);
     const first = await get<Page>(`/admin/api/receipts?${range}&limit=4`);
-    const second = await get<Page>(`/admin/api/receipts?${range}&limit=4&before=${encodeURIComponent(first.nextCursor!)}`);
+    const second = await get<Page>(
+      `/admin/api/receipts?${range}&limit=4&before=${encodeURIComponent(first.nextCursor!)}`,
+    );
     expect(ids(second)).toEqual([seeded[5], seeded[4], seeded[3], seeded[2]]);
     const lateBelow = await seed("DB_SECOND", { receivedAt: t + 500, relayedAt: Date.now() });
-    const back = await get<Page>(`/admin/api/receipts?${range}&limit=5&after=${encodeURIComponent(second.prevCursor!)}`);
+    const back = await get<Page>(
+      `/admin/api/receipts?${range}&limit=5&after=${encodeURIComponent(second.prevCursor!)}`,
+    );
     expect(ids(back)).toEqual([lateBelow, seeded[9], seeded[8], seeded[7], seeded[6]]);
   });
 
@@ -165,7 +192,13 @@ describe("the admin lists across databases", () => {
     const finished = [now - 46_000, now - 45_000, now - 45_000, now - 44_000, now - 43_000, now - 42_000];
     const changed: string[] = [];
     for (const [n, processedAt] of finished.entries()) {
-      changed.push(await seed(n % 2 === 0 ? "DB_SECOND" : "DB", { receivedAt: now - HOUR + n, relayedAt: now - HOUR + n, processedAt }));
+      changed.push(
+        await seed(n % 2 === 0 ? "DB_SECOND" : "DB", {
+          receivedAt: now - HOUR + n,
+          relayedAt: now - HOUR + n,
+          processedAt,
+        }),
+      );
     }
     const seen: string[] = [];
     let cursor = String(now - 50_000);
@@ -189,18 +222,29 @@ describe("the admin lists across databases", () => {
       const where: Where = n % 2 === 0 ? "DB" : "DB_SECOND";
       await d1(where)
         .insert(quarantine)
-        .values({ quarantineId, source: where === "DB" ? "demo" : "second-db", eventKey: `q_${quarantineId}`, reason: "payload_mismatch", payloadSha256: "1".repeat(64), receivedAt: t + n * 1_000 });
+        .values({
+          quarantineId,
+          source: where === "DB" ? "demo" : "second-db",
+          eventKey: `q_${quarantineId}`,
+          reason: "payload_mismatch",
+          payloadSha256: "1".repeat(64),
+          receivedAt: t + n * 1_000,
+        });
       quarantined.unshift(quarantineId);
     }
     const listed: string[] = [];
     let before: string | null = ulid(t + 5_000);
     for (let turn = 0; before !== null && listed.length < 5 && turn < 10; turn++) {
-      const page: { quarantine: { quarantineId: string }[]; nextCursor: string | null } = await get(`/admin/api/quarantine?limit=2&before=${before}`);
+      const page: { quarantine: { quarantineId: string }[]; nextCursor: string | null } = await get(
+        `/admin/api/quarantine?limit=2&before=${before}`,
+      );
       listed.push(...page.quarantine.map((record) => record.quarantineId));
       before = page.nextCursor;
     }
     expect(listed.slice(0, 5)).toEqual(quarantined);
-    const secondOnly: { quarantine: { quarantineId: string }[] } = await get(`/admin/api/quarantine?source=second-db&limit=2&before=${ulid(t + 5_000)}`);
+    const secondOnly: { quarantine: { quarantineId: string }[] } = await get(
+      `/admin/api/quarantine?source=second-db&limit=2&before=${ulid(t + 5_000)}`,
+    );
     expect(secondOnly.quarantine.map((record) => record.quarantineId)).toEqual([quarantined[1], quarantined[3]]);
   });
 
@@ -210,7 +254,9 @@ describe("the admin lists across databases", () => {
     const inSecond = await seed("DB_SECOND", { receivedAt: t + 1_000, status: "dead" });
     const cookie = `admin_session=${await issueSession(env.ADMIN_TOKEN)}`;
     for (const path of [`/admin/receipts?${range}`, `/admin/dead?${range}`]) {
-      const response = await exports.default.fetch(new Request(`https://receiver.test${path}`, { headers: { cookie } }));
+      const response = await exports.default.fetch(
+        new Request(`https://receiver.test${path}`, { headers: { cookie } }),
+      );
       expect(response.status, path).toBe(200);
       const html = await response.text();
       expect(html, path).toContain(inFirst);

@@ -1,16 +1,16 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import worker from "../../src/index";
 import { utf8Bytes } from "../../src/crypto/encoding";
+import worker from "../../src/index";
 import { ulid } from "../../src/lib/ulid";
+import type { QueuedWork } from "../../src/model/work-message";
 import { cronObservations } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";
-import type { QueuedWork } from "../../src/model/work-message";
 import { receiptDatabaseBindings } from "../../src/sources/databases";
 import { adminGet, adminPost } from "../admin/support";
-import { credit, eventually } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "../reconcile/support";
+import { credit, eventually } from "../support/deliveries";
 
 /**
  * A source moved between databases: `second-db` says `database = "DB_SECOND"` today, and the receipts seeded here
@@ -29,7 +29,11 @@ interface Seeded {
 }
 
 /** A receipt of SOURCE in DB, as its relay and consumer left it before the move. */
-async function leftInOldDatabase(fields: { status: "pending" | "dead"; nextAttemptAt?: number; attempts?: number }, ageMs = 60_000, source = SOURCE): Promise<Seeded> {
+async function leftInOldDatabase(
+  fields: { status: "pending" | "dead"; nextAttemptAt?: number; attempts?: number },
+  ageMs = 60_000,
+  source = SOURCE,
+): Promise<Seeded> {
   const token = unique();
   const now = Date.now();
   const seeded = { receiptId: ulid(now - ageMs), eventKey: `msg_moved_${token}`, account: `acct_moved_${token}` };
@@ -57,16 +61,24 @@ async function leftInOldDatabase(fields: { status: "pending" | "dead"; nextAttem
 }
 
 async function statusIn(binding: Binding, receiptId: string): Promise<string | undefined> {
-  return (await env[binding].prepare("SELECT status FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string }>())?.status;
+  return (
+    await env[binding].prepare("SELECT status FROM receipts WHERE id = ?").bind(receiptId).first<{ status: string }>()
+  )?.status;
 }
 
 async function creditsIn(binding: Binding, account: string): Promise<number | undefined> {
-  return (await env[binding].prepare("SELECT credits FROM accounts WHERE id = ?").bind(account).first<{ credits: number }>())?.credits;
+  return (
+    await env[binding].prepare("SELECT credits FROM accounts WHERE id = ?").bind(account).first<{ credits: number }>()
+  )?.credits;
 }
 
 /** Processed in DB, where it was left, and its handler's credit applied there once; DB_SECOND never saw it. */
 async function finishedInOldDatabase(seeded: Seeded): Promise<void> {
-  await eventually(async () => ((await statusIn("DB", seeded.receiptId)) === "processed" ? true : undefined), 20_000, `${seeded.receiptId} processed in DB`);
+  await eventually(
+    async () => ((await statusIn("DB", seeded.receiptId)) === "processed" ? true : undefined),
+    20_000,
+    `${seeded.receiptId} processed in DB`,
+  );
   expect(await creditsIn("DB", seeded.account)).toBe(7);
   expect(await statusIn("DB_SECOND", seeded.receiptId)).toBeUndefined();
   expect(await creditsIn("DB_SECOND", seeded.account)).toBeUndefined();
@@ -90,7 +102,9 @@ describe("moving a source to another database drains what it left in flight", ()
     await finishedInOldDatabase(retry);
   });
 
-  it("finishes an overdue retry the cron re-drives from the old database", { timeout: CRON_TEST_TIMEOUT_MS }, async () => {
+  it("finishes an overdue retry the cron re-drives from the old database", {
+    timeout: CRON_TEST_TIMEOUT_MS,
+  }, async () => {
     const now = Date.now();
     const overdue = await leftInOldDatabase({ status: "pending", nextAttemptAt: now - 20 * 60_000 }, 30 * 60_000);
     const run = await cronRun(now);
@@ -110,7 +124,9 @@ describe("moving a source to another database drains what it left in flight", ()
     const dead = await leftInOldDatabase({ status: "dead", attempts: 13 });
     const replayed = await adminPost("/admin/api/dead/replay", { source: SOURCE });
     expect(replayed.status).toBe(200);
-    expect(((await replayed.json()) as { results: { receiptId: string }[] }).results.map((result) => result.receiptId)).toContain(dead.receiptId);
+    expect(
+      ((await replayed.json()) as { results: { receiptId: string }[] }).results.map((result) => result.receiptId),
+    ).toContain(dead.receiptId);
     await finishedInOldDatabase(dead);
   });
 
@@ -121,10 +137,16 @@ describe("moving a source to another database drains what it left in flight", ()
     expect(((await found.json()) as { receipt: { receiptId: string } }).receipt.receiptId).toBe(dead.receiptId);
   });
 
-  it("counts the dead letters left in the old database in the source's dead-letter alert", { timeout: CRON_TEST_TIMEOUT_MS }, async () => {
+  it("counts the dead letters left in the old database in the source's dead-letter alert", {
+    timeout: CRON_TEST_TIMEOUT_MS,
+  }, async () => {
     const watched = "second-db-forward";
     const alertOpen = async () =>
-      (await env.DB.prepare("SELECT COUNT(*) AS count FROM alerts WHERE source = ? AND kind = 'dead-letters' AND state = 'open'").bind(watched).first<{ count: number }>())!.count;
+      (await env.DB.prepare(
+        "SELECT COUNT(*) AS count FROM alerts WHERE source = ? AND kind = 'dead-letters' AND state = 'open'",
+      )
+        .bind(watched)
+        .first<{ count: number }>())!.count;
     // A first run records the source's dead count where it lives now; none is dead there.
     expect((await cronRun(Date.now())).failures).toBeNull();
     expect(await alertOpen()).toBe(0);
@@ -145,12 +167,20 @@ describe("moving a source to another database drains what it left in flight", ()
     expect(result.retryMessages.map((message) => message.msgId)).toEqual(["msg_move_1"]);
     // Loudly: a system alert, not only a log line. It stays open while DB_REMOVED is unbound (a cron run that binds
     // only DB and DB_SECOND leaves it), and the cron of a Worker that binds it again resolves it.
-    const unboundAlert = async () => (await systemMonitor(env).list()).find((alert) => alert.kind === "database-unbound");
+    const unboundAlert = async () =>
+      (await systemMonitor(env).list()).find((alert) => alert.kind === "database-unbound");
     expect(await unboundAlert()).toMatchObject({ state: "open", reporters: ["database:DB_REMOVED"] });
     expect((await unboundAlert())!.message).toMatch(/DB_REMOVED/);
-    await systemMonitor(env).report(cronObservations({ databases: receiptDatabaseBindings(env).map((binding) => ({ binding, reachable: true, sizeBytes: null })), failedSteps: [] }));
+    await systemMonitor(env).report(
+      cronObservations({
+        databases: receiptDatabaseBindings(env).map((binding) => ({ binding, reachable: true, sizeBytes: null })),
+        failedSteps: [],
+      }),
+    );
     expect(await unboundAlert()).toMatchObject({ state: "open" });
-    await systemMonitor(env).report(cronObservations({ databases: [{ binding: "DB_REMOVED", reachable: true, sizeBytes: null }], failedSteps: [] }));
+    await systemMonitor(env).report(
+      cronObservations({ databases: [{ binding: "DB_REMOVED", reachable: true, sizeBytes: null }], failedSteps: [] }),
+    );
     expect(await unboundAlert()).toMatchObject({ state: "resolved" });
   });
 
@@ -163,7 +193,10 @@ describe("moving a source to another database drains what it left in flight", ()
 
   it("lists a moved source's receipts left in the database it moved from, filtered by that source", async () => {
     const left = await leftInOldDatabase({ status: "dead", attempts: 13 });
-    for (const path of [`/admin/api/receipts?source=${SOURCE}&limit=100`, `/admin/api/dead?source=${SOURCE}&limit=100`]) {
+    for (const path of [
+      `/admin/api/receipts?source=${SOURCE}&limit=100`,
+      `/admin/api/dead?source=${SOURCE}&limit=100`,
+    ]) {
       const page = await (await adminGet(path)).json<{ receipts: { receiptId: string }[] }>();
       expect(page.receipts.map((receipt) => receipt.receiptId)).toContain(left.receiptId);
     }

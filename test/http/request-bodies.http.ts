@@ -5,9 +5,9 @@
  * is a process the workerd test pool cannot start.
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { request } from "node:http";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,12 +36,18 @@ async function freePort(): Promise<number> {
   });
 }
 
-const wranglerEnv = () => ({ ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", WRANGLER_REGISTRY_PATH: `${persistTo}-registry` });
+const wranglerEnv = () => ({
+  ...process.env,
+  CI: "true",
+  WRANGLER_SEND_METRICS: "false",
+  WRANGLER_REGISTRY_PATH: `${persistTo}-registry`,
+});
 
 async function waitForHealth(timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (worker?.exitCode !== null && worker?.exitCode !== undefined) throw new Error(`wrangler dev exited:\n${workerLog}`);
+    if (worker?.exitCode !== null && worker?.exitCode !== undefined)
+      throw new Error(`wrangler dev exited:\n${workerLog}`);
     try {
       if ((await fetch(`http://127.0.0.1:${port}/health`)).ok) return;
     } catch {
@@ -62,7 +68,11 @@ interface Answer {
  * would, and stops writing once the answer arrives. The answer is whatever came back, or the transport error.
  */
 function chunkedUpload(eventKey: string, totalBytes: number, chunkBytes = 64 * 1024): Promise<Answer> {
-  const body = JSON.stringify({ type: "account.credited", data: { account: "acct_http_cap", amount: 1 }, padding: "x".repeat(totalBytes) });
+  const body = JSON.stringify({
+    type: "account.credited",
+    data: { account: "acct_http_cap", amount: 1 },
+    padding: "x".repeat(totalBytes),
+  });
   const bytes = Buffer.from(body);
   const headers = standardWebhookHeaders(DEMO_SECRET, eventKey, body);
   return new Promise((resolve) => {
@@ -74,7 +84,13 @@ function chunkedUpload(eventKey: string, totalBytes: number, chunkBytes = 64 * 1
       }
     };
     const outgoing = request(
-      { host: "127.0.0.1", port, method: "POST", path: "/webhooks/demo", headers: { ...headers, "transfer-encoding": "chunked" } },
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path: "/webhooks/demo",
+        headers: { ...headers, "transfer-encoding": "chunked" },
+      },
       (response) => {
         let text = "";
         response.setEncoding("utf8");
@@ -103,12 +119,32 @@ function chunkedUpload(eventKey: string, totalBytes: number, chunkBytes = 64 * 1
 before(async () => {
   port = await freePort();
   const inspectorPort = await freePort();
-  writeFileSync(envFile, `DEMO_WEBHOOK_SECRET="${DEMO_SECRET}"\nGATEWAY_SIGNING_SECRET="whsec_Z2F0ZXdheS1odHRwLXRlc3Q="\nADMIN_TOKEN="http-test-admin-${crypto.randomUUID()}"\n`);
-  execFileSync(WRANGLER, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], { env: wranglerEnv(), stdio: "ignore" });
+  writeFileSync(
+    envFile,
+    `DEMO_WEBHOOK_SECRET="${DEMO_SECRET}"\nGATEWAY_SIGNING_SECRET="whsec_Z2F0ZXdheS1odHRwLXRlc3Q="\nADMIN_TOKEN="http-test-admin-${crypto.randomUUID()}"\n`,
+  );
+  execFileSync(WRANGLER, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {
+    env: wranglerEnv(),
+    stdio: "ignore",
+  });
   worker = spawn(
     WRANGLER,
-    ["dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", persistTo,
-      "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", "warn"],
+    [
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspectorPort),
+      "--persist-to",
+      persistTo,
+      "--env-file",
+      envFile,
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      "warn",
+    ],
     // Its own dev registry, so another local wrangler dev session cannot take this one's queue messages.
     { detached: true, stdio: ["ignore", "pipe", "pipe"], env: wranglerEnv() },
   );
@@ -127,10 +163,17 @@ after(async () => {
 
 test("64 concurrent over-cap chunked uploads are all answered 413", async () => {
   const answers = await Promise.all(
-    Array.from({ length: 64 }, (_, index) => chunkedUpload(`msg_http_over_cap_${index}_${crypto.randomUUID()}`, 2 * DEFAULT_CAP)),
+    Array.from({ length: 64 }, (_, index) =>
+      chunkedUpload(`msg_http_over_cap_${index}_${crypto.randomUUID()}`, 2 * DEFAULT_CAP),
+    ),
   );
   const statuses = answers.map((answer) => answer.status);
   const wrong = answers.filter((answer) => answer.status !== 413);
-  assert.deepEqual(wrong, [], `expected every upload to get 413, got ${JSON.stringify(statuses)}\n${workerLog.slice(-3000)}`);
-  for (const answer of answers) assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, "payload_too_large");
+  assert.deepEqual(
+    wrong,
+    [],
+    `expected every upload to get 413, got ${JSON.stringify(statuses)}\n${workerLog.slice(-3000)}`,
+  );
+  for (const answer of answers)
+    assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, "payload_too_large");
 });

@@ -4,7 +4,7 @@ import { app } from "../../src/app";
 import type { ClaimShard } from "../../src/claims/shard";
 import { account, credit, signDemo, waitForStatus } from "../support/deliveries";
 import { unreachableD1, unreachableQueue } from "../support/failpoints";
-import { shardClaim, settleEachTest } from "../support/storage";
+import { settleEachTest, shardClaim } from "../support/storage";
 
 /**
  * The acknowledgement path does four things — look up, read bytes, verify, one Durable Object call — and never
@@ -40,7 +40,10 @@ function countingNamespace(calls: string[]): DurableObjectNamespace<ClaimShard> 
 function deliver(eventKey: string, payload: unknown, workerEnv: Env): Promise<Response> {
   const body = JSON.stringify(payload);
   return Promise.resolve(
-    app.fetch(new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo(eventKey, body) }), workerEnv),
+    app.fetch(
+      new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo(eventKey, body) }),
+      workerEnv,
+    ),
   );
 }
 
@@ -64,9 +67,13 @@ describe("the acknowledgement path", () => {
   it("makes exactly one Durable Object call per verified delivery, and none for a refused one", async () => {
     const calls: string[] = [];
     const counted = { ...env, CLAIM_SHARDS: countingNamespace(calls) };
-    expect((await (await deliver("msg_ack_counted", credit("acct_ack_counted", 1), counted)).json<Answer>()).status).toBe("accepted");
+    expect(
+      (await (await deliver("msg_ack_counted", credit("acct_ack_counted", 1), counted)).json<Answer>()).status,
+    ).toBe("accepted");
     expect(calls).toEqual(["claim"]);
-    expect((await (await deliver("msg_ack_counted", credit("acct_ack_counted", 1), counted)).json<Answer>()).status).toBe("duplicate");
+    expect(
+      (await (await deliver("msg_ack_counted", credit("acct_ack_counted", 1), counted)).json<Answer>()).status,
+    ).toBe("duplicate");
     expect(calls).toEqual(["claim", "claim"]);
 
     const body = JSON.stringify(credit("acct_ack_counted", 1));

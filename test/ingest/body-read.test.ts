@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { OVER_CAP_DRAIN_BYTES, readBodyWithCap } from "../../src/ingest/read-body";
 import { credit, signDemo } from "../support/deliveries";
-import { shardClaim, expectUnchanged, snapshot, settleEachTest } from "../support/storage";
+import { expectUnchanged, settleEachTest, shardClaim, snapshot } from "../support/storage";
 
 /**
  * Reading the request body: a stream that breaks part-way is the sender's problem (400, nothing written, no
@@ -29,8 +29,14 @@ function countedStream(totalBytes: number, chunkBytes: number) {
   return { stream, seen };
 }
 
-function postStream(path: string, body: ReadableStream<Uint8Array>, headers: Record<string, string>): Promise<Response> {
-  return Promise.resolve(app.fetch(new Request(`https://receiver.test${path}`, { method: "POST", body, headers }), env));
+function postStream(
+  path: string,
+  body: ReadableStream<Uint8Array>,
+  headers: Record<string, string>,
+): Promise<Response> {
+  return Promise.resolve(
+    app.fetch(new Request(`https://receiver.test${path}`, { method: "POST", body, headers }), env),
+  );
 }
 
 afterEach(() => {
@@ -63,7 +69,9 @@ describe("a body stream that fails mid-read", () => {
     await expectUnchanged(before);
     expect(await shardClaim("demo", "msg_broken_stream")).toBeNull();
     expect(errors).toEqual([]);
-    const rejected = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.event === "delivery.rejected");
+    const rejected = lines
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.event === "delivery.rejected");
     expect(rejected).toEqual([expect.objectContaining({ source: "demo", disposition: "body_unreadable" })]);
   });
 });
@@ -81,7 +89,9 @@ describe("a body over the cap", () => {
     const cap = 1024;
     expect(OVER_CAP_DRAIN_BYTES).toBeGreaterThan(0);
     const { stream, seen } = countedStream(cap + OVER_CAP_DRAIN_BYTES + 64 * 1024, 16 * 1024);
-    expect(await readBodyWithCap(new Request("https://receiver.test/", { method: "POST", body: stream }), cap)).toBe("too-large");
+    expect(await readBodyWithCap(new Request("https://receiver.test/", { method: "POST", body: stream }), cap)).toBe(
+      "too-large",
+    );
     expect(seen.pulled).toBeLessThanOrEqual(cap + OVER_CAP_DRAIN_BYTES + 16 * 1024);
     expect(seen.cancelled).toBe(true);
   });
@@ -103,6 +113,8 @@ describe("a body over the cap", () => {
         controller.enqueue(new Uint8Array(512));
       },
     });
-    expect(await readBodyWithCap(new Request("https://receiver.test/", { method: "POST", body: stream }), 1024)).toBe("too-large");
+    expect(await readBodyWithCap(new Request("https://receiver.test/", { method: "POST", body: stream }), 1024)).toBe(
+      "too-large",
+    );
   });
 });

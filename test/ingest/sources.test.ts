@@ -6,7 +6,7 @@ import { knownProviderNames } from "../../src/providers/registry";
 import { MAX_BODY_BYTES_LIMIT, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources, lookupSource, sourceProblems } from "../../src/sources/registry";
 import { credit, post, signDemo } from "../support/deliveries";
-import { expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
+import { expectUnchanged, settle, settleEachTest, snapshot } from "../support/storage";
 
 const secrets = env as unknown as Record<string, string>;
 const context = { knownProviders: knownProviderNames(), knownHandlers: handlerNames() };
@@ -25,7 +25,9 @@ settleEachTest();
 
 describe("source configuration", () => {
   it("refuses a body cap the claim shard and D1 could not store", () => {
-    const source = (maxBodyBytes: unknown) => ({ big: { provider: "standard-webhooks", secrets: ["S"], max_body_bytes: maxBodyBytes } });
+    const source = (maxBodyBytes: unknown) => ({
+      big: { provider: "standard-webhooks", secrets: ["S"], max_body_bytes: maxBodyBytes },
+    });
     expect(problemsOf(source(MAX_BODY_BYTES_LIMIT))).toEqual([]);
     expect(parseSources(source(MAX_BODY_BYTES_LIMIT), context).get("big")?.maxBodyBytes).toBe(MAX_BODY_BYTES_LIMIT);
     for (const bad of [2_000_000, 10 * 1024 * 1024, 1024.5, "1mb", 0, -1]) {
@@ -47,9 +49,16 @@ describe("source configuration", () => {
     await settle();
     const before = await snapshot();
     const body = JSON.stringify(credit("acct_oversized_cap", 1));
-    const sources = { ...(env.SOURCES as Record<string, unknown>), huge: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], max_body_bytes: 4_000_000 } };
+    const sources = {
+      ...(env.SOURCES as Record<string, unknown>),
+      huge: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], max_body_bytes: 4_000_000 },
+    };
     const response = await app.fetch(
-      new Request("https://receiver.test/webhooks/huge", { method: "POST", body, headers: signDemo("msg_oversized_cap", body) }),
+      new Request("https://receiver.test/webhooks/huge", {
+        method: "POST",
+        body,
+        headers: signDemo("msg_oversized_cap", body),
+      }),
       { ...env, SOURCES: sources },
     );
     expect(response.status).toBe(503);
@@ -60,8 +69,16 @@ describe("source configuration", () => {
 describe("one broken source fails alone", () => {
   const brokenSources = {
     ...(env.SOURCES as Record<string, unknown>),
-    "broken-handler": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "handler:billing" },
-    "broken-retry": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], retry: { max_retries: 2.5, max_age: "3 days" } },
+    "broken-handler": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      destination: "handler:billing",
+    },
+    "broken-retry": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      retry: { max_retries: 2.5, max_age: "3 days" },
+    },
   };
   const brokenEnv = { ...env, SOURCES: brokenSources };
 
@@ -83,8 +100,14 @@ describe("one broken source fails alone", () => {
 
   it("takes a source out when its catch_up table is broken, and only that source", () => {
     const sources = env.SOURCES as Record<string, Record<string, unknown>>;
-    const withBadCatchUp = { ...env, SOURCES: { ...sources, "bad-catch-up": { ...sources.demo, catch_up: { api: "shopify" } } } };
-    expect(lookupSource(withBadCatchUp, "bad-catch-up")).toEqual({ kind: "invalid", problems: expect.arrayContaining([expect.stringContaining("catch_up.api ")]) });
+    const withBadCatchUp = {
+      ...env,
+      SOURCES: { ...sources, "bad-catch-up": { ...sources.demo, catch_up: { api: "shopify" } } },
+    };
+    expect(lookupSource(withBadCatchUp, "bad-catch-up")).toEqual({
+      kind: "invalid",
+      problems: expect.arrayContaining([expect.stringContaining("catch_up.api ")]),
+    });
     expect(lookupSource(withBadCatchUp, "demo").kind).toBe("valid");
   });
 
@@ -92,7 +115,11 @@ describe("one broken source fails alone", () => {
     const deliver = (source: string, webhookId: string) => {
       const body = JSON.stringify(credit(`acct_${webhookId}`, 1));
       return app.fetch(
-        new Request(`https://receiver.test/webhooks/${source}`, { method: "POST", body, headers: signDemo(webhookId, body) }),
+        new Request(`https://receiver.test/webhooks/${source}`, {
+          method: "POST",
+          body,
+          headers: signDemo(webhookId, body),
+        }),
         brokenEnv,
       );
     };
@@ -125,12 +152,20 @@ describe("secrets by name", () => {
     const body = JSON.stringify(credit("acct_rotation", 1));
     const current = await post("/webhooks/rotating", body, signDemo("msg_rotation_current", body));
     expect(current.status).toBe(200);
-    const previous = await post("/webhooks/rotating", body, signDemo("msg_rotation_previous", body, undefined, secrets.INGEST_PREVIOUS_SECRET));
+    const previous = await post(
+      "/webhooks/rotating",
+      body,
+      signDemo("msg_rotation_previous", body, undefined, secrets.INGEST_PREVIOUS_SECRET),
+    );
     expect(previous.status).toBe(200);
 
     await settle();
     const before = await snapshot();
-    const retired = await post("/webhooks/rotating", body, signDemo("msg_rotation_retired", body, undefined, secrets.INGEST_RETIRED_SECRET));
+    const retired = await post(
+      "/webhooks/rotating",
+      body,
+      signDemo("msg_rotation_retired", body, undefined, secrets.INGEST_RETIRED_SECRET),
+    );
     expect(retired.status).toBe(401);
     await expectUnchanged(before);
   });

@@ -3,7 +3,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { account, credit, deliverDemo, post, signDemo, waitForStatus } from "../support/deliveries";
-import { receiptsFor, shardClaim, expectUnchanged, snapshot, settle, settleEachTest } from "../support/storage";
+import { expectUnchanged, receiptsFor, settle, settleEachTest, shardClaim, snapshot } from "../support/storage";
 
 /**
  * The fixture ledger's verification rows: whatever fails verification (or never gets that far) answers non-2xx,
@@ -12,7 +12,12 @@ import { receiptsFor, shardClaim, expectUnchanged, snapshot, settle, settleEachT
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-async function expectRejectedWithNothingWritten(send: () => Promise<Response>, status: number, code: string, eventKey?: string) {
+async function expectRejectedWithNothingWritten(
+  send: () => Promise<Response>,
+  status: number,
+  code: string,
+  eventKey?: string,
+) {
   await settle();
   const before = await snapshot();
   const response = await send();
@@ -43,7 +48,12 @@ describe("verification over the exact bytes received", () => {
     const reordered = JSON.stringify({ data: { amount: 5, account: "acct_reserialized" }, type: "account.credited" });
     expect(compact).not.toBe(signedBody);
     for (const changed of [compact, reordered, `${signedBody}\n`]) {
-      await expectRejectedWithNothingWritten(() => post("/webhooks/demo", changed, headers), 401, "signature_invalid", "msg_reserialized");
+      await expectRejectedWithNothingWritten(
+        () => post("/webhooks/demo", changed, headers),
+        401,
+        "signature_invalid",
+        "msg_reserialized",
+      );
     }
     expect(await account("acct_reserialized")).toBeNull();
   });
@@ -54,7 +64,12 @@ describe("verification over the exact bytes received", () => {
     for (const dropped of ["webhook-id", "webhook-timestamp", "webhook-signature"] as const) {
       const headers: Record<string, string> = { ...complete };
       delete headers[dropped];
-      await expectRejectedWithNothingWritten(() => post("/webhooks/demo", body, headers), 401, "signature_invalid", "msg_missing_header");
+      await expectRejectedWithNothingWritten(
+        () => post("/webhooks/demo", body, headers),
+        401,
+        "signature_invalid",
+        "msg_missing_header",
+      );
     }
   });
 
@@ -105,7 +120,12 @@ describe("verification over the exact bytes received", () => {
     const body = JSON.stringify(credit("acct_wrong_secret", 1));
     const otherSecret = `whsec_${btoa("a-different-secret-entirely")}`;
     const wrongSecret = signDemo("msg_wrong_secret", body, nowSeconds(), otherSecret);
-    await expectRejectedWithNothingWritten(() => post("/webhooks/demo", body, wrongSecret), 401, "signature_invalid", "msg_wrong_secret");
+    await expectRejectedWithNothingWritten(
+      () => post("/webhooks/demo", body, wrongSecret),
+      401,
+      "signature_invalid",
+      "msg_wrong_secret",
+    );
 
     // A valid signature for one id replayed under another id must not pass: the id is part of the signed content.
     const forOtherId = signDemo("msg_signed_for_other", body);
@@ -201,12 +221,20 @@ describe("verification over the exact bytes received", () => {
 describe("requests that never reach verification", () => {
   it("answers 404 for an unknown source and writes nothing", async () => {
     const body = JSON.stringify(credit("acct_unknown_source", 1));
-    await expectRejectedWithNothingWritten(() => post("/webhooks/no-such-source", body, signDemo("msg_unknown_source", body)), 404, "unknown_source");
+    await expectRejectedWithNothingWritten(
+      () => post("/webhooks/no-such-source", body, signDemo("msg_unknown_source", body)),
+      404,
+      "unknown_source",
+    );
   });
 
   it("answers 413 over the source's cap by declared Content-Length, writing nothing", async () => {
     const body = JSON.stringify({ ...credit("acct_capped", 1), padding: "x".repeat(1100) });
-    await expectRejectedWithNothingWritten(() => post("/webhooks/capped", body, signDemo("msg_capped_declared", body)), 413, "payload_too_large");
+    await expectRejectedWithNothingWritten(
+      () => post("/webhooks/capped", body, signDemo("msg_capped_declared", body)),
+      413,
+      "payload_too_large",
+    );
   });
 
   it("answers 413 over the cap for a chunked body with no Content-Length, writing nothing", async () => {
@@ -217,7 +245,8 @@ describe("requests that never reach verification", () => {
       async () => {
         const stream = new ReadableStream<Uint8Array>({
           start(controller) {
-            for (let offset = 0; offset < bytes.length; offset += 100) controller.enqueue(bytes.slice(offset, offset + 100));
+            for (let offset = 0; offset < bytes.length; offset += 100)
+              controller.enqueue(bytes.slice(offset, offset + 100));
             controller.close();
           },
         });
@@ -238,7 +267,11 @@ describe("requests that never reach verification", () => {
     expect(response.status).toBe(200);
 
     const large = JSON.stringify({ ...credit("acct_default_cap", 1), padding: "x".repeat(1024 * 1024) });
-    await expectRejectedWithNothingWritten(() => post("/webhooks/demo", large, signDemo("msg_default_cap", large)), 413, "payload_too_large");
+    await expectRejectedWithNothingWritten(
+      () => post("/webhooks/demo", large, signDemo("msg_default_cap", large)),
+      413,
+      "payload_too_large",
+    );
   });
 
   it("answers 503 for a source whose table is invalid and accepts nothing for it, while the other sources accept", async () => {
@@ -246,13 +279,24 @@ describe("requests that never reach verification", () => {
     // Valid in every way but its handler, and signed with its own secret: only the broken table refuses it.
     const brokenSources = {
       ...(env.SOURCES as Record<string, unknown>),
-      broken: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "handler:not-registered" },
+      broken: {
+        provider: "standard-webhooks",
+        secrets: ["DEMO_WEBHOOK_SECRET"],
+        destination: "handler:not-registered",
+      },
     };
     const deliver = async (source: string) =>
-      await app.fetch(new Request(`https://receiver.test/webhooks/${source}`, { method: "POST", body, headers: signDemo("msg_bad_config", body) }), {
-        ...env,
-        SOURCES: brokenSources,
-      });
+      await app.fetch(
+        new Request(`https://receiver.test/webhooks/${source}`, {
+          method: "POST",
+          body,
+          headers: signDemo("msg_bad_config", body),
+        }),
+        {
+          ...env,
+          SOURCES: brokenSources,
+        },
+      );
     const answer = await expectRejectedWithNothingWritten(() => deliver("broken"), 503, "source_config_invalid");
     // The message names no source, secret or handler: configuration detail is for the operator (logs, admin API).
     expect(answer.error.message).not.toMatch(/not-registered|broken|DEMO_WEBHOOK_SECRET/);
@@ -269,7 +313,11 @@ describe("requests that never reach verification", () => {
     await expectRejectedWithNothingWritten(
       async () =>
         app.fetch(
-          new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_unreadable_config", body) }),
+          new Request("https://receiver.test/webhooks/demo", {
+            method: "POST",
+            body,
+            headers: signDemo("msg_unreadable_config", body),
+          }),
           { ...env, SOURCES: ["not", "a", "table"] },
         ),
       503,
@@ -285,7 +333,11 @@ describe("requests that never reach verification", () => {
     await expectRejectedWithNothingWritten(
       async () =>
         app.fetch(
-          new Request("https://receiver.test/webhooks/demo", { method: "POST", body, headers: signDemo("msg_bad_catch_up", body) }),
+          new Request("https://receiver.test/webhooks/demo", {
+            method: "POST",
+            body,
+            headers: signDemo("msg_bad_catch_up", body),
+          }),
           { ...env, SOURCES: brokenSources },
         ),
       503,

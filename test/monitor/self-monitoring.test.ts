@@ -3,13 +3,13 @@ import { env, exports } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
-import { healthAnswer } from "../../src/monitor/health";
 import { cronObservations, D1_CAP_BYTES, nextState } from "../../src/monitor/conditions";
+import { healthAnswer } from "../../src/monitor/health";
 import { systemMonitor } from "../../src/monitor/report";
-import { deliverDemo, credit, eventually, waitForStatus } from "../support/deliveries";
-import { breakShardBindings, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
-import { runCron, standInRequests } from "../reconcile/support";
 import { adminGet } from "../admin/support";
+import { runCron, standInRequests } from "../reconcile/support";
+import { credit, deliverDemo, eventually, waitForStatus } from "../support/deliveries";
+import { breakShardBindings, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
 
 /**
  * Self-monitoring without D1: a claim shard whose D1 is unreachable (the binding fails the way an outage does)
@@ -26,34 +26,58 @@ async function noticesFor(alertId: string) {
   const signer = new Webhook(env.GATEWAY_SIGNING_SECRET);
   return (await standInRequests("alerts"))
     .filter((request) => request.headers["webhook-id"]?.startsWith(`${alertId}.`))
-    .map((request) => signer.verify(request.body, request.headers) as { type: string; data: { kind: string; source: string | null } });
+    .map(
+      (request) =>
+        signer.verify(request.body, request.headers) as { type: string; data: { kind: string; source: string | null } },
+    );
 }
 
 describe("alerts that work when D1 does not", () => {
-  it("sends one notice for an unreachable D1 across failed relays, says degraded, and records and resolves it once D1 is back", { timeout: 90_000 }, async () => {
+  it("sends one notice for an unreachable D1 across failed relays, says degraded, and records and resolves it once D1 is back", {
+    timeout: 90_000,
+  }, async () => {
     const eventKey = `msg_outage_${crypto.randomUUID()}`;
     const shard = shardFor(env, "demo", eventKey);
     const restore = await breakShardBindings(shard, { DB: unreachableD1() });
 
     expect((await deliverDemo(eventKey, credit("acct_outage", 1))).status).toBe(200);
     // Four relays fail: the first timed alarm, then three run at once instead of waiting out the backoff.
-    await eventually(async () => ((await relayFailures(shard)) >= 1 ? true : undefined), 15_000, "the first failed relay");
+    await eventually(
+      async () => ((await relayFailures(shard)) >= 1 ? true : undefined),
+      15_000,
+      "the first failed relay",
+    );
     for (let retry = 0; retry < 3; retry++) expect(await runDurableObjectAlarm(shard)).toBe(true);
     expect(await relayFailures(shard)).toBeGreaterThanOrEqual(4);
 
-    const open = (await systemMonitor(env).list()).filter((alert) => alert.kind === "d1-unreachable" && alert.state === "open");
+    const open = (await systemMonitor(env).list()).filter(
+      (alert) => alert.kind === "d1-unreachable" && alert.state === "open",
+    );
     expect(open).toHaveLength(1);
     const alertId = open[0]!.alertId;
-    const notices = await eventually(async () => {
-      const found = await noticesFor(alertId);
-      return found.length > 0 ? found : undefined;
-    }, 10_000, "the opening notice");
+    const notices = await eventually(
+      async () => {
+        const found = await noticesFor(alertId);
+        return found.length > 0 ? found : undefined;
+      },
+      10_000,
+      "the opening notice",
+    );
     expect(notices.map((notice) => [notice.type, notice.data.kind])).toEqual([["alert.opened", "d1-unreachable"]]);
 
     const degraded = await health();
     expect(degraded.status).toBe("degraded");
     expect(degraded.reasons).toContain("d1-unreachable");
-    const details = await (await adminGet("/admin/api/health?source=demo")).json<{ status: string; systemAlerts: { alertId: string; kind: string; reporters: string[]; message: string; recordedState: string | null }[] }>();
+    const details = await (await adminGet("/admin/api/health?source=demo")).json<{
+      status: string;
+      systemAlerts: {
+        alertId: string;
+        kind: string;
+        reporters: string[];
+        message: string;
+        recordedState: string | null;
+      }[];
+    }>();
     expect(details.status).toBe("degraded");
     const incident = details.systemAlerts.find((alert) => alert.alertId === alertId)!;
     expect(incident).toMatchObject({ kind: "d1-unreachable", recordedState: null });
@@ -69,9 +93,17 @@ describe("alerts that work when D1 does not", () => {
 
     const recorded = await eventually(
       async () =>
-        (await env.DB.prepare("SELECT kind, state, source, notified_at AS notifiedAt, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?")
+        (await env.DB.prepare(
+          "SELECT kind, state, source, notified_at AS notifiedAt, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?",
+        )
           .bind(alertId)
-          .first<{ kind: string; state: string; source: string | null; notifiedAt: number | null; resolveNotifiedAt: number | null }>()) ?? undefined,
+          .first<{
+            kind: string;
+            state: string;
+            source: string | null;
+            notifiedAt: number | null;
+            resolveNotifiedAt: number | null;
+          }>()) ?? undefined,
       10_000,
       "the incident recorded in D1",
     );
@@ -90,13 +122,22 @@ describe("alerts that work when D1 does not", () => {
 });
 
 describe("a relay failing while D1 answers", () => {
-  it("raises relay-failing after 3 failures in a row, not d1-unreachable, and resolves it when the relay works", { timeout: 90_000 }, async () => {
+  it("raises relay-failing after 3 failures in a row, not d1-unreachable, and resolves it when the relay works", {
+    timeout: 90_000,
+  }, async () => {
     const eventKey = `msg_queue_down_${crypto.randomUUID()}`;
     const shard = shardFor(env, "demo", eventKey);
     const restore = await breakShardBindings(shard, { WORK_QUEUE: unreachableQueue() });
     expect((await deliverDemo(eventKey, credit("acct_queue_down", 1))).status).toBe(200);
-    await eventually(async () => ((await relayFailures(shard)) >= 1 ? true : undefined), 15_000, "the first failed relay");
-    const mine = async () => (await systemMonitor(env).list()).filter((alert) => alert.state === "open" && alert.reporters.some((reporter) => reporter.startsWith("shard:")));
+    await eventually(
+      async () => ((await relayFailures(shard)) >= 1 ? true : undefined),
+      15_000,
+      "the first failed relay",
+    );
+    const mine = async () =>
+      (await systemMonitor(env).list()).filter(
+        (alert) => alert.state === "open" && alert.reporters.some((reporter) => reporter.startsWith("shard:")),
+      );
     // Two failures are a blip: nothing yet.
     expect(await runDurableObjectAlarm(shard)).toBe(true);
     expect(await relayFailures(shard)).toBe(2);
@@ -117,27 +158,40 @@ describe("a relay failing while D1 answers", () => {
 });
 
 describe("a cron run that cannot reach D1", () => {
-  it("raises cron-failed and d1-unreachable once across runs, and resolves and records both after a good run", { timeout: 120_000 }, async () => {
+  it("raises cron-failed and d1-unreachable once across runs, and resolves and records both after a good run", {
+    timeout: 120_000,
+  }, async () => {
     const broken = { ...env, DB: unreachableD1() } as Env;
     const now = Date.now();
     await runCron(now, broken);
     await runCron(now + 300_000, broken);
-    const open = (await systemMonitor(env).list()).filter((alert) => alert.state === "open" && alert.reporters.includes("cron"));
+    const open = (await systemMonitor(env).list()).filter(
+      (alert) => alert.state === "open" && alert.reporters.includes("cron"),
+    );
     expect(open.map((alert) => alert.kind).sort()).toEqual(["cron-failed", "d1-unreachable"]);
     expect((await health()).reasons).toEqual(expect.arrayContaining(["cron-failed", "d1-unreachable"]));
     for (const alert of open) {
-      const notices = await eventually(async () => {
-        const found = await noticesFor(alert.alertId);
-        return found.length > 0 ? found : undefined;
-      }, 10_000, `the ${alert.kind} notice`);
+      const notices = await eventually(
+        async () => {
+          const found = await noticesFor(alert.alertId);
+          return found.length > 0 ? found : undefined;
+        },
+        10_000,
+        `the ${alert.kind} notice`,
+      );
       expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
     }
 
     // Only this source, so the good run is quick and touches nothing other tests use.
-    const quiet = { ...env, SOURCES: { "bodies-r2-small": (env.SOURCES as Record<string, unknown>)["bodies-r2-small"] } } as Env;
+    const quiet = {
+      ...env,
+      SOURCES: { "bodies-r2-small": (env.SOURCES as Record<string, unknown>)["bodies-r2-small"] },
+    } as Env;
     await runCron(now + 600_000, quiet);
     for (const alert of open) {
-      const row = await env.DB.prepare("SELECT state, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?")
+      const row = await env.DB.prepare(
+        "SELECT state, resolve_notified_at AS resolveNotifiedAt FROM alerts WHERE id = ?",
+      )
         .bind(alert.alertId)
         .first<{ state: string; resolveNotifiedAt: number | null }>();
       expect(row).toMatchObject({ state: "resolved" });
@@ -159,14 +213,20 @@ describe("a shard past its storage threshold", () => {
     const farPast = 0;
     await shard.sweep(farPast, 1, 10);
     await shard.sweep(farPast, 1, 10);
-    const open = (await systemMonitor(env).list()).filter((alert) => alert.kind === "shard-storage" && alert.state === "open");
+    const open = (await systemMonitor(env).list()).filter(
+      (alert) => alert.kind === "shard-storage" && alert.state === "open",
+    );
     expect(open).toHaveLength(1);
     expect(open[0]!.message).toMatch(new RegExp(`stores ${bytes} bytes`));
     expect((await health()).reasons).toContain("shard-storage");
-    const notices = await eventually(async () => {
-      const found = await noticesFor(open[0]!.alertId);
-      return found.length > 0 ? found : undefined;
-    }, 10_000, "the shard-storage notice");
+    const notices = await eventually(
+      async () => {
+        const found = await noticesFor(open[0]!.alertId);
+        return found.length > 0 ? found : undefined;
+      },
+      10_000,
+      "the shard-storage notice",
+    );
     expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
 
     await restore();
@@ -185,7 +245,9 @@ describe("the rules", () => {
     expect(second.transition).toBe("none");
     const oneQuiet = nextState("shard-backlog", second.reporters, { reporter: "shard:a", firing: false }, true);
     expect(oneQuiet).toMatchObject({ transition: "none", reporters: new Set(["shard:b"]) });
-    expect(nextState("shard-backlog", oneQuiet.reporters, { reporter: "shard:b", firing: false }, true).transition).toBe("resolve");
+    expect(
+      nextState("shard-backlog", oneQuiet.reporters, { reporter: "shard:b", firing: false }, true).transition,
+    ).toBe("resolve");
     // D1 is one thing: anyone reaching it clears it for everyone.
     const d1 = nextState("d1-unreachable", new Set(["shard:a", "cron"]), { reporter: "shard:b", firing: false }, true);
     expect(d1).toMatchObject({ transition: "resolve", reporters: new Set() });
@@ -193,7 +255,9 @@ describe("the rules", () => {
 
   it("fires d1-storage above 80 % of D1's 10 GB cap, and says nothing of size when the size is unknown", () => {
     const storage = (sizeBytes: number | null) =>
-      cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes }], failedSteps: [] }).find((observation) => observation.kind === "d1-storage");
+      cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes }], failedSteps: [] }).find(
+        (observation) => observation.kind === "d1-storage",
+      );
     expect(storage(Math.floor(D1_CAP_BYTES * 0.81))).toMatchObject({ firing: true, reporter: "cron" });
     expect(storage(Math.floor(D1_CAP_BYTES * 0.79))).toMatchObject({ firing: false });
     expect(storage(null)).toBeUndefined();
@@ -209,9 +273,21 @@ describe("the rules", () => {
       ],
       failedSteps: [],
     });
-    expect(observations.find((observation) => observation.kind === "d1-storage")).toMatchObject({ firing: true, message: expect.stringMatching(/^D1 database DB_EU holds/) });
-    expect(observations.find((observation) => observation.kind === "d1-unreachable")).toMatchObject({ firing: true, message: expect.stringMatching(/\(DB_US\)/) });
-    const allWell = cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes: 1 }, { binding: "DB_EU", reachable: true, sizeBytes: 2 }], failedSteps: [] });
+    expect(observations.find((observation) => observation.kind === "d1-storage")).toMatchObject({
+      firing: true,
+      message: expect.stringMatching(/^D1 database DB_EU holds/),
+    });
+    expect(observations.find((observation) => observation.kind === "d1-unreachable")).toMatchObject({
+      firing: true,
+      message: expect.stringMatching(/\(DB_US\)/),
+    });
+    const allWell = cronObservations({
+      databases: [
+        { binding: "DB", reachable: true, sizeBytes: 1 },
+        { binding: "DB_EU", reachable: true, sizeBytes: 2 },
+      ],
+      failedSteps: [],
+    });
     expect(allWell.filter((observation) => observation.firing)).toEqual([]);
   });
 

@@ -26,7 +26,9 @@ describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {
     await settle();
     const before = await collectMeters(env);
     const answers = await Promise.all(
-      Array.from({ length: EVENTS }, (_, index) => deliverDemo(`msg_budget_${index}`, credit(`acct_budget_${index % 7}`, 1))),
+      Array.from({ length: EVENTS }, (_, index) =>
+        deliverDemo(`msg_budget_${index}`, credit(`acct_budget_${index % 7}`, 1)),
+      ),
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
     await settle(30_000);
@@ -43,7 +45,9 @@ describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {
     expect(spent.doRequests).toBeGreaterThanOrEqual(EVENTS);
     expect(spent.queueOperations).toBeGreaterThan(0);
 
-    const { results } = await env.DB.prepare("SELECT status, COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_budget_%' GROUP BY status").all();
+    const { results } = await env.DB.prepare(
+      "SELECT status, COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_budget_%' GROUP BY status",
+    ).all();
     expect(results).toEqual([{ status: "processed", n: EVENTS }]);
   });
 
@@ -54,7 +58,11 @@ describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {
     const before = await collectMeters(env);
     const answers = await Promise.all(
       Array.from({ length: EVENTS }, (_, index) =>
-        deliverGithub("uk-github-budget", `gh_budget_${index}`, JSON.stringify({ ...credit(`acct_gh_budget_${index % 7}`, 1), delivery: index })),
+        deliverGithub(
+          "uk-github-budget",
+          `gh_budget_${index}`,
+          JSON.stringify({ ...credit(`acct_gh_budget_${index % 7}`, 1), delivery: index }),
+        ),
       ),
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
@@ -66,7 +74,9 @@ describe("the happy path's budget of billed rows", { timeout: 90_000 }, () => {
     expect(spent.doRowsWritten / EVENTS).toBeLessThanOrEqual(DO_ROWS_PER_EVENT);
     expect(spent.doRowsWritten - spent.doAlarmWrites).toBe(2 * EVENTS);
 
-    const { results } = await env.DB.prepare("SELECT status, COUNT(*) AS n FROM receipts WHERE source = 'uk-github-budget' GROUP BY status").all();
+    const { results } = await env.DB.prepare(
+      "SELECT status, COUNT(*) AS n FROM receipts WHERE source = 'uk-github-budget' GROUP BY status",
+    ).all();
     expect(results).toEqual([{ status: "processed", n: EVENTS }]);
   });
 });

@@ -1,15 +1,28 @@
-import { receiptDetail } from "../../src/admin/queries";
-import { database } from "../../src/db/client";
-import { createExecutionContext, createMessageBatch, evictDurableObject, getQueueResult, runDurableObjectAlarm } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createMessageBatch,
+  evictDurableObject,
+  getQueueResult,
+  runDurableObjectAlarm,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { receiptDetail } from "../../src/admin/queries";
 import { shardFor } from "../../src/claims/routing";
+import { database } from "../../src/db/client";
 import worker from "../../src/index";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
-import { breakShardBindings, failCommitFor, lossyQueue, relayFailures, unreachableD1, unreachableQueue } from "../support/failpoints";
-import { keysInOneShard, processedCount, receiptsFor, shardClaim, settle, settleEachTest } from "../support/storage";
+import {
+  breakShardBindings,
+  failCommitFor,
+  lossyQueue,
+  relayFailures,
+  unreachableD1,
+  unreachableQueue,
+} from "../support/failpoints";
+import { keysInOneShard, processedCount, receiptsFor, settle, settleEachTest, shardClaim } from "../support/storage";
 
 /**
  * The three crash windows, each with a real failure injected at the boundary, and each followed by the recovery
@@ -19,7 +32,6 @@ import { keysInOneShard, processedCount, receiptsFor, shardClaim, settle, settle
 
 const SOURCE = "fast-retry";
 type Answer = { status: string; receipt: string };
-
 
 function deliver(eventKey: string, payload: unknown): Promise<Response> {
   const body = JSON.stringify(payload);
@@ -66,7 +78,8 @@ describe("crash window 1: after the claim, before the relay", () => {
     const keys = keysInOneShard("msg_shard_lost", 3);
     const shard = shardFor(env, SOURCE, keys[0]!);
     await breakShardBindings(shard, { DB: unreachableD1() });
-    for (const eventKey of keys) expect((await (await deliver(eventKey, credit("acct_shard_lost", 7))).json<Answer>()).status).toBe("accepted");
+    for (const eventKey of keys)
+      expect((await (await deliver(eventKey, credit("acct_shard_lost", 7))).json<Answer>()).status).toBe("accepted");
     await eventually(async () => ((await relayFailures(shard)) > 0 ? true : undefined), 10_000, "a failed relay");
 
     // Memory is gone; only what the shard stored survives. The next instance is built with the real bindings.
@@ -79,12 +92,15 @@ describe("crash window 1: after the claim, before the relay", () => {
     const keys = keysInOneShard("msg_queue_outage", 3);
     const shard = shardFor(env, SOURCE, keys[0]!);
     const restore = await breakShardBindings(shard, { WORK_QUEUE: unreachableQueue() });
-    for (const eventKey of keys) expect((await (await deliver(eventKey, credit("acct_queue_outage", 4))).json<Answer>()).status).toBe("accepted");
+    for (const eventKey of keys)
+      expect((await (await deliver(eventKey, credit("acct_queue_outage", 4))).json<Answer>()).status).toBe("accepted");
     await eventually(async () => ((await relayFailures(shard)) > 0 ? true : undefined), 10_000, "a failed relay");
 
     // The receipts reached D1, but nothing is on the queue and the shard still owes the relay.
     for (const eventKey of keys) {
-      expect(await receiptsFor(SOURCE, eventKey)).toEqual([expect.objectContaining({ status: "pending", attempts: 0 })]);
+      expect(await receiptsFor(SOURCE, eventKey)).toEqual([
+        expect.objectContaining({ status: "pending", attempts: 0 }),
+      ]);
     }
     expect(await shard.unrelayedCount()).toBe(keys.length);
 
@@ -95,7 +111,9 @@ describe("crash window 1: after the claim, before the relay", () => {
 });
 
 describe("crash window 2: after the relay, before processing", () => {
-  it("finishes a receipt whose queue message was lost, once, when the cron's re-drive finds it", { timeout: CRON_TEST_TIMEOUT_MS }, async () => {
+  it("finishes a receipt whose queue message was lost, once, when the cron's re-drive finds it", {
+    timeout: CRON_TEST_TIMEOUT_MS,
+  }, async () => {
     const [eventKey] = keysInOneShard("msg_lost_message", 1);
     const shard = shardFor(env, SOURCE, eventKey!);
     const restore = await breakShardBindings(shard, { WORK_QUEUE: lossyQueue() });
@@ -106,7 +124,9 @@ describe("crash window 2: after the relay, before processing", () => {
     await eventually(async () => ((await shardClaim(SOURCE, eventKey!))?.relayed ? true : undefined));
     await restore();
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    expect(await receiptsFor(SOURCE, eventKey!)).toEqual([expect.objectContaining({ receiptId: accepted.receipt, status: "pending", attempts: 0 })]);
+    expect(await receiptsFor(SOURCE, eventKey!)).toEqual([
+      expect.objectContaining({ receiptId: accepted.receipt, status: "pending", attempts: 0 }),
+    ]);
     expect(await account("acct_lost_message")).toBeNull();
 
     // Nothing else will send it again: the cron's re-drive does, once the receipt has waited past its grace period.
@@ -145,19 +165,26 @@ describe("crash window 3: inside processing, before the commit", () => {
     const removeFailpoint = await failCommitFor("msg_commit_fail");
     try {
       for (const eventKey of keys) {
-        expect((await (await deliver(eventKey, credit("acct_commit_fail", 100))).json<Answer>()).status).toBe("accepted");
+        expect((await (await deliver(eventKey, credit("acct_commit_fail", 100))).json<Answer>()).status).toBe(
+          "accepted",
+        );
       }
       // The attempt ran the credit inside the batch, then the last statement failed: everything rolled back.
-      await eventually(async () => {
-        const { results } = await env.DB.prepare(
-          `SELECT status, attempts, last_error AS lastError FROM receipts WHERE source = ? AND event_key LIKE 'msg_commit_fail%'`,
-        )
-          .bind(SOURCE)
-          .all<{ status: string; attempts: number; lastError: string | null }>();
-        return results.length === keys.length && results.every((row) => row.attempts >= 1 && row.lastError?.includes("injected failure"))
-          ? results
-          : undefined;
-      }, 15_000, "a failed attempt for each receipt");
+      await eventually(
+        async () => {
+          const { results } = await env.DB.prepare(
+            `SELECT status, attempts, last_error AS lastError FROM receipts WHERE source = ? AND event_key LIKE 'msg_commit_fail%'`,
+          )
+            .bind(SOURCE)
+            .all<{ status: string; attempts: number; lastError: string | null }>();
+          return results.length === keys.length &&
+            results.every((row) => row.attempts >= 1 && row.lastError?.includes("injected failure"))
+            ? results
+            : undefined;
+        },
+        15_000,
+        "a failed attempt for each receipt",
+      );
       expect(await account("acct_commit_fail")).toBeNull();
       for (const eventKey of keys) expect(await processedCount(SOURCE, eventKey)).toBe(0);
     } finally {

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { collectMeters } from "../../src/admin/meters";
 import { difference, type MeterTotals } from "../../src/lib/meter";
-import { applyRetention } from "../../src/reconcile/retention";
 import { sweepShards } from "../../src/reconcile/redrive";
+import { applyRetention } from "../../src/reconcile/retention";
 import { loadSources } from "../../src/sources/registry";
 import { credit, deliverDemo } from "../support/deliveries";
 import { shardClaim } from "../support/storage";
@@ -41,7 +41,9 @@ const RETENTION_DO_ROWS = 1;
 async function processedAll(timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND status = 'processed'").first<{ n: number }>();
+    const row = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND status = 'processed'",
+    ).first<{ n: number }>();
     if (row?.n === EVENTS) return;
     if (Date.now() > deadline) throw new Error(`${row?.n ?? 0} of ${EVENTS} events processed after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -59,22 +61,31 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     const demo = loadSources(env).get("demo")!;
     const keys = Array.from({ length: EVENTS }, (_, index) => `msg_life_${index}`);
     const happy = await spentDuring(async () => {
-      const answers = await Promise.all(keys.map((key, index) => deliverDemo(key, credit(`acct_life_${index % 7}`, 1))));
+      const answers = await Promise.all(
+        keys.map((key, index) => deliverDemo(key, credit(`acct_life_${index % 7}`, 1))),
+      );
       expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
       await processedAll(120_000);
     });
     // A claim relayed more than 10 s after it arrived also enters the late-relay index (one row more on insert and
     // on delete): rare, but a loaded machine makes it happen, so it is counted rather than assumed away.
-    const late = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND relayed_at > received_at + 10000").first<{ n: number }>();
+    const late = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND relayed_at > received_at + 10000",
+    ).first<{ n: number }>();
     const lateRelays = late?.n ?? 0;
     expect(happy.d1RowsWritten - happy.d1HandlerRowsWritten).toBe(HAPPY_D1_ROWS * EVENTS + lateRelays);
     expect(happy.doRowsWritten - happy.doAlarmWrites).toBe(HAPPY_DO_ROWS * EVENTS);
     // One point per event (the delivery's; a processed attempt writes none) and, by default, no routine log line.
-    expect({ analyticsPoints: happy.analyticsPoints, logLines: happy.logLines }).toEqual({ analyticsPoints: EVENTS, logLines: 0 });
+    expect({ analyticsPoints: happy.analyticsPoints, logLines: happy.logLines }).toEqual({
+      analyticsPoints: EVENTS,
+      logLines: 0,
+    });
 
     const receivedBy = Date.now();
     const bodies = await spentDuring(() => applyRetention(env, [demo], receivedBy + demo.payloadRetentionMs + MINUTE));
-    const withBody = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND body IS NOT NULL").first<{ n: number }>();
+    const withBody = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND body IS NOT NULL",
+    ).first<{ n: number }>();
     expect(withBody?.n).toBe(0);
 
     const keysExpireAt = receivedBy + demo.dedupeRetentionMs + MINUTE;
@@ -82,7 +93,9 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
       await applyRetention(env, [demo], keysExpireAt);
       await sweepShards(env, [demo], keysExpireAt);
     });
-    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%'").first<{ n: number }>();
+    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%'").first<{
+      n: number;
+    }>();
     expect(left?.n).toBe(0);
     for (const key of keys) expect(await shardClaim("demo", key)).toBeNull();
 
@@ -95,6 +108,12 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
       tombstoneDeleteDO: perEvent(bodies.doRowsWritten + deletes.doRowsWritten - deletes.doAlarmWrites),
       logLines: bodies.logLines + deletes.logLines,
       analyticsPoints: bodies.analyticsPoints + deletes.analyticsPoints,
-    }).toEqual({ bodyDropD1: BODY_DROP_D1_ROWS, keyDeleteD1: KEY_DELETE_D1_ROWS, tombstoneDeleteDO: RETENTION_DO_ROWS, logLines: 0, analyticsPoints: 0 });
+    }).toEqual({
+      bodyDropD1: BODY_DROP_D1_ROWS,
+      keyDeleteD1: KEY_DELETE_D1_ROWS,
+      tombstoneDeleteDO: RETENTION_DO_ROWS,
+      logLines: 0,
+      analyticsPoints: 0,
+    });
   });
 });

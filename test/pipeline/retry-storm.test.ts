@@ -29,7 +29,7 @@ it("turns 200 shuffled concurrent deliveries of 100 events into exactly 100 effe
   });
   // Fisher–Yates with a fixed seed, so a failure can be replayed in the same order.
   let seed = 42;
-  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   for (let index = deliveries.length - 1; index > 0; index--) {
     const other = Math.floor(random() * (index + 1));
     [deliveries[index], deliveries[other]] = [deliveries[other]!, deliveries[index]!];
@@ -48,12 +48,16 @@ it("turns 200 shuffled concurrent deliveries of 100 events into exactly 100 effe
      FROM receipts WHERE source = 'demo' AND event_key LIKE 'msg_storm_%'`,
   ).first<{ receipts: number; processed: number; attempts: number }>();
   expect(receipts).toEqual({ receipts: 100, processed: 100, attempts: 100 });
-  const guards = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE committed_at IS NOT NULL AND source = 'demo' AND event_key LIKE 'msg_storm_%'").first<{
+  const guards = await env.DB.prepare(
+    "SELECT COUNT(*) AS count FROM receipts WHERE committed_at IS NOT NULL AND source = 'demo' AND event_key LIKE 'msg_storm_%'",
+  ).first<{
     count: number;
   }>();
   expect(guards?.count).toBe(100);
 
-  const { results } = await env.DB.prepare(`SELECT id, credits FROM accounts WHERE id LIKE 'acct_storm_%' ORDER BY id`).all<{
+  const { results } = await env.DB.prepare(
+    `SELECT id, credits FROM accounts WHERE id LIKE 'acct_storm_%' ORDER BY id`,
+  ).all<{
     id: string;
     credits: number;
   }>();

@@ -1,11 +1,19 @@
 import { env } from "cloudflare:workers";
-import { SubjectAlternativeNameExtension, X509CertificateGenerator } from "../../src/providers/x509";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awsSns } from "../../src/providers/aws-sns";
+import { pinnedSnsUrl, type SnsMessage, snsStringToSign } from "../../src/providers/aws-sns-message";
 import { MAX_FETCHES_IN_FLIGHT } from "../../src/providers/key-cache";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
-import { awsSns } from "../../src/providers/aws-sns";
-import { pinnedSnsUrl, snsStringToSign, type SnsMessage } from "../../src/providers/aws-sns-message";
-import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
+import { SubjectAlternativeNameExtension, X509CertificateGenerator } from "../../src/providers/x509";
+import {
+  claimAnswer,
+  expectAccepted,
+  expectRejectedAndNothingWritten,
+  send,
+  storedCounts,
+  storedReceipt,
+  uniqueKey,
+} from "./support/contract";
 import { keyStandinOrigin } from "./support/key-standin";
 
 /**
@@ -29,13 +37,21 @@ interface Signer {
 
 /** A self-signed certificate issued to `name` (and these DNS alternative names): AWS's is issued to sns.amazonaws.com. */
 async function makeSigner(name = "CN=sns.amazonaws.com", alternativeNames: string[] = []): Promise<Signer> {
-  const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", publicExponent: new Uint8Array([1, 0, 1]), modulusLength: 2048 };
+  const algorithm = {
+    name: "RSASSA-PKCS1-v1_5",
+    hash: "SHA-256",
+    publicExponent: new Uint8Array([1, 0, 1]),
+    modulusLength: 2048,
+  };
   const keys = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
   const certificate = await X509CertificateGenerator.createSelfSigned(
     {
       serialNumber: "01",
       name,
-      extensions: alternativeNames.length > 0 ? [new SubjectAlternativeNameExtension(alternativeNames.map((value) => ({ type: "dns" as const, value })))] : [],
+      extensions:
+        alternativeNames.length > 0
+          ? [new SubjectAlternativeNameExtension(alternativeNames.map((value) => ({ type: "dns" as const, value })))]
+          : [],
       notBefore: new Date(Date.now() - 86_400_000),
       notAfter: new Date(Date.now() + 86_400_000),
       keys,
@@ -44,7 +60,9 @@ async function makeSigner(name = "CN=sns.amazonaws.com", alternativeNames: strin
     crypto,
   );
   const pkcs8 = (await crypto.subtle.exportKey("pkcs8", keys.privateKey)) as ArrayBuffer;
-  const sha1 = await crypto.subtle.importKey("pkcs8", pkcs8, { name: "RSASSA-PKCS1-v1_5", hash: "SHA-1" }, false, ["sign"]);
+  const sha1 = await crypto.subtle.importKey("pkcs8", pkcs8, { name: "RSASSA-PKCS1-v1_5", hash: "SHA-1" }, false, [
+    "sign",
+  ]);
   return { sha1, sha256: keys.privateKey, certificatePem: certificate.toString("pem") };
 }
 
@@ -68,7 +86,8 @@ beforeAll(async () => {
 });
 afterAll(() => redirectKeyFetchesForTests(env, null));
 
-type Unsigned = Omit<SnsMessage, "Signature" | "SignatureVersion" | "SigningCertURL"> & Partial<Pick<SnsMessage, "SigningCertURL">>;
+type Unsigned = Omit<SnsMessage, "Signature" | "SignatureVersion" | "SigningCertURL"> &
+  Partial<Pick<SnsMessage, "SigningCertURL">>;
 
 async function signed(message: Unsigned, version: "1" | "2" = "1", by: Signer = signer): Promise<string> {
   const full = { SigningCertURL: certUrl, ...message, SignatureVersion: version, Signature: "" } as SnsMessage;
@@ -89,7 +108,10 @@ function notification(overrides: Partial<Unsigned> = {}): Unsigned {
   };
 }
 
-const request = (body: string) => ({ body, headers: { "content-type": "text/plain; charset=UTF-8", "x-amz-sns-message-type": JSON.parse(body).Type } });
+const request = (body: string) => ({
+  body,
+  headers: { "content-type": "text/plain; charset=UTF-8", "x-amz-sns-message-type": JSON.parse(body).Type },
+});
 
 describe("aws-sns: signature against the fetched certificate", () => {
   it("accepts SignatureVersion 1 (SHA1withRSA) and 2 (SHA256withRSA), keyed on MessageId; a retry is a duplicate", async () => {
@@ -117,7 +139,10 @@ describe("aws-sns: signature against the fetched certificate", () => {
     const path = `/SimpleNotificationService-${run}-cache.pem`;
     await serve(path, signer.certificatePem);
     for (let i = 0; i < 3; i++) {
-      await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))));
+      await expectAccepted(
+        SOURCE,
+        request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))),
+      );
     }
     expect(await fetchesOf(path)).toBe(1);
   });
@@ -126,7 +151,10 @@ describe("aws-sns: signature against the fetched certificate", () => {
     const body = await signed(notification());
     await expectRejectedAndNothingWritten(SOURCE, request(body.replace("order placed", "order plaaced")));
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification(), "1", stranger)));
-    await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ TopicArn: "arn:aws:sns:us-east-1:999999999999:theirs" }))));
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      request(await signed(notification({ TopicArn: "arn:aws:sns:us-east-1:999999999999:theirs" }))),
+    );
     const parsed = JSON.parse(await signed(notification(), "2"));
     await expectRejectedAndNothingWritten(SOURCE, request(JSON.stringify({ ...parsed, SignatureVersion: "3" })));
     await expectRejectedAndNothingWritten(SOURCE, request(JSON.stringify({ ...parsed, Signature: undefined })));
@@ -156,7 +184,10 @@ describe("aws-sns: signature against the fetched certificate", () => {
   it("answers 503 while the certificate cannot be fetched (a failing host, a timeout), and 401 when the host has no such certificate", async () => {
     for (const path of [`/status-503/${run}.pem`, `/hang/${run}.pem`]) {
       const before = await storedCounts(SOURCE);
-      const answer = await send(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))));
+      const answer = await send(
+        SOURCE,
+        request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))),
+      );
       expect(answer.status).toBe(503);
       expect(answer.headers.get("retry-after")).toBe("5");
       expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("verification_key_unavailable");
@@ -165,7 +196,9 @@ describe("aws-sns: signature against the fetched certificate", () => {
     // An outage is not remembered: once the host answers, the same URL verifies.
     const recovered = `/status-503/${run}-recovered.pem`;
     const recoveredUrl = `https://sns.us-east-1.amazonaws.com${recovered}`;
-    expect((await send(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))))).status).toBe(503);
+    expect((await send(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))))).status).toBe(
+      503,
+    );
     await serve(recovered, signer.certificatePem);
     await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: recoveredUrl }))));
   });
@@ -173,7 +206,11 @@ describe("aws-sns: signature against the fetched certificate", () => {
   it("remembers a certificate the host does not have: repeating its URL costs one fetch", async () => {
     const missing = `/${run}-missing.pem`;
     const missingUrl = `https://sns.us-east-1.amazonaws.com${missing}`;
-    for (let i = 0; i < 5; i++) await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: missingUrl }))));
+    for (let i = 0; i < 5; i++)
+      await expectRejectedAndNothingWritten(
+        SOURCE,
+        request(await signed(notification({ SigningCertURL: missingUrl }))),
+      );
     // Even once something answers there, the refusal holds for its few minutes without another fetch.
     await serve(missing, signer.certificatePem);
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: missingUrl }))));
@@ -181,29 +218,55 @@ describe("aws-sns: signature against the fetched certificate", () => {
   });
 
   it("refuses a certificate not issued to an SNS signing name, and accepts the names AWS uses", async () => {
-    for (const [name, alternativeNames] of [["CN=attacker.test", []], ["CN=sns.amazonaws.com.attacker.test", ["attacker.test"]], ["CN=sns.s3.amazonaws.com", []]] as const) {
+    for (const [name, alternativeNames] of [
+      ["CN=attacker.test", []],
+      ["CN=sns.amazonaws.com.attacker.test", ["attacker.test"]],
+      ["CN=sns.s3.amazonaws.com", []],
+    ] as const) {
       const impostor = await makeSigner(name, [...alternativeNames]);
       const path = `/SimpleNotificationService-${uniqueKey("impostor")}.pem`;
       await serve(path, impostor.certificatePem);
-      await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", impostor)));
+      await expectRejectedAndNothingWritten(
+        SOURCE,
+        request(
+          await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", impostor),
+        ),
+      );
     }
-    for (const [name, alternativeNames] of [["CN=Amazon", ["sns.amazonaws.com"]], ["CN=sns-signing.me-south-1.amazonaws.com", []], ["CN=sns-us-gov-west-1.amazonaws.com", []]] as const) {
+    for (const [name, alternativeNames] of [
+      ["CN=Amazon", ["sns.amazonaws.com"]],
+      ["CN=sns-signing.me-south-1.amazonaws.com", []],
+      ["CN=sns-us-gov-west-1.amazonaws.com", []],
+    ] as const) {
       const issued = await makeSigner(name, [...alternativeNames]);
       const path = `/SimpleNotificationService-${uniqueKey("issued")}.pem`;
       await serve(path, issued.certificatePem);
-      await expectAccepted(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", issued)));
+      await expectAccepted(
+        SOURCE,
+        request(
+          await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }), "2", issued),
+        ),
+      );
     }
   });
 
   it(`fetches at most ${MAX_FETCHES_IN_FLIGHT} certificates at once per source: the rest are 503 without a fetch, and another source is not held up`, async () => {
     const hanging = Array.from({ length: MAX_FETCHES_IN_FLIGHT + 3 }, (_, i) => `/hang/${run}-flood-${i}.pem`);
     const flood = Promise.all(
-      hanging.map(async (path) => send(SOURCE, request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))))),
+      hanging.map(async (path) =>
+        send(
+          SOURCE,
+          request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}` }))),
+        ),
+      ),
     );
     // Another source naming a certificate this isolate has not fetched yet has its own allowance.
     const elsewhere = `/SimpleNotificationService-${run}-elsewhere.pem`;
     await serve(elsewhere, signer.certificatePem);
-    await expectAccepted("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${elsewhere}` }), "2")));
+    await expectAccepted(
+      "pv-aws-sns-v2",
+      request(await signed(notification({ SigningCertURL: `https://sns.us-east-1.amazonaws.com${elsewhere}` }), "2")),
+    );
     const answers = await flood;
     expect(answers.map((answer) => answer.status)).toEqual(hanging.map(() => 503));
     const fetched = await Promise.all(hanging.map((path) => fetchesOf(path)));
@@ -211,10 +274,20 @@ describe("aws-sns: signature against the fetched certificate", () => {
   });
 
   it("pins region-shaped hosts in every partition AWS documents", () => {
-    for (const host of ["sns.us-east-1.amazonaws.com", "sns.ap-southeast-2.amazonaws.com", "sns.us-gov-west-1.amazonaws.com", "sns.cn-northwest-1.amazonaws.com.cn"]) {
+    for (const host of [
+      "sns.us-east-1.amazonaws.com",
+      "sns.ap-southeast-2.amazonaws.com",
+      "sns.us-gov-west-1.amazonaws.com",
+      "sns.cn-northwest-1.amazonaws.com.cn",
+    ]) {
       expect(pinnedSnsUrl(`https://${host}/SimpleNotificationService-0123.pem`, "certificate")?.hostname).toBe(host);
     }
-    for (const host of ["sns.s3.amazonaws.com", "sns.s3.us-east-1.amazonaws.com", "sns.my-bucket.amazonaws.com", "sns.cn-north-1.amazonaws.com"]) {
+    for (const host of [
+      "sns.s3.amazonaws.com",
+      "sns.s3.us-east-1.amazonaws.com",
+      "sns.my-bucket.amazonaws.com",
+      "sns.cn-north-1.amazonaws.com",
+    ]) {
       expect(pinnedSnsUrl(`https://${host}/SimpleNotificationService-0123.pem`, "certificate")).toBeNull();
     }
   });
@@ -225,7 +298,10 @@ describe("aws-sns: signature_version = 2", () => {
     const path = `/SimpleNotificationService-${run}-v2-only.pem`;
     await serve(path, signer.certificatePem);
     const SigningCertURL = `https://sns.us-east-1.amazonaws.com${path}`;
-    await expectRejectedAndNothingWritten("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL }), "1")));
+    await expectRejectedAndNothingWritten(
+      "pv-aws-sns-v2",
+      request(await signed(notification({ SigningCertURL }), "1")),
+    );
     expect(await fetchesOf(path)).toBe(0);
     await expectAccepted("pv-aws-sns-v2", request(await signed(notification({ SigningCertURL }), "2")));
   });
@@ -233,12 +309,16 @@ describe("aws-sns: signature_version = 2", () => {
   it("is the only value the option takes", () => {
     expect(awsSns.validateOptions!({ signature_version: 2 })).toEqual([]);
     expect(awsSns.validateOptions!({})).toEqual([]);
-    for (const value of [1, "2", 3, true]) expect(awsSns.validateOptions!({ signature_version: value })).toHaveLength(1);
+    for (const value of [1, "2", 3, true])
+      expect(awsSns.validateOptions!({ signature_version: value })).toHaveLength(1);
   });
 });
 
 describe("aws-sns: subscription handshakes", () => {
-  const subscription = (token: string, type: "SubscriptionConfirmation" | "UnsubscribeConfirmation" = "SubscriptionConfirmation"): Unsigned => ({
+  const subscription = (
+    token: string,
+    type: "SubscriptionConfirmation" | "UnsubscribeConfirmation" = "SubscriptionConfirmation",
+  ): Unsigned => ({
     Type: type,
     MessageId: crypto.randomUUID(),
     TopicArn: TOPIC,
@@ -263,7 +343,10 @@ describe("aws-sns: subscription handshakes", () => {
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(forged, "1", stranger)));
     const otherTopic = { ...subscription(uniqueKey("token")), TopicArn: "arn:aws:sns:us-east-1:999999999999:theirs" };
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(otherTopic)));
-    const offPin = { ...subscription(uniqueKey("token")), SubscribeURL: "https://attacker.test/?Action=ConfirmSubscription&Token=x" };
+    const offPin = {
+      ...subscription(uniqueKey("token")),
+      SubscribeURL: "https://attacker.test/?Action=ConfirmSubscription&Token=x",
+    };
     await expectRejectedAndNothingWritten(SOURCE, request(await signed(offPin)));
     expect(await confirmations(forged)).toBe(0);
     expect(await confirmations(otherTopic)).toBe(0);

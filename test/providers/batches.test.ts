@@ -5,12 +5,12 @@ import {
   claimAnswer,
   expectRejectedAndNothingWritten,
   nowSeconds,
+  type SignedRequest,
   secretValue,
   send,
   storedCounts,
   storedReceipt,
   uniqueKey,
-  type SignedRequest,
 } from "./support/contract";
 import { ecdsaDerSign, sha256Hex } from "./support/signers";
 
@@ -22,12 +22,20 @@ import { ecdsaDerSign, sha256Hex } from "./support/signers";
 
 async function findByItem(source: string, itemId: string): Promise<string[]> {
   const url = `https://receiver.test/admin/api/receipts?source=${source}&itemId=${encodeURIComponent(itemId)}`;
-  const response = await exports.default.fetch(new Request(url, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }));
+  const response = await exports.default.fetch(
+    new Request(url, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }),
+  );
   expect(response.status).toBe(200);
-  return ((await response.json()) as { receipts: { receiptId: string }[] }).receipts.map((receipt) => receipt.receiptId);
+  return ((await response.json()) as { receipts: { receiptId: string }[] }).receipts.map(
+    (receipt) => receipt.receiptId,
+  );
 }
 
-async function expectOneReceiptForRetriedBatch(source: string, first: SignedRequest, retry: SignedRequest): Promise<string> {
+async function expectOneReceiptForRetriedBatch(
+  source: string,
+  first: SignedRequest,
+  retry: SignedRequest,
+): Promise<string> {
   const before = await storedCounts(source);
   const accepted = await claimAnswer(await send(source, first));
   expect(accepted.status).toBe("accepted");
@@ -37,11 +45,20 @@ async function expectOneReceiptForRetriedBatch(source: string, first: SignedRequ
 }
 
 function sendgridBatch(ids: string[], timestamp: number): SignedRequest {
-  const body = JSON.stringify(ids.map((id, index) => ({ email: `${index}@example.com`, event: "delivered", sg_event_id: id, timestamp: 1_700_000_000 + index })));
+  const body = JSON.stringify(
+    ids.map((id, index) => ({
+      email: `${index}@example.com`,
+      event: "delivered",
+      sg_event_id: id,
+      timestamp: 1_700_000_000 + index,
+    })),
+  );
   return {
     body,
     headers: {
-      "x-twilio-email-event-webhook-signature": ecdsaDerSign("PV_SENDGRID_CURRENT", String(timestamp), body).toString("base64"),
+      "x-twilio-email-event-webhook-signature": ecdsaDerSign("PV_SENDGRID_CURRENT", String(timestamp), body).toString(
+        "base64",
+      ),
       "x-twilio-email-event-webhook-timestamp": String(timestamp),
       "content-type": "application/json",
     },
@@ -53,7 +70,10 @@ describe("sendgrid: a batch of events, deduped by its bytes", () => {
     const ids = [uniqueKey("sg_a"), uniqueKey("sg_b"), uniqueKey("sg_c")];
     const first = sendgridBatch(ids, nowSeconds());
     const receiptId = await expectOneReceiptForRetriedBatch("pv-sendgrid", first, sendgridBatch(ids, nowSeconds() + 1));
-    expect((await storedReceipt("pv-sendgrid", receiptId)).keptHeaders).toMatchObject({ "batch-items": "3", "batch-item-ids": ids.join(" ") });
+    expect((await storedReceipt("pv-sendgrid", receiptId)).keptHeaders).toMatchObject({
+      "batch-items": "3",
+      "batch-item-ids": ids.join(" "),
+    });
     for (const id of ids) expect(await findByItem("pv-sendgrid", id)).toEqual([receiptId]);
     // A whole token only: a prefix of an id, or an id from no batch, finds nothing.
     expect(await findByItem("pv-sendgrid", ids[1]!.slice(0, -1))).toEqual([]);
@@ -73,14 +93,22 @@ function adyenItem(pspReference: string, eventCode = "AUTHORISATION") {
     eventDate: "2026-11-30T08:00:00+01:00",
     additionalData: {} as Record<string, string>,
   };
-  item.additionalData.hmacSignature = new AdyenHmacValidator().calculateHmac(item as never, secretValue("adyen", "CURRENT"));
+  item.additionalData.hmacSignature = new AdyenHmacValidator().calculateHmac(
+    item as never,
+    secretValue("adyen", "CURRENT"),
+  );
   return item;
 }
 
 describe("adyen: notificationItems", () => {
   it("a retried batch of several items is one receipt keyed by its items' keys, found by any item's pspReference", async () => {
     const references = [uniqueKey("psp_a"), uniqueKey("psp_b")];
-    const body = JSON.stringify({ live: "false", notificationItems: references.map((reference, index) => ({ NotificationRequestItem: adyenItem(reference, index ? "CAPTURE" : "AUTHORISATION") })) });
+    const body = JSON.stringify({
+      live: "false",
+      notificationItems: references.map((reference, index) => ({
+        NotificationRequestItem: adyenItem(reference, index ? "CAPTURE" : "AUTHORISATION"),
+      })),
+    });
     const request = { body, headers: { "content-type": "application/json" } };
     const receiptId = await expectOneReceiptForRetriedBatch("pv-adyen", request, request);
     const itemKeys = [`${references[0]}:AUTHORISATION:true`, `${references[1]}:CAPTURE:true`].sort();
@@ -89,15 +117,25 @@ describe("adyen: notificationItems", () => {
   });
 
   it("a captured batch re-indented or reordered is a duplicate, an item doubled is refused, and a different batch is new", async () => {
-    const [a, b, c] = [adyenItem(uniqueKey("psp_replay_a")), adyenItem(uniqueKey("psp_replay_b"), "CAPTURE"), adyenItem(uniqueKey("psp_replay_c"))];
-    const batch = (...items: unknown[]) => ({ live: "false", notificationItems: items.map((item) => ({ NotificationRequestItem: item })) });
+    const [a, b, c] = [
+      adyenItem(uniqueKey("psp_replay_a")),
+      adyenItem(uniqueKey("psp_replay_b"), "CAPTURE"),
+      adyenItem(uniqueKey("psp_replay_c")),
+    ];
+    const batch = (...items: unknown[]) => ({
+      live: "false",
+      notificationItems: items.map((item) => ({ NotificationRequestItem: item })),
+    });
     const captured = { body: JSON.stringify(batch(a, b)), headers: { "content-type": "application/json" } };
     const receiptId = await expectOneReceiptForRetriedBatch("pv-adyen", captured, captured);
     // Adyen signs each item, never the batch around them: a re-indented or reordered copy changes no signed byte, so
     // it is the same event under its key, and its other bytes make it a quarantined copy (for a human), never new.
     const before = await storedCounts("pv-adyen");
     for (const copy of [JSON.stringify(batch(b, a), null, 2), JSON.stringify(batch(a, b), null, 4)]) {
-      expect(await claimAnswer(await send("pv-adyen", { ...captured, body: copy }))).toEqual({ status: "quarantined", receipt: receiptId });
+      expect(await claimAnswer(await send("pv-adyen", { ...captured, body: copy }))).toEqual({
+        status: "quarantined",
+        receipt: receiptId,
+      });
     }
     expect(await storedCounts("pv-adyen")).toEqual(before);
 
@@ -105,18 +143,30 @@ describe("adyen: notificationItems", () => {
     const alone = { body: JSON.stringify(batch(c)), headers: { "content-type": "application/json" } };
     const single = await claimAnswer(await send("pv-adyen", alone));
     expect(single.status).toBe("accepted");
-    for (const doubled of [JSON.stringify(batch(c, c)), JSON.stringify(batch(c, c), null, 2), JSON.stringify(batch(a, b, a))]) {
+    for (const doubled of [
+      JSON.stringify(batch(c, c)),
+      JSON.stringify(batch(c, c), null, 2),
+      JSON.stringify(batch(a, b, a)),
+    ]) {
       await expectRejectedAndNothingWritten("pv-adyen", { ...alone, body: doubled });
     }
-    expect(await claimAnswer(await send("pv-adyen", { ...alone, body: JSON.stringify(batch(c), null, 2) }))).toEqual({ status: "quarantined", receipt: single.receipt });
+    expect(await claimAnswer(await send("pv-adyen", { ...alone, body: JSON.stringify(batch(c), null, 2) }))).toEqual({
+      status: "quarantined",
+      receipt: single.receipt,
+    });
 
     // A genuinely different batch (another item beside a known one) is a new event.
-    expect((await claimAnswer(await send("pv-adyen", { ...captured, body: JSON.stringify(batch(a, c)) }))).status).toBe("accepted");
+    expect((await claimAnswer(await send("pv-adyen", { ...captured, body: JSON.stringify(batch(a, c)) }))).status).toBe(
+      "accepted",
+    );
   });
 
   it("a single item is keyed by Adyen's own rule and found by its pspReference too", async () => {
     const reference = uniqueKey("psp_single");
-    const body = JSON.stringify({ live: "false", notificationItems: [{ NotificationRequestItem: adyenItem(reference) }] });
+    const body = JSON.stringify({
+      live: "false",
+      notificationItems: [{ NotificationRequestItem: adyenItem(reference) }],
+    });
     const request = { body, headers: { "content-type": "application/json" } };
     const receiptId = await expectOneReceiptForRetriedBatch("pv-adyen", request, request);
     expect((await storedReceipt("pv-adyen", receiptId)).eventKey).toBe(`${reference}:AUTHORISATION:true`);

@@ -7,7 +7,12 @@ import { adapterContract, expectAccepted, header, storedReceipt, uniqueKey, with
 adapterContract({
   name: "github",
   async sign({ secret, eventKey }) {
-    const body = JSON.stringify({ action: "opened", number: 7, repository: { full_name: "acme/app" }, hook_delivery: eventKey });
+    const body = JSON.stringify({
+      action: "opened",
+      number: 7,
+      repository: { full_name: "acme/app" },
+      hook_delivery: eventKey,
+    });
     return {
       body,
       headers: {
@@ -19,7 +24,11 @@ adapterContract({
       },
     };
   },
-  expected: ({ eventKey }) => ({ eventKey, eventType: "pull_request", kept: { "x-github-hook-id": "4242", action: "opened" } }),
+  expected: ({ eventKey }) => ({
+    eventKey,
+    eventType: "pull_request",
+    kept: { "x-github-hook-id": "4242", action: "opened" },
+  }),
   signatureHeaders: ["x-hub-signature-256"],
   malformEncoding: (request) => withHeader(request, "x-hub-signature-256", "sha256=abc"),
   junkSignature: (request) =>
@@ -28,7 +37,7 @@ adapterContract({
 });
 
 describe("github: scheme specifics", () => {
-  it("GitHub's documented example verifies through the route (secret \"It's a Secret to Everybody\", body \"Hello, World!\")", async () => {
+  it('GitHub\'s documented example verifies through the route (secret "It\'s a Secret to Everybody", body "Hello, World!")', async () => {
     const eventKey = uniqueKey("gh_docs");
     const receiptId = await expectAccepted("pv-github-docs", {
       body: "Hello, World!",
@@ -47,7 +56,11 @@ describe("github: scheme specifics", () => {
     const body = JSON.stringify({ zen: "Keep it logically awesome.", hook_id: 1 });
     const receiptId = await expectAccepted("pv-github-docs", {
       body,
-      headers: { "x-hub-signature-256": await sign(secret, body), "x-github-delivery": eventKey, "x-github-event": "ping" },
+      headers: {
+        "x-hub-signature-256": await sign(secret, body),
+        "x-github-delivery": eventKey,
+        "x-github-event": "ping",
+      },
     });
     expect((await storedReceipt("pv-github-docs", receiptId)).eventType).toBe("ping");
   });
@@ -55,7 +68,9 @@ describe("github: scheme specifics", () => {
   it("the documented example fails with the body's last byte changed (adapter)", async () => {
     const verdict = await github.verify({
       rawBody: new TextEncoder().encode("Hello, World?"),
-      headers: new Headers({ "x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17" }),
+      headers: new Headers({
+        "x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+      }),
       url: "https://receiver.test/webhooks/x",
       secrets: [{ name: "S", value: "It's a Secret to Everybody" }],
       now: Date.now(),

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { adapterContract, expectAccepted, header, secretValue, storedReceipt, uniqueKey, withHeader } from "./support/contract";
+import {
+  adapterContract,
+  expectAccepted,
+  header,
+  secretValue,
+  storedReceipt,
+  uniqueKey,
+  withHeader,
+} from "./support/contract";
 
 /**
  * GitLab sends its secret token itself, not a signature: nothing binds it to the body, so "one changed byte" here

@@ -24,19 +24,32 @@ const notification = (marker: string) =>
 describe("microsoft-graph: clientState never leaves the route", () => {
   it("the receipt, the admin API and the forward carry the notification with clientState redacted", async () => {
     const marker = uniqueKey("graph_redacted");
-    const response = await send(source, { body: notification(marker), headers: { "content-type": "application/json" } });
+    const response = await send(source, {
+      body: notification(marker),
+      headers: { "content-type": "application/json" },
+    });
     expect(response.status).toBe(202);
     const receiptId = response.headers.get("x-webhook-receipt")!;
 
-    const redacted = JSON.stringify(JSON.parse(notification(marker), (name, value) => (name === "clientState" ? "[redacted]" : value)));
+    const redacted = JSON.stringify(
+      JSON.parse(notification(marker), (name, value) => (name === "clientState" ? "[redacted]" : value)),
+    );
     const receipt = await storedReceipt(source, receiptId);
-    expect(receipt).toMatchObject({ eventKey: sha256Hex(redacted), eventType: "created", subjectId: `Users/${marker}` });
-    const row = await env.DB.prepare("SELECT body, payload_sha256 AS payloadSha256 FROM receipts WHERE id = ?").bind(receiptId).first<{ body: number[]; payloadSha256: string }>();
+    expect(receipt).toMatchObject({
+      eventKey: sha256Hex(redacted),
+      eventType: "created",
+      subjectId: `Users/${marker}`,
+    });
+    const row = await env.DB.prepare("SELECT body, payload_sha256 AS payloadSha256 FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ body: number[]; payloadSha256: string }>();
     expect(new TextDecoder().decode(new Uint8Array(row!.body))).toBe(redacted);
     expect(row!.payloadSha256).toBe(sha256Hex(redacted));
 
     const admin = await exports.default.fetch(
-      new Request(`https://receiver.test/admin/api/receipts/${receiptId}`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } }),
+      new Request(`https://receiver.test/admin/api/receipts/${receiptId}`, {
+        headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` },
+      }),
     );
     expect(admin.status).toBe(200);
     const shown = await admin.text();
@@ -53,6 +66,9 @@ describe("microsoft-graph: clientState never leaves the route", () => {
 
     // Graph's retry (the same bytes) is still the one event.
     const retry = await send(source, { body: notification(marker), headers: { "content-type": "application/json" } });
-    expect({ disposition: retry.headers.get("x-webhook-disposition"), receipt: retry.headers.get("x-webhook-receipt") }).toEqual({ disposition: "duplicate", receipt: receiptId });
+    expect({
+      disposition: retry.headers.get("x-webhook-disposition"),
+      receipt: retry.headers.get("x-webhook-receipt"),
+    }).toEqual({ disposition: "duplicate", receipt: receiptId });
   });
 });

@@ -12,7 +12,13 @@ adapterContract({
       created_at: 1_700_000_000,
       data: { type: "notification_event_data", item: { type: "conversation", id: `conv_${eventKey}` } },
     });
-    return { body, headers: { "x-hub-signature": `sha1=${hmac("sha1", secret, body).toString("hex")}`, "content-type": "application/json" } };
+    return {
+      body,
+      headers: {
+        "x-hub-signature": `sha1=${hmac("sha1", secret, body).toString("hex")}`,
+        "content-type": "application/json",
+      },
+    };
   },
   expected: ({ eventKey }) => ({
     eventKey,
@@ -22,6 +28,7 @@ adapterContract({
   }),
   signatureHeaders: ["x-hub-signature"],
   malformEncoding: (request) => withHeader(request, "x-hub-signature", "sha1=0123456789abcdef0123456789abcdef0123456"),
-  junkSignature: (request) => withHeader(request, "x-hub-signature", `sha256=${header(request, "x-hub-signature").slice(5)}`),
+  junkSignature: (request) =>
+    withHeader(request, "x-hub-signature", `sha256=${header(request, "x-hub-signature").slice(5)}`),
   timestamped: false,
 });

@@ -1,6 +1,15 @@
 import { SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
-import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, nowSeconds, secretValue, uniqueKey, type SignedRequest } from "./support/contract";
+import {
+  claimAnswer,
+  expectAccepted,
+  expectRejectedAndNothingWritten,
+  nowSeconds,
+  type SignedRequest,
+  secretValue,
+  send,
+  uniqueKey,
+} from "./support/contract";
 import { sha256Hex } from "./support/signers";
 
 /**
@@ -27,7 +36,13 @@ const senders: { source: string; expiryRequired: boolean; request(times: Times):
     expiryRequired: true,
     async request(times) {
       const body = JSON.stringify({ event: { type: "create_pulse", triggerUuid: uniqueKey("mnd_times"), pulseId: 1 } });
-      return { body, headers: { authorization: await token(secretValue("monday", "CURRENT"), { dat: { client_id: "c" } }, times), "content-type": "application/json" } };
+      return {
+        body,
+        headers: {
+          authorization: await token(secretValue("monday", "CURRENT"), { dat: { client_id: "c" } }, times),
+          "content-type": "application/json",
+        },
+      };
     },
   },
   {
@@ -36,7 +51,16 @@ const senders: { source: string; expiryRequired: boolean; request(times: Times):
     expiryRequired: false,
     async request(times) {
       const body = JSON.stringify({ id: uniqueKey("ntl_times"), state: "ready" });
-      return { body, headers: { "x-webhook-signature": await token(secretValue("netlify", "CURRENT"), { iss: "netlify", sha256: sha256Hex(body) }, times) } };
+      return {
+        body,
+        headers: {
+          "x-webhook-signature": await token(
+            secretValue("netlify", "CURRENT"),
+            { iss: "netlify", sha256: sha256Hex(body) },
+            times,
+          ),
+        },
+      };
     },
   },
 ];

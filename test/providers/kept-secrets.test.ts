@@ -22,10 +22,22 @@ interface Listing {
 }
 
 const asanaHandshake = (source: string, hookSecret: string) =>
-  send(source, { url: `https://receiver.test/webhooks/${source}?verify_token=${ASANA_TOKEN}`, body: "", headers: { "x-hook-secret": hookSecret } });
+  send(source, {
+    url: `https://receiver.test/webhooks/${source}?verify_token=${ASANA_TOKEN}`,
+    body: "",
+    headers: { "x-hook-secret": hookSecret },
+  });
 
 function asanaDelivery(secret: string) {
-  const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: uniqueKey("task"), resource_type: "task" }, created_at: "2026-11-30T08:00:00.000Z" }] });
+  const body = JSON.stringify({
+    events: [
+      {
+        action: "changed",
+        resource: { gid: uniqueKey("task"), resource_type: "task" },
+        created_at: "2026-11-30T08:00:00.000Z",
+      },
+    ],
+  });
   return { body, headers: { "x-hook-signature": hmac("sha256", secret, body).toString("hex") } };
 }
 
@@ -77,9 +89,18 @@ describe("kept secrets: the verify token installs a source's first secret only",
   it("notion: the first verification_token is kept active; a later one is pending and verifies nothing", async () => {
     const source = "ks-notion";
     const handshake = (token: string) =>
-      send(source, { url: `https://receiver.test/webhooks/${source}?verify_token=${NOTION_TOKEN}`, body: JSON.stringify({ verification_token: token }), headers: { "content-type": "application/json" } });
+      send(source, {
+        url: `https://receiver.test/webhooks/${source}?verify_token=${NOTION_TOKEN}`,
+        body: JSON.stringify({ verification_token: token }),
+        headers: { "content-type": "application/json" },
+      });
     const delivery = (token: string) => {
-      const body = JSON.stringify({ id: uniqueKey("ntn"), type: "page.created", timestamp: "2026-11-30T08:00:00.000Z", entity: { id: "pg_1", type: "page" } });
+      const body = JSON.stringify({
+        id: uniqueKey("ntn"),
+        type: "page.created",
+        timestamp: "2026-11-30T08:00:00.000Z",
+        entity: { id: "pg_1", type: "page" },
+      });
       return { body, headers: { "x-notion-signature": `sha256=${hmac("sha256", token, body).toString("hex")}` } };
     };
     const genuine = `secret_${uniqueKey("notion")}`;
@@ -111,9 +132,12 @@ describe("kept secrets: the verify token installs a source's first secret only",
     expect(answers.map(({ status }) => status)).toEqual([200, 200, 200, 200]);
     const listed = await keptSecrets(source);
     expect(listed.map(({ status }) => status).sort()).toEqual(["active", "pending", "pending", "pending"]);
-    const winner = racing.find((secret) => fingerprintOf(secret) === listed.find(({ status }) => status === "active")!.fingerprint)!;
+    const winner = racing.find(
+      (secret) => fingerprintOf(secret) === listed.find(({ status }) => status === "active")!.fingerprint,
+    )!;
     await expectAccepted(source, asanaDelivery(winner));
-    for (const loser of racing.filter((secret) => secret !== winner)) await expectRejectedAndNothingWritten(source, asanaDelivery(loser));
+    for (const loser of racing.filter((secret) => secret !== winner))
+      await expectRejectedAndNothingWritten(source, asanaDelivery(loser));
   });
 
   it("keeps at most 8 pending secrets per source, the newest, so a leaked token cannot grow the table", async () => {
@@ -145,18 +169,32 @@ describe("kept secrets: list, approve and revoke through the admin API", () => {
     expect(listed).not.toContain(original);
     expect(listed).not.toContain(replacement);
 
-    const approved = await adminPost(`/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(replacement)}/approve`, {});
+    const approved = await adminPost(
+      `/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(replacement)}/approve`,
+      {},
+    );
     expect(approved.status).toBe(200);
-    expect(await approved.json()).toEqual({ source, approved: { fingerprint: await fingerprintOf(replacement), status: "active", receivedAt: expect.any(Number) } });
+    expect(await approved.json()).toEqual({
+      source,
+      approved: { fingerprint: await fingerprintOf(replacement), status: "active", receivedAt: expect.any(Number) },
+    });
     await expectAccepted(source, asanaDelivery(replacement));
     await expectAccepted(source, asanaDelivery(original));
 
-    const revoked = await adminPost(`/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(original)}/revoke`, {});
+    const revoked = await adminPost(
+      `/admin/api/sources/${source}/kept-secrets/${await fingerprintOf(original)}/revoke`,
+      {},
+    );
     expect(revoked.status).toBe(200);
-    expect(await revoked.json()).toEqual({ source, revoked: { fingerprint: await fingerprintOf(original), status: "active", receivedAt: expect.any(Number) } });
+    expect(await revoked.json()).toEqual({
+      source,
+      revoked: { fingerprint: await fingerprintOf(original), status: "active", receivedAt: expect.any(Number) },
+    });
     await expectRejectedAndNothingWritten(source, asanaDelivery(original));
     await expectAccepted(source, asanaDelivery(replacement));
-    expect((await keptSecrets(source)).map(({ fingerprint }) => fingerprint)).toEqual([await fingerprintOf(replacement)]);
+    expect((await keptSecrets(source)).map(({ fingerprint }) => fingerprint)).toEqual([
+      await fingerprintOf(replacement),
+    ]);
   });
 
   it("answers a clear 4xx for an unknown source, a source that keeps no secrets, a malformed or unknown fingerprint, and no token", async () => {
@@ -167,9 +205,18 @@ describe("kept secrets: list, approve and revoke through the admin API", () => {
     };
     expect(await errorCode(adminGet("/admin/api/sources/no-such-source/kept-secrets"), 404)).toBe("unknown_source");
     expect(await errorCode(adminGet("/admin/api/sources/demo/kept-secrets"), 400)).toBe("no_kept_secrets");
-    expect(await errorCode(adminPost("/admin/api/sources/ks-asana/kept-secrets/NOT-HEX/approve", {}), 400)).toBe("invalid_fingerprint");
-    expect(await errorCode(adminPost(`/admin/api/sources/ks-asana/kept-secrets/${"0".repeat(16)}/revoke`, {}), 404)).toBe("kept_secret_not_found");
+    expect(await errorCode(adminPost("/admin/api/sources/ks-asana/kept-secrets/NOT-HEX/approve", {}), 400)).toBe(
+      "invalid_fingerprint",
+    );
+    expect(
+      await errorCode(adminPost(`/admin/api/sources/ks-asana/kept-secrets/${"0".repeat(16)}/revoke`, {}), 404),
+    ).toBe("kept_secret_not_found");
     expect(await errorCode(adminGet("/admin/api/sources/ks-asana/kept-secrets?x=1"), 400)).toBe("unknown_parameter");
-    expect(await errorCode(adminGet("/admin/api/sources/ks-asana/kept-secrets", { authorization: `${ADMIN.authorization}x` }), 401)).toBe("unauthorized");
+    expect(
+      await errorCode(
+        adminGet("/admin/api/sources/ks-asana/kept-secrets", { authorization: `${ADMIN.authorization}x` }),
+        401,
+      ),
+    ).toBe("unauthorized");
   });
 });

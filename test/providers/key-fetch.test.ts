@@ -1,6 +1,12 @@
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KeyCache, MAX_FETCHES_IN_FLIGHT, MAX_UNPROVEN_ENTRIES, REFUSAL_TTL_MS, type Fetched } from "../../src/providers/key-cache";
+import {
+  type Fetched,
+  KeyCache,
+  MAX_FETCHES_IN_FLIGHT,
+  MAX_UNPROVEN_ENTRIES,
+  REFUSAL_TTL_MS,
+} from "../../src/providers/key-cache";
 import { fetchPinned, redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { keyStandinOrigin } from "./support/key-standin";
 
@@ -9,8 +15,15 @@ import { keyStandinOrigin } from "./support/key-standin";
 describe("redirectKeyFetchesForTests: honoured only in tests, only to loopback", () => {
   it("refuses without the TEST_KEY_STANDIN binding, and any origin that is not http://127.0.0.1:<port>", () => {
     expect(() => redirectKeyFetchesForTests({}, keyStandinOrigin())).toThrow(/TEST_KEY_STANDIN/);
-    expect(() => redirectKeyFetchesForTests({ TEST_KEY_STANDIN: "yes" }, keyStandinOrigin())).toThrow(/TEST_KEY_STANDIN/);
-    for (const origin of ["https://attacker.test", "http://127.0.0.1.attacker.test:80", "http://localhost:8080", "http://127.0.0.1:80/path"]) {
+    expect(() => redirectKeyFetchesForTests({ TEST_KEY_STANDIN: "yes" }, keyStandinOrigin())).toThrow(
+      /TEST_KEY_STANDIN/,
+    );
+    for (const origin of [
+      "https://attacker.test",
+      "http://127.0.0.1.attacker.test:80",
+      "http://localhost:8080",
+      "http://127.0.0.1:80/path",
+    ]) {
       expect(() => redirectKeyFetchesForTests(env, origin)).toThrow(/loopback/);
     }
   });
@@ -40,7 +53,9 @@ describe("KeyCache", () => {
     const seen = [];
     for (let i = 0; i < 2; i++) seen.push((await cache.get("kid", "source", async () => answers[i]!)).kind);
     expect(seen).toEqual(["unavailable", "found"]);
-    expect((await cache.get("other", "source", async () => Promise.reject(new Error("boom")))).kind).toBe("unavailable");
+    expect((await cache.get("other", "source", async () => Promise.reject(new Error("boom")))).kind).toBe(
+      "unavailable",
+    );
   });
 
   it(`remembers a refusal for ${REFUSAL_TTL_MS / 60_000} minutes, then asks again`, async () => {
@@ -86,7 +101,8 @@ describe("KeyCache", () => {
     await cache.get("genuine", "source", found("genuine key"));
     cache.proved("genuine", "genuine key");
     await cache.get("fetched-unproven", "source", found("someone's key"));
-    for (let i = 0; i < MAX_UNPROVEN_ENTRIES + 36; i++) await cache.get(`forged-${i}`, "source", i % 2 === 0 ? refused : found(`published-${i}`));
+    for (let i = 0; i < MAX_UNPROVEN_ENTRIES + 36; i++)
+      await cache.get(`forged-${i}`, "source", i % 2 === 0 ? refused : found(`published-${i}`));
     let reloads = 0;
     const reload = async (): Promise<Fetched<string>> => {
       reloads += 1;
@@ -101,8 +117,12 @@ describe("KeyCache", () => {
 describe("fetchPinned: what the key host's answer means", () => {
   beforeAll(() => redirectKeyFetchesForTests(env, keyStandinOrigin()));
   afterAll(() => redirectKeyFetchesForTests(env, null));
-  const read = async (response: Response): Promise<Fetched<string>> => ({ kind: "found", value: await response.text() });
-  const at = (path: string) => fetchPinned(new URL(`https://sns.us-east-1.amazonaws.com${path}`), { method: "GET" }, read);
+  const read = async (response: Response): Promise<Fetched<string>> => ({
+    kind: "found",
+    value: await response.text(),
+  });
+  const at = (path: string) =>
+    fetchPinned(new URL(`https://sns.us-east-1.amazonaws.com${path}`), { method: "GET" }, read);
 
   it("a 4xx is a refusal (no such key), but 408 and 429 are a host to retry later", async () => {
     expect((await at("/status-404/key.pem")).kind).toBe("refused");

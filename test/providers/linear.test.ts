@@ -21,7 +21,11 @@ adapterContract({
     const body = linearBody(eventKey, timestamp * 1000 + 123);
     return {
       body,
-      headers: { "linear-signature": hmac("sha256", secret, body).toString("hex"), "linear-delivery": eventKey, "linear-event": "Issue" },
+      headers: {
+        "linear-signature": hmac("sha256", secret, body).toString("hex"),
+        "linear-delivery": eventKey,
+        "linear-event": "Issue",
+      },
     };
   },
   expected: ({ eventKey }) => ({
@@ -44,7 +48,10 @@ describe("linear: compatibility", () => {
     const signature = hmac("sha256", secret, body).toString("hex");
     expect(new LinearWebhookClient(secret).verify(Buffer.from(body), signature)).toBe(true);
     expect(() => new LinearWebhookClient(secretValue("linear", "TEST")).verify(Buffer.from(body), signature)).toThrow();
-    await expectAccepted("pv-linear", { body, headers: { "linear-signature": signature, "linear-delivery": eventKey } });
+    await expectAccepted("pv-linear", {
+      body,
+      headers: { "linear-signature": signature, "linear-delivery": eventKey },
+    });
   });
 });
 
@@ -56,7 +63,10 @@ describe("linear: webhookTimestamp tolerance (adapter, injected clock)", () => {
     const verifyAt = (nowMs: number) =>
       linear.verify({
         rawBody: new TextEncoder().encode(body),
-        headers: new Headers({ "linear-signature": hmac("sha256", secret, body).toString("hex"), "linear-delivery": "d1" }),
+        headers: new Headers({
+          "linear-signature": hmac("sha256", secret, body).toString("hex"),
+          "linear-delivery": "d1",
+        }),
         url: "https://receiver.test/webhooks/l",
         secrets: [{ name: "S", value: secret }],
         now: nowMs,

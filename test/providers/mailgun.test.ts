@@ -6,19 +6,29 @@ import {
   expectAccepted,
   expectRejectedAndNothingWritten,
   nowSeconds,
+  type SignedRequest,
   secretValue,
   send,
   storedCounts,
   storedReceipt,
   uniqueKey,
-  type SignedRequest,
 } from "./support/contract";
 import { hmac } from "./support/signers";
 
 // Mailgun publishes no signer; node:crypto signs with the documented recipe: hex HMAC-SHA256 of timestamp ‖ token.
-function mailgunBody(secret: string, eventKey: string, timestamp: number, token = `tok${eventKey}`.padEnd(50, "x"), signature?: string) {
+function mailgunBody(
+  secret: string,
+  eventKey: string,
+  timestamp: number,
+  token = `tok${eventKey}`.padEnd(50, "x"),
+  signature?: string,
+) {
   return JSON.stringify({
-    signature: { timestamp: String(timestamp), token, signature: signature ?? hmac("sha256", secret, String(timestamp), token).toString("hex") },
+    signature: {
+      timestamp: String(timestamp),
+      token,
+      signature: signature ?? hmac("sha256", secret, String(timestamp), token).toString("hex"),
+    },
     "event-data": {
       id: eventKey,
       event: "delivered",
@@ -36,7 +46,10 @@ function replaceSignatureField(request: SignedRequest, field: "signature" | "tok
 
 adapterContract({
   name: "mailgun",
-  sign: ({ secret, eventKey, timestamp }) => ({ body: mailgunBody(secret, eventKey, timestamp), headers: { "content-type": "application/json" } }),
+  sign: ({ secret, eventKey, timestamp }) => ({
+    body: mailgunBody(secret, eventKey, timestamp),
+    headers: { "content-type": "application/json" },
+  }),
   // The key is the signed token (the unsigned event-data.id rides along as an annotation).
   expected: ({ eventKey }, request) => ({
     eventKey: JSON.parse(request.body as string).signature.token,
@@ -60,10 +73,16 @@ adapterContract({
 describe("mailgun: signature fields in the body", () => {
   it("a body without its signature fields, or with an oversized token, is refused", async () => {
     const eventKey = uniqueKey("mg_missing");
-    await expectRejectedAndNothingWritten("pv-mailgun", { body: JSON.stringify({ "event-data": { id: eventKey } }), headers: {} });
+    await expectRejectedAndNothingWritten("pv-mailgun", {
+      body: JSON.stringify({ "event-data": { id: eventKey } }),
+      headers: {},
+    });
     const huge = "t".repeat(64 * 1024);
     const secret = secretValue("mailgun", "CURRENT");
-    await expectRejectedAndNothingWritten("pv-mailgun", { body: mailgunBody(secret, eventKey, nowSeconds(), huge), headers: {} });
+    await expectRejectedAndNothingWritten("pv-mailgun", {
+      body: mailgunBody(secret, eventKey, nowSeconds(), huge),
+      headers: {},
+    });
   });
 
   it("legacy form-encoded deliveries (routes) verify from their timestamp, token and signature fields", async () => {
@@ -75,12 +94,18 @@ describe("mailgun: signature fields in the body", () => {
       signature: hmac("sha256", secretValue("mailgun", "CURRENT"), timestamp, token).toString("hex"),
       recipient: "inbox@example.com",
     });
-    await expectAccepted("pv-mailgun", { body: form.toString(), headers: { "content-type": "application/x-www-form-urlencoded" } });
+    await expectAccepted("pv-mailgun", {
+      body: form.toString(),
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
   });
 
   it("documents the scheme's limit: event-data outside the signed fields is not covered by the signature", async () => {
     const eventKey = uniqueKey("mg_unsigned_part");
-    const body = mailgunBody(secretValue("mailgun", "CURRENT"), eventKey, nowSeconds()).replace('"delivered"', '"failed"');
+    const body = mailgunBody(secretValue("mailgun", "CURRENT"), eventKey, nowSeconds()).replace(
+      '"delivered"',
+      '"failed"',
+    );
     const receiptId = await expectAccepted("pv-mailgun", { body, headers: {} });
     expect((await storedReceipt("pv-mailgun", receiptId)).eventType).toBe("failed");
   });
@@ -89,20 +114,34 @@ describe("mailgun: signature fields in the body", () => {
     const timestamp = nowSeconds();
     const token = uniqueKey("mg_reused").padEnd(50, "z");
     const secret = secretValue("mailgun", "CURRENT");
-    const captured = { body: mailgunBody(secret, uniqueKey("mg_first"), timestamp, token), headers: { "content-type": "application/json" } };
+    const captured = {
+      body: mailgunBody(secret, uniqueKey("mg_first"), timestamp, token),
+      headers: { "content-type": "application/json" },
+    };
     const before = await storedCounts("pv-mailgun");
     const accepted = await claimAnswer(await send("pv-mailgun", captured));
     expect(accepted.status).toBe("accepted");
-    expect(await claimAnswer(await send("pv-mailgun", captured))).toEqual({ status: "duplicate", receipt: accepted.receipt });
+    expect(await claimAnswer(await send("pv-mailgun", captured))).toEqual({
+      status: "duplicate",
+      receipt: accepted.receipt,
+    });
     // The MAC covers timestamp ‖ token only: the same triple beside other event data must not pass as new events.
     for (const other of [uniqueKey("mg_second"), uniqueKey("mg_third")]) {
-      expect(await claimAnswer(await send("pv-mailgun", { ...captured, body: mailgunBody(secret, other, timestamp, token) }))).toEqual({
+      expect(
+        await claimAnswer(
+          await send("pv-mailgun", { ...captured, body: mailgunBody(secret, other, timestamp, token) }),
+        ),
+      ).toEqual({
         status: "quarantined",
         receipt: accepted.receipt,
       });
     }
     expect(await storedCounts("pv-mailgun")).toEqual({ claims: before.claims + 1, receipts: before.receipts + 1 });
-    const quarantined = await env.DB.prepare("SELECT COUNT(*) AS count FROM quarantine WHERE source = ? AND event_key = ?").bind("pv-mailgun", token).first<{ count: number }>();
+    const quarantined = await env.DB.prepare(
+      "SELECT COUNT(*) AS count FROM quarantine WHERE source = ? AND event_key = ?",
+    )
+      .bind("pv-mailgun", token)
+      .first<{ count: number }>();
     expect(quarantined?.count).toBe(2);
   });
 });

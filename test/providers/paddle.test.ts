@@ -13,13 +13,20 @@ const paddleBody = (eventKey: string) =>
     data: { id: `sub_${eventKey}`, status: "active" },
   });
 
-const h1 = (secret: string, timestamp: number, body: string) => hmac("sha256", secret, `${timestamp}:`, body).toString("hex");
+const h1 = (secret: string, timestamp: number, body: string) =>
+  hmac("sha256", secret, `${timestamp}:`, body).toString("hex");
 
 adapterContract({
   name: "paddle",
   sign({ secret, eventKey, timestamp }) {
     const body = paddleBody(eventKey);
-    return { body, headers: { "paddle-signature": `ts=${timestamp};h1=${h1(secret, timestamp, body)}`, "content-type": "application/json" } };
+    return {
+      body,
+      headers: {
+        "paddle-signature": `ts=${timestamp};h1=${h1(secret, timestamp, body)}`,
+        "content-type": "application/json",
+      },
+    };
   },
   expected: ({ eventKey }) => ({
     eventKey,

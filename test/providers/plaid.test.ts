@@ -3,7 +3,15 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_FETCHES_IN_FLIGHT, MAX_UNPROVEN_ENTRIES } from "../../src/providers/key-cache";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
-import { claimAnswer, expectAccepted, expectRejectedAndNothingWritten, send, storedCounts, storedReceipt, uniqueKey } from "./support/contract";
+import {
+  claimAnswer,
+  expectAccepted,
+  expectRejectedAndNothingWritten,
+  send,
+  storedCounts,
+  storedReceipt,
+  uniqueKey,
+} from "./support/contract";
 import { keyStandinOrigin } from "./support/key-standin";
 import { sha256Hex } from "./support/signers";
 
@@ -31,7 +39,14 @@ async function publish(kid: string, published: object): Promise<void> {
 async function publishedKey(options: { expired?: boolean } = {}): Promise<SigningKey> {
   const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
   const kid = crypto.randomUUID();
-  const key = { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig", created_at: 1_700_000_000, expired_at: options.expired ? 1_700_000_100 : null };
+  const key = {
+    ...(await exportJWK(publicKey)),
+    kid,
+    alg: "ES256",
+    use: "sig",
+    created_at: 1_700_000_000,
+    expired_at: options.expired ? 1_700_000_100 : null,
+  };
   await publish(kid, { secret: plaidSecret(), key });
   return { kid, privateKey };
 }
@@ -46,7 +61,12 @@ async function fetchesOfKid(kid: string): Promise<number> {
 }
 
 function webhookBody(): string {
-  return JSON.stringify({ webhook_type: "TRANSACTIONS", webhook_code: "SYNC_UPDATES_AVAILABLE", item_id: "item-42", marker: uniqueKey("plaid") });
+  return JSON.stringify({
+    webhook_type: "TRANSACTIONS",
+    webhook_code: "SYNC_UPDATES_AVAILABLE",
+    item_id: "item-42",
+    marker: uniqueKey("plaid"),
+  });
 }
 
 async function signed(body: string, key: SigningKey, options: { iat?: number; bodyHash?: string; alg?: "ES256" } = {}) {
@@ -88,13 +108,22 @@ describe("plaid: ES256 JWT with a key fetched by key id", () => {
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, current, { bodyHash: sha256Hex(`${body} `) }));
     const request = await signed(body, current);
     await expectRejectedAndNothingWritten(SOURCE, { ...request, body: body.replace("item-42", "item-43") });
-    await expectRejectedAndNothingWritten(SOURCE, await signed(body, current, { iat: Math.floor(Date.now() / 1000) - 6 * 60 }));
-    await expectRejectedAndNothingWritten(SOURCE, await signed(body, current, { iat: Math.floor(Date.now() / 1000) + 10 * 60 }));
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      await signed(body, current, { iat: Math.floor(Date.now() / 1000) - 6 * 60 }),
+    );
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      await signed(body, current, { iat: Math.floor(Date.now() / 1000) + 10 * 60 }),
+    );
     const unpublished = { kid: crypto.randomUUID(), privateKey: current.privateKey };
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, unpublished));
     await expectRejectedAndNothingWritten(SOURCE, await signed(body, await publishedKey({ expired: true })));
     const other = await publishedKey();
-    await expectRejectedAndNothingWritten(SOURCE, await signed(body, { kid: current.kid, privateKey: other.privateKey }));
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      await signed(body, { kid: current.kid, privateKey: other.privateKey }),
+    );
     await expectRejectedAndNothingWritten(SOURCE, { body, headers: { "content-type": "application/json" } });
     await expectRejectedAndNothingWritten(SOURCE, { body, headers: { "plaid-verification": "not.a.jwt" } });
   });
@@ -122,7 +151,13 @@ describe("plaid: a forged kid can neither multiply key requests nor evict the ge
   const forged = (kid: string) => ({ kid, privateKey: current.privateKey });
 
   it("a kid that is not a UUID is refused before anything is fetched", async () => {
-    for (const kid of ["not-a-uuid", `${crypto.randomUUID()}x`, "../../webhook_verification_key/get", "0".repeat(128), ""]) {
+    for (const kid of [
+      "not-a-uuid",
+      `${crypto.randomUUID()}x`,
+      "../../webhook_verification_key/get",
+      "0".repeat(128),
+      "",
+    ]) {
       await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged(kid)));
       expect(await fetchesOfKid(kid)).toBe(0);
     }
@@ -134,7 +169,8 @@ describe("plaid: a forged kid can neither multiply key requests nor evict the ge
     expect(await fetchesOfKid(once.kid)).toBe(1);
     // Two secrets: the first one Plaid refuses as credentials, the second one learns the id is unknown.
     const rotating = forged(crypto.randomUUID());
-    for (let i = 0; i < 10; i++) await expectRejectedAndNothingWritten("pv-plaid-rotating", await signed(webhookBody(), rotating));
+    for (let i = 0; i < 10; i++)
+      await expectRejectedAndNothingWritten("pv-plaid-rotating", await signed(webhookBody(), rotating));
     expect(await fetchesOfKid(rotating.kid)).toBe(2);
   });
 
@@ -151,7 +187,8 @@ describe("plaid: a forged kid can neither multiply key requests nor evict the ge
     for (let i = 0; i < 100; i++) {
       // Real key ids the attacker cannot sign for (fetched and kept, but they never verify a delivery), and unknown ones.
       await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged((await publishedKey()).kid)));
-      if (i % 4 === 0) await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged(crypto.randomUUID())));
+      if (i % 4 === 0)
+        await expectRejectedAndNothingWritten(SOURCE, await signed(webhookBody(), forged(crypto.randomUUID())));
     }
     expect(100).toBeGreaterThan(MAX_UNPROVEN_ENTRIES);
     await expectAccepted(SOURCE, await signed(webhookBody(), genuine));

@@ -58,17 +58,61 @@ const SHAPES: Record<string, Uint8Array> = {
 
 /** Every signature, timestamp and id header any adapter reads. */
 const SIGNATURE_HEADERS = [
-  "stripe-signature", "x-hub-signature-256", "x-hub-signature", "x-github-delivery", "x-shopify-hmac-sha256", "x-slack-signature",
-  "x-slack-request-timestamp", "webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp", "svix-signature",
-  "x-twilio-signature", "x-twilio-webhooks-signature-settings", "paddle-signature", "linear-signature", "x-square-hmacsha256-signature",
-  "twitch-eventsub-message-id", "twitch-eventsub-message-timestamp", "twitch-eventsub-message-signature", "x-zm-signature",
-  "x-zm-request-timestamp", "x-gitlab-token", "x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp",
-  "x-signature-ed25519", "x-signature-timestamp", "x-hubspot-signature-v3", "x-hubspot-request-timestamp", "x-zendesk-webhook-signature",
-  "x-zendesk-webhook-signature-timestamp", "x-wc-webhook-signature", "typeform-signature", "calendly-webhook-signature",
-  "x-vercel-signature", "sentry-hook-signature", "mux-signature", "x-pagerduty-signature", "x-signature", "x-razorpay-signature",
-  "x-cc-webhook-signature", "box-signature-primary", "box-signature-secondary", "box-delivery-timestamp", "x-docusign-signature-1",
-  "x-docusign-signature-2", "x-dropbox-signature", "x-telegram-bot-api-secret-token", "authorization", "x-hook-signature",
-  "x-notion-signature", "plaid-verification", "x-webhook-signature", "x-okta-verification-challenge",
+  "stripe-signature",
+  "x-hub-signature-256",
+  "x-hub-signature",
+  "x-github-delivery",
+  "x-shopify-hmac-sha256",
+  "x-slack-signature",
+  "x-slack-request-timestamp",
+  "webhook-id",
+  "webhook-timestamp",
+  "webhook-signature",
+  "svix-id",
+  "svix-timestamp",
+  "svix-signature",
+  "x-twilio-signature",
+  "x-twilio-webhooks-signature-settings",
+  "paddle-signature",
+  "linear-signature",
+  "x-square-hmacsha256-signature",
+  "twitch-eventsub-message-id",
+  "twitch-eventsub-message-timestamp",
+  "twitch-eventsub-message-signature",
+  "x-zm-signature",
+  "x-zm-request-timestamp",
+  "x-gitlab-token",
+  "x-twilio-email-event-webhook-signature",
+  "x-twilio-email-event-webhook-timestamp",
+  "x-signature-ed25519",
+  "x-signature-timestamp",
+  "x-hubspot-signature-v3",
+  "x-hubspot-request-timestamp",
+  "x-zendesk-webhook-signature",
+  "x-zendesk-webhook-signature-timestamp",
+  "x-wc-webhook-signature",
+  "typeform-signature",
+  "calendly-webhook-signature",
+  "x-vercel-signature",
+  "sentry-hook-signature",
+  "mux-signature",
+  "x-pagerduty-signature",
+  "x-signature",
+  "x-razorpay-signature",
+  "x-cc-webhook-signature",
+  "box-signature-primary",
+  "box-signature-secondary",
+  "box-delivery-timestamp",
+  "x-docusign-signature-1",
+  "x-docusign-signature-2",
+  "x-dropbox-signature",
+  "x-telegram-bot-api-secret-token",
+  "authorization",
+  "x-hook-signature",
+  "x-notion-signature",
+  "plaid-verification",
+  "x-webhook-signature",
+  "x-okta-verification-challenge",
 ];
 
 /** A signature list just under the header cap: hundreds of well-formed entries to split and count. */
@@ -84,7 +128,8 @@ type Tables = Record<string, { provider: string; signature_header?: string }>;
 /** Long signature lists in every signature header the source's adapter could read, and 200 more headers. */
 function forgedHeaders(table: Tables[string]): Record<string, string> {
   const headers: Record<string, string> = { "content-type": "application/json" };
-  for (const name of [...SIGNATURE_HEADERS, ...(table.signature_header ? [table.signature_header] : [])]) headers[name] = LONG_LIST;
+  for (const name of [...SIGNATURE_HEADERS, ...(table.signature_header ? [table.signature_header] : [])])
+    headers[name] = LONG_LIST;
   for (let index = 0; index < 200; index++) headers[`x-padding-${index}`] = `v1=${"ab".repeat(32)}`;
   return headers;
 }
@@ -126,17 +171,21 @@ function countFormScans() {
 
 beforeAll(() => {
   const parse = JSON.parse;
-  vi.spyOn(JSON, "parse").mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
-    if (!counting) return parse(text, reviver);
-    return parse(text, function (this: unknown, key, value) {
-      work.jsonValues += 1;
-      return reviver ? reviver.call(this, key, value) : value;
-    });
-  });
+  vi.spyOn(JSON, "parse").mockImplementation(
+    (text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+      if (!counting) return parse(text, reviver);
+      return parse(text, function (this: unknown, key, value) {
+        work.jsonValues += 1;
+        return reviver ? reviver.call(this, key, value) : value;
+      });
+    },
+  );
   countFormScans();
   const sign = crypto.subtle.sign.bind(crypto.subtle);
   const verify = crypto.subtle.verify.bind(crypto.subtle);
-  vi.spyOn(crypto.subtle, "sign").mockImplementation((algorithm, key, data) => ((work.macs += counting ? 1 : 0), sign(algorithm, key, data)));
+  vi.spyOn(crypto.subtle, "sign").mockImplementation(
+    (algorithm, key, data) => ((work.macs += counting ? 1 : 0), sign(algorithm, key, data)),
+  );
   vi.spyOn(crypto.subtle, "verify").mockImplementation(
     (algorithm, key, signature, data) => ((work.macs += counting ? 1 : 0), verify(algorithm, key, signature, data)),
   );
@@ -169,7 +218,10 @@ describe("an unsigned request costs bounded work, whatever its shape, at every a
   for (const [adapter, source] of sources) {
     it(`${adapter} (${source}): every worst shape is a 4xx after bounded parsing and MACs`, async () => {
       const table = (env.SOURCES as unknown as Tables)[source]!;
-      const headerSets = { "no headers": { "content-type": "application/json" }, "long signature lists and 200 headers": forgedHeaders(table) };
+      const headerSets = {
+        "no headers": { "content-type": "application/json" },
+        "long signature lists and 200 headers": forgedHeaders(table),
+      };
       const over: string[] = [];
       for (const [shape, body] of Object.entries(SHAPES)) {
         for (const [headerSet, headers] of Object.entries(headerSets)) {

@@ -2,7 +2,16 @@ import { EventWebhook } from "@sendgrid/eventwebhook";
 import { describe, expect, it } from "vitest";
 import { ecdsaP256SignatureToRaw } from "../../src/crypto/verify";
 import { sendgrid } from "../../src/providers/sendgrid";
-import { adapterContract, expectAccepted, header, nowSeconds, secretValue, storedReceipt, uniqueKey, withHeader } from "./support/contract";
+import {
+  adapterContract,
+  expectAccepted,
+  header,
+  nowSeconds,
+  secretValue,
+  storedReceipt,
+  uniqueKey,
+  withHeader,
+} from "./support/contract";
 import { ecdsaDerSign, sha256Hex } from "./support/signers";
 
 // @sendgrid/eventwebhook only verifies; node:crypto signs the way SendGrid does: DER ECDSA P-256 over ts ‖ body.
@@ -35,7 +44,11 @@ adapterContract({
   signatureHeaders: ["x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp"],
   malformEncoding: (request) => withHeader(request, "x-twilio-email-event-webhook-signature", "MEUCIQ"),
   junkSignature: (request) =>
-    withHeader(request, "x-twilio-email-event-webhook-signature", `${header(request, "x-twilio-email-event-webhook-signature").slice(0, 12)}==`),
+    withHeader(
+      request,
+      "x-twilio-email-event-webhook-signature",
+      `${header(request, "x-twilio-email-event-webhook-signature").slice(0, 12)}==`,
+    ),
   timestamped: true,
 });
 
@@ -46,15 +59,31 @@ describe("sendgrid: key and signature shapes", () => {
     const request = signSendgrid("PV_SENDGRID_CURRENT", body, timestamp);
     const library = new EventWebhook();
     const publicKey = library.convertPublicKeyToECDSA(secretValue("sendgrid", "CURRENT"));
-    expect(library.verifySignature(publicKey, body, request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(true);
-    expect(library.verifySignature(publicKey, `${body} `, request.headers["x-twilio-email-event-webhook-signature"], String(timestamp))).toBe(false);
+    expect(
+      library.verifySignature(
+        publicKey,
+        body,
+        request.headers["x-twilio-email-event-webhook-signature"],
+        String(timestamp),
+      ),
+    ).toBe(true);
+    expect(
+      library.verifySignature(
+        publicKey,
+        `${body} `,
+        request.headers["x-twilio-email-event-webhook-signature"],
+        String(timestamp),
+      ),
+    ).toBe(false);
     await expectAccepted("pv-sendgrid", request);
   });
 
   it("accepts the verification key with PEM armour, as some consoles show it", async () => {
     const body = events(uniqueKey("sg_pem"));
     const timestamp = nowSeconds();
-    const pem = `-----BEGIN PUBLIC KEY-----\n${secretValue("sendgrid", "CURRENT").match(/.{1,64}/g)!.join("\n")}\n-----END PUBLIC KEY-----`;
+    const pem = `-----BEGIN PUBLIC KEY-----\n${secretValue("sendgrid", "CURRENT")
+      .match(/.{1,64}/g)!
+      .join("\n")}\n-----END PUBLIC KEY-----`;
     const request = signSendgrid("PV_SENDGRID_CURRENT", body, timestamp);
     const verdict = await sendgrid.verify({
       rawBody: new TextEncoder().encode(body),
@@ -79,7 +108,10 @@ describe("sendgrid: key and signature shapes", () => {
     const receiptId = await expectAccepted("pv-sendgrid", signSendgrid("PV_SENDGRID_CURRENT", body, nowSeconds()));
     const { exports } = await import("cloudflare:workers");
     const again = await exports.default.fetch(
-      new Request("https://receiver.test/webhooks/pv-sendgrid", { method: "POST", ...signSendgrid("PV_SENDGRID_CURRENT", body, nowSeconds() + 1) }),
+      new Request("https://receiver.test/webhooks/pv-sendgrid", {
+        method: "POST",
+        ...signSendgrid("PV_SENDGRID_CURRENT", body, nowSeconds() + 1),
+      }),
     );
     expect(await again.json()).toEqual({ status: "duplicate", receipt: receiptId });
     expect((await storedReceipt("pv-sendgrid", receiptId)).eventKey).toBe(sha256Hex(body));

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { adapterContract, expectAccepted, secretValue, storedReceipt, uniqueKey, withHeader, type SignArgs } from "./support/contract";
+import {
+  adapterContract,
+  expectAccepted,
+  type SignArgs,
+  secretValue,
+  storedReceipt,
+  uniqueKey,
+  withHeader,
+} from "./support/contract";
 import { hmac } from "./support/signers";
 
 // No maintained Shopify signer runs standalone (the @shopify/shopify-api package needs a whole app config), so the
@@ -7,7 +15,11 @@ import { hmac } from "./support/signers";
 const TRIGGERED_AT = "2026-11-30T08:00:00.123Z";
 
 function signShopify({ secret, eventKey }: SignArgs, eventId = `evt-${eventKey}`) {
-  const body = JSON.stringify({ id: 820982911946154500, admin_graphql_api_id: `gid://shopify/Order/${eventKey}`, total_price: "10.00" });
+  const body = JSON.stringify({
+    id: 820982911946154500,
+    admin_graphql_api_id: `gid://shopify/Order/${eventKey}`,
+    total_price: "10.00",
+  });
   return {
     body,
     headers: {
@@ -43,7 +55,13 @@ describe("shopify: scheme specifics", () => {
     const sharedEventId = uniqueKey("shared_event");
     const receipts = [];
     for (const eventKey of [uniqueKey("wh_a"), uniqueKey("wh_b")]) {
-      const args = { secret: secretValue("shopify", "CURRENT"), secretName: "", eventKey, timestamp: 0, source: "pv-shopify" };
+      const args = {
+        secret: secretValue("shopify", "CURRENT"),
+        secretName: "",
+        eventKey,
+        timestamp: 0,
+        source: "pv-shopify",
+      };
       receipts.push(await expectAccepted("pv-shopify", signShopify(args, sharedEventId)));
     }
     const stored = await Promise.all(receipts.map((receiptId) => storedReceipt("pv-shopify", receiptId)));

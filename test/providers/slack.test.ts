@@ -41,9 +41,15 @@ const eventCallback = (eventKey: string) =>
 adapterContract({
   name: "slack",
   sign: ({ secret, eventKey, timestamp }) => signSlack(secret, eventCallback(eventKey), timestamp),
-  expected: ({ eventKey }) => ({ eventKey, eventType: "reaction_added", subjectId: "1700000000.000100", occurredAt: 1_700_000_000_000 }),
+  expected: ({ eventKey }) => ({
+    eventKey,
+    eventType: "reaction_added",
+    subjectId: "1700000000.000100",
+    occurredAt: 1_700_000_000_000,
+  }),
   signatureHeaders: ["x-slack-signature", "x-slack-request-timestamp"],
-  malformEncoding: (request) => withHeader(request, "x-slack-signature", `v0=${header(request, "x-slack-signature").slice(4)}`),
+  malformEncoding: (request) =>
+    withHeader(request, "x-slack-signature", `v0=${header(request, "x-slack-signature").slice(4)}`),
   junkSignature: (request) => withHeader(request, "x-slack-signature", "v1=abcd,v0=,v0=zz"),
   timestamped: true,
 });
@@ -71,8 +77,14 @@ describe("slack: scheme specifics", () => {
         options: {},
       });
     const verdict = await verifyAt(Number(DOCS.timestamp) + 1);
-    expect(verdict).toMatchObject({ kind: "event", identity: { eventKey: sha256Hex(DOCS.body), eventKeyOrigin: "payload-sha256" } });
-    expect(await verifyAt(Number(DOCS.timestamp) + 301)).toEqual({ kind: "rejected", reason: "timestamp-out-of-tolerance" });
+    expect(verdict).toMatchObject({
+      kind: "event",
+      identity: { eventKey: sha256Hex(DOCS.body), eventKeyOrigin: "payload-sha256" },
+    });
+    expect(await verifyAt(Number(DOCS.timestamp) + 301)).toEqual({
+      kind: "rejected",
+      reason: "timestamp-out-of-tolerance",
+    });
   });
 
   it("Slack's documented example verifies through the route (a source whose tolerance admits its 2018 timestamp)", async () => {
@@ -106,10 +118,19 @@ describe("slack: scheme specifics", () => {
   it("a retry (X-Slack-Retry-Num) of one event_id is a duplicate; the retry headers are kept with the receipt", async () => {
     const eventKey = uniqueKey("slack_retry");
     const secret = secretValue("slack", "CURRENT");
-    const first = signSlack(secret, eventCallback(eventKey), nowSeconds(), { "x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout" });
+    const first = signSlack(secret, eventCallback(eventKey), nowSeconds(), {
+      "x-slack-retry-num": "1",
+      "x-slack-retry-reason": "http_timeout",
+    });
     const receiptId = await expectAccepted("pv-slack", first);
-    const retry = signSlack(secret, eventCallback(eventKey), nowSeconds(), { "x-slack-retry-num": "2", "x-slack-retry-reason": "http_timeout" });
+    const retry = signSlack(secret, eventCallback(eventKey), nowSeconds(), {
+      "x-slack-retry-num": "2",
+      "x-slack-retry-reason": "http_timeout",
+    });
     expect(await (await send("pv-slack", retry)).json()).toEqual({ status: "duplicate", receipt: receiptId });
-    expect((await storedReceipt("pv-slack", receiptId)).keptHeaders).toMatchObject({ "x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout" });
+    expect((await storedReceipt("pv-slack", receiptId)).keptHeaders).toMatchObject({
+      "x-slack-retry-num": "1",
+      "x-slack-retry-reason": "http_timeout",
+    });
   });
 });

@@ -1,6 +1,13 @@
 import { WebhooksHelper } from "square";
 import { describe, expect, it } from "vitest";
-import { adapterContract, expectAccepted, expectRejectedAndNothingWritten, secretValue, uniqueKey, withHeader } from "./support/contract";
+import {
+  adapterContract,
+  expectAccepted,
+  expectRejectedAndNothingWritten,
+  secretValue,
+  uniqueKey,
+  withHeader,
+} from "./support/contract";
 import { hmac } from "./support/signers";
 
 // Square's SDK only verifies; node:crypto signs with the documented recipe: base64 HMAC-SHA256 of URL ‖ body.
@@ -20,7 +27,10 @@ adapterContract({
   name: "square",
   sign({ secret, eventKey }) {
     const body = squareBody(eventKey);
-    return { body, headers: { "x-square-hmacsha256-signature": hmac("sha256", secret, NOTIFICATION_URL, body).toString("base64") } };
+    return {
+      body,
+      headers: { "x-square-hmacsha256-signature": hmac("sha256", secret, NOTIFICATION_URL, body).toString("base64") },
+    };
   },
   expected: ({ eventKey }) => ({
     eventKey,
@@ -39,16 +49,33 @@ describe("square: the signed URL", () => {
     const body = squareBody(uniqueKey("sq_sdk"));
     const signatureKey = secretValue("square", "CURRENT");
     const signatureHeader = hmac("sha256", signatureKey, NOTIFICATION_URL, body).toString("base64");
-    expect(await WebhooksHelper.verifySignature({ requestBody: body, signatureHeader, signatureKey, notificationUrl: NOTIFICATION_URL })).toBe(true);
     expect(
-      await WebhooksHelper.verifySignature({ requestBody: body, signatureHeader, signatureKey, notificationUrl: "https://receiver.test/webhooks/pv-square" }),
+      await WebhooksHelper.verifySignature({
+        requestBody: body,
+        signatureHeader,
+        signatureKey,
+        notificationUrl: NOTIFICATION_URL,
+      }),
+    ).toBe(true);
+    expect(
+      await WebhooksHelper.verifySignature({
+        requestBody: body,
+        signatureHeader,
+        signatureKey,
+        notificationUrl: "https://receiver.test/webhooks/pv-square",
+      }),
     ).toBe(false);
     await expectAccepted("pv-square", { body, headers: { "x-square-hmacsha256-signature": signatureHeader } });
   });
 
   it("a signature over another URL than the registered notification_url is refused", async () => {
     const body = squareBody(uniqueKey("sq_url"));
-    const overRequestUrl = hmac("sha256", secretValue("square", "CURRENT"), "https://receiver.test/webhooks/pv-square", body);
+    const overRequestUrl = hmac(
+      "sha256",
+      secretValue("square", "CURRENT"),
+      "https://receiver.test/webhooks/pv-square",
+      body,
+    );
     await expectRejectedAndNothingWritten("pv-square", {
       body,
       headers: { "x-square-hmacsha256-signature": overRequestUrl.toString("base64") },

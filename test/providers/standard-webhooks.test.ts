@@ -2,10 +2,20 @@ import { Webhook as StandardWebhook } from "standardwebhooks";
 import { Webhook as SvixWebhook } from "svix";
 import { describe, expect, it } from "vitest";
 import { standardWebhooks } from "../../src/providers/standard-webhooks";
-import { adapterContract, expectAccepted, header, nowSeconds, secretValue, storedReceipt, uniqueKey, withHeader } from "./support/contract";
+import {
+  adapterContract,
+  expectAccepted,
+  header,
+  nowSeconds,
+  secretValue,
+  storedReceipt,
+  uniqueKey,
+  withHeader,
+} from "./support/contract";
 import { ed25519Sign } from "./support/signers";
 
-const payload = (eventKey: string) => JSON.stringify({ type: "invoice.paid", timestamp: "2026-11-30T08:00:00Z", data: { marker: eventKey } });
+const payload = (eventKey: string) =>
+  JSON.stringify({ type: "invoice.paid", timestamp: "2026-11-30T08:00:00Z", data: { marker: eventKey } });
 
 // v1 (symmetric): the standardwebhooks library signs.
 adapterContract({
@@ -34,12 +44,17 @@ adapterContract({
   sign({ secretName, eventKey, timestamp }) {
     const body = payload(eventKey);
     const signature = ed25519Sign(secretName, `${eventKey}.${timestamp}.`, body).toString("base64");
-    return { body, headers: { "svix-id": eventKey, "svix-timestamp": String(timestamp), "svix-signature": `v1a,${signature}` } };
+    return {
+      body,
+      headers: { "svix-id": eventKey, "svix-timestamp": String(timestamp), "svix-signature": `v1a,${signature}` },
+    };
   },
   expected: ({ eventKey }) => ({ eventKey, eventType: "invoice.paid" }),
   signatureHeaders: ["svix-signature", "svix-id", "svix-timestamp"],
-  malformEncoding: (request) => withHeader(request, "svix-signature", `v1a,${header(request, "svix-signature").slice(4, -3)}`),
-  junkSignature: (request) => withHeader(request, "svix-signature", `v1,${header(request, "svix-signature").slice(4)} v1a,`),
+  malformEncoding: (request) =>
+    withHeader(request, "svix-signature", `v1a,${header(request, "svix-signature").slice(4, -3)}`),
+  junkSignature: (request) =>
+    withHeader(request, "svix-signature", `v1,${header(request, "svix-signature").slice(4)} v1a,`),
   timestamped: true,
 });
 
@@ -58,7 +73,10 @@ describe("standard webhooks: compatibility", () => {
         now: nowSeconds * 1000,
         options: {},
       });
-    expect(await verifyAt(1614265330)).toMatchObject({ kind: "event", identity: { eventKey: "msg_p5jXN8AQM9LWM0D4loKWxJek" } });
+    expect(await verifyAt(1614265330)).toMatchObject({
+      kind: "event",
+      identity: { eventKey: "msg_p5jXN8AQM9LWM0D4loKWxJek" },
+    });
     expect(await verifyAt(1614265330 + 360)).toEqual({ kind: "rejected", reason: "timestamp-out-of-tolerance" });
   });
 
@@ -66,7 +84,11 @@ describe("standard webhooks: compatibility", () => {
     const eventKey = uniqueKey("svix_lib");
     const timestamp = nowSeconds();
     const body = payload(eventKey);
-    const signature = new SvixWebhook(secretValue("standard", "CURRENT")).sign(eventKey, new Date(timestamp * 1000), body);
+    const signature = new SvixWebhook(secretValue("standard", "CURRENT")).sign(
+      eventKey,
+      new Date(timestamp * 1000),
+      body,
+    );
     const receiptId = await expectAccepted("pv-standard", {
       body,
       headers: { "svix-id": eventKey, "svix-timestamp": String(timestamp), "svix-signature": signature },
@@ -96,7 +118,11 @@ describe("standard webhooks: compatibility", () => {
     const verify = (signature: string, secret: string) =>
       standardWebhooks.verify({
         rawBody: new TextEncoder().encode(body),
-        headers: new Headers({ "webhook-id": eventKey, "webhook-timestamp": String(timestamp), "webhook-signature": signature }),
+        headers: new Headers({
+          "webhook-id": eventKey,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": signature,
+        }),
         url: "https://receiver.test/webhooks/x",
         secrets: [{ name: "S", value: secret }],
         now: timestamp * 1000,
@@ -106,7 +132,13 @@ describe("standard webhooks: compatibility", () => {
     const v1a = `v1a,${ed25519Sign("PV_STANDARD_V1A_CURRENT", `${eventKey}.${timestamp}.`, body).toString("base64")}`;
     expect((await verify(v1, secretValue("standard", "CURRENT"))).kind).toBe("event");
     expect((await verify(v1a, secretValue("standard-v1a", "CURRENT"))).kind).toBe("event");
-    expect(await verify(`v1,${v1a.slice(4)}`, secretValue("standard", "CURRENT"))).toEqual({ kind: "rejected", reason: "signature-mismatch" });
-    expect(await verify(`v1a,${v1.slice(3)}`, secretValue("standard-v1a", "CURRENT"))).toEqual({ kind: "rejected", reason: "signature-mismatch" });
+    expect(await verify(`v1,${v1a.slice(4)}`, secretValue("standard", "CURRENT"))).toEqual({
+      kind: "rejected",
+      reason: "signature-mismatch",
+    });
+    expect(await verify(`v1a,${v1.slice(3)}`, secretValue("standard-v1a", "CURRENT"))).toEqual({
+      kind: "rejected",
+      reason: "signature-mismatch",
+    });
   });
 });

@@ -7,11 +7,11 @@ import {
   expectRejectedAndNothingWritten,
   header,
   nowSeconds,
+  type SignArgs,
   secretValue,
   storedReceipt,
   uniqueKey,
   withHeader,
-  type SignArgs,
 } from "./support/contract";
 import { hmac } from "./support/signers";
 
@@ -46,7 +46,11 @@ adapterContract({
   malformEncoding: (request) =>
     withHeader(request, "stripe-signature", header(request, "stripe-signature").replace(/v1=[0-9a-f]+/, "v1=abc")),
   junkSignature: (request) =>
-    withHeader(request, "stripe-signature", `${header(request, "stripe-signature").split(",")[0]},v1=zz,,=,garbage,v0=${"0".repeat(64)},v1=`),
+    withHeader(
+      request,
+      "stripe-signature",
+      `${header(request, "stripe-signature").split(",")[0]},v1=zz,,=,garbage,v0=${"0".repeat(64)},v1=`,
+    ),
   timestamped: true,
 });
 
@@ -84,7 +88,11 @@ describe("stripe: scheme specifics", () => {
     const timestamp = nowSeconds();
     const payload = payloadFor(eventKey);
     const valid = hmac("sha256", secretValue("stripe", "CURRENT"), `${timestamp}.`, payload).toString("hex");
-    const signature = [`t=${timestamp}`, ...Array.from({ length: 20 }, () => `v1=${"ab".repeat(32)}`), `v1=${valid}`].join(",");
+    const signature = [
+      `t=${timestamp}`,
+      ...Array.from({ length: 20 }, () => `v1=${"ab".repeat(32)}`),
+      `v1=${valid}`,
+    ].join(",");
     await expectRejectedAndNothingWritten("pv-stripe", { body: payload, headers: { "stripe-signature": signature } });
   });
 
@@ -92,7 +100,11 @@ describe("stripe: scheme specifics", () => {
     const secret = secretValue("stripe", "CURRENT");
     const payload = payloadFor("evt_clock");
     const signedAt = 1_700_000_000;
-    const signature = await stripeClient.webhooks.generateTestHeaderStringAsync({ payload, secret, timestamp: signedAt });
+    const signature = await stripeClient.webhooks.generateTestHeaderStringAsync({
+      payload,
+      secret,
+      timestamp: signedAt,
+    });
     const verifyAt = (now: number) =>
       stripeAdapter.verify({
         rawBody: new TextEncoder().encode(payload),

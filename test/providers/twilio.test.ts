@@ -5,11 +5,11 @@ import {
   adapterContract,
   expectAccepted,
   expectRejectedAndNothingWritten,
+  type SignedRequest,
   secretValue,
   storedReceipt,
   uniqueKey,
   withHeader,
-  type SignedRequest,
 } from "./support/contract";
 import { sha256Hex } from "./support/signers";
 
@@ -26,7 +26,12 @@ const statusCallback = (messageSid: string) => ({
   Body: "hi & bye = ok",
 });
 
-function formRequest(authToken: string, url: string, params: Record<string, string>, idempotencyToken?: string): SignedRequest {
+function formRequest(
+  authToken: string,
+  url: string,
+  params: Record<string, string>,
+  idempotencyToken?: string,
+): SignedRequest {
   return {
     url,
     body: new URLSearchParams(params).toString(),
@@ -42,7 +47,12 @@ adapterContract({
   name: "twilio",
   sign: ({ secret, eventKey, source }) =>
     formRequest(secret, `https://receiver.test/webhooks/${source}`, statusCallback(`SM${eventKey}`), eventKey),
-  expected: ({ eventKey }) => ({ eventKey, eventType: "delivered", subjectId: `SM${eventKey}`, kept: { "i-twilio-idempotency-token": eventKey } }),
+  expected: ({ eventKey }) => ({
+    eventKey,
+    eventType: "delivered",
+    subjectId: `SM${eventKey}`,
+    kept: { "i-twilio-idempotency-token": eventKey },
+  }),
   signatureHeaders: ["x-twilio-signature"],
   malformEncoding: (request) => withHeader(request, "x-twilio-signature", "abc"),
   junkSignature: (request) => withHeader(request, "x-twilio-signature", "sha1=*** ,,"),
@@ -51,7 +61,13 @@ adapterContract({
 
 describe("twilio: scheme specifics", () => {
   it("Twilio's documented example (auth token 12345, mycompany.com/myapp.php) verifies (adapter: the URL is Twilio's)", async () => {
-    const params = { CallSid: "CA1234567890ABCDE", Caller: "+14158675309", Digits: "1234", From: "+14158675309", To: "+18005551212" };
+    const params = {
+      CallSid: "CA1234567890ABCDE",
+      Caller: "+14158675309",
+      Digits: "1234",
+      From: "+14158675309",
+      To: "+18005551212",
+    };
     const verifyWith = (signature: string) =>
       twilio.verify({
         rawBody: new TextEncoder().encode(new URLSearchParams(params).toString()),
@@ -61,13 +77,22 @@ describe("twilio: scheme specifics", () => {
         now: Date.now(),
         options: {},
       });
-    expect(await verifyWith("RSOYDt4T1cUTdK1PDd93/VVr8B8=")).toMatchObject({ kind: "event", identity: { subjectId: "CA1234567890ABCDE" } });
-    expect(await verifyWith("SSOYDt4T1cUTdK1PDd93/VVr8B8=")).toEqual({ kind: "rejected", reason: "signature-mismatch" });
+    expect(await verifyWith("RSOYDt4T1cUTdK1PDd93/VVr8B8=")).toMatchObject({
+      kind: "event",
+      identity: { subjectId: "CA1234567890ABCDE" },
+    });
+    expect(await verifyWith("SSOYDt4T1cUTdK1PDd93/VVr8B8=")).toEqual({
+      kind: "rejected",
+      reason: "signature-mismatch",
+    });
   });
 
   it("JSON bodies: the bodySHA256 variant verifies, and a changed body under the same URL is refused", async () => {
     const eventKey = uniqueKey("tw_json");
-    const body = JSON.stringify({ type: "com.twilio.messaging.message.delivered", data: { messageSid: `SM${eventKey}` } });
+    const body = JSON.stringify({
+      type: "com.twilio.messaging.message.delivered",
+      data: { messageSid: `SM${eventKey}` },
+    });
     const url = `${URL_LIVE}?bodySHA256=${sha256Hex(body)}`;
     const headers = {
       "x-twilio-signature": getExpectedTwilioSignature(secretValue("twilio", "CURRENT"), url, {}),
@@ -111,13 +136,21 @@ describe("twilio: scheme specifics", () => {
   it("a signature over the URL with its default port spelled out (:443) verifies, as Twilio's library allows", async () => {
     const eventKey = uniqueKey("tw_port");
     const params = statusCallback(`SM${eventKey}`);
-    const signature = getExpectedTwilioSignature(secretValue("twilio", "CURRENT"), "https://receiver.test:443/webhooks/pv-twilio", params);
+    const signature = getExpectedTwilioSignature(
+      secretValue("twilio", "CURRENT"),
+      "https://receiver.test:443/webhooks/pv-twilio",
+      params,
+    );
     await expectAccepted("pv-twilio", {
       url: URL_LIVE,
       body: new URLSearchParams(params).toString(),
       headers: { "x-twilio-signature": signature, "content-type": "application/x-www-form-urlencoded" },
     });
-    const otherPort = getExpectedTwilioSignature(secretValue("twilio", "CURRENT"), "https://receiver.test:8443/webhooks/pv-twilio", params);
+    const otherPort = getExpectedTwilioSignature(
+      secretValue("twilio", "CURRENT"),
+      "https://receiver.test:8443/webhooks/pv-twilio",
+      params,
+    );
     await expectRejectedAndNothingWritten("pv-twilio", {
       url: URL_LIVE,
       body: new URLSearchParams(params).toString(),

@@ -14,7 +14,13 @@ import {
 import { hmac } from "./support/signers";
 
 // Twitch publishes no signer; node:crypto signs with the documented recipe: id ‖ timestamp ‖ body.
-function signTwitch(secret: string, messageId: string, timestampSeconds: number, body: string, messageType = "notification") {
+function signTwitch(
+  secret: string,
+  messageId: string,
+  timestampSeconds: number,
+  body: string,
+  messageType = "notification",
+) {
   const timestamp = new Date(timestampSeconds * 1000).toISOString().replace("Z", "123456Z"); // Twitch sends nanoseconds
   return {
     body,
@@ -40,7 +46,11 @@ adapterContract({
   name: "twitch",
   sign: ({ secret, eventKey, timestamp }) => signTwitch(secret, eventKey, timestamp, notification(`sub-${eventKey}`)),
   expected: ({ eventKey }) => ({ eventKey, eventType: "channel.follow", subjectId: `sub-${eventKey}` }),
-  signatureHeaders: ["twitch-eventsub-message-signature", "twitch-eventsub-message-timestamp", "twitch-eventsub-message-id"],
+  signatureHeaders: [
+    "twitch-eventsub-message-signature",
+    "twitch-eventsub-message-timestamp",
+    "twitch-eventsub-message-id",
+  ],
   malformEncoding: (request) => withHeader(request, "twitch-eventsub-message-signature", "sha256=0g"),
   junkSignature: (request) => withHeader(request, "twitch-eventsub-message-signature", "sha512=,sha256"),
   timestamped: true,
@@ -49,9 +59,21 @@ adapterContract({
 describe("twitch: verification challenge and revocation", () => {
   it("answers a verified webhook_callback_verification with the raw challenge, and claims nothing", async () => {
     const challenge = uniqueKey("pogchamp-kappa");
-    const body = JSON.stringify({ challenge, subscription: { id: "sub-1", type: "channel.follow", status: "webhook_callback_verification_pending" } });
+    const body = JSON.stringify({
+      challenge,
+      subscription: { id: "sub-1", type: "channel.follow", status: "webhook_callback_verification_pending" },
+    });
     const before = await storedCounts("pv-twitch");
-    const response = await send("pv-twitch", signTwitch(secretValue("twitch", "CURRENT"), uniqueKey("verify"), nowSeconds(), body, "webhook_callback_verification"));
+    const response = await send(
+      "pv-twitch",
+      signTwitch(
+        secretValue("twitch", "CURRENT"),
+        uniqueKey("verify"),
+        nowSeconds(),
+        body,
+        "webhook_callback_verification",
+      ),
+    );
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^text\/plain/);
     expect(await response.text()).toBe(challenge);
@@ -62,14 +84,25 @@ describe("twitch: verification challenge and revocation", () => {
     const body = JSON.stringify({ challenge: "echo", subscription: { id: "sub-1" } });
     await expectRejectedAndNothingWritten(
       "pv-twitch",
-      signTwitch(secretValue("twitch", "UNLISTED"), uniqueKey("verify"), nowSeconds(), body, "webhook_callback_verification"),
+      signTwitch(
+        secretValue("twitch", "UNLISTED"),
+        uniqueKey("verify"),
+        nowSeconds(),
+        body,
+        "webhook_callback_verification",
+      ),
     );
   });
 
   it("a revocation is recorded as an event of type revocation", async () => {
     const messageId = uniqueKey("revoke");
-    const body = JSON.stringify({ subscription: { id: `sub-${messageId}`, type: "channel.follow", status: "authorization_revoked" } });
-    const receiptId = await expectAccepted("pv-twitch", signTwitch(secretValue("twitch", "CURRENT"), messageId, nowSeconds(), body, "revocation"));
+    const body = JSON.stringify({
+      subscription: { id: `sub-${messageId}`, type: "channel.follow", status: "authorization_revoked" },
+    });
+    const receiptId = await expectAccepted(
+      "pv-twitch",
+      signTwitch(secretValue("twitch", "CURRENT"), messageId, nowSeconds(), body, "revocation"),
+    );
     const stored = await storedReceipt("pv-twitch", receiptId);
     expect(stored.eventType).toBe("revocation");
     expect(stored.keptHeaders["twitch-eventsub-message-type"]).toBe("revocation");

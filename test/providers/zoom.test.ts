@@ -25,7 +25,11 @@ function signZoom(secret: string, body: string, timestamp: number) {
 }
 
 const meetingStarted = (marker: string) =>
-  JSON.stringify({ event: "meeting.started", event_ts: 1_700_000_000_123, payload: { account_id: "A1", object: { id: `m-${marker}` } } });
+  JSON.stringify({
+    event: "meeting.started",
+    event_ts: 1_700_000_000_123,
+    payload: { account_id: "A1", object: { id: `m-${marker}` } },
+  });
 
 adapterContract({
   name: "zoom",
@@ -52,12 +56,19 @@ describe("zoom: endpoint.url_validation", () => {
     const before = await storedCounts("pv-zoom");
     const response = await send("pv-zoom", signZoom(secret, body, nowSeconds()));
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ plainToken, encryptedToken: hmac("sha256", secret, plainToken).toString("hex") });
+    expect(await response.json()).toEqual({
+      plainToken,
+      encryptedToken: hmac("sha256", secret, plainToken).toString("hex"),
+    });
     expect(await storedCounts("pv-zoom")).toEqual(before);
   });
 
   it("an unsigned validation request is refused, not answered", async () => {
-    const body = JSON.stringify({ payload: { plainToken: "abc" }, event_ts: Date.now(), event: "endpoint.url_validation" });
+    const body = JSON.stringify({
+      payload: { plainToken: "abc" },
+      event_ts: Date.now(),
+      event: "endpoint.url_validation",
+    });
     await expectRejectedAndNothingWritten("pv-zoom", { body, headers: { "content-type": "application/json" } });
   });
 });

@@ -1,12 +1,21 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { utf8Bytes } from "../../src/crypto/encoding";
 import { claimEvent } from "../../src/claims/claim-event";
+import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
 import { loadSources } from "../../src/sources/registry";
 import { eventually } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronRun, deliverLive, receipt, runCron, runsAt, standInRequests, unique } from "./support";
+import {
+  CRON_TEST_TIMEOUT_MS,
+  cronRun,
+  deliverLive,
+  receipt,
+  runCron,
+  runsAt,
+  standInRequests,
+  unique,
+} from "./support";
 
 const SOURCE = "reconcile-quiet";
 const HOUR = 3_600_000;
@@ -25,7 +34,10 @@ async function noticesFor(alertId: string) {
   const signer = new Webhook(env.GATEWAY_SIGNING_SECRET);
   return (await standInRequests("alerts"))
     .filter((request) => request.headers["webhook-id"]?.startsWith(`${alertId}.`))
-    .map((request) => signer.verify(request.body, request.headers) as { type: string; data: { source: string; kind: string } });
+    .map(
+      (request) =>
+        signer.verify(request.body, request.headers) as { type: string; data: { source: string; kind: string } },
+    );
 }
 
 describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
@@ -35,7 +47,15 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // The source's last live delivery was two hours ago; it expects one within the hour.
     await claimEvent(env, {
       source: loadSources(env).get(SOURCE)!,
-      identity: { eventKey: lastKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
+      identity: {
+        eventKey: lastKey,
+        eventKeyOrigin: "provider-id",
+        eventKeySigned: true,
+        eventType: "thing.happened",
+        subjectId: null,
+        version: null,
+        occurredAt: null,
+      },
       rawBody: utf8Bytes("{}"),
       keptHeaders: {},
       receivedAt: now - 2 * HOUR,
@@ -52,14 +72,19 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(open[0]).toMatchObject({ state: "open", openedAt: now });
     const alertId = open[0]!.alertId;
     expect(await noticesFor(alertId)).toEqual([
-      expect.objectContaining({ type: "alert.opened", data: expect.objectContaining({ source: SOURCE, kind: "silence" }) }),
+      expect.objectContaining({
+        type: "alert.opened",
+        data: expect.objectContaining({ source: SOURCE, kind: "silence" }),
+      }),
     ]);
 
     const back = await deliverLive(SOURCE, `msg_back_${unique()}`, JSON.stringify({ type: "thing.happened" }));
     expect(back.status).toBe(200);
     await cronRun(now + 15 * 60_000);
     await cronRun(now + 20 * 60_000);
-    expect(await silenceAlerts()).toEqual([expect.objectContaining({ alertId, state: "resolved", resolvedAt: now + 15 * 60_000 })]);
+    expect(await silenceAlerts()).toEqual([
+      expect.objectContaining({ alertId, state: "resolved", resolvedAt: now + 15 * 60_000 }),
+    ]);
     expect((await noticesFor(alertId)).map((notice) => notice.type)).toEqual(["alert.opened", "alert.resolved"]);
   });
 
@@ -74,7 +99,11 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
         .bind(ulid(receivedAt), source, eventKey, "0".repeat(64), receivedAt, receivedAt, status, nextAttemptAt)
         .run();
     const incidents = async (kind: string) =>
-      (await env.DB.prepare("SELECT id AS alertId, state FROM alerts WHERE source = ? AND kind = ?").bind(source, kind).all<{ alertId: string; state: string }>()).results;
+      (
+        await env.DB.prepare("SELECT id AS alertId, state FROM alerts WHERE source = ? AND kind = ?")
+          .bind(source, kind)
+          .all<{ alertId: string; state: string }>()
+      ).results;
 
     await cronRun(now); // the baseline: nothing dead yet
     const dead = `msg_dead_${unique()}`;
@@ -87,16 +116,23 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await cronRun(now + 120_000);
     expect(await incidents("dead-letters")).toEqual([expect.objectContaining({ state: "open" })]);
     expect(await incidents("pending-age")).toEqual([expect.objectContaining({ state: "open" })]);
-    const detail = await env.DB.prepare("SELECT detail FROM alerts WHERE source = ? AND kind = 'dead-letters'").bind(source).first<{ detail: string }>();
+    const detail = await env.DB.prepare("SELECT detail FROM alerts WHERE source = ? AND kind = 'dead-letters'")
+      .bind(source)
+      .first<{ detail: string }>();
     expect(detail?.detail).toContain("1 dead receipt (was 0)");
 
     // Replayed and finished: both incidents resolve, each announced once each way.
-    await env.DB.prepare("UPDATE receipts SET status = 'processed' WHERE source = ? AND event_key IN (?, ?)").bind(source, dead, retrying).run();
+    await env.DB.prepare("UPDATE receipts SET status = 'processed' WHERE source = ? AND event_key IN (?, ?)")
+      .bind(source, dead, retrying)
+      .run();
     await cronRun(now + 180_000);
     for (const kind of ["dead-letters", "pending-age"]) {
       const [incident] = await incidents(kind);
       expect(incident?.state).toBe("resolved");
-      expect((await noticesFor(incident!.alertId)).map((notice) => notice.type)).toEqual(["alert.opened", "alert.resolved"]);
+      expect((await noticesFor(incident!.alertId)).map((notice) => notice.type)).toEqual([
+        "alert.opened",
+        "alert.resolved",
+      ]);
     }
   });
 
@@ -116,7 +152,9 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await runCron(now + 60_000, unreachable);
     const [failedRun] = await runsAt(now + 60_000);
     expect(failedRun?.counts.alerts.notices.failed).toBeGreaterThanOrEqual(1);
-    const alert = await env.DB.prepare("SELECT id AS alertId, notified_at AS notifiedAt FROM alerts WHERE source = ? AND kind = 'dead-letters'")
+    const alert = await env.DB.prepare(
+      "SELECT id AS alertId, notified_at AS notifiedAt FROM alerts WHERE source = ? AND kind = 'dead-letters'",
+    )
       .bind(source)
       .first<{ alertId: string; notifiedAt: number | null }>();
     expect(alert).toMatchObject({ notifiedAt: null });

@@ -15,7 +15,9 @@ async function checkpoint(): Promise<ScanCheckpoint | null> {
 }
 
 async function storedCount(eventKeys: string[]): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE source = ? AND event_key IN (SELECT value FROM json_each(?))")
+  const row = await env.DB.prepare(
+    "SELECT COUNT(*) AS n FROM receipts WHERE source = ? AND event_key IN (SELECT value FROM json_each(?))",
+  )
     .bind(SOURCE, JSON.stringify(eventKeys))
     .first<{ n: number }>();
   return row?.n ?? 0;
@@ -25,7 +27,9 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
   it("records each completed page, resumes a cut-short scan, and stays put when the API fails", async () => {
     const tag = unique();
     const now = pastClock();
-    const events = Array.from({ length: 150 }, (_, n) => stripeEvent(`evt_page_${tag}_${String(n).padStart(3, "0")}`, now - 5 * 60_000 + n * 1000, `in_${tag}_${n}`));
+    const events = Array.from({ length: 150 }, (_, n) =>
+      stripeEvent(`evt_page_${tag}_${String(n).padStart(3, "0")}`, now - 5 * 60_000 + n * 1000, `in_${tag}_${n}`),
+    );
     await standIn(SOURCE, "stripe-events", events);
     const eventKeys = events.map((event) => event.id);
 
@@ -54,7 +58,13 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
     await standIn(SOURCE, "fail-with", { status: 503 });
     try {
       const failed = await cronRun(clock + 5 * 60_000);
-      expect(failed.failures).toEqual([expect.objectContaining({ step: "catch-up", source: SOURCE, error: expect.stringContaining("stripe API answered 503") })]);
+      expect(failed.failures).toEqual([
+        expect.objectContaining({
+          step: "catch-up",
+          source: SOURCE,
+          error: expect.stringContaining("stripe API answered 503"),
+        }),
+      ]);
       expect(await checkpoint()).toEqual({ since: now });
     } finally {
       await standIn(SOURCE, "fail-with", { status: null });

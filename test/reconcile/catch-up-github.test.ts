@@ -48,7 +48,9 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(run.failures).toBeNull();
     const ours = async () =>
       (await standInRequests(SOURCE)).filter(
-        (request) => request.method === "POST" && Array.from({ length: 11 }, (_, n) => `${HOOK}/deliveries/${base + n + 1}/attempts`).includes(request.path),
+        (request) =>
+          request.method === "POST" &&
+          Array.from({ length: 11 }, (_, n) => `${HOOK}/deliveries/${base + n + 1}/attempts`).includes(request.path),
       );
     const redeliveries = await ours();
     expect(run.counts.catchUp[SOURCE]).toMatchObject({ redeliveriesRequested: 1, redeliveriesWithheld: 1 });
@@ -60,7 +62,9 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     });
 
     // GitHub redelivers it (same GUID) and lists the successful attempt; the next run asks for nothing more.
-    expect((await deliverLive(SOURCE, guid("never-received"), JSON.stringify({ zen: "redelivered" }))).status).toBe(200);
+    expect((await deliverLive(SOURCE, guid("never-received"), JSON.stringify({ zen: "redelivered" }))).status).toBe(
+      200,
+    );
     await standIn(SOURCE, "github-deliveries", [delivery(base + 7, guid("never-received"), now + 60_000, 200, true)]);
     const second = await cronRun(now + 5 * 60_000);
     expect(second.failures).toBeNull();

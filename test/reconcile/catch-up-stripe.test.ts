@@ -1,14 +1,27 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { eventually, waitForStatus } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronRun, deliverStripe, pastClock, receipt, STAND_IN, standIn, standInRequests, stripeEvent, unique } from "./support";
+import {
+  CRON_TEST_TIMEOUT_MS,
+  cronRun,
+  deliverStripe,
+  pastClock,
+  receipt,
+  STAND_IN,
+  standIn,
+  standInRequests,
+  stripeEvent,
+  unique,
+} from "./support";
 
 const SOURCE = "reconcile-stripe";
 // This file's clock: the tests below run on it in order, an hour apart.
 const clock = pastClock();
 
 async function forwardsOf(eventKey: string) {
-  return (await standInRequests(SOURCE)).filter((request) => request.path === "/sink" && request.headers["x-webhook-event-key"] === eventKey);
+  return (await standInRequests(SOURCE)).filter(
+    (request) => request.path === "/sink" && request.headers["x-webhook-event-key"] === eventKey,
+  );
 }
 
 describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
@@ -39,11 +52,21 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(claimed?.provenance).toBe("reconciled");
     // The reconciled receipt carries the identity the live Stripe adapter gave the delivered one.
     const identity = (eventKey: string) =>
-      env.DB.prepare("SELECT event_type AS eventType, subject AS subjectId, occurred_at AS occurredAt FROM receipts WHERE source = ? AND event_key = ?")
+      env.DB.prepare(
+        "SELECT event_type AS eventType, subject AS subjectId, occurred_at AS occurredAt FROM receipts WHERE source = ? AND event_key = ?",
+      )
         .bind(SOURCE, eventKey)
         .first();
-    expect(await identity(omitted.id)).toEqual({ eventType: "invoice.paid", subjectId: omitted.data.object.id, occurredAt: omitted.created * 1000 });
-    expect(await identity(received.id)).toEqual({ eventType: "invoice.paid", subjectId: received.data.object.id, occurredAt: received.created * 1000 });
+    expect(await identity(omitted.id)).toEqual({
+      eventType: "invoice.paid",
+      subjectId: omitted.data.object.id,
+      occurredAt: omitted.created * 1000,
+    });
+    expect(await identity(received.id)).toEqual({
+      eventType: "invoice.paid",
+      subjectId: received.data.object.id,
+      occurredAt: received.created * 1000,
+    });
 
     // A second run re-reads the overlap window and finds both events already here.
     const second = await cronRun(now + 5 * 60_000);
@@ -68,14 +91,21 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
     const live = await deliverStripe(SOURCE, JSON.stringify(late, null, 2));
     expect(live.status).toBe(200);
-    expect(await live.json()).toMatchObject({ status: "duplicate", receipt: (await receipt(SOURCE, late.id))?.receiptId });
-    const quarantined = await env.DB.prepare("SELECT COUNT(*) AS n FROM quarantine WHERE source = ? AND event_key = ?").bind(SOURCE, late.id).first<{ n: number }>();
+    expect(await live.json()).toMatchObject({
+      status: "duplicate",
+      receipt: (await receipt(SOURCE, late.id))?.receiptId,
+    });
+    const quarantined = await env.DB.prepare("SELECT COUNT(*) AS n FROM quarantine WHERE source = ? AND event_key = ?")
+      .bind(SOURCE, late.id)
+      .first<{ n: number }>();
     expect(quarantined?.n).toBe(0);
     expect(await forwardsOf(late.id)).toHaveLength(1);
   });
 });
 
-describe("Stripe catch-up claims only what the webhook endpoint subscribes to", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
+describe("Stripe catch-up claims only what the webhook endpoint subscribes to", {
+  timeout: CRON_TEST_TIMEOUT_MS,
+}, () => {
   it("skips event types the endpoint is not enabled for, and events of the other mode (configured enabled_events)", async () => {
     const tag = unique();
     const now = clock + 2 * 60 * 60_000;
@@ -98,7 +128,10 @@ describe("Stripe catch-up claims only what the webhook endpoint subscribes to", 
     // The endpoint (seeded by the stand-in's setup) receives customer.created, in test mode.
     const subscribed = stripeEvent(`evt_ep_sub_${tag}`, now - 3 * 60_000, `cus_ep_${tag}`, "customer.created");
     const otherType = stripeEvent(`evt_ep_type_${tag}`, now - 3 * 60_000, `in_ep_${tag}`);
-    const otherMode = { ...stripeEvent(`evt_ep_mode_${tag}`, now - 3 * 60_000, `cus_ep_mode_${tag}`, "customer.created"), livemode: true };
+    const otherMode = {
+      ...stripeEvent(`evt_ep_mode_${tag}`, now - 3 * 60_000, `cus_ep_mode_${tag}`, "customer.created"),
+      livemode: true,
+    };
     await standIn(source, "stripe-events", [subscribed, otherType, otherMode]);
 
     const run = await cronRun(now);
@@ -107,7 +140,9 @@ describe("Stripe catch-up claims only what the webhook endpoint subscribes to", 
     expect((await receipt(source, subscribed.id))?.provenance).toBe("reconciled");
     expect(await receipt(source, otherType.id)).toBeNull();
     expect(await receipt(source, otherMode.id)).toBeNull();
-    const endpointReads = (await standInRequests(source)).filter((request) => request.path === "/v1/webhook_endpoints/we_reconcile_endpoint");
+    const endpointReads = (await standInRequests(source)).filter(
+      (request) => request.path === "/v1/webhook_endpoints/we_reconcile_endpoint",
+    );
     expect(endpointReads.length).toBeGreaterThanOrEqual(1);
   });
 });

@@ -14,7 +14,10 @@ const DAY = 86_400_000;
  * as it would in production rather than rotating through the test suite's hundreds.
  */
 function deploymentOf(source: string): Env {
-  return { ...env, SOURCES: { [source]: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "none" } } } as Env;
+  return {
+    ...env,
+    SOURCES: { [source]: { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "none" } },
+  } as Env;
 }
 
 /**
@@ -49,7 +52,11 @@ async function seedReceipts(
 }
 
 /** Receipts (or their attempts, or those still holding a body) of one seeded group, by its ULID time prefix. */
-async function groupCount(source: string, receivedAt: number, what: "receipts" | "attempts" | "bodies"): Promise<number> {
+async function groupCount(
+  source: string,
+  receivedAt: number,
+  what: "receipts" | "attempts" | "bodies",
+): Promise<number> {
   const prefix = ulidFloor(receivedAt).slice(0, 10);
   const inGroup = "id >= ?1 AND id < ?1 || 'Z' AND source = ?2";
   const query = {
@@ -62,7 +69,13 @@ async function groupCount(source: string, receivedAt: number, what: "receipts" |
 }
 
 /** Dedupe tombstones written straight into each shard of the source: `perShard` received at `receivedAt`. */
-async function seedTombstones(deployment: Env, source: string, tag: string, perShard: number, receivedAt: number): Promise<void> {
+async function seedTombstones(
+  deployment: Env,
+  source: string,
+  tag: string,
+  perShard: number,
+  receivedAt: number,
+): Promise<void> {
   await Promise.all(
     shardsOf(deployment, source).map((stub, shard) =>
       runInDurableObject(stub, (_instance, state) => {
@@ -85,10 +98,16 @@ async function seedTombstones(deployment: Env, source: string, tag: string, perS
 async function tombstonesReceivedBefore(deployment: Env, source: string, before: number): Promise<number> {
   const counts = await Promise.all(
     shardsOf(deployment, source).map((stub) =>
-      runInDurableObject(stub, (_instance, state) =>
-        state.storage.sql
-          .exec<{ n: number }>("SELECT COUNT(*) AS n FROM event_claims WHERE relay_pending = 0 AND source = ? AND received_at < ?", source, before)
-          .one().n,
+      runInDurableObject(
+        stub,
+        (_instance, state) =>
+          state.storage.sql
+            .exec<{ n: number }>(
+              "SELECT COUNT(*) AS n FROM event_claims WHERE relay_pending = 0 AND source = ? AND received_at < ?",
+              source,
+              before,
+            )
+            .one().n,
       ),
     ),
   );
@@ -106,7 +125,11 @@ describe("housekeeping keeps pace with the backlog", { timeout: CRON_TEST_TIMEOU
     await seedReceipts(source, "old", 24_000, keysExpired, { status: "processed", withAttempts: true });
     // Unfinished work among the burst, its retry not yet due (so the re-drive leaves it alone too): never touched
     // by retention, and it does not stop the scan going past it.
-    await seedReceipts(source, "unfinished", 3, stillPending, { status: "pending", withAttempts: false, nextAttemptAt: now + DAY });
+    await seedReceipts(source, "unfinished", 3, stillPending, {
+      status: "pending",
+      withAttempts: false,
+      nextAttemptAt: now + DAY,
+    });
     await seedReceipts(source, "bodies", 12_000, bodiesExpired, { status: "processed", withAttempts: false });
     await seedTombstones(deployment, source, "old", 3_000, keysExpired);
     await seedTombstones(deployment, source, "fresh", 10, now - DAY);
@@ -146,8 +169,14 @@ describe("housekeeping keeps pace with the backlog", { timeout: CRON_TEST_TIMEOU
     const keysExpired = now - 40 * DAY;
     const bodiesExpired = now - 10 * DAY;
     const pages = 5;
-    await seedReceipts(source, "old", pages * RETENTION_BATCH, keysExpired, { status: "processed", withAttempts: true });
-    await seedReceipts(source, "bodies", 3 * RETENTION_BATCH, bodiesExpired, { status: "processed", withAttempts: false });
+    await seedReceipts(source, "old", pages * RETENTION_BATCH, keysExpired, {
+      status: "processed",
+      withAttempts: true,
+    });
+    await seedReceipts(source, "bodies", 3 * RETENTION_BATCH, bodiesExpired, {
+      status: "processed",
+      withAttempts: false,
+    });
 
     // A budget already spent: each run still does one page of each kind, and says it has not caught up. The
     // body scan may spend pages on receipts the key scan has not reached yet, so the bound is every page once.
@@ -168,6 +197,10 @@ describe("housekeeping keeps pace with the backlog", { timeout: CRON_TEST_TIMEOU
     expect(await groupCount(source, bodiesExpired, "bodies")).toBe(0);
 
     // Caught up, a later run finds nothing more and says so.
-    expect(await applyRetention(deployment, sources, now + pages + 2, 0)).toMatchObject({ keysExpired: 0, bodiesDropped: 0, caughtUp: true });
+    expect(await applyRetention(deployment, sources, now + pages + 2, 0)).toMatchObject({
+      keysExpired: 0,
+      bodiesDropped: 0,
+      caughtUp: true,
+    });
   });
 });

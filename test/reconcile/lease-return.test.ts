@@ -3,9 +3,9 @@ import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
-import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "../consumers/support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin, standinRequests } from "../consumers/support/processing";
+import { lossyQueue } from "../support/failpoints";
 
 /**
  * The cron's lease return finds an attempt whose consumer died (its lease ran out). It decides that attempt exactly
@@ -26,7 +26,12 @@ describe("the cron's return of a lease that ran out", () => {
     const receiptId = await seedReceipt({
       source: "proc-external-fast",
       eventKey,
-      payload: { account: "acct_lease_return", callUrl: `${standinOrigin()}/script/200`, timeoutMs: 1500, failAfterCall: true },
+      payload: {
+        account: "acct_lease_return",
+        callUrl: `${standinOrigin()}/script/200`,
+        timeoutMs: 1500,
+        failAfterCall: true,
+      },
     });
     expect((await processReceipt(testEnv, receiptId, Date.now())).kind).toBe("retry");
 
@@ -40,7 +45,8 @@ describe("the cron's return of a lease that ran out", () => {
       expect((await receiptRow(receiptId)).attempts).toBe(attempt);
       // The cron finds the lease run out.
       expect(await returnExpiredLeases(cron, startedAt + LEASE_MS + 1)).toBe(1);
-      if (attempt === 2) expect(await receiptRow(receiptId)).toMatchObject({ status: "pending", leaseUntil: null, attempts: 2 });
+      if (attempt === 2)
+        expect(await receiptRow(receiptId)).toMatchObject({ status: "pending", leaseUntil: null, attempts: 2 });
     }
 
     const row = await receiptRow(receiptId);
@@ -52,7 +58,10 @@ describe("the cron's return of a lease that ran out", () => {
       [3, "unknown"],
     ]);
     // A later delivery runs nothing: three attempts reached the external API, never a fourth.
-    expect(await processReceipt(testEnv, receiptId, Date.now() + 3 * LEASE_MS)).toEqual({ kind: "done", status: "dead" });
+    expect(await processReceipt(testEnv, receiptId, Date.now() + 3 * LEASE_MS)).toEqual({
+      kind: "done",
+      status: "dead",
+    });
     expect(await standinRequests(outboundIdempotencyKey(receiptId, "notify"))).toHaveLength(3);
   });
 });

@@ -1,11 +1,21 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { utf8Bytes } from "../../src/crypto/encoding";
 import { claimEvent } from "../../src/claims/claim-event";
+import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
 import { loadSources } from "../../src/sources/registry";
 import { eventually, waitForStatus } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, pastClock, receipt, runCron, runsAt, standIn, standInRequests, stripeEvent, unique } from "./support";
+import {
+  CRON_TEST_TIMEOUT_MS,
+  pastClock,
+  receipt,
+  runCron,
+  runsAt,
+  standIn,
+  standInRequests,
+  stripeEvent,
+  unique,
+} from "./support";
 
 const SOURCE = "reconcile-overlap";
 const MINUTE = 60_000;
@@ -15,7 +25,15 @@ async function claimAgo(eventKey: string, ageMs: number, now: number) {
   const event = stripeEvent(eventKey, now - ageMs, `in_${eventKey}`);
   return claimEvent(env, {
     source: loadSources(env).get(SOURCE)!,
-    identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: event.type, subjectId: event.data.object.id, version: null, occurredAt: null },
+    identity: {
+      eventKey,
+      eventKeyOrigin: "provider-id",
+      eventKeySigned: true,
+      eventType: event.type,
+      subjectId: event.data.object.id,
+      version: null,
+      occurredAt: null,
+    },
     rawBody: utf8Bytes(JSON.stringify(event, null, 2)),
     keptHeaders: { "content-type": "application/json" },
     receivedAt: now - ageMs,
@@ -24,11 +42,15 @@ async function claimAgo(eventKey: string, ageMs: number, now: number) {
 }
 
 async function forwardsOf(eventKey: string) {
-  return (await standInRequests(SOURCE)).filter((request) => request.path === "/sink" && request.headers["x-webhook-event-key"] === eventKey);
+  return (await standInRequests(SOURCE)).filter(
+    (request) => request.path === "/sink" && request.headers["x-webhook-event-key"] === eventKey,
+  );
 }
 
 async function alertCount(kind: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM alerts WHERE source = ? AND kind = ?").bind(SOURCE, kind).first<{ n: number }>();
+  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM alerts WHERE source = ? AND kind = ?")
+    .bind(SOURCE, kind)
+    .first<{ n: number }>();
   return row?.n ?? 0;
 }
 
@@ -53,7 +75,17 @@ describe("overlapping runs", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts, lease_generation)
        VALUES (?, ?, ?, ?, ?, ?, ?, 'processing', ?, ?, 1, 2)`,
     )
-      .bind(leasedId, SOURCE, leased, "0".repeat(64), utf8Bytes("{}"), now - 180 * MINUTE, now - 180 * MINUTE, now - 10 * MINUTE, now - MINUTE)
+      .bind(
+        leasedId,
+        SOURCE,
+        leased,
+        "0".repeat(64),
+        utf8Bytes("{}"),
+        now - 180 * MINUTE,
+        now - 180 * MINUTE,
+        now - 10 * MINUTE,
+        now - MINUTE,
+      )
       .run();
 
     await Promise.all([runCron(now), runCron(now)]);
@@ -69,16 +101,22 @@ describe("overlapping runs", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // guard would absorb a second return, so only the runs' own counts show that one run alone took it.
     expect(runs.reduce((sum, run) => sum + run.counts.redrive.expiredLeasesReturned, 0)).toBe(1);
     expect(await waitForStatus(SOURCE, leased)).toBe("processed");
-    await eventually(async () => ((await forwardsOf(omitted.id)).length > 0 && (await forwardsOf(leased)).length > 0 ? true : undefined));
+    await eventually(async () =>
+      (await forwardsOf(omitted.id)).length > 0 && (await forwardsOf(leased)).length > 0 ? true : undefined,
+    );
     expect(await forwardsOf(omitted.id)).toHaveLength(1);
     expect(await forwardsOf(leased)).toHaveLength(1);
-    const leasedAttempts = await env.DB.prepare("SELECT COUNT(*) AS n FROM attempts WHERE receipt_id = ?").bind(leasedId).first<{ n: number }>();
+    const leasedAttempts = await env.DB.prepare("SELECT COUNT(*) AS n FROM attempts WHERE receipt_id = ?")
+      .bind(leasedId)
+      .first<{ n: number }>();
     expect(leasedAttempts?.n).toBe(1);
 
     // Alerts: one incident each, announced once.
     expect(await alertCount("silence")).toBe(1);
     expect(await alertCount("catch-up-missing")).toBe(1);
-    const alertIds = await env.DB.prepare("SELECT id AS alertId FROM alerts WHERE source = ?").bind(SOURCE).all<{ alertId: string }>();
+    const alertIds = await env.DB.prepare("SELECT id AS alertId FROM alerts WHERE source = ?")
+      .bind(SOURCE)
+      .all<{ alertId: string }>();
     const notices = (await standInRequests("alerts")).filter((request) =>
       alertIds.results.some((alert) => request.headers["webhook-id"] === `${alert.alertId}.opened`),
     );

@@ -1,17 +1,17 @@
-import { receiptDetail } from "../../src/admin/queries";
-import { database } from "../../src/db/client";
 import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
-import worker from "../../src/index";
-import type { QueuedWork } from "../../src/model/work-message";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { receiptDetail } from "../../src/admin/queries";
 import { shardFor } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { ulid } from "../../src/lib/ulid";
-import { account, credit, eventually, waitForStatus } from "../support/deliveries";
 import { readCheckpoint, writeCheckpoint } from "../../src/db/checkpoints";
+import { database } from "../../src/db/client";
+import worker from "../../src/index";
+import { ulid } from "../../src/lib/ulid";
+import type { QueuedWork } from "../../src/model/work-message";
+import { account, credit, eventually, waitForStatus } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-stuck";
@@ -74,7 +74,9 @@ function laterClock(): number {
 }
 
 async function row(receiptId: string) {
-  return env.DB.prepare("SELECT status, attempts, next_attempt_at AS nextAttemptAt, lease_until AS leaseUntil FROM receipts WHERE id = ?")
+  return env.DB.prepare(
+    "SELECT status, attempts, next_attempt_at AS nextAttemptAt, lease_until AS leaseUntil FROM receipts WHERE id = ?",
+  )
     .bind(receiptId)
     .first<{ status: string; attempts: number; nextAttemptAt: number | null; leaseUntil: number | null }>();
 }
@@ -120,15 +122,28 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Never attempted, 20 minutes old: its message was lost. Found by the stuck scan.
     await storedReceipt(overdue, { status: "pending" }, 20 * MINUTE, now);
     // A first attempt that took a lease and died with its message: also found by the scan, once past the grace.
-    await storedReceipt(abandonedFirst, { status: "processing", leaseUntil: now - 14 * MINUTE, attempts: 0, leaseGeneration: 1 }, 20 * MINUTE, now);
+    await storedReceipt(
+      abandonedFirst,
+      { status: "processing", leaseUntil: now - 14 * MINUTE, attempts: 0, leaseGeneration: 1 },
+      20 * MINUTE,
+      now,
+    );
     // A leased retry whose consumer died: found through the retry index, its abandoned attempt recorded as unknown.
     const leasedId = await storedReceipt(
       leased,
-      { status: "processing", nextAttemptAt: now - 6 * MINUTE, leaseUntil: now - MINUTE, attempts: 1, leaseGeneration: 2 },
+      {
+        status: "processing",
+        nextAttemptAt: now - 6 * MINUTE,
+        leaseUntil: now - MINUTE,
+        attempts: 1,
+        leaseGeneration: 2,
+      },
       7 * MINUTE,
       now,
     );
-    await env.DB.prepare("INSERT INTO attempts (receipt_id, attempt_number, started_at, finished_at, outcome, error) VALUES (?, 1, ?, ?, 'retry', 'boom')")
+    await env.DB.prepare(
+      "INSERT INTO attempts (receipt_id, attempt_number, started_at, finished_at, outcome, error) VALUES (?, 1, ?, ?, 'retry', 'boom')",
+    )
       .bind(leasedId, now - 7 * MINUTE, now - 7 * MINUTE + 100)
       .run();
     // Relayed a minute ago and not yet consumed: within the grace period, so left alone.
@@ -182,10 +197,19 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const clock = laterClock();
     const eventKey = `msg_live_lease_${unique()}`;
     // Relayed 20 minutes ago; a consumer took its lease a minute ago and then died with the message.
-    const receiptId = await storedReceipt(eventKey, { status: "processing", leaseUntil: clock + 4 * MINUTE, leaseGeneration: 1 }, 20 * MINUTE, clock);
+    const receiptId = await storedReceipt(
+      eventKey,
+      { status: "processing", leaseUntil: clock + 4 * MINUTE, leaseGeneration: 1 },
+      20 * MINUTE,
+      clock,
+    );
     const first = await cronRun(clock);
     expect(first.failures).toBeNull();
-    expect(await row(receiptId)).toMatchObject({ status: "processing", leaseUntil: clock + 4 * MINUTE, nextAttemptAt: null });
+    expect(await row(receiptId)).toMatchObject({
+      status: "processing",
+      leaseUntil: clock + 4 * MINUTE,
+      nextAttemptAt: null,
+    });
     // The lease has run out by the next run, which reads the receipt again.
     const second = await cronRun(clock + 5 * MINUTE);
     expect(second.failures).toBeNull();
@@ -200,7 +224,15 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Its first attempt failed and scheduled a retry for 11 minutes ago; the retry's message never came.
     const receiptId = await storedReceipt(
       eventKey,
-      { source: "demo", eventType: "account.credited", payload: credit(accountId, 7), status: "pending", attempts: 1, leaseGeneration: 1, nextAttemptAt: clock - 11 * MINUTE },
+      {
+        source: "demo",
+        eventType: "account.credited",
+        payload: credit(accountId, 7),
+        status: "pending",
+        attempts: 1,
+        leaseGeneration: 1,
+        nextAttemptAt: clock - 11 * MINUTE,
+      },
       15 * MINUTE,
       clock,
     );
@@ -222,7 +254,10 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Relayed 20 minutes ago, its message bouncing off a source whose table is broken ever since.
     const receiptId = await storedReceipt(eventKey, { status: "pending" }, 20 * MINUTE, now);
     const sources = env.SOURCES as Record<string, Record<string, unknown>>;
-    const brokenEnv = { ...env, SOURCES: { ...sources, [SOURCE]: { ...sources[SOURCE], destination: "ftp://nowhere" } } } as Env;
+    const brokenEnv = {
+      ...env,
+      SOURCES: { ...sources, [SOURCE]: { ...sources[SOURCE], destination: "ftp://nowhere" } },
+    } as Env;
     const batch = createMessageBatch<QueuedWork>("webhook-work", [
       { id: "broken-source-1", timestamp: new Date(), attempts: 1, body: { source: SOURCE, receiptIds: [receiptId] } },
     ]);
@@ -230,7 +265,9 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await worker.queue(batch, brokenEnv, ctx);
     // The consumer sent the receipt back as a new message and acknowledged the one it was given.
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["broken-source-1"]);
-    const waiting = await env.DB.prepare("SELECT status, attempts, next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?")
+    const waiting = await env.DB.prepare(
+      "SELECT status, attempts, next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?",
+    )
       .bind(receiptId)
       .first<{ status: string; attempts: number; nextAttemptAt: number | null }>();
     expect(waiting).toMatchObject({ status: "pending", attempts: 0 });
@@ -240,7 +277,9 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // So the cron, which takes a never-attempted receipt this old for one whose message was lost, sends no copy.
     const run = await cronRun(Date.now());
     expect(run.failures).toBeNull();
-    const after = await env.DB.prepare("SELECT next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?").bind(receiptId).first<{ nextAttemptAt: number }>();
+    const after = await env.DB.prepare("SELECT next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ nextAttemptAt: number }>();
     expect(after!.nextAttemptAt).toBe(waiting!.nextAttemptAt);
     expect(run.counts.redrive.overdueReenqueued).toBe(0);
   });
@@ -249,7 +288,13 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const clock = laterClock();
     // The newest probe the cron sent (ten minutes ago by the wall clock) is still unhandled: the consumer is behind.
     // The last one it handled was sent an hour before this run.
-    await writeCheckpoint(env, "*", "queue-probe-sent", { sentAt: clock - 10 * MINUTE, wallAt: Date.now() - 10 * MINUTE }, clock);
+    await writeCheckpoint(
+      env,
+      "*",
+      "queue-probe-sent",
+      { sentAt: clock - 10 * MINUTE, wallAt: Date.now() - 10 * MINUTE },
+      clock,
+    );
     await writeCheckpoint(env, "*", "queue-probe-handled", { sentAt: clock - HOUR }, clock);
     // Relayed after the handled probe: its message is somewhere in the backlog ahead of the consumer.
     const inBacklog = `msg_backlog_${unique()}`;
@@ -265,7 +310,9 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await row(inBacklogId)).toMatchObject({ status: "pending", nextAttemptAt: null });
 
     // The run sent a probe of its own; the real consumer handles it once everything sent before it is delivered.
-    await eventually(async () => ((await readCheckpoint<{ sentAt: number }>(env, "*", "queue-probe-handled"))?.sentAt === clock ? true : undefined));
+    await eventually(async () =>
+      (await readCheckpoint<{ sentAt: number }>(env, "*", "queue-probe-handled"))?.sentAt === clock ? true : undefined,
+    );
     // Caught up, and the backlog receipt never came: now it is lost, and the next run sends it.
     const next = await cronRun(clock + 1000);
     expect(next.failures).toBeNull();

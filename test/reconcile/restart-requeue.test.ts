@@ -2,10 +2,10 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { utf8Bytes } from "../../src/crypto/encoding";
+import worker from "../../src/index";
 import { ulid } from "../../src/lib/ulid";
 import type { WorkMessage } from "../../src/model/work-message";
-import worker from "../../src/index";
-import { remainingDelaySeconds, RESTART_REQUEUE_CRON } from "../../src/reconcile/restart-requeue";
+import { RESTART_REQUEUE_CRON, remainingDelaySeconds } from "../../src/reconcile/restart-requeue";
 import { waitForStatus } from "../support/deliveries";
 import { unique } from "./support";
 
@@ -18,14 +18,29 @@ import { unique } from "./support";
 const SOURCE = "reconcile-stuck";
 
 /** A receipt the relay wrote and whose queue message is gone (the dev server restarted). */
-async function receiptWithoutMessage(eventKey: string, fields: { status: string; nextAttemptAt?: number; leaseUntil?: number; attempts?: number }) {
+async function receiptWithoutMessage(
+  eventKey: string,
+  fields: { status: string; nextAttemptAt?: number; leaseUntil?: number; attempts?: number },
+) {
   const receiptId = ulid();
   const now = Date.now();
   await env.DB.prepare(
     `INSERT INTO receipts (id, source, event_key, payload_sha256, body, received_at, relayed_at, status, next_attempt_at, lease_until, attempts)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
-    .bind(receiptId, SOURCE, eventKey, "0".repeat(64), utf8Bytes("{}"), now, now, fields.status, fields.nextAttemptAt ?? null, fields.leaseUntil ?? null, fields.attempts ?? 0)
+    .bind(
+      receiptId,
+      SOURCE,
+      eventKey,
+      "0".repeat(64),
+      utf8Bytes("{}"),
+      now,
+      now,
+      fields.status,
+      fields.nextAttemptAt ?? null,
+      fields.leaseUntil ?? null,
+      fields.attempts ?? 0,
+    )
     .run();
   return receiptId;
 }
@@ -40,7 +55,11 @@ function observedQueue() {
     },
     sendBatch: (messages: Iterable<MessageSendRequest<WorkMessage>>, options?: QueueSendBatchOptions) => {
       const list = [...messages];
-      for (const message of list) sent.push({ receiptIds: message.body.receiptIds, delaySeconds: message.delaySeconds ?? options?.delaySeconds ?? 0 });
+      for (const message of list)
+        sent.push({
+          receiptIds: message.body.receiptIds,
+          delaySeconds: message.delaySeconds ?? options?.delaySeconds ?? 0,
+        });
       return env.WORK_QUEUE.sendBatch(list, options);
     },
   };
@@ -48,7 +67,11 @@ function observedQueue() {
 }
 
 function askToRequeue(vars: Record<string, string | undefined>, queue: object) {
-  return worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: RESTART_REQUEUE_CRON }), { ...env, ...vars, WORK_QUEUE: queue } as unknown as Env);
+  return worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: RESTART_REQUEUE_CRON }), {
+    ...env,
+    ...vars,
+    WORK_QUEUE: queue,
+  } as unknown as Env);
 }
 
 const delayOf = (sent: { receiptIds: string[]; delaySeconds: number }[], receiptId: string) =>
@@ -69,9 +92,21 @@ describe("refilling the local queue after a restart", () => {
   it("sends every unfinished receipt again with what is left of its delay, once per boot, and it is applied", async () => {
     const neverAttempted = `msg_restart_lost_${unique()}`;
     const neverAttemptedId = await receiptWithoutMessage(neverAttempted, { status: "pending" });
-    const retryId = await receiptWithoutMessage(`msg_restart_retry_${unique()}`, { status: "pending", nextAttemptAt: Date.now() + 90_000, attempts: 1 });
-    const overdueId = await receiptWithoutMessage(`msg_restart_overdue_${unique()}`, { status: "pending", nextAttemptAt: Date.now() - 60_000, attempts: 1 });
-    const leasedId = await receiptWithoutMessage(`msg_restart_leased_${unique()}`, { status: "processing", leaseUntil: Date.now() + 40_000, attempts: 1 });
+    const retryId = await receiptWithoutMessage(`msg_restart_retry_${unique()}`, {
+      status: "pending",
+      nextAttemptAt: Date.now() + 90_000,
+      attempts: 1,
+    });
+    const overdueId = await receiptWithoutMessage(`msg_restart_overdue_${unique()}`, {
+      status: "pending",
+      nextAttemptAt: Date.now() - 60_000,
+      attempts: 1,
+    });
+    const leasedId = await receiptWithoutMessage(`msg_restart_leased_${unique()}`, {
+      status: "processing",
+      leaseUntil: Date.now() + 40_000,
+      attempts: 1,
+    });
     const doneId = await receiptWithoutMessage(`msg_restart_done_${unique()}`, { status: "processed", attempts: 1 });
 
     const { sent, queue } = observedQueue();
@@ -86,7 +121,11 @@ describe("refilling the local queue after a restart", () => {
     expect(leaseDelay).toBeLessThanOrEqual(40);
     expect(delayOf(sent, doneId)).toEqual([]);
     // Each unfinished receipt once.
-    expect(sent.flatMap((message) => message.receiptIds).filter((id) => [neverAttemptedId, retryId, overdueId, leasedId].includes(id)).length).toBe(4);
+    expect(
+      sent
+        .flatMap((message) => message.receiptIds)
+        .filter((id) => [neverAttemptedId, retryId, overdueId, leasedId].includes(id)).length,
+    ).toBe(4);
 
     expect(await waitForStatus(SOURCE, neverAttempted, ["skipped"])).toBe("skipped");
 
@@ -101,7 +140,11 @@ describe("refilling the local queue after a restart", () => {
     expect(remainingDelaySeconds({ status: "pending", nextAttemptAt: null, leaseUntil: null }, now)).toBe(0);
     expect(remainingDelaySeconds({ status: "pending", nextAttemptAt: now - 1, leaseUntil: null }, now)).toBe(0);
     expect(remainingDelaySeconds({ status: "pending", nextAttemptAt: now + 1_500, leaseUntil: null }, now)).toBe(2);
-    expect(remainingDelaySeconds({ status: "processing", nextAttemptAt: null, leaseUntil: now + 30_000 }, now)).toBe(30);
-    expect(remainingDelaySeconds({ status: "processing", nextAttemptAt: now + 60_000, leaseUntil: now - 1 }, now)).toBe(0);
+    expect(remainingDelaySeconds({ status: "processing", nextAttemptAt: null, leaseUntil: now + 30_000 }, now)).toBe(
+      30,
+    );
+    expect(remainingDelaySeconds({ status: "processing", nextAttemptAt: now + 60_000, leaseUntil: now - 1 }, now)).toBe(
+      0,
+    );
   });
 });

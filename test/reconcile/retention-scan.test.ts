@@ -10,7 +10,11 @@ const T0 = 1_790_000_000_000;
 
 describe("what the shards keep", () => {
   it("lists each undeleted receipt's claim keys, and past the cap checks only up to the first one left out", () => {
-    const undeleted = Array.from({ length: MAX_KEPT_PER_SOURCE + 2 }, (_, index) => ({ id: ulid(T0 + index), eventKey: `evt_${index}`, payloadSha256: `sha_${index}` }));
+    const undeleted = Array.from({ length: MAX_KEPT_PER_SOURCE + 2 }, (_, index) => ({
+      id: ulid(T0 + index),
+      eventKey: `evt_${index}`,
+      payloadSha256: `sha_${index}`,
+    }));
     const few = shardKeepOf(undeleted.slice(0, 2), T0 + DAY);
     expect(few).toEqual({ checkedBefore: T0 + DAY, keys: ["evt_0", "sha_0", "evt_1", "sha_1"] });
     const many = shardKeepOf(undeleted, T0 + DAY);
@@ -23,7 +27,9 @@ describe("what the shards keep", () => {
     const source = { dedupeRetentionMs: 35 * DAY } as SourceConfig;
     const now = T0 + 40 * DAY;
     const keys = Array.from({ length: 40 }, (_, index) => `evt_${index}`);
-    const perShard = Array.from({ length: 8 }, (_, shard) => shardPrune({ checkedBefore: T0, keys }, source, now, shard, 8));
+    const perShard = Array.from({ length: 8 }, (_, shard) =>
+      shardPrune({ checkedBefore: T0, keys }, source, now, shard, 8),
+    );
     expect(perShard.flatMap((prune) => prune.keepKeys).sort()).toEqual([...keys].sort());
     perShard.forEach((prune, shard) => prune.keepKeys.forEach((key) => expect(shardIndex(key, 8)).toBe(shard)));
     expect(perShard[0]!.keyCutoff).toBe(T0); // the scan lags the clock
@@ -51,7 +57,8 @@ describe("held bodies", () => {
     const retention = { payloadRetentionMs: 7 * DAY, deadLetterRetentionMs: 20 * DAY };
     const receipt = (status: string, bodyRetained = true) => ({ status, receivedAt: T0, bodyRetained });
     expect(bodyDropsAt(receipt("dead"), retention)).toBe(T0 + 20 * DAY);
-    for (const status of ["processed", "stale", "skipped", "dismissed"]) expect(bodyDropsAt(receipt(status), retention)).toBe(T0 + 7 * DAY);
+    for (const status of ["processed", "stale", "skipped", "dismissed"])
+      expect(bodyDropsAt(receipt(status), retention)).toBe(T0 + 7 * DAY);
     for (const status of ["pending", "processing"]) expect(bodyDropsAt(receipt(status), retention)).toBeNull();
     expect(bodyDropsAt(receipt("dead", false), retention)).toBeNull();
     expect(bodyDropsAt(receipt("dead"), null)).toBeNull();

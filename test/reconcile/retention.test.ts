@@ -1,9 +1,9 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { dismissAnywhere } from "../../src/admin/dismiss";
+import { claimEvent } from "../../src/claims/claim-event";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { claimEvent } from "../../src/claims/claim-event";
-import { dismissAnywhere } from "../../src/admin/dismiss";
 import { replayReceipt } from "../../src/replay/replay";
 import { loadSources } from "../../src/sources/registry";
 import { adminGet } from "../admin/support";
@@ -18,7 +18,15 @@ async function receivedAgo(eventKey: string, body: string, ageMs: number, now: n
   const source = loadSources(env).get(SOURCE)!;
   return claimEvent(env, {
     source,
-    identity: { eventKey, eventKeyOrigin: "provider-id", eventKeySigned: true, eventType: "thing.happened", subjectId: null, version: null, occurredAt: null },
+    identity: {
+      eventKey,
+      eventKeyOrigin: "provider-id",
+      eventKeySigned: true,
+      eventType: "thing.happened",
+      subjectId: null,
+      version: null,
+      occurredAt: null,
+    },
     rawBody: utf8Bytes(body),
     keptHeaders: { "content-type": "application/json" },
     receivedAt: now - ageMs,
@@ -51,16 +59,21 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await receivedAgo(justInside, body("34d"), 34 * DAY, now);
     await receivedAgo(expired, body("36d"), 36 * DAY, now);
     await receivedAgo(stillPending, body("pending"), 36 * DAY, now);
-    for (const eventKey of [weekOld, justInside, expired, stillPending]) expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
+    for (const eventKey of [weekOld, justInside, expired, stillPending])
+      expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
     expect(await rowCount("committed", expired)).toBe(1);
     // A receipt still waiting on a long retry is not terminal, however old.
-    await env.DB.prepare("UPDATE receipts SET status = 'pending', next_attempt_at = ? WHERE source = ? AND event_key = ?")
+    await env.DB.prepare(
+      "UPDATE receipts SET status = 'pending', next_attempt_at = ? WHERE source = ? AND event_key = ?",
+    )
       .bind(now + DAY, SOURCE, stillPending)
       .run();
     expect(await tombstone(expired)).not.toBeNull();
     // The cron's own history is kept 35 days too.
     const oldRunId = `old_run_${tag}`;
-    await env.DB.prepare("INSERT INTO reconcile_runs (id, clock, started_at) VALUES (?, ?, ?)").bind(oldRunId, now - 36 * DAY, now - 36 * DAY).run();
+    await env.DB.prepare("INSERT INTO reconcile_runs (id, clock, started_at) VALUES (?, ?, ?)")
+      .bind(oldRunId, now - 36 * DAY, now - 36 * DAY)
+      .run();
 
     // Shard visits rotate when there are more shards than the per-run budget: run until this key's shard was seen.
     const runs = await cronUntil(now, async () => (await tombstone(expired)) === null);
@@ -85,7 +98,10 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await receipt(SOURCE, stillPending)).toMatchObject({ status: "pending", hasBody: 1 });
     expect(await tombstone(stillPending)).toMatchObject({ relayed: true });
     const pendingResend = await deliverLive(SOURCE, stillPending, body("pending"));
-    expect(await pendingResend.json()).toEqual({ status: "duplicate", receipt: (await receipt(SOURCE, stillPending))?.receiptId });
+    expect(await pendingResend.json()).toEqual({
+      status: "duplicate",
+      receipt: (await receipt(SOURCE, stillPending))?.receiptId,
+    });
 
     // A resend after the body is gone is still recognised by its key and hash.
     const resend = await deliverLive(SOURCE, weekOld, body("week"));
@@ -99,17 +115,28 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const body = (name: string, copy: string) => JSON.stringify({ type: "thing.happened", data: { name, copy, tag } });
     const weekOld = `msg_q_week_${tag}`;
     const expired = `msg_q_36d_${tag}`;
-    for (const [eventKey, ageMs] of [[weekOld, 8 * DAY], [expired, 36 * DAY]] as const) {
+    for (const [eventKey, ageMs] of [
+      [weekOld, 8 * DAY],
+      [expired, 36 * DAY],
+    ] as const) {
       await receivedAgo(eventKey, body(eventKey, "original"), ageMs, now);
       // Same key, other bytes: quarantined, received as long ago as the original.
       expect((await receivedAgo(eventKey, body(eventKey, "changed"), ageMs, now)).disposition).toBe("quarantined");
     }
     const evidence = (eventKey: string) =>
-      env.DB.prepare("SELECT body IS NOT NULL AS hasBody, kept_headers AS keptHeaders FROM quarantine WHERE source = ? AND event_key = ?")
+      env.DB.prepare(
+        "SELECT body IS NOT NULL AS hasBody, kept_headers AS keptHeaders FROM quarantine WHERE source = ? AND event_key = ?",
+      )
         .bind(SOURCE, eventKey)
         .first<{ hasBody: number; keptHeaders: string | null }>();
     for (const eventKey of [weekOld, expired]) {
-      expect(await eventually(async () => (await evidence(eventKey)) ?? undefined, 15_000, `quarantine of ${eventKey} in D1`)).toMatchObject({ hasBody: 1 });
+      expect(
+        await eventually(
+          async () => (await evidence(eventKey)) ?? undefined,
+          15_000,
+          `quarantine of ${eventKey} in D1`,
+        ),
+      ).toMatchObject({ hasBody: 1 });
     }
 
     const run = await cronRun(now);
@@ -130,33 +157,60 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const replayed = `msg_dead_replayed_${tag}`;
     const pastItsRetention = `msg_dead_25d_${tag}`;
     const ages = { [kept]: 8 * DAY, [dismissed]: 8 * DAY, [replayed]: 8 * DAY, [pastItsRetention]: 25 * DAY };
-    for (const [eventKey, ageMs] of Object.entries(ages)) await receivedAgo(eventKey, JSON.stringify({ type: "thing.happened", data: { eventKey } }), ageMs, now);
+    for (const [eventKey, ageMs] of Object.entries(ages))
+      await receivedAgo(eventKey, JSON.stringify({ type: "thing.happened", data: { eventKey } }), ageMs, now);
     for (const eventKey of Object.keys(ages)) {
       expect(await waitForStatus(SOURCE, eventKey)).toBe("processed");
       // As the consumer leaves a delivery that ran out of retries.
-      await env.DB.prepare("UPDATE receipts SET status = 'dead', last_error = 'destination kept failing' WHERE source = ? AND event_key = ?").bind(SOURCE, eventKey).run();
+      await env.DB.prepare(
+        "UPDATE receipts SET status = 'dead', last_error = 'destination kept failing' WHERE source = ? AND event_key = ?",
+      )
+        .bind(SOURCE, eventKey)
+        .run();
     }
 
     // Past payload retention (7 days): every dead letter inside its own retention keeps its body, so it can be replayed.
     expect((await cronRun(now)).failures).toBeNull();
-    for (const eventKey of [kept, dismissed, replayed]) expect(await receipt(SOURCE, eventKey), eventKey).toMatchObject({ status: "dead", hasBody: 1 });
+    for (const eventKey of [kept, dismissed, replayed])
+      expect(await receipt(SOURCE, eventKey), eventKey).toMatchObject({ status: "dead", hasBody: 1 });
     expect(await receipt(SOURCE, pastItsRetention)).toMatchObject({ status: "dead", hasBody: 0, keptHeaders: null });
     expect(await tombstone(pastItsRetention)).not.toBeNull();
 
     // The admin API and the dashboard say when it goes.
     const keptReceipt = (await receipt(SOURCE, kept))!;
-    const detail = await (await adminGet(`/admin/api/receipts/${keptReceipt.receiptId}`)).json<{ receipt: { bodyDropsAt: number | null } }>();
+    const detail = await (await adminGet(`/admin/api/receipts/${keptReceipt.receiptId}`)).json<{
+      receipt: { bodyDropsAt: number | null };
+    }>();
     expect(detail.receipt.bodyDropsAt).toBe(keptReceipt.receivedAt + 20 * DAY);
     const expiredReceipt = (await receipt(SOURCE, pastItsRetention))!;
-    expect((await (await adminGet(`/admin/api/receipts/${expiredReceipt.receiptId}`)).json<{ receipt: { bodyDropsAt: number | null } }>()).receipt.bodyDropsAt).toBeNull();
-    const session = (await exports.default.fetch(new Request("https://receiver.test/admin/login", {
-      method: "POST",
-      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
-      headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" },
-      redirect: "manual",
-    }))).headers.get("set-cookie")!.split(";")[0]!;
-    const receiptPage = await (await exports.default.fetch(new Request(`https://receiver.test/admin/receipts/${keptReceipt.receiptId}`, { headers: { cookie: session } }))).text();
-    const dropsAt = new Date(keptReceipt.receivedAt + 20 * DAY).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+    expect(
+      (
+        await (
+          await adminGet(`/admin/api/receipts/${expiredReceipt.receiptId}`)
+        ).json<{ receipt: { bodyDropsAt: number | null } }>()
+      ).receipt.bodyDropsAt,
+    ).toBeNull();
+    const session = (
+      await exports.default.fetch(
+        new Request("https://receiver.test/admin/login", {
+          method: "POST",
+          body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+          headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://receiver.test" },
+          redirect: "manual",
+        }),
+      )
+    ).headers
+      .get("set-cookie")!
+      .split(";")[0]!;
+    const receiptPage = await (
+      await exports.default.fetch(
+        new Request(`https://receiver.test/admin/receipts/${keptReceipt.receiptId}`, { headers: { cookie: session } }),
+      )
+    ).text();
+    const dropsAt = new Date(keptReceipt.receivedAt + 20 * DAY)
+      .toISOString()
+      .replace("T", " ")
+      .replace(/\.\d+Z$/, "Z");
     expect(receiptPage).toMatch(new RegExp(`id="body-drops-at"[^>]*>Kept until ${dropsAt} \\(dead-letter retention`));
 
     // Dismissed, or replayed and finished: the body goes at payload retention, though the scan went past it as a dead letter.

@@ -24,7 +24,9 @@ export interface RecordedRun {
 }
 
 export async function runsAt(clock: number): Promise<RecordedRun[]> {
-  const rows = await env.DB.prepare("SELECT id AS runId, clock, counts, failures FROM reconcile_runs WHERE clock = ? ORDER BY started_at")
+  const rows = await env.DB.prepare(
+    "SELECT id AS runId, clock, counts, failures FROM reconcile_runs WHERE clock = ? ORDER BY started_at",
+  )
     .bind(clock)
     .all<{ runId: string; clock: number; counts: string; failures: string | null }>();
   return rows.results.map((row) => ({
@@ -109,10 +111,19 @@ export function stripeEvent(eventId: string, createdMs: number, objectId: string
 /** A live Stripe delivery: `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body" keyed by the whsec_ text>`. */
 export async function deliverStripe(source: string, body: string): Promise<Response> {
   const timestamp = Math.floor(Date.now() / 1000);
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(env.RECONCILE_STRIPE_WEBHOOK_SECRET), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(env.RECONCILE_STRIPE_WEBHOOK_SECRET),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${timestamp}.${body}`)));
   const hex = [...mac].map((byte) => byte.toString(16).padStart(2, "0")).join("");
-  return post(`/webhooks/${source}`, body, { "stripe-signature": `t=${timestamp},v1=${hex}`, "content-type": "application/json" });
+  return post(`/webhooks/${source}`, body, {
+    "stripe-signature": `t=${timestamp},v1=${hex}`,
+    "content-type": "application/json",
+  });
 }
 
 /** A live delivery to a Standard Webhooks test source (signed under the demo secret). */
@@ -126,5 +137,12 @@ export async function receipt(source: string, eventKey: string) {
      FROM receipts WHERE source = ? AND event_key = ?`,
   )
     .bind(source, eventKey)
-    .first<{ receiptId: string; status: string; provenance: string; hasBody: number; keptHeaders: string | null; receivedAt: number }>();
+    .first<{
+      receiptId: string;
+      status: string;
+      provenance: string;
+      hasBody: number;
+      keptHeaders: string | null;
+      receivedAt: number;
+    }>();
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { adminPost } from "../admin/support";
-import { eventually } from "../support/deliveries";
 import { attemptRows, receiptRow, seedReceipt } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
 
 /**
  * A bulk replay of dead letters that fail again at once: proc-forward-gone forwards to a destination that always
@@ -16,10 +16,16 @@ interface BulkReplay {
 }
 
 async function deadAgain(receiptId: string): Promise<void> {
-  await eventually(async () => {
-    const row = await receiptRow(receiptId);
-    return row.status === "dead" && row.replayCount === 1 && (await attemptRows(receiptId)).length >= 1 ? true : undefined;
-  }, 15_000, `${receiptId} to be dead again after its replay`);
+  await eventually(
+    async () => {
+      const row = await receiptRow(receiptId);
+      return row.status === "dead" && row.replayCount === 1 && (await attemptRows(receiptId)).length >= 1
+        ? true
+        : undefined;
+    },
+    15_000,
+    `${receiptId} to be dead again after its replay`,
+  );
 }
 
 describe("bulk replay by filter, page by page", () => {
@@ -28,9 +34,23 @@ describe("bulk replay by filter, page by page", () => {
     const eventType = `bulk.cursor.${slice}`;
     const dead: string[] = [];
     for (let index = 0; index < 5; index += 1) {
-      dead.push(await seedReceipt({ source: "proc-forward-gone", eventType, payload: { index }, receivedAt: slice + index, status: "dead" }));
+      dead.push(
+        await seedReceipt({
+          source: "proc-forward-gone",
+          eventType,
+          payload: { index },
+          receivedAt: slice + index,
+          status: "dead",
+        }),
+      );
     }
-    const filter = { source: "proc-forward-gone", type: eventType, since: slice, until: new Date(slice + 10).toISOString(), limit: 2 };
+    const filter = {
+      source: "proc-forward-gone",
+      type: eventType,
+      since: slice,
+      until: new Date(slice + 10).toISOString(),
+      limit: 2,
+    };
 
     const replayedIds: string[] = [];
     let after: string | undefined;
@@ -53,6 +73,8 @@ describe("bulk replay by filter, page by page", () => {
   it("refuses an after that is not a cursor", async () => {
     const response = await adminPost("/admin/api/dead/replay", { source: "proc-forward-gone", after: "not-a-cursor" });
     expect(response.status).toBe(400);
-    expect((await response.json<{ error: { message: string } }>()).error.message).toContain('"after" must be the "cursor"');
+    expect((await response.json<{ error: { message: string } }>()).error.message).toContain(
+      '"after" must be the "cursor"',
+    );
   });
 });

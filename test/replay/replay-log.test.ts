@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers";
+import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { receiptDetail } from "../../src/admin/queries";
 import { timeline } from "../../src/admin/dashboard/pages/receipt";
+import { receiptDetail } from "../../src/admin/queries";
 import { database } from "../../src/db/client";
 import { receipts, replays } from "../../src/db/schema";
 import { applyRetention } from "../../src/reconcile/retention";
 import { replayDeadReceipts, replayReceipt } from "../../src/replay/replay";
 import { loadSources } from "../../src/sources/registry";
-import { eq } from "drizzle-orm";
 import { adminGet, adminPost } from "../admin/support";
-import { eventually } from "../support/deliveries";
 import { seedReceipt } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
 
 /**
  * The replay log: one `replays` row per replay, written with the reset (same batch, same condition), shown by the
@@ -25,26 +25,42 @@ async function logOf(receiptId: string) {
 }
 
 async function replayCount(receiptId: string): Promise<number> {
-  const [row] = await database(env).select({ replayCount: receipts.replayCount }).from(receipts).where(eq(receipts.receiptId, receiptId));
+  const [row] = await database(env)
+    .select({ replayCount: receipts.replayCount })
+    .from(receipts)
+    .where(eq(receipts.receiptId, receiptId));
   return row?.replayCount ?? -1;
 }
 
 /** Waits until the replayed run has finished (the receipt is neither pending nor processing). */
 async function settled(receiptId: string): Promise<string> {
-  return eventually(async () => {
-    const [row] = await database(env).select({ status: receipts.status }).from(receipts).where(eq(receipts.receiptId, receiptId));
-    return row && !["pending", "processing"].includes(row.status) ? row.status : undefined;
-  }, 15_000, `${receiptId} to settle`);
+  return eventually(
+    async () => {
+      const [row] = await database(env)
+        .select({ status: receipts.status })
+        .from(receipts)
+        .where(eq(receipts.receiptId, receiptId));
+      return row && !["pending", "processing"].includes(row.status) ? row.status : undefined;
+    },
+    15_000,
+    `${receiptId} to settle`,
+  );
 }
 
 describe("the replay log", () => {
   it("keeps every replay — when, from which status, through which door — and the timeline shows each one", async () => {
     const receiptId = await seedReceipt({ source: SOURCE, payload: { type: "thing.happened" }, status: "dead" });
     const first = Date.now();
-    expect(await replayReceipt(env, receiptId, first, "api")).toMatchObject({ kind: "replayed", previousStatus: "dead" });
+    expect(await replayReceipt(env, receiptId, first, "api")).toMatchObject({
+      kind: "replayed",
+      previousStatus: "dead",
+    });
     expect(await settled(receiptId)).toBe("processed");
     const second = Date.now() + 1;
-    expect(await replayReceipt(env, receiptId, second, "dashboard")).toMatchObject({ kind: "replayed", previousStatus: "processed" });
+    expect(await replayReceipt(env, receiptId, second, "dashboard")).toMatchObject({
+      kind: "replayed",
+      previousStatus: "processed",
+    });
     expect(await settled(receiptId)).toBe("processed");
 
     expect(await logOf(receiptId)).toEqual([
@@ -60,12 +76,19 @@ describe("the replay log", () => {
     const replayEntries = timeline(detail).filter((entry) => entry.state === "replay");
     expect(replayEntries).toEqual([
       { at: first, label: "Replay 1 of 2: enqueued again", state: "replay", detail: "was dead, through the admin API" },
-      { at: second, label: "Replay 2 of 2: enqueued again", state: "replay", detail: "was processed, from the dashboard" },
+      {
+        at: second,
+        label: "Replay 2 of 2: enqueued again",
+        state: "replay",
+        detail: "was processed, from the dashboard",
+      },
     ]);
     // Each replay sits before the attempt it started.
     const order = timeline(detail).map((entry) => entry.label);
     expect(order.indexOf("Replay 1 of 2: enqueued again")).toBeLessThan(order.indexOf("Replay 2 of 2: enqueued again"));
-    expect(order.findIndex((label) => label.startsWith("Attempt"))).toBeGreaterThan(order.indexOf("Replay 1 of 2: enqueued again"));
+    expect(order.findIndex((label) => label.startsWith("Attempt"))).toBeGreaterThan(
+      order.indexOf("Replay 1 of 2: enqueued again"),
+    );
   });
 
   it("writes nothing for a replay that does not happen", async () => {
@@ -81,7 +104,9 @@ describe("the replay log", () => {
 
   it("logs exactly the replays that won when several race for one receipt", async () => {
     const receiptId = await seedReceipt({ source: SOURCE, payload: {}, status: "dead" });
-    const results = await Promise.all(Array.from({ length: 4 }, () => replayReceipt(env, receiptId, Date.now(), "api")));
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => replayReceipt(env, receiptId, Date.now(), "api")),
+    );
     const won = results.filter((result) => result.kind === "replayed").length;
     expect(won).toBeGreaterThanOrEqual(1);
     await settled(receiptId);
@@ -95,12 +120,21 @@ describe("the replay log", () => {
     const source = "proc-forward-gone";
     const received = Date.parse("2026-10-20T00:00:00Z");
     const ids = [];
-    for (let index = 0; index < 3; index++) ids.push(await seedReceipt({ source, payload: {}, status: "dead", receivedAt: received + index }));
+    for (let index = 0; index < 3; index++)
+      ids.push(await seedReceipt({ source, payload: {}, status: "dead", receivedAt: received + index }));
     const bystander = await seedReceipt({ source, payload: {}, status: "processed", receivedAt: received + 5 });
     const now = Date.now();
-    const page = await replayDeadReceipts(env, { source, receivedFrom: received, receivedBefore: received + 10, limit: 2 }, now, "api");
+    const page = await replayDeadReceipts(
+      env,
+      { source, receivedFrom: received, receivedBefore: received + 10, limit: 2 },
+      now,
+      "api",
+    );
     expect(page).toMatchObject({ replayed: 2, more: true });
-    for (const id of page.receiptIds) expect(await logOf(id)).toEqual([{ receiptId: id, replayNumber: 1, replayedAt: now, previousStatus: "dead", requestedBy: "api" }]);
+    for (const id of page.receiptIds)
+      expect(await logOf(id)).toEqual([
+        { receiptId: id, replayNumber: 1, replayedAt: now, previousStatus: "dead", requestedBy: "api" },
+      ]);
     const untouched = ids.filter((id) => !page.receiptIds.includes(id));
     expect(untouched).toHaveLength(1);
     for (const id of [...untouched, bystander]) expect(await logOf(id)).toEqual([]);
@@ -111,12 +145,17 @@ describe("the replay log", () => {
     expect((await adminPost(`/admin/api/receipts/${receiptId}/replay`, {})).status).toBe(202);
     await settled(receiptId);
     const detail = (await (await adminGet(`/admin/api/receipts/${receiptId}`)).json()) as { replays: unknown[] };
-    expect(detail.replays).toEqual([{ replayNumber: 1, replayedAt: expect.any(Number), previousStatus: "dead", requestedBy: "api" }]);
+    expect(detail.replays).toEqual([
+      { replayNumber: 1, replayedAt: expect.any(Number), previousStatus: "dead", requestedBy: "api" },
+    ]);
   });
 
   it("a receipt replayed before the log existed still shows its latest replay", async () => {
     const receiptId = await seedReceipt({ source: SOURCE, payload: {}, status: "processed" });
-    await database(env).update(receipts).set({ replayCount: 3, replayedAt: 1_790_000_000_000 }).where(eq(receipts.receiptId, receiptId));
+    await database(env)
+      .update(receipts)
+      .set({ replayCount: 3, replayedAt: 1_790_000_000_000 })
+      .where(eq(receipts.receiptId, receiptId));
     expect((await receiptDetail(database(env), receiptId))!.replays).toEqual([
       { replayNumber: 3, replayedAt: 1_790_000_000_000, previousStatus: null, requestedBy: null },
     ]);
@@ -125,12 +164,19 @@ describe("the replay log", () => {
   it("leaves with its receipt when retention deletes the key", async () => {
     const config = loadSources(env).get(SOURCE)!;
     const now = Date.now();
-    const old = await seedReceipt({ source: SOURCE, payload: {}, status: "processed", receivedAt: now - config.dedupeRetentionMs - 86_400_000 });
+    const old = await seedReceipt({
+      source: SOURCE,
+      payload: {},
+      status: "processed",
+      receivedAt: now - config.dedupeRetentionMs - 86_400_000,
+    });
     const kept = await seedReceipt({ source: SOURCE, payload: {}, status: "processed", receivedAt: now - 86_400_000 });
-    await database(env).insert(replays).values([
-      { receiptId: old, replayNumber: 1, replayedAt: now - 1000, previousStatus: "dead", requestedBy: "api" },
-      { receiptId: kept, replayNumber: 1, replayedAt: now - 1000, previousStatus: "dead", requestedBy: "dashboard" },
-    ]);
+    await database(env)
+      .insert(replays)
+      .values([
+        { receiptId: old, replayNumber: 1, replayedAt: now - 1000, previousStatus: "dead", requestedBy: "api" },
+        { receiptId: kept, replayNumber: 1, replayedAt: now - 1000, previousStatus: "dead", requestedBy: "dashboard" },
+      ]);
     const counts = await applyRetention(env, [config], now);
     expect(counts.keysExpired).toBeGreaterThanOrEqual(1);
     expect(await logOf(old)).toEqual([]);

@@ -1,22 +1,36 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
-import { base, parsed, problemsOf } from "../support/source-tables";
 import { ADMIN } from "../admin/support";
+import { base, parsed, problemsOf } from "../support/source-tables";
 
 /** `[[vars.SOURCES.<name>.routes]]`: one or several routes per source, every option checked when config loads. */
-
 
 describe("a source's routes", () => {
   it("a source's own destination is one route named default, with no rules", () => {
     const source = parsed({ destination: "handler:accounts" });
     expect(source.destination).toEqual({ kind: "handler", handlerName: "accounts" });
-    expect(source.route).toEqual({ name: "default", filter: null, schema: null, transform: null, headers: null, control: null });
+    expect(source.route).toEqual({
+      name: "default",
+      filter: null,
+      schema: null,
+      transform: null,
+      headers: null,
+      control: null,
+    });
   });
 
   it("one listed route gives the source its destination, filter, schema and transform", () => {
     const source = parsed({
-      routes: [{ name: "slack", destination: "https://hooks.example.com/x", filter: { type: "a.b" }, schema: { type: "object" }, transform: '{"text": type}' }],
+      routes: [
+        {
+          name: "slack",
+          destination: "https://hooks.example.com/x",
+          filter: { type: "a.b" },
+          schema: { type: "object" },
+          transform: '{"text": type}',
+        },
+      ],
     });
     expect(source.destination).toMatchObject({ kind: "forward", url: "https://hooks.example.com/x" });
     expect(source.route.name).toBe("slack");
@@ -33,17 +47,44 @@ describe("a source's routes", () => {
         { name: "c", destination: "none" },
       ],
     });
-    expect(source.routes.map(({ rules, destination }) => [rules.name, destination.kind])).toEqual([["a", "handler"], ["b", "forward"], ["c", "none"]]);
+    expect(source.routes.map(({ rules, destination }) => [rules.name, destination.kind])).toEqual([
+      ["a", "handler"],
+      ["b", "forward"],
+      ["c", "none"],
+    ]);
     expect(source.routes[1]!.rules.filter).toBeTypeOf("function");
     expect(source.route.name).toBe("a");
-    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "a", destination: "none" }] })).toEqual([expect.stringMatching(/route name "a" is used twice/)]);
-    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "b", destination: "handler:nope" }] })).toEqual(['SOURCES.example: no handler named "nope" is registered']);
-    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { name: "b", destination: "handler:accounts", filter: { type: { $where: "1" } } }] })).toEqual([
-      "SOURCES.example route b: filter: unsupported operator $where",
+    expect(
+      problemsOf({
+        routes: [
+          { name: "a", destination: "handler:accounts" },
+          { name: "a", destination: "none" },
+        ],
+      }),
+    ).toEqual([expect.stringMatching(/route name "a" is used twice/)]);
+    expect(
+      problemsOf({
+        routes: [
+          { name: "a", destination: "handler:accounts" },
+          { name: "b", destination: "handler:nope" },
+        ],
+      }),
+    ).toEqual(['SOURCES.example: no handler named "nope" is registered']);
+    expect(
+      problemsOf({
+        routes: [
+          { name: "a", destination: "handler:accounts" },
+          { name: "b", destination: "handler:accounts", filter: { type: { $where: "1" } } },
+        ],
+      }),
+    ).toEqual(["SOURCES.example route b: filter: unsupported operator $where"]);
+    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { destination: "none" }] })).toEqual([
+      expect.stringMatching(/routes\[1\]: name must match/),
     ]);
-    expect(problemsOf({ routes: [{ name: "a", destination: "handler:accounts" }, { destination: "none" }] })).toEqual([expect.stringMatching(/routes\[1\]: name must match/)]);
     const many = Array.from({ length: 17 }, (_, index) => ({ name: `r${index}`, destination: "none" }));
-    expect(problemsOf({ routes: many })).toEqual([expect.stringMatching(/routes lists 17 routes; a source takes at most 16/)]);
+    expect(problemsOf({ routes: many })).toEqual([
+      expect.stringMatching(/routes lists 17 routes; a source takes at most 16/),
+    ]);
   });
 
   it("refuses per-route retry and ordering by name, as not available yet, instead of ignoring them", () => {
@@ -56,33 +97,73 @@ describe("a source's routes", () => {
 });
 
 describe("a route's delivery control", () => {
-  const route = (options: Record<string, unknown>) => ({ routes: [{ name: "r", destination: "https://hooks.example.com/x", ...options }] });
+  const route = (options: Record<string, unknown>) => ({
+    routes: [{ name: "r", destination: "https://hooks.example.com/x", ...options }],
+  });
 
   it("reads rate_limit, max_in_flight, circuit_breaker and paused; a route without them has no control", () => {
     expect(parsed(route({})).route.control).toBeNull();
-    expect(parsed(route({ rate_limit: "20/s" })).route.control).toEqual({ rateLimit: { count: 20, windowMs: 1000, text: "20/s" }, maxInFlight: null, breaker: null, paused: false });
-    expect(parsed(route({ rate_limit: "600/min", max_in_flight: 4 })).route.control).toMatchObject({ rateLimit: { count: 600, windowMs: 60_000 }, maxInFlight: 4 });
-    expect(parsed(route({ rate_limit: "100 / h" })).route.control?.rateLimit).toMatchObject({ count: 100, windowMs: 3_600_000 });
-    expect(parsed(route({ circuit_breaker: true })).route.control?.breaker).toEqual({ failures: 10, probeIntervalMs: 30_000 });
-    expect(parsed(route({ circuit_breaker: { failures: 3, probe_interval: "5m" } })).route.control?.breaker).toEqual({ failures: 3, probeIntervalMs: 300_000 });
+    expect(parsed(route({ rate_limit: "20/s" })).route.control).toEqual({
+      rateLimit: { count: 20, windowMs: 1000, text: "20/s" },
+      maxInFlight: null,
+      breaker: null,
+      paused: false,
+    });
+    expect(parsed(route({ rate_limit: "600/min", max_in_flight: 4 })).route.control).toMatchObject({
+      rateLimit: { count: 600, windowMs: 60_000 },
+      maxInFlight: 4,
+    });
+    expect(parsed(route({ rate_limit: "100 / h" })).route.control?.rateLimit).toMatchObject({
+      count: 100,
+      windowMs: 3_600_000,
+    });
+    expect(parsed(route({ circuit_breaker: true })).route.control?.breaker).toEqual({
+      failures: 10,
+      probeIntervalMs: 30_000,
+    });
+    expect(parsed(route({ circuit_breaker: { failures: 3, probe_interval: "5m" } })).route.control?.breaker).toEqual({
+      failures: 3,
+      probeIntervalMs: 300_000,
+    });
     // `paused = false` makes a route pausable from the admin API without limiting it otherwise.
-    expect(parsed(route({ paused: false })).route.control).toEqual({ rateLimit: null, maxInFlight: null, breaker: null, paused: false });
+    expect(parsed(route({ paused: false })).route.control).toEqual({
+      rateLimit: null,
+      maxInFlight: null,
+      breaker: null,
+      paused: false,
+    });
     expect(parsed(route({ paused: true })).route.control?.paused).toBe(true);
   });
 
   it("names every mistake in a control option", () => {
     for (const rate of ["20", "20/week", "0/s", "1001/s", 20, "x/s", "-1/s"]) {
-      expect(problemsOf(route({ rate_limit: rate }))).toEqual([expect.stringMatching(/^SOURCES\.example route r: rate_limit must be "<count>\/<s\|min\|h>"/)]);
+      expect(problemsOf(route({ rate_limit: rate }))).toEqual([
+        expect.stringMatching(/^SOURCES\.example route r: rate_limit must be "<count>\/<s\|min\|h>"/),
+      ]);
     }
     for (const limit of [0, 1.5, "4", -2, 1001]) {
-      expect(problemsOf(route({ max_in_flight: limit }))).toEqual([expect.stringMatching(/^SOURCES\.example route r: max_in_flight must be a whole number from 1 to 1000/)]);
+      expect(problemsOf(route({ max_in_flight: limit }))).toEqual([
+        expect.stringMatching(/^SOURCES\.example route r: max_in_flight must be a whole number from 1 to 1000/),
+      ]);
     }
-    expect(problemsOf(route({ circuit_breaker: "on" }))).toEqual([expect.stringMatching(/route r: circuit_breaker must be true or a table/)]);
-    expect(problemsOf(route({ circuit_breaker: { failures: 0 } }))).toEqual([expect.stringMatching(/route r: circuit_breaker\.failures must be a whole number from 1 to 1000/)]);
-    expect(problemsOf(route({ circuit_breaker: { probe_interval: "100ms" } }))).toEqual([expect.stringMatching(/route r: circuit_breaker\.probe_interval must be a duration from "1s" to "12h"/)]);
-    expect(problemsOf(route({ circuit_breaker: { probe_interval: "13h" } }))).toEqual([expect.stringMatching(/circuit_breaker\.probe_interval must be a duration/)]);
-    expect(problemsOf(route({ circuit_breaker: { failure: 3 } }))).toEqual([expect.stringMatching(/route r: unknown circuit_breaker option "failure"/)]);
-    expect(problemsOf(route({ paused: "yes" }))).toEqual([expect.stringMatching(/route r: paused must be true or false/)]);
+    expect(problemsOf(route({ circuit_breaker: "on" }))).toEqual([
+      expect.stringMatching(/route r: circuit_breaker must be true or a table/),
+    ]);
+    expect(problemsOf(route({ circuit_breaker: { failures: 0 } }))).toEqual([
+      expect.stringMatching(/route r: circuit_breaker\.failures must be a whole number from 1 to 1000/),
+    ]);
+    expect(problemsOf(route({ circuit_breaker: { probe_interval: "100ms" } }))).toEqual([
+      expect.stringMatching(/route r: circuit_breaker\.probe_interval must be a duration from "1s" to "12h"/),
+    ]);
+    expect(problemsOf(route({ circuit_breaker: { probe_interval: "13h" } }))).toEqual([
+      expect.stringMatching(/circuit_breaker\.probe_interval must be a duration/),
+    ]);
+    expect(problemsOf(route({ circuit_breaker: { failure: 3 } }))).toEqual([
+      expect.stringMatching(/route r: unknown circuit_breaker option "failure"/),
+    ]);
+    expect(problemsOf(route({ paused: "yes" }))).toEqual([
+      expect.stringMatching(/route r: paused must be true or false/),
+    ]);
     // Route options: beside a source's own destination they are not a source's options.
     expect(problemsOf({ destination: "https://hooks.example.com/x", rate_limit: "1/s", paused: true })).toEqual([
       expect.stringMatching(/^SOURCES\.example: rate_limit belongs to a route/),
@@ -93,23 +174,47 @@ describe("a route's delivery control", () => {
 
 describe("a source's routes, mistakes", () => {
   it("names every mistake in a route: its name, destination, options, filter, schema and transform", () => {
-    expect(problemsOf({ routes: [{ name: "Bad Name", destination: "handler:accounts" }] })).toEqual([expect.stringMatching(/name must match/)]);
-    expect(problemsOf({ routes: [{ name: "r" }] })).toEqual([expect.stringMatching(/route r: destination is required/)]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filtr: {} }] })).toEqual([expect.stringMatching(/unknown route option "filtr"/)]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "ftp://x" }] })).toEqual([expect.stringMatching(/route r: destination "ftp:\/\/x" is neither/)]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filter: { type: { $where: "1" } } }] })).toEqual([
-      "SOURCES.example route r: filter: unsupported operator $where",
+    expect(problemsOf({ routes: [{ name: "Bad Name", destination: "handler:accounts" }] })).toEqual([
+      expect.stringMatching(/name must match/),
     ]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", schema: "{oops" }] })).toEqual([expect.stringMatching(/route r: schema is a string but not JSON/)]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", transform: "$$$(" }] })).toEqual([expect.stringMatching(/route r: transform is not a valid JSONata expression/)]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:nope" }] })).toEqual(['SOURCES.example: no handler named "nope" is registered']);
-    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", headers: { "x-a": "'1'" } }] })).toEqual(["SOURCES.example: route r: headers apply to a forward (an https destination) only"]);
-    expect(problemsOf({ routes: [{ name: "r", destination: "https://x.example.com/", headers: { "idempotency-key": "'1'" } }] })).toEqual([expect.stringMatching(/route r: headers: header idempotency-key is set by the forward itself/)]);
+    expect(problemsOf({ routes: [{ name: "r" }] })).toEqual([
+      expect.stringMatching(/route r: destination is required/),
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filtr: {} }] })).toEqual([
+      expect.stringMatching(/unknown route option "filtr"/),
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "ftp://x" }] })).toEqual([
+      expect.stringMatching(/route r: destination "ftp:\/\/x" is neither/),
+    ]);
+    expect(
+      problemsOf({ routes: [{ name: "r", destination: "handler:accounts", filter: { type: { $where: "1" } } }] }),
+    ).toEqual(["SOURCES.example route r: filter: unsupported operator $where"]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", schema: "{oops" }] })).toEqual([
+      expect.stringMatching(/route r: schema is a string but not JSON/),
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", transform: "$$$(" }] })).toEqual([
+      expect.stringMatching(/route r: transform is not a valid JSONata expression/),
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:nope" }] })).toEqual([
+      'SOURCES.example: no handler named "nope" is registered',
+    ]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "handler:accounts", headers: { "x-a": "'1'" } }] })).toEqual(
+      ["SOURCES.example: route r: headers apply to a forward (an https destination) only"],
+    );
+    expect(
+      problemsOf({
+        routes: [{ name: "r", destination: "https://x.example.com/", headers: { "idempotency-key": "'1'" } }],
+      }),
+    ).toEqual([expect.stringMatching(/route r: headers: header idempotency-key is set by the forward itself/)]);
   });
 
   it("keeps route options in routes: beside a source's own destination they are refused, as is a destination given twice", () => {
-    expect(problemsOf({ destination: "handler:accounts", filter: { type: "x" } })).toEqual([expect.stringMatching(/filter belongs to a route/)]);
-    expect(problemsOf({ destination: "handler:accounts", routes: [{ name: "r", destination: "handler:accounts" }] })).toEqual([expect.stringMatching(/give the destination in the route, not beside routes/)]);
+    expect(problemsOf({ destination: "handler:accounts", filter: { type: "x" } })).toEqual([
+      expect.stringMatching(/filter belongs to a route/),
+    ]);
+    expect(
+      problemsOf({ destination: "handler:accounts", routes: [{ name: "r", destination: "handler:accounts" }] }),
+    ).toEqual([expect.stringMatching(/give the destination in the route, not beside routes/)]);
     expect(problemsOf({ routes: [] })).toEqual([expect.stringMatching(/routes is empty/)]);
     expect(problemsOf({ routes: { name: "r" } })).toEqual([expect.stringMatching(/routes must be a list of tables/)]);
   });
@@ -121,13 +226,24 @@ describe("a bad route, as operators see it", () => {
       ...env,
       SOURCES: {
         ...(env.SOURCES as Record<string, unknown>),
-        "routing-typo": { ...base, secrets: ["DEMO_WEBHOOK_SECRET"], routes: [{ name: "slack", destination: "https://hooks.example.com/x", transform: '{ "text": ' }] },
+        "routing-typo": {
+          ...base,
+          secrets: ["DEMO_WEBHOOK_SECRET"],
+          routes: [{ name: "slack", destination: "https://hooks.example.com/x", transform: '{ "text": ' }],
+        },
       },
     } as Env;
-    const response = await app.fetch(new Request("https://receiver.test/admin/api/sources", { headers: ADMIN }), brokenEnv);
+    const response = await app.fetch(
+      new Request("https://receiver.test/admin/api/sources", { headers: ADMIN }),
+      brokenEnv,
+    );
     const body = await response.json<{ valid: string[]; invalid: Record<string, string[]> }>();
     expect(body.valid).toContain("demo");
     expect(body.valid).toContain("routing-slack");
-    expect(body.invalid).toEqual({ "routing-typo": [expect.stringMatching(/^SOURCES\.routing-typo route slack: transform is not a valid JSONata expression/)] });
+    expect(body.invalid).toEqual({
+      "routing-typo": [
+        expect.stringMatching(/^SOURCES\.routing-typo route slack: transform is not a valid JSONata expression/),
+      ],
+    });
   });
 });

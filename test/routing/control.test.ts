@@ -34,22 +34,47 @@ async function send(source: string, n: number): Promise<string> {
   const key = `gate_${crypto.randomUUID()}`;
   const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${n}`, amount: n } });
   expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
-  return eventually(async () => (await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?").bind(source, key).first<{ id: string }>())?.id, 15_000, "receipt");
+  return eventually(
+    async () =>
+      (
+        await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+          .bind(source, key)
+          .first<{ id: string }>()
+      )?.id,
+    15_000,
+    "receipt",
+  );
 }
 
 async function allProcessed(receiptIds: readonly string[], timeoutMs = 60_000): Promise<void> {
-  await eventually(async () => ((await Promise.all(receiptIds.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined), timeoutMs, "every receipt processed");
+  await eventually(
+    async () =>
+      (await Promise.all(receiptIds.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined,
+    timeoutMs,
+    "every receipt processed",
+  );
 }
 
 /** Held by its gate: pending, due again later, and no attempt spent. */
 async function allHeld(receiptIds: readonly string[]): Promise<void> {
-  await eventually(async () => ((await Promise.all(receiptIds.map(receiptRow))).every((row) => row.status === "pending" && row.nextAttemptAt !== null) ? true : undefined), 30_000, "every receipt held");
+  await eventually(
+    async () =>
+      (await Promise.all(receiptIds.map(receiptRow))).every(
+        (row) => row.status === "pending" && row.nextAttemptAt !== null,
+      )
+        ? true
+        : undefined,
+    30_000,
+    "every receipt held",
+  );
 }
 
 const keysOf = (requests: readonly LaneRequest[]) => requests.map((request) => request.headers["idempotency-key"]);
 
 describe("max_in_flight", () => {
-  it("never has more than N attempts open at the destination, and a delivery that waits spends no attempt", { timeout: 120_000 }, async () => {
+  it("never has more than N attempts open at the destination, and a delivery that waits spends no attempt", {
+    timeout: 120_000,
+  }, async () => {
     const receiptIds = await Promise.all(Array.from({ length: 8 }, (_, n) => send("gate-in-flight", n)));
     await allProcessed(receiptIds, 90_000);
     const requests = await lane("in-flight");
@@ -67,29 +92,48 @@ describe("rate_limit", () => {
     expect(keysOf(requests).sort()).toEqual([...receiptIds].sort());
     // "3/s": in the second that starts at any arrival, at most 3 arrivals.
     const arrivals = requests.map((request) => request.receivedAt).sort((a, b) => a - b);
-    const busiest = Math.max(...arrivals.map((start) => arrivals.filter((at) => at >= start && at < start + 1000).length));
+    const busiest = Math.max(
+      ...arrivals.map((start) => arrivals.filter((at) => at >= start && at < start + 1000).length),
+    );
     expect(busiest).toBeLessThanOrEqual(3);
     for (const row of await Promise.all(receiptIds.map(receiptRow))) expect(row.attempts).toBe(1);
   });
 });
 
 describe("circuit_breaker", () => {
-  it("opens after N failures with one alert, holds deliveries without spending attempts, and closes on the first success", { timeout: 120_000 }, async () => {
+  it("opens after N failures with one alert, holds deliveries without spending attempts, and closes on the first success", {
+    timeout: 120_000,
+  }, async () => {
     await setLane("breaker", 503);
     const failing = [await send("gate-breaker", 1), await send("gate-breaker", 2)];
-    await eventually(async () => ((await Promise.all(failing.map(receiptRow))).every((row) => row.attempts === 1 && row.status === "pending") ? true : undefined), 30_000, "two failed attempts");
-    const openAlerts = async () => (await systemMonitor(env).list()).filter((alert) => alert.kind === "route-breaker-open" && alert.state === "open");
+    await eventually(
+      async () =>
+        (await Promise.all(failing.map(receiptRow))).every((row) => row.attempts === 1 && row.status === "pending")
+          ? true
+          : undefined,
+      30_000,
+      "two failed attempts",
+    );
+    const openAlerts = async () =>
+      (await systemMonitor(env).list()).filter(
+        (alert) => alert.kind === "route-breaker-open" && alert.state === "open",
+      );
     await eventually(async () => ((await openAlerts()).length === 1 ? true : undefined), 10_000, "the breaker's alert");
     expect((await openAlerts())[0]!.reporters).toEqual(["route:gate-breaker/flaky"]);
-    const health = await (await exports.default.fetch(new Request("https://receiver.test/health"))).json<{ reasons?: string[] }>();
+    const health = await (await exports.default.fetch(new Request("https://receiver.test/health"))).json<{
+      reasons?: string[];
+    }>();
     expect(health.reasons).toContain("route-breaker-open");
 
     // Open: later deliveries are held, unattempted, and the destination sees nothing more.
     const held = [await send("gate-breaker", 3), await send("gate-breaker", 4), await send("gate-breaker", 5)];
     await allHeld(held);
-    for (const row of await Promise.all(held.map(receiptRow))) expect(row).toMatchObject({ status: "pending", attempts: 0 });
+    for (const row of await Promise.all(held.map(receiptRow)))
+      expect(row).toMatchObject({ status: "pending", attempts: 0 });
     expect((await lane("breaker")).length).toBe(2);
-    const view = await (await adminGet("/admin/api/sources/gate-breaker/routes/flaky")).json<{ gate: { breakerOpen: boolean; failures: number } }>();
+    const view = await (await adminGet("/admin/api/sources/gate-breaker/routes/flaky")).json<{
+      gate: { breakerOpen: boolean; failures: number };
+    }>();
     expect(view.gate).toMatchObject({ breakerOpen: true, failures: 2 });
 
     // The destination recovers; the probe interval (1 h) later, one probe goes through and its success closes it.
@@ -97,7 +141,8 @@ describe("circuit_breaker", () => {
     const afterInterval = Date.now() + 3_600_000 + 60_000;
     expect(await processReceipt(env, held[0]!, afterInterval)).toEqual({ kind: "done", status: "processed" });
     expect(await openAlerts()).toEqual([]);
-    for (const receiptId of [...held.slice(1), ...failing]) expect(await processReceipt(env, receiptId, afterInterval)).toEqual({ kind: "done", status: "processed" });
+    for (const receiptId of [...held.slice(1), ...failing])
+      expect(await processReceipt(env, receiptId, afterInterval)).toEqual({ kind: "done", status: "processed" });
     expect((await Promise.all(held.map(receiptRow))).map((row) => row.attempts)).toEqual([1, 1, 1]);
     expect((await Promise.all(failing.map(receiptRow))).map((row) => row.attempts)).toEqual([2, 2]);
     expect((await lane("breaker")).map((request) => request.answer)).toEqual([503, 503, 204, 204, 204, 204, 204]);
@@ -106,9 +151,12 @@ describe("circuit_breaker", () => {
 
 describe("pause and resume", () => {
   const path = "/admin/api/sources/gate-paused/routes/held";
-  const change = (what: "pause" | "resume", route = path) => exports.default.fetch(new Request(`https://receiver.test${route}/${what}`, { method: "POST", headers: ADMIN }));
+  const change = (what: "pause" | "resume", route = path) =>
+    exports.default.fetch(new Request(`https://receiver.test${route}/${what}`, { method: "POST", headers: ADMIN }));
 
-  it("holds a paused route's deliveries unattempted, then sends them in received order", { timeout: 120_000 }, async () => {
+  it("holds a paused route's deliveries unattempted, then sends them in received order", {
+    timeout: 120_000,
+  }, async () => {
     const paused = await change("pause");
     expect(paused.status).toBe(200);
     expect(await paused.json()).toMatchObject({ source: "gate-paused", route: "held", gate: { paused: true } });
@@ -128,20 +176,38 @@ describe("pause and resume", () => {
 
   it("has a Pause / Resume button on the dashboard's source page", async () => {
     const origin = "https://receiver.test";
-    const page = (path: string, init: RequestInit = {}) => exports.default.fetch(new Request(`${origin}${path}`, { redirect: "manual", ...init }));
-    const signedIn = await page("/admin/login", { method: "POST", body: new URLSearchParams({ token: env.ADMIN_TOKEN }), headers: { "content-type": "application/x-www-form-urlencoded", origin } });
+    const page = (path: string, init: RequestInit = {}) =>
+      exports.default.fetch(new Request(`${origin}${path}`, { redirect: "manual", ...init }));
+    const signedIn = await page("/admin/login", {
+      method: "POST",
+      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+      headers: { "content-type": "application/x-www-form-urlencoded", origin },
+    });
     const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
     const sourcePage = async () => (await page("/admin/sources/gate-paused", { headers: { cookie } })).text();
     expect(await sourcePage()).toContain('id="route-pause"');
-    const paused = await page("/admin/sources/gate-paused/routes/held/pause", { method: "POST", headers: { cookie, origin } });
+    const paused = await page("/admin/sources/gate-paused/routes/held/pause", {
+      method: "POST",
+      headers: { cookie, origin },
+    });
     expect(paused.status).toBe(303);
     const html = await sourcePage();
     expect(html).toContain('id="route-paused"');
     expect(html).toContain('id="route-resume"');
-    expect((await page("/admin/sources/gate-paused/routes/held/resume", { method: "POST", headers: { cookie, origin } })).status).toBe(303);
+    expect(
+      (await page("/admin/sources/gate-paused/routes/held/resume", { method: "POST", headers: { cookie, origin } }))
+        .status,
+    ).toBe(303);
     expect(await sourcePage()).toContain('id="route-running"');
     // Cross-site posts are refused, as every dashboard form's.
-    expect((await page("/admin/sources/gate-paused/routes/held/pause", { method: "POST", headers: { cookie, origin: "https://evil.example" } })).status).toBe(403);
+    expect(
+      (
+        await page("/admin/sources/gate-paused/routes/held/pause", {
+          method: "POST",
+          headers: { cookie, origin: "https://evil.example" },
+        })
+      ).status,
+    ).toBe(403);
   });
 
   it("answers why a route cannot be paused", async () => {

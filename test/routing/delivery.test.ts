@@ -16,11 +16,14 @@ async function deliver(source: string, eventKey: string, body: string): Promise<
   const response = await post(`/webhooks/${source}`, body, signDemo(eventKey, body));
   expect(response.status).toBe(200);
   await waitForStatus(source, eventKey, ["processed", "skipped", "dead"]);
-  const row = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?").bind(source, eventKey).first<{ id: string }>();
+  const row = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+    .bind(source, eventKey)
+    .first<{ id: string }>();
   return row!.id;
 }
 
-const credit = (account: string, amount: number, type = "account.credited") => JSON.stringify({ type, data: { account, amount } });
+const credit = (account: string, amount: number, type = "account.credited") =>
+  JSON.stringify({ type, data: { account, amount } });
 
 describe("a route with a filter, a schema and a transform", () => {
   it("forwards the transformed body, signed over what is sent, and stores the original bytes", async () => {
@@ -34,17 +37,29 @@ describe("a route with a filter, a schema and a transform", () => {
     expect(sent!.headers["content-type"]).toBe("application/json");
     expect(sent!.headers["x-account"]).toBe("acct_rt1");
     expect(() => new Webhook(env.GATEWAY_SIGNING_SECRET).verify(sent!.body, sent!.headers)).not.toThrow();
-    const stored = await env.DB.prepare("SELECT body FROM receipts WHERE id = ?").bind(receiptId).first<{ body: number[] }>();
+    const stored = await env.DB.prepare("SELECT body FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ body: number[] }>();
     expect(new TextDecoder().decode(new Uint8Array(stored!.body))).toBe(original);
   });
 
   it("ends a filtered-out event skipped, with nothing sent and no attempt row written", async () => {
     const small = await deliver("routing-slack", `rt_${crypto.randomUUID()}`, credit("acct_rt2", 50));
-    const otherType = await deliver("routing-slack", `rt_${crypto.randomUUID()}`, credit("acct_rt2", 500, "account.closed"));
+    const otherType = await deliver(
+      "routing-slack",
+      `rt_${crypto.randomUUID()}`,
+      credit("acct_rt2", 500, "account.closed"),
+    );
     for (const receiptId of [small, otherType]) {
-      expect(await receiptRow(receiptId)).toMatchObject({ status: "skipped", lastError: "filtered out by route slack", attempts: 1 });
+      expect(await receiptRow(receiptId)).toMatchObject({
+        status: "skipped",
+        lastError: "filtered out by route slack",
+        attempts: 1,
+      });
       expect(await standinRequests(receiptId)).toEqual([]);
-      const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM attempts WHERE receipt_id = ?").bind(receiptId).first<{ n: number }>();
+      const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM attempts WHERE receipt_id = ?")
+        .bind(receiptId)
+        .first<{ n: number }>();
       expect(rows!.n).toBe(0);
     }
   });
@@ -72,7 +87,11 @@ describe("a route without rules", () => {
 describe("a route to a handler", () => {
   it("hands the handler the transform's output as its payload", async () => {
     const accountId = `acct_${crypto.randomUUID().slice(0, 8)}`;
-    const receiptId = await deliver("routing-handler", `rt_${crypto.randomUUID()}`, JSON.stringify({ kind: "account.credited", acct: accountId, cents: 7 }));
+    const receiptId = await deliver(
+      "routing-handler",
+      `rt_${crypto.randomUUID()}`,
+      JSON.stringify({ kind: "account.credited", acct: accountId, cents: 7 }),
+    );
     expect(await receiptRow(receiptId)).toMatchObject({ status: "processed" });
     expect(await account(accountId)).toMatchObject({ credits: 7 });
   });
@@ -81,15 +100,28 @@ describe("a route to a handler", () => {
 describe("a route whose config is wrong for an event", () => {
   const slack = (env.SOURCES as Record<string, Record<string, unknown>>)["routing-slack"]!;
   const route = (slack.routes as Record<string, unknown>[])[0]!;
-  const misconfigured = (change: Record<string, unknown>) => envWithSources({ "routing-slack": { ...slack, routes: [{ ...route, ...change }] } });
+  const misconfigured = (change: Record<string, unknown>) =>
+    envWithSources({ "routing-slack": { ...slack, routes: [{ ...route, ...change }] } });
 
   it("dead-letters a failing transform or a mismatched schema, and a replay after the fix delivers it", async () => {
-    const badTransform = await seedReceipt({ source: "routing-slack", payload: { type: "account.credited", data: { account: "acct_rt5", amount: 300 } }, eventType: "account.credited" });
-    expect(await processReceipt(misconfigured({ transform: '{ "text": $number(data.account) }' }), badTransform)).toEqual({ kind: "done", status: "dead" });
+    const badTransform = await seedReceipt({
+      source: "routing-slack",
+      payload: { type: "account.credited", data: { account: "acct_rt5", amount: 300 } },
+      eventType: "account.credited",
+    });
+    expect(
+      await processReceipt(misconfigured({ transform: '{ "text": $number(data.account) }' }), badTransform),
+    ).toEqual({ kind: "done", status: "dead" });
     expect((await receiptRow(badTransform)).lastError).toMatch(/^transform failed: .*acct_rt5/);
 
-    const badSchema = await seedReceipt({ source: "routing-slack", payload: { type: "account.credited", data: { account: "acct_rt6", amount: 300 } }, eventType: "account.credited" });
-    expect(await processReceipt(misconfigured({ schema: { type: "object", required: ["currency"] } }), badSchema)).toEqual({ kind: "done", status: "dead" });
+    const badSchema = await seedReceipt({
+      source: "routing-slack",
+      payload: { type: "account.credited", data: { account: "acct_rt6", amount: 300 } },
+      eventType: "account.credited",
+    });
+    expect(
+      await processReceipt(misconfigured({ schema: { type: "object", required: ["currency"] } }), badSchema),
+    ).toEqual({ kind: "done", status: "dead" });
     expect((await receiptRow(badSchema)).lastError).toMatch(/^schema mismatch on route slack: #: .*currency/);
     expect(await attemptRows(badSchema)).toMatchObject([{ outcome: "dead" }]);
 
@@ -98,8 +130,16 @@ describe("a route whose config is wrong for an event", () => {
       expect(await standinRequests(receiptId)).toEqual([]);
       expect(await replayReceipt(env, receiptId)).toMatchObject({ kind: "replayed" });
     }
-    await eventually(async () => ((await receiptRow(badTransform)).status === "processed" && (await receiptRow(badSchema)).status === "processed" ? true : undefined));
-    expect((await standinRequests(badTransform)).map((request) => request.body)).toEqual(['{"text":"Account acct_rt5 credited 300"}']);
-    expect((await standinRequests(badSchema)).map((request) => request.body)).toEqual(['{"text":"Account acct_rt6 credited 300"}']);
+    await eventually(async () =>
+      (await receiptRow(badTransform)).status === "processed" && (await receiptRow(badSchema)).status === "processed"
+        ? true
+        : undefined,
+    );
+    expect((await standinRequests(badTransform)).map((request) => request.body)).toEqual([
+      '{"text":"Account acct_rt5 credited 300"}',
+    ]);
+    expect((await standinRequests(badSchema)).map((request) => request.body)).toEqual([
+      '{"text":"Account acct_rt6 credited 300"}',
+    ]);
   });
 });

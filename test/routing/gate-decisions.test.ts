@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { DeliveryControl } from "../../src/gate/control";
-import { admit, EMPTY_GATE, PAUSED_RECHECK_MS, RATE_GUARD_MS, release, type GateState } from "../../src/gate/decide";
+import { admit, EMPTY_GATE, type GateState, PAUSED_RECHECK_MS, RATE_GUARD_MS, release } from "../../src/gate/decide";
 
 /** The gate's decisions (src/gate/decide.ts), as the pure functions they are: state, control and time in, answer out. */
 
@@ -13,11 +13,20 @@ describe("the gate's decisions", () => {
     const control = { ...none, maxInFlight: 2 };
     const first = admit(EMPTY_GATE, control, ids(4), 0, options);
     expect(first.admitted).toEqual(["r0", "r1"]);
-    expect(first.held.map((hold) => [hold.id, hold.reason])).toEqual([["r2", "max-in-flight"], ["r3", "max-in-flight"]]);
+    expect(first.held.map((hold) => [hold.id, hold.reason])).toEqual([
+      ["r2", "max-in-flight"],
+      ["r3", "max-in-flight"],
+    ]);
     const freed = release(first.state, control, [{ id: "r0", verdict: "success" }], 10).state;
     expect(admit(freed, control, ["r2", "r3"], 20, options).admitted).toEqual(["r2"]);
     // Nobody released r1 and r2: their holders died; the slots expire after slotMs.
-    const later = admit(admit(freed, control, ["r2"], 20, options).state, control, ["r3"], 20 + options.slotMs, options);
+    const later = admit(
+      admit(freed, control, ["r2"], 20, options).state,
+      control,
+      ["r3"],
+      20 + options.slotMs,
+      options,
+    );
     expect(later.admitted).toEqual(["r3"]);
   });
 
@@ -27,9 +36,16 @@ describe("the gate's decisions", () => {
     expect(first.admitted).toEqual(["r0", "r1", "r2"]);
     expect(first.held[0]).toEqual({ id: "r3", waitMs: 1000 + RATE_GUARD_MS, reason: "rate-limit" });
     expect(admit(first.state, control, ["r3"], 1000 + RATE_GUARD_MS - 1, options).admitted).toEqual([]);
-    expect(admit(first.state, control, ["r3", "r4", "r5", "r6"], 1000 + RATE_GUARD_MS, options).admitted).toEqual(["r3", "r4", "r5"]);
+    expect(admit(first.state, control, ["r3", "r4", "r5", "r6"], 1000 + RATE_GUARD_MS, options).admitted).toEqual([
+      "r3",
+      "r4",
+      "r5",
+    ]);
     // Never more than what the consumer starts at once, so admission and send stay close.
-    expect(admit(EMPTY_GATE, { ...none, rateLimit: { count: 100, windowMs: 1000, text: "100/s" } }, ids(10), 0, options).admitted).toHaveLength(6);
+    expect(
+      admit(EMPTY_GATE, { ...none, rateLimit: { count: 100, windowMs: 1000, text: "100/s" } }, ids(10), 0, options)
+        .admitted,
+    ).toHaveLength(6);
   });
 
   it("holds everything while paused, in config or from the admin API", () => {
@@ -51,7 +67,10 @@ describe("the gate's decisions", () => {
     const opened = fail("c", 2);
     expect(opened.transition).toBe("opened");
     state = opened.state;
-    expect(admit(state, control, ids(2), 5, options).held.map((hold) => hold.reason)).toEqual(["circuit-open", "circuit-open"]);
+    expect(admit(state, control, ids(2), 5, options).held.map((hold) => hold.reason)).toEqual([
+      "circuit-open",
+      "circuit-open",
+    ]);
     const probing = admit(state, control, ids(3), 2 + 10_000, options);
     expect(probing.admitted).toEqual(["r0"]);
     expect(probing.held.map((hold) => hold.reason)).toEqual(["circuit-open", "circuit-open"]);
@@ -68,7 +87,16 @@ describe("the gate's decisions", () => {
 
   it("a success between failures starts the count again", () => {
     const control = { ...none, breaker: { failures: 2, probeIntervalMs: 10_000 } };
-    const once = release(EMPTY_GATE, control, [{ id: "a", verdict: "failure" }, { id: "b", verdict: "success" }, { id: "c", verdict: "failure" }], 0);
+    const once = release(
+      EMPTY_GATE,
+      control,
+      [
+        { id: "a", verdict: "failure" },
+        { id: "b", verdict: "success" },
+        { id: "c", verdict: "failure" },
+      ],
+      0,
+    );
     expect(once).toMatchObject({ transition: null, state: { failures: 1, openedAt: null } });
   });
 });

@@ -57,7 +57,10 @@ describe("the guard against code generation", () => {
 });
 
 describe("route filters", () => {
-  const credit = { type: "account.credited", data: { account: "acct_0042", amount: 250, tags: ["vip", "eu"], items: [{ sku: "a", qty: 2 }] } };
+  const credit = {
+    type: "account.credited",
+    data: { account: "acct_0042", amount: 250, tags: ["vip", "eu"], items: [{ sku: "a", qty: 2 }] },
+  };
 
   it("match by type, equality and membership", () => {
     expect(filter({ type: "account.credited" })(event(credit))).toBe(true);
@@ -82,8 +85,12 @@ describe("route filters", () => {
   });
 
   it("combine with $and, $or and $not, and test strings", () => {
-    expect(filter({ $or: [{ type: "account.debited" }, { "body.data.amount": { $gt: 200 } }] })(event(credit))).toBe(true);
-    expect(filter({ $and: [{ type: "account.credited" }, { "body.data.amount": { $gt: 300 } }] })(event(credit))).toBe(false);
+    expect(filter({ $or: [{ type: "account.debited" }, { "body.data.amount": { $gt: 200 } }] })(event(credit))).toBe(
+      true,
+    );
+    expect(filter({ $and: [{ type: "account.credited" }, { "body.data.amount": { $gt: 300 } }] })(event(credit))).toBe(
+      false,
+    );
     expect(filter({ type: { $not: { $startsWith: "account." } } })(event(credit))).toBe(false);
     expect(filter({ type: { $startsWith: "account." } })(event(credit))).toBe(true);
     expect(filter({ type: { $endsWith: ".credited" } })(event(credit))).toBe(true);
@@ -130,22 +137,48 @@ describe("route transforms", () => {
   const bindings = { type: "account.credited", subject: "acct_0042", headers: { "x-shop": "north" } };
 
   it("shape the body with JSONata, reading $type, $subject and $headers", async () => {
-    const result = await transform('{ "text": $type & " for " & $subject & ": " & $string(data.amount) & " (" & $headers.`x-shop` & ")" }').run({ data: { amount: 7 } }, bindings);
-    expect(result).toEqual({ ok: true, body: new TextEncoder().encode('{"text":"account.credited for acct_0042: 7 (north)"}'), value: { text: "account.credited for acct_0042: 7 (north)" } });
+    const result = await transform(
+      '{ "text": $type & " for " & $subject & ": " & $string(data.amount) & " (" & $headers.`x-shop` & ")" }',
+    ).run({ data: { amount: 7 } }, bindings);
+    expect(result).toEqual({
+      ok: true,
+      body: new TextEncoder().encode('{"text":"account.credited for acct_0042: 7 (north)"}'),
+      value: { text: "account.credited for acct_0042: 7 (north)" },
+    });
   });
 
   it("fail as a typed error when the expression fails, produces nothing, runs too long or produces too much", async () => {
-    expect(await transform("$number(data.name)").run({ data: { name: "abc" } }, bindings)).toMatchObject({ ok: false, error: expect.stringMatching(/^transform failed: /) });
-    expect(await transform("data.missing").run({ data: {} }, bindings)).toEqual({ ok: false, error: "transform failed: the expression produced nothing for this event" });
+    expect(await transform("$number(data.name)").run({ data: { name: "abc" } }, bindings)).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/^transform failed: /),
+    });
+    expect(await transform("data.missing").run({ data: {} }, bindings)).toEqual({
+      ok: false,
+      error: "transform failed: the expression produced nothing for this event",
+    });
     const endless = await transform("($loop := function($n) { $loop($n + 1) }; $loop(0))").run({}, bindings);
-    expect(endless).toMatchObject({ ok: false, error: expect.stringMatching(/^transform failed: .*(stack|timeout|deep)/i) });
+    expect(endless).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/^transform failed: .*(stack|timeout|deep)/i),
+    });
     const huge = await transform('$pad("x", 300000)').run({}, bindings);
-    expect(huge).toEqual({ ok: false, error: expect.stringMatching(new RegExp(`^transform failed: the result is \\d+ bytes, over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit`)) });
+    expect(huge).toEqual({
+      ok: false,
+      error: expect.stringMatching(
+        new RegExp(`^transform failed: the result is \\d+ bytes, over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit`),
+      ),
+    });
   });
 
   it("refuse an expression that does not parse, and unsafe regex literals, when config loads", () => {
-    expect(compileTransform('{ "text": ')).toMatchObject({ ok: false, problem: expect.stringMatching(/^transform is not a valid JSONata expression/) });
-    expect(compileTransform("$match(text, /(a+)+$/)")).toMatchObject({ ok: false, problem: expect.stringMatching(/exponential time/) });
+    expect(compileTransform('{ "text": ')).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/^transform is not a valid JSONata expression/),
+    });
+    expect(compileTransform("$match(text, /(a+)+$/)")).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/exponential time/),
+    });
     expect(compileTransform(42)).toMatchObject({ ok: false });
   });
 });
@@ -154,23 +187,51 @@ describe("a forward route's headers", () => {
   const bindings = { type: "account.credited", subject: "acct_0042", headers: {} };
 
   it("compute each value per event, leaving out a header whose expression yields nothing", async () => {
-    const compiled = compileHeaders({ "X-Account": "data.account", "x-amount": "data.amount", "x-refund": "data.refund" });
+    const compiled = compileHeaders({
+      "X-Account": "data.account",
+      "x-amount": "data.amount",
+      "x-refund": "data.refund",
+    });
     if (!compiled.ok) throw new Error(compiled.problem);
-    expect(await compiled.headers.run({ data: { account: "acct_1", amount: 5 } }, bindings)).toEqual({ ok: true, headers: { "x-account": "acct_1", "x-amount": "5" } });
-    expect(await compiled.headers.run({ data: { account: { nested: true } } }, bindings)).toEqual({ ok: false, error: expect.stringMatching(/^transform failed: header x-account must be printable ASCII text/) });
+    expect(await compiled.headers.run({ data: { account: "acct_1", amount: 5 } }, bindings)).toEqual({
+      ok: true,
+      headers: { "x-account": "acct_1", "x-amount": "5" },
+    });
+    expect(await compiled.headers.run({ data: { account: { nested: true } } }, bindings)).toEqual({
+      ok: false,
+      error: expect.stringMatching(/^transform failed: header x-account must be printable ASCII text/),
+    });
     expect(await compiled.headers.run({ data: { account: "line\nbreak" } }, bindings)).toMatchObject({ ok: false });
   });
 
   it("refuse names the forward sets itself, credentials in plain config, and expressions that do not parse", () => {
-    expect(compileHeaders({ "webhook-signature": "'x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/webhook-signature is set by the forward itself/) });
-    expect(compileHeaders({ authorization: "'Bearer x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/credential/) });
-    expect(compileHeaders({ "x ok": "'x'" })).toMatchObject({ ok: false, problem: expect.stringMatching(/not a plain header name/) });
-    expect(compileHeaders({ "x-a": "(" })).toMatchObject({ ok: false, problem: expect.stringMatching(/header x-a: transform is not a valid JSONata/) });
+    expect(compileHeaders({ "webhook-signature": "'x'" })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/webhook-signature is set by the forward itself/),
+    });
+    expect(compileHeaders({ authorization: "'Bearer x'" })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/credential/),
+    });
+    expect(compileHeaders({ "x ok": "'x'" })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/not a plain header name/),
+    });
+    expect(compileHeaders({ "x-a": "(" })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/header x-a: transform is not a valid JSONata/),
+    });
   });
 });
 
 describe("route schemas", () => {
-  const schema = { type: "object", required: ["type", "data"], properties: { data: { type: "object", required: ["amount"], properties: { amount: { type: "integer", minimum: 1 } } } } };
+  const schema = {
+    type: "object",
+    required: ["type", "data"],
+    properties: {
+      data: { type: "object", required: ["amount"], properties: { amount: { type: "integer", minimum: 1 } } },
+    },
+  };
 
   it("pass a matching body and name each failure of one that does not match", () => {
     const compiled = compileSchema(schema);
@@ -178,29 +239,61 @@ describe("route schemas", () => {
     expect(compiled.schema.check({ type: "x", data: { amount: 3 } })).toEqual({ ok: true });
     const verdict = compiled.schema.check({ type: "x", data: { amount: "3" } });
     expect(verdict).toEqual({ ok: false, errors: [expect.stringMatching(/^#\/data\/amount: .*integer/)] });
-    expect(compiled.schema.check({ data: {} })).toMatchObject({ ok: false, errors: expect.arrayContaining([expect.stringMatching(/type/), expect.stringMatching(/amount/)]) });
+    expect(compiled.schema.check({ data: {} })).toMatchObject({
+      ok: false,
+      errors: expect.arrayContaining([expect.stringMatching(/type/), expect.stringMatching(/amount/)]),
+    });
   });
 
   it("refuse a schema that is not one, or holds an unsafe pattern, when config loads", () => {
     expect(compileSchema(["object"])).toMatchObject({ ok: false });
-    expect(compileSchema({ type: "string", pattern: "^(a|a)*(b+)+$" })).toMatchObject({ ok: false, problem: expect.stringMatching(/exponential time/) });
+    expect(compileSchema({ type: "string", pattern: "^(a|a)*(b+)+$" })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/exponential time/),
+    });
     expect(compileSchema('{"type": "object"}')).toMatchObject({ ok: true });
   });
 });
 
 describe("a route applied to a stored event", () => {
   const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
-  const rules = (parts: Partial<RouteRules>): RouteRules => ({ name: "r", filter: null, schema: null, transform: null, headers: null, control: null, ...parts });
+  const rules = (parts: Partial<RouteRules>): RouteRules => ({
+    name: "r",
+    filter: null,
+    schema: null,
+    transform: null,
+    headers: null,
+    control: null,
+    ...parts,
+  });
 
   it("passes a plain route's bytes untouched, skips a filtered-out event, refuses a schema mismatch, and transforms", async () => {
-    const stored = { body: bytes({ type: "account.credited", data: { amount: 5 } }), keptHeaders: '{"content-type":"application/json"}', eventType: "account.credited", subjectId: null };
+    const stored = {
+      body: bytes({ type: "account.credited", data: { amount: 5 } }),
+      keptHeaders: '{"content-type":"application/json"}',
+      eventType: "account.credited",
+      subjectId: null,
+    };
     expect(await applyRoute(rules({}), stored)).toEqual({ kind: "deliver", transformed: null, headers: null });
     const onlyDebits = compileFilter({ type: "account.debited" });
-    const bigOnes = compileSchema({ type: "object", properties: { data: { properties: { amount: { minimum: 100 } } } } });
+    const bigOnes = compileSchema({
+      type: "object",
+      properties: { data: { properties: { amount: { minimum: 100 } } } },
+    });
     const shape = compileTransform('{"amount": data.amount}');
     if (!onlyDebits.ok || !bigOnes.ok || !shape.ok) throw new Error("fixture rules must compile");
-    expect(await applyRoute(rules({ filter: onlyDebits.filter }), stored)).toEqual({ kind: "skip", reason: "filtered out by route r" });
-    expect(await applyRoute(rules({ schema: bigOnes.schema }), stored)).toEqual({ kind: "refuse", error: expect.stringMatching(/^schema mismatch on route r: #\/data\/amount: .*100/) });
-    expect(await applyRoute(rules({ transform: shape.transform }), stored)).toEqual({ kind: "deliver", transformed: { body: bytes({ amount: 5 }), value: { amount: 5 } }, headers: null });
+    expect(await applyRoute(rules({ filter: onlyDebits.filter }), stored)).toEqual({
+      kind: "skip",
+      reason: "filtered out by route r",
+    });
+    expect(await applyRoute(rules({ schema: bigOnes.schema }), stored)).toEqual({
+      kind: "refuse",
+      error: expect.stringMatching(/^schema mismatch on route r: #\/data\/amount: .*100/),
+    });
+    expect(await applyRoute(rules({ transform: shape.transform }), stored)).toEqual({
+      kind: "deliver",
+      transformed: { body: bytes({ amount: 5 }), value: { amount: 5 } },
+      headers: null,
+    });
   });
 });

@@ -2,13 +2,12 @@ import { describe, expect, it } from "vitest";
 import {
   DEFAULT_RETRY,
   MAX_DESTINATION_TIMEOUT_MS,
-  parseSourceTables,
-  parseSources,
   PROCESSING_LEASE_MS,
+  parseSources,
+  parseSourceTables,
   SourceConfigError,
 } from "../../src/sources/config";
 import { base, context, parsed, problemsOf } from "../support/source-tables";
-
 
 describe("each source table is checked on its own", () => {
   it("keeps the valid sources and names the broken ones with their problems", () => {
@@ -29,7 +28,9 @@ describe("each source table is checked on its own", () => {
 
   it("still refuses everything when SOURCES itself is not a table, and parseSources stays all-or-nothing", () => {
     expect(() => parseSourceTables("not a table", context)).toThrow(SourceConfigError);
-    expect(() => parseSources({ good: base, bad: { ...base, destination: "handler:billing" } }, context)).toThrow(SourceConfigError);
+    expect(() => parseSources({ good: base, bad: { ...base, destination: "handler:billing" } }, context)).toThrow(
+      SourceConfigError,
+    );
   });
 });
 
@@ -44,7 +45,9 @@ describe("retry policy", () => {
     expect(parsed({ retry: { max_retries: 0 } }).retry.maxRetries).toBe(0);
     expect(parsed({ retry: { max_retries: 5 } }).retry.maxRetries).toBe(5);
     for (const bad of [2.5, -1, "3", Number.NaN]) {
-      expect(problemsOf({ retry: { max_retries: bad } }), String(bad)).toEqual([expect.stringContaining("SOURCES.example.retry.max_retries must be a whole number")]);
+      expect(problemsOf({ retry: { max_retries: bad } }), String(bad)).toEqual([
+        expect.stringContaining("SOURCES.example.retry.max_retries must be a whole number"),
+      ]);
     }
   });
 
@@ -76,7 +79,12 @@ describe("durations are read or refused, never silently defaulted", () => {
   }
 
   it("reads the documented forms", () => {
-    const source = parsed({ payload_retention: "2d", dedupe_retention: "40d", expect_within: "90m", alert_pending_after: "2h" });
+    const source = parsed({
+      payload_retention: "2d",
+      dedupe_retention: "40d",
+      expect_within: "90m",
+      alert_pending_after: "2h",
+    });
     expect(source.payloadRetentionMs).toBe(2 * 86_400_000);
     expect(source.dedupeRetentionMs).toBe(40 * 86_400_000);
     expect(source.expectWithinMs).toBe(90 * 60_000);
@@ -85,8 +93,12 @@ describe("durations are read or refused, never silently defaulted", () => {
   it("keeps a dead letter's body for the key's lifetime unless dead_letter_retention says less, within the other two", () => {
     expect(parsed({ dedupe_retention: "40d" }).deadLetterRetentionMs).toBe(40 * 86_400_000);
     expect(parsed({ dead_letter_retention: "14d" }).deadLetterRetentionMs).toBe(14 * 86_400_000);
-    expect(problemsOf({ dead_letter_retention: "36d" })).toEqual([expect.stringMatching(/dead_letter_retention cannot outlast dedupe_retention/)]);
-    expect(problemsOf({ dead_letter_retention: "6d" })).toEqual([expect.stringMatching(/dead_letter_retention cannot be shorter than payload_retention/)]);
+    expect(problemsOf({ dead_letter_retention: "36d" })).toEqual([
+      expect.stringMatching(/dead_letter_retention cannot outlast dedupe_retention/),
+    ]);
+    expect(problemsOf({ dead_letter_retention: "6d" })).toEqual([
+      expect.stringMatching(/dead_letter_retention cannot be shorter than payload_retention/),
+    ]);
     expect(problemsOf({ dead_letter_retention: "2d", payload_retention: "2d", dedupe_retention: "2d" })).toEqual([]);
   });
 });
@@ -100,10 +112,16 @@ describe("destination timeouts stay inside the processing lease", () => {
   });
 
   it("accepts up to the cap and refuses anything longer, naming the source and the key", () => {
-    expect(parsed(forward("4m")).destination).toEqual({ kind: "forward", url: "https://example.com/hook", timeoutMs: 240_000 });
+    expect(parsed(forward("4m")).destination).toEqual({
+      kind: "forward",
+      url: "https://example.com/hook",
+      timeoutMs: 240_000,
+    });
     expect(parsed(forward("30s")).destination).toMatchObject({ timeoutMs: 30_000 });
     for (const tooLong of ["10m", "241s", "1h"]) {
-      expect(problemsOf(forward(tooLong)), tooLong).toEqual([expect.stringMatching(/^SOURCES\.example: forward_timeout must be at most 4m.*lease/)]);
+      expect(problemsOf(forward(tooLong)), tooLong).toEqual([
+        expect.stringMatching(/^SOURCES\.example: forward_timeout must be at most 4m.*lease/),
+      ]);
     }
     expect(problemsOf(forward("0s"))).toEqual([expect.stringContaining("forward_timeout must be longer than zero")]);
   });
@@ -121,7 +139,10 @@ describe("claim shard placement", () => {
     for (const jurisdiction of ["eu", "fedramp"]) {
       expect(parsed({ jurisdiction }).placement.jurisdiction).toBe(jurisdiction);
     }
-    expect(parsed({ location_hint: "weur", jurisdiction: "eu" }).placement).toEqual({ locationHint: "weur", jurisdiction: "eu" });
+    expect(parsed({ location_hint: "weur", jurisdiction: "eu" }).placement).toEqual({
+      locationHint: "weur",
+      jurisdiction: "eu",
+    });
   });
 
   it("refuses unknown values with a message naming the source and the key", () => {
@@ -129,22 +150,33 @@ describe("claim shard placement", () => {
       'SOURCES.example: location_hint must be one of wnam, enam, sam, weur, eeur, apac, oc, afr, me (got "europe")',
     ]);
     expect(problemsOf({ location_hint: "WEUR" })).toHaveLength(1);
-    expect(problemsOf({ jurisdiction: "EU" })).toEqual([expect.stringMatching(/^SOURCES\.example: jurisdiction must be one of eu, fedramp.* \(got "EU"\)$/)]);
+    expect(problemsOf({ jurisdiction: "EU" })).toEqual([
+      expect.stringMatching(/^SOURCES\.example: jurisdiction must be one of eu, fedramp.* \(got "EU"\)$/),
+    ]);
     expect(problemsOf({ jurisdiction: ["eu"] })).toHaveLength(1);
   });
 });
 
 describe("forward destinations", () => {
   it("take https, and plain http only to a loopback address (local development)", () => {
-    for (const url of ["https://api.example.com/hooks", "http://127.0.0.1:8080/hooks", "http://localhost:3000/x", "http://[::1]:9000/"]) {
+    for (const url of [
+      "https://api.example.com/hooks",
+      "http://127.0.0.1:8080/hooks",
+      "http://localhost:3000/x",
+      "http://[::1]:9000/",
+    ]) {
       expect(parsed({ destination: url }).destination).toMatchObject({ kind: "forward", url });
     }
   });
   it("refuse plain http to any other host, and a URL that does not parse, saying why", () => {
     expect(problemsOf({ destination: "http://api.example.com/hooks" })).toEqual([
-      expect.stringMatching(/destination "http:\/\/api\.example\.com\/hooks" must be an https URL \(plain http only to a loopback address/),
+      expect.stringMatching(
+        /destination "http:\/\/api\.example\.com\/hooks" must be an https URL \(plain http only to a loopback address/,
+      ),
     ]);
-    expect(problemsOf({ destination: "http://10.0.0.5/hooks" })).toEqual([expect.stringContaining("must be an https URL")]);
+    expect(problemsOf({ destination: "http://10.0.0.5/hooks" })).toEqual([
+      expect.stringContaining("must be an https URL"),
+    ]);
     expect(problemsOf({ destination: "https://" })).toEqual([expect.stringContaining("is not a valid URL")]);
   });
 });

@@ -15,7 +15,8 @@ declare module "vitest" {
 const context = {
   knownProviders: knownProviderNames(),
   knownHandlers: handlerNames(),
-  validateProviderOptions: (provider: string, options: Record<string, unknown>) => adapterFor(provider)?.validateOptions?.(options) ?? [],
+  validateProviderOptions: (provider: string, options: Record<string, unknown>) =>
+    adapterFor(provider)?.validateOptions?.(options) ?? [],
 };
 
 describe("docs/providers.md examples, pasted into wrangler.toml", () => {

@@ -16,7 +16,9 @@ describe("the shared SOURCES binding", () => {
       .map((table) => table.destination)
       .filter((destination): destination is string => typeof destination === "string");
     // The fixtures' forward sources that meet the stand-in, recognised by its paths (test/setup/global/forward-standin.ts).
-    const standinDestinations = destinations.filter((destination) => /^http:\/\/127\.0\.0\.1:\d+\/(ok|poison|status\/|script\/)/.test(destination));
+    const standinDestinations = destinations.filter((destination) =>
+      /^http:\/\/127\.0\.0\.1:\d+\/(ok|poison|status\/|script\/)/.test(destination),
+    );
     expect(standinDestinations.length).toBeGreaterThan(3);
     for (const destination of standinDestinations) expect(destination.startsWith(`${origin}/`)).toBe(true);
   });

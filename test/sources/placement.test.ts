@@ -42,14 +42,26 @@ function recordingNamespace(real: Env["CLAIM_SHARDS"], calls: Call[], scope = "g
 
 const placedSources = {
   ...(env.SOURCES as Record<string, unknown>),
-  "placed-eu": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: "none", location_hint: "weur", jurisdiction: "eu" },
+  "placed-eu": {
+    provider: "standard-webhooks",
+    secrets: ["DEMO_WEBHOOK_SECRET"],
+    destination: "none",
+    location_hint: "weur",
+    jurisdiction: "eu",
+  },
 };
 
 describe("claim shard placement", () => {
   it("turns a placement into the namespace and get options", () => {
     expect(stubOptions({ locationHint: null, jurisdiction: null })).toEqual({ jurisdiction: null, get: undefined });
-    expect(stubOptions({ locationHint: "apac", jurisdiction: null })).toEqual({ jurisdiction: null, get: { locationHint: "apac" } });
-    expect(stubOptions({ locationHint: "weur", jurisdiction: "eu" })).toEqual({ jurisdiction: "eu", get: { locationHint: "weur" } });
+    expect(stubOptions({ locationHint: "apac", jurisdiction: null })).toEqual({
+      jurisdiction: null,
+      get: { locationHint: "apac" },
+    });
+    expect(stubOptions({ locationHint: "weur", jurisdiction: "eu" })).toEqual({
+      jurisdiction: "eu",
+      get: { locationHint: "weur" },
+    });
   });
 
   it("finds the same placement by name as from the config, and none for an unknown source", () => {
@@ -65,13 +77,19 @@ describe("claim shard placement", () => {
     const recordingEnv: Env = { ...env, CLAIM_SHARDS: recordingNamespace(env.CLAIM_SHARDS, calls) };
     const body = JSON.stringify(credit("acct_placed_weur", 1));
     const response = await app.fetch(
-      new Request("https://receiver.test/webhooks/placed-weur", { method: "POST", body, headers: signDemo("msg_placed_weur", body) }),
+      new Request("https://receiver.test/webhooks/placed-weur", {
+        method: "POST",
+        body,
+        headers: signDemo("msg_placed_weur", body),
+      }),
       recordingEnv,
     );
     expect(response.status).toBe(200);
     const first = await response.json<{ status: string; receipt: string }>();
     expect(first.status).toBe("accepted");
-    expect(calls.filter((call) => call.call !== "idFromName")).toEqual([{ call: "get", arg: { locationHint: "weur" }, scope: "global" }]);
+    expect(calls.filter((call) => call.call !== "idFromName")).toEqual([
+      { call: "get", arg: { locationHint: "weur" }, scope: "global" },
+    ]);
     // A resend through the Worker's own bindings reaches the same shard: it answers with the first receipt.
     const again = await post("/webhooks/placed-weur", body, signDemo("msg_placed_weur", body));
     expect(await again.json()).toEqual({ status: "duplicate", receipt: first.receipt });
@@ -79,7 +97,11 @@ describe("claim shard placement", () => {
 
   it("asks a jurisdiction's namespace for the id, on every path to a source's shards", () => {
     const calls: Call[] = [];
-    const recordingEnv: Env = { ...env, SOURCES: placedSources, CLAIM_SHARDS: recordingNamespace(env.CLAIM_SHARDS, calls) };
+    const recordingEnv: Env = {
+      ...env,
+      SOURCES: placedSources,
+      CLAIM_SHARDS: recordingNamespace(env.CLAIM_SHARDS, calls),
+    };
     shardFor(recordingEnv, "placed-eu", "evt_1");
     shardFor(recordingEnv, loadSources(recordingEnv).get("placed-eu")!, "evt_1");
     expect(calls).toHaveLength(6);
@@ -94,7 +116,9 @@ describe("claim shard placement", () => {
     calls.length = 0;
     const all = shardsOf(recordingEnv, "placed-eu");
     expect(all).toHaveLength(Number(env.CLAIM_SHARD_COUNT));
-    expect(calls.filter((call) => call.call === "get")).toEqual(all.map(() => ({ call: "get", arg: { locationHint: "weur" }, scope: "eu" })));
+    expect(calls.filter((call) => call.call === "get")).toEqual(
+      all.map(() => ({ call: "get", arg: { locationHint: "weur" }, scope: "eu" })),
+    );
     expect(calls.filter((call) => call.call === "idFromName").every((call) => call.scope === "eu")).toBe(true);
   });
 

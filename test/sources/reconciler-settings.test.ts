@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { catchUpSettings } from "../../src/sources/reconciler-settings";
 import type { SourceConfig } from "../../src/sources/config";
+import { catchUpSettings } from "../../src/sources/reconciler-settings";
 import { loadSources } from "../../src/sources/registry";
 
 function withCatchUp(catchUp: unknown): SourceConfig {
@@ -11,7 +11,9 @@ function withCatchUp(catchUp: unknown): SourceConfig {
 
 describe("catch_up settings", () => {
   it("reads a Stripe and a GitHub table with their defaults", () => {
-    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY", endpoint: "we_1Nx" }))).toEqual({
+    expect(
+      catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY", endpoint: "we_1Nx" })),
+    ).toEqual({
       ok: true,
       value: {
         api: "stripe",
@@ -26,14 +28,24 @@ describe("catch_up settings", () => {
         maxPages: 5,
       },
     });
-    const github = catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "orgs/acme/hooks/7", overlap: "30m" }));
-    expect(github).toMatchObject({ ok: true, value: { baseUrl: "https://api.github.com", hookPath: "orgs/acme/hooks/7", overlapMs: 1_800_000 } });
+    const github = catchUpSettings(
+      withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "orgs/acme/hooks/7", overlap: "30m" }),
+    );
+    expect(github).toMatchObject({
+      ok: true,
+      value: { baseUrl: "https://api.github.com", hookPath: "orgs/acme/hooks/7", overlapMs: 1_800_000 },
+    });
   });
 
   it("names every problem of a bad table instead of guessing", () => {
     expect(catchUpSettings({ ...withCatchUp(undefined), options: {} })).toBeNull();
-    expect(catchUpSettings(withCatchUp("stripe"))).toEqual({ ok: false, problems: ["SOURCES.configured.catch_up must be a table"] });
-    const bad = catchUpSettings(withCatchUp({ api: "shopify", base_url: "ftp://example", overlap: "soon", max_pages: 0 }));
+    expect(catchUpSettings(withCatchUp("stripe"))).toEqual({
+      ok: false,
+      problems: ["SOURCES.configured.catch_up must be a table"],
+    });
+    const bad = catchUpSettings(
+      withCatchUp({ api: "shopify", base_url: "ftp://example", overlap: "soon", max_pages: 0 }),
+    );
     expect(bad).toEqual({
       ok: false,
       problems: [
@@ -44,7 +56,16 @@ describe("catch_up settings", () => {
         "SOURCES.configured.catch_up.max_pages must be an integer from 1 to 50",
       ],
     });
-    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "STRIPE_API_KEY", enabled_events: ["invoice.paid", "*"], livemode: true }))).toMatchObject({
+    expect(
+      catchUpSettings(
+        withCatchUp({
+          api: "stripe",
+          api_key_secret: "STRIPE_API_KEY",
+          enabled_events: ["invoice.paid", "*"],
+          livemode: true,
+        }),
+      ),
+    ).toMatchObject({
       ok: true,
       value: { stripeEndpoint: null, enabledEvents: ["invoice.paid", "*"], livemode: true },
     });
@@ -55,7 +76,17 @@ describe("catch_up settings", () => {
         'SOURCES.configured.catch_up must name the webhook endpoint (endpoint = "we_…") or list its enabled_events, so catch-up claims only events the endpoint receives',
       ],
     });
-    expect(catchUpSettings(withCatchUp({ api: "stripe", api_key_secret: "K", endpoint: "https://x", enabled_events: [], livemode: "live" }))).toEqual({
+    expect(
+      catchUpSettings(
+        withCatchUp({
+          api: "stripe",
+          api_key_secret: "K",
+          endpoint: "https://x",
+          enabled_events: [],
+          livemode: "live",
+        }),
+      ),
+    ).toEqual({
       ok: false,
       problems: [
         'SOURCES.configured.catch_up.endpoint must be a webhook endpoint id like "we_123"',
@@ -63,9 +94,13 @@ describe("catch_up settings", () => {
         "SOURCES.configured.catch_up.livemode must be true (live events) or false (test events)",
       ],
     });
-    expect(catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "repos/acme" }))).toEqual({
-      ok: false,
-      problems: ['SOURCES.configured.catch_up.hook must be "repos/<owner>/<repo>/hooks/<id>" or "orgs/<org>/hooks/<id>"'],
-    });
+    expect(catchUpSettings(withCatchUp({ api: "github", api_key_secret: "GITHUB_TOKEN", hook: "repos/acme" }))).toEqual(
+      {
+        ok: false,
+        problems: [
+          'SOURCES.configured.catch_up.hook must be "repos/<owner>/<repo>/hooks/<id>" or "orgs/<org>/hooks/<id>"',
+        ],
+      },
+    );
   });
 });

@@ -1,9 +1,13 @@
-import { exports } from "cloudflare:workers";
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 
 /** Signs with the maintained Standard Webhooks library, so the route is checked against an independent signer. */
-export function signDemo(webhookId: string, body: string, timestampSeconds = Math.floor(Date.now() / 1000), secret = env.DEMO_WEBHOOK_SECRET) {
+export function signDemo(
+  webhookId: string,
+  body: string,
+  timestampSeconds = Math.floor(Date.now() / 1000),
+  secret = env.DEMO_WEBHOOK_SECRET,
+) {
   const signer = new Webhook(secret);
   return {
     "webhook-id": webhookId,
@@ -29,7 +33,11 @@ export const planChange = (account: string, plan: string, version: number) => ({
 });
 
 /** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000, what = "condition"): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 15_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -46,11 +54,19 @@ export async function receiptStatus(source: string, eventKey: string): Promise<s
   return row?.status;
 }
 
-export async function waitForStatus(source: string, eventKey: string, statuses: string[] = ["processed"]): Promise<string> {
-  return eventually(async () => {
-    const status = await receiptStatus(source, eventKey);
-    return status && statuses.includes(status) ? status : undefined;
-  }, 15_000, `${source}/${eventKey} to reach ${statuses.join("|")}`);
+export async function waitForStatus(
+  source: string,
+  eventKey: string,
+  statuses: string[] = ["processed"],
+): Promise<string> {
+  return eventually(
+    async () => {
+      const status = await receiptStatus(source, eventKey);
+      return status && statuses.includes(status) ? status : undefined;
+    },
+    15_000,
+    `${source}/${eventKey} to reach ${statuses.join("|")}`,
+  );
 }
 
 export async function account(accountId: string) {

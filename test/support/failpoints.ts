@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { ClaimShard } from "../../src/claims/shard";
-import { receiptIdsOf, type QueuedWork } from "../../src/model/work-message";
+import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 
 /**
  * Real failures injected into the real pipeline: a claim shard whose D1 or queue binding fails the way the
@@ -68,8 +68,10 @@ export async function breakShardBindings(
 
 /** Consecutive relay failures the shard has recorded (0 once a relay succeeds). */
 export async function relayFailures(stub: DurableObjectStub<ClaimShard>): Promise<number> {
-  return runInDurableObject(stub, (_instance: ClaimShard, state) =>
-    (state.storage.sql.exec<{ failures: number }>("SELECT failures FROM relay_state").toArray()[0]?.failures ?? 0),
+  return runInDurableObject(
+    stub,
+    (_instance: ClaimShard, state) =>
+      state.storage.sql.exec<{ failures: number }>("SELECT failures FROM relay_state").toArray()[0]?.failures ?? 0,
   );
 }
 

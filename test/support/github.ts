@@ -1,5 +1,5 @@
-import { sign } from "@octokit/webhooks-methods";
 import { env } from "cloudflare:workers";
+import { sign } from "@octokit/webhooks-methods";
 import { post } from "./deliveries";
 
 /** The secret the unsigned-key fixture sources (test/fixtures/sources/unsigned-keys.json) verify GitHub deliveries with. */

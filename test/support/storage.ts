@@ -28,16 +28,29 @@ export async function shardClaim(source: string, eventKey: string, shardEnv: Env
         eventKey,
       )
       .toArray()[0];
-    return row ? { receiptId: row.receiptId, payloadSha256: row.payloadSha256, relayed: row.relayPending === 0, hasBody: row.hasBody === 1 } : null;
+    return row
+      ? {
+          receiptId: row.receiptId,
+          payloadSha256: row.payloadSha256,
+          relayed: row.relayPending === 0,
+          hasBody: row.hasBody === 1,
+        }
+      : null;
   });
 }
 
 /** Quarantine rows still in (or already relayed from) the owning shard's outbox, for one key. */
 export async function shardQuarantineCount(source: string, eventKey: string, shardEnv: Env = env): Promise<number> {
-  return runInDurableObject(shardFor(shardEnv, source, eventKey), (_instance: ClaimShard, state) =>
-    state.storage.sql
-      .exec<{ count: number }>("SELECT COUNT(*) AS count FROM quarantine_outbox WHERE source = ? AND event_key = ?", source, eventKey)
-      .one().count,
+  return runInDurableObject(
+    shardFor(shardEnv, source, eventKey),
+    (_instance: ClaimShard, state) =>
+      state.storage.sql
+        .exec<{ count: number }>(
+          "SELECT COUNT(*) AS count FROM quarantine_outbox WHERE source = ? AND event_key = ?",
+          source,
+          eventKey,
+        )
+        .one().count,
   );
 }
 
@@ -79,14 +92,17 @@ export function settleEachTest(): void {
  * quarantine it caused is relayed). Needs settleEachTest() in the file; work of earlier tests is not waited for.
  */
 export async function settle(timeoutMs = SETTLE_MS): Promise<void> {
-  if (testBegan === null) throw new Error("settle() waits for the current test's receipts: call settleEachTest() once in this test file");
+  if (testBegan === null)
+    throw new Error("settle() waits for the current test's receipts: call settleEachTest() once in this test file");
   const since = testBegan;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const unfinished = await unfinishedSince(since);
     if (unfinished.length === 0) return;
     if (Date.now() > deadline) {
-      throw new Error(`this test's work did not settle within ${timeoutMs} ms: ${unfinished.slice(0, 10).join("; ")}${unfinished.length > 10 ? `; and ${unfinished.length - 10} more` : ""}`);
+      throw new Error(
+        `this test's work did not settle within ${timeoutMs} ms: ${unfinished.slice(0, 10).join("; ")}${unfinished.length > 10 ? `; and ${unfinished.length - 10} more` : ""}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -103,7 +119,9 @@ async function unfinishedSince(since: number): Promise<string[]> {
   if (inFlight.length > 0) return inFlight;
   const unrelayed = (
     await Promise.all(
-      (await allShards()).map((shard) =>
+      (
+        await allShards()
+      ).map((shard) =>
         runInDurableObject(shard, (_instance: ClaimShard, state) =>
           state.storage.sql
             .exec<{ what: string; source: string; eventKey: string }>(
@@ -156,7 +174,9 @@ export async function snapshot(): Promise<WorldSnapshot> {
     const tables = await runInDurableObject(shard, (_instance: ClaimShard, state) => {
       const sql = state.storage.sql;
       const names = sql
-        .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' ORDER BY name")
+        .exec<{ name: string }>(
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' ORDER BY name",
+        )
         .toArray()
         .map((row) => row.name);
       return names.map((name) => ({ name, rows: canonicalRows(sql.exec(`SELECT * FROM "${name}"`).toArray()) }));
@@ -182,7 +202,8 @@ function canonicalRows(rows: readonly unknown[]): string {
 }
 
 function bytesAsHex(_key: string, value: unknown): unknown {
-  if (value instanceof ArrayBuffer) return [...new Uint8Array(value)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  if (value instanceof ArrayBuffer)
+    return [...new Uint8Array(value)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
   return value;
 }
 
@@ -211,7 +232,9 @@ export async function quarantineFor(source: string, eventKey: string) {
 
 /** Receipts of this key whose outcome committed (the guard that stops a second effect): 1 once processed. */
 export async function processedCount(source: string, eventKey: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE source = ? AND event_key = ? AND committed_at IS NOT NULL")
+  const row = await env.DB.prepare(
+    "SELECT COUNT(*) AS count FROM receipts WHERE source = ? AND event_key = ? AND committed_at IS NOT NULL",
+  )
     .bind(source, eventKey)
     .first<{ count: number }>();
   return row!.count;

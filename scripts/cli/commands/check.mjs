@@ -24,7 +24,9 @@ async function workerVerdict(sources, d1Bindings) {
     // Per-source problems, where the registry keeps a broken table out of service instead of failing them all.
     /** @type {Map<string, string[]>} */
     const perSource = registry.sourceProblems?.(env) ?? new Map();
-    const problems = [...perSource].flatMap(([name, list]) => list.map((problem) => (problem.startsWith("SOURCES.") ? problem : `SOURCES.${name}: ${problem}`)));
+    const problems = [...perSource].flatMap(([name, list]) =>
+      list.map((problem) => (problem.startsWith("SOURCES.") ? problem : `SOURCES.${name}: ${problem}`)),
+    );
     return { valid, problems };
   } catch (error) {
     const listed = /** @type {{ problems?: string[] }} */ (error).problems;
@@ -41,20 +43,35 @@ async function workerVerdict(sources, d1Bindings) {
 function requiredSecrets(sources, vars) {
   /** @type {{ name: string, usedBy: string, required: boolean }[]} */
   const needed = [{ name: "ADMIN_TOKEN", usedBy: "the admin API and dashboard", required: true }];
-  const forwardsTo = (/** @type {unknown} */ destination) => typeof destination === "string" && /^https?:\/\//.test(destination);
+  const forwardsTo = (/** @type {unknown} */ destination) =>
+    typeof destination === "string" && /^https?:\/\//.test(destination);
   // A source's own destination, or its route's (docs/routing.md).
   const forwards = Object.entries(sources)
-    .filter(([, source]) => forwardsTo(source.destination) || (Array.isArray(source.routes) && source.routes.some((/** @type {any} */ route) => forwardsTo(route?.destination))))
+    .filter(
+      ([, source]) =>
+        forwardsTo(source.destination) ||
+        (Array.isArray(source.routes) &&
+          source.routes.some((/** @type {any} */ route) => forwardsTo(route?.destination))),
+    )
     .map(([name]) => name);
-  const gateway = typeof vars.GATEWAY_SIGNING_SECRET_NAME === "string" ? vars.GATEWAY_SIGNING_SECRET_NAME : "GATEWAY_SIGNING_SECRET";
-  const gatewayUsers = [...forwards.map((name) => `source ${name} (forwards)`), ...(vars.ALERT_WEBHOOK_URL ? ["alert notices"] : [])];
-  needed.push({ name: gateway, usedBy: gatewayUsers.join(", ") || "forwards and alert notices (none configured yet)", required: gatewayUsers.length > 0 });
+  const gateway =
+    typeof vars.GATEWAY_SIGNING_SECRET_NAME === "string" ? vars.GATEWAY_SIGNING_SECRET_NAME : "GATEWAY_SIGNING_SECRET";
+  const gatewayUsers = [
+    ...forwards.map((name) => `source ${name} (forwards)`),
+    ...(vars.ALERT_WEBHOOK_URL ? ["alert notices"] : []),
+  ];
+  needed.push({
+    name: gateway,
+    usedBy: gatewayUsers.join(", ") || "forwards and alert notices (none configured yet)",
+    required: gatewayUsers.length > 0,
+  });
   for (const [name, source] of Object.entries(sources)) {
     for (const ref of Array.isArray(source.secrets) ? source.secrets : []) {
       const secretName = typeof ref === "string" ? ref : ref?.name;
       const expires = typeof ref === "object" && ref?.expires ? Date.parse(ref.expires) : NaN;
       // An expired secret is refused anyway; leaving it unset is the end of a rotation, not a mistake.
-      if (typeof secretName === "string") needed.push({ name: secretName, usedBy: `source ${name}`, required: !(expires <= Date.now()) });
+      if (typeof secretName === "string")
+        needed.push({ name: secretName, usedBy: `source ${name}`, required: !(expires <= Date.now()) });
     }
     const apiKey = source.catch_up?.api_key_secret;
     if (typeof apiKey === "string") needed.push({ name: apiKey, usedBy: `source ${name} (catch_up)`, required: true });
@@ -64,14 +81,29 @@ function requiredSecrets(sources, vars) {
 
 /** The deployed Worker's secret names, through wrangler (it needs `npx wrangler login` or an API token). */
 async function remoteSecretNames(/** @type {import("../project.mjs").ProjectOptions} */ options) {
-  const args = ["wrangler", "secret", "list", "--format", "json", "--config", configPath(options), ...(options.env ? ["--env", options.env] : [])];
+  const args = [
+    "wrangler",
+    "secret",
+    "list",
+    "--format",
+    "json",
+    "--config",
+    configPath(options),
+    ...(options.env ? ["--env", options.env] : []),
+  ];
   try {
-    const { stdout } = await promisify(execFile)("npx", args, { env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, maxBuffer: 10 * 1024 * 1024 });
+    const { stdout } = await promisify(execFile)("npx", args, {
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      maxBuffer: 10 * 1024 * 1024,
+    });
     const list = JSON.parse(stdout.slice(stdout.indexOf("[")));
     return new Set(list.map((/** @type {{ name: string }} */ entry) => entry.name));
   } catch (error) {
     const stderr = /** @type {{ stderr?: string }} */ (error).stderr;
-    throw new CliError(`could not list the Worker's secrets (${firstLine(stderr?.trim() || error)}): run npx wrangler login, or deploy once first`, EXIT.setup);
+    throw new CliError(
+      `could not list the Worker's secrets (${firstLine(stderr?.trim() || error)}): run npx wrangler login, or deploy once first`,
+      EXIT.setup,
+    );
   }
 }
 
@@ -90,16 +122,28 @@ export async function check(options) {
 
   if (options.env) problems.push(...placeholderDatabaseIds(config, options));
   // A fresh production config has no source yet: it deploys and serves the admin API, and accepts nothing.
-  if (Object.keys(sources).length === 0) warnings.push(`${where} declares no source yet: every /webhooks/<name> answers 404 until you add a [${options.env ? `env.${options.env}.` : ""}vars.SOURCES.<name>] table`);
+  if (Object.keys(sources).length === 0)
+    warnings.push(
+      `${where} declares no source yet: every /webhooks/<name> answers 404 until you add a [${options.env ? `env.${options.env}.` : ""}vars.SOURCES.<name>] table`,
+    );
   else {
     const d1Bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
     const verdict = await workerVerdict(sources, d1Bindings);
-    if (verdict.valid.length > 0) console.log(`ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`);
+    if (verdict.valid.length > 0)
+      console.log(
+        `ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`,
+      );
     problems.push(...verdict.problems);
   }
 
   if (options.configOnly) return report(problems, warnings, "config only, secrets not looked at");
-  const present = options.remote ? await remoteSecretNames(options) : new Set(Object.entries(readDevVars(options)).filter(([, value]) => value).map(([name]) => name));
+  const present = options.remote
+    ? await remoteSecretNames(options)
+    : new Set(
+        Object.entries(readDevVars(options))
+          .filter(([, value]) => value)
+          .map(([name]) => name),
+      );
   const store = options.remote ? "the deployed Worker's secrets" : devVarsPath(options);
   const localValues = options.remote ? {} : readDevVars(options);
   const seen = new Set();
@@ -107,10 +151,18 @@ export async function check(options) {
     if (seen.has(secret.name)) continue;
     seen.add(secret.name);
     if (!present.has(secret.name)) {
-      const hint = options.remote ? `npx wrangler secret put ${secret.name}${options.env ? ` --env ${options.env}` : ""}` : `add ${secret.name}="…" to ${store}`;
+      const hint = options.remote
+        ? `npx wrangler secret put ${secret.name}${options.env ? ` --env ${options.env}` : ""}`
+        : `add ${secret.name}="…" to ${store}`;
       (secret.required ? problems : warnings).push(`${secret.name} (${secret.usedBy}) is not in ${store}: ${hint}`);
-    } else if (secret.name === "ADMIN_TOKEN" && !options.remote && localValues.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH) {
-      problems.push(`ADMIN_TOKEN in ${store} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters: the admin API stays shut (npm run -s cli -- secret token makes one)`);
+    } else if (
+      secret.name === "ADMIN_TOKEN" &&
+      !options.remote &&
+      localValues.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH
+    ) {
+      problems.push(
+        `ADMIN_TOKEN in ${store} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters: the admin API stays shut (npm run -s cli -- secret token makes one)`,
+      );
     } else {
       console.log(`ok    ${secret.name} (${secret.usedBy})`);
     }

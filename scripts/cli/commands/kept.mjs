@@ -13,7 +13,11 @@ export const KEPT_ACTIONS = ["list", "approve", "revoke"];
  * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function kept(action, source, fingerprint, options) {
-  if (!KEPT_ACTIONS.includes(action)) throw new CliError(`unknown action ${JSON.stringify(action)}: use kept list <source>, kept approve <source> <fingerprint> or kept revoke <source> <fingerprint>`, EXIT.usage);
+  if (!KEPT_ACTIONS.includes(action))
+    throw new CliError(
+      `unknown action ${JSON.stringify(action)}: use kept list <source>, kept approve <source> <fingerprint> or kept revoke <source> <fingerprint>`,
+      EXIT.usage,
+    );
   const path = `/sources/${encodeURIComponent(source)}/kept-secrets`;
   if (action === "list") {
     if (fingerprint !== undefined) throw new CliError("kept list takes only the source", EXIT.usage);
@@ -23,12 +27,23 @@ export async function kept(action, source, fingerprint, options) {
     else printList(source, answer.keptSecrets);
     return 0;
   }
-  if (!fingerprint) throw new CliError(`kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`, EXIT.usage);
+  if (!fingerprint)
+    throw new CliError(
+      `kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`,
+      EXIT.usage,
+    );
   /** @type {{ approved?: import("../admin-api").KeptSecretListing, revoked?: import("../admin-api").KeptSecretListing }} */
-  const answer = await adminRequest(options, `${path}/${encodeURIComponent(fingerprint)}/${action}`, { method: "POST", body: {} });
+  const answer = await adminRequest(options, `${path}/${encodeURIComponent(fingerprint)}/${action}`, {
+    method: "POST",
+    body: {},
+  });
   if (options.json) console.log(JSON.stringify(answer));
-  else if (action === "approve") console.log(`approved ${answer.approved?.fingerprint} for ${source}: deliveries signed with it now verify`);
-  else console.log(`revoked ${answer.revoked?.fingerprint} for ${source}: deliveries signed with it are refused (within a minute everywhere)`);
+  else if (action === "approve")
+    console.log(`approved ${answer.approved?.fingerprint} for ${source}: deliveries signed with it now verify`);
+  else
+    console.log(
+      `revoked ${answer.revoked?.fingerprint} for ${source}: deliveries signed with it are refused (within a minute everywhere)`,
+    );
   return 0;
 }
 
@@ -42,8 +57,11 @@ function printList(source, secrets) {
     return;
   }
   console.log(`${"FINGERPRINT".padEnd(18)}${"STATUS".padEnd(9)}LAST HANDED OVER`);
-  for (const secret of secrets) console.log(`${secret.fingerprint.padEnd(18)}${secret.status.padEnd(9)}${dateTime(secret.receivedAt)}`);
+  for (const secret of secrets)
+    console.log(`${secret.fingerprint.padEnd(18)}${secret.status.padEnd(9)}${dateTime(secret.receivedAt)}`);
   if (secrets.some((secret) => secret.status === "pending")) {
-    console.log(`pending secrets verify nothing until approved: npm run cli -- kept approve ${source} <fingerprint> (revoke the ones you did not register)`);
+    console.log(
+      `pending secrets verify nothing until approved: npm run cli -- kept approve ${source} <fingerprint> (revoke the ones you did not register)`,
+    );
   }
 }

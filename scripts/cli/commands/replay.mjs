@@ -7,19 +7,35 @@ import { adminRequest } from "../http.mjs";
  * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, route?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function replay(receiptId, options) {
-  if (receiptId !== undefined && options.dead) throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
+  if (receiptId !== undefined && options.dead)
+    throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
   if (receiptId !== undefined) {
     // --route: that route's delivery alone; the receipt's other routes are not run again.
     const query = options.route === undefined ? "" : `?route=${encodeURIComponent(options.route)}`;
     /** @type {import("../admin-api").ReplayReport} */
-    const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay${query}`, { method: "POST" });
+    const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay${query}`, {
+      method: "POST",
+    });
     const what = options.route === undefined ? report.receiptId : `${report.receiptId} route ${options.route}`;
-    console.log(options.json ? JSON.stringify(report) : `replayed ${what}: back to pending, follow it with npm run cli -- show ${report.receiptId}`);
+    console.log(
+      options.json
+        ? JSON.stringify(report)
+        : `replayed ${what}: back to pending, follow it with npm run cli -- show ${report.receiptId}`,
+    );
     return 0;
   }
-  if (options.route !== undefined) throw new CliError("--route replays one receipt's delivery: give the receipt id", EXIT.usage);
-  if (!options.dead) throw new CliError("say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]", EXIT.usage);
-  if (!options.source) throw new CliError("replay --dead needs --source <source>, so one command never replays every source's dead letters at once", EXIT.usage);
+  if (options.route !== undefined)
+    throw new CliError("--route replays one receipt's delivery: give the receipt id", EXIT.usage);
+  if (!options.dead)
+    throw new CliError(
+      "say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]",
+      EXIT.usage,
+    );
+  if (!options.source)
+    throw new CliError(
+      "replay --dead needs --source <source>, so one command never replays every source's dead letters at once",
+      EXIT.usage,
+    );
   let total = 0;
   /** @type {string[]} */
   const ids = [];
@@ -28,7 +44,15 @@ export async function replay(receiptId, options) {
   /** @type {string | undefined} */
   let after;
   for (let round = 0; round < 1000; round += 1) {
-    const filter = Object.fromEntries(Object.entries({ source: options.source, since: options.since, until: options.until, type: options.type, after }).filter(([, value]) => value !== undefined));
+    const filter = Object.fromEntries(
+      Object.entries({
+        source: options.source,
+        since: options.since,
+        until: options.until,
+        type: options.type,
+        after,
+      }).filter(([, value]) => value !== undefined),
+    );
     /** @type {import("../admin-api").BulkReplayReport} */
     const report = await adminRequest(options, "/dead/replay", { method: "POST", body: filter });
     total += report.replayed;
@@ -38,7 +62,9 @@ export async function replay(receiptId, options) {
   }
   if (options.json) console.log(JSON.stringify({ replayed: total, receiptIds: ids }));
   else {
-    console.log(`replayed ${total} dead letter${total === 1 ? "" : "s"} of ${options.source}${options.since ? ` since ${options.since}` : ""}`);
+    console.log(
+      `replayed ${total} dead letter${total === 1 ? "" : "s"} of ${options.source}${options.since ? ` since ${options.since}` : ""}`,
+    );
     for (const id of ids) console.log(`  ${id}`);
   }
   return 0;

@@ -11,18 +11,28 @@ import { adminRequest } from "../http.mjs";
  * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function routeControl(action, sourceName, routeName, options) {
-  if (!routeName) throw new CliError(`route ${action} needs the route's name: route ${action} <source> <route>`, EXIT.usage);
+  if (!routeName)
+    throw new CliError(`route ${action} needs the route's name: route ${action} <source> <route>`, EXIT.usage);
   const path = `/sources/${encodeURIComponent(sourceName)}/routes/${encodeURIComponent(routeName)}`;
-  const view = action === "status" ? await adminRequest(options, path) : await adminRequest(options, `${path}/${action}`, { method: "POST" });
+  const view =
+    action === "status"
+      ? await adminRequest(options, path)
+      : await adminRequest(options, `${path}/${action}`, { method: "POST" });
   if (options.json) {
     console.log(JSON.stringify(view));
     return 0;
   }
   const { gate } = view;
   const state = gate.paused || view.pausedInConfig ? `paused${view.pausedInConfig ? " (in config)" : ""}` : "running";
-  const said = { pause: "paused", resume: `resumed: ${view.resumed} held deliver${view.resumed === 1 ? "y" : "ies"} sent on, in received order`, status: state }[action];
+  const said = {
+    pause: "paused",
+    resume: `resumed: ${view.resumed} held deliver${view.resumed === 1 ? "y" : "ies"} sent on, in received order`,
+    status: state,
+  }[action];
   console.log(`route ${view.source}/${view.route}: ${said}`);
-  console.log(`  circuit breaker  ${gate.breakerOpen ? `OPEN since ${new Date(gate.openedAt).toISOString()}` : "closed"} (${gate.failures} failure${gate.failures === 1 ? "" : "s"} in a row)`);
+  console.log(
+    `  circuit breaker  ${gate.breakerOpen ? `OPEN since ${new Date(gate.openedAt).toISOString()}` : "closed"} (${gate.failures} failure${gate.failures === 1 ? "" : "s"} in a row)`,
+  );
   console.log(`  in flight        ${gate.inFlight}`);
   console.log(`  held by pause    ${gate.held}`);
   return 0;

@@ -27,18 +27,26 @@ export async function route(action, sourceName, sampleOrFile, options) {
     const { routeControl } = await import("./route-control.mjs");
     return routeControl(action, sourceName, sampleOrFile, options);
   }
-  if (action !== "test") throw new CliError(`unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file], or route pause|resume|status <source> <route>`);
+  if (action !== "test")
+    throw new CliError(
+      `unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file], or route pause|resume|status <source> <route>`,
+    );
   const config = await readWranglerConfig(options);
   const sources = /** @type {Record<string, Record<string, unknown>>} */ (config.vars?.SOURCES ?? {});
   const table = sources[sourceName];
-  if (!table) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ") || "(none)"}`);
+  if (!table)
+    throw new CliError(
+      `no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ") || "(none)"}`,
+    );
   const worker = await importWorkerCode(WORKER_ENTRY);
   const bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
   const lookup = worker.lookupSource({ SOURCES: sources, ...d1BindingStandIns(bindings) }, sourceName);
   if (lookup.kind !== "valid") {
     const problems = lookup.kind === "invalid" ? lookup.problems : [`no source ${sourceName}`];
     for (const problem of problems) console.log(`FAIL  ${problem}`);
-    throw new CliError(`source ${sourceName} is out of service: fix the problems above (npm run cli -- check says the same)`);
+    throw new CliError(
+      `source ${sourceName} is out of service: fix the problems above (npm run cli -- check says the same)`,
+    );
   }
   const source = lookup.source;
   const provider = String(table.provider);
@@ -53,7 +61,10 @@ export async function route(action, sourceName, sampleOrFile, options) {
     secretName: secret.name,
     privateKey: () => {
       const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
-      if (!privateKey) throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)}`);
+      if (!privateKey)
+        throw new CliError(
+          `${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)}`,
+        );
       return privateKey;
     },
     url,
@@ -64,27 +75,68 @@ export async function route(action, sourceName, sampleOrFile, options) {
   const headers = new Headers(signed.headers);
   const adapter = worker.adapterFor(provider);
   // Such a sender signs with a secret it handed over in a handshake, which only the running receiver keeps.
-  if (adapter.keptSecrets) throw new CliError(`${provider} signs with a secret kept from its handshake, which only the running receiver has: route test cannot verify its samples locally`);
-  const verdict = await adapter.verify({ source: sourceName, method: "POST", rawBody, headers, url, secrets: [{ name: secret.name, value: secret.value }], now: Date.now(), options: table });
-  if (verdict.kind !== "event") throw new CliError(`the ${provider} adapter did not take the signed sample as an event (${verdict.kind}${verdict.reason ? `: ${verdict.reason}` : ""}); is it a ${provider} event?`);
+  if (adapter.keptSecrets)
+    throw new CliError(
+      `${provider} signs with a secret kept from its handshake, which only the running receiver has: route test cannot verify its samples locally`,
+    );
+  const verdict = await adapter.verify({
+    source: sourceName,
+    method: "POST",
+    rawBody,
+    headers,
+    url,
+    secrets: [{ name: secret.name, value: secret.value }],
+    now: Date.now(),
+    options: table,
+  });
+  if (verdict.kind !== "event")
+    throw new CliError(
+      `the ${provider} adapter did not take the signed sample as an event (${verdict.kind}${verdict.reason ? `: ${verdict.reason}` : ""}); is it a ${provider} event?`,
+    );
   const { eventType, subjectId } = verdict.identity;
   // What the receipt would store (an adapter may keep other bytes than it received: Graph's clientState is dropped).
   const storedBody = verdict.storedBody ?? rawBody;
   const keptHeaders = JSON.stringify(worker.pickHeaders(headers, adapter.keptHeaders));
   const explanation = await worker.explainRoute(source.route, { body: storedBody, keptHeaders, eventType, subjectId });
   if (options.json) {
-    console.log(JSON.stringify({ source: sourceName, sample: from, type: eventType, subject: subjectId, destination: source.destination, ...explanation }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          source: sourceName,
+          sample: from,
+          type: eventType,
+          subject: subjectId,
+          destination: source.destination,
+          ...explanation,
+        },
+        null,
+        2,
+      ),
+    );
     return 0;
   }
-  console.log(`source ${sourceName} · sample ${from} · type ${eventType ?? "(none)"} · subject ${subjectId ?? "(none)"}`);
+  console.log(
+    `source ${sourceName} · sample ${from} · type ${eventType ?? "(none)"} · subject ${subjectId ?? "(none)"}`,
+  );
   console.log(`route ${explanation.name} → ${describeDestination(source.destination)}`);
-  console.log(`  filter     ${explanation.filterMatches === null ? "none (takes every event)" : explanation.filterMatches ? "matches" : "does not match"}`);
+  console.log(
+    `  filter     ${explanation.filterMatches === null ? "none (takes every event)" : explanation.filterMatches ? "matches" : "does not match"}`,
+  );
   const schema = explanation.schema;
   console.log(`  schema     ${schema === null ? "none" : schema.ok ? "passes" : `fails: ${schema.errors.join("; ")}`}`);
   const transform = explanation.transform;
-  console.log(`  transform  ${transform === null ? "none (the original bytes are sent)" : transform.ok ? JSON.stringify(transform.output, null, 2).replace(/\n/g, "\n             ") : transform.error}`);
+  console.log(
+    `  transform  ${transform === null ? "none (the original bytes are sent)" : transform.ok ? JSON.stringify(transform.output, null, 2).replace(/\n/g, "\n             ") : transform.error}`,
+  );
   const sentHeaders = explanation.verdict.kind === "deliver" ? explanation.verdict.headers : null;
-  if (sentHeaders) console.log(`  headers    ${Object.entries(sentHeaders).map(([name, value]) => `${name}: ${value}`).join("\n             ") || "(none for this event)"}`);
+  if (sentHeaders)
+    console.log(
+      `  headers    ${
+        Object.entries(sentHeaders)
+          .map(([name, value]) => `${name}: ${value}`)
+          .join("\n             ") || "(none for this event)"
+      }`,
+    );
   console.log(`  verdict    ${describeVerdict(explanation.verdict, source.destination)}`);
   console.log("nothing was sent or written");
   return 0;
@@ -96,10 +148,15 @@ function describeDestination(/** @type {{ kind: string, handlerName?: string, ur
   return "none";
 }
 
-function describeVerdict(/** @type {{ kind: string, reason?: string, error?: string, transformed?: unknown }} */ verdict, /** @type {{ kind: string }} */ destination) {
+function describeVerdict(
+  /** @type {{ kind: string, reason?: string, error?: string, transformed?: unknown }} */ verdict,
+  /** @type {{ kind: string }} */ destination,
+) {
   if (destination.kind === "none") return "skipped: the route has no destination";
   if (verdict.kind === "skip") return `skipped (${verdict.reason})`;
   if (verdict.kind === "refuse") return `dead-lettered: ${verdict.error}`;
   const what = verdict.transformed ? "the transform's output" : "the original bytes";
-  return destination.kind === "forward" ? `forwarded: ${what}` : `handed to the handler: ${verdict.transformed ? "the transform's output as its payload" : "the event as received"}`;
+  return destination.kind === "forward"
+    ? `forwarded: ${what}`
+    : `handed to the handler: ${verdict.transformed ? "the transform's output as its payload" : "the event as received"}`;
 }

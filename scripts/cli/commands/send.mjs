@@ -1,7 +1,7 @@
 // `send <source> [sample-or-file] [--id ID]`: sign a sample the way the source's provider signs and post it.
 import { CliError, EXIT } from "../errors.mjs";
 import { postWebhook } from "../http.mjs";
-import { readDevVars, readSources, receiverUrl, devVarsPath } from "../project.mjs";
+import { devVarsPath, readDevVars, readSources, receiverUrl } from "../project.mjs";
 import { freshEventKey, loadSample } from "../samples.mjs";
 import { payloadHash, schemeFor } from "../signers.mjs";
 
@@ -14,12 +14,19 @@ import { payloadHash, schemeFor } from "../signers.mjs";
  */
 export function signingSecret(sourceName, source, vars, varsPath) {
   const refs = Array.isArray(source.secrets) ? source.secrets : [];
-  const names = refs.map((ref) => (typeof ref === "string" ? { name: ref, expires: undefined } : /** @type {{ name: string, expires?: string }} */ (ref)));
+  const names = refs.map((ref) =>
+    typeof ref === "string"
+      ? { name: ref, expires: undefined }
+      : /** @type {{ name: string, expires?: string }} */ (ref),
+  );
   const usable = names.filter((ref) => !ref.expires || Date.parse(ref.expires) > Date.now());
   const found = usable.find((ref) => vars[ref.name]);
   if (!found) {
     const listed = names.map((ref) => ref.name).join(", ") || "(none)";
-    throw new CliError(`source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`, EXIT.setup);
+    throw new CliError(
+      `source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`,
+      EXIT.setup,
+    );
   }
   return { name: found.name, value: vars[found.name] };
 }
@@ -32,7 +39,11 @@ export function signingSecret(sourceName, source, vars, varsPath) {
 export async function send(sourceName, sampleOrFile, options) {
   const sources = await readSources(options);
   const source = sources[sourceName];
-  if (!source) throw new CliError(`no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`, EXIT.notFound);
+  if (!source)
+    throw new CliError(
+      `no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ")}`,
+      EXIT.notFound,
+    );
   const provider = String(source.provider);
   const scheme = await schemeFor(provider, source);
   const vars = readDevVars(options);
@@ -49,7 +60,10 @@ export async function send(sourceName, sampleOrFile, options) {
       // Asymmetric schemes list the sender's public key; signing locally needs its private half next to it.
       const privateKey = vars[`${secret.name}_PRIVATE_KEY`];
       if (!privateKey) {
-        throw new CliError(`${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : secret.value.startsWith("whpk_") ? "whpk" : "ed25519"} ${secret.name} prints a pair)`, EXIT.setup);
+        throw new CliError(
+          `${provider} signs with a private key: add ${secret.name}_PRIVATE_KEY to ${devVarsPath(options)} (npm run cli -- secret ${provider === "sendgrid" ? "p256" : secret.value.startsWith("whpk_") ? "whpk" : "ed25519"} ${secret.name} prints a pair)`,
+          EXIT.setup,
+        );
       }
       return privateKey;
     },
@@ -65,7 +79,10 @@ export async function send(sourceName, sampleOrFile, options) {
   const response = await postWebhook(url, request);
   console.log(`${response.status} ${response.text}`);
   const recordedKey = request.eventKey ?? (scheme.keyIn === "payload-hash" ? payloadHash(request.body) : eventKey);
-  const keyNote = scheme.keyIn === "payload-hash" ? `event key ${recordedKey} (${provider} sends no id: the key is the payload's SHA-256)` : `event key ${recordedKey}`;
+  const keyNote =
+    scheme.keyIn === "payload-hash"
+      ? `event key ${recordedKey} (${provider} sends no id: the key is the payload's SHA-256)`
+      : `event key ${recordedKey}`;
   // Microsoft Graph is answered 202, as it asks; every other sender 200.
   if (response.status === 200 || response.status === 202) {
     console.log(`${keyNote} · follow it: npm run cli -- show ${sourceName} ${recordedKey}`);

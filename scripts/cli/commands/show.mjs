@@ -1,7 +1,7 @@
 // `show <receipt-id>` or `show <source> <event-key>`: one receipt, its timeline and its outcome.
 import { CliError, EXIT } from "../errors.mjs";
-import { adminRequest } from "../http.mjs";
 import { clock, dateTime, dim, duration, printable, status } from "../format.mjs";
+import { adminRequest } from "../http.mjs";
 
 const RECEIPT_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -11,11 +11,15 @@ const RECEIPT_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
  * @param {{ json?: boolean, body?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function show(first, eventKey, options) {
-  const path = eventKey === undefined && RECEIPT_ID.test(first)
-    ? `/receipts/${first}`
-    : `/sources/${encodeURIComponent(first)}/events/${encodeURIComponent(eventKey ?? "")}`;
+  const path =
+    eventKey === undefined && RECEIPT_ID.test(first)
+      ? `/receipts/${first}`
+      : `/sources/${encodeURIComponent(first)}/events/${encodeURIComponent(eventKey ?? "")}`;
   if (eventKey === undefined && !RECEIPT_ID.test(first)) {
-    throw new CliError(`${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`, EXIT.usage);
+    throw new CliError(
+      `${first} is not a receipt id (26 characters): use show <receipt-id> or show <source> <event-key>`,
+      EXIT.usage,
+    );
   }
   /** @type {import("../admin-api").ReceiptDetail} */
   const detail = await adminRequest(options, path);
@@ -39,29 +43,55 @@ export function describe(detail, withBody) {
     `source    ${receipt.source}   event ${printable(receipt.eventKey)}${receipt.eventType ? `   type ${printable(receipt.eventType)}` : ""}`,
   ];
   if (receipt.subjectId || receipt.version !== null) {
-    lines.push(`subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`);
+    lines.push(
+      `subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`,
+    );
   }
   // The receipt's own counter restarts with each replay; attempt numbers go on across them.
-  const attemptsEver = Math.max(receipt.attempts ?? 0, ...(detail.attempts ?? []).map((attempt) => attempt.attemptNumber));
-  const sinceReplay = (receipt.replayCount ?? 0) > 0 && attemptsEver !== receipt.attempts ? ` (${receipt.attempts} since the last replay)` : "";
-  lines.push(`status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${attemptsEver}${sinceReplay}`, "", "timeline");
+  const attemptsEver = Math.max(
+    receipt.attempts ?? 0,
+    ...(detail.attempts ?? []).map((attempt) => attempt.attemptNumber),
+  );
+  const sinceReplay =
+    (receipt.replayCount ?? 0) > 0 && attemptsEver !== receipt.attempts
+      ? ` (${receipt.attempts} since the last replay)`
+      : "";
+  lines.push(
+    `status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${attemptsEver}${sinceReplay}`,
+    "",
+    "timeline",
+  );
   /** @type {[number, string][]} */
   const events = [];
   if (receipt.occurredAt) events.push([receipt.occurredAt, "occurred (provider's time)"]);
   events.push([receipt.receivedAt, "received and acknowledged"]);
   if (receipt.relayedAt) events.push([receipt.relayedAt, "recorded in D1, queued"]);
   for (const replay of detail.replays ?? []) {
-    const how = [replay.previousStatus && `was ${replay.previousStatus}`, replay.requestedBy && `via ${replay.requestedBy}`].filter(Boolean).join(", ");
-    events.push([replay.replayedAt, `replay ${replay.replayNumber} of ${receipt.replayCount}: queued again${how ? ` (${how})` : ""}`]);
+    const how = [
+      replay.previousStatus && `was ${replay.previousStatus}`,
+      replay.requestedBy && `via ${replay.requestedBy}`,
+    ]
+      .filter(Boolean)
+      .join(", ");
+    events.push([
+      replay.replayedAt,
+      `replay ${replay.replayNumber} of ${receipt.replayCount}: queued again${how ? ` (${how})` : ""}`,
+    ]);
   }
   for (const attempt of detail.attempts ?? []) {
     const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null && attempt.durationMs !== undefined ? ` in ${duration(attempt.durationMs)}` : ""}`;
-    events.push([attempt.startedAt, `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
+    events.push([
+      attempt.startedAt,
+      `attempt ${attempt.attemptNumber}: ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`,
+    ]);
   }
-  if (receipt.processedAt) events.push([receipt.processedAt, `finished: ${status(receipt.status === "dismissed" ? "dead" : receipt.status)}`]);
+  if (receipt.processedAt)
+    events.push([receipt.processedAt, `finished: ${status(receipt.status === "dismissed" ? "dead" : receipt.status)}`]);
   // The latest dismissal and the latest restore (a restore keeps the dismissal's time); how to undo only while it stands.
-  const undo = receipt.status === "dismissed" ? " (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)" : "";
-  if (receipt.dismissedAt) events.push([receipt.dismissedAt, `dismissed by an operator: out of the dead letters${undo}`]);
+  const undo =
+    receipt.status === "dismissed" ? " (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)" : "";
+  if (receipt.dismissedAt)
+    events.push([receipt.dismissedAt, `dismissed by an operator: out of the dead letters${undo}`]);
   if (receipt.restoredAt) events.push([receipt.restoredAt, "restored by an operator: a dead letter again, replayable"]);
   events.sort((a, b) => a[0] - b[0]);
   for (const [at, what] of events) lines.push(`  ${dateTime(at)}  ${what}`);
@@ -76,19 +106,30 @@ export function describe(detail, withBody) {
     for (const route of routes) {
       const tries = route.status === "filtered out" ? "" : `   attempts ${route.attempts}`;
       const why = route.lastError ? ` — ${printable(route.lastError)}` : "";
-      lines.push(`  ${printable(route.route ?? "(first)")}: ${route.status === "filtered out" ? dim("filtered out") : status(route.status)}${tries}${why}`);
+      lines.push(
+        `  ${printable(route.route ?? "(first)")}: ${route.status === "filtered out" ? dim("filtered out") : status(route.status)}${tries}${why}`,
+      );
     }
   }
-  if (receipt.receivedAt && receipt.processedAt) lines.push(dim(`          received → finished in ${duration(receipt.processedAt - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(receipt.processedAt)})`));
+  if (receipt.receivedAt && receipt.processedAt)
+    lines.push(
+      dim(
+        `          received → finished in ${duration(receipt.processedAt - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(receipt.processedAt)})`,
+      ),
+    );
   for (const copy of detail.quarantine ?? []) {
-    lines.push(`quarantined copy ${copy.quarantineId}: ${copy.reason} at ${dateTime(copy.receivedAt)} (same key, different bytes; never processed)`);
+    lines.push(
+      `quarantined copy ${copy.quarantineId}: ${copy.reason} at ${dateTime(copy.receivedAt)} (same key, different bytes; never processed)`,
+    );
   }
   if (receipt.keptHeaders && Object.keys(receipt.keptHeaders).length > 0) {
     lines.push("", "kept headers");
-    for (const [name, value] of Object.entries(receipt.keptHeaders)) lines.push(`  ${printable(name)}: ${printable(value)}`);
+    for (const [name, value] of Object.entries(receipt.keptHeaders))
+      lines.push(`  ${printable(name)}: ${printable(value)}`);
   }
   if (withBody) lines.push("", "body", receipt.body === null ? "  (past payload retention)" : prettyBody(receipt.body));
-  else lines.push("", dim(receipt.body === null ? "body: past payload retention" : "body: kept (add --body to print it)"));
+  else
+    lines.push("", dim(receipt.body === null ? "body: past payload retention" : "body: kept (add --body to print it)"));
   return lines;
 }
 

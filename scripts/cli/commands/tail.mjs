@@ -6,8 +6,8 @@
 // nothing happens the looks slow down (doubling up to IDLE_MAX_MS) and speed back up at the first news.
 // Duplicates keep no receipt: with --source, their count is read from the claim shards' tally (the stats).
 import { CliError, EXIT } from "../errors.mjs";
-import { adminRequest } from "../http.mjs";
 import { clock, dim, duration, printable, status } from "../format.mjs";
+import { adminRequest } from "../http.mjs";
 import { receiverUrl } from "../project.mjs";
 
 const STATUSES = ["pending", "processing", "processed", "stale", "dead", "skipped"];
@@ -22,18 +22,25 @@ const DUPLICATES_EVERY_MS = 10_000;
  * @param {{ source?: string, status?: string, interval?: string, history?: string, page?: string, window?: string } & import("../project.mjs").ProjectOptions} options
  */
 export async function tail(options) {
-  const statuses = options.status?.split(",").map((word) => word.trim()).filter(Boolean) ?? [];
+  const statuses =
+    options.status
+      ?.split(",")
+      .map((word) => word.trim())
+      .filter(Boolean) ?? [];
   const unknown = statuses.filter((word) => !STATUSES.includes(word));
-  if (unknown.length > 0) throw new CliError(`unknown status ${unknown.join(", ")}: use any of ${STATUSES.join(", ")}`, EXIT.usage);
+  if (unknown.length > 0)
+    throw new CliError(`unknown status ${unknown.join(", ")}: use any of ${STATUSES.join(", ")}`, EXIT.usage);
   const intervalMs = Math.max(200, Number(options.interval ?? 1000));
   const history = Math.min(200, Math.max(0, Number(options.history ?? 10)));
   const page = Number(options.page ?? 50);
-  if (!Number.isInteger(page) || page < 1 || page > 200) throw new CliError(`--page ${options.page}: use a whole number from 1 to 200`, EXIT.usage);
+  if (!Number.isInteger(page) || page < 1 || page > 200)
+    throw new CliError(`--page ${options.page}: use a whole number from 1 to 200`, EXIT.usage);
   const query = new URLSearchParams({ limit: String(page) });
   if (options.source) query.set("source", options.source);
   if (statuses.length > 0) query.set("status", statuses.join(","));
   const window = options.window ?? "6h";
-  if (!/^\d+(ms|s|m|h|d)$/.test(window)) throw new CliError(`--window ${window}: use a duration like 30m, 6h or 2d (at most 7d)`, EXIT.usage);
+  if (!/^\d+(ms|s|m|h|d)$/.test(window))
+    throw new CliError(`--window ${window}: use a duration like 30m, 6h or 2d (at most 7d)`, EXIT.usage);
   const changes = new URLSearchParams(query);
   changes.set("window", window);
   changes.set("limit", "200");
@@ -49,9 +56,20 @@ export async function tail(options) {
   // The rest of the first page is history: from now on only what happens to them is news.
   const watchedFrom = Date.now();
   for (const receipt of backlog) {
-    if (!seen.has(receipt.receiptId)) seen.set(receipt.receiptId, { state: stateOf(receipt), status: receipt.status, lastAttempt: 0, replays: receipt.replayCount ?? 0, from: watchedFrom });
+    if (!seen.has(receipt.receiptId))
+      seen.set(receipt.receiptId, {
+        state: stateOf(receipt),
+        status: receipt.status,
+        lastAttempt: 0,
+        replays: receipt.replayCount ?? 0,
+        from: watchedFrom,
+      });
   }
-  console.log(dim(`following ${receiverUrl(options)}${options.source ? ` · source ${options.source}` : ""}${statuses.length ? ` · status ${statuses.join(",")}` : ""} · Ctrl-C to stop`));
+  console.log(
+    dim(
+      `following ${receiverUrl(options)}${options.source ? ` · source ${options.source}` : ""}${statuses.length ? ` · status ${statuses.join(",")}` : ""} · Ctrl-C to stop`,
+    ),
+  );
 
   let stopped = false;
   /** @type {() => void} */
@@ -86,7 +104,8 @@ export async function tail(options) {
           changes.set("changedSince", changesCursor);
           /** @type {import("../admin-api").ReceiptChanges} */
           const changed = await adminRequest(options, `/receipts?${changes}`);
-          for (const receipt of changed.receipts) news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
+          for (const receipt of changed.receipts)
+            news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
           ({ changesCursor, more } = changed);
         }
       }
@@ -94,7 +113,9 @@ export async function tail(options) {
         duplicatesAskedAt = Date.now();
         const fresh = await duplicates.fresh();
         if (fresh > 0) {
-          console.log(`${clock(Date.now())}  ${options.source}  ${fresh} duplicate deliver${fresh === 1 ? "y" : "ies"} ${dim("(answered with the first receipt; a duplicate stores nothing)")}`);
+          console.log(
+            `${clock(Date.now())}  ${options.source}  ${fresh} duplicate deliver${fresh === 1 ? "y" : "ies"} ${dim("(answered with the first receipt; a duplicate stores nothing)")}`,
+          );
           news = true;
         }
       }
@@ -119,7 +140,9 @@ async function duplicateTally(options, source) {
   const read = async () => {
     /** @type {import("../admin-api").Stats} */
     const stats = await adminRequest(options, `/stats?source=${encodeURIComponent(source)}&window=2h`);
-    const hours = /** @type {{ hour: number, deliveries: number }[] | null | undefined} */ (stats.sources?.[0]?.duplicatesByHour);
+    const hours = /** @type {{ hour: number, deliveries: number }[] | null | undefined} */ (
+      stats.sources?.[0]?.duplicatesByHour
+    );
     return hours ? new Map(hours.map((row) => [row.hour, row.deliveries])) : null;
   };
   /** @type {Map<number, number> | null} */
@@ -168,10 +191,18 @@ async function report(receipt, seen, options, changedFrom) {
   const who = `${receipt.source}  ${receipt.receiptId}`;
   if (before === undefined) {
     const older = changedFrom !== undefined ? dim(" (received earlier, changed now)") : "";
-    console.log(`${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ? printable(receipt.eventType) : "—"}  key ${printable(receipt.eventKey)}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`);
+    console.log(
+      `${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ? printable(receipt.eventType) : "—"}  key ${printable(receipt.eventKey)}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`,
+    );
   }
   const from = before?.from ?? changedFrom ?? 0;
-  const next = { state, status: receipt.status, lastAttempt: before?.lastAttempt ?? 0, replays: before?.replays ?? 0, from };
+  const next = {
+    state,
+    status: receipt.status,
+    lastAttempt: before?.lastAttempt ?? 0,
+    replays: before?.replays ?? 0,
+    from,
+  };
   if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays) {
     /** @type {import("../admin-api").ReceiptDetail} */
     const detail = await adminRequest(options, `/receipts/${receipt.receiptId}`);
@@ -179,20 +210,29 @@ async function report(receipt, seen, options, changedFrom) {
     const lines = [];
     for (const replay of detail.replays ?? []) {
       const fresh = replay.replayNumber > next.replays && replay.replayedAt >= from;
-      if (fresh) lines.push([replay.replayedAt, `${who}  replayed${replay.previousStatus ? ` (was ${replay.previousStatus})` : ""}`]);
+      if (fresh)
+        lines.push([
+          replay.replayedAt,
+          `${who}  replayed${replay.previousStatus ? ` (was ${replay.previousStatus})` : ""}`,
+        ]);
       next.replays = Math.max(next.replays, replay.replayNumber);
     }
     for (const attempt of detail.attempts) {
       const fresh = attempt.attemptNumber > next.lastAttempt && (attempt.finishedAt ?? attempt.startedAt) >= from;
       if (!fresh) continue;
       const outcome = `${status(attempt.outcome ?? "running")}${attempt.httpStatus ? ` HTTP ${attempt.httpStatus}` : ""}${attempt.durationMs !== null ? ` ${dim(`(${duration(attempt.durationMs)})`)}` : ""}`;
-      lines.push([attempt.startedAt, `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`]);
+      lines.push([
+        attempt.startedAt,
+        `${who}  attempt ${attempt.attemptNumber} ${outcome}${attempt.error ? ` — ${printable(attempt.error)}` : ""}`,
+      ]);
     }
     next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((attempt) => attempt.attemptNumber));
     for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
   }
   if (before !== undefined && before.status !== receipt.status) {
-    console.log(`${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`);
+    console.log(
+      `${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`,
+    );
   }
   seen.set(receipt.receiptId, next);
   return true;

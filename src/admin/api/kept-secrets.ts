@@ -18,15 +18,25 @@ const FINGERPRINT = /^[0-9a-f]{16}$/;
 /** The source, when it is configured and its sender hands over a secret to keep; else the 4xx saying which. */
 function keptSecretSource(env: Env, source: string): string {
   const lookup = lookupSource(env, source);
-  if (lookup.kind === "unknown") throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
+  if (lookup.kind === "unknown")
+    throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
   if (lookup.kind === "valid" && !adapterFor(lookup.source.provider)?.keptSecrets) {
-    throw apiError(400, "no_kept_secrets", "This source's provider hands over no secret to keep; only asana and notion sources have kept secrets.");
+    throw apiError(
+      400,
+      "no_kept_secrets",
+      "This source's provider hands over no secret to keep; only asana and notion sources have kept secrets.",
+    );
   }
   return source;
 }
 
 function fingerprintParam(value: string): string {
-  if (!FINGERPRINT.test(value)) throw apiError(400, "invalid_fingerprint", "A kept secret's fingerprint is 16 lowercase hex characters, as the list shows it.");
+  if (!FINGERPRINT.test(value))
+    throw apiError(
+      400,
+      "invalid_fingerprint",
+      "A kept secret's fingerprint is 16 lowercase hex characters, as the list shows it.",
+    );
   return value;
 }
 

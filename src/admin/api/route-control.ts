@@ -8,7 +8,9 @@ import { pauseRoute, resumeRoute, routeControlView } from "../route-control";
  */
 export const routeControlApi = new Hono<AdminEnv>();
 
-routeControlApi.get("/:source/routes/:route", async (c) => c.json(await routeControlView(c.env, c.req.param("source"), c.req.param("route"))));
+routeControlApi.get("/:source/routes/:route", async (c) =>
+  c.json(await routeControlView(c.env, c.req.param("source"), c.req.param("route"))),
+);
 
 routeControlApi.post("/:source/routes/:route/:change{pause|resume}", async (c) => {
   const { source, route, change } = c.req.param();

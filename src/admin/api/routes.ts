@@ -1,35 +1,40 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
-import { requireBearer, type AdminEnv } from "../auth";
+import { listAlerts } from "../alerts";
+import { deliveryMetricsFor } from "../analytics-query";
+import { type AdminEnv, requireBearer } from "../auth";
+import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
 import {
   describeUnknown,
-  RECEIPT_FILTER_PARAMETERS,
   isReceiptId,
   parseCursor,
   parseLimit,
   parseReceiptFilter,
   parseWindow,
+  RECEIPT_FILTER_PARAMETERS,
   rejectUnknownParameters,
 } from "../filters";
-import { listAlerts } from "../alerts";
-import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
-import { deliveryMetricsFor } from "../analytics-query";
 import { listQuarantine, receiptChanges, searchReceipts } from "../lists";
 import { receiptDetail, receiptIdForEvent } from "../queries";
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";
 import { inFirstDatabase } from "../receipt-databases";
 import { replayByIds, replayDeadMatching, replayRoute } from "../replay";
 
-async function replayRouteReport(env: Env, receiptId: string, route: string): Promise<{ receiptId: string; route: string; outcome: string }> {
+async function replayRouteReport(
+  env: Env,
+  receiptId: string,
+  route: string,
+): Promise<{ receiptId: string; route: string; outcome: string }> {
   return { receiptId, route, outcome: (await replayRoute(env, receiptId, route, "api")).kind };
 }
-import { parseBulkReplayRequest } from "../replay-request";
+
 import { databaseBindingOf } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
-import { sourceStats } from "../stats";
 import { collectMeters } from "../meters";
+import { parseBulkReplayRequest } from "../replay-request";
+import { sourceStats } from "../stats";
 import { storageSizes } from "../storage-sizes";
 import { systemHealth } from "../system-health";
 import { keptSecretsApi } from "./kept-secrets";
@@ -55,7 +60,8 @@ function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
 adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS, ...CHANGE_PARAMETERS), async (c) => {
   const query = c.req.query();
   if (query.changedSince !== undefined) return c.json(await receiptChanges(c.env, parseChangesQuery(query)));
-  if (query.window !== undefined) throw apiError(400, "invalid_query", 'Query parameter "window" only goes with changedSince.');
+  if (query.window !== undefined)
+    throw apiError(400, "invalid_query", 'Query parameter "window" only goes with changedSince.');
   return c.json(await searchReceipts(c.env, parseReceiptFilter(query)));
 });
 
@@ -82,13 +88,23 @@ adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
     },
     databaseBindingOf(c.env, source),
   );
-  if (!detail) throw apiError(404, "event_not_found", "No receipt for this event key under this source (never accepted, or not yet relayed).");
+  if (!detail)
+    throw apiError(
+      404,
+      "event_not_found",
+      "No receipt for this event key under this source (never accepted, or not yet relayed).",
+    );
   return c.json(detail);
 });
 
 adminApi.get("/dead", async (c) => {
   const query = c.req.query();
-  if (query.status !== undefined) throw apiError(400, "invalid_query", 'Dead letters are status "dead"; use /admin/api/receipts to filter by status.');
+  if (query.status !== undefined)
+    throw apiError(
+      400,
+      "invalid_query",
+      'Dead letters are status "dead"; use /admin/api/receipts to filter by status.',
+    );
   rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
   return c.json(await searchReceipts(c.env, parseReceiptFilter({ ...query, status: "dead" })));
 });
@@ -98,20 +114,39 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const route = c.req.query("route");
   // ?route=<name>: that route's delivery alone (docs/routing.md, "Fan-out").
-  const report = route !== undefined ? await replayRouteReport(c.env, receiptId, route) : (await replayByIds(c.env, [receiptId], "api")).results[0];
+  const report =
+    route !== undefined
+      ? await replayRouteReport(c.env, receiptId, route)
+      : (await replayByIds(c.env, [receiptId], "api")).results[0];
   switch (report?.outcome) {
     case "replayed":
       return c.json(report, 202);
     case "not_found":
       throw apiError(404, "receipt_not_found", "No receipt has this id.");
     case "in_flight":
-      throw apiError(409, "receipt_in_flight", "The receipt (or that route's delivery) is pending or processing already; nothing was replayed.");
+      throw apiError(
+        409,
+        "receipt_in_flight",
+        "The receipt (or that route's delivery) is pending or processing already; nothing was replayed.",
+      );
     case "no_such_route":
-      throw apiError(404, "delivery_not_found", "The receipt has no delivery to that route (not a matched route of it).");
+      throw apiError(
+        404,
+        "delivery_not_found",
+        "The receipt has no delivery to that route (not a matched route of it).",
+      );
     case "delivered":
-      throw apiError(409, "delivery_committed", "That route's delivery already committed its outcome; a replay would apply nothing.");
+      throw apiError(
+        409,
+        "delivery_committed",
+        "That route's delivery already committed its outcome; a replay would apply nothing.",
+      );
     default:
-      throw apiError(409, "payload_expired", "The receipt's body is past payload retention; there is nothing left to replay.");
+      throw apiError(
+        409,
+        "payload_expired",
+        "The receipt's body is past payload retention; there is nothing left to replay.",
+      );
   }
 });
 
@@ -125,7 +160,11 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
   try {
     body = await c.req.json();
   } catch {
-    throw apiError(400, "invalid_body", 'Send a JSON object: {"receiptIds": [...]} or {"source": "...", "since", "until", "type", "limit"}.');
+    throw apiError(
+      400,
+      "invalid_body",
+      'Send a JSON object: {"receiptIds": [...]} or {"source": "...", "since", "until", "type", "limit"}.',
+    );
   }
   const request = parseBulkReplayRequest(body);
   if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds, "api"));
@@ -136,8 +175,12 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
  * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
  * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back.
  */
-adminApi.post("/dead/dismiss", accepts(), async (c) => c.json(await dismissAnywhere(c.env, await receiptIdsBody(c.req.raw))));
-adminApi.post("/dead/restore", accepts(), async (c) => c.json(await restoreAnywhere(c.env, await receiptIdsBody(c.req.raw))));
+adminApi.post("/dead/dismiss", accepts(), async (c) =>
+  c.json(await dismissAnywhere(c.env, await receiptIdsBody(c.req.raw))),
+);
+adminApi.post("/dead/restore", accepts(), async (c) =>
+  c.json(await restoreAnywhere(c.env, await receiptIdsBody(c.req.raw))),
+);
 
 async function receiptIdsBody(request: Request): Promise<string[]> {
   const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids.`;
@@ -151,7 +194,12 @@ async function receiptIdsBody(request: Request): Promise<string[]> {
   const unknown = Object.keys(body).filter((key) => key !== "receiptIds");
   if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("key", unknown, ["receiptIds"]));
   const ids = (body as { receiptIds?: unknown }).receiptIds;
-  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_DISMISS_IDS || !ids.every((id) => typeof id === "string" && isReceiptId(id))) {
+  if (
+    !Array.isArray(ids) ||
+    ids.length === 0 ||
+    ids.length > MAX_DISMISS_IDS ||
+    !ids.every((id) => typeof id === "string" && isReceiptId(id))
+  ) {
     throw apiError(400, "invalid_body", usage);
   }
   return ids as string[];
@@ -159,14 +207,23 @@ async function receiptIdsBody(request: Request): Promise<string[]> {
 
 adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
   const query = c.req.query();
-  return c.json(await listQuarantine(c.env, { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) }));
+  return c.json(
+    await listQuarantine(c.env, {
+      source: query.source || undefined,
+      before: parseCursor(query),
+      limit: parseLimit(query),
+    }),
+  );
 });
 
 adminApi.get("/alerts", accepts("source", "state", "limit"), async (c) => {
   const query = c.req.query();
   const state = query.state;
-  if (state !== undefined && state !== "open" && state !== "resolved") throw apiError(400, "invalid_query", 'Query parameter "state" must be open or resolved.');
-  return c.json({ alerts: await listAlerts(database(c.env), { source: query.source || undefined, state, limit: parseLimit(query) }) });
+  if (state !== undefined && state !== "open" && state !== "resolved")
+    throw apiError(400, "invalid_query", 'Query parameter "state" must be open or resolved.');
+  return c.json({
+    alerts: await listAlerts(database(c.env), { source: query.source || undefined, state, limit: parseLimit(query) }),
+  });
 });
 
 /** Which sources accept deliveries and which are broken (answering 503), with every problem of each table. */
@@ -195,7 +252,9 @@ adminApi.get("/stats", accepts("source", "window"), async (c) => {
 });
 
 /** GET /health's reasons with their details: the system monitor's incidents, config problems, storage sizes. */
-adminApi.get("/health", accepts("source"), async (c) => c.json(await systemHealth(c.env, c.req.query("source") || undefined)));
+adminApi.get("/health", accepts("source"), async (c) =>
+  c.json(await systemHealth(c.env, c.req.query("source") || undefined)),
+);
 
 /**
  * The runtime's own meters (D1 rows and calls, Durable Object rows and requests, alarm writes, queue operations)

@@ -66,26 +66,47 @@ function Axes(props: { points: HourPoint[]; max: number; format: (value: number)
  * @example
  *   <HourlyBars id="chart-received" title="Received" points={series} value={(p) => p.received} tone="ink" />
  */
-export function HourlyBars(props: { id: string; title: string; points: HourPoint[]; value: (point: HourPoint) => number | null; tone: string; note?: string }) {
+export function HourlyBars(props: {
+  id: string;
+  title: string;
+  points: HourPoint[];
+  value: (point: HourPoint) => number | null;
+  tone: string;
+  note?: string;
+}) {
   const values = props.points.map(props.value);
   const known = values.filter((value): value is number => value !== null);
   const total = known.reduce((sum, value) => sum + value, 0);
   const max = niceCeiling(Math.max(0, ...known));
   const step = PLOT_W / props.points.length;
-  const summary = known.length === 0 ? "not available" : `${total} in the last ${props.points.length} hours, at most ${Math.max(0, ...known)} in one hour`;
+  const summary =
+    known.length === 0
+      ? "not available"
+      : `${total} in the last ${props.points.length} hours, at most ${Math.max(0, ...known)} in one hour`;
   return (
     <figure class="chart" id={props.id} data-total={known.length === 0 ? "" : String(total)}>
       <figcaption>
         <strong>{props.title}</strong> <span class="muted">{known.length === 0 ? "—" : total}</span>
       </figcaption>
-      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${props.title}: ${summary}`} preserveAspectRatio="xMidYMid meet">
+      <svg
+        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+        role="img"
+        aria-label={`${props.title}: ${summary}`}
+        preserveAspectRatio="xMidYMid meet"
+      >
         <Axes points={props.points} max={max} format={(value) => String(value)} whole />
         {props.points.map((point, index) => {
           const value = values[index];
           if (value === null || value === undefined || value === 0) return null;
           const height = Math.max(1, (value / max) * PLOT_H);
           return (
-            <rect class={`bar ${props.tone}`} x={LEFT + index * step + 1} y={TOP + PLOT_H - height} width={Math.max(1, step - 2)} height={height}>
+            <rect
+              class={`bar ${props.tone}`}
+              x={LEFT + index * step + 1}
+              y={TOP + PLOT_H - height}
+              width={Math.max(1, step - 2)}
+              height={height}
+            >
               <title>{`${hourLabel(point.hour)} UTC: ${value}`}</title>
             </rect>
           );
@@ -134,12 +155,18 @@ export function HourlyLatency(props: {
   return (
     <figure class="chart" id={props.id}>
       <figcaption>
-        <strong>{props.title}</strong> <span class="muted">{known.length === 0 ? "no samples" : `latest p50 ${formatDuration(latest)}`}</span>
+        <strong>{props.title}</strong>{" "}
+        <span class="muted">{known.length === 0 ? "no samples" : `latest p50 ${formatDuration(latest)}`}</span>
         <span class="legend">
           <span class="key p50" /> p50 <span class="key p95" /> p95
         </span>
       </figcaption>
-      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${props.title}, p50 and p95 per hour`} preserveAspectRatio="xMidYMid meet">
+      <svg
+        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+        role="img"
+        aria-label={`${props.title}, p50 and p95 per hour`}
+        preserveAspectRatio="xMidYMid meet"
+      >
         <Axes points={props.points} max={max} format={(value) => formatDuration(value)} />
         <path class="line p95" d={path(p95)} />
         <path class="line p50" d={path(p50)} />
@@ -162,10 +189,22 @@ export function Sparkline(props: { points: HourPoint[]; label: string }) {
   const h = 22;
   const max = Math.max(1, ...props.points.map((point) => point.received));
   const step = w / Math.max(1, props.points.length - 1);
-  const d = props.points.map((point, index) => `${index === 0 ? "M" : "L"}${(index * step).toFixed(1)},${(h - 1 - (point.received / max) * (h - 2)).toFixed(1)}`).join(" ");
+  const d = props.points
+    .map(
+      (point, index) =>
+        `${index === 0 ? "M" : "L"}${(index * step).toFixed(1)},${(h - 1 - (point.received / max) * (h - 2)).toFixed(1)}`,
+    )
+    .join(" ");
   const dead = props.points.some((point) => point.dead > 0);
   return (
-    <svg class={`spark${dead ? " has-dead" : ""}`} viewBox={`0 0 ${w} ${h}`} width={w} height={h} role="img" aria-label={props.label}>
+    <svg
+      class={`spark${dead ? " has-dead" : ""}`}
+      viewBox={`0 0 ${w} ${h}`}
+      width={w}
+      height={h}
+      role="img"
+      aria-label={props.label}
+    >
       <path d={d} />
     </svg>
   );

@@ -30,7 +30,12 @@ export function Flash(props: { message: string | undefined }) {
 }
 
 /** Links to the newer and older pages of a keyset-paged list, keeping every other query parameter. */
-export function Pager(props: { path: string; query: Record<string, string | undefined>; prevCursor: string | null; nextCursor: string | null }) {
+export function Pager(props: {
+  path: string;
+  query: Record<string, string | undefined>;
+  prevCursor: string | null;
+  nextCursor: string | null;
+}) {
   if (!props.prevCursor && !props.nextCursor) return null;
   return (
     <p class="pager">
@@ -87,9 +92,15 @@ export function alertConcerns(alert: ReadableAlert): { href: string; label: stri
     case "dead-letters":
       return { href: `/admin/dead?source=${name}`, label: `${alert.source}'s dead letters` };
     case "pending-age":
-      return { href: `/admin/receipts?source=${name}&status=pending,processing`, label: `${alert.source}'s waiting receipts` };
+      return {
+        href: `/admin/receipts?source=${name}&status=pending,processing`,
+        label: `${alert.source}'s waiting receipts`,
+      };
     case "catch-up-missing":
-      return { href: `/admin/receipts?source=${name}&provenance=reconciled`, label: `${alert.source}'s reconciled events` };
+      return {
+        href: `/admin/receipts?source=${name}&provenance=reconciled`,
+        label: `${alert.source}'s reconciled events`,
+      };
     default:
       return { href: `/admin/sources/${name}`, label: alert.source };
   }
@@ -163,7 +174,12 @@ export function ReceiptsTable(props: { receipts: ReceiptSummary[]; selectable?: 
           <tr data-receipt={receipt.receiptId}>
             {props.selectable && (
               <td data-label="Select">
-                <input type="checkbox" name="receiptId" value={receipt.receiptId} aria-label={`select ${receipt.eventKey}`} />
+                <input
+                  type="checkbox"
+                  name="receiptId"
+                  value={receipt.receiptId}
+                  aria-label={`select ${receipt.eventKey}`}
+                />
               </td>
             )}
             <td data-label="Received">

@@ -2,7 +2,10 @@
 
 export function formatInstant(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return "—";
-  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return new Date(ms)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, "Z");
 }
 
 export function formatDuration(ms: number | null | undefined): string {
@@ -14,9 +17,15 @@ export function formatDuration(ms: number | null | undefined): string {
 }
 
 /** A query string from the given values, leaving out empty ones and any name in `drop`. */
-export function withQuery(path: string, query: Record<string, string | undefined>, set: Record<string, string> = {}, drop: string[] = []): string {
+export function withQuery(
+  path: string,
+  query: Record<string, string | undefined>,
+  set: Record<string, string> = {},
+  drop: string[] = [],
+): string {
   const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(query)) if (value && !drop.includes(name) && !(name in set)) params.set(name, value);
+  for (const [name, value] of Object.entries(query))
+    if (value && !drop.includes(name) && !(name in set)) params.set(name, value);
   for (const [name, value] of Object.entries(set)) params.set(name, value);
   const text = params.toString();
   return text ? `${path}?${text}` : path;
@@ -29,8 +38,15 @@ export function withQuery(path: string, query: Record<string, string | undefined
 export function formatFacts(facts: Record<string, number>): string {
   return Object.entries(facts)
     .map(([name, value]) => {
-      const words = name.replace(/(Ms|Bytes)$/, "").replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
-      const shown = name.endsWith("Ms") ? formatDuration(value) : name.endsWith("Bytes") ? formatBytes(value) : value.toLocaleString("en-US");
+      const words = name
+        .replace(/(Ms|Bytes)$/, "")
+        .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+        .toLowerCase();
+      const shown = name.endsWith("Ms")
+        ? formatDuration(value)
+        : name.endsWith("Bytes")
+          ? formatBytes(value)
+          : value.toLocaleString("en-US");
       return `${words} ${shown}`;
     })
     .join(" · ");

@@ -1,9 +1,16 @@
 import { Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
+import { plural } from "../../lib/plural";
 import type { AdminEnv } from "../auth";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
-import { isReceiptId, parseReceiptFilter, rejectUnknownParameters, RECEIPT_FILTER_PARAMETERS, type ReceiptFilter } from "../filters";
+import {
+  isReceiptId,
+  parseReceiptFilter,
+  RECEIPT_FILTER_PARAMETERS,
+  type ReceiptFilter,
+  rejectUnknownParameters,
+} from "../filters";
 import { searchReceipts } from "../lists";
 import { receiptDetail } from "../queries";
 import { inFirstDatabase } from "../receipt-databases";
@@ -12,7 +19,6 @@ import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
 import { ReceiptPage } from "./pages/receipt";
 import { ReceiptsPage } from "./pages/receipts";
-import { plural } from "../../lib/plural";
 
 /** The dashboard's receipts and dead letters: search, one receipt, replay, dismiss and restore. */
 export const receiptPages = new Hono<AdminEnv>();
@@ -37,7 +43,9 @@ receiptPages.get("/receipts", async (c) => {
 
 receiptPages.get("/receipts/:receiptId", async (c) => {
   const receiptId = c.req.param("receiptId");
-  const detail = isReceiptId(receiptId) ? await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env)) : null;
+  const detail = isReceiptId(receiptId)
+    ? await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env))
+    : null;
   if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
 });
@@ -58,23 +66,33 @@ receiptPages.get("/dead", async (c) => {
   let filter: ReceiptFilter | undefined;
   const problem = await filterProblem(() => {
     rejectUnknownParameters(query, DEAD_PARAMETERS);
-    if (query.show && query.show !== "dismissed") throw apiError(400, "invalid_query", 'Query parameter "show" must be empty or "dismissed".');
+    if (query.show && query.show !== "dismissed")
+      throw apiError(400, "invalid_query", 'Query parameter "show" must be empty or "dismissed".');
     const { show: _show, ...rest } = query;
     filter = parseReceiptFilter({ ...rest, status: dismissed ? "dismissed" : "dead" });
   });
   const page = filter ? await searchReceipts(c.env, filter) : null;
-  return c.html(<DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />, problem ? 400 : 200);
+  return c.html(
+    <DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />,
+    problem ? 400 : 200,
+  );
 });
-
 
 /** Every dead-letter action posts here: replay (selected or the whole page), dismiss, restore. */
 receiptPages.post("/dead/action", async (c) => {
   const form = await c.req.parseBody({ all: true });
   const action = form.action;
   const field = action === "replay-page" ? form.pageReceiptId : form.receiptId;
-  const receiptIds = [...new Set((Array.isArray(field) ? field : field === undefined ? [] : [field]).filter((id): id is string => typeof id === "string" && isReceiptId(id)))];
+  const receiptIds = [
+    ...new Set(
+      (Array.isArray(field) ? field : field === undefined ? [] : [field]).filter(
+        (id): id is string => typeof id === "string" && isReceiptId(id),
+      ),
+    ),
+  ];
   const back = form.back === "dismissed" ? "/admin/dead?show=dismissed" : "/admin/dead";
-  const single = receiptIds.length === 1 && form.pageReceiptId === undefined ? `/admin/receipts/${receiptIds[0]}` : back;
+  const single =
+    receiptIds.length === 1 && form.pageReceiptId === undefined ? `/admin/receipts/${receiptIds[0]}` : back;
   if (receiptIds.length === 0) {
     setFlash(c, "Nothing selected: tick the receipts first.");
     return c.redirect(back, 303);
@@ -82,19 +100,25 @@ receiptPages.post("/dead/action", async (c) => {
   switch (action) {
     case "replay":
     case "replay-page": {
-      if (receiptIds.length > MAX_REPLAY_IDS) throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
+      if (receiptIds.length > MAX_REPLAY_IDS)
+        throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
       const report = await replayByIds(c.env, receiptIds, "dashboard");
       setFlash(c, `${plural(report.replayed, "receipt")} replayed.`);
       return c.redirect(back, 303);
     }
     case "dismiss": {
-      if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
+      if (receiptIds.length > MAX_DISMISS_IDS)
+        throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
       const report = await dismissAnywhere(c.env, receiptIds);
-      setFlash(c, `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`);
+      setFlash(
+        c,
+        `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`,
+      );
       return c.redirect(single, 303);
     }
     case "restore": {
-      if (receiptIds.length > MAX_DISMISS_IDS) throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
+      if (receiptIds.length > MAX_DISMISS_IDS)
+        throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
       const report = await restoreAnywhere(c.env, receiptIds);
       setFlash(c, `${plural(report.changed.length, "receipt")} restored to the dead letters.`);
       return c.redirect(single, 303);

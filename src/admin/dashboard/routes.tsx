@@ -1,4 +1,4 @@
-import { Hono, type Context } from "hono";
+import { type Context, Hono } from "hono";
 import { deleteCookie, setCookie } from "hono/cookie";
 import { csrf } from "hono/csrf";
 import { HTTPException } from "hono/http-exception";
@@ -7,18 +7,27 @@ import { database } from "../../db/client";
 import { ApiError, apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
-import { adminToken, adminTokenProblem, hasSession, issueSession, SESSION_COOKIE, SESSION_TTL_MS, SHIPPED_EXAMPLE_MESSAGE, type AdminEnv } from "../auth";
-import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../login-throttle";
+import { lookupSource, sourcesHealth } from "../../sources/registry";
 import { listAlerts } from "../alerts";
+import { deliveryMetricsFor } from "../analytics-query";
+import {
+  type AdminEnv,
+  adminToken,
+  adminTokenProblem,
+  hasSession,
+  issueSession,
+  SESSION_COOKIE,
+  SESSION_TTL_MS,
+  SHIPPED_EXAMPLE_MESSAGE,
+} from "../auth";
 import { parseCursor, parseLimit, parseWindow } from "../filters";
 import { listQuarantine } from "../lists";
-import { deliveryMetricsFor } from "../analytics-query";
-import { emptySeries, sourceSeries } from "../series";
-import { lookupSource, sourcesHealth } from "../../sources/registry";
+import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../login-throttle";
 import { pauseRoute, resumeRoute, routeControlView } from "../route-control";
-import { setFlash, takeFlash } from "./flash";
+import { emptySeries, sourceSeries } from "../series";
 import { sourceStats } from "../stats";
 import { systemHealth } from "../system-health";
+import { setFlash, takeFlash } from "./flash";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage } from "./pages/alerts";
 import { LoginPage, ProblemPage } from "./pages/login";
@@ -26,8 +35,8 @@ import { OverviewPage } from "./pages/overview";
 import { QuarantinePage } from "./pages/quarantine";
 import { SourcePage } from "./pages/source";
 import { OverviewWithoutStatsPage, SystemPage } from "./pages/system";
-import { shardTotals, summarizeSystem } from "./system-summary";
 import { receiptPages } from "./receipt-routes";
+import { shardTotals, summarizeSystem } from "./system-summary";
 
 /**
  * /admin — the dashboard, rendered on the server with Hono JSX. Signing in trades the admin token for an
@@ -52,14 +61,18 @@ dashboard.get("/login", async (c) => {
 
 dashboard.post("/login", async (c) => {
   const expected = adminToken(c.env);
-  if (adminTokenProblem(c.env) === "shipped-example") return c.html(<LoginPage problem={SHIPPED_EXAMPLE_MESSAGE} />, 503);
+  if (adminTokenProblem(c.env) === "shipped-example")
+    return c.html(<LoginPage problem={SHIPPED_EXAMPLE_MESSAGE} />, 503);
   if (!expected) return c.html(<LoginPage problem="The dashboard is disabled: set the ADMIN_TOKEN secret." />, 503);
   const client = loginClient(c.req.raw);
   const now = Date.now();
   const retryAfter = loginRetryAfterSeconds(client, now);
   if (retryAfter !== null) {
     c.header("retry-after", String(retryAfter));
-    return c.html(<LoginPage problem={`Too many failed sign-ins from your address: try again in ${retryAfter} s.`} />, 429);
+    return c.html(
+      <LoginPage problem={`Too many failed sign-ins from your address: try again in ${retryAfter} s.`} />,
+      429,
+    );
   }
   const form = await c.req.parseBody();
   const presented = typeof form.token === "string" ? form.token : "";
@@ -110,13 +123,26 @@ dashboard.get("/", async (c) => {
     return c.html(<OverviewWithoutStatsPage summary={await system} config={sourcesHealth(c.env)} />, 503);
   }
   const [report, series, alerts] = stats;
-  return c.html(<OverviewPage report={report} series={series} alerts={alerts} config={sourcesHealth(c.env)} system={await system} />);
+  return c.html(
+    <OverviewPage
+      report={report}
+      series={series}
+      alerts={alerts}
+      config={sourcesHealth(c.env)}
+      system={await system}
+    />,
+  );
 });
 
 dashboard.get("/system", async (c) => {
   const health = await systemHealth(c.env);
   return c.html(
-    <SystemPage summary={summarizeSystem(health)} shards={shardTotals(health)} shardAlertBytes={shardThresholds(c.env).storageBytes} config={sourcesHealth(c.env)} />,
+    <SystemPage
+      summary={summarizeSystem(health)}
+      shards={shardTotals(health)}
+      shardAlertBytes={shardThresholds(c.env).storageBytes}
+      config={sourcesHealth(c.env)}
+    />,
   );
 });
 
@@ -132,13 +158,27 @@ dashboard.get("/sources/:source", async (c) => {
     listAlerts(db, { source: onlySource, limit: 50 }),
   ]);
   const problems = sourcesHealth(c.env).invalid[onlySource];
-  if (report.sources.length === 0 && !problems) throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
+  if (report.sources.length === 0 && !problems)
+    throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   const points = series.get(onlySource) ?? emptySeries(now, 24, readout ? 0 : null);
   if (note) report.notes.analyticsEngine = note;
   // A route with delivery control has a gate to show (one Durable Object request); any other route has none.
   const lookup = lookupSource(c.env, onlySource);
-  const route = lookup.kind === "valid" && lookup.source.route.control ? await routeControlView(c.env, onlySource, lookup.source.route.name) : null;
-  return c.html(<SourcePage name={onlySource} report={report} points={points} alerts={alerts} problems={problems} route={route} flash={takeFlash(c)} />);
+  const route =
+    lookup.kind === "valid" && lookup.source.route.control
+      ? await routeControlView(c.env, onlySource, lookup.source.route.name)
+      : null;
+  return c.html(
+    <SourcePage
+      name={onlySource}
+      report={report}
+      points={points}
+      alerts={alerts}
+      problems={problems}
+      route={route}
+      flash={takeFlash(c)}
+    />,
+  );
 });
 
 /** The source page's Pause / Resume button (../route-control.ts). */
@@ -149,7 +189,10 @@ dashboard.post("/sources/:source/routes/:route/:change{pause|resume}", async (c)
     setFlash(c, `Route ${route} paused: its deliveries are held until it is resumed.`);
   } else {
     const { resumed } = await resumeRoute(c.env, source, route);
-    setFlash(c, `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`);
+    setFlash(
+      c,
+      `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`,
+    );
   }
   return c.redirect(`/admin/sources/${encodeURIComponent(source)}`, 303);
 });
@@ -158,7 +201,11 @@ dashboard.route("/", receiptPages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();
-  const page = await listQuarantine(c.env, { source: query.source || undefined, before: parseCursor(query), limit: parseLimit(query) });
+  const page = await listQuarantine(c.env, {
+    source: query.source || undefined,
+    before: parseCursor(query),
+    limit: parseLimit(query),
+  });
   return c.html(<QuarantinePage page={page} />);
 });
 
@@ -177,7 +224,10 @@ dashboard.get("/alerts", async (c) => {
 dashboard.onError(async (error: Error, c: Context) => {
   if (!(error instanceof HTTPException)) {
     logError("request.failed", error, { path: new URL(c.req.url).pathname, method: c.req.method });
-    return c.html(<ProblemPage status={500} message="This page could not be loaded; the error is in the Worker's log." />, 500);
+    return c.html(
+      <ProblemPage status={500} message="This page could not be loaded; the error is in the Worker's log." />,
+      500,
+    );
   }
   if (error.status === 401 || error.status === 403) return error.getResponse();
   const message = error instanceof ApiError ? error.message : "Request not understood.";

@@ -37,7 +37,9 @@ export interface SystemSummary {
 
 export function summarizeSystem(health: SystemHealth): SystemSummary {
   const open = health.systemAlerts.filter((incident) => incident.state === "open");
-  const resolvedUnrecorded = health.systemAlerts.filter((incident) => incident.state === "resolved" && incident.recordedState !== "resolved");
+  const resolvedUnrecorded = health.systemAlerts.filter(
+    (incident) => incident.state === "resolved" && incident.recordedState !== "resolved",
+  );
   const storage = health.storage;
   const databases =
     storage?.d1Databases.map(({ binding, bytes }): DatabaseSize => {
@@ -58,14 +60,28 @@ export function summarizeSystem(health: SystemHealth): SystemSummary {
     expiredSecrets.length === 0 &&
     databases !== null &&
     databases.every((database) => database.state === "ok");
-  return { open, resolvedUnrecorded, monitorError: health.monitorError, databases, capBytes: storage?.d1CapBytes ?? null, missingSecrets, expiredSecrets, allWell };
+  return {
+    open,
+    resolvedUnrecorded,
+    monitorError: health.monitorError,
+    databases,
+    capBytes: storage?.d1CapBytes ?? null,
+    missingSecrets,
+    expiredSecrets,
+    allWell,
+  };
 }
 
 /** The claim shards' total and largest, when the shards were asked (the System page asks; the overview does not). */
-export function shardTotals(health: SystemHealth): { count: number; totalBytes: number; largest: { shard: string; bytes: number } | null } | null {
+export function shardTotals(
+  health: SystemHealth,
+): { count: number; totalBytes: number; largest: { shard: string; bytes: number } | null } | null {
   const shards = health.storage?.shards;
   if (!shards) return null;
-  const largest = shards.reduce<{ shard: string; bytes: number } | null>((fullest, shard) => (fullest === null || shard.bytes > fullest.bytes ? shard : fullest), null);
+  const largest = shards.reduce<{ shard: string; bytes: number } | null>(
+    (fullest, shard) => (fullest === null || shard.bytes > fullest.bytes ? shard : fullest),
+    null,
+  );
   return { count: shards.length, totalBytes: shards.reduce((total, shard) => total + shard.bytes, 0), largest };
 }
 

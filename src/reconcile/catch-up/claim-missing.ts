@@ -1,9 +1,9 @@
 import { and, eq } from "drizzle-orm";
+import { claimEvent } from "../../claims/claim-event";
 import { database } from "../../db/client";
 import { inJsonList } from "../../db/id-list";
 import { receipts } from "../../db/schema";
 import type { EventIdentity } from "../../providers/types";
-import { claimEvent } from "../../claims/claim-event";
 import type { SourceConfig } from "../../sources/config";
 
 export interface CatchUpCounts {
@@ -26,7 +26,11 @@ export interface ListedEvent {
 }
 
 /** Keys of this source that D1 already holds, out of `eventKeys`: one query for a whole page. */
-export async function keysAlreadyStored(env: Env, sourceName: string, eventKeys: readonly string[]): Promise<Set<string>> {
+export async function keysAlreadyStored(
+  env: Env,
+  sourceName: string,
+  eventKeys: readonly string[],
+): Promise<Set<string>> {
   if (eventKeys.length === 0) return new Set();
   const stored = await database(env)
     .select({ eventKey: receipts.eventKey })
@@ -47,7 +51,11 @@ export async function claimMissing(
   events: readonly ListedEvent[],
   now: number,
 ): Promise<{ alreadyReceived: number; missingClaimed: number }> {
-  const stored = await keysAlreadyStored(env, source.name, events.map((event) => event.identity.eventKey));
+  const stored = await keysAlreadyStored(
+    env,
+    source.name,
+    events.map((event) => event.identity.eventKey),
+  );
   const unknown = events.filter((event) => !stored.has(event.identity.eventKey));
   const results = await Promise.all(
     unknown.map((event) =>

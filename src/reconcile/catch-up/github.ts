@@ -1,7 +1,7 @@
 import type { SourceConfig } from "../../sources/config";
 import type { CatchUpSettings } from "../../sources/reconciler-settings";
-import { keysAlreadyStored, type CatchUpCounts } from "./claim-missing";
-import { callApi, scanNewestFirst, type ListedPage } from "./scan";
+import { type CatchUpCounts, keysAlreadyStored } from "./claim-missing";
+import { callApi, type ListedPage, scanNewestFirst } from "./scan";
 
 /**
  * GitHub never retries a failed delivery by itself, and its list API returns delivery summaries, not payloads:
@@ -37,8 +37,22 @@ export function nextCursorFromLink(link: string | null): string | null {
   return null;
 }
 
-export async function catchUpGithub(env: Env, source: SourceConfig, settings: CatchUpSettings, token: string, now: number): Promise<CatchUpCounts> {
-  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0, redeliveriesWithheld: 0 };
+export async function catchUpGithub(
+  env: Env,
+  source: SourceConfig,
+  settings: CatchUpSettings,
+  token: string,
+  now: number,
+): Promise<CatchUpCounts> {
+  const counts: CatchUpCounts = {
+    pages: 0,
+    completed: false,
+    listed: 0,
+    alreadyReceived: 0,
+    missingClaimed: 0,
+    redeliveriesRequested: 0,
+    redeliveriesWithheld: 0,
+  };
   const hookUrl = `${settings.baseUrl}/${settings.hookPath}`;
   const headers = {
     authorization: `Bearer ${token}`,
@@ -59,7 +73,9 @@ export async function catchUpGithub(env: Env, source: SourceConfig, settings: Ca
       if (cursor) url.searchParams.set("cursor", cursor);
       const response = await callApi("github", url.toString(), { headers });
       const page = (await response.json()) as HookDelivery[];
-      const items = Array.isArray(page) ? page.filter((delivery) => typeof delivery.guid === "string" && Number.isInteger(delivery.id)) : [];
+      const items = Array.isArray(page)
+        ? page.filter((delivery) => typeof delivery.guid === "string" && Number.isInteger(delivery.id))
+        : [];
       const deliveredAt = (delivery: HookDelivery) => Date.parse(delivery.delivered_at);
       const reachedBound = items.some((delivery) => deliveredAt(delivery) < from);
       // Deliveries newer than the scan's start belong to the next scan, which re-reads the overlap.
@@ -77,7 +93,11 @@ export async function catchUpGithub(env: Env, source: SourceConfig, settings: Ca
         candidates.push(delivery);
       }
       // GitHub may have seen a failure for a delivery we did store (our answer was lost or late): not missing.
-      const stored = await keysAlreadyStored(env, source.name, candidates.map((delivery) => delivery.guid));
+      const stored = await keysAlreadyStored(
+        env,
+        source.name,
+        candidates.map((delivery) => delivery.guid),
+      );
       counts.alreadyReceived += deliveries.length - candidates.length + stored.size;
       for (const delivery of candidates) {
         if (stored.has(delivery.guid)) continue;

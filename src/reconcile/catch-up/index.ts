@@ -8,7 +8,12 @@ import { catchUpStripe } from "./stripe";
 export type { CatchUpCounts } from "./claim-missing";
 
 /** Runs the source's provider catch-up. A missing API key secret is a deploy mistake: reported, nothing fetched. */
-export async function catchUp(env: Env, source: SourceConfig, settings: CatchUpSettings, now: number): Promise<CatchUpCounts> {
+export async function catchUp(
+  env: Env,
+  source: SourceConfig,
+  settings: CatchUpSettings,
+  now: number,
+): Promise<CatchUpCounts> {
   const apiKey = secretValue(env, settings.apiKeySecret);
   if (apiKey === null) {
     throw new Error(`secret ${settings.apiKeySecret} named by catch_up.api_key_secret is not set`);

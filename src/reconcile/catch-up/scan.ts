@@ -43,7 +43,9 @@ export async function scanNewestFirst<T>(
   now: number,
   steps: ScanSteps<T>,
 ): Promise<ScanReport> {
-  const checkpoint = (await readCheckpoint<ScanCheckpoint>(env, sourceName, reconciler)) ?? { since: now - settings.initialLookbackMs };
+  const checkpoint = (await readCheckpoint<ScanCheckpoint>(env, sourceName, reconciler)) ?? {
+    since: now - settings.initialLookbackMs,
+  };
   const resumed = checkpoint.inProgress;
   // A checkpoint ahead of this run's clock (clock skew, a test's future run) must never hide the present.
   const from = resumed?.from ?? Math.min(checkpoint.since, now) - settings.overlapMs;
@@ -58,7 +60,13 @@ export async function scanNewestFirst<T>(
       return { pages, completed: true };
     }
     cursor = page.nextCursor;
-    await writeCheckpoint(env, sourceName, reconciler, { since: checkpoint.since, inProgress: { from, startedAt, cursor } } satisfies ScanCheckpoint, now);
+    await writeCheckpoint(
+      env,
+      sourceName,
+      reconciler,
+      { since: checkpoint.since, inProgress: { from, startedAt, cursor } } satisfies ScanCheckpoint,
+      now,
+    );
   }
   return { pages: settings.maxPages, completed: false };
 }

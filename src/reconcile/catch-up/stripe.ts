@@ -4,8 +4,8 @@ import { describePayload } from "../../providers/signed";
 import type { EventIdentity, SourceOptions } from "../../providers/types";
 import type { SourceConfig } from "../../sources/config";
 import type { CatchUpSettings } from "../../sources/reconciler-settings";
-import { claimMissing, type CatchUpCounts } from "./claim-missing";
-import { callApi, scanNewestFirst, type ListedPage } from "./scan";
+import { type CatchUpCounts, claimMissing } from "./claim-missing";
+import { callApi, type ListedPage, scanNewestFirst } from "./scan";
 
 /**
  * Stripe: `GET /v1/events?created[gte]=<checkpoint − overlap>&created[lte]=<scan start>&limit=100`, newest first, paged with
@@ -78,12 +78,20 @@ function keyMode(apiKey: string): boolean | null {
 export async function stripeSubscription(settings: CatchUpSettings, apiKey: string): Promise<StripeSubscription> {
   let endpoint: StripeWebhookEndpoint | null = null;
   if (settings.stripeEndpoint !== null && (settings.enabledEvents === null || settings.livemode === null)) {
-    const response = await callApi("stripe", `${settings.baseUrl}/v1/webhook_endpoints/${encodeURIComponent(settings.stripeEndpoint)}`, {
-      headers: { authorization: `Bearer ${apiKey}` },
-    });
+    const response = await callApi(
+      "stripe",
+      `${settings.baseUrl}/v1/webhook_endpoints/${encodeURIComponent(settings.stripeEndpoint)}`,
+      {
+        headers: { authorization: `Bearer ${apiKey}` },
+      },
+    );
     endpoint = (await response.json()) as StripeWebhookEndpoint;
   }
-  const listed = settings.enabledEvents ?? (Array.isArray(endpoint?.enabled_events) ? endpoint.enabled_events.filter((name): name is string => typeof name === "string") : []);
+  const listed =
+    settings.enabledEvents ??
+    (Array.isArray(endpoint?.enabled_events)
+      ? endpoint.enabled_events.filter((name): name is string => typeof name === "string")
+      : []);
   const livemode = settings.livemode ?? (typeof endpoint?.livemode === "boolean" ? endpoint.livemode : keyMode(apiKey));
   if (livemode === null) throw new StripeModeUnknown("cannot tell live from test mode: set catch_up.livemode");
   return { types: listed.includes("*") ? "all" : new Set(listed), livemode };
@@ -96,8 +104,22 @@ export function subscribedTo(event: unknown, subscription: StripeSubscription): 
   return subscription.types === "all" || (typeof type === "string" && subscription.types.has(type));
 }
 
-export async function catchUpStripe(env: Env, source: SourceConfig, settings: CatchUpSettings, apiKey: string, now: number): Promise<CatchUpCounts> {
-  const counts: CatchUpCounts = { pages: 0, completed: false, listed: 0, alreadyReceived: 0, missingClaimed: 0, redeliveriesRequested: 0, redeliveriesWithheld: 0 };
+export async function catchUpStripe(
+  env: Env,
+  source: SourceConfig,
+  settings: CatchUpSettings,
+  apiKey: string,
+  now: number,
+): Promise<CatchUpCounts> {
+  const counts: CatchUpCounts = {
+    pages: 0,
+    completed: false,
+    listed: 0,
+    alreadyReceived: 0,
+    missingClaimed: 0,
+    redeliveriesRequested: 0,
+    redeliveriesWithheld: 0,
+  };
   const subscription = await stripeSubscription(settings, apiKey);
   const report = await scanNewestFirst<StripeEvent>(env, source.name, "stripe-events", settings, now, {
     async fetchPage(from, until, cursor): Promise<ListedPage<StripeEvent>> {

@@ -1,6 +1,6 @@
 import { planInVersionOrder } from "../../../src/handlers/ordering";
 import { registerHandler } from "../../../src/handlers/registry";
-import { PermanentFailure, type HandlerPlan, type WebhookHandler } from "../../../src/handlers/types";
+import { type HandlerPlan, PermanentFailure, type WebhookHandler } from "../../../src/handlers/types";
 import { envWithSources, handlerSource } from "./processing";
 
 /**
@@ -34,11 +34,17 @@ const hangs = new Map<string, Hang[]>();
  * the run then fails permanently (its receipt goes dead) instead of carrying on. `entered` resolves once a run
  * has stopped at this hang.
  */
-export function hangNextRun(eventKey: string, thenFail: string | null = null): (() => void) & { entered: Promise<void> } {
+export function hangNextRun(
+  eventKey: string,
+  thenFail: string | null = null,
+): (() => void) & { entered: Promise<void> } {
   let release!: () => void;
   let entered!: () => void;
   const enteredPromise = new Promise<void>((resolve) => (entered = resolve));
-  hangs.set(eventKey, [...(hangs.get(eventKey) ?? []), { until: new Promise<void>((resolve) => (release = resolve)), thenFail, entered }]);
+  hangs.set(eventKey, [
+    ...(hangs.get(eventKey) ?? []),
+    { until: new Promise<void>((resolve) => (release = resolve)), thenFail, entered },
+  ]);
   return Object.assign(() => release(), { entered: enteredPromise });
 }
 
@@ -55,7 +61,9 @@ async function waitIfHung(eventKey: string): Promise<void> {
 
 function credit(db: D1Database, account: string, amount: number): D1PreparedStatement {
   return db
-    .prepare("INSERT INTO accounts (id, credits) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET credits = credits + excluded.credits")
+    .prepare(
+      "INSERT INTO accounts (id, credits) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET credits = credits + excluded.credits",
+    )
     .bind(account, amount);
 }
 

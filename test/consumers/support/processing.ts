@@ -1,7 +1,7 @@
-import { database } from "../../../src/db/client";
-import { receiptDetail } from "../../../src/admin/queries";
 import { env } from "cloudflare:workers";
 import { inject } from "vitest";
+import { receiptDetail } from "../../../src/admin/queries";
+import { database } from "../../../src/db/client";
 import { ulid } from "../../../src/lib/ulid";
 
 /**
@@ -122,7 +122,12 @@ export function envWithSources(sources: Record<string, Record<string, unknown>>)
 
 /** A source table for a test handler. */
 export function handlerSource(handlerName: string, retry?: Record<string, number>): Record<string, unknown> {
-  return { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], destination: `handler:${handlerName}`, ...(retry ? { retry } : {}) };
+  return {
+    provider: "standard-webhooks",
+    secrets: ["DEMO_WEBHOOK_SECRET"],
+    destination: `handler:${handlerName}`,
+    ...(retry ? { retry } : {}),
+  };
 }
 
 export const SECOND = 1000;

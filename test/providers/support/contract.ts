@@ -98,7 +98,8 @@ export function flipMiddleByte(request: SignedRequest): SignedRequest {
 
 export function withHeader(request: SignedRequest, name: string, value: string | null): SignedRequest {
   const headers = { ...request.headers };
-  for (const existing of Object.keys(headers)) if (existing.toLowerCase() === name.toLowerCase()) delete headers[existing];
+  for (const existing of Object.keys(headers))
+    if (existing.toLowerCase() === name.toLowerCase()) delete headers[existing];
   if (value !== null) headers[name] = value;
   return { ...request, headers };
 }
@@ -121,11 +122,20 @@ export async function storedCounts(source: string): Promise<{ claims: number; re
   await relayAll(source);
   let claims = 0;
   for (const shard of shardsOf(env, source)) {
-    claims += await runInDurableObject(shard, (_instance: ClaimShard, state) =>
-      state.storage.sql.exec<{ count: number }>("SELECT COUNT(*) AS count FROM event_claims WHERE relay_pending IN (0, 1) AND source = ?", source).one().count,
+    claims += await runInDurableObject(
+      shard,
+      (_instance: ClaimShard, state) =>
+        state.storage.sql
+          .exec<{ count: number }>(
+            "SELECT COUNT(*) AS count FROM event_claims WHERE relay_pending IN (0, 1) AND source = ?",
+            source,
+          )
+          .one().count,
     );
   }
-  const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE source = ?").bind(source).first<{ count: number }>();
+  const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM receipts WHERE source = ?")
+    .bind(source)
+    .first<{ count: number }>();
   return { claims, receipts: row!.count };
 }
 
@@ -206,7 +216,8 @@ export function adapterContract(spec: AdapterSpec): void {
       if (expected.version !== undefined) expect(stored.version).toBe(expected.version);
       if (expected.occurredAt !== undefined) expect(stored.occurredAt).toBe(expected.occurredAt);
       if (expected.kept) expect(stored.keptHeaders).toMatchObject(expected.kept);
-      if (spec.signatureHeaders[0]) expect(Object.keys(stored.keptHeaders)).not.toContain(spec.signatureHeaders[0].toLowerCase());
+      if (spec.signatureHeaders[0])
+        expect(Object.keys(stored.keptHeaders)).not.toContain(spec.signatureHeaders[0].toLowerCase());
 
       // The same delivery again is a duplicate of the same receipt, not a second event.
       const again = await send(live, request);
@@ -257,7 +268,10 @@ export function adapterContract(spec: AdapterSpec): void {
       for (const name of spec.signatureHeaders) {
         const { request } = await signWith("CURRENT");
         const original = header(request, name);
-        await expectRejectedAndNothingWritten(live, withHeader(request, name, original + " ".repeat(8) + "A".repeat(64 * 1024)));
+        await expectRejectedAndNothingWritten(
+          live,
+          withHeader(request, name, original + " ".repeat(8) + "A".repeat(64 * 1024)),
+        );
       }
     });
 

@@ -71,7 +71,8 @@ interface Lane {
 function standinHandler(): RequestListener {
   const byKey = new Map<string, RecordedRequest[]>();
   const lanes = new Map<string, Lane>();
-  const laneNamed = (name: string) => lanes.get(name) ?? lanes.set(name, { requests: [], open: 0, status: null }).get(name)!;
+  const laneNamed = (name: string) =>
+    lanes.get(name) ?? lanes.set(name, { requests: [], open: 0, status: null }).get(name)!;
   return async (request, response) => {
     // No keep-alive: a pooled socket that the server closes just as workerd reuses it shows up as a spurious
     // "Network connection lost", and the tests assert exact attempt histories.
@@ -109,7 +110,9 @@ function standinHandler(): RequestListener {
       record.openOnArrival = lane.open;
       lane.requests.push(record);
     }
-    const step = lane?.status ? { status: lane.status } : chooseStep(laneMatch ? laneMatch[2]! : url.pathname, seen.length, body);
+    const step = lane?.status
+      ? { status: lane.status }
+      : chooseStep(laneMatch ? laneMatch[2]! : url.pathname, seen.length, body);
     if (typeof step === "object" && step.afterMs !== undefined) {
       record.answer = step.status;
       setTimeout(() => {

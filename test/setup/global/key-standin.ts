@@ -73,7 +73,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
       return;
     }
     if (request.method === "GET" && url.pathname === "/" && url.searchParams.get("Action") === "ConfirmSubscription") {
-      return (url.searchParams.get("Token") ?? "").startsWith("down") ? answer(503) : answer(200, "<ConfirmSubscriptionResponse/>", "text/xml");
+      return (url.searchParams.get("Token") ?? "").startsWith("down")
+        ? answer(503)
+        : answer(200, "<ConfirmSubscriptionResponse/>", "text/xml");
     }
     if (request.method === "POST" && url.pathname === "/webhook_verification_key/get") {
       const asked = JSON.parse(body || "{}") as { secret?: string; key_id?: string };
@@ -86,9 +88,18 @@ export default async function setup(project: TestProject): Promise<() => Promise
         return;
       }
       if (!plaidSecrets.has(asked.secret ?? "") || (known && known.secret !== asked.secret)) {
-        return answer(400, JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_API_KEYS" }), "application/json");
+        return answer(
+          400,
+          JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_API_KEYS" }),
+          "application/json",
+        );
       }
-      if (!known) return answer(400, JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_WEBHOOK_VERIFICATION_KEY_ID" }), "application/json");
+      if (!known)
+        return answer(
+          400,
+          JSON.stringify({ error_type: "INVALID_INPUT", error_code: "INVALID_WEBHOOK_VERIFICATION_KEY_ID" }),
+          "application/json",
+        );
       return answer(200, JSON.stringify({ key: known.key, request_id: "standin" }), "application/json");
     }
     return answer(404);

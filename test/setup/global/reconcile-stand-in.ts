@@ -68,9 +68,18 @@ async function readBody(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-function sendJson(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+function sendJson(
+  response: ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   const body = JSON.stringify(value, null, 2);
-  response.writeHead(status, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), ...headers });
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(body)),
+    ...headers,
+  });
   response.end(body);
 }
 
@@ -95,7 +104,9 @@ function listStripeEvents(state: Namespace, url: URL, response: ServerResponse):
   if (startingAfter) {
     const index = ordered.findIndex((event) => event.id === startingAfter);
     if (index < 0) {
-      sendJson(response, 400, { error: { type: "invalid_request_error", message: `No such event: '${startingAfter}'`, param: "starting_after" } });
+      sendJson(response, 400, {
+        error: { type: "invalid_request_error", message: `No such event: '${startingAfter}'`, param: "starting_after" },
+      });
       return;
     }
     start = index + 1;
@@ -107,7 +118,9 @@ function listStripeEvents(state: Namespace, url: URL, response: ServerResponse):
 function listGithubDeliveries(state: Namespace, url: URL, requestUrl: string, response: ServerResponse): void {
   const perPage = Math.min(100, Number(url.searchParams.get("per_page") ?? 30));
   const cursor = Number(url.searchParams.get("cursor") ?? 0);
-  const ordered = [...state.githubDeliveries].sort((a, b) => Date.parse(b.delivered_at) - Date.parse(a.delivered_at) || b.id - a.id);
+  const ordered = [...state.githubDeliveries].sort(
+    (a, b) => Date.parse(b.delivered_at) - Date.parse(a.delivered_at) || b.id - a.id,
+  );
   const page = ordered.slice(cursor, cursor + perPage);
   const headers: Record<string, string> = {};
   if (cursor + perPage < ordered.length) {
@@ -179,7 +192,9 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
     const endpoint = state.stripeEndpoints.get(decodeURIComponent(stripeEndpoint[1]!));
     return endpoint
       ? sendJson(response, 200, endpoint)
-      : sendJson(response, 404, { error: { type: "invalid_request_error", message: `No such webhook endpoint: '${stripeEndpoint[1]}'` } });
+      : sendJson(response, 404, {
+          error: { type: "invalid_request_error", message: `No such webhook endpoint: '${stripeEndpoint[1]}'` },
+        });
   }
   if (isStripe && request.method === "GET") return listStripeEvents(state, url, response);
   if (githubList && request.method === "GET") {
@@ -230,13 +245,19 @@ export default async function setup(): Promise<void> {
   await startStandIn();
   // Before any test's cron run reaches them: every run's catch-up reads the endpoints the fixture sources name.
   for (const { namespace: name, endpoint } of FIXTURE_ENDPOINTS) {
-    await fetch(`http://127.0.0.1:${PORT}/${name}/_control/stripe-endpoint`, { method: "POST", body: JSON.stringify(endpoint) });
+    await fetch(`http://127.0.0.1:${PORT}/${name}/_control/stripe-endpoint`, {
+      method: "POST",
+      body: JSON.stringify(endpoint),
+    });
   }
 }
 
 /** Stripe webhook endpoints named by test/fixtures/sources/reconcile.json (`catch_up.endpoint`). */
 const FIXTURE_ENDPOINTS = [
-  { namespace: "reconcile-stripe-endpoint", endpoint: { id: "we_reconcile_endpoint", enabled_events: ["customer.created"], livemode: false } },
+  {
+    namespace: "reconcile-stripe-endpoint",
+    endpoint: { id: "we_reconcile_endpoint", enabled_events: ["customer.created"], livemode: false },
+  },
 ];
 
 async function startStandIn(): Promise<void> {
@@ -246,10 +267,14 @@ async function startStandIn(): Promise<void> {
     await fetch(`http://127.0.0.1:${PORT}/_exit`, { method: "POST" }).catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
-  const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", fileURLToPath(import.meta.url), "--serve"], {
-    detached: true,
-    stdio: "ignore",
-  });
+  const child = spawn(
+    process.execPath,
+    ["--experimental-strip-types", "--no-warnings", fileURLToPath(import.meta.url), "--serve"],
+    {
+      detached: true,
+      stdio: "ignore",
+    },
+  );
   child.unref();
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {

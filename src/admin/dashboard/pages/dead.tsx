@@ -1,4 +1,4 @@
-import type { Page as ResultPage, ReceiptSummary } from "../../queries";
+import type { ReceiptSummary, Page as ResultPage } from "../../queries";
 import { Flash, Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 import { FilterProblem, TextFilter } from "./receipts";
@@ -9,7 +9,13 @@ type Query = Record<string, string | undefined>;
  * Dead letters, filterable, with the three things an operator does to them: replay (the cause is fixed and the
  * event should apply), dismiss (it should not, or it was handled another way) and, for dismissed ones, restore.
  */
-export function DeadLettersPage(props: { query: Query; page: ResultPage<ReceiptSummary> | null; dismissed: boolean; flash?: string; problem?: string }) {
+export function DeadLettersPage(props: {
+  query: Query;
+  page: ResultPage<ReceiptSummary> | null;
+  dismissed: boolean;
+  flash?: string;
+  problem?: string;
+}) {
   const { query } = props;
   const receipts = props.page?.receipts ?? [];
   return (
@@ -64,7 +70,10 @@ export function DeadLettersPage(props: { query: Query; page: ResultPage<ReceiptS
           <input type="hidden" name="back" value={props.dismissed ? "dismissed" : ""} />
           <ReceiptsTable receipts={receipts} selectable />
           {!props.dismissed && receipts.length > 0 && (
-            <p class="muted">Dismissing says the cause is fixed or the event needs no replay: it leaves the dead count (the source stops showing red) and can be restored.</p>
+            <p class="muted">
+              Dismissing says the cause is fixed or the event needs no replay: it leaves the dead count (the source
+              stops showing red) and can be restored.
+            </p>
           )}
           {receipts.length > 0 && (
             <p class="muted" id="dead-body-retention">
@@ -75,7 +84,9 @@ export function DeadLettersPage(props: { query: Query; page: ResultPage<ReceiptS
           )}
         </form>
       )}
-      {props.page && <Pager path="/admin/dead" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />}
+      {props.page && (
+        <Pager path="/admin/dead" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />
+      )}
     </Page>
   );
 }

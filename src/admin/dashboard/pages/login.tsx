@@ -23,7 +23,8 @@ export function ProblemPage(props: { status: number; message: string }) {
       <p class="error">{props.message}</p>
       {failed && (
         <p>
-          <a href="/admin/system">The System page</a> says whether D1 or another part of the receiver is down; it does not need D1 to answer.
+          <a href="/admin/system">The System page</a> says whether D1 or another part of the receiver is down; it does
+          not need D1 to answer.
         </p>
       )}
     </Page>

@@ -1,7 +1,7 @@
+import type { SourcesHealth } from "../../../sources/registry";
 import type { ReadableAlert } from "../../alerts";
 import type { SourceSeries } from "../../series";
 import type { Percentiles, StatsReport } from "../../stats";
-import type { SourcesHealth } from "../../../sources/registry";
 import { Sparkline } from "../charts";
 import { AlertsTable, HealthReasons, ProblemList } from "../components";
 import { formatDuration, formatInstant } from "../format";
@@ -10,7 +10,9 @@ import type { SystemSummary } from "../system-summary";
 import { SystemPanel } from "./system-panel";
 
 function latency(value: Percentiles) {
-  return value.samples === 0 ? "—" : `${formatDuration(value.p50)} / ${formatDuration(value.p95)} / ${formatDuration(value.p99)}`;
+  return value.samples === 0
+    ? "—"
+    : `${formatDuration(value.p50)} / ${formatDuration(value.p95)} / ${formatDuration(value.p99)}`;
 }
 
 /** Broken source tables, each with its problems: those sources answer 503 until the table is fixed. */
@@ -29,8 +31,11 @@ export function ConfigProblems(props: { config: SourcesHealth }) {
   return (
     <div class="error" id="config-problems">
       <p>
-        {broken.length === 1 ? "One source's configuration is invalid" : `${broken.length} sources' configurations are invalid`}: each
-        answers 503 (its sender retries) until its table is fixed and redeployed. Every other source keeps accepting.
+        {broken.length === 1
+          ? "One source's configuration is invalid"
+          : `${broken.length} sources' configurations are invalid`}
+        : each answers 503 (its sender retries) until its table is fixed and redeployed. Every other source keeps
+        accepting.
       </p>
       {broken.map(([name, problems]) => (
         <div data-invalid-source={name}>
@@ -50,23 +55,45 @@ function ConfigNote(props: { configured: boolean; problems: string[] | undefined
 /** Where the numbers the table cannot show are, and whether Analytics Engine fills them in. */
 export function OriginNote(props: { report: StatsReport }) {
   const problem = props.report.notes.analyticsEngine;
-  if (problem) return <p class="error" id="origin-note">{problem}</p>;
+  if (problem)
+    return (
+      <p class="error" id="origin-note">
+        {problem}
+      </p>
+    );
   if (props.report.origins.rejectedSignatures === "dev-server-memory") {
-    return <p class="muted" id="origin-note">Counts and latencies come from D1; rejected deliveries from this dev server's own count since it started (wrangler dev keeps no Analytics Engine data). Acknowledgement latency is not kept locally.</p>;
+    return (
+      <p class="muted" id="origin-note">
+        Counts and latencies come from D1; rejected deliveries from this dev server's own count since it started
+        (wrangler dev keeps no Analytics Engine data). Acknowledgement latency is not kept locally.
+      </p>
+    );
   }
   if (props.report.origins.rejectedSignatures === "analytics-engine") {
-    return <p class="muted">Rejected deliveries and acknowledgement latency come from the METRICS Analytics Engine dataset; everything else from D1.</p>;
+    return (
+      <p class="muted">
+        Rejected deliveries and acknowledgement latency come from the METRICS Analytics Engine dataset; everything else
+        from D1.
+      </p>
+    );
   }
   return (
     <p class="muted" id="origin-note">
-      Counts and latencies come from D1. Rejected deliveries and acknowledgement latency are not stored there (a rejected delivery
-      writes nothing): the METRICS Analytics Engine dataset records them when bound, and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to see them here (docs/metrics.md), or read the <code>delivery.rejected</code>{" "}
-      and <code>delivery</code> lines in Workers Logs.
+      Counts and latencies come from D1. Rejected deliveries and acknowledgement latency are not stored there (a
+      rejected delivery writes nothing): the METRICS Analytics Engine dataset records them when bound, and set
+      METRICS_ACCOUNT_ID and METRICS_API_TOKEN to see them here (docs/metrics.md), or read the{" "}
+      <code>delivery.rejected</code> and <code>delivery</code> lines in Workers Logs.
     </p>
   );
 }
 
-export function OverviewPage(props: { report: StatsReport; series: SourceSeries; alerts: ReadableAlert[]; config: SourcesHealth; system: SystemSummary }) {
+export function OverviewPage(props: {
+  report: StatsReport;
+  series: SourceSeries;
+  alerts: ReadableAlert[];
+  config: SourcesHealth;
+  system: SystemSummary;
+}) {
   const { report } = props;
   return (
     <Page title="Sources" current="/admin">
@@ -103,7 +130,9 @@ export function OverviewPage(props: { report: StatsReport; series: SourceSeries;
                   <span>
                     <a href={`/admin/sources/${name}`}>{source.source}</a>
                     <ConfigNote configured={source.configured} problems={props.config.invalid[source.source]} />
-                    {points && <Sparkline points={points} label={`${source.source}: received per hour, last 24 hours`} />}
+                    {points && (
+                      <Sparkline points={points} label={`${source.source}: received per hour, last 24 hours`} />
+                    )}
                   </span>
                 </td>
                 <td data-label="Health">
@@ -112,18 +141,34 @@ export function OverviewPage(props: { report: StatsReport; series: SourceSeries;
                     <HealthReasons source={source.source} reasons={source.healthReasons} />
                   </span>
                 </td>
-                <td data-label="Received" class="num">{source.received}</td>
-                <td data-label="Processed" class="num">{source.processed}</td>
-                <td data-label="Stale" class="num">{source.stale}</td>
-                <td data-label="Skipped" class="num">
-                  {source.skipped > 0 ? <a href={`/admin/receipts?source=${name}&status=skipped`}>{source.skipped}</a> : 0}
+                <td data-label="Received" class="num">
+                  {source.received}
                 </td>
-                <td data-label="Pending" class="num">{source.pending}</td>
+                <td data-label="Processed" class="num">
+                  {source.processed}
+                </td>
+                <td data-label="Stale" class="num">
+                  {source.stale}
+                </td>
+                <td data-label="Skipped" class="num">
+                  {source.skipped > 0 ? (
+                    <a href={`/admin/receipts?source=${name}&status=skipped`}>{source.skipped}</a>
+                  ) : (
+                    0
+                  )}
+                </td>
+                <td data-label="Pending" class="num">
+                  {source.pending}
+                </td>
                 <td data-label="Dead (all time)" class="num">
                   {source.deadTotal > 0 ? <a href={`/admin/dead?source=${name}`}>{source.deadTotal}</a> : 0}
                 </td>
-                <td data-label="Quarantined" class="num">{source.quarantined}</td>
-                <td data-label="Oldest pending">{source.oldestPendingAgeMs === null ? "—" : `${formatDuration(source.oldestPendingAgeMs)} ago`}</td>
+                <td data-label="Quarantined" class="num">
+                  {source.quarantined}
+                </td>
+                <td data-label="Oldest pending">
+                  {source.oldestPendingAgeMs === null ? "—" : `${formatDuration(source.oldestPendingAgeMs)} ago`}
+                </td>
                 <td data-label="Pickup">{latency(source.pickupLatencyMs)}</td>
                 <td data-label="Received → finished">{latency(source.processingLatencyMs)}</td>
               </tr>

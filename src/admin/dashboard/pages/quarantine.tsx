@@ -6,7 +6,9 @@ export function QuarantinePage(props: { page: QuarantineList }) {
   return (
     <Page title="Quarantine" current="/admin/quarantine">
       <h1>Quarantine</h1>
-      <p class="muted">Deliveries that reused an event key with different bytes. They are kept for a human and never processed.</p>
+      <p class="muted">
+        Deliveries that reused an event key with different bytes. They are kept for a human and never processed.
+      </p>
       {props.page.quarantine.length === 0 ? (
         <p class="muted">Nothing quarantined.</p>
       ) : (
@@ -26,12 +28,20 @@ export function QuarantinePage(props: { page: QuarantineList }) {
               <tr>
                 <td data-label="Received">{formatInstant(record.receivedAt)}</td>
                 <td data-label="Source">{record.source}</td>
-                <td data-label="Event key" class="mono">{record.eventKey}</td>
+                <td data-label="Event key" class="mono">
+                  {record.eventKey}
+                </td>
                 <td data-label="Reason">{record.reason}</td>
                 <td data-label="Original receipt" class="mono">
-                  {record.originalReceiptId ? <a href={`/admin/receipts/${record.originalReceiptId}`}>{record.originalReceiptId}</a> : "—"}
+                  {record.originalReceiptId ? (
+                    <a href={`/admin/receipts/${record.originalReceiptId}`}>{record.originalReceiptId}</a>
+                  ) : (
+                    "—"
+                  )}
                 </td>
-                <td data-label="Payload SHA-256" class="mono">{record.payloadSha256.slice(0, 16)}…</td>
+                <td data-label="Payload SHA-256" class="mono">
+                  {record.payloadSha256.slice(0, 16)}…
+                </td>
               </tr>
             ))}
           </tbody>

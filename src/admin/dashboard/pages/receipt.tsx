@@ -15,11 +15,23 @@ export function timeline(detail: ReceiptDetail): TimelineEntry[] {
   const { receipt } = detail;
   const received = receipt.provenance === "reconciled" ? "Found by reconciliation" : "Received";
   const entries: TimelineEntry[] = [{ at: receipt.receivedAt, label: received, state: "ok" }];
-  if (receipt.relayedAt !== null) entries.push({ at: receipt.relayedAt, label: "Relayed to D1 and enqueued", state: "ok" });
+  if (receipt.relayedAt !== null)
+    entries.push({ at: receipt.relayedAt, label: "Relayed to D1 and enqueued", state: "ok" });
   for (const replay of detail.replays) {
-    const label = receipt.replayCount === 1 ? "Replayed: enqueued again" : `Replay ${replay.replayNumber} of ${receipt.replayCount}: enqueued again`;
-    const parts = [replay.previousStatus && `was ${replay.previousStatus}`, replay.requestedBy && REQUESTED_BY[replay.requestedBy]].filter(Boolean);
-    entries.push({ at: replay.replayedAt, label, state: "replay", detail: parts.length > 0 ? parts.join(", ") : undefined });
+    const label =
+      receipt.replayCount === 1
+        ? "Replayed: enqueued again"
+        : `Replay ${replay.replayNumber} of ${receipt.replayCount}: enqueued again`;
+    const parts = [
+      replay.previousStatus && `was ${replay.previousStatus}`,
+      replay.requestedBy && REQUESTED_BY[replay.requestedBy],
+    ].filter(Boolean);
+    entries.push({
+      at: replay.replayedAt,
+      label,
+      state: "replay",
+      detail: parts.length > 0 ? parts.join(", ") : undefined,
+    });
   }
   for (const attempt of detail.attempts) {
     const parts = [
@@ -27,18 +39,36 @@ export function timeline(detail: ReceiptDetail): TimelineEntry[] {
       attempt.httpStatus !== null ? `HTTP ${attempt.httpStatus}` : null,
       attempt.error,
     ].filter(Boolean);
-    entries.push({ at: attempt.startedAt, label: `Attempt ${attempt.attemptNumber}: ${attempt.outcome ?? "running"}`, state: attempt.outcome ?? "", detail: parts.join(" · ") });
+    entries.push({
+      at: attempt.startedAt,
+      label: `Attempt ${attempt.attemptNumber}: ${attempt.outcome ?? "running"}`,
+      state: attempt.outcome ?? "",
+      detail: parts.join(" · "),
+    });
   }
   if (receipt.processedAt !== null && ["processed", "stale", "skipped"].includes(receipt.status)) {
-    const reason = receipt.status === "skipped" || receipt.status === "stale" ? (receipt.lastError ?? undefined) : undefined;
-    entries.push({ at: receipt.processedAt, label: `Finished: ${receipt.status}`, state: receipt.status, detail: reason });
+    const reason =
+      receipt.status === "skipped" || receipt.status === "stale" ? (receipt.lastError ?? undefined) : undefined;
+    entries.push({
+      at: receipt.processedAt,
+      label: `Finished: ${receipt.status}`,
+      state: receipt.status,
+      detail: reason,
+    });
   }
   if (receipt.status === "dead" || receipt.status === "dismissed") {
-    entries.push({ at: detail.attempts.at(-1)?.finishedAt ?? receipt.receivedAt, label: "Dead", state: "dead", detail: receipt.lastError ?? undefined });
+    entries.push({
+      at: detail.attempts.at(-1)?.finishedAt ?? receipt.receivedAt,
+      label: "Dead",
+      state: "dead",
+      detail: receipt.lastError ?? undefined,
+    });
   }
   // The latest dismissal and the latest restore, each where it happened (a restore keeps the dismissal's time).
-  if (receipt.dismissedAt !== null) entries.push({ at: receipt.dismissedAt, label: "Dismissed by an operator", state: "ok" });
-  if (receipt.restoredAt !== null) entries.push({ at: receipt.restoredAt, label: "Restored by an operator: a dead letter again", state: "dead" });
+  if (receipt.dismissedAt !== null)
+    entries.push({ at: receipt.dismissedAt, label: "Dismissed by an operator", state: "ok" });
+  if (receipt.restoredAt !== null)
+    entries.push({ at: receipt.restoredAt, label: "Restored by an operator: a dead letter again", state: "dead" });
   if (receipt.status === "pending" && receipt.nextAttemptAt !== null) {
     entries.push({ at: receipt.nextAttemptAt, label: "Next attempt due", state: "retry" });
   }
@@ -54,7 +84,8 @@ function BodyRetention(props: { receipt: ReceiptDetail["receipt"] }) {
   return (
     <p class="muted" id="body-drops-at">
       Kept until {formatInstant(receipt.bodyDropsAt)} ({window}
-      {receipt.status === "dead" ? "; dismissing it hands the body back to payload retention" : ""}), then dropped by the next cron run.
+      {receipt.status === "dead" ? "; dismissing it hands the body back to payload retention" : ""}), then dropped by
+      the next cron run.
     </p>
   );
 }
@@ -119,10 +150,16 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
         <dt>Provenance</dt>
         <dd>{receipt.provenance}</dd>
         <dt>Replays</dt>
-        <dd>{receipt.replayCount === 0 ? "none" : `${receipt.replayCount}, the latest at ${formatInstant(receipt.replayedAt)}`}</dd>
+        <dd>
+          {receipt.replayCount === 0
+            ? "none"
+            : `${receipt.replayCount}, the latest at ${formatInstant(receipt.replayedAt)}`}
+        </dd>
         <dt>Payload SHA-256</dt>
         <dd class="mono">{receipt.payloadSha256}</dd>
-        <dt>{receipt.status === "skipped" ? "Why skipped" : receipt.status === "stale" ? "Why stale" : "Last error"}</dt>
+        <dt>
+          {receipt.status === "skipped" ? "Why skipped" : receipt.status === "stale" ? "Why stale" : "Last error"}
+        </dt>
         <dd id="last-error">{receipt.lastError ?? "—"}</dd>
       </dl>
       {(props.detail.routes.length > 1 || props.detail.routes.some((route) => route.route !== null)) && (
@@ -175,7 +212,11 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
         </>
       )}
       <h2>Kept headers</h2>
-      {receipt.keptHeaders ? <pre id="headers">{JSON.stringify(receipt.keptHeaders, null, 2)}</pre> : <p class="muted">None kept.</p>}
+      {receipt.keptHeaders ? (
+        <pre id="headers">{JSON.stringify(receipt.keptHeaders, null, 2)}</pre>
+      ) : (
+        <p class="muted">None kept.</p>
+      )}
       <h2>Body</h2>
       <BodyRetention receipt={receipt} />
       {receipt.body ? (

@@ -1,5 +1,5 @@
 import { PROVENANCES, RECEIPT_STATUSES } from "../../filters";
-import type { Page as ResultPage, ReceiptSummary } from "../../queries";
+import type { ReceiptSummary, Page as ResultPage } from "../../queries";
 import { Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 
@@ -24,7 +24,10 @@ export function FilterProblem(props: { problem: string | undefined }) {
   ) : null;
 }
 
-const STATUS_CHOICES = [...RECEIPT_STATUSES.map((status) => ({ value: status, label: status })), { value: "pending,processing", label: "unfinished" }];
+const STATUS_CHOICES = [
+  ...RECEIPT_STATUSES.map((status) => ({ value: status, label: status })),
+  { value: "pending,processing", label: "unfinished" },
+];
 
 export function ReceiptsPage(props: { query: Query; page: ResultPage<ReceiptSummary> | null; problem?: string }) {
   const { query } = props;
@@ -67,7 +70,12 @@ export function ReceiptsPage(props: { query: Query; page: ResultPage<ReceiptSumm
       {props.page && (
         <>
           <ReceiptsTable receipts={props.page.receipts} />
-          <Pager path="/admin/receipts" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />
+          <Pager
+            path="/admin/receipts"
+            query={query}
+            prevCursor={props.page.prevCursor}
+            nextCursor={props.page.nextCursor}
+          />
         </>
       )}
     </Page>

@@ -13,7 +13,13 @@ export function RouteControlPanel(props: { view: RouteControlView }) {
     <div class="route-control" id={`route-${view.route}`}>
       <h2>Route {view.route}</h2>
       <p>
-        {paused ? <strong id="route-paused">Paused{view.pausedInConfig ? " in config (deploy paused = false to resume)" : ""}</strong> : <span id="route-running">Running</span>}
+        {paused ? (
+          <strong id="route-paused">
+            Paused{view.pausedInConfig ? " in config (deploy paused = false to resume)" : ""}
+          </strong>
+        ) : (
+          <span id="route-running">Running</span>
+        )}
         {" · "}
         {gate.breakerOpen ? (
           <strong class="bad" id="route-breaker-open">

@@ -1,4 +1,5 @@
 import type { ReadableAlert } from "../../alerts";
+import type { RouteControlView } from "../../route-control";
 import type { HourPoint } from "../../series";
 import type { SourceStats, StatsReport } from "../../stats";
 import { HourlyBars, HourlyLatency } from "../charts";
@@ -6,7 +7,6 @@ import { AlertsTable, Card, Flash, HealthReasons, ProblemList } from "../compone
 import { formatDuration } from "../format";
 import { Badge, Page } from "../layout";
 import { OriginNote } from "./overview";
-import type { RouteControlView } from "../../route-control";
 import { RouteControlPanel } from "./route-control";
 
 /** One source: why its health is what it is, its last 24 hours as charts, its numbers, its alerts. */
@@ -29,7 +29,10 @@ export function SourcePage(props: {
       <Flash message={props.flash} />
       {props.problems && (
         <div class="error" id="config-problems">
-          <p>This source's configuration is invalid: its deliveries answer 503 (the sender retries) until the table is fixed and redeployed.</p>
+          <p>
+            This source's configuration is invalid: its deliveries answer 503 (the sender retries) until the table is
+            fixed and redeployed.
+          </p>
           <ProblemList problems={props.problems} />
         </div>
       )}
@@ -46,7 +49,11 @@ export function SourcePage(props: {
       {props.route && <RouteControlPanel view={props.route} />}
       <h2>Last 24 hours, per hour (UTC)</h2>
       <Charts points={props.points} rejectedFrom={props.report.origins.rejectedSignatures} />
-      {source ? <SourceNumbers source={source} name={name} /> : <p class="muted">Nothing recorded for this source yet.</p>}
+      {source ? (
+        <SourceNumbers source={source} name={name} />
+      ) : (
+        <p class="muted">Nothing recorded for this source yet.</p>
+      )}
       <OriginNote report={props.report} />
       <h2>Alerts</h2>
       <AlertsTable alerts={props.alerts} />
@@ -55,11 +62,24 @@ export function SourcePage(props: {
 }
 
 function Charts(props: { points: HourPoint[]; rejectedFrom: string | undefined }) {
-  const notStored = "Not stored in D1: a rejected delivery writes nothing. Bind the METRICS Analytics Engine dataset and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to chart it (docs/metrics.md).";
+  const notStored =
+    "Not stored in D1: a rejected delivery writes nothing. Bind the METRICS Analytics Engine dataset and set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to chart it (docs/metrics.md).";
   return (
     <div class="charts" id="charts">
-      <HourlyBars id="chart-received" title="Received" points={props.points} value={(point) => point.received} tone="ink" />
-      <HourlyBars id="chart-processed" title="Processed" points={props.points} value={(point) => point.processed} tone="ok" />
+      <HourlyBars
+        id="chart-received"
+        title="Received"
+        points={props.points}
+        value={(point) => point.received}
+        tone="ink"
+      />
+      <HourlyBars
+        id="chart-processed"
+        title="Processed"
+        points={props.points}
+        value={(point) => point.processed}
+        tone="ok"
+      />
       <HourlyBars id="chart-dead" title="Dead" points={props.points} value={(point) => point.dead} tone="bad" />
       <HourlyBars
         id="chart-rejected"
@@ -92,7 +112,14 @@ function Charts(props: { points: HourPoint[]; rejectedFrom: string | undefined }
         note="The attempt that finished each receipt, by the hour received."
       />
       {props.rejectedFrom === "analytics-engine" && (
-        <HourlyLatency id="chart-ack" title="Acknowledgement latency" points={props.points} p50={(point) => point.ackP50} p95={(point) => point.ackP95} note="From Analytics Engine." />
+        <HourlyLatency
+          id="chart-ack"
+          title="Acknowledgement latency"
+          points={props.points}
+          p50={(point) => point.ackP50}
+          p95={(point) => point.ackP95}
+          note="From Analytics Engine."
+        />
       )}
     </div>
   );
@@ -108,13 +135,26 @@ function SourceNumbers(props: { source: SourceStats; name: string }) {
         <Card label="Quarantined" value={source.quarantined} href={`/admin/quarantine?source=${name}`} />
         <Card label="Processed" value={source.processed} />
         <Card label="Stale" value={source.stale} />
-        <Card label="Skipped" value={source.skipped} id="skipped" href={`/admin/receipts?source=${name}&status=skipped`} />
+        <Card
+          label="Skipped"
+          value={source.skipped}
+          id="skipped"
+          href={`/admin/receipts?source=${name}&status=skipped`}
+        />
         <Card label="Pending" value={source.pending} />
-        <Card label="Dead (window / all time)" value={`${source.dead} / ${source.deadTotal}`} id="dead" href={`/admin/dead?source=${name}`} />
+        <Card
+          label="Dead (window / all time)"
+          value={`${source.dead} / ${source.deadTotal}`}
+          id="dead"
+          href={`/admin/dead?source=${name}`}
+        />
         <Card label="Dismissed" value={source.dismissed} href={`/admin/dead?source=${name}&show=dismissed`} />
         <Card label="Reconciled" value={source.reconciled} />
         <Card label="Replayed" value={source.replayed} />
-        <Card label="Oldest pending" value={source.oldestPendingAgeMs === null ? "—" : `${formatDuration(source.oldestPendingAgeMs)} ago`} />
+        <Card
+          label="Oldest pending"
+          value={source.oldestPendingAgeMs === null ? "—" : `${formatDuration(source.oldestPendingAgeMs)} ago`}
+        />
         <Card label="Rejected signatures" value={source.rejectedSignatures ?? "not stored"} id="rejected" />
       </div>
       <table class="rows">
@@ -139,11 +179,21 @@ function SourceNumbers(props: { source: SourceStats; name: string }) {
           ).map(([label, value]) => (
             <tr>
               <td data-label="Latency">{label}</td>
-              <td data-label="Samples" class="num">{value.samples}</td>
-              <td data-label="p50" class="num">{formatDuration(value.p50)}</td>
-              <td data-label="p95" class="num">{formatDuration(value.p95)}</td>
-              <td data-label="p99" class="num">{formatDuration(value.p99)}</td>
-              <td data-label="Max" class="num">{formatDuration(value.max)}</td>
+              <td data-label="Samples" class="num">
+                {value.samples}
+              </td>
+              <td data-label="p50" class="num">
+                {formatDuration(value.p50)}
+              </td>
+              <td data-label="p95" class="num">
+                {formatDuration(value.p95)}
+              </td>
+              <td data-label="p99" class="num">
+                {formatDuration(value.p99)}
+              </td>
+              <td data-label="Max" class="num">
+                {formatDuration(value.max)}
+              </td>
             </tr>
           ))}
         </tbody>

@@ -1,10 +1,10 @@
 import type { Child } from "hono/jsx";
 import { formatInstant } from "../format";
 import {
+  type DatabaseSize,
   formatMegabytes,
   formatPercent,
   incidentLabel,
-  type DatabaseSize,
   type SystemIncident,
   type SystemSummary,
 } from "../system-summary";
@@ -52,7 +52,12 @@ export function SystemPanel(props: { summary: SystemSummary; linkToDetails?: boo
 }
 
 function databasesInOneLine(databases: DatabaseSize[]): string {
-  return databases.map((database) => `${database.binding} ${formatMegabytes(database.bytes ?? 0)} (${formatPercent(database.fraction ?? 0)})`).join(" · ");
+  return databases
+    .map(
+      (database) =>
+        `${database.binding} ${formatMegabytes(database.bytes ?? 0)} (${formatPercent(database.fraction ?? 0)})`,
+    )
+    .join(" · ");
 }
 
 function recordedNote(incident: SystemIncident): string {
@@ -66,8 +71,8 @@ function OpenIncidents(props: { incidents: SystemIncident[] }) {
     <ul class="reasons" id="system-incidents">
       {props.incidents.map((incident) => (
         <li data-incident={incident.kind}>
-          <strong>{incidentLabel(incident.kind)}</strong> since {formatInstant(incident.openedAt)}: <span class="incident-message">{incident.message}</span>{" "}
-          <span class="muted">({recordedNote(incident)})</span>
+          <strong>{incidentLabel(incident.kind)}</strong> since {formatInstant(incident.openedAt)}:{" "}
+          <span class="incident-message">{incident.message}</span> <span class="muted">({recordedNote(incident)})</span>
         </li>
       ))}
     </ul>
@@ -80,7 +85,8 @@ function ResolvedIncidents(props: { incidents: SystemIncident[] }) {
     <ul class="muted system-resolved" id="system-resolved">
       {props.incidents.map((incident) => (
         <li data-incident={incident.kind}>
-          {incidentLabel(incident.kind)} resolved {formatInstant(incident.resolvedAt)} (open since {formatInstant(incident.openedAt)}); {recordedNote(incident)}.
+          {incidentLabel(incident.kind)} resolved {formatInstant(incident.resolvedAt)} (open since{" "}
+          {formatInstant(incident.openedAt)}); {recordedNote(incident)}.
         </li>
       ))}
     </ul>
@@ -104,7 +110,11 @@ function SecretNames(props: { names: string[] }) {
  * Sources that accept nothing until a secret is fixed, each with the secret names concerned (never a value): one
  * list for secrets that are unset and one for secrets that have all expired, told apart by `kind`.
  */
-function SourcesWithSecretProblem(props: { kind: "missing" | "expired"; sources: SystemSummary["missingSecrets"]; children: Child }) {
+function SourcesWithSecretProblem(props: {
+  kind: "missing" | "expired";
+  sources: SystemSummary["missingSecrets"];
+  children: Child;
+}) {
   if (props.sources.length === 0) return null;
   return (
     <div class="error" id={`${props.kind}-secrets`}>
