@@ -429,14 +429,12 @@ test("the stylesheet applies as written: body font, unstretched badges on a phon
 
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`${BASE}/admin/receipts`);
-  const badges = await page
-    .locator("table.rows td > .badge")
-    .evaluateAll((elements) =>
-      elements.map((badge) => ({
-        badge: badge.getBoundingClientRect().width,
-        cell: badge.parentElement!.getBoundingClientRect().width,
-      })),
-    );
+  const badges = await page.locator("table.rows td > .badge").evaluateAll((elements) =>
+    elements.map((badge) => ({
+      badge: badge.getBoundingClientRect().width,
+      cell: badge.parentElement!.getBoundingClientRect().width,
+    })),
+  );
   assert.ok(badges.length > 0, "the receipts table shows status badges");
   for (const { badge, cell } of badges)
     assert.ok(badge < cell / 2, `a badge ${badge} px wide stretches across its ${cell} px cell`);
