@@ -9,7 +9,7 @@ import { registerHandler } from "../../src/handlers/registry";
 import worker from "../../src/index";
 import { POISON_HANDLER } from "./names";
 
-export { ClaimShard, SystemMonitor } from "../../src/index";
+export { ClaimShard, DeliveryGate, SystemMonitor } from "../../src/index";
 
 /** Longer than the phase ever waits: the runtime is always killed first. A timer, not a bare never-settling
  * promise, so workerd sees pending I/O and lets the attempt hang instead of cancelling it as a deadlock. */
