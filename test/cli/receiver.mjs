@@ -287,6 +287,30 @@ export function startDevScript(
   };
 }
 
+/**
+ * Waits until a receiver started by `startDevScript` answers /health on `port`; fails at once, with its output, if
+ * `npm start` exits first. A loaded machine has taken minutes to start wrangler dev, hence the generous deadline.
+ */
+export async function answering(
+  /** @type {ReturnType<typeof startDevScript>} */ run,
+  /** @type {number} */ port,
+  deadlineMs = 300_000,
+) {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    if (
+      await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      return;
+    const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
+    assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
+    assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
+  }
+}
+
 export function makeWorkDir() {
   return mkdtempSync(join(tmpdir(), "receiver-cli-"));
 }

@@ -8,6 +8,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import {
+  answering,
   cli,
   cliProcess,
   freePort,
@@ -24,23 +25,6 @@ after(() => {
   stopLeftoverCommands();
   rmSync(workDir, { recursive: true, force: true });
 });
-
-/** Waits until the started receiver answers /health. */
-async function answering(/** @type {ReturnType<typeof startDevScript>} */ run, /** @type {number} */ port) {
-  const deadline = Date.now() + 300_000; // a loaded machine has taken minutes to start wrangler dev
-  for (;;) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
-        (response) => response.ok,
-        () => false,
-      )
-    )
-      return;
-    const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
-    assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
-    assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
-  }
-}
 
 test("a retry pending when npm start stops is delivered soon after it starts again, not at the cron's re-drive", {
   timeout: 900_000,

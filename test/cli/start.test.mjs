@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { freePort, makeWorkDir, startDevScript, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import { answering, freePort, makeWorkDir, startDevScript, testConfig, testDevVars, writeFile } from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 after(() => rmSync(workDir, { recursive: true, force: true }));
@@ -47,19 +47,7 @@ test("--port runs the receiver on that port, and the migrations print a summary,
   const port = await freePort();
   const run = start(["--port", String(port), "--inspector-port", String(await freePort()), ...projectArgs()]);
   try {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      if (
-        await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
-          (response) => response.ok,
-          () => false,
-        )
-      )
-        break;
-      const code = await Promise.race([run.exited, new Promise((done) => setTimeout(() => done("running"), 250))]);
-      assert.equal(code, "running", `npm start exited:\n${run.output().stdout}${run.output().stderr}`);
-      assert.ok(Date.now() < deadline, `nothing answered on ${port}:\n${run.output().stdout}${run.output().stderr}`);
-    }
+    await answering(run, port);
     const { stdout, stderr } = run.output();
     assert.doesNotMatch(stderr, /expects a single value/);
     assert.match(stdout, /^migrations: DB up to date \(\d+ applied\)$/m);
