@@ -22,9 +22,6 @@ import { batchUnlessEmpty } from "./statements";
  * so nothing here reads or moves the receipt's own route, or any other route's.
  */
 
-/** Everything one delivery's attempt reads: its receipt's event and body, with the delivery's own state. */
-type DeliveryForWork = ReceiptForWork;
-
 export async function processDeliveries(
   env: Env,
   route: string,
@@ -45,7 +42,8 @@ export async function processDeliveries(
       .where(and(inJsonList(deliveries.receiptId, unique), eq(deliveries.route, route))),
   ]);
   const verdicts = new Map<string, QueueVerdict>();
-  const ready: DeliveryForWork[] = [];
+  // Each delivery is read as a receipt is: its receipt's event and body, with the delivery's own state over them.
+  const ready: ReceiptForWork[] = [];
   for (const receiptId of unique) {
     const event = events.find((row) => row.receiptId === receiptId);
     const row = rows.find((delivery) => delivery.receiptId === receiptId);
@@ -53,14 +51,14 @@ export async function processDeliveries(
       verdicts.set(receiptId, { kind: "done", status: "missing" });
       continue;
     }
-    const delivery: DeliveryForWork = { ...event, ...row, replayedAt: row.replayedAt, route, filteredRoutes: null };
+    const delivery: ReceiptForWork = { ...event, ...row, replayedAt: row.replayedAt, route, filteredRoutes: null };
     const state = readiness(delivery, now);
     if (state.kind !== "ready") verdicts.set(receiptId, state.queue);
     else if (broken.has(delivery.source))
       verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
     else ready.push(delivery);
   }
-  const routeOf = (delivery: DeliveryForWork) =>
+  const routeOf = (delivery: ReceiptForWork) =>
     sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
   const needsLease = ready.filter(
     (delivery) =>
