@@ -113,6 +113,23 @@ describe("fan-out with one destination failing", { timeout: 60_000 }, () => {
     expect(await sent(receiptId, "ledger")).toEqual([204]);
     expect(await sent(receiptId, "audit")).toEqual([204]);
     expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", attempts: 1, replayCount: 0 });
+
+    // A route the receipt has no delivery to, and a further delivery that already committed: each is refused with
+    // its own error, and nothing is reset or sent.
+    const replayRoute = async (route: string) => {
+      const response = await exports.default.fetch(
+        new Request(`https://receiver.test/admin/api/receipts/${receiptId}/replay?route=${route}`, {
+          method: "POST",
+          headers: ADMIN,
+        }),
+      );
+      return { status: response.status, code: (await response.json<{ error: { code: string } }>()).error.code };
+    };
+    const before = await deliveryRows(receiptId);
+    expect(await replayRoute("nosuch")).toEqual({ status: 404, code: "delivery_not_found" });
+    expect(await replayRoute("audit")).toEqual({ status: 409, code: "delivery_committed" });
+    expect(await deliveryRows(receiptId)).toEqual(before);
+    expect(await sent(receiptId, "audit")).toEqual([204]);
   });
 
   it("names a filtered-out route on the receipt and gives it no delivery", async () => {
