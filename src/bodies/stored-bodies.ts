@@ -1,3 +1,4 @@
+import { failDuringLocalOutage } from "../lib/local-faults";
 import { count } from "../lib/meter";
 import type { PendingClaim } from "../model/claims";
 
@@ -45,12 +46,13 @@ export async function storeLargeBodies(
   const large = claimsForR2(claims, thresholdOf);
   count("r2ClassA", large.length);
   await Promise.all(
-    large.map((claim) =>
-      bucket.put(claim.receiptId, claim.body!, {
+    large.map(async (claim) => {
+      failDuringLocalOutage("r2");
+      await bucket.put(claim.receiptId, claim.body!, {
         sha256: claim.payloadSha256,
         customMetadata: objectMetadata(claim),
-      }),
-    ),
+      });
+    }),
   );
   return new Set(large.map((claim) => claim.receiptId));
 }
@@ -82,6 +84,7 @@ export async function readStoredBodies(env: Bodies, receiptIds: readonly string[
   count("r2ClassB", receiptIds.length);
   await Promise.all(
     receiptIds.map(async (receiptId) => {
+      failDuringLocalOutage("r2");
       const object = await bucket.get(receiptId);
       if (object) found.set(receiptId, new Uint8Array(await object.arrayBuffer()));
     }),
@@ -97,6 +100,7 @@ export async function deleteStoredBodies(env: Bodies, receiptIds: readonly strin
   const bucket = bucketOf(env);
   if (!bucket || receiptIds.length === 0) return;
   for (let start = 0; start < receiptIds.length; start += DELETE_CHUNK) {
+    failDuringLocalOutage("r2");
     await bucket.delete(receiptIds.slice(start, start + DELETE_CHUNK) as string[]);
   }
 }

@@ -1,3 +1,4 @@
+import { failDuringLocalOutage } from "./local-faults";
 import { type MeterReading, type MeterTotals, ZERO_TOTALS } from "./meter-totals";
 
 export { difference, type MeterReading, type MeterTotals, sumReadings, ZERO_TOTALS } from "./meter-totals";
@@ -81,12 +82,14 @@ class MeteredD1 {
   }
 
   async batch<T = unknown>(statements: D1PreparedStatement[]): Promise<D1Result<T>[]> {
+    failDuringLocalOutage("d1");
     const results = await this.inner.batch<T>(statements.map(unwrap));
     countD1(results);
     return results;
   }
 
   async exec(query: string): Promise<D1ExecResult> {
+    failDuringLocalOutage("d1");
     totals.d1Calls += 1;
     return this.inner.exec(query);
   }
@@ -108,12 +111,14 @@ class MeteredStatement {
   }
 
   async run<T = Record<string, unknown>>(): Promise<D1Result<T>> {
+    failDuringLocalOutage("d1");
     const result = await this.inner.run<T>();
     countD1(result);
     return result;
   }
 
   async all<T = Record<string, unknown>>(): Promise<D1Result<T>> {
+    failDuringLocalOutage("d1");
     const result = await this.inner.all<T>();
     countD1(result);
     return result;
