@@ -4,7 +4,7 @@ import { adminTokenProblem } from "./admin/auth";
 import { relaySettings } from "./claims/relay-settings";
 import { webhooks } from "./ingest/route";
 import { apiError, renderError } from "./lib/errors";
-import { healthAnswer, openSystemAlertKinds } from "./monitor/health";
+import { healthAnswer, openSystemAlertKinds } from "./monitor/health-answer";
 import { sourcesHealth } from "./sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "./sources/secrets-set";
 

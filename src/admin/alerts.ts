@@ -4,7 +4,7 @@ import { alerts } from "../db/schema";
 
 /**
  * Alerts as people read them. The cron stores each incident's detail as JSON (`{"message", "facts"}`, see
- * src/reconcile/alerts.ts); this turns it back into its sentence and its numbers, so neither the API nor the
+ * src/reconcile/alerting.ts); this turns it back into its sentence and its numbers, so neither the API nor the
  * dashboard ever shows the JSON string. A detail that is not that JSON (hand-written, older) is its own message.
  */
 

@@ -1,5 +1,5 @@
 import { relaySettings } from "../claims/relay-settings";
-import { healthAnswer } from "../monitor/health";
+import { healthAnswer } from "../monitor/health-answer";
 import { systemMonitor } from "../monitor/report";
 import { sourcesHealth } from "../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../sources/secrets-set";

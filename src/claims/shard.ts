@@ -14,7 +14,7 @@ import { isSameEvent } from "../model/same-event";
 import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
-import { bodyThresholdOf } from "./body-threshold";
+import { bodyThresholdOf } from "../sources/registry";
 import { pruneExpiredKeys } from "./prune";
 import { relaySettings } from "./relay-settings";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";

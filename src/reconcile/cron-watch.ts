@@ -3,7 +3,7 @@ import { cronObservations } from "../monitor/conditions";
 import { d1Answers, reportObservations } from "../monitor/report";
 import { DEFAULT_DATABASE_BINDING } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import { type ReconcileReport, runReconcile } from "./run";
+import { type ReconcileReport, runReconcile } from "./reconcile";
 
 /**
  * The cron run, watched from outside D1: a run that throws (D1 down at its first write) or records failed steps

@@ -6,7 +6,7 @@ import { alerts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import { nextState, type Observation, type SystemAlertKind } from "../monitor/conditions";
-import { type AlertRow, notify } from "./alerts";
+import { type AlertRow, notify } from "./alerting";
 
 /**
  * The one place that remembers which system alerts are open (src/monitor/conditions.ts), in its own SQLite: it

@@ -8,7 +8,7 @@ import { plural } from "../lib/plural";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
-import type { AlertCondition, AlertDetail } from "./alerts";
+import type { AlertCondition, AlertDetail } from "./alerting";
 
 /**
  * The conditions the cron watches, for every source at once, read from D1 after the shard sweep has flushed

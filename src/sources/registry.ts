@@ -1,5 +1,6 @@
 import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
+import { DEFAULT_R2_BODY_THRESHOLD, r2BodyThreshold } from "./body-threshold";
 import {
   DEFAULT_DATABASE_BINDING,
   parseSourceTables,
@@ -98,4 +99,14 @@ export function sourcesHealth(env: Pick<Env, "SOURCES">): SourcesHealth {
     if (error instanceof SourceConfigError) return { valid: [], invalid: {}, unreadable: error.problems };
     throw error;
   }
+}
+
+/** Each source's R2 body threshold by name, for the relay; a source no longer configured gets the default. */
+export function bodyThresholdOf(env: Pick<Env, "SOURCES">): (source: string) => number {
+  return (name) => {
+    const found = lookupSource(env, name);
+    return found.kind === "valid"
+      ? r2BodyThreshold(found.source.options as Record<string, unknown>)
+      : DEFAULT_R2_BODY_THRESHOLD;
+  };
 }

@@ -4,7 +4,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import { cronObservations, D1_CAP_BYTES, nextState } from "../../src/monitor/conditions";
-import { healthAnswer } from "../../src/monitor/health";
+import { healthAnswer } from "../../src/monitor/health-answer";
 import { systemMonitor } from "../../src/monitor/report";
 import { adminGet } from "../admin/support";
 import { runCron, standInRequests } from "../reconcile/support";

@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import worker from "../../src/index";
-import type { ReconcileCounts, StepFailure } from "../../src/reconcile/run";
+import type { ReconcileCounts, StepFailure } from "../../src/reconcile/reconcile";
 import { post, signDemo } from "../support/deliveries";
 
 export const STAND_IN = "http://127.0.0.1:8800";

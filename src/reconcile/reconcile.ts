@@ -8,7 +8,7 @@ import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { envForSource, receiptDatabaseEnvs } from "../sources/databases";
 import { catchUpSettings } from "../sources/reconciler-settings";
 import { loadSources } from "../sources/registry";
-import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotices } from "./alerts";
+import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotices } from "./alerting";
 import { type CatchUpCounts, catchUp } from "./catch-up";
 import { returnExpiredLeases } from "./lease-return";
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
