@@ -1,14 +1,9 @@
-import { and, eq } from "drizzle-orm";
-import { database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { receipts } from "../db/schema";
+import { sendResumed } from "../consumers/delivery-gate";
 import { deliveryGate } from "../gate/client";
 import type { DeliveryControl } from "../gate/control";
-import type { GateDelivery, GateStatus } from "../gate/gate";
+import type { GateStatus } from "../gate/gate";
 import { apiError } from "../lib/errors";
 import { logEvent } from "../lib/log";
-import { enqueueWork } from "../relay/enqueue";
-import { envForDatabase } from "../sources/databases";
 import { lookupSource } from "../sources/registry";
 
 /**
@@ -37,9 +32,13 @@ export function controlledRoute(env: Env, sourceName: string, routeName: string)
       "source_config_invalid",
       "This source's config is refused; fix it first (GET /admin/api/sources names the problems).",
     );
-  const route = lookup.source.route;
-  if (route.name !== routeName)
-    throw apiError(404, "unknown_route", `This source has no route named ${routeName}; its route is ${route.name}.`);
+  const route = lookup.source.routes.find(({ rules }) => rules.name === routeName)?.rules;
+  if (!route)
+    throw apiError(
+      404,
+      "unknown_route",
+      `This source has no route named ${routeName}; its routes are ${lookup.source.routes.map(({ rules }) => rules.name).join(", ")}.`,
+    );
   if (route.control === null) {
     throw apiError(
       409,
@@ -65,8 +64,7 @@ export async function pauseRoute(env: Env, sourceName: string, routeName: string
 
 /**
  * Unpauses the route and sends what it held at once, in received order: each held receipt is due again now and goes
- * back on the queue in one message per database, in that order. Should the send fail, each held delivery still comes
- * back by itself within the pause's recheck interval (src/gate/decide.ts).
+ * back on the queue in that order (src/consumers/delivery-gate.ts, `sendResumed`).
  */
 export async function resumeRoute(
   env: Env,
@@ -81,25 +79,7 @@ export async function resumeRoute(
       `Route ${routeName} is paused in config (paused = true): set paused = false and deploy to resume it.`,
     );
   const { status, held } = await deliveryGate(env, sourceName, routeName).resume();
-  for (const [binding, receiptIds] of consecutiveByDatabase(held)) {
-    const databaseEnv = envForDatabase(env, binding);
-    await database(databaseEnv)
-      .update(receipts)
-      .set({ nextAttemptAt: null })
-      .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
-    await enqueueWork(databaseEnv, sourceName, receiptIds);
-  }
+  await sendResumed(env, sourceName, routeName, held);
   logEvent("route.resumed", { source: sourceName, route: routeName, resumed: held.length });
   return { source: sourceName, route: routeName, control, pausedInConfig: false, gate: status, resumed: held.length };
-}
-
-/** Runs of held deliveries in one database, in received order (a source moved between databases has two). */
-function consecutiveByDatabase(held: readonly GateDelivery[]): [string, string[]][] {
-  const runs: [string, string[]][] = [];
-  for (const { id, database: binding } of held) {
-    const last = runs[runs.length - 1];
-    if (last && last[0] === binding) last[1].push(id);
-    else runs.push([binding, [id]]);
-  }
-  return runs;
 }

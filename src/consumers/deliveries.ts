@@ -8,11 +8,12 @@ import { enqueueWork } from "../relay/enqueue";
 import { DEFAULT_RETRY } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
+import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
 import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { type AttemptRun, runDestination } from "./run";
-import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { ATTEMPTS_IN_FLIGHT, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
 
 /**
@@ -58,9 +59,28 @@ export async function processDeliveries(
       verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
     else ready.push(delivery);
   }
+  // The route's gate (when it has delivery control) is asked before any lease is taken, as for a receipt: a delivery
+  // that must wait spends no attempt, stays pending with the gate's due time, and comes back on a message of its own.
+  // One still `processing` was admitted once, by the consumer that died: it is taken over.
+  const toAdmit = (delivery: ReceiptForWork): DeliveryToAdmit => ({
+    receiptId: delivery.receiptId,
+    source: delivery.source,
+    config: sources.get(delivery.source),
+    route,
+    row: "delivery",
+  });
+  for (const [{ receiptId }, verdict] of await admitDeliveries(
+    env,
+    db,
+    ready.filter((delivery) => delivery.status === "pending" && delivery.committedAt === null).map(toAdmit),
+    now,
+    ATTEMPTS_IN_FLIGHT,
+  ))
+    verdicts.set(receiptId, verdict);
+  const admitted = ready.filter((delivery) => !verdicts.has(delivery.receiptId));
   const routeOf = (delivery: ReceiptForWork) =>
     sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
-  const needsLease = ready.filter(
+  const needsLease = admitted.filter(
     (delivery) =>
       delivery.committedAt === null &&
       (options.leaseEveryAttempt ||
@@ -78,7 +98,7 @@ export async function processDeliveries(
   const attemptsBegan = Date.now();
   const clock = () => now + (Date.now() - attemptsBegan);
   await Promise.all(
-    ready.map(async (delivery) => {
+    admitted.map(async (delivery) => {
       if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
         return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
       const source = sources.get(delivery.source);
@@ -136,6 +156,14 @@ export async function processDeliveries(
     }),
   );
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
+  // Once committed, the gate hears how each admitted delivery ended (its slot freed, its breaker told); one that never
+  // ran (a lease race, out of time) frees its slot and says nothing about the destination.
+  const results = new Map(finished.map((attempt) => [attempt.receiptId, attempt.run.result]));
+  await releaseDeliveries(
+    env,
+    admitted.map((delivery) => ({ ...toAdmit(delivery), result: results.get(delivery.receiptId) ?? null })),
+    clock(),
+  );
   for (const attempt of finished)
     logEvent("attempt", {
       source: events.find((row) => row.receiptId === attempt.receiptId)?.source,
@@ -253,7 +281,7 @@ export async function sendDeliveryRetries(
 function retryDelayOf(delivery: FannedOut["further"][number]): number | null {
   const { decision } = delivery;
   if (decision.kind === "commit")
-    return decision.result.status === "processed" && delivery.run.plan?.versionGate ? 0 : null;
+    return decision.result.status === "processed" && delivery.run?.plan?.versionGate ? 0 : null;
   return decision.queue.kind === "retry" ? decision.queue.delaySeconds : null;
 }
 

@@ -1,36 +1,52 @@
 import { and, eq } from "drizzle-orm";
-import type { Database } from "../db/client";
+import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
-import { receipts } from "../db/schema";
-import { askGates, type GatedDelivery, tellGates } from "../gate/client";
+import { deliveries, receipts } from "../db/schema";
+import { askGates, type GatedDelivery, gateName, tellGates } from "../gate/client";
 import type { AttemptVerdict } from "../gate/decide";
+import type { GateDelivery } from "../gate/gate";
 import { logError, logEvent } from "../lib/log";
+import { enqueueWork } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
-import { databaseBindingIn } from "../sources/databases";
+import { databaseBindingIn, envForDatabase } from "../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
 import { LEASE_MS } from "./lease";
 
 /**
  * The consumer's two calls to the delivery gates (src/gate/): `admitDeliveries` before any lease is taken (so a
- * delivery that must wait spends no attempt), `releaseDeliveries` once the attempts have committed. A route
- * without control options is never asked about: its deliveries pass through both at no cost.
+ * delivery that must wait spends no attempt), `releaseDeliveries` once the attempts have committed. Every delivery
+ * goes through them: the one a receipt row carries, and each further delivery of a source with several routes (on
+ * its first attempt, in the fan-out, and on every later one). A route without control options is never asked about:
+ * its deliveries pass through both at no cost.
  */
 
-/** A delivery as the consumer has it: the receipt (today, one route per source) and its source's config. */
+/**
+ * Where a delivery's state lives: the receipt row (the delivery it carries), the delivery's own `deliveries` row,
+ * or no row yet (a further delivery on its event's first attempt, whose row that attempt's commit writes).
+ */
+export type DeliveryRow = "receipt" | "delivery" | "none";
+
+/** One delivery as the consumer has it: its receipt, the route it goes to, and its source's config. */
 export interface DeliveryToAdmit {
   receiptId: string;
   source: string;
   config: SourceConfig | undefined;
+  /** The route's name; its control (if any) is read from `config`. */
+  route: string;
+  row: DeliveryRow;
 }
 
-export function gatedDelivery({ receiptId, source, config }: DeliveryToAdmit): GatedDelivery {
-  return { id: receiptId, source, route: config?.route.name ?? "", control: config?.route.control ?? null };
+export function gatedDelivery({ receiptId, source, config, route }: DeliveryToAdmit): GatedDelivery {
+  // Within one route's gate a receipt has one delivery, so its receipt id names it.
+  const control = config?.routes.find(({ rules }) => rules.name === route)?.rules.control ?? null;
+  return { id: receiptId, source, route, control };
 }
 
 /**
  * Asks the gates which deliveries may be attempted now. Those that must wait are put back: pending, due again when
  * the gate said (so the re-drive counts their message alive), with a queue verdict to come back then. Nothing about
- * their attempts or retry budget changes. Returns the waiting ones' verdicts; every other delivery may go.
+ * their attempts or retry budget changes. A delivery with no row yet gets its due time from the caller, who writes
+ * its row (`row: "none"`). Returns the waiting ones' verdicts, keyed by the objects given; every other delivery may go.
  */
 export async function admitDeliveries(
   env: Env,
@@ -38,19 +54,29 @@ export async function admitDeliveries(
   deliveries: readonly DeliveryToAdmit[],
   now: number,
   atOnce: number,
-): Promise<Map<string, QueueVerdict>> {
+): Promise<Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>> {
+  const verdicts = new Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>();
   const gated = deliveries.map(gatedDelivery);
-  if (gated.every((delivery) => delivery.control === null)) return new Map();
+  if (gated.every((delivery) => delivery.control === null)) return verdicts;
   const holds = await askGates(env, gated, databaseBindingIn(env), now, { slotMs: LEASE_MS, atOnce });
-  const verdicts = new Map<string, QueueVerdict>();
-  const byDelay = new Map<number, string[]>();
-  for (const [receiptId, { waitMs, reason }] of holds) {
-    const delaySeconds = clampQueueDelay(Math.max(1, waitMs / 1000));
-    verdicts.set(receiptId, { kind: "retry", delaySeconds });
-    byDelay.set(delaySeconds, [...(byDelay.get(delaySeconds) ?? []), receiptId]);
-    logEvent("gate.held", { receipt: receiptId, reason, delaySeconds });
+  /** Rows to hold, grouped by what one UPDATE can write: the row kind, the route, and the due time. */
+  const toHold = new Map<string, { row: DeliveryRow; route: string; delaySeconds: number; receiptIds: string[] }>();
+  deliveries.forEach((delivery, index) => {
+    const hold = holds.get(gateName(gated[index]!.source, gated[index]!.route))?.get(delivery.receiptId);
+    if (!hold) return;
+    const delaySeconds = clampQueueDelay(Math.max(1, hold.waitMs / 1000));
+    verdicts.set(delivery, { kind: "retry", delaySeconds });
+    logEvent("gate.held", { receipt: delivery.receiptId, route: delivery.route, reason: hold.reason, delaySeconds });
+    const key = `${delivery.row}\u0000${delivery.route}\u0000${delaySeconds}`;
+    const group = toHold.get(key) ?? { row: delivery.row, route: delivery.route, delaySeconds, receiptIds: [] };
+    group.receiptIds.push(delivery.receiptId);
+    toHold.set(key, group);
+  });
+  for (const { row, route, delaySeconds, receiptIds } of toHold.values()) {
+    const dueAt = now + delaySeconds * 1000;
+    if (row === "receipt") await holdUntil(db, receiptIds, dueAt);
+    else if (row === "delivery") await holdDeliveriesUntil(db, route, receiptIds, dueAt);
   }
-  for (const [delaySeconds, receiptIds] of byDelay) await holdUntil(db, receiptIds, now + delaySeconds * 1000);
   return verdicts;
 }
 
@@ -88,4 +114,84 @@ export async function holdUntil(db: Database, receiptIds: readonly string[], due
     .update(receipts)
     .set({ nextAttemptAt: dueAt })
     .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
+}
+
+/** The same for further deliveries to `route`, in their own rows. */
+async function holdDeliveriesUntil(
+  db: Database,
+  route: string,
+  receiptIds: readonly string[],
+  dueAt: number,
+): Promise<void> {
+  await db
+    .update(deliveries)
+    .set({ nextAttemptAt: dueAt })
+    .where(
+      and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route), eq(deliveries.status, "pending")),
+    );
+}
+
+/**
+ * A resumed route's held deliveries (src/gate/gate.ts `resume`), sent on at once in received order: each is due now
+ * and goes back on the queue, in one message per run of deliveries that share a database and a kind. A further
+ * delivery (one with its own row for this route) goes in a message naming the route; the delivery a receipt row
+ * carries, in a message of receipts. Should a send fail, each still comes back by itself within the pause's recheck
+ * interval (src/gate/decide.ts).
+ */
+export async function sendResumed(
+  env: Env,
+  source: string,
+  route: string,
+  held: readonly GateDelivery[],
+): Promise<void> {
+  for (const [binding, receiptIds] of consecutiveByDatabase(held)) {
+    const databaseEnv = envForDatabase(env, binding);
+    const db = database(databaseEnv);
+    const further = new Set(
+      (
+        await db
+          .select({ receiptId: deliveries.receiptId })
+          .from(deliveries)
+          .where(and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route)))
+      ).map((row) => row.receiptId),
+    );
+    const runs: { further: boolean; receiptIds: string[] }[] = [];
+    for (const receiptId of receiptIds) {
+      const last = runs[runs.length - 1];
+      if (last && last.further === further.has(receiptId)) last.receiptIds.push(receiptId);
+      else runs.push({ further: further.has(receiptId), receiptIds: [receiptId] });
+    }
+    for (const run of runs) {
+      if (run.further) {
+        await db
+          .update(deliveries)
+          .set({ nextAttemptAt: null })
+          .where(
+            and(
+              inJsonList(deliveries.receiptId, run.receiptIds),
+              eq(deliveries.route, route),
+              eq(deliveries.status, "pending"),
+            ),
+          );
+        await enqueueWork(databaseEnv, source, run.receiptIds, 0, { route });
+      } else {
+        await db
+          .update(receipts)
+          .set({ nextAttemptAt: null })
+          .where(and(inJsonList(receipts.receiptId, run.receiptIds), eq(receipts.status, "pending")));
+        await enqueueWork(databaseEnv, source, run.receiptIds);
+      }
+    }
+  }
+}
+
+/** Runs of held deliveries in one database, in received order (a source moved between databases has two). */
+function consecutiveByDatabase(held: readonly GateDelivery[]): [string, string[]][] {
+  const runs: [string, string[]][] = [];
+  for (const { id, database: binding } of held) {
+    const last = runs[runs.length - 1];
+    if (last && last[0] === binding) last[1].push(id);
+    else runs.push([binding, [id]]);
+  }
+  return runs;
 }

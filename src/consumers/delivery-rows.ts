@@ -15,7 +15,8 @@ import { ABORT_UNLESS_CHANGED, effectStatements, prepare } from "./statements";
 
 export interface FurtherDelivery {
   route: string;
-  run: AttemptRun;
+  /** Null when its route's gate held it: not attempted, written pending (its decision says when it is due). */
+  run: AttemptRun | null;
   decision: Decision;
   startedAt: number;
   finishedAt: number;
@@ -78,7 +79,7 @@ function outcomeColumns(decision: Decision, finishedAt: number, deferred: boolea
 
 /** A further delivery's effect is written with its first attempt only when nothing can abort it on its own. */
 function effectNow(delivery: FurtherDelivery, deferEffects: boolean): boolean {
-  const plan = delivery.run.plan;
+  const plan = delivery.run?.plan;
   return (
     delivery.decision.kind === "commit" &&
     delivery.decision.result.status === "processed" &&
@@ -104,7 +105,7 @@ export function furtherDeliveryStatements(d1: D1Database, receiptId: string, fan
       attemptStartedAt: delivery.startedAt,
       attemptDurationMs: delivery.finishedAt - delivery.startedAt,
     });
-    return [prepare(d1, row), ...(applies ? effectStatements(d1, delivery.run.plan) : [])];
+    return [prepare(d1, row), ...(applies ? effectStatements(d1, delivery.run?.plan ?? null) : [])];
   });
 }
 

@@ -10,13 +10,13 @@ import { loadSources, sourceProblems } from "../sources/registry";
 import { commitAttempts, type FinishedAttempt } from "./commit";
 import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { sendDeliveryRetries } from "./deliveries";
-import { admitDeliveries, holdUntil, releaseDeliveries } from "./delivery-gate";
+import { admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
 import type { FannedOut } from "./delivery-rows";
 import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { type AttemptRun, runDestination } from "./run";
-import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { ATTEMPTS_IN_FLIGHT, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -25,12 +25,6 @@ import { longestAttemptMs, mayStartAttempt } from "./slice-budget";
  * lets one run's effect commit, and a lease keeps a second forward out while the first is alive. The state
  * machine is drawn in docs/processing.md.
  */
-
-/**
- * Destinations run at once within a batch. A Worker keeps at most six outgoing connections open, and a forward
- * waiting for a connection would spend its own timeout waiting: more in flight buys nothing.
- */
-const ATTEMPTS_IN_FLIGHT = 6;
 
 /** `run` is told whether the item had to wait for an earlier one to finish (the first `limit` never do). */
 async function mapConcurrently<T, R>(
@@ -103,23 +97,30 @@ export async function processBatch(
   const spent = abandoned
     .map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now))
     .filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
+  // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
+  const choices = new Map(unbroken.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
   // A route with delivery control (rate limit, in-flight limit, breaker, pause) is asked before any lease is taken,
   // so a delivery that must wait spends no attempt. A lease already abandoned was admitted once: it is taken over.
-  const held = await admitDeliveries(
+  const admissible = unbroken.filter((row) => row.status === "pending" && row.committedAt === null);
+  const heldOwn = await admitDeliveries(
     env,
     db,
-    unbroken
-      .filter((row) => row.status === "pending" && row.committedAt === null)
-      .map((row) => ({ receiptId: row.receiptId, source: row.source, config: sources.get(row.source) })),
+    admissible.flatMap((row) => ownDelivery(row, sources.get(row.source), choices.get(row.receiptId) ?? null)),
     now,
     ATTEMPTS_IN_FLIGHT,
   );
-  for (const [receiptId, verdict] of held) verdicts.set(receiptId, verdict);
+  for (const [{ receiptId }, verdict] of heldOwn) verdicts.set(receiptId, verdict);
   const runnable = unbroken.filter(
-    (row) => !held.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row),
+    (row) => !verdicts.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row),
   );
-  // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
-  const choices = new Map(runnable.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
+  // Then the further deliveries of each fan-out that goes ahead, at their own routes' gates: one that must wait is
+  // not attempted, and still gets its row (pending, due when its gate said) and its message.
+  const furtherAsked = runnable
+    .filter((row) => admissible.includes(row))
+    .flatMap((row) => furtherDeliveries(row, sources.get(row.source), choices.get(row.receiptId) ?? null));
+  const heldFurther = new Map<string, Map<string, number>>();
+  for (const [{ receiptId, route }, verdict] of await admitDeliveries(env, db, furtherAsked, now, ATTEMPTS_IN_FLIGHT))
+    heldFurther.set(receiptId, (heldFurther.get(receiptId) ?? new Map()).set(route, verdict.delaySeconds));
   const needsLease = runnable.filter(
     (row) =>
       row.committedAt === null &&
@@ -165,6 +166,7 @@ export async function processBatch(
       LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration),
       source,
       choices.get(receipt.receiptId) ?? null,
+      heldFurther.get(receipt.receiptId),
     );
   });
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
@@ -190,14 +192,28 @@ export async function processBatch(
     ),
     ...lostLeaseRace.map((receipt) => ({ receipt, result: null })),
   ];
+  const furtherResults = new Map(
+    attempts.flatMap(({ receipt, fanOut }) =>
+      (fanOut?.further ?? []).map(({ route, run }) => [`${receipt.receiptId}\u0000${route}`, run?.result ?? null]),
+    ),
+  );
   await releaseDeliveries(
     env,
-    ended.map(({ receipt, result }) => ({
-      receiptId: receipt.receiptId,
-      source: receipt.source,
-      config: sources.get(receipt.source),
-      result,
-    })),
+    [
+      ...ended.flatMap(({ receipt, result }) =>
+        ownDelivery(receipt, sources.get(receipt.source), choices.get(receipt.receiptId) ?? null).map((delivery) => ({
+          ...delivery,
+          result,
+        })),
+      ),
+      // Every further delivery its gate let go: with its attempt's result, or none when it never ran.
+      ...furtherAsked
+        .filter(({ receiptId, route }) => !heldFurther.get(receiptId)?.has(route))
+        .map((delivery) => ({
+          ...delivery,
+          result: furtherResults.get(`${delivery.receiptId}\u0000${delivery.route}`) ?? null,
+        })),
+    ],
     clock(),
   );
   // Further deliveries that failed (or met a lease race) go on the queue on their own, each naming its route.
@@ -230,6 +246,7 @@ async function attempt(
   lease: LazyLease,
   source: SourceConfig | undefined,
   choice: RouteChoice | null,
+  heldFurther: ReadonlyMap<string, number> = new Map(),
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
   let fanOut: FannedOut | undefined;
@@ -256,6 +273,16 @@ async function attempt(
         ? runDestination(env, primary, receipt, startedAt, lease, true)
         : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
       ...further.map(async (route) => {
+        const delaySeconds = heldFurther.get(route.rules.name);
+        if (delaySeconds !== undefined)
+          // Its gate said wait: not attempted, due again when the gate said (delivery-rows.ts writes it pending).
+          return {
+            route: route.rules.name,
+            run: null,
+            startedAt,
+            finishedAt: startedAt,
+            decision: { kind: "nothing", queue: { kind: "retry", delaySeconds }, record: null } as const,
+          };
         const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true);
         const finishedAt = clock();
         return {
@@ -280,6 +307,33 @@ async function attempt(
     leased: lease.heldGeneration !== null,
     ...(fanOut ? { fanOut } : {}),
   };
+}
+
+/** The delivery a receipt row carries, as its route's gate is asked about it; none when no route runs. */
+function ownDelivery(
+  receipt: ReceiptForWork,
+  config: SourceConfig | undefined,
+  choice: RouteChoice | null,
+): DeliveryToAdmit[] {
+  const route = choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
+  if (!route) return [];
+  return [{ receiptId: receipt.receiptId, source: receipt.source, config, route: route.rules.name, row: "receipt" }];
+}
+
+/** A first attempt's further deliveries (its fan-out's other matched routes), which have no row yet. */
+function furtherDeliveries(
+  receipt: ReceiptForWork,
+  config: SourceConfig | undefined,
+  choice: RouteChoice | null,
+): DeliveryToAdmit[] {
+  if (choice?.kind !== "fan-out") return [];
+  return choice.fanOut.further.map((route) => ({
+    receiptId: receipt.receiptId,
+    source: receipt.source,
+    config,
+    route: route.rules.name,
+    row: "none" as const,
+  }));
 }
 
 function routeChoice(source: SourceConfig | undefined, receipt: ReceiptForWork): RouteChoice | null {

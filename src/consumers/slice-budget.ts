@@ -8,6 +8,13 @@ import { type Destination, MAX_DESTINATION_TIMEOUT_MS, type SourceConfig } from 
  * is no attempt at all: it goes back on the queue at once, its lease released, its retries unspent.
  */
 
+/**
+ * Destinations run at once within a batch. A Worker keeps at most six outgoing connections open, and a forward
+ * waiting for a connection would spend its own timeout waiting: more in flight buys nothing. The gates admit at most
+ * this many at once under a rate limit, so admission and send stay close.
+ */
+export const ATTEMPTS_IN_FLIGHT = 6;
+
 /** A queue consumer invocation's wall time on Cloudflare. */
 export const CONSUMER_WALL_MS = 15 * 60_000;
 /** Kept free at the end of a lease or an invocation, to commit what was attempted. */

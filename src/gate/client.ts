@@ -26,8 +26,9 @@ export interface GatedDelivery {
 export type Hold = { waitMs: number; reason: HoldReason };
 
 /**
- * Which deliveries must wait, and how long; every delivery not in the answer may go now. Deliveries are asked about
- * in the order given (received order), so within a route the earliest go first.
+ * Which deliveries must wait, and how long, by gate (`gateName`) and then delivery id; every delivery not in the
+ * answer may go now. A receipt has one delivery per route, so one id can be asked about at several gates. Deliveries
+ * are asked about in the order given (received order), so within a route the earliest go first.
  */
 export async function askGates(
   env: Pick<Env, "DELIVERY_GATES">,
@@ -35,9 +36,9 @@ export async function askGates(
   database: string,
   now: number,
   options: AdmitOptions,
-): Promise<Map<string, Hold>> {
-  const holds = new Map<string, Hold>();
-  const asks = [...byRoute(deliveries)].map(async ([, group]) => {
+): Promise<Map<string, Map<string, Hold>>> {
+  const holds = new Map<string, Map<string, Hold>>();
+  const asks = [...byRoute(deliveries)].map(async ([name, group]) => {
     const { source, route, control } = group[0]!;
     const answer = await deliveryGate(env, source, route).admit(
       control!,
@@ -45,7 +46,7 @@ export async function askGates(
       now,
       options,
     );
-    for (const { id, waitMs, reason } of answer.held) holds.set(id, { waitMs, reason });
+    holds.set(name, new Map(answer.held.map(({ id, waitMs, reason }) => [id, { waitMs, reason }])));
   });
   await Promise.all(asks);
   return holds;
