@@ -5,7 +5,7 @@ import { deliveries } from "../db/schema";
 import { logEvent } from "../lib/log";
 import { meteredD1 } from "../lib/meter";
 import { enqueueWork } from "../relay/enqueue";
-import { DEFAULT_RETRY } from "../sources/config";
+import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
@@ -109,16 +109,16 @@ export async function processDeliveries(
       };
       if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now))
         return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+      const policy = retryPolicyOf(source, route);
       const facts = {
-        policy: source?.retry,
+        policy,
         attemptNumberInRun: delivery.attempts + 1,
         budgetStartedAt: budgetStartOf(delivery),
       };
       // A delivery still `processing` was abandoned by a consumer that died: that attempt was counted when it took
       // its lease, and once the count spends the retries the delivery is dead without another run (a poison event
       // cannot loop).
-      const abandoned =
-        delivery.status === "processing" ? decideAbandoned(delivery, source?.retry, now).decision : null;
+      const abandoned = delivery.status === "processing" ? decideAbandoned(delivery, policy, now).decision : null;
       const configured = routeOf(delivery);
       let run: AttemptRun;
       if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };

@@ -5,7 +5,7 @@ import { receipts } from "../db/schema";
 import { recordAttempt } from "../lib/analytics";
 import { logEvent, logsSuccesses } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
-import { DEFAULT_RETRY, type RetryPolicy } from "../sources/config";
+import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { commitAttempts, type FinishedAttempt } from "./commit";
 import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
@@ -95,7 +95,7 @@ export async function processBatch(
   // receipt is dead without another run, so an event that crashes its consumer cannot loop.
   const abandoned = unbroken.filter((row) => row.status === "processing");
   const spent = abandoned
-    .map((row) => abandonedAttempt(row, sources.get(row.source)?.retry, now))
+    .map((row) => abandonedAttempt(row, retryPolicyOf(sources.get(row.source), row.route), now))
     .filter((attempt) => attempt.decided?.kind === "fail" && attempt.decided.receiptStatus === "dead");
   // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
   const choices = new Map(unbroken.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
@@ -250,8 +250,11 @@ async function attempt(
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
   let fanOut: FannedOut | undefined;
+  // The receipt's own delivery is retried on its route's policy; each further delivery on its own route's (below).
+  const ownRoute =
+    choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
   const facts = {
-    policy: source?.retry,
+    policy: ownRoute?.retry ?? source?.retry,
     attemptNumberInRun: receipt.attempts + 1,
     budgetStartedAt: budgetStartOf(receipt),
   };
@@ -290,7 +293,7 @@ async function attempt(
           run: furtherRun,
           startedAt,
           finishedAt,
-          decision: decide(furtherRun.result, { ...facts, attemptNumberInRun: 1, finishedAt }),
+          decision: decide(furtherRun.result, { ...facts, policy: route.retry, attemptNumberInRun: 1, finishedAt }),
         };
       }),
     ]);

@@ -11,7 +11,7 @@ import {
 import { unboundDatabaseObservation } from "../monitor/conditions";
 import { reportObservations } from "../monitor/report";
 import { enqueueReceipts, enqueueWork } from "../relay/enqueue";
-import { DEFAULT_RETRY } from "../sources/config";
+import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
 import { receiptHolders } from "../sources/receipt-homes";
 import { loadSources } from "../sources/registry";
@@ -248,7 +248,8 @@ function groupByValue(holders: ReadonlyMap<string, string>): Map<string, string[
 function outageDelaySeconds(env: Env, message: QueuedWork, deliveries: number): number {
   let policy = DEFAULT_RETRY;
   try {
-    policy = loadSources(env).get(sourceName(message))?.retry ?? DEFAULT_RETRY;
+    // The route the message names; a message of receipts is judged by its source's first route (the only one, mostly).
+    policy = retryPolicyOf(loadSources(env).get(sourceName(message)), routeNamedBy(message) ?? null) ?? DEFAULT_RETRY;
   } catch {
     // An unreadable configuration is itself the outage: the default schedule applies.
   }

@@ -6,7 +6,7 @@ import { inJsonList, inJsonPairs } from "../db/id-list";
 import { receipts } from "../db/schema";
 import { logEvent } from "../lib/log";
 import { enqueueReceipts } from "../relay/enqueue";
-import { PROCESSING_LEASE_MS as LEASE_MS } from "../sources/config";
+import { PROCESSING_LEASE_MS as LEASE_MS, retryPolicyOf } from "../sources/config";
 import { loadSources } from "../sources/registry";
 
 /** Leases returned per run; the rest wait for the next run. */
@@ -63,6 +63,7 @@ export async function settleAbandonedLeases(env: Env, receiptIds: readonly strin
     .select({
       receiptId: receipts.receiptId,
       source: receipts.source,
+      route: receipts.route,
       attempts: receipts.attempts,
       receivedAt: receipts.receivedAt,
       replayedAt: receipts.replayedAt,
@@ -75,7 +76,7 @@ export async function settleAbandonedLeases(env: Env, receiptIds: readonly strin
   if (rows.length === 0) return 0;
   const sources = loadSources(env);
   const verdicts = rows.map((row) => {
-    const policy = sources.get(row.source)?.retry;
+    const policy = retryPolicyOf(sources.get(row.source), row.route);
     const { decision } = decideAbandoned(row, policy, now);
     const dead = policy !== undefined && decision.kind === "fail" && decision.receiptStatus === "dead";
     return { row, lastError: dead ? decision.lastError : null };

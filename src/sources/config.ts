@@ -32,10 +32,12 @@ export type Destination =
   | { kind: "forward"; url: string; timeoutMs: number }
   | { kind: "none" };
 
-/** One route of a source: where its deliveries go, and the rules applied first. */
+/** One route of a source: where its deliveries go, the rules applied first, and how a failed one is retried. */
 export interface SourceRoute {
   destination: Destination;
   rules: RouteRules;
+  /** The route's own `retry` table, key by key over the source's; the source's own when the route sets none. */
+  retry: RetryPolicy;
 }
 
 export interface SourceConfig {
@@ -53,6 +55,7 @@ export interface SourceConfig {
   maxBodyBytes: number;
   /** Silence alert threshold in ms, when the source is expected to be busy. */
   expectWithinMs: number | null;
+  /** The source's `retry` table: what a route without its own applies (read a delivery's with retryPolicyOf). */
   retry: RetryPolicy;
   payloadRetentionMs: number;
   dedupeRetentionMs: number;
@@ -291,32 +294,52 @@ function bodyCap(value: unknown, where: string, problems: string[]): number {
   return cap;
 }
 
-function parseRetry(value: unknown, where: string, problems: string[]): RetryPolicy {
-  if (value === undefined) return DEFAULT_RETRY;
+/**
+ * A `retry` table. A source's is read over DEFAULT_RETRY; a route's over its source's, so a route names only what
+ * it changes. `keyWhere` says where each key is, for the problems.
+ */
+function parseRetry(
+  value: unknown,
+  where: string,
+  problems: string[],
+  inherited: RetryPolicy = DEFAULT_RETRY,
+  keyWhere: (key: string) => string = (key) => `${where}.retry.${key}`,
+): RetryPolicy {
+  if (value === undefined) return inherited;
   if (!value || typeof value !== "object" || Array.isArray(value)) {
     problems.push(`${where}: retry must be a table`);
-    return DEFAULT_RETRY;
+    return inherited;
   }
   const table = value as Record<string, unknown>;
   return {
     baseDelaySeconds: positiveNumber(
       table.base_delay_seconds,
-      DEFAULT_RETRY.baseDelaySeconds,
-      `${where}.retry.base_delay_seconds`,
+      inherited.baseDelaySeconds,
+      keyWhere("base_delay_seconds"),
       problems,
     ),
     maxDelaySeconds: positiveNumber(
       table.max_delay_seconds,
-      DEFAULT_RETRY.maxDelaySeconds,
-      `${where}.retry.max_delay_seconds`,
+      inherited.maxDelaySeconds,
+      keyWhere("max_delay_seconds"),
       problems,
     ),
-    maxRetries: wholeCount(table.max_retries, DEFAULT_RETRY.maxRetries, `${where}.retry.max_retries`, problems),
-    jitter: fraction(table.jitter, DEFAULT_RETRY.jitter, `${where}.retry.jitter`, problems),
-    maxAgeMs: durationSetting(table.max_age, DEFAULT_RETRY.maxAgeMs, `${where}.retry.max_age`, problems, {
-      positive: true,
-    }),
+    maxRetries: wholeCount(table.max_retries, inherited.maxRetries, keyWhere("max_retries"), problems),
+    jitter: fraction(table.jitter, inherited.jitter, keyWhere("jitter"), problems),
+    maxAgeMs: durationSetting(table.max_age, inherited.maxAgeMs, keyWhere("max_age"), problems, { positive: true }),
   };
+}
+
+/**
+ * The retry policy of one delivery of `source`: the named route's (null names the first route, the one a one-route
+ * source's receipt carries without naming it), or the source's own when that route is no longer configured.
+ */
+export function retryPolicyOf(source: SourceConfig, route: string | null): RetryPolicy;
+export function retryPolicyOf(source: SourceConfig | undefined, route: string | null): RetryPolicy | undefined;
+export function retryPolicyOf(source: SourceConfig | undefined, route: string | null): RetryPolicy | undefined {
+  if (!source) return undefined;
+  const configured = route === null ? source.routes[0] : source.routes.find(({ rules }) => rules.name === route);
+  return configured?.retry ?? source.retry;
 }
 
 /** One of a fixed set of words, or absent. */
@@ -374,8 +397,13 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       if (ref) secrets.push(ref);
     }
   }
-  const routes: SourceRoute[] = parseRoutes(options, where, problems, (value, routeWhere) =>
-    parseDestination(value, routeWhere, options, problems),
+  const retry = parseRetry(options.retry, where, problems);
+  const routes: SourceRoute[] = parseRoutes(
+    options,
+    where,
+    problems,
+    (value, routeWhere) => parseDestination(value, routeWhere, options, problems),
+    (value, routeWhere) => parseRetry(value, routeWhere, problems, retry, (key) => `${routeWhere}: retry.${key}`),
   );
   for (const { destination, rules: route } of routes) {
     if (route.headers && destination.kind !== "forward")
@@ -385,7 +413,6 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     }
   }
   const { destination, rules: route } = routes[0]!;
-  const retry = parseRetry(options.retry, where, problems);
   const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, {
     positive: true,
   });

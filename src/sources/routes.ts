@@ -7,37 +7,50 @@ import { compileHeaders, compileTransform } from "../routing/transform";
 /**
  * A source's routes: the `destination` it names directly (one route, `default`), or the `[[vars.SOURCES.<name>.routes]]`
  * entries, each with its own name, destination and optional filter, schema, transform and headers. Every event gets
- * one delivery per route that matches it (docs/processing.md, "Deliveries"). Options not built yet (per-route retry, ordering) are refused here by name rather than accepted and ignored.
+ * one delivery per route that matches it (docs/processing.md, "Deliveries"), retried on the route's own `retry` table
+ * when it has one. Options not built yet (ordering) are refused here by name rather than accepted and ignored.
  */
 
 const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_ROUTE_NAME = "default";
-const ROUTE_KEYS = new Set(["name", "destination", "filter", "transform", "schema", "headers", ...CONTROL_KEYS]);
+const ROUTE_KEYS = new Set([
+  "name",
+  "destination",
+  "filter",
+  "transform",
+  "schema",
+  "headers",
+  "retry",
+  ...CONTROL_KEYS,
+]);
 /** Routes one source may list: each matched one costs its events up to two D1 rows. */
 export const MAX_ROUTES = 16;
 /** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
 const NOT_BUILT_YET: Record<string, string> = {
-  retry: "per-route retry is not available yet (the source's own retry applies to its route)",
   ordered_by: "ordered_by is not available yet",
 };
 const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS] as const;
 const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null };
 
-export interface ParsedRoute<D> {
+export interface ParsedRoute<D, R> {
   destination: D;
   rules: RouteRules;
+  /** The retry policy of this route's deliveries: its own `retry` table read over the source's. */
+  retry: R;
 }
 
 /**
  * @param readDestination the source's own destination parser, so a route's destination is read exactly as a
  * source's is (handler:<name>, a URL, or none) and reports its problems under the route's name.
+ * @param readRetry the same for a route's `retry` table (undefined when the route has none: the source's applies).
  */
-export function parseRoutes<D>(
+export function parseRoutes<D, R>(
   options: Record<string, unknown>,
   where: string,
   problems: string[],
   readDestination: (value: unknown, where: string) => D,
-): ParsedRoute<D>[] {
+  readRetry: (value: unknown, where: string) => R,
+): ParsedRoute<D, R>[] {
   for (const key of ROUTE_ONLY_KEYS) {
     if (options[key] !== undefined)
       problems.push(
@@ -47,11 +60,19 @@ export function parseRoutes<D>(
   const list = options.routes;
   if (list === undefined) {
     return [
-      { destination: readDestination(options.destination, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } },
+      {
+        destination: readDestination(options.destination, where),
+        rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES },
+        retry: readRetry(undefined, where),
+      },
     ];
   }
   const fallback = () => [
-    { destination: readDestination(undefined, where), rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES } },
+    {
+      destination: readDestination(undefined, where),
+      rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES },
+      retry: readRetry(undefined, where),
+    },
   ];
   if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
     problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
@@ -71,7 +92,7 @@ export function parseRoutes<D>(
     return fallback();
   }
   const parsed = list.map((entry, index) =>
-    parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination),
+    parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination, readRetry),
   );
   const names = list
     .map((entry) => (entry as Record<string, unknown>).name)
@@ -84,12 +105,13 @@ export function parseRoutes<D>(
   return parsed;
 }
 
-function parseRoute<D>(
+function parseRoute<D, R>(
   table: Record<string, unknown>,
   where: string,
   problems: string[],
   readDestination: (value: unknown, where: string) => D,
-): ParsedRoute<D> {
+  readRetry: (value: unknown, where: string) => R,
+): ParsedRoute<D, R> {
   for (const key of Object.keys(table)) {
     if (NOT_BUILT_YET[key]) problems.push(`${where}: ${NOT_BUILT_YET[key]} (see docs/routing.md)`);
     else if (!ROUTE_KEYS.has(key))
@@ -129,5 +151,5 @@ function parseRoute<D>(
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
   rules.control = parseDeliveryControl(table, routeWhere, problems);
-  return { destination, rules };
+  return { destination, rules, retry: readRetry(table.retry, routeWhere) };
 }

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
+import { retryPolicyOf } from "../../src/sources/config";
 import { ADMIN } from "../admin/support";
 import { base, parsed, problemsOf } from "../support/source-tables";
 
@@ -87,11 +88,46 @@ describe("a source's routes", () => {
     ]);
   });
 
-  it("refuses per-route retry and ordering by name, as not available yet, instead of ignoring them", () => {
-    const unbuilt = { name: "a", destination: "handler:accounts", retry: { max_retries: 1 }, ordered_by: "subject" };
+  it("refuses ordering by name, as not available yet, instead of ignoring it", () => {
+    const unbuilt = { name: "a", destination: "handler:accounts", ordered_by: "subject" };
     expect(problemsOf({ routes: [unbuilt] })).toEqual([
-      expect.stringMatching(/routes\[0\]: per-route retry is not available yet/),
       expect.stringMatching(/routes\[0\]: ordered_by is not available yet/),
+    ]);
+  });
+
+  it("reads a route's retry table key by key over the source's; a route without one retries on the source's", () => {
+    const source = parsed({
+      retry: { base_delay_seconds: 5, max_retries: 2, jitter: 0 },
+      routes: [
+        { name: "own", destination: "handler:accounts", retry: { max_retries: 7, max_age: "2h" } },
+        { name: "plain", destination: "none" },
+      ],
+    });
+    expect(source.routes.map(({ retry }) => retry)).toEqual([
+      { baseDelaySeconds: 5, maxDelaySeconds: 86_400, maxRetries: 7, jitter: 0, maxAgeMs: 7_200_000 },
+      source.retry,
+    ]);
+    expect(source.retry.maxRetries).toBe(2);
+    expect(retryPolicyOf(source, "own").maxRetries).toBe(7);
+    expect(retryPolicyOf(source, null).maxRetries).toBe(7);
+    expect(retryPolicyOf(source, "plain")).toBe(source.retry);
+    expect(retryPolicyOf(source, "gone")).toBe(source.retry);
+  });
+
+  it("refuses a bad route retry table with the route's name, as a source's own", () => {
+    expect(
+      problemsOf({
+        routes: [
+          { name: "a", destination: "handler:accounts" },
+          { name: "b", destination: "none", retry: { max_retries: 2.5, max_age: "3 days" } },
+        ],
+      }),
+    ).toEqual([
+      "SOURCES.example route b: retry.max_retries must be a whole number, 0 or more (got 2.5)",
+      'SOURCES.example route b: retry.max_age must be a duration like "90s", "15m", "1h" or "3d" (got "3 days")',
+    ]);
+    expect(problemsOf({ routes: [{ name: "a", destination: "none", retry: 3 }] })).toEqual([
+      "SOURCES.example route a: retry must be a table",
     ]);
   });
 });
