@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./lib/all-in.ts";
 import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
+import { faultableDeployment } from "./lib/faults.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
 import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
@@ -28,7 +29,15 @@ import {
   receiverRuntime,
   snapshotReceiver,
 } from "./lib/setup.ts";
-import { formatSamples, runSoak, SOAK_SOURCE, type SoakResult, soakDeployment } from "./lib/soak.ts";
+import {
+  formatSamples,
+  forwardedKey,
+  runSoak,
+  SOAK_FORWARD_SOURCE,
+  SOAK_SOURCE,
+  type SoakResult,
+  soakDeployment,
+} from "./lib/soak.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
@@ -67,11 +76,15 @@ async function main(flags: BenchFlags): Promise<void> {
 /**
  * A fixed arrival rate for --minutes on a runtime of its own, with the soak source's retention scaled down and
  * the cron fired every --cron-seconds: sizes must go flat once the retention window has passed, and nothing is lost.
+ * With --faults (bench/lib/faults.ts) a share of the arrivals is forwarded to a backend of the bench's, the faults
+ * play while the rate keeps arriving, and each must keep acks answering where the design says and drain fast after.
  */
 async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
   const settings = flags.soak;
+  const faulted = settings.faults.length > 0;
+  const backend = faulted ? await startForwardBackend(forwardedKey) : null;
   const runtime = receiverRuntime(
-    soakDeployment(deployment, settings),
+    soakDeployment(faulted ? faultableDeployment(deployment, stateDir) : deployment, settings, backend?.port ?? null),
     stateDir,
     "soak",
     await portAt(flags, 4),
@@ -81,28 +94,43 @@ async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir:
   await runtime.start();
   console.log(
     `\n== 5. soak: ${settings.rate} events/s for ${settings.minutes} min to /webhooks/${SOAK_SOURCE} (payload retention ${settings.payloadRetention}, ` +
-      `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s`,
+      `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s` +
+      (faulted
+        ? `; faults ${settings.faults.map((fault) => `${fault.kind}@${fault.atS}s+${fault.forS}s`).join(", ")}, one arrival in 5 to /webhooks/${SOAK_FORWARD_SOURCE} (forwarded to the bench's backend)`
+        : ""),
   );
-  const sender = new Sender({
-    origin: runtime.origin,
-    path: `/webhooks/${SOAK_SOURCE}`,
-    secret: deployment.demoSecret,
-    maxSockets: 64,
-  });
+  const senderTo = (source: string) =>
+    new Sender({ origin: runtime.origin, path: `/webhooks/${source}`, secret: deployment.demoSecret, maxSockets: 64 });
+  const senders = { soak: senderTo(SOAK_SOURCE), forward: faulted ? senderTo(SOAK_FORWARD_SOURCE) : null };
   const store = new ReceiptStore(runtime.options.persistDir);
   let printed = 0;
   const result: SoakResult = await runSoak(
     () => runtime.origin,
     runtime.options.persistDir,
-    sender,
+    senders,
     store,
     settings,
     (sample) => {
       const lines = formatSamples([sample]).split("\n");
       console.log((printed++ === 0 ? lines : lines.slice(2)).join("\n"));
     },
+    backend
+      ? {
+          targets: {
+            origin: () => runtime.origin,
+            kill: () => runtime.kill(),
+            stop: () => runtime.stop(),
+            start: () => runtime.start(),
+            destinationDown: (down) => backend.setDown(down),
+          },
+          forwardedPerKey: () => backend.answeredPerKey(),
+          log: (line) => console.log(line),
+        }
+      : null,
   );
-  sender.close();
+  senders.soak.close();
+  senders.forward?.close();
+  await backend?.close();
   console.log(
     `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
       `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}; ${result.cronRuns} cron runs; steady: ${result.steady}`,
@@ -112,6 +140,29 @@ async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir:
     failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
   if (!result.steady)
     failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
+  if (faulted) reportFaults(result, backend!.refused());
+}
+
+function reportFaults(result: SoakResult, refusedForwards: number): void {
+  const { forwarded } = result;
+  console.log(
+    `forwarded: ${forwarded.acknowledged} acknowledged, ${forwarded.delivered} answered 200 by the backend, lost ${forwarded.lost}, ` +
+      `sent again after a 200 ${forwarded.repeated}; ${refusedForwards} forwards answered 503 while it was down; ` +
+      `deliveries not acknowledged outside the faults: ${result.ackFailuresOutsideFaults}`,
+  );
+  console.log(
+    "| fault | started (s) | lasted (s) | ack failures | backlog before | backlog peak | drained after (s) | drain ÷ arrival rate |",
+  );
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const fault of result.faults) {
+    console.log(
+      `| ${fault.kind} | ${fault.startedAt} | ${fault.durationS} | ${fault.ackFailures} | ${fault.backlogBefore} | ${fault.backlogPeak} | ` +
+        `${fault.drainedAfterS ?? "not drained"} | ${fault.drainSpeedup === null ? "—" : `${fault.drainSpeedup}×`} |`,
+    );
+    failures.push(...fault.problems.map((problem) => `soak faults: ${problem}`));
+  }
+  if ((result.ackFailuresOutsideFaults ?? 0) > 0)
+    failures.push(`soak faults: ${result.ackFailuresOutsideFaults} deliveries not acknowledged outside every fault`);
 }
 
 function printHeader(flags: BenchFlags, stateDir: string): void {
@@ -820,7 +871,16 @@ if (flags.jsonOut) {
         }
       : {}),
     // The soak's samples, verdict and losses stand at the top too: {"samples": [...], "steady": …, "lost": 0}.
-    ...(soakResult ? { samples: soakResult.samples, steady: soakResult.steady, lost: soakResult.lost } : {}),
+    // With --faults, also {faults: [{kind, startedAt, durationS, ackFailures, backlogPeak, drainedAfterS, …}]}.
+    ...(soakResult
+      ? {
+          samples: soakResult.samples,
+          steady: soakResult.steady,
+          lost: soakResult.lost,
+          duplicates: soakResult.duplicated,
+        }
+      : {}),
+    ...(soakResult && soakResult.faults.length > 0 ? { faults: soakResult.faults } : {}),
   };
   writeFileSync(
     flags.jsonOut,

@@ -1,3 +1,5 @@
+import { FAULTS_HELP, type FaultSpec, parseFaults } from "./faults.ts";
+
 /** Command-line flags of `npm run bench`. Every rate and size the document names is a flag. */
 
 export interface BenchFlags {
@@ -31,7 +33,14 @@ export interface BenchFlags {
   /** null: pick free ports (the default with --check, so a CI run never collides with a bench in progress). */
   portBase: number | null;
   /** The soak phase: arrivals per second, minutes, the soak source's retention, seconds between cron runs. */
-  soak: { rate: number; minutes: number; payloadRetention: string; dedupeRetention: string; cronSeconds: number };
+  soak: {
+    rate: number;
+    minutes: number;
+    payloadRetention: string;
+    dedupeRetention: string;
+    cronSeconds: number;
+    faults: FaultSpec[];
+  };
 }
 
 export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak";
@@ -66,6 +75,7 @@ const HELP = `npm run bench -- [flags]
   --payload-retention D soak: the soak source's payload retention ("1m")
   --dedupe-retention D  soak: its dedupe retention ("3m")
   --cron-seconds S      soak: seconds between cron runs fired by the bench (60)
+${FAULTS_HELP}
   --check               assert correctness only (never speed); exit 1 on any wrong number
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
@@ -120,6 +130,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     "payload-retention",
     "dedupe-retention",
     "cron-seconds",
+    "faults",
   ]);
   for (const name of given.keys()) if (!known.has(name)) throw new FlagError(`unknown flag --${name} (see --help)`);
 
@@ -166,6 +177,14 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
     throw new FlagError("--perf-levels must be integers between 1 and 512");
   }
+  const minutes = integer("minutes", 10, 1);
+  let faults: FaultSpec[] = [];
+  try {
+    faults = parseFaults(given.get("faults") ?? "", minutes);
+  } catch (error) {
+    throw new FlagError((error as Error).message);
+  }
+  if (faults.length > 0 && !phases.has("soak")) throw new FlagError("--faults plays during the soak: add --only soak");
   return {
     events,
     accounts: integer("accounts", Math.min(500, Math.max(20, Math.floor(events / 20))), 1),
@@ -194,10 +213,11 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     portBase: given.has("port-base") || !check ? integer("port-base", 8820, 1024) : null,
     soak: {
       rate,
-      minutes: integer("minutes", 10, 1),
+      minutes,
       payloadRetention: duration("payload-retention", "1m"),
       dedupeRetention: duration("dedupe-retention", "3m"),
       cronSeconds: integer("cron-seconds", 60, 5),
+      faults,
     },
   };
 }

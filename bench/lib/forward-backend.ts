@@ -2,19 +2,39 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 
 /**
- * The user's backend for the meters phase's forward destination: answers 200 to every forward, on a free port,
- * and counts what it received. It checks nothing: the forward path's signing is proven by the test suite.
+ * The user's backend for a forward destination: answers 200 to every forward, on a free port, and counts what it
+ * received. It checks nothing: the forward path's signing is proven by the test suite. For the faulted soak it can
+ * be taken down (every forward answered 503 meanwhile, counted apart) and, given `keyOf`, counts the forwards it
+ * answered 200 per event key, so a forward lost or sent again shows.
  */
-export async function startForwardBackend(): Promise<{
+export async function startForwardBackend(keyOf?: (body: string) => string | null): Promise<{
   port: number;
   received: () => number;
+  /** Forwards answered 503 while down. */
+  refused: () => number;
+  /** Forwards answered 200, per key `keyOf` found in the body. */
+  answeredPerKey: () => ReadonlyMap<string, number>;
+  setDown: (down: boolean) => void;
   close: () => Promise<void>;
 }> {
   let received = 0;
+  let refused = 0;
+  let down = false;
+  const perKey = new Map<string, number>();
   const server = http.createServer((request, response) => {
-    request.resume();
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => {
+      if (keyOf) chunks.push(chunk);
+    });
     request.on("end", () => {
+      if (down) {
+        refused++;
+        response.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+        return;
+      }
       received++;
+      const key = keyOf ? keyOf(Buffer.concat(chunks).toString("utf8")) : null;
+      if (key !== null) perKey.set(key, (perKey.get(key) ?? 0) + 1);
       response.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
     });
   });
@@ -22,6 +42,15 @@ export async function startForwardBackend(): Promise<{
   return {
     port: (server.address() as AddressInfo).port,
     received: () => received,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    refused: () => refused,
+    answeredPerKey: () => perKey,
+    setDown: (value) => {
+      down = value;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -9,6 +9,10 @@ import type { ReceiptStore } from "./store.ts";
  */
 
 export const SOAK_SOURCE = "soak";
+/** The faulted soak's second source: a share of the arrivals, forwarded to the bench's own backend. */
+export const SOAK_FORWARD_SOURCE = "soak-forward";
+/** Every source the soak sends to: sizes, counts and the backlog cover them all. */
+const SOAK_SOURCES = [SOAK_SOURCE, SOAK_FORWARD_SOURCE];
 export const SOAK_ACCOUNT_PREFIX = "soak_acct_";
 
 export interface SoakSample {
@@ -49,9 +53,9 @@ export function takeSample(
         `SELECT COUNT(*) AS receipts, SUM(body IS NOT NULL) AS withBody,
            SUM(status IN ('pending', 'processing')) AS unfinished,
            MIN(CASE WHEN status IN ('pending', 'processing') THEN received_at END) AS oldestUnfinished
-         FROM receipts WHERE source = ?`,
+         FROM receipts WHERE source IN (?, ?)`,
       )
-      .get(SOAK_SOURCE) as {
+      .get(...SOAK_SOURCES) as {
       receipts: number;
       withBody: number | null;
       unfinished: number | null;
@@ -128,12 +132,34 @@ function readShard(file: string): { bytes: number; keys: number; unrelayed: numb
       .prepare(
         `SELECT COUNT(*) AS keys, SUM(relay_pending = 1) AS unrelayed,
            MIN(CASE WHEN relay_pending = 1 THEN received_at END) AS oldest
-         FROM event_claims WHERE source = ?`,
+         FROM event_claims WHERE source IN (?, ?)`,
       )
-      .get(SOAK_SOURCE) as { keys: number; unrelayed: number | null; oldest: number | null };
+      .get(...SOAK_SOURCES) as { keys: number; unrelayed: number | null; oldest: number | null };
     return { bytes: usedBytes(database), keys: row.keys, unrelayed: row.unrelayed ?? 0, oldestUnrelayed: row.oldest };
   } finally {
     database.close();
+  }
+}
+
+/**
+ * The backlog alone (claims not yet relayed plus receipts pending or processing), cheap enough to read every
+ * second while a fault plays; null when a file cannot be read at that moment (the runtime restarting).
+ */
+export function backlogNow(store: ReceiptStore, persistDir: string): number | null {
+  try {
+    const unfinished = store.read(
+      (database) =>
+        (
+          database
+            .prepare(
+              "SELECT COUNT(*) AS n FROM receipts WHERE source IN (?, ?) AND status IN ('pending', 'processing')",
+            )
+            .get(...SOAK_SOURCES) as { n: number }
+        ).n,
+    );
+    return unfinished + shardFiles(persistDir).reduce((sum, file) => sum + readShard(file).unrelayed, 0);
+  } catch {
+    return null;
   }
 }
 

@@ -1,10 +1,20 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import {
+  type BacklogPoint,
+  type FaultReport,
+  type FaultSpec,
+  type FaultTargets,
+  judgeFault,
+  playFaults,
+} from "./faults.ts";
 import type { Sender } from "./sender.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import {
+  backlogNow,
   creditedEvents,
   NO_TOTALS,
   SOAK_ACCOUNT_PREFIX,
+  SOAK_FORWARD_SOURCE,
   SOAK_SOURCE,
   type SoakSample,
   takeSample,
@@ -16,7 +26,7 @@ import type { ReceiptStore } from "./store.ts";
  * pace within the run, and the cron fired on a schedule the way Cloudflare would. Samples: soak-sample.ts.
  */
 
-export { formatSamples, SOAK_SOURCE } from "./soak-sample.ts";
+export { formatSamples, SOAK_FORWARD_SOURCE, SOAK_SOURCE } from "./soak-sample.ts";
 
 export interface SoakSettings {
   rate: number;
@@ -24,15 +34,33 @@ export interface SoakSettings {
   payloadRetention: string;
   dedupeRetention: string;
   cronSeconds: number;
+  /** Faults played while the rate keeps arriving (--faults; bench/lib/faults.ts); none for the plain soak. */
+  faults: FaultSpec[];
 }
+
+/** With faults, one arrival in FORWARD_EVERY goes to the forward source, and one in LARGE_EVERY carries a large body. */
+const FORWARD_EVERY = 5;
+const LARGE_EVERY = 100;
+/** Above the soak source's R2 threshold (the default, 64 KB). */
+const LARGE_BODY_BYTES = 70 * 1024;
+/**
+ * The forward source's retry schedule: from 1 s, at most 5 s apart. The default (30 s, doubling) would make the
+ * drain after a destination outage wait for the schedule, not measure how fast the receiver catches up.
+ */
+const FORWARD_RETRY = { base_delay_seconds: 1, max_delay_seconds: 5 };
 
 /**
  * The deployment with a soak source of its own, in a copy of the snapshot's wrangler.toml: the demo's provider
  * and handler (every event credits 1 to an account, so the accounts table counts processed events after
- * retention has deleted their receipts) and the scaled-down retention.
+ * retention has deleted their receipts) and the scaled-down retention. With a forward backend's port, a second
+ * source forwarding there (the faulted soak's destination).
  */
-export function soakDeployment(deployment: ReceiverDeployment, settings: SoakSettings): ReceiverDeployment {
-  return deploymentWithSource(deployment, "soak", SOAK_SOURCE, {
+export function soakDeployment(
+  deployment: ReceiverDeployment,
+  settings: SoakSettings,
+  forwardPort: number | null = null,
+): ReceiverDeployment {
+  const soak = deploymentWithSource(deployment, "soak", SOAK_SOURCE, {
     provider: "standard-webhooks",
     secrets: ["DEMO_WEBHOOK_SECRET"],
     destination: "handler:accounts",
@@ -41,15 +69,55 @@ export function soakDeployment(deployment: ReceiverDeployment, settings: SoakSet
     payload_retention: settings.payloadRetention,
     dedupe_retention: settings.dedupeRetention,
   });
+  if (forwardPort === null) return soak;
+  return deploymentWithSource(soak, "soak", SOAK_FORWARD_SOURCE, {
+    provider: "standard-webhooks",
+    secrets: ["DEMO_WEBHOOK_SECRET"],
+    destination: `http://127.0.0.1:${forwardPort}/hooks`,
+    type_path: "type",
+    payload_retention: settings.payloadRetention,
+    dedupe_retention: settings.dedupeRetention,
+    retry: FORWARD_RETRY,
+  });
 }
 
-/** Deliveries at a fixed rate, each resent until acknowledged (an at-least-once sender). Returns the events acknowledged. */
+/** The key the forward backend counts a forwarded soak event under (the event key it was sent with). */
+export function forwardedKey(body: string): string | null {
+  try {
+    return (JSON.parse(body) as { data?: { key?: string } }).data?.key ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Who receives arrival `n`: with faults, every FORWARD_EVERY-th goes to the forward source. */
+const isForwarded = (n: number, faulted: boolean) => faulted && n % FORWARD_EVERY === FORWARD_EVERY - 1;
+
+export interface SoakSenders {
+  soak: Sender;
+  /** The forward source's sender, with faults only. */
+  forward: Sender | null;
+}
+
+/**
+ * Deliveries at a fixed rate, each resent until acknowledged (an at-least-once sender). Returns the events
+ * acknowledged; each delivery not answered 2xx is told to `onFailure` (seconds since `startedAt`).
+ */
 export async function sendAtRate(
-  sender: Sender,
+  senders: SoakSenders,
   settings: SoakSettings,
-  options: { accounts: number; maxInFlight: number },
-): Promise<{ acknowledged: number; sent: number; resends: number; lateStarts: number }> {
-  const startedAt = performance.now();
+  options: { accounts: number; maxInFlight: number; startedAt: number; onFailure: (atS: number) => void },
+): Promise<{
+  acknowledged: number;
+  forwardedAcknowledged: string[];
+  sent: number;
+  resends: number;
+  lateStarts: number;
+}> {
+  const { startedAt } = options;
+  const faulted = senders.forward !== null;
+  const withLargeBodies = settings.faults.some((fault) => fault.kind === "r2");
+  const forwardedAcknowledged: string[] = [];
   const durationMs = settings.minutes * 60_000;
   const total = Math.floor((durationMs / 1000) * settings.rate);
   let acknowledged = 0;
@@ -58,17 +126,28 @@ export async function sendAtRate(
   let inFlight = 0;
   const pending: Promise<void>[] = [];
   const deliverOne = async (n: number): Promise<void> => {
+    const forwarded = isForwarded(n, faulted);
+    const key = forwarded ? `soak_fwd_${n}` : `soak_evt_${n}`;
+    const large = withLargeBodies && n % LARGE_EVERY === LARGE_EVERY / 2;
     const body = JSON.stringify({
       type: "account.credited",
-      data: { account: `${SOAK_ACCOUNT_PREFIX}${n % options.accounts}`, amount: 1, note: "x".repeat(600) },
+      data: {
+        // A forwarded event credits nothing (the backend counts it); its key lets the backend tell events apart.
+        ...(forwarded ? { key } : { account: `${SOAK_ACCOUNT_PREFIX}${n % options.accounts}` }),
+        amount: 1,
+        note: "x".repeat(large ? LARGE_BODY_BYTES : 600),
+      },
     });
+    const sender = forwarded ? senders.forward! : senders.soak;
     for (let attempt = 0; ; attempt++) {
-      const outcome = await sender.deliver(`soak_evt_${n}`, body);
+      const outcome = await sender.deliver(key, body);
       if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
+      options.onFailure((performance.now() - startedAt) / 1000);
       resends++;
       await sleep(Math.min(10_000, 500 * 2 ** attempt));
     }
-    acknowledged++;
+    if (forwarded) forwardedAcknowledged.push(key);
+    else acknowledged++;
   };
   for (let n = 0; n < total; n++) {
     const dueAt = startedAt + (n * 1000) / settings.rate;
@@ -80,7 +159,7 @@ export async function sendAtRate(
     pending.push(deliverOne(n).finally(() => inFlight--));
   }
   await Promise.all(pending);
-  return { acknowledged, sent: total, resends, lateStarts };
+  return { acknowledged, forwardedAcknowledged, sent: total, resends, lateStarts };
 }
 
 /** Fires the cron every `cronSeconds` until stopped, each run with the current time as its scheduled time. */
@@ -139,72 +218,157 @@ export function isSteady(samples: readonly SoakSample[], settings: SoakSettings)
 
 export interface SoakResult {
   samples: SoakSample[];
+  /** With faults: judged on the samples outside each fault, its drain and two cron intervals after. */
   steady: boolean;
-  /** Acknowledged events whose effect was never applied (should be 0); `duplicated`: applied more than once. */
+  /**
+   * Acknowledged events whose effect was never applied, credits and forwards (should be 0); `duplicated`: credits
+   * applied more than once.
+   */
   lost: number;
   duplicated: number;
+  /** Handler events acknowledged, and credits applied. */
   acknowledged: number;
   credited: number;
+  forwarded: { acknowledged: number; delivered: number; lost: number; repeated: number };
+  faults: FaultReport[];
+  /** Deliveries not answered 2xx outside every fault's window (null without faults). */
+  ackFailuresOutsideFaults: number | null;
+  backlogTimeline: BacklogPoint[];
   resends: number;
   lateStarts: number;
   cronRuns: number;
   settings: SoakSettings;
 }
 
+/** With faults: what to act on, and the forward backend's count of forwards answered 200 per event key. */
+export interface SoakFaulting {
+  targets: FaultTargets;
+  forwardedPerKey: () => ReadonlyMap<string, number>;
+  log: (line: string) => void;
+}
+
 /**
- * The whole phase: send at the rate for the run's minutes while the cron runs on its schedule and a sample is taken
- * every 30 s; then stop sending, keep the cron going until the backlog is empty (up to five minutes) and take the
- * last sample. `onSample` prints each row as it comes.
+ * The whole phase: send at the rate for the run's minutes while the cron runs on its schedule, a sample is taken
+ * every 30 s and, with faults, they play at their times while the backlog is read every second; then stop sending,
+ * keep the cron going until the backlog is empty (up to five minutes) and take the last sample. `onSample` prints
+ * each row as it comes.
  */
 export async function runSoak(
   origin: () => string,
   persistDir: string,
-  sender: Sender,
+  senders: SoakSenders,
   store: ReceiptStore,
   settings: SoakSettings,
   onSample: (sample: SoakSample) => void,
+  faulting: SoakFaulting | null = null,
 ): Promise<SoakResult> {
   const startedAt = performance.now();
+  const secondsNow = () => (performance.now() - startedAt) / 1000;
   const cron = cronSchedule(origin, settings.cronSeconds);
   const samples: SoakSample[] = [];
   let totals = NO_TOTALS;
   const sampleNow = () => {
-    const taken = takeSample(store, persistDir, Math.round((performance.now() - startedAt) / 1000), totals);
+    const taken = takeSample(store, persistDir, Math.round(secondsNow()), totals);
     totals = taken.totals;
     samples.push(taken.sample);
     onSample(taken.sample);
     return taken.sample;
   };
   let sending = true;
+  let finished = false;
   const sampler = (async () => {
     for (let next = 30; sending; next += 30) {
       while (sending && performance.now() - startedAt < next * 1000) await sleep(250);
       if (sending) sampleNow();
     }
   })();
-  const sent = await sendAtRate(sender, settings, { accounts: 200, maxInFlight: 256 });
+  const timeline: BacklogPoint[] = [];
+  const tracker = (async () => {
+    if (!faulting) return;
+    while (!finished) {
+      const backlog = backlogNow(store, persistDir);
+      if (backlog !== null) timeline.push({ atS: secondsNow(), backlog });
+      await sleep(1000);
+    }
+  })();
+  const ackFailureTimes: number[] = [];
+  const played = faulting
+    ? playFaults(settings.faults, faulting.targets, startedAt, faulting.log)
+    : Promise.resolve([]);
+  const sent = await sendAtRate(senders, settings, {
+    accounts: 200,
+    maxInFlight: 256,
+    startedAt,
+    onFailure: (atS) => ackFailureTimes.push(atS),
+  });
   sending = false;
   await sampler;
+  const faultTimes = await played;
   const drainDeadline = performance.now() + 5 * 60_000;
   let last = sampleNow();
   while (last.backlog > 0 && performance.now() < drainDeadline) {
     await sleep(5000);
-    last = takeSample(store, persistDir, Math.round((performance.now() - startedAt) / 1000), totals).sample;
+    last = takeSample(store, persistDir, Math.round(secondsNow()), totals).sample;
   }
+  // A few seconds more of the backlog timeline, so a drain that ends with the run is seen ending.
+  if (faulting) await sleep(3000);
+  finished = true;
+  await tracker;
   sampleNow();
   const cronRuns = await cron.stop();
   const credited = creditedEvents(store);
+
+  const faults = faultTimes.map((fault, index) =>
+    judgeFault(
+      { ...fault, nextStartsAt: faultTimes[index + 1]?.startedAt ?? null },
+      timeline,
+      ackFailureTimes,
+      settings.rate,
+    ),
+  );
+  const forwarded = forwardOutcome(sent.forwardedAcknowledged, faulting?.forwardedPerKey() ?? new Map());
+  const windows = faults.map((fault) => ({
+    from: fault.startedAt,
+    to: fault.startedAt + fault.durationS + (fault.drainedAfterS ?? Infinity) + 2 * settings.cronSeconds,
+  }));
+  // The same window judgeFault counts a fault's ack failures in: from its start to 5 s after its end.
+  const outsideFaults = ackFailureTimes.filter(
+    (at) => !faultTimes.some((fault) => at >= fault.startedAt && at <= fault.endedAt + 5),
+  ).length;
+  const handlerLost = Math.max(0, sent.acknowledged - credited);
+  const handlerDuplicated = Math.max(0, credited - sent.acknowledged);
   return {
     samples,
-    steady: isSteady(samples, settings),
-    lost: Math.max(0, sent.acknowledged - credited),
-    duplicated: Math.max(0, credited - sent.acknowledged),
+    steady: isSteady(
+      samples.filter((sample) => !windows.some((w) => sample.atSeconds >= w.from && sample.atSeconds <= w.to)),
+      settings,
+    ),
+    lost: handlerLost + forwarded.lost,
+    duplicated: handlerDuplicated,
     acknowledged: sent.acknowledged,
     credited,
+    forwarded,
     resends: sent.resends,
     lateStarts: sent.lateStarts,
     cronRuns,
+    faults,
+    ackFailuresOutsideFaults: faulting ? outsideFaults : null,
+    backlogTimeline: timeline.map((point) => ({ atS: Math.round(point.atS * 10) / 10, backlog: point.backlog })),
     settings,
+  };
+}
+
+/**
+ * Forwarded events as the backend saw them: acknowledged but never answered 200 there is lost; answered 200 more
+ * than once is a repeat. Forwards are at least once by design (each carries `Idempotency-Key`, the same on every
+ * try), so a repeat is reported, not counted as applied twice.
+ */
+function forwardOutcome(acknowledged: readonly string[], perKey: ReadonlyMap<string, number>) {
+  return {
+    acknowledged: acknowledged.length,
+    delivered: acknowledged.filter((key) => (perKey.get(key) ?? 0) > 0).length,
+    lost: acknowledged.filter((key) => (perKey.get(key) ?? 0) === 0).length,
+    repeated: [...perKey.values()].filter((times) => times > 1).length,
   };
 }
 
