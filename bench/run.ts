@@ -133,11 +133,16 @@ async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir:
   await backend?.close();
   console.log(
     `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
-      `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}; ${result.cronRuns} cron runs; steady: ${result.steady}`,
+      `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}, unfinished ${result.unfinished}, dead ${result.dead}; ` +
+      `${result.cronRuns} cron runs; steady: ${result.steady}`,
   );
   results.soak = result;
   if (result.lost > 0 || result.duplicated > 0)
     failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
+  if (result.unfinished > 0 || result.dead > 0)
+    failures.push(
+      `soak: ${result.unfinished} events still unfinished after the drain, ${result.dead} dead: not applied, so not proven unlost`,
+    );
   if (!result.steady)
     failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
   if (faulted) reportFaults(result, backend!.refused());
@@ -157,7 +162,7 @@ function reportFaults(result: SoakResult, refusedForwards: number): void {
   for (const fault of result.faults) {
     console.log(
       `| ${fault.kind} | ${fault.startedAt} | ${fault.durationS} | ${fault.ackFailures} | ${fault.backlogBefore} | ${fault.backlogPeak} | ` +
-        `${fault.drainedAfterS ?? "not drained"} | ${fault.drainSpeedup === null ? "—" : `${fault.drainSpeedup}×`} |`,
+        `${fault.drainedAfterS ?? "not drained"} | ${fault.drainSpeedup === null ? (fault.drainedAfterS === null ? "—" : "within 1 s") : `${fault.drainSpeedup}×`} |`,
     );
     failures.push(...fault.problems.map((problem) => `soak faults: ${problem}`));
   }
@@ -878,6 +883,8 @@ if (flags.jsonOut) {
           steady: soakResult.steady,
           lost: soakResult.lost,
           duplicates: soakResult.duplicated,
+          unfinished: soakResult.unfinished,
+          dead: soakResult.dead,
         }
       : {}),
     ...(soakResult && soakResult.faults.length > 0 ? { faults: soakResult.faults } : {}),

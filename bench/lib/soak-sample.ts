@@ -163,6 +163,44 @@ export function backlogNow(store: ReceiptStore, persistDir: string): number | nu
   }
 }
 
+/**
+ * Per soak source, at the end of a run: events not finished yet (claims not relayed, receipts pending or processing)
+ * and receipts dead. Neither is applied, and neither is lost: they stand apart in the verdict.
+ */
+export function unfinishedBySource(
+  store: ReceiptStore,
+  persistDir: string,
+): Map<string, { unfinished: number; dead: number }> {
+  const counts = new Map(SOAK_SOURCES.map((source) => [source, { unfinished: 0, dead: 0 }]));
+  const rows = store.read(
+    (database) =>
+      database
+        .prepare(
+          `SELECT source, SUM(status IN ('pending', 'processing')) AS unfinished, SUM(status = 'dead') AS dead
+           FROM receipts WHERE source IN (?, ?) GROUP BY source`,
+        )
+        .all(...SOAK_SOURCES) as Array<{ source: string; unfinished: number; dead: number }>,
+  );
+  for (const row of rows) counts.set(row.source, { unfinished: row.unfinished, dead: row.dead });
+  for (const file of shardFiles(persistDir)) {
+    const database = new DatabaseSync(file, { readOnly: true });
+    try {
+      database.exec("PRAGMA busy_timeout = 5000");
+      if (!database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'").get())
+        continue;
+      const claims = database
+        .prepare(
+          "SELECT source, COUNT(*) AS n FROM event_claims WHERE source IN (?, ?) AND relay_pending = 1 GROUP BY source",
+        )
+        .all(...SOAK_SOURCES) as Array<{ source: string; n: number }>;
+      for (const claim of claims) counts.get(claim.source)!.unfinished += claim.n;
+    } finally {
+      database.close();
+    }
+  }
+  return counts;
+}
+
 /** Events whose credit was applied: the accounts table outlives every retention window. */
 export function creditedEvents(store: ReceiptStore): number {
   return store.read((database) => {

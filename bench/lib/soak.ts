@@ -6,6 +6,7 @@ import {
   type FaultTargets,
   judgeFault,
   playFaults,
+  TRACKER_RESOLUTION_S,
 } from "./faults.ts";
 import type { Sender } from "./sender.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
@@ -18,6 +19,7 @@ import {
   SOAK_SOURCE,
   type SoakSample,
   takeSample,
+  unfinishedBySource,
 } from "./soak-sample.ts";
 import type { ReceiptStore } from "./store.ts";
 
@@ -221,8 +223,8 @@ export interface SoakResult {
   /** With faults: judged on the samples outside each fault, its drain and two cron intervals after. */
   steady: boolean;
   /**
-   * Acknowledged events whose effect was never applied, credits and forwards (should be 0); `duplicated`: credits
-   * applied more than once.
+   * Acknowledged events whose effect was never applied and which are not `unfinished` or `dead` either: credits
+   * and forwards (should be 0); `duplicated`: credits applied more than once.
    */
   lost: number;
   duplicated: number;
@@ -230,6 +232,12 @@ export interface SoakResult {
   acknowledged: number;
   credited: number;
   forwarded: { acknowledged: number; delivered: number; lost: number; repeated: number };
+  /**
+   * Events neither applied nor lost when the run ended: still in the backlog after the drain (up to five minutes),
+   * or dead. Either fails the run, apart from `lost`: nothing can be said of them yet, or a human must replay them.
+   */
+  unfinished: number;
+  dead: number;
   faults: FaultReport[];
   /** Deliveries not answered 2xx outside every fault's window (null without faults). */
   ackFailuresOutsideFaults: number | null;
@@ -288,7 +296,7 @@ export async function runSoak(
     while (!finished) {
       const backlog = backlogNow(store, persistDir);
       if (backlog !== null) timeline.push({ atS: secondsNow(), backlog });
-      await sleep(1000);
+      await sleep(TRACKER_RESOLUTION_S * 1000);
     }
   })();
   const ackFailureTimes: number[] = [];
@@ -317,6 +325,9 @@ export async function runSoak(
   sampleNow();
   const cronRuns = await cron.stop();
   const credited = creditedEvents(store);
+  const left = unfinishedBySource(store, persistDir);
+  const handlerLeft = left.get(SOAK_SOURCE)!;
+  const forwardLeft = left.get(SOAK_FORWARD_SOURCE)!;
 
   const faults = faultTimes.map((fault, index) =>
     judgeFault(
@@ -326,7 +337,11 @@ export async function runSoak(
       settings.rate,
     ),
   );
-  const forwarded = forwardOutcome(sent.forwardedAcknowledged, faulting?.forwardedPerKey() ?? new Map());
+  const forwarded = forwardOutcome(
+    sent.forwardedAcknowledged,
+    faulting?.forwardedPerKey() ?? new Map(),
+    forwardLeft.unfinished + forwardLeft.dead,
+  );
   const windows = faults.map((fault) => ({
     from: fault.startedAt,
     to: fault.startedAt + fault.durationS + (fault.drainedAfterS ?? Infinity) + 2 * settings.cronSeconds,
@@ -335,7 +350,7 @@ export async function runSoak(
   const outsideFaults = ackFailureTimes.filter(
     (at) => !faultTimes.some((fault) => at >= fault.startedAt && at <= fault.endedAt + 5),
   ).length;
-  const handlerLost = Math.max(0, sent.acknowledged - credited);
+  const handlerLost = Math.max(0, sent.acknowledged - credited - handlerLeft.unfinished - handlerLeft.dead);
   const handlerDuplicated = Math.max(0, credited - sent.acknowledged);
   return {
     samples,
@@ -348,6 +363,8 @@ export async function runSoak(
     acknowledged: sent.acknowledged,
     credited,
     forwarded,
+    unfinished: handlerLeft.unfinished + forwardLeft.unfinished,
+    dead: handlerLeft.dead + forwardLeft.dead,
     resends: sent.resends,
     lateStarts: sent.lateStarts,
     cronRuns,
@@ -363,11 +380,12 @@ export async function runSoak(
  * than once is a repeat. Forwards are at least once by design (each carries `Idempotency-Key`, the same on every
  * try), so a repeat is reported, not counted as applied twice.
  */
-function forwardOutcome(acknowledged: readonly string[], perKey: ReadonlyMap<string, number>) {
+function forwardOutcome(acknowledged: readonly string[], perKey: ReadonlyMap<string, number>, notFinished: number) {
+  const delivered = acknowledged.filter((key) => (perKey.get(key) ?? 0) > 0).length;
   return {
     acknowledged: acknowledged.length,
-    delivered: acknowledged.filter((key) => (perKey.get(key) ?? 0) > 0).length,
-    lost: acknowledged.filter((key) => (perKey.get(key) ?? 0) === 0).length,
+    delivered,
+    lost: Math.max(0, acknowledged.length - delivered - notFinished),
     repeated: [...perKey.values()].filter((times) => times > 1).length,
   };
 }
