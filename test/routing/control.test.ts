@@ -4,8 +4,9 @@ import { processReceipt } from "../../src/consumers/process";
 import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
 import { ADMIN, adminGet } from "../admin/support";
-import { receiptRow, seedReceipt, standinOrigin } from "../consumers/support/processing";
-import { eventually, post, signDemo } from "../support/deliveries";
+import { receiptRow, seedReceipt } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
+import { keysOf, lane, send, setLane } from "./gate-support";
 
 /**
  * Delivery control per route (docs/routing.md "Delivery control"), through the real pipeline: signed deliveries
@@ -13,38 +14,6 @@ import { eventually, post, signDemo } from "../support/deliveries";
  * (test/setup/global/forward-standin.ts), which records what arrived and how many of the lane's requests were open
  * at once. Sources: test/fixtures/sources/gates.json. Every assertion is a count.
  */
-
-interface LaneRequest {
-  headers: Record<string, string>;
-  receivedAt: number;
-  openOnArrival: number;
-  answer: number;
-}
-
-async function lane(name: string): Promise<LaneRequest[]> {
-  return (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
-}
-
-async function setLane(name: string, status: number): Promise<void> {
-  await fetch(`${standinOrigin()}/__lane/${name}?status=${status}`, { method: "PUT" });
-}
-
-/** Posts one signed event; returns its receipt id once the receipt exists. */
-async function send(source: string, n: number): Promise<string> {
-  const key = `gate_${crypto.randomUUID()}`;
-  const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${n}`, amount: n } });
-  expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
-  return eventually(
-    async () =>
-      (
-        await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
-          .bind(source, key)
-          .first<{ id: string }>()
-      )?.id,
-    15_000,
-    "receipt",
-  );
-}
 
 async function allProcessed(receiptIds: readonly string[], timeoutMs = 60_000): Promise<void> {
   await eventually(
@@ -68,8 +37,6 @@ async function allHeld(receiptIds: readonly string[]): Promise<void> {
     "every receipt held",
   );
 }
-
-const keysOf = (requests: readonly LaneRequest[]) => requests.map((request) => request.headers["idempotency-key"]);
 
 describe("max_in_flight", () => {
   it("never has more than N attempts open at the destination, and a delivery that waits spends no attempt", {

@@ -1,0 +1,44 @@
+import { env } from "cloudflare:workers";
+import { expect } from "vitest";
+import { standinOrigin } from "../consumers/support/processing";
+import { eventually, post, signDemo } from "../support/deliveries";
+
+/**
+ * The delivery-control tests' view of the Node stand-in's lanes (test/setup/global/forward-standin.ts): what arrived
+ * in a lane, and how many of the lane's requests were open at once.
+ */
+
+export interface LaneRequest {
+  headers: Record<string, string>;
+  receivedAt: number;
+  openOnArrival: number;
+  answer: number;
+}
+
+export async function lane(name: string): Promise<LaneRequest[]> {
+  return (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
+}
+
+export async function setLane(name: string, status: number): Promise<void> {
+  await fetch(`${standinOrigin()}/__lane/${name}?status=${status}`, { method: "PUT" });
+}
+
+/** Posts one signed event to the real route; returns its receipt id once the receipt exists. */
+export async function send(source: string, n: number): Promise<string> {
+  const key = `gate_${crypto.randomUUID()}`;
+  const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${n}`, amount: n } });
+  expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
+  return eventually(
+    async () =>
+      (
+        await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+          .bind(source, key)
+          .first<{ id: string }>()
+      )?.id,
+    15_000,
+    "receipt",
+  );
+}
+
+export const keysOf = (requests: readonly LaneRequest[]) =>
+  requests.map((request) => request.headers["idempotency-key"]);
