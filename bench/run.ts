@@ -12,6 +12,15 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./lib/all-in.ts";
 import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
+import {
+  FAN_OUT_SOURCE,
+  fanOutSource,
+  formatRouteCounts,
+  forwardRouteCounts,
+  type RouteCount,
+  routeProblems,
+  routeTakes,
+} from "./lib/fan-out.ts";
 import { faultableDeployment } from "./lib/faults.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
@@ -42,7 +51,7 @@ import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
 import { waitUntilFinished } from "./lib/wait.ts";
-import { makeWorkload, scheduleDeliveries } from "./lib/workload.ts";
+import { makeWorkload, scheduleDeliveries, type Workload } from "./lib/workload.ts";
 
 const results: Record<string, unknown> = {};
 
@@ -52,22 +61,51 @@ async function portAt(flags: BenchFlags, offset: number): Promise<number> {
 }
 const failures: string[] = [];
 const runtimes: Runtime[] = [];
+/** Local servers the phases started (the forward backend), closed at shutdown. */
+const closers: Array<() => Promise<void>> = [];
+
+/** The fan-out source of the simulation and the crash run: its deployment, and the backend its forwards reach. */
+interface FanOutRun {
+  backend: Awaited<ReturnType<typeof startForwardBackend>>;
+  deployment: ReceiverDeployment;
+}
 
 async function main(flags: BenchFlags): Promise<void> {
   const stateDir = resolve(flags.stateDir);
   mkdirSync(stateDir, { recursive: true });
   printHeader(flags, stateDir);
   const deployment = snapshotReceiver(stateDir);
+  // The simulation and the crash run also drive a source with several routes, two of them forwarding here.
+  let fanOut: FanOutRun | null = null;
+  if (flags.phases.has("sim") || flags.phases.has("crash")) {
+    const backend = await startForwardBackend();
+    closers.push(backend.close);
+    fanOut = {
+      backend,
+      deployment: deploymentWithSource(
+        deployment,
+        "fan-out",
+        FAN_OUT_SOURCE,
+        fanOutSource(backend.port, "account.credited"),
+      ),
+    };
+  }
 
   let receiver: Runtime | null = null;
   if (flags.phases.has("sim") || flags.phases.has("perf")) {
-    receiver = receiverRuntime(deployment, stateDir, "receiver", await portAt(flags, 0), await portAt(flags, 10));
+    receiver = receiverRuntime(
+      fanOut?.deployment ?? deployment,
+      stateDir,
+      "receiver",
+      await portAt(flags, 0),
+      await portAt(flags, 10),
+    );
     runtimes.push(receiver);
     await receiver.start();
   }
   if (flags.phases.has("meters")) await meters(flags, deployment, stateDir);
-  if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!);
-  if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir);
+  if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!, fanOut!);
+  if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir, fanOut!);
   if (flags.phases.has("poison")) await poison(flags, deployment, stateDir);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
   if (flags.phases.has("soak")) await soak(flags, deployment, stateDir);
@@ -230,12 +268,87 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDi
     concurrency,
   );
   await forwarding.stop();
-  await backend.close();
-  console.log(`the backend received ${backend.received()} forwards for ${forwardEvents} events`);
+  const forwardReceived = backend.received();
+  console.log(`the backend received ${forwardReceived} forwards for ${forwardEvents} events`);
+  if (forwardReceived < forwardEvents)
+    failures.push(`meters: the forward backend received ${forwardReceived} of ${forwardEvents} events`);
 
-  results.meters = { ...handler, allIn, forward };
-  if (backend.received() < forwardEvents)
-    failures.push(`meters: the forward backend received ${backend.received()} of ${forwardEvents} events`);
+  const fanOut = await meterFanOut(flags, deployment, stateDir, backend, forwardEvents, concurrency);
+  await backend.close();
+  results.meters = { ...handler, allIn, forward, fanOut };
+}
+
+/** Per event, a source with one route may write 3 D1 rows; each further matched route at most 2 more, and no D1 call. */
+const D1_ROWS_PER_FURTHER_ROUTE = 2;
+
+/**
+ * The fan-out variant: a source with three routes (docs/routing.md, "Fan-out"), the ledger handler, a forward to
+ * the local backend and a forward whose filter turns every event away, on a runtime of its own. Two matched routes:
+ * a budget of 3 + 2 D1 rows per event, the D1 calls of one route.
+ */
+async function meterFanOut(
+  flags: BenchFlags,
+  deployment: ReceiverDeployment,
+  stateDir: string,
+  backend: Awaited<ReturnType<typeof startForwardBackend>>,
+  events: number,
+  concurrency: number,
+) {
+  const runtime = receiverRuntime(
+    deploymentWithSource(deployment, "meters-fanout", FAN_OUT_SOURCE, fanOutSource(backend.port, "account.closed")),
+    stateDir,
+    "meters-fanout",
+    await portAt(flags, 7),
+    await portAt(flags, 17),
+  );
+  runtimes.push(runtime);
+  await runtime.start();
+  const d1RowsBudget = 3 + D1_ROWS_PER_FURTHER_ROUTE;
+  console.log(
+    `fan-out (a source with three routes: ledger → handler:accounts, backend → the local backend, audit → the local backend ` +
+      `filtered to account.closed, which no event is; ${events} events; budget ≤ ${d1RowsBudget} D1 rows):`,
+  );
+  const seenBefore = backend.received();
+  const fanOut = await meterHappyPath(
+    runtime,
+    deployment,
+    `/webhooks/${FAN_OUT_SOURCE}`,
+    "meter_fan_",
+    events,
+    concurrency,
+    0,
+    `≤ ${d1RowsBudget}`,
+  );
+  await runtime.stop();
+  const byPath = new Map<string, number>();
+  for (const forward of backend.seen().slice(seenBefore)) byPath.set(forward.path, (byPath.get(forward.path) ?? 0) + 1);
+  const routeRows = new ReceiptStore(runtime.options.persistDir).read(
+    (database) =>
+      database
+        .prepare(
+          `SELECT d.route AS route, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
+           WHERE r.event_key LIKE 'meter_fan_%' GROUP BY d.route`,
+        )
+        .all() as Array<{ route: string; count: number }>,
+  );
+  console.log(
+    `the backend received ${byPath.get("/backend") ?? 0} forwards on the backend route and ${byPath.get("/audit") ?? 0} on the filtered-out ` +
+      `audit route for ${events} events; deliveries rows: ${routeRows.map(({ route, count }) => `${route} ${count}`).join(", ") || "none"}`,
+  );
+  if ((byPath.get("/backend") ?? 0) < events)
+    failures.push(`meters (fan-out): the backend route received ${byPath.get("/backend") ?? 0} of ${events} events`);
+  if ((byPath.get("/audit") ?? 0) > 0)
+    failures.push(`meters (fan-out): the filtered-out audit route received ${byPath.get("/audit")} events`);
+  const over = [
+    fanOut.per.d1RowsWritten > d1RowsBudget &&
+      `D1 rows written ${fanOut.per.d1RowsWritten.toFixed(3)} > ${d1RowsBudget}`,
+    fanOut.per.d1Calls > 0.2 && `D1 calls ${fanOut.per.d1Calls.toFixed(3)} > 0.2`,
+    fanOut.per.doRowsWritten > 3 && `DO rows written ${fanOut.per.doRowsWritten.toFixed(3)} > 3`,
+    fanOut.per.doRequests > 1.1 && `DO requests ${fanOut.per.doRequests.toFixed(3)} > 1.1`,
+    fanOut.per.queueOperations > 0.5 && `queue operations ${fanOut.per.queueOperations.toFixed(3)} > 0.5`,
+  ].filter((reason): reason is string => typeof reason === "string");
+  console.log(`fan-out budget: ${over.length === 0 ? "within" : `over (${over.join("; ")})`}`);
+  return { ...fanOut, d1RowsBudget, overBudget: over, forwardsByPath: Object.fromEntries(byPath) };
 }
 
 const FORWARD_SOURCE = "bench-forward";
@@ -346,6 +459,7 @@ async function meterHappyPath(
   events: number,
   concurrency: number,
   padToBytes = 0,
+  d1RowsBudget = "≤ 3",
 ) {
   const before = await readMeters(runtime.origin, deployment.adminToken);
   const cpuBefore = runtime.cpuSeconds();
@@ -379,7 +493,7 @@ async function meterHappyPath(
   const per = perEvent(before, after, events, deliveries);
   const usd = usdPerMillion(per);
   const inclusions = eventsWithinInclusions(per);
-  console.log(formatPerEvent(per));
+  console.log(formatPerEvent(per, d1RowsBudget));
   console.log(
     `runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`,
   );
@@ -413,14 +527,67 @@ async function meterHappyPath(
   };
 }
 
-async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, receiver: Runtime): Promise<void> {
+/**
+ * The fan-out source's share of a phase (--fan-out-share of its events, at least 20), played alongside the demo
+ * source's stream with the same faults at a quarter of its concurrency: the routes' verdict comes from the same run.
+ */
+function fanOutStream(
+  flags: BenchFlags,
+  deployment: ReceiverDeployment,
+  origin: string,
+  events: number,
+  keyPrefix: string,
+  accountPrefix: string,
+  timeoutMs?: number,
+) {
+  const workload = makeWorkload(flags, Math.max(20, Math.round(events * flags.fanOutShare)), keyPrefix, accountPrefix);
+  const sender = new Sender({
+    origin,
+    path: `/webhooks/${FAN_OUT_SOURCE}`,
+    secret: deployment.demoSecret,
+    maxSockets: flags.senderConcurrency,
+    ...(timeoutMs ? { timeoutMs } : {}),
+  });
+  const stream = playSchedule(sender, scheduleDeliveries(flags, workload.events), {
+    seed: flags.seed,
+    ackLostChance: flags.ackLostChance,
+    concurrency: Math.max(2, Math.round(flags.senderConcurrency / 4)),
+  }).finally(() => sender.close());
+  return { workload, stream, keyPrefix, accountPrefix };
+}
+
+/**
+ * The fan-out source's verdict once every receipt and delivery of it finished: its ledger route's row (the
+ * handler's effect, as the demo source's), and each forward route's count from what the backend received.
+ */
+function fanOutVerdict(
+  phase: string,
+  store: ReceiptStore,
+  fan: { workload: Workload; keyPrefix: string; accountPrefix: string },
+  stream: Awaited<ReturnType<typeof playSchedule>>,
+  backend: FanOutRun["backend"],
+): { row: VerdictRow; routes: RouteCount[] } {
+  const row = {
+    ...receiverVerdict(store, fan.workload, stream, fan.keyPrefix, fan.accountPrefix, FAN_OUT_SOURCE),
+    handler: "fan-out: ledger route",
+  };
+  const routes = forwardRouteCounts(store, fan.workload, backend.seen(), fan.keyPrefix, routeTakes("account.credited"));
+  assertCorrect(`${phase} (fan-out source, ledger route)`, row);
+  for (const count of routes)
+    for (const problem of routeProblems(count)) failures.push(`${phase} (fan-out source): ${problem}`);
+  if (stream.abandoned > 0) failures.push(`${phase}: the sender gave up on ${stream.abandoned} fan-out events`);
+  return { row, routes };
+}
+
+async function simulation(
+  flags: BenchFlags,
+  deployment: ReceiverDeployment,
+  receiver: Runtime,
+  fanOut: FanOutRun,
+): Promise<void> {
   const workload = makeWorkload(flags, flags.events, "sim_evt_", "acct_");
   const schedule = scheduleDeliveries(flags, workload.events);
   const credits = workload.events.filter((event) => event.kind === "credit").length;
-  console.log(
-    `\n== 1. correctness simulation: ${workload.events.length} events (${credits} credit, ${workload.events.length - credits} plan), ` +
-      `${flags.accounts} accounts, ${workload.sameSecondPairs} same-second plan pairs, ${schedule.length} scheduled sends`,
-  );
   const sender = new Sender({
     origin: receiver.origin,
     path: "/webhooks/demo",
@@ -428,19 +595,37 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
     maxSockets: flags.senderConcurrency * 2,
   });
   const startedAt = performance.now();
+  const fan = fanOutStream(flags, deployment, receiver.origin, flags.events, "fansim_evt_", "fansim_acct_");
+  console.log(
+    `\n== 1. correctness simulation: ${workload.events.length} events (${credits} credit, ${workload.events.length - credits} plan), ` +
+      `${flags.accounts} accounts, ${workload.sameSecondPairs} same-second plan pairs, ${schedule.length} scheduled sends; ` +
+      `alongside, ${fan.workload.events.length} events to /webhooks/${FAN_OUT_SOURCE} (routes ledger, backend, audit for credits only)`,
+  );
   const stream = await playSchedule(sender, schedule, {
     seed: flags.seed,
     ackLostChance: flags.ackLostChance,
     concurrency: flags.senderConcurrency,
   });
   sender.close();
+  const fanStream = await fan.stream;
   const store = new ReceiptStore(receiver.options.persistDir);
   const waited = await waitUntilFinished(store, "sim_evt_", workload.events.length, {
     origin: () => receiver.origin,
     startedAt,
   });
+  const fanWaited = await waitUntilFinished(store, fan.keyPrefix, fan.workload.events.length, {
+    origin: () => receiver.origin,
+    startedAt,
+    deliveries: true,
+  });
   const rows = [receiverVerdict(store, workload, stream, "sim_evt_", "acct_"), naiveVerdict(workload, stream)];
-  console.log(formatTable(rows));
+  const fanResult = fanOutVerdict("simulation", store, fan, fanStream, fanOut.backend);
+  console.log(formatTable([...rows, fanResult.row]));
+  console.log(formatRouteCounts(fanResult.routes));
+  console.log(
+    `fan-out source: every receipt and further delivery finished ${(fanWaited.elapsedMs / 1000).toFixed(1)} s after the first send; ` +
+      `cron fired by the bench: ${fanWaited.cronTriggers}`,
+  );
   console.log(
     `sender: ${stream.deliveries} requests in ${(stream.elapsedMs / 1000).toFixed(1)} s (${stream.ackLostResends} resent after a lost response, ` +
       `${stream.connectionErrors} connection errors); every event finished ${(waited.elapsedMs / 1000).toFixed(1)} s ` +
@@ -457,6 +642,7 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
     rows,
     stream: { ...stream, arrivals: undefined },
     wait: { ...waited, counts: Object.fromEntries(waited.counts) },
+    fanOut: { ...fanResult, finishedSeconds: fanWaited.elapsedMs / 1000 },
   };
 
   const counts: RunCounts = store.read((database) => ({
@@ -478,14 +664,35 @@ async function simulation(flags: BenchFlags, deployment: ReceiverDeployment, rec
   results.cost = cost;
 }
 
-async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  const runtime = receiverRuntime(deployment, stateDir, "crash", await portAt(flags, 2), await portAt(flags, 12));
+async function crashRecovery(
+  flags: BenchFlags,
+  deployment: ReceiverDeployment,
+  stateDir: string,
+  fanOut: FanOutRun,
+): Promise<void> {
+  const runtime = receiverRuntime(
+    fanOut.deployment,
+    stateDir,
+    "crash",
+    await portAt(flags, 2),
+    await portAt(flags, 12),
+  );
   runtimes.push(runtime);
   await runtime.start();
   const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
   const schedule = scheduleDeliveries(flags, workload.events);
+  const fan = fanOutStream(
+    flags,
+    deployment,
+    runtime.origin,
+    flags.crashEvents,
+    "fancrash_evt_",
+    "fancrash_acct_",
+    10_000,
+  );
   console.log(
-    `\n== 2. crash recovery: ${workload.events.length} events, ${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`,
+    `\n== 2. crash recovery: ${workload.events.length} events, and ${fan.workload.events.length} to /webhooks/${FAN_OUT_SOURCE} alongside, ` +
+      `${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`,
   );
   const sender = new Sender({
     origin: runtime.origin,
@@ -520,6 +727,7 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
   }
   const stream = await streamDone;
   sender.close();
+  const fanStream = await fan.stream;
   const store = new ReceiptStore(runtime.options.persistDir);
   const waited = await waitUntilFinished(store, "crash_evt_", workload.events.length, {
     origin: () => runtime.origin,
@@ -527,11 +735,24 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
     stallMs: 180_000,
     cronLeadMs: flags.cronLeadMinutes * 60_000,
   });
+  const fanWaited = await waitUntilFinished(store, fan.keyPrefix, fan.workload.events.length, {
+    origin: () => runtime.origin,
+    startedAt,
+    stallMs: 180_000,
+    cronLeadMs: flags.cronLeadMinutes * 60_000,
+    deliveries: true,
+  });
   const row = {
     ...receiverVerdict(store, workload, stream, "crash_evt_", "crash_acct_"),
     handler: "receiver, with kills",
   };
-  console.log(formatTable([row]));
+  const fanResult = fanOutVerdict("crash recovery", store, fan, fanStream, fanOut.backend);
+  console.log(formatTable([row, fanResult.row]));
+  console.log(formatRouteCounts(fanResult.routes));
+  console.log(
+    `fan-out source: every receipt and further delivery finished ${(fanWaited.elapsedMs / 1000).toFixed(1)} s after the first send; ` +
+      `cron fired by the bench: ${fanWaited.cronTriggers}`,
+  );
   console.log(
     `kills at ${killTimes.map((t) => `${t.toFixed(1)} s`).join(", ")}; restarts took ${restartSeconds.map((t) => t.toFixed(1)).join(", ")} s; ` +
       `sender saw ${stream.connectionErrors} refused/timed-out requests and ${stream.status5xx} 5xx, retried until acknowledged` +
@@ -551,6 +772,7 @@ async function crashRecovery(flags: BenchFlags, deployment: ReceiverDeployment, 
     restartSeconds,
     stream: { ...stream, arrivals: undefined },
     cronTriggers: waited.cronTriggers,
+    fanOut: { ...fanResult, cronTriggers: fanWaited.cronTriggers, finishedSeconds: fanWaited.elapsedMs / 1000 },
   };
   await runtime.stop();
 }
@@ -836,6 +1058,7 @@ function assertCorrect(phase: string, row: VerdictRow): void {
 
 async function shutdown(keepState: boolean, stateDir: string): Promise<void> {
   await Promise.all(runtimes.map((runtime) => runtime.stop().catch(() => undefined)));
+  await Promise.all(closers.map((close) => close().catch(() => undefined)));
   if (!keepState) rmSync(resolve(stateDir), { recursive: true, force: true });
 }
 

@@ -20,6 +20,8 @@ export interface BenchFlags {
   /** The meters phase's all-in figure: the share of events whose body is above the R2 threshold. */
   largeShare: number;
   crashEvents: number;
+  /** The share of the simulation's and the crash run's events sent alongside to the fan-out source. */
+  fanOutShare: number;
   kills: number;
   cronLeadMinutes: number;
   perfSeconds: number;
@@ -58,6 +60,8 @@ const HELP = `npm run bench -- [flags]
   --shuffle-window N    positions (20)
   --sender-concurrency N deliveries in flight (16; the meters phase uses 64 unless given)
   --crash-events N      events in the crash-recovery run (2000; 300 with --check)
+  --fan-out-share P     sim and crash: events sent alongside, with the same faults, to a source with three routes
+                        (a handler, a forward, a forward filtered to credits), as a share of the phase's (0.2, at least 20)
   --kills N             SIGKILLs of the runtime during that run (5; 2 with --check)
   --cron-lead-minutes M after the crashes, fire the cron as if M minutes later (11: past the 5 min lease
                         and the 10 min overdue grace of the re-drive)
@@ -80,7 +84,7 @@ ${FAULTS_HELP}
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
   --json FILE           also write every number as JSON
-  --port-base N         first of the ports used (8820, base..base+16; with --check free ports are picked)`;
+  --port-base N         first of the ports used (8820, base..base+17; with --check free ports are picked)`;
 
 export function parseFlags(argv: readonly string[]): BenchFlags {
   const given = new Map<string, string>();
@@ -115,6 +119,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     "shuffle-window",
     "sender-concurrency",
     "crash-events",
+    "fan-out-share",
     "kills",
     "cron-lead-minutes",
     "perf-seconds",
@@ -200,6 +205,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     metersConcurrency: integer("sender-concurrency", 64, 1),
     largeShare: chance("large-share", 0.01),
     crashEvents: integer("crash-events", check ? 300 : 2000, 1),
+    fanOutShare: chance("fan-out-share", 0.2),
     kills: integer("kills", check ? 2 : 5, 0),
     cronLeadMinutes: integer("cron-lead-minutes", 11, 0),
     perfSeconds: integer("perf-seconds", 5, 1),

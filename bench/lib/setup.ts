@@ -69,6 +69,26 @@ export function heldBackDeployment(deployment: ReceiverDeployment, stateDir: str
   return { ...deployment, envFile };
 }
 
+/** A value of a source table as the bench writes it: TOML scalars, string arrays and inline tables of them. */
+export type TomlValue = string | number | boolean | string[] | { [key: string]: TomlValue };
+
+type TomlTable = { [key: string]: TomlValue };
+
+/** A source table's settings; `routes` become `[[vars.SOURCES.<name>.routes]]` entries (docs/routing.md). */
+export type SourceSettings = { [key: string]: TomlValue | TomlTable[] };
+
+function tomlKey(key: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key);
+}
+
+function tomlValue(value: TomlValue): string {
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean" || Array.isArray(value))
+    return JSON.stringify(value);
+  return `{ ${Object.entries(value)
+    .map(([key, inner]) => `${tomlKey(key)} = ${tomlValue(inner)}`)
+    .join(", ")} }`;
+}
+
 /**
  * The deployment with one more source table in a copy of its config (placed before the first environment, where
  * top-level vars end), for a phase that needs a source of its own.
@@ -77,17 +97,19 @@ export function deploymentWithSource(
   deployment: ReceiverDeployment,
   label: string,
   sourceName: string,
-  settings: Record<string, string | string[] | Record<string, number>>,
+  settings: SourceSettings,
 ): ReceiverDeployment {
   const original = readFileSync(deployment.configPath, "utf8");
-  const tomlValue = (value: string | string[] | Record<string, number>) =>
-    typeof value === "string" || Array.isArray(value)
-      ? JSON.stringify(value)
-      : `{ ${Object.entries(value)
-          .map(([key, number]) => `${key} = ${number}`)
-          .join(", ")} }`;
-  const lines = Object.entries(settings).map(([key, value]) => `${key} = ${tomlValue(value)}`);
-  const table = [`[vars.SOURCES.${sourceName}]`, ...lines, "", ""].join("\n");
+  const { routes = [], ...own } = settings as TomlTable & { routes?: TomlTable[] };
+  const lines = (table: TomlTable) =>
+    Object.entries(table).map(([key, value]) => `${tomlKey(key)} = ${tomlValue(value)}`);
+  const table = [
+    `[vars.SOURCES.${sourceName}]`,
+    ...lines(own),
+    "",
+    ...routes.flatMap((route) => [`[[vars.SOURCES.${sourceName}.routes]]`, ...lines(route), ""]),
+    "",
+  ].join("\n");
   const at = original.search(/^\[env\./m);
   const config = at < 0 ? `${original}\n${table}` : `${original.slice(0, at)}${table}${original.slice(at)}`;
   const configPath = deployment.configPath.replace(/wrangler\.toml$/, `wrangler-${label}.toml`);

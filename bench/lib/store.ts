@@ -42,6 +42,22 @@ export class ReceiptStore {
   }
 }
 
+/**
+ * Further routes' deliveries of this run's keys by status (docs/processing.md, "Deliveries"): written with their
+ * receipt's first outcome, so once every receipt is finished these say whether every route's work is.
+ */
+export function deliveryStatusCounts(store: ReceiptStore, keyPrefix: string): Map<string, number> {
+  return store.read((database) => {
+    const rows = database
+      .prepare(
+        `SELECT d.status AS status, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
+         WHERE r.event_key LIKE ? GROUP BY d.status`,
+      )
+      .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>;
+    return new Map(rows.map((row) => [row.status, row.count]));
+  });
+}
+
 /** Statuses after which nothing more happens to a receipt without a human (replay). */
 export const FINISHED_STATUSES = ["processed", "stale", "dead", "skipped"];
 

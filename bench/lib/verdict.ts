@@ -17,7 +17,8 @@ export interface VerdictRow {
 }
 
 /**
- * The receiver's row, read back from its D1 after every event finished:
+ * The receiver's row for one source (its handler's effect: for a source with several routes, the handler route
+ * that the receipt row carries), read back from its D1 after every event finished:
  *   duplicate events  keys with more than one receipt, and — independently of that table —
  *                     accounts whose balance exceeds what their credit events add up to (at least one each)
  *   extra applies     credits over the expected balance, summed per account, in events of 100
@@ -33,6 +34,7 @@ export function receiverVerdict(
   stream: StreamStats,
   keyPrefix: string,
   accountPrefix: string,
+  source = "demo",
 ): VerdictRow {
   return store.read((database) => {
     const like = `${keyPrefix}%`;
@@ -40,15 +42,15 @@ export function receiverVerdict(
       database
         .prepare(
           `SELECT COUNT(*) AS count FROM (
-             SELECT event_key FROM receipts WHERE source = 'demo' AND event_key LIKE ?1 GROUP BY event_key HAVING COUNT(*) > 1)`,
+             SELECT event_key FROM receipts WHERE source = ?2 AND event_key LIKE ?1 GROUP BY event_key HAVING COUNT(*) > 1)`,
         )
-        .get(like) as { count: number }
+        .get(like, source) as { count: number }
     ).count;
     const statusByKey = new Map(
       (
         database
-          .prepare("SELECT event_key AS eventKey, status FROM receipts WHERE source = 'demo' AND event_key LIKE ?")
-          .all(like) as Array<{
+          .prepare("SELECT event_key AS eventKey, status FROM receipts WHERE source = ? AND event_key LIKE ?")
+          .all(source, like) as Array<{
           eventKey: string;
           status: string;
         }>
@@ -60,10 +62,10 @@ export function receiverVerdict(
     const appliedPlans = database
       .prepare(
         `SELECT subject AS accountId, version, committed_at AS committedAt FROM receipts
-         WHERE source = 'demo' AND event_key LIKE ? AND status = 'processed' AND event_type = 'account.plan_changed'
+         WHERE source = ? AND event_key LIKE ? AND status = 'processed' AND event_type = 'account.plan_changed'
          ORDER BY committed_at, version`,
       )
-      .all(like) as Array<{ accountId: string; version: number; committedAt: number }>;
+      .all(source, like) as Array<{ accountId: string; version: number; committedAt: number }>;
 
     let unfinished = 0;
     for (const event of workload.events) {

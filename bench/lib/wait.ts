@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { finishedCount, type ReceiptStore } from "./store.ts";
+import { deliveryStatusCounts, finishedCount, type ReceiptStore } from "./store.ts";
 
 export interface WaitResult {
   finished: number;
@@ -30,6 +30,8 @@ export async function waitUntilFinished(
      */
     cronLeadMs?: number;
     startedAt?: number;
+    /** Also wait for the further routes' deliveries of these receipts (a source with several routes). */
+    deliveries?: boolean;
   },
 ): Promise<WaitResult> {
   const startedAt = options.startedAt ?? performance.now();
@@ -41,18 +43,23 @@ export async function waitUntilFinished(
   let cronTriggers = 0;
   for (;;) {
     let counts = new Map<string, number>();
+    let deliveries = new Map<string, number>();
     try {
       counts = store.statusCounts(keyPrefix);
+      if (options.deliveries) deliveries = deliveryStatusCounts(store, keyPrefix);
     } catch {
       // the database may be mid-checkpoint or not created yet; try again
     }
     const finished = finishedCount(counts);
+    const deliveriesFinished = finishedCount(deliveries);
+    const deliveriesUnfinished = [...deliveries.values()].reduce((sum, count) => sum + count, 0) - deliveriesFinished;
+    const progress = finished + deliveriesFinished;
     const now = performance.now();
-    if (finished !== last) {
-      last = finished;
+    if (progress !== last) {
+      last = progress;
       lastProgressAt = now;
     }
-    if (finished >= expected || now - lastProgressAt > stallMs) {
+    if ((finished >= expected && deliveriesUnfinished === 0) || now - lastProgressAt > stallMs) {
       return { finished, elapsedMs: now - startedAt, cronTriggers, counts };
     }
     if (now - lastProgressAt > cronAfterMs && now - lastCronAt > cronAfterMs) {
