@@ -13,7 +13,7 @@ import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from 
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { type AttemptRun, runDestination } from "./run";
-import { ATTEMPTS_IN_FLIGHT, longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
 
 /**
@@ -137,6 +137,7 @@ export async function processDeliveries(
             heldGeneration,
           ),
           true,
+          externalCallBudgetMs(limits, Date.now(), now),
         );
       const finishedAt = clock();
       const decision =

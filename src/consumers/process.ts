@@ -16,7 +16,7 @@ import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { type AttemptRun, runDestination } from "./run";
-import { ATTEMPTS_IN_FLIGHT, longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -166,6 +166,7 @@ export async function processBatch(
       LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration),
       source,
       choices.get(receipt.receiptId) ?? null,
+      externalCallBudgetMs(limits, Date.now(), startedAt),
       heldFurther.get(receipt.receiptId),
     );
   });
@@ -246,6 +247,7 @@ async function attempt(
   lease: LazyLease,
   source: SourceConfig | undefined,
   choice: RouteChoice | null,
+  externalBudgetMs: number,
   heldFurther: ReadonlyMap<string, number> = new Map(),
 ): Promise<FinishedAttempt> {
   let run: AttemptRun;
@@ -267,13 +269,21 @@ async function attempt(
   } else if (choice.kind === "gone") {
     run = { result: { status: "dead", error: `route ${choice.name} is no longer configured` }, plan: null };
   } else if (choice.kind === "recorded") {
-    run = await runDestination(env, choice.route, receipt, startedAt, lease, source.routes.length > 1);
+    run = await runDestination(
+      env,
+      choice.route,
+      receipt,
+      startedAt,
+      lease,
+      source.routes.length > 1,
+      externalBudgetMs,
+    );
   } else {
     // The first attempt of an event with several routes: every matched route at once, each its own delivery.
     const { primary, further, filtered } = choice.fanOut;
     const [own, ...others] = await Promise.all([
       primary
-        ? runDestination(env, primary, receipt, startedAt, lease, true)
+        ? runDestination(env, primary, receipt, startedAt, lease, true, externalBudgetMs)
         : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
       ...further.map(async (route) => {
         const delaySeconds = heldFurther.get(route.rules.name);
@@ -286,7 +296,7 @@ async function attempt(
             finishedAt: startedAt,
             decision: { kind: "nothing", queue: { kind: "retry", delaySeconds }, record: null } as const,
           };
-        const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true);
+        const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true, externalBudgetMs);
         const finishedAt = clock();
         return {
           route: route.rules.name,

@@ -4,7 +4,7 @@ import { meteredD1 } from "../lib/meter";
 import { secretValue } from "../lib/secrets";
 import { parseJsonBody } from "../providers/json";
 import { applyRoute } from "../routing/route";
-import type { SourceRoute } from "../sources/config";
+import { MAX_DESTINATION_TIMEOUT_MS, type SourceRoute } from "../sources/config";
 import type { AttemptResult } from "./decide";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
@@ -27,6 +27,7 @@ export async function runDestination(
   now: number,
   lease: LazyLease,
   oneOfMany = false,
+  externalBudgetMs = MAX_DESTINATION_TIMEOUT_MS,
 ): Promise<AttemptRun> {
   try {
     return await run(
@@ -36,13 +37,17 @@ export async function runDestination(
       now,
       lease,
       oneOfMany ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId,
+      externalBudgetMs,
     );
   } catch (error) {
     return { result: failureResult(error), plan: null };
   }
 }
 
-/** `deliveryId` names this delivery to a forward's backend (forward.ts). */
+/**
+ * `deliveryId` names this delivery to a forward's backend (forward.ts); `externalBudgetMs` is what a handler's
+ * external calls may spend in all (slice-budget.ts, externalCallBudgetMs).
+ */
 async function run(
   env: Env,
   route: SourceRoute,
@@ -50,6 +55,7 @@ async function run(
   now: number,
   lease: LazyLease,
   deliveryId: string,
+  externalBudgetMs: number,
 ): Promise<AttemptRun> {
   const { destination } = route;
   if (destination.kind === "none")
@@ -108,7 +114,7 @@ async function run(
   }
   const handler = handlerFor(destination.handlerName);
   if (!handler) return { result: { status: "dead", error: `no handler named ${destination.handlerName}` }, plan: null };
-  const external = externalCallsFor(receipt.receiptId, now);
+  const external = externalCallsFor(receipt.receiptId, now, externalBudgetMs);
   const plan = await handler(
     {
       receiptId: receipt.receiptId,

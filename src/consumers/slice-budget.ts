@@ -29,8 +29,17 @@ export interface AttemptLimits {
 }
 
 /**
- * The longest one attempt of this source may run: its slowest route's forward timeout, or a handler's external-call
- * budget (a first attempt runs every matched route at once).
+ * The least a handler route needs for its attempt to start: one external call at its default timeout
+ * (external-calls.ts). Its calls then draw on what the limits leave (externalCallBudgetMs), never more than
+ * MAX_DESTINATION_TIMEOUT_MS. Counting the handler at that cap instead would leave a lease taken for the slice (a
+ * source with a handler and a forward route) no room for any attempt that waited for a slot: each would be
+ * leased, released and sent back, again and again, paying rows and calls for nothing.
+ */
+export const LEAST_HANDLER_BUDGET_MS = 10_000;
+
+/**
+ * The longest one attempt of this source may run before its handlers' external calls are fitted to the limits:
+ * its slowest route's forward timeout, or a handler's least budget (a first attempt runs every matched route at once).
  */
 export function longestAttemptMs(source: SourceConfig | undefined): number {
   if (!source) return 0;
@@ -44,8 +53,24 @@ function longestCallMs(destination: Destination): number {
     case "forward":
       return destination.timeoutMs;
     case "handler":
-      return MAX_DESTINATION_TIMEOUT_MS;
+      return LEAST_HANDLER_BUDGET_MS;
   }
+}
+
+/**
+ * What a handler's external calls may spend in an attempt starting at (`realNow`, `attemptNow`): the destination
+ * cap, cut so that they end, commit margin included, inside the invocation and inside the lease taken for the
+ * slice. Pure.
+ */
+export function externalCallBudgetMs(limits: AttemptLimits, realNow: number, attemptNow: number): number {
+  return Math.max(
+    0,
+    Math.min(
+      MAX_DESTINATION_TIMEOUT_MS,
+      limits.invocationEndsBy - COMMIT_MARGIN_MS - realNow,
+      limits.leaseUntil - COMMIT_MARGIN_MS - attemptNow,
+    ),
+  );
 }
 
 /** Whether an attempt that may run `longestMs` can start at (`realNow`, `attemptNow`) and still end inside its limits. Pure. */

@@ -3,7 +3,8 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processBatch } from "../../src/consumers/process";
-import { COMMIT_MARGIN_MS, mayStartAttempt } from "../../src/consumers/slice-budget";
+import { COMMIT_MARGIN_MS, externalCallBudgetMs, mayStartAttempt } from "../../src/consumers/slice-budget";
+import { MAX_DESTINATION_TIMEOUT_MS } from "../../src/sources/config";
 import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";
 
 /**
@@ -71,6 +72,42 @@ describe("a slice of slow forwards", () => {
     // The next consumer, with time to spare, takes them straight away.
     const again = await processBatch(env, sentBack);
     for (const receiptId of sentBack) expect(again.get(receiptId)).toEqual({ kind: "done", status: "processed" });
+  });
+});
+
+describe("a slice of first attempts of a source with a handler route and a forward route", () => {
+  it("runs every one: the lease taken for the slice leaves the waves after the first a handler's budget, not none", async () => {
+    // Twelve is two waves of six. The forward makes the slice lease them up front; the handler's external calls
+    // (none here) would draw on what the lease leaves, so an attempt that waited for a slot still starts.
+    const receiptIds: string[] = [];
+    for (let index = 0; index < 12; index += 1)
+      receiptIds.push(
+        await seedReceipt({
+          source: "proc-fanout-handler-forward",
+          payload: { type: "account.credited", data: { account: `acct_slice_${index}`, amount: 1 } },
+          eventType: "account.credited",
+        }),
+      );
+    const verdicts = await processBatch(env, receiptIds);
+    for (const receiptId of receiptIds) {
+      expect(verdicts.get(receiptId)).toEqual({ kind: "done", status: "processed" });
+      expect(await standinRequests(`${receiptId}:backend`)).toHaveLength(1);
+    }
+  });
+});
+
+describe("externalCallBudgetMs", () => {
+  const t0 = 1_800_000_000_000;
+  it("is the destination cap while the limits leave room for it", () => {
+    const limits = { invocationEndsBy: Number.POSITIVE_INFINITY, leaseUntil: t0 + LEASE_MS };
+    expect(externalCallBudgetMs(limits, Date.now(), t0)).toBe(MAX_DESTINATION_TIMEOUT_MS);
+  });
+  it("ends, commit margin included, inside the lease taken for the slice and inside the invocation", () => {
+    const lease = { invocationEndsBy: Number.POSITIVE_INFINITY, leaseUntil: t0 + LEASE_MS };
+    expect(externalCallBudgetMs(lease, Date.now(), t0 + 30_000)).toBe(LEASE_MS - COMMIT_MARGIN_MS - 30_000);
+    const invocation = { invocationEndsBy: t0 + 2 * 60_000, leaseUntil: Number.POSITIVE_INFINITY };
+    expect(externalCallBudgetMs(invocation, t0, 0)).toBe(60_000);
+    expect(externalCallBudgetMs(invocation, t0 + 5 * 60_000, 0)).toBe(0);
   });
 });
 
