@@ -71,7 +71,7 @@ program
 program
   .command("replay")
   .description(
-    "replay one finished receipt, or dead letters by filter: replay <receipt-id> | replay --dead --source S [--since T]",
+    "replay one finished receipt, or dead letters by filter: replay <receipt-id> [--route R] | replay --dead --source S [--route R] [--since T]",
   )
   .argument("[receipt-id]")
   .option("--dead", "replay dead letters matching the filters")
@@ -79,7 +79,7 @@ program
   .option("--since <time>", "with --dead: received at or after (ISO 8601 or epoch ms)")
   .option("--until <time>", "with --dead: received before")
   .option("--type <type>", "with --dead: only this event type")
-  .option("--route <route>", "with a receipt id: replay only that route's delivery")
+  .option("--route <route>", "only that route's delivery (of the receipt, or with --dead of every dead letter)")
   .option("--json", "print the API's answer as JSON")
   .action(run(() => import("./commands/replay.mjs"), "replay"));
 

@@ -8,14 +8,17 @@ import { MAX_REPLAY_IDS } from "./replay";
  * missing scope must never fall through to "replay whatever matches nothing-in-particular". Either ids, or a
  * filter that names its scope — a `source`, or `all: true` to mean every source on purpose.
  */
-export type BulkReplayRequest = { kind: "ids"; receiptIds: string[] } | { kind: "filter"; filter: DeadReceiptFilter };
+export type BulkReplayRequest =
+  | { kind: "ids"; receiptIds: string[] }
+  /** `route`: only that route's dead letters of the source (checked against the config by replay.ts). */
+  | { kind: "filter"; filter: DeadReceiptFilter; route?: string };
 
 const BY_IDS = ["receiptIds"] as const;
-const BY_FILTER = ["source", "all", "type", "since", "until", "limit", "after"] as const;
+const BY_FILTER = ["source", "all", "route", "type", "since", "until", "limit", "after"] as const;
 const ALL_KEYS = [...BY_IDS, ...BY_FILTER];
 
 const USAGE =
-  'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "since", "until", "type", "limit", "after"} (or "all": true for every source).';
+  'Send {"receiptIds": [...]} or a filter with its scope: {"source": "...", "route", "since", "until", "type", "limit", "after"} (or "all": true for every source).';
 
 function invalid(message: string): never {
   throw apiError(400, "invalid_body", message);
@@ -50,7 +53,7 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
   const after = request.after;
   if (after !== undefined && (typeof after !== "string" || !isReceiptId(after)))
     invalid('"after" must be the "cursor" a previous bulk replay answered with.');
-  for (const name of ["source", "type", "since", "until", "limit"] as const) {
+  for (const name of ["source", "route", "type", "since", "until", "limit"] as const) {
     const value = request[name];
     if (value === undefined) continue;
     if (typeof value !== "string" && typeof value !== "number") invalid(`${name} must be a string or a number.`);
@@ -62,8 +65,12 @@ export function parseBulkReplayRequest(body: unknown): BulkReplayRequest {
       `A bulk replay needs its scope: name a "source", or send "all": true to replay every source's dead letters. ${USAGE}`,
     );
   if (source !== undefined && all === true) invalid('Give either "source" or "all": true, not both.');
+  const route = fields.route?.trim() || undefined;
+  if (fields.route !== undefined && (route === undefined || source === undefined))
+    invalid('"route" names a route of the "source" given with it: send both, a route name and its source.');
   return {
     kind: "filter",
+    ...(route === undefined ? {} : { route }),
     filter: {
       source,
       eventType: fields.type,

@@ -11,8 +11,14 @@ import {
   replayDeadReceipts,
   replayReceipt,
 } from "../replay/replay";
-import { type ReplayDelivery, replayDelivery } from "../replay/replay-delivery";
+import {
+  oldestDeadDeliveries,
+  type ReplayDelivery,
+  replayDeadDeliveries,
+  replayDelivery,
+} from "../replay/replay-delivery";
 import { receiptDatabaseEnvs } from "../sources/databases";
+import { loadSources } from "../sources/registry";
 import { groupByDatabase } from "./receipt-databases";
 
 /**
@@ -73,19 +79,34 @@ export async function replayRoute(
   return outcome;
 }
 
+/**
+ * @param route only that route's dead letters of `filter.source` (docs/routing.md, "Fan-out"): the receipts whose own
+ * delivery is the route's, and its further deliveries; no other route runs again. Refused (404) unless the source has
+ * that route.
+ */
 export async function replayDeadMatching(
   env: Env,
   filter: DeadReceiptFilter,
   requestedBy: ReplayRequester,
+  route?: string,
 ): Promise<BulkReplayReport> {
   let outcome;
   try {
-    outcome = await replayDeadAcrossDatabases(env, filter, requestedBy);
+    outcome =
+      route === undefined
+        ? await replayDeadAcrossDatabases(env, filter, requestedBy)
+        : await replayRouteDeadLetters(env, { ...filter, route: routeScope(env, filter.source, route) }, requestedBy);
   } catch (error) {
     if (error instanceof ReplayFilterError) throw apiError(400, "invalid_body", `Replay filter: ${error.message}.`);
     throw error;
   }
-  logEvent("admin.replay", { mode: "filter", source: filter.source, replayed: outcome.replayed, more: outcome.more });
+  logEvent("admin.replay", {
+    mode: "filter",
+    source: filter.source,
+    route,
+    replayed: outcome.replayed,
+    more: outcome.more,
+  });
   return {
     replayed: outcome.replayed,
     more: outcome.more,
@@ -120,6 +141,59 @@ async function replayDeadAcrossDatabases(
     total.replayed += page.replayed;
     total.receiptIds.push(...page.receiptIds);
     total.more ||= page.more;
+  }
+  total.receiptIds.sort();
+  return total;
+}
+
+/** Which receipts carry `route` as their own delivery: those naming it, and for a one-route source those naming none. */
+function routeScope(env: Env, source: string | undefined, route: string): { name: string; unnamed: boolean } {
+  if (source === undefined)
+    throw apiError(400, "invalid_body", 'A replay by "route" needs the "source" it belongs to.');
+  const config = loadSources(env).get(source);
+  const names = config?.routes.map(({ rules }) => rules.name) ?? [];
+  if (!names.includes(route))
+    throw apiError(
+      404,
+      "route_not_found",
+      config
+        ? `Source ${JSON.stringify(source)} has no route ${JSON.stringify(route)} (its routes: ${names.join(", ")}).`
+        : `No valid source ${JSON.stringify(source)} is configured, so it has no route ${JSON.stringify(route)}.`,
+    );
+  return { name: route, unnamed: names.length === 1 };
+}
+
+/**
+ * One route's dead letters, in every receipt database: the receipts whose own delivery is the route's, and the
+ * route's further deliveries, walked as one order of receipt ids. The oldest `limit` of both kinds draw one boundary,
+ * as across databases, so one cursor continues both.
+ */
+async function replayRouteDeadLetters(
+  env: Env,
+  filter: DeadReceiptFilter & { route: { name: string; unnamed: boolean } },
+  requestedBy: ReplayRequester,
+): Promise<ReplayMany> {
+  const databases = receiptDatabaseEnvs(env);
+  const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
+  const found = await Promise.all(
+    databases.flatMap(({ env: databaseEnv }) => [
+      oldestDeadMatching(databaseEnv, filter),
+      oldestDeadDeliveries(databaseEnv, filter),
+    ]),
+  );
+  const through = [...new Set(found.flat())].sort().slice(0, limit).at(-1);
+  if (through === undefined) return { replayed: 0, receiptIds: [], more: false, cursor: filter.after ?? null };
+  const total: ReplayMany = { replayed: 0, receiptIds: [], more: false, cursor: through };
+  const page = { ...filter, through, limit };
+  for (const { env: databaseEnv } of databases) {
+    for (const replayed of [
+      await replayDeadReceipts(databaseEnv, page, Date.now(), requestedBy),
+      await replayDeadDeliveries(databaseEnv, page),
+    ]) {
+      total.replayed += replayed.replayed;
+      total.receiptIds.push(...replayed.receiptIds);
+      total.more ||= replayed.more;
+    }
   }
   total.receiptIds.sort();
   return total;

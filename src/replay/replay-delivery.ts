@@ -1,9 +1,18 @@
-import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, lte, sql } from "drizzle-orm";
 import { database } from "../db/client";
+import { inJsonList } from "../db/id-list";
 import { deliveries, receipts } from "../db/schema";
 import { enqueueWork } from "../relay/enqueue";
 import { loadSources } from "../sources/registry";
-import { type ReplayOne, type ReplayRequester, replayReceipt } from "./replay";
+import {
+  checkFilter,
+  type DeadReceiptFilter,
+  eventMatching,
+  type ReplayMany,
+  type ReplayOne,
+  type ReplayRequester,
+  replayReceipt,
+} from "./replay";
 
 /**
  * Replaying one route's delivery of a receipt (docs/processing.md, "Deliveries"): only that route runs again. The
@@ -66,37 +75,84 @@ export async function replayDelivery(
   return { kind: "replayed", receiptId, previousStatus: delivery.status };
 }
 
-/** Dead further deliveries of `route` among `receiptIds`, reset and sent on one message per source. */
+/**
+ * The dead further deliveries of `filter.route` whose events match `filter`, oldest first, up to its limit: reset as
+ * one delivery's replay is and sent on one message per source naming the route; nothing else of those receipts runs.
+ * Paged as a bulk replay of receipts is (`after`, `through`, `cursor`, `more`), so the two walk one order together.
+ */
 export async function replayDeadDeliveries(
   env: Env,
-  route: string,
-  receiptIds: readonly string[],
+  filter: DeadReceiptFilter & { route: { name: string } },
   now = Date.now(),
+): Promise<ReplayMany> {
+  const chosen = await deadDeliveriesMatching(env, filter);
+  const route = filter.route.name;
+  const reset =
+    chosen.length === 0
+      ? []
+      : await database(env)
+          .update(deliveries)
+          .set(resetColumns(now))
+          .where(
+            and(
+              inJsonList(
+                deliveries.receiptId,
+                chosen.map((row) => row.receiptId),
+              ),
+              eq(deliveries.route, route),
+              eq(deliveries.status, "dead"),
+              isNull(deliveries.committedAt),
+            ),
+          )
+          .returning({ receiptId: deliveries.receiptId });
+  const receiptIds = reset.map((row) => row.receiptId).sort();
+  const sourceOf = new Map(chosen.map((row) => [row.receiptId, row.source]));
+  const bySource = new Map<string, string[]>();
+  for (const receiptId of receiptIds) {
+    const source = sourceOf.get(receiptId)!;
+    bySource.set(source, [...(bySource.get(source) ?? []), receiptId]);
+  }
+  for (const [source, ids] of bySource) await enqueueWork(env, source, ids, 0, { route });
+  const cursor = receiptIds.at(-1) ?? filter.through ?? filter.after ?? null;
+  const [next] = await deadDeliveriesMatching(env, {
+    ...filter,
+    through: undefined,
+    after: cursor ?? undefined,
+    limit: 1,
+  });
+  return { replayed: receiptIds.length, receiptIds, more: next !== undefined, cursor };
+}
+
+/** The receipt ids of the oldest dead further deliveries matching `filter`: a replay's boundary, as oldestDeadMatching. */
+export async function oldestDeadDeliveries(
+  env: Env,
+  filter: DeadReceiptFilter & { route: { name: string } },
 ): Promise<string[]> {
-  if (receiptIds.length === 0) return [];
-  const db = database(env);
-  const reset = await db
-    .update(deliveries)
-    .set(resetColumns(now))
+  return (await deadDeliveriesMatching(env, filter)).map((row) => row.receiptId);
+}
+
+async function deadDeliveriesMatching(
+  env: Env,
+  filter: DeadReceiptFilter & { route: { name: string } },
+): Promise<{ receiptId: string; source: string }[]> {
+  const limit = checkFilter(filter);
+  return database(env)
+    .select({ receiptId: deliveries.receiptId, source: receipts.source })
+    .from(deliveries)
+    .innerJoin(receipts, eq(receipts.receiptId, deliveries.receiptId))
     .where(
       and(
-        inArray(deliveries.receiptId, [...receiptIds]),
-        eq(deliveries.route, route),
-        eq(deliveries.status, "dead"),
+        eq(deliveries.route, filter.route.name),
+        // A literal, as the partial index deliveries_dead is written: SQLite uses it only for a query that repeats it.
+        sql`${deliveries.status} = 'dead'`,
         isNull(deliveries.committedAt),
+        filter.after === undefined ? undefined : gt(deliveries.receiptId, filter.after),
+        filter.through === undefined ? undefined : lte(deliveries.receiptId, filter.through),
+        eventMatching(filter),
       ),
     )
-    .returning({ receiptId: deliveries.receiptId });
-  const ids = reset.map((row) => row.receiptId);
-  if (ids.length === 0) return [];
-  const sources = await db
-    .select({ receiptId: receipts.receiptId, source: receipts.source })
-    .from(receipts)
-    .where(inArray(receipts.receiptId, ids));
-  const bySource = new Map<string, string[]>();
-  for (const { receiptId, source } of sources) bySource.set(source, [...(bySource.get(source) ?? []), receiptId]);
-  for (const [source, ids] of bySource) await enqueueWork(env, source, ids, 0, { route });
-  return ids.sort();
+    .orderBy(asc(deliveries.receiptId))
+    .limit(limit);
 }
 
 function resetColumns(now: number) {

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, gte, inArray, isNotNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import { batchByName } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { receipts, replays } from "../db/schema";
@@ -90,6 +90,12 @@ export interface DeadReceiptFilter {
   after?: string;
   /** Only receipts with ids up to and including this one (a replay across databases shares one boundary). */
   through?: string;
+  /**
+   * Only this route's dead letters (docs/routing.md, "Fan-out"): here, receipts whose own delivery is the route's —
+   * `receipts.route` names it, or names none when `unnamed` (the route of a one-route source, whose receipts never
+   * name it); replay-delivery.ts replays the route's further deliveries.
+   */
+  route?: { name: string; unnamed: boolean };
 }
 
 export interface ReplayMany {
@@ -174,15 +180,28 @@ export async function anyDeadMatching(env: Env, filter: DeadReceiptFilter): Prom
 }
 
 function deadMatching(filter: DeadReceiptFilter): SQL | undefined {
+  const { route } = filter;
   return and(
     eq(receipts.status, "dead"),
+    eventMatching(filter),
+    route === undefined
+      ? undefined
+      : route.unnamed
+        ? or(eq(receipts.route, route.name), isNull(receipts.route))
+        : eq(receipts.route, route.name),
+    filter.after === undefined ? undefined : gt(receipts.receiptId, filter.after),
+    filter.through === undefined ? undefined : lte(receipts.receiptId, filter.through),
+  );
+}
+
+/** The filter's conditions on the event itself (its receipt row), whatever its status: its body still kept. */
+export function eventMatching(filter: DeadReceiptFilter): SQL | undefined {
+  return and(
     BODY_RETAINED,
     filter.source === undefined ? undefined : eq(receipts.source, filter.source),
     filter.eventType === undefined ? undefined : eq(receipts.eventType, filter.eventType),
     filter.receivedFrom === undefined ? undefined : gte(receipts.receivedAt, filter.receivedFrom),
     filter.receivedBefore === undefined ? undefined : lt(receipts.receivedAt, filter.receivedBefore),
-    filter.after === undefined ? undefined : gt(receipts.receiptId, filter.after),
-    filter.through === undefined ? undefined : lte(receipts.receiptId, filter.through),
   );
 }
 
@@ -221,7 +240,8 @@ function logReplays(db: Database, resetting: SQL | undefined, now: number, reque
   );
 }
 
-function checkFilter(filter: DeadReceiptFilter): number {
+/** Checks a filter the API caller wrote (ReplayFilterError says what is wrong); returns its limit. */
+export function checkFilter(filter: DeadReceiptFilter): number {
   const limit = filter.limit ?? DEFAULT_REPLAY_LIMIT;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_REPLAY_LIMIT) {
     throw new ReplayFilterError(`limit must be an integer from 1 to ${MAX_REPLAY_LIMIT}`);
@@ -229,6 +249,7 @@ function checkFilter(filter: DeadReceiptFilter): number {
   for (const [name, value] of [
     ["source", filter.source],
     ["eventType", filter.eventType],
+    ["route", filter.route?.name],
   ] as const) {
     if (value !== undefined && (typeof value !== "string" || value.length === 0 || value.length > 256)) {
       throw new ReplayFilterError(`${name} must be a non-empty string`);

@@ -388,6 +388,30 @@ describe("tail, show, replay", () => {
     assert.match(bulk.stdout, /^replayed [1-9]\d* dead letters? of demo since /m);
     assert.match(bulk.stdout, new RegExp(`^  ${receipt}$`, "m"));
 
+    // --route: only that route's dead letters (demo's one route is named default); a route it lacks is one line.
+    await showWhenFinished([receipt], /dead/);
+    const byRoute = await cli(
+      [
+        "replay",
+        "--dead",
+        "--source",
+        "demo",
+        "--route",
+        "default",
+        "--since",
+        new Date(Date.now() - 3_600_000).toISOString(),
+        ...project,
+      ],
+      env,
+    );
+    assert.equal(byRoute.code, 0, byRoute.stderr);
+    assert.match(byRoute.stdout, /^replayed [1-9]\d* dead letters? of demo route default since /m);
+    assert.match(byRoute.stdout, new RegExp(`^  ${receipt}$`, "m"));
+    assertOneLineError(
+      await cli(["replay", "--dead", "--source", "demo", "--route", "nosuch", ...project], env),
+      /^error: Source "demo" has no route "nosuch" \(its routes: default\)\.$/,
+    );
+
     // Dismissed by an operator: the timeline says when, and how to undo it.
     await showWhenFinished([receipt], /dead/);
     const dismissed = await fetch(`${receiver.url}/admin/api/dead/dismiss`, {

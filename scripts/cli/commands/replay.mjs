@@ -1,4 +1,5 @@
-// `replay <receipt-id>` and `replay --dead --source S [--since T]`: put finished receipts back on the queue.
+// `replay <receipt-id> [--route R]` and `replay --dead --source S [--route R] [--since T]`: put finished receipts (or one
+// route's deliveries of them) back on the queue.
 import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 
@@ -24,11 +25,9 @@ export async function replay(receiptId, options) {
     );
     return 0;
   }
-  if (options.route !== undefined)
-    throw new CliError("--route replays one receipt's delivery: give the receipt id", EXIT.usage);
   if (!options.dead)
     throw new CliError(
-      "say what to replay: replay <receipt-id>, or replay --dead --source <source> [--since <time>]",
+      "say what to replay: replay <receipt-id> [--route <route>], or replay --dead --source <source> [--route <route>] [--since <time>]",
       EXIT.usage,
     );
   if (!options.source)
@@ -47,6 +46,7 @@ export async function replay(receiptId, options) {
     const filter = Object.fromEntries(
       Object.entries({
         source: options.source,
+        route: options.route,
         since: options.since,
         until: options.until,
         type: options.type,
@@ -63,7 +63,7 @@ export async function replay(receiptId, options) {
   if (options.json) console.log(JSON.stringify({ replayed: total, receiptIds: ids }));
   else {
     console.log(
-      `replayed ${total} dead letter${total === 1 ? "" : "s"} of ${options.source}${options.since ? ` since ${options.since}` : ""}`,
+      `replayed ${total} dead letter${total === 1 ? "" : "s"} of ${options.source}${options.route ? ` route ${options.route}` : ""}${options.since ? ` since ${options.since}` : ""}`,
     );
     for (const id of ids) console.log(`  ${id}`);
   }

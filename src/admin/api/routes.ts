@@ -152,8 +152,9 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
 
 /**
  * Bulk replay of dead letters: either {"receiptIds": [...]} (at most 100) or a filter over dead receipts with an
- * explicit scope, {"source"} or {"all": true}, plus "type", "since", "until", "limit" — since inclusive, until
- * exclusive, at most 1000 per call; repeat while the answer says "more": true. Unknown keys are refused.
+ * explicit scope, {"source"} or {"all": true}, plus "route" (with a source: that route's dead letters alone), "type",
+ * "since", "until", "limit" — since inclusive, until exclusive, at most 1000 per call; repeat while the answer says
+ * "more": true. Unknown keys are refused.
  */
 adminApi.post("/dead/replay", accepts(), async (c) => {
   let body: unknown;
@@ -168,7 +169,7 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
   }
   const request = parseBulkReplayRequest(body);
   if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds, "api"));
-  return c.json(await replayDeadMatching(c.env, request.filter, "api"));
+  return c.json(await replayDeadMatching(c.env, request.filter, "api", request.route));
 });
 
 /**
