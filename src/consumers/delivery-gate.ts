@@ -2,14 +2,15 @@ import { and, eq } from "drizzle-orm";
 import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { deliveries, receipts } from "../db/schema";
-import { askGates, type GatedDelivery, gateName, tellGates } from "../gate/client";
+import { askGates, type GatedDelivery, gateName, type Hold, tellGates } from "../gate/client";
 import type { AttemptVerdict } from "../gate/decide";
 import type { GateDelivery } from "../gate/gate";
 import { logError, logEvent } from "../lib/log";
 import { enqueueWork } from "../relay/enqueue";
-import type { SourceConfig } from "../sources/config";
+import type { SourceConfig, SourceRoute } from "../sources/config";
 import { databaseBindingIn, envForDatabase } from "../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
+import { orderingHolds } from "./delivery-order";
 import { LEASE_MS } from "./lease";
 
 /**
@@ -36,17 +37,23 @@ export interface DeliveryToAdmit {
   row: DeliveryRow;
 }
 
-export function gatedDelivery({ receiptId, source, config, route }: DeliveryToAdmit): GatedDelivery {
+export function gatedDelivery(delivery: DeliveryToAdmit): GatedDelivery {
   // Within one route's gate a receipt has one delivery, so its receipt id names it.
-  const control = config?.routes.find(({ rules }) => rules.name === route)?.rules.control ?? null;
-  return { id: receiptId, source, route, control };
+  const { receiptId, source, route } = delivery;
+  return { id: receiptId, source, route, control: routeOf(delivery)?.rules.control ?? null };
+}
+
+function routeOf({ config, route }: DeliveryToAdmit): SourceRoute | undefined {
+  return config?.routes.find(({ rules }) => rules.name === route);
 }
 
 /**
- * Asks the gates which deliveries may be attempted now. Those that must wait are put back: pending, due again when
- * the gate said (so the re-drive counts their message alive), with a queue verdict to come back then. Nothing about
- * their attempts or retry budget changes. A delivery with no row yet gets its due time from the caller, who writes
- * its row (`row: "none"`). Returns the waiting ones' verdicts, keyed by the objects given; every other delivery may go.
+ * Asks which deliveries may be attempted now: the delivery a receipt row carries, on an ordered route, first checks
+ * that nothing earlier of the same ordering value is outstanding (delivery-order.ts); then the gates are asked about
+ * the rest. Those that must wait are put back: pending, due again when the check or the gate said (so the re-drive
+ * counts their message alive), with a queue verdict to come back then. Nothing about their attempts or retry budget
+ * changes. A delivery with no row yet gets its due time from the caller, who writes its row (`row: "none"`). Returns
+ * the waiting ones' verdicts, keyed by the objects given; every other delivery may go.
  */
 export async function admitDeliveries(
   env: Env,
@@ -56,21 +63,39 @@ export async function admitDeliveries(
   atOnce: number,
 ): Promise<Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>> {
   const verdicts = new Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>();
-  const gated = deliveries.map(gatedDelivery);
-  if (gated.every((delivery) => delivery.control === null)) return verdicts;
-  const holds = await askGates(env, gated, databaseBindingIn(env), now, { slotMs: LEASE_MS, atOnce });
+  // Ordering is kept for a source with one route, whose delivery the receipt row carries (src/sources/routes.ts).
+  const ordered = deliveries.flatMap((delivery) => {
+    const ordering = delivery.row === "receipt" ? routeOf(delivery)?.rules.ordering : null;
+    return ordering ? [{ delivery, receiptId: delivery.receiptId, ordering }] : [];
+  });
+  const waiting = await orderingHolds(db, ordered, now);
+  const waitingFor = new Map(
+    ordered.flatMap(({ delivery, receiptId }) => {
+      const wait = waiting.get(receiptId);
+      return wait ? [[delivery, wait] as const] : [];
+    }),
+  );
+  // A delivery that waits for its turn never takes a gate's slot.
+  const asked = deliveries.filter((delivery) => !waitingFor.has(delivery));
+  const gated = asked.map(gatedDelivery);
+  const holds = gated.every((delivery) => delivery.control === null)
+    ? new Map<string, Map<string, Hold>>()
+    : await askGates(env, gated, databaseBindingIn(env), now, { slotMs: LEASE_MS, atOnce });
   /** Rows to hold, grouped by what one UPDATE can write: the row kind, the route, and the due time. */
   const toHold = new Map<string, { row: DeliveryRow; route: string; delaySeconds: number; receiptIds: string[] }>();
-  deliveries.forEach((delivery, index) => {
-    const hold = holds.get(gateName(gated[index]!.source, gated[index]!.route))?.get(delivery.receiptId);
-    if (!hold) return;
-    const delaySeconds = clampQueueDelay(Math.max(1, hold.waitMs / 1000));
+  const hold = (delivery: DeliveryToAdmit, event: string, { waitMs, reason }: { waitMs: number; reason: string }) => {
+    const delaySeconds = clampQueueDelay(Math.max(1, waitMs / 1000));
     verdicts.set(delivery, { kind: "retry", delaySeconds });
-    logEvent("gate.held", { receipt: delivery.receiptId, route: delivery.route, reason: hold.reason, delaySeconds });
+    logEvent(event, { receipt: delivery.receiptId, route: delivery.route, reason, delaySeconds });
     const key = `${delivery.row}\u0000${delivery.route}\u0000${delaySeconds}`;
     const group = toHold.get(key) ?? { row: delivery.row, route: delivery.route, delaySeconds, receiptIds: [] };
     group.receiptIds.push(delivery.receiptId);
     toHold.set(key, group);
+  };
+  for (const [delivery, wait] of waitingFor) hold(delivery, "order.held", wait);
+  asked.forEach((delivery, index) => {
+    const gateHold = holds.get(gateName(gated[index]!.source, gated[index]!.route))?.get(delivery.receiptId);
+    if (gateHold) hold(delivery, "gate.held", gateHold);
   });
   for (const { row, route, delaySeconds, receiptIds } of toHold.values()) {
     const dueAt = now + delaySeconds * 1000;

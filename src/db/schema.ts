@@ -9,6 +9,12 @@ import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from
 export const HELD_BODY = sql`(status IN ('dead', 'dismissed') OR replay_count > 0) AND (body IS NOT NULL OR body_location IS NOT NULL)`;
 
 /**
+ * An ordered receipt whose delivery has not finished, or is dead (migrations/0017): what can hold a later one of the
+ * same ordering value back. Literal, as the index is, so the ordering check's query repeats it word for word.
+ */
+export const ORDERED_OUTSTANDING = sql`ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead')`;
+
+/**
  * The audit trail. Every accepted delivery becomes one receipt. Times are epoch milliseconds (INTEGER) so that
  * SQL comparisons need no date parsing. The table is WITHOUT ROWID (migrations/0002_lean_receipts.sql) and
  * carries only indexes the happy path never touches beyond the (source, event_key) arbiter: every index a write
@@ -82,6 +88,11 @@ export const receipts = sqliteTable(
     route: text("route"),
     /** The routes whose filter did not match, comma-separated ('' when all did); null until fanned out. */
     filteredRoutes: text("filtered_routes"),
+    /**
+     * The event's value for its route's `ordered_by` (migrations/0017), written by the relay's insert; null for a
+     * source without an ordered route (which so never enters the index below) and for an event without a value.
+     */
+    orderingKey: text("ordering_key"),
   },
   (table) => [
     uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
@@ -90,6 +101,10 @@ export const receipts = sqliteTable(
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
+    // Only ordered deliveries not yet finished (or dead): the ordering check's one seek (src/consumers/delivery-order.ts).
+    index("receipts_ordered_outstanding")
+      .on(table.source, table.orderingKey, table.receiptId)
+      .where(ORDERED_OUTSTANDING),
     index("receipts_status_entered")
       .on(table.statusEnteredAt)
       .where(sql`status IN ('dead', 'dismissed', 'stale', 'skipped')`),

@@ -7,6 +7,7 @@ import { quarantine, receipts } from "../db/schema";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
+import { orderingKeyOf } from "../sources/registry";
 import { enqueueReceipts } from "./enqueue";
 
 /**
@@ -74,6 +75,7 @@ async function relayToOneDatabase(
           relayedAt: relayBatchClock(claims[0]!.receiptId, claim.receiptId),
           provenance: claim.provenance,
           status: "pending",
+          orderingKey: orderingKeyOf(env, claim),
         })
         // A second relay of the same claim (its shard crashed before recording the first) returns the row, so it
         // is enqueued again; a claim that lost the key to another receipt returns nothing. Only the repeat pays a

@@ -1,6 +1,7 @@
 import type { DeliveryControl } from "../gate/control";
 import { parseJsonBody } from "../providers/json";
 import type { EventFilter, FilterSubject } from "./filter";
+import type { RouteOrdering } from "./ordering";
 import type { EventSchema } from "./schema";
 import type { EventHeaders, EventTransform } from "./transform";
 
@@ -20,6 +21,8 @@ export interface RouteRules {
   headers: EventHeaders | null;
   /** Rate limit, in-flight limit, circuit breaker, pause (src/gate/): null when it sets none, and the gate is never asked. */
   control: DeliveryControl | null;
+  /** `ordered_by` and `on_dead` (src/routing/ordering.ts): null when unordered, and nothing is read to order it. */
+  ordering: RouteOrdering | null;
 }
 
 /** What the route has of an event: the stored bytes and identity, exactly as the receipt holds them. */

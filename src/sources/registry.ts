@@ -1,5 +1,6 @@
 import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
+import { orderingValue } from "../routing/ordering";
 import { DEFAULT_R2_BODY_THRESHOLD, r2BodyThreshold } from "./body-threshold";
 import {
   DEFAULT_DATABASE_BINDING,
@@ -109,4 +110,21 @@ export function bodyThresholdOf(env: Pick<Env, "SOURCES">): (source: string) => 
       ? r2BodyThreshold(found.source.options as Record<string, unknown>)
       : DEFAULT_R2_BODY_THRESHOLD;
   };
+}
+
+/**
+ * An event's value for its source's ordered route (docs/routing.md "Ordering"), for the relay to store with the
+ * receipt; null for a source without one (or no longer valid), so such a source pays nothing for ordering.
+ */
+export function orderingKeyOf(
+  env: Pick<Env, "SOURCES">,
+  event: { source: string; subjectId: string | null; body: ArrayBuffer | null },
+): string | null {
+  const found = lookupSource(env, event.source);
+  const ordering = found.kind === "valid" ? found.source.route.ordering : null;
+  if (!ordering) return null;
+  return orderingValue(ordering, {
+    subjectId: event.subjectId,
+    body: event.body ? new Uint8Array(event.body) : null,
+  });
 }

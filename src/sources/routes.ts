@@ -1,5 +1,6 @@
 import { CONTROL_KEYS, parseDeliveryControl } from "../gate/control";
 import { compileFilter } from "../routing/filter";
+import { ORDERING_KEYS, parseOrdering } from "../routing/ordering";
 import type { RouteRules } from "../routing/route";
 import { compileSchema } from "../routing/schema";
 import { compileHeaders, compileTransform } from "../routing/transform";
@@ -8,7 +9,7 @@ import { compileHeaders, compileTransform } from "../routing/transform";
  * A source's routes: the `destination` it names directly (one route, `default`), or the `[[vars.SOURCES.<name>.routes]]`
  * entries, each with its own name, destination and optional filter, schema, transform and headers. Every event gets
  * one delivery per route that matches it (docs/processing.md, "Deliveries"), retried on the route's own `retry` table
- * when it has one. Options not built yet (ordering) are refused here by name rather than accepted and ignored.
+ * when it has one, and held for its turn when the route has `ordered_by` (src/routing/ordering.ts).
  */
 
 const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -22,15 +23,12 @@ const ROUTE_KEYS = new Set([
   "headers",
   "retry",
   ...CONTROL_KEYS,
+  ...ORDERING_KEYS,
 ]);
 /** Routes one source may list: each matched one costs its events up to two D1 rows. */
 export const MAX_ROUTES = 16;
-/** Options of the routing design that nothing delivers yet: refused with this reason, never silently ignored. */
-const NOT_BUILT_YET: Record<string, string> = {
-  ordered_by: "ordered_by is not available yet",
-};
-const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS] as const;
-const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null };
+const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS, ...ORDERING_KEYS] as const;
+const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null, ordering: null };
 
 export interface ParsedRoute<D, R> {
   destination: D;
@@ -94,6 +92,14 @@ export function parseRoutes<D, R>(
   const parsed = list.map((entry, index) =>
     parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination, readRetry),
   );
+  // Ordering holds a delivery before its attempt; a source with several routes attempts them all at once on an
+  // event's first attempt (src/consumers/fan-out.ts), so there a route's order cannot be kept yet: refused, not ignored.
+  if (parsed.length > 1) {
+    for (const { rules } of parsed.filter(({ rules }) => rules.ordering !== null))
+      problems.push(
+        `${where} route ${rules.name}: ordered_by is not available yet on a source with several routes (see docs/routing.md "Ordering")`,
+      );
+  }
   const names = list
     .map((entry) => (entry as Record<string, unknown>).name)
     .filter((name): name is string => typeof name === "string");
@@ -113,8 +119,7 @@ function parseRoute<D, R>(
   readRetry: (value: unknown, where: string) => R,
 ): ParsedRoute<D, R> {
   for (const key of Object.keys(table)) {
-    if (NOT_BUILT_YET[key]) problems.push(`${where}: ${NOT_BUILT_YET[key]} (see docs/routing.md)`);
-    else if (!ROUTE_KEYS.has(key))
+    if (!ROUTE_KEYS.has(key))
       problems.push(
         `${where}: unknown route option ${JSON.stringify(key)} (a route takes ${[...ROUTE_KEYS].join(", ")})`,
       );
@@ -151,5 +156,6 @@ function parseRoute<D, R>(
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
   rules.control = parseDeliveryControl(table, routeWhere, problems);
+  rules.ordering = parseOrdering(table, routeWhere, problems);
   return { destination, rules, retry: readRetry(table.retry, routeWhere) };
 }

@@ -50,7 +50,15 @@ describe("docs/routing.md", () => {
     assert.ok(docsBlocks.length >= 3, "the doc's toml examples were not found");
     const result = await cli(["check", ...project]);
     assert.equal(result.code, 0, result.stdout + result.stderr);
-    for (const name of ["demo-credits", "demo-slack", "demo-backend", "demo-checked", "demo-retries"])
+    for (const name of [
+      "demo-credits",
+      "demo-slack",
+      "demo-backend",
+      "demo-checked",
+      "demo-retries",
+      "demo-ordered",
+      "demo-ordered-ledger",
+    ])
       assert.match(result.stdout, new RegExp(`valid sources \\(.*\\b${name}\\b`));
   });
 });

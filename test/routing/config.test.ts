@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
+import { orderingValue } from "../../src/routing/ordering";
 import { retryPolicyOf } from "../../src/sources/config";
 import { ADMIN } from "../admin/support";
 import { base, parsed, problemsOf } from "../support/source-tables";
@@ -18,6 +19,7 @@ describe("a source's routes", () => {
       transform: null,
       headers: null,
       control: null,
+      ordering: null,
     });
   });
 
@@ -88,13 +90,6 @@ describe("a source's routes", () => {
     ]);
   });
 
-  it("refuses ordering by name, as not available yet, instead of ignoring it", () => {
-    const unbuilt = { name: "a", destination: "handler:accounts", ordered_by: "subject" };
-    expect(problemsOf({ routes: [unbuilt] })).toEqual([
-      expect.stringMatching(/routes\[0\]: ordered_by is not available yet/),
-    ]);
-  });
-
   it("reads a route's retry table key by key over the source's; a route without one retries on the source's", () => {
     const source = parsed({
       retry: { base_delay_seconds: 5, max_retries: 2, jitter: 0 },
@@ -128,6 +123,69 @@ describe("a source's routes", () => {
     ]);
     expect(problemsOf({ routes: [{ name: "a", destination: "none", retry: 3 }] })).toEqual([
       "SOURCES.example route a: retry must be a table",
+    ]);
+  });
+});
+
+describe("a route's ordering", () => {
+  const route = (options: Record<string, unknown>) => ({
+    routes: [{ name: "r", destination: "https://hooks.example.com/x", ...options }],
+  });
+
+  it("reads ordered_by (the subject, or a path into the body) and on_dead (block unless it says skip)", () => {
+    expect(parsed(route({})).route.ordering).toBeNull();
+    expect(parsed(route({ ordered_by: "subject" })).route.ordering).toEqual({
+      by: { kind: "subject" },
+      onDead: "block",
+      text: "subject",
+    });
+    expect(parsed(route({ ordered_by: "body.data.account", on_dead: "skip" })).route.ordering).toEqual({
+      by: { kind: "body", path: "data.account" },
+      onDead: "skip",
+      text: "body.data.account",
+    });
+    expect(parsed(route({ ordered_by: "subject", on_dead: "block" })).route.ordering?.onDead).toBe("block");
+  });
+
+  it("reads an event's value as text, and finds none without a subject or field, in an object, or in a body that is not JSON", () => {
+    const bySubject = parsed(route({ ordered_by: "subject" })).route.ordering!;
+    const byField = parsed(route({ ordered_by: "body.data.account" })).route.ordering!;
+    const body = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+    expect(orderingValue(bySubject, { subjectId: "acct_1", body: null })).toBe("acct_1");
+    expect(orderingValue(bySubject, { subjectId: null, body: body({ data: { account: "acct_1" } }) })).toBeNull();
+    expect(orderingValue(byField, { subjectId: "x", body: body({ data: { account: "acct_1" } }) })).toBe("acct_1");
+    expect(orderingValue(byField, { subjectId: null, body: body({ data: { account: 42 } }) })).toBe("42");
+    expect(orderingValue(byField, { subjectId: null, body: body({ data: { account: { id: 1 } } }) })).toBeNull();
+    expect(orderingValue(byField, { subjectId: null, body: body({ data: {} }) })).toBeNull();
+    expect(orderingValue(byField, { subjectId: null, body: new TextEncoder().encode("account=acct_1") })).toBeNull();
+  });
+
+  it("refuses an unknown ordered_by or on_dead, on_dead alone, ordering beside a source's destination, and on a source with several routes, naming the route", () => {
+    expect(problemsOf(route({ ordered_by: "account" }))).toEqual([
+      expect.stringMatching(
+        /^SOURCES\.example route r: ordered_by must be "subject" or a dotted path into the body .*\(got "account"\)$/,
+      ),
+    ]);
+    expect(problemsOf(route({ ordered_by: "body." }))).toEqual([expect.stringMatching(/route r: ordered_by must be/)]);
+    expect(problemsOf(route({ ordered_by: 7 }))).toEqual([expect.stringMatching(/route r: ordered_by must be/)]);
+    expect(problemsOf(route({ ordered_by: "subject", on_dead: "ignore" }))).toEqual([
+      'SOURCES.example route r: on_dead must be "block" or "skip" (got "ignore")',
+    ]);
+    expect(problemsOf(route({ on_dead: "skip" }))).toEqual([
+      "SOURCES.example route r: on_dead applies to an ordered route only: give ordered_by too",
+    ]);
+    expect(problemsOf({ destination: "handler:accounts", ordered_by: "subject" })).toEqual([
+      expect.stringMatching(/^SOURCES\.example: ordered_by belongs to a route/),
+    ]);
+    expect(
+      problemsOf({
+        routes: [
+          { name: "a", destination: "handler:accounts" },
+          { name: "b", destination: "https://hooks.example.com/x", ordered_by: "subject" },
+        ],
+      }),
+    ).toEqual([
+      'SOURCES.example route b: ordered_by is not available yet on a source with several routes (see docs/routing.md "Ordering")',
     ]);
   });
 });

@@ -264,6 +264,7 @@ describe("a route applied to a stored event", () => {
     transform: null,
     headers: null,
     control: null,
+    ordering: null,
     ...parts,
   });
 

@@ -11,6 +11,7 @@ import type { TestProject } from "vitest/node";
  *                               a step is a status ("500", "200"), "429:<seconds>" (429 with Retry-After), or
  *                               "hang" (answers only after 3 s, long after the caller's timeout)
  *   /poison                     500 when the body contains "poison", 200 otherwise
+ *   /when/<marker>/<steps>      a body containing <marker> follows the script <steps> (as /script/), any other 204
  *   /slow/<ms>                  204, answered only after <ms> (a destination that is slow but answers in time)
  *   /lane/<name>/<path>         as <path> above, unless PUT /__lane/<name>?status=<code> set the lane's answer;
  *                               each request is also recorded per lane with how many of the lane's requests were
@@ -143,6 +144,9 @@ function chooseStep(path: string, requestNumber: number, body: string): Step {
   const status = /^\/status\/(\d{3})$/.exec(path);
   if (status) return { status: Number(status[1]) };
   if (path === "/poison") return { status: body.includes("poison") ? 500 : 200 };
+  const marked = /^\/when\/([a-z0-9-]+)\/([^/]+)$/.exec(path);
+  if (marked)
+    return body.includes(marked[1]!) ? chooseStep(`/script/${marked[2]}`, requestNumber, body) : { status: 204 };
   const slow = /^\/slow\/(\d{1,6})$/.exec(path);
   if (slow) return { status: 204, afterMs: Number(slow[1]) };
   const script = /^\/script\/([^/]+)$/.exec(path);

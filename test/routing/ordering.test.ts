@@ -1,0 +1,171 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { processBatch } from "../../src/consumers/process";
+import { ADMIN, adminPost } from "../admin/support";
+import { receiptRow, standinOrigin } from "../consumers/support/processing";
+import { eventually, post, signDemo } from "../support/deliveries";
+
+/**
+ * `ordered_by` per route (docs/routing.md "Ordering"), through the real pipeline: signed deliveries posted to
+ * /webhooks/<source>, relayed, consumed from the queue and forwarded to a lane of the Node stand-in
+ * (test/setup/global/forward-standin.ts), which records every request in arrival order. A body carrying the lane's
+ * marker follows the lane's script (fails, then succeeds; or is refused for good). Sources:
+ * test/fixtures/sources/ordering.json.
+ */
+
+interface LaneRequest {
+  headers: Record<string, string>;
+  answer: number;
+}
+
+async function lane(name: string): Promise<LaneRequest[]> {
+  return (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
+}
+
+/** Receipt ids in the order their requests reached the lane (a retried one once per request). */
+async function arrivals(name: string): Promise<string[]> {
+  return (await lane(name)).map((request) => request.headers["idempotency-key"]!);
+}
+
+/** Posts one signed event with `data`; returns its receipt id once the receipt is in D1. */
+async function send(source: string, data: Record<string, unknown>): Promise<string> {
+  const key = `order_${crypto.randomUUID()}`;
+  const body = JSON.stringify({ type: "account.credited", data });
+  expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
+  return eventually(
+    async () =>
+      (
+        await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+          .bind(source, key)
+          .first<{ id: string }>()
+      )?.id,
+    15_000,
+    "receipt",
+  );
+}
+
+async function whenAll(receiptIds: readonly string[], status: string, timeoutMs = 60_000): Promise<void> {
+  await eventually(
+    async () => (await Promise.all(receiptIds.map(receiptRow))).every((row) => row.status === status) || undefined,
+    timeoutMs,
+    `every receipt ${status}`,
+  );
+}
+
+/** Waiting for its turn: pending, due again later, no attempt spent. */
+async function whenHeld(receiptIds: readonly string[]): Promise<void> {
+  await eventually(
+    async () =>
+      (await Promise.all(receiptIds.map(receiptRow))).every(
+        (row) => row.status === "pending" && row.nextAttemptAt !== null && row.attempts === 0,
+      ) || undefined,
+    30_000,
+    "every receipt held",
+  );
+}
+
+const ascending = (ids: readonly string[]) => [...ids].sort();
+
+describe("ordered_by = subject", () => {
+  it("delivers each subject's events one at a time in received order, a failing one retried before its later ones, subjects interleaved", {
+    timeout: 120_000,
+  }, async () => {
+    // Three subjects' events sent side by side, each subject's one after another; the first event of acct_o1 fails
+    // twice (500) before it succeeds, while its later events arrive behind it.
+    const subjects = ["acct_o1", "acct_o2", "acct_o3"];
+    const sent = await Promise.all(
+      subjects.map(async (account) => {
+        const ids: string[] = [];
+        for (let n = 0; n < 4; n++)
+          ids.push(
+            await send("order-subject", {
+              account,
+              amount: n,
+              ...(account === "acct_o1" && n === 0 ? { note: "retry-me" } : {}),
+            }),
+          );
+        return ids;
+      }),
+    );
+    const noSubject = await send("order-subject", { amount: 9 });
+    const all = [...sent.flat(), noSubject];
+    await whenAll(all, "processed", 90_000);
+
+    const arrived = await arrivals("order-subject");
+    for (const [index, ids] of sent.entries()) {
+      const ofSubject = arrived.filter((id) => ids.includes(id));
+      // Never overtaken: every request of an earlier event (its retries included) before any of a later one.
+      expect(ofSubject, subjects[index]).toEqual(ascending(ofSubject));
+      expect(new Set(ofSubject)).toEqual(new Set(ids));
+    }
+    const [first, ...later] = sent[0]!;
+    expect(arrived.filter((id) => id === first)).toHaveLength(3);
+    expect((await receiptRow(first!)).attempts).toBe(3);
+    // Waiting spent no attempt: each later event, and every other subject's, went once.
+    for (const id of [...later, ...sent[1]!, ...sent[2]!, noSubject]) expect((await receiptRow(id)).attempts).toBe(1);
+    expect(arrived.filter((id) => id === noSubject)).toHaveLength(1);
+  });
+});
+
+describe("ordered_by = body path, a dead delivery", () => {
+  it("blocks its ordering value's later deliveries (no attempt spent) until replayed, or until dismissed; other values and events without one go on", {
+    timeout: 120_000,
+  }, async () => {
+    const replayedLater = "acct_d1";
+    const dismissedLater = "acct_d2";
+    const deadReplayed = await send("order-dead", { account: replayedLater, note: "refuse-me" });
+    const deadDismissed = await send("order-dead", { account: dismissedLater, note: "refuse-me" });
+    await whenAll([deadReplayed, deadDismissed], "dead");
+
+    const behindReplayed = [
+      await send("order-dead", { account: replayedLater, amount: 1 }),
+      await send("order-dead", { account: replayedLater, amount: 2 }),
+    ];
+    const behindDismissed = await send("order-dead", { account: dismissedLater, amount: 1 });
+    const otherValue = await send("order-dead", { account: "acct_d3", amount: 1 });
+    const noValue = await send("order-dead", { amount: 1 });
+    await whenAll([otherValue, noValue], "processed");
+    await whenHeld([...behindReplayed, behindDismissed]);
+
+    // Long past their due time, they still wait: the dead ones have not moved. (Each look is past the due time the
+    // one before it set.)
+    let clock = Date.now();
+    const later = () => {
+      clock += 10 * 60_000;
+      return clock;
+    };
+    const stillHeld = await processBatch(env, [...behindReplayed, behindDismissed], later());
+    for (const id of [...behindReplayed, behindDismissed]) {
+      expect(stillHeld.get(id)).toMatchObject({ kind: "retry" });
+      expect(await receiptRow(id)).toMatchObject({ status: "pending", attempts: 0 });
+    }
+    const waited = new Set([...behindReplayed, behindDismissed]);
+    expect((await arrivals("order-dead")).filter((id) => waited.has(id))).toEqual([]);
+
+    // Dismissing a dead letter lets its value's next delivery go.
+    expect((await adminPost("/admin/api/dead/dismiss", { receiptIds: [deadDismissed] }, ADMIN)).status).toBe(200);
+    expect((await processBatch(env, [behindDismissed], later())).get(behindDismissed)).toMatchObject({ kind: "done" });
+    expect(await receiptRow(behindDismissed)).toMatchObject({ status: "processed", attempts: 1 });
+
+    // Replaying one (its destination fixed) sends it first, then the ones behind it, in received order.
+    await fetch(`${standinOrigin()}/__lane/order-dead?status=204`, { method: "PUT" });
+    expect((await adminPost(`/admin/api/receipts/${deadReplayed}/replay`, {}, ADMIN)).status).toBe(202);
+    await whenAll([deadReplayed], "processed");
+    await processBatch(env, behindReplayed, later());
+    await processBatch(env, behindReplayed, later());
+    for (const id of behindReplayed) expect(await receiptRow(id)).toMatchObject({ status: "processed", attempts: 1 });
+    const ofValue = (await arrivals("order-dead")).filter((id) => id === deadReplayed || behindReplayed.includes(id));
+    expect(ofValue).toEqual([deadReplayed, deadReplayed, ...behindReplayed]);
+  });
+
+  it('with on_dead = "skip" does not hold the later ones back', { timeout: 60_000 }, async () => {
+    const dead = await send("order-skip", { account: "acct_s1", note: "refuse-me" });
+    await whenAll([dead], "dead");
+    const after = [
+      await send("order-skip", { account: "acct_s1", amount: 1 }),
+      await send("order-skip", { account: "acct_s1", amount: 2 }),
+    ];
+    await whenAll(after, "processed");
+    expect((await arrivals("order-skip")).filter((id) => after.includes(id))).toEqual(after);
+  });
+});
