@@ -185,29 +185,40 @@ export async function playFaults(
   for (const fault of faults) {
     const wait = fault.atS - now();
     if (wait > 0) await sleep(wait * 1000);
-    const began = now();
+    let began = now();
+    let ended = began;
     log(`fault ${fault.kind} begins at ${began.toFixed(1)} s`);
     switch (fault.kind) {
       case "d1":
-      case "r2":
+      case "r2": {
+        // The Worker ends the outage itself `forS` after it took the switch: the switch's answer is the start, and
+        // the end is that plus the duration (the switch-off after it only makes sure, and may answer late).
         await switchOutage(targets.origin(), fault.kind, fault.forS * 1000);
-        await sleep(Math.max(0, fault.atS + fault.forS - now()) * 1000);
+        const answered = now();
+        if (answered - began > 1)
+          log(`fault ${fault.kind}: the switch answered after ${(answered - began).toFixed(1)} s`);
+        began = answered;
+        await sleep(fault.forS * 1000);
+        ended = now();
         await switchOutage(targets.origin(), fault.kind, 0);
         break;
+      }
       case "destination":
         targets.destinationDown(true);
         await sleep(Math.max(0, fault.atS + fault.forS - now()) * 1000);
         targets.destinationDown(false);
+        ended = now();
         break;
       case "kill":
       case "restart":
         await (fault.kind === "kill" ? targets.kill() : targets.stop());
         if (fault.forS > 0) await sleep(fault.forS * 1000);
         await targets.start();
+        // Acknowledgements answer again from here; the queue's refill is recovery, measured by the drain.
+        ended = now();
         await requeueAfterRestart(targets.origin());
         break;
     }
-    const ended = now();
     log(`fault ${fault.kind} ends at ${ended.toFixed(1)} s (${(ended - began).toFixed(1)} s)`);
     played.push({ kind: fault.kind, startedAt: began, endedAt: ended });
   }
