@@ -172,7 +172,7 @@ async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir:
   console.log(
     `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
       `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}, unfinished ${result.unfinished}, dead ${result.dead}; ` +
-      `${result.cronRuns} cron runs; steady: ${result.steady}`,
+      `${result.cronRuns} cron runs; steady: ${result.steady ?? "not judged (too few samples outside the faults)"}`,
   );
   results.soak = result;
   if (result.lost > 0 || result.duplicated > 0)
@@ -181,7 +181,7 @@ async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir:
     failures.push(
       `soak: ${result.unfinished} events still unfinished after the drain, ${result.dead} dead: not applied, so not proven unlost`,
     );
-  if (!result.steady)
+  if (result.steady === false)
     failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
   if (faulted) reportFaults(result, backend!.refused());
 }

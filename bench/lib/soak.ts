@@ -47,9 +47,11 @@ const LARGE_EVERY = 100;
 const LARGE_BODY_BYTES = 70 * 1024;
 /**
  * The forward source's retry schedule: from 1 s, at most 5 s apart. The default (30 s, doubling) would make the
- * drain after a destination outage wait for the schedule, not measure how fast the receiver catches up.
+ * drain after a destination outage wait for the schedule, not measure how fast the receiver catches up. 200
+ * retries (over 15 minutes at 5 s) outlast any outage a soak plays: with the default 12, a 2-minute outage sends
+ * deliveries dead after about a minute, and the scaled-down retention then deletes them.
  */
-const FORWARD_RETRY = { base_delay_seconds: 1, max_delay_seconds: 5 };
+const FORWARD_RETRY = { base_delay_seconds: 1, max_delay_seconds: 5, max_retries: 200 };
 
 /**
  * The deployment with a soak source of its own, in a copy of the snapshot's wrangler.toml: the demo's provider
@@ -220,8 +222,11 @@ export function isSteady(samples: readonly SoakSample[], settings: SoakSettings)
 
 export interface SoakResult {
   samples: SoakSample[];
-  /** With faults: judged on the samples outside each fault, its drain and two cron intervals after. */
-  steady: boolean;
+  /**
+   * With faults: judged on the samples outside each fault, its drain and two cron intervals after; null when too few
+   * are left to judge.
+   */
+  steady: boolean | null;
   /**
    * Acknowledged events whose effect was never applied and which are not `unfinished` or `dead` either: credits
    * and forwards (should be 0); `duplicated`: credits applied more than once.
@@ -354,10 +359,7 @@ export async function runSoak(
   const handlerDuplicated = Math.max(0, credited - sent.acknowledged);
   return {
     samples,
-    steady: isSteady(
-      samples.filter((sample) => !windows.some((w) => sample.atSeconds >= w.from && sample.atSeconds <= w.to)),
-      settings,
-    ),
+    steady: steadyOutsideFaults(samples, windows, settings),
     lost: handlerLost + forwarded.lost,
     duplicated: handlerDuplicated,
     acknowledged: sent.acknowledged,
@@ -373,6 +375,25 @@ export async function runSoak(
     backlogTimeline: timeline.map((point) => ({ atS: Math.round(point.atS * 10) / 10, backlog: point.backlog })),
     settings,
   };
+}
+
+/**
+ * The plain soak's verdict on the samples outside every fault's window; null when too few are left to judge (two or
+ * more after one dedupe window and one cron interval), which a short run with faults every few minutes can be.
+ */
+function steadyOutsideFaults(
+  samples: readonly SoakSample[],
+  windows: ReadonlyArray<{ from: number; to: number }>,
+  settings: SoakSettings,
+): boolean | null {
+  const outside = samples.filter(
+    (sample) => !windows.some((w) => sample.atSeconds >= w.from && sample.atSeconds <= w.to),
+  );
+  const judged = outside.filter(
+    (sample) => sample.atSeconds >= parseMinutes(settings.dedupeRetention) * 60 + settings.cronSeconds,
+  );
+  if (windows.length > 0 && judged.length < 2) return null;
+  return isSteady(outside, settings);
 }
 
 /**
