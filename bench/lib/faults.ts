@@ -87,7 +87,10 @@ export interface FaultReport {
   ackFailures: number;
   /** Highest backlog (claims not yet relayed + receipts pending or processing) from the start until drained. */
   backlogPeak: number;
-  /** The backlog before the fault: the highest in the 30 s before it, at least 5 s of arrivals. */
+  /**
+   * The backlog before the fault: the highest in the 30 s before it (after the previous fault's drain), at least 5 s
+   * of arrivals.
+   */
   backlogBefore: number;
   /** Seconds after the fault ended until the backlog was back to `backlogBefore`; null: not within the run. */
   drainedAfterS: number | null;
@@ -106,12 +109,20 @@ export interface BacklogPoint {
 
 /** One fault's figures and what is wrong with them, from the backlog timeline and the sender's failures. Pure. */
 export function judgeFault(
-  fault: { kind: FaultKind; startedAt: number; endedAt: number; nextStartsAt: number | null },
+  fault: {
+    kind: FaultKind;
+    startedAt: number;
+    endedAt: number;
+    nextStartsAt: number | null;
+    /** When the fault before this one had drained (or ended, when it never did): its tail is not this one's "before". */
+    previousSettledAt: number | null;
+  },
   timeline: readonly BacklogPoint[],
   ackFailureTimes: readonly number[],
   rate: number,
 ): FaultReport {
-  const before = timeline.filter((point) => point.atS >= fault.startedAt - 30 && point.atS < fault.startedAt);
+  const beforeFrom = Math.max(fault.startedAt - 30, fault.previousSettledAt ?? Number.NEGATIVE_INFINITY);
+  const before = timeline.filter((point) => point.atS >= beforeFrom && point.atS < fault.startedAt);
   const backlogBefore = Math.max(Math.ceil(rate * 5), ...before.map((point) => point.backlog));
   const afterEnd = timeline.filter(
     (point) => point.atS >= fault.endedAt && (fault.nextStartsAt === null || point.atS < fault.nextStartsAt),

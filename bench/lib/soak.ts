@@ -334,14 +334,19 @@ export async function runSoak(
   const handlerLeft = left.get(SOAK_SOURCE)!;
   const forwardLeft = left.get(SOAK_FORWARD_SOURCE)!;
 
-  const faults = faultTimes.map((fault, index) =>
-    judgeFault(
-      { ...fault, nextStartsAt: faultTimes[index + 1]?.startedAt ?? null },
-      timeline,
-      ackFailureTimes,
-      settings.rate,
-    ),
-  );
+  const faults: FaultReport[] = [];
+  for (const [index, fault] of faultTimes.entries()) {
+    const previous = faults[index - 1];
+    const previousSettledAt = previous ? previous.startedAt + previous.durationS + (previous.drainedAfterS ?? 0) : null;
+    faults.push(
+      judgeFault(
+        { ...fault, nextStartsAt: faultTimes[index + 1]?.startedAt ?? null, previousSettledAt },
+        timeline,
+        ackFailureTimes,
+        settings.rate,
+      ),
+    );
+  }
   const forwarded = forwardOutcome(
     sent.forwardedAcknowledged,
     faulting?.forwardedPerKey() ?? new Map(),
