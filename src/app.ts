@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { admin } from "./admin";
-import { adminTokenProblem } from "./admin/auth";
+import { adminTokenProblem } from "./admin/guards/auth";
 import { relaySettings } from "./claims/relay-settings";
 import { webhooks } from "./ingest/route";
 import { apiError, renderError } from "./lib/errors";

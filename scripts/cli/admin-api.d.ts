@@ -54,7 +54,7 @@ export interface ReceiptDetail {
   attempts: Attempt[];
   replays?: Replay[];
   quarantine?: { quarantineId: string; reason: string; receivedAt: number }[];
-  /** Each route's delivery and its outcome (src/admin/route-outcomes.ts). */
+  /** Each route's delivery and its outcome (src/admin/receipts/route-outcomes.ts). */
   routes?: {
     route: string | null;
     status: string;

@@ -14,7 +14,7 @@ import { secretValue } from "../lib/secrets";
 export const DEFAULT_RELAY_DELAY_MS = 3000;
 /**
  * The longest relay delay a deployed Worker takes. A receipt relayed more than LATE_RELAY_MS (10 s,
- * src/admin/receipt-cursor.ts) after it arrived enters the late-relay index, a billed row write; a delay near that
+ * src/admin/receipts/receipt-cursor.ts) after it arrived enters the late-relay index, a billed row write; a delay near that
  * would put every receipt there, so the bound leaves the relay's own write half of it.
  */
 export const MAX_RELAY_DELAY_MS = 5000;

@@ -78,7 +78,7 @@ export const receipts = sqliteTable(
     restoredAt: integer("restored_at"),
     /**
      * D1's clock when the receipt last entered dead, dismissed, stale or skipped (migrations/0013, set by a trigger
-     * there on every write of the status); status-filtered paging catches up on it (src/admin/receipt-cursor.ts).
+     * there on every write of the status); status-filtered paging catches up on it (src/admin/receipts/receipt-cursor.ts).
      */
     statusEnteredAt: integer("status_entered_at"),
     /**

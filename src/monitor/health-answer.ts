@@ -22,7 +22,7 @@ export interface HealthFacts {
   /** Valid sources every signing secret of which is past its `expires`. */
   expiredSecrets?: readonly string[];
   /**
-   * ADMIN_TOKEN is a value the repository ships as an example, so the admin surface is shut (src/admin/auth.ts)
+   * ADMIN_TOKEN is a value the repository ships as an example, so the admin surface is shut (src/admin/guards/auth.ts)
    * and GET /admin/api/health cannot say why: the reason "admin-token-example" says it here.
    */
   adminTokenIsExample?: boolean;

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { SourceStats } from "../../src/admin/stats";
+import type { SourceStats } from "../../src/admin/stats/stats";
 import { app } from "../../src/app";
 import { claimEvent } from "../../src/claims/claim-event";
 import { ulid } from "../../src/lib/ulid";

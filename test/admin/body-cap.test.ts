@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ADMIN_MAX_BODY_BYTES, ADMIN_OVER_CAP_DRAIN_BYTES } from "../../src/admin/body-cap";
+import { ADMIN_MAX_BODY_BYTES, ADMIN_OVER_CAP_DRAIN_BYTES } from "../../src/admin/guards/body-cap";
 import { ADMIN } from "./support";
 
 /**

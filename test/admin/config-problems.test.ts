@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { issueSession } from "../../src/admin/auth";
+import { issueSession } from "../../src/admin/guards/auth";
 import { app } from "../../src/app";
 import { ADMIN, seedReceipt } from "./support";
 

@@ -1,7 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { issueSession } from "../../src/admin/auth";
 import { STYLE } from "../../src/admin/dashboard/styles";
+import { issueSession } from "../../src/admin/guards/auth";
 import { account, credit, waitForStatus } from "../support/deliveries";
 import { adminGet, seedAlert, seedReceipt, uniqueSource } from "./support";
 

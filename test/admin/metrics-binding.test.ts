@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { metricsQuerySettings } from "../../src/admin/analytics-query";
+import { metricsQuerySettings } from "../../src/admin/stats/analytics-query";
 import wranglerToml from "../../wrangler.toml?raw";
 import { deliverTo, uniqueSource } from "./support";
 

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { readDeliveryMetrics } from "../../src/admin/analytics-query";
-import { sourceStats } from "../../src/admin/stats";
+import { readDeliveryMetrics } from "../../src/admin/stats/analytics-query";
+import { sourceStats } from "../../src/admin/stats/stats";
 import { app } from "../../src/app";
 import { recordAttempt } from "../../src/lib/analytics";
 import { credit, signDemo } from "../support/deliveries";

@@ -1,8 +1,13 @@
 import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { receiptChanges } from "../../src/admin/lists";
-import { type ChangedReceipt, changesPage, parseChangesQuery, SETTLE_MS } from "../../src/admin/receipt-changes";
+import { receiptChanges } from "../../src/admin/receipts/lists";
+import {
+  type ChangedReceipt,
+  changesPage,
+  parseChangesQuery,
+  SETTLE_MS,
+} from "../../src/admin/receipts/receipt-changes";
 import { database } from "../../src/db/client";
 import { receipts } from "../../src/db/schema";
 import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";

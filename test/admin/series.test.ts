@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { HOUR_MS, hourlySeries } from "../../src/admin/series";
+import { HOUR_MS, hourlySeries } from "../../src/admin/stats/series";
 import { database } from "../../src/db/client";
 import { seedAttempt, seedReceipt, uniqueSource } from "./support";
 

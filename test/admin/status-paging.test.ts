@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import type { ReceiptStatus } from "../../src/admin/filters";
+import type { ReceiptStatus } from "../../src/admin/receipts/filters";
 import { database } from "../../src/db/client";
 import { receipts } from "../../src/db/schema";
 import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { issueSession } from "../../src/admin/auth";
 import { type SystemHealth, summarizeSystem } from "../../src/admin/dashboard/system-summary";
+import { issueSession } from "../../src/admin/guards/auth";
 import { app } from "../../src/app";
 import { D1_CAP_BYTES } from "../../src/monitor/conditions";
 import { systemMonitor } from "../../src/monitor/report";

@@ -1,8 +1,8 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import devVarsExample from "../../.dev.vars.example?raw";
-import { SHIPPED_EXAMPLE_VALUES } from "../../src/admin/auth";
-import { LOGIN_FAILURES_PER_WINDOW } from "../../src/admin/login-throttle";
+import { SHIPPED_EXAMPLE_VALUES } from "../../src/admin/guards/auth";
+import { LOGIN_FAILURES_PER_WINDOW } from "../../src/admin/guards/login-throttle";
 import { app } from "../../src/app";
 
 /**

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dismissAnywhere } from "../../src/admin/dismiss";
+import { dismissAnywhere } from "../../src/admin/actions/dismiss";
 import { replayReceipt } from "../../src/replay/replay";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";

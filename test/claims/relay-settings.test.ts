@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { LATE_RELAY_MS } from "../../src/admin/receipt-cursor";
+import { LATE_RELAY_MS } from "../../src/admin/receipts/receipt-cursor";
 import { app } from "../../src/app";
 import {
   DEFAULT_RELAY_DELAY_MS,

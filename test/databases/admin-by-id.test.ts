@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { issueSession } from "../../src/admin/auth";
+import { issueSession } from "../../src/admin/guards/auth";
 import { database } from "../../src/db/client";
 import { receipts } from "../../src/db/schema";
 import { ulid } from "../../src/lib/ulid";

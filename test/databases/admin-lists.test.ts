@@ -1,7 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { issueSession } from "../../src/admin/auth";
-import { searchReceipts } from "../../src/admin/lists";
+import { issueSession } from "../../src/admin/guards/auth";
+import { searchReceipts } from "../../src/admin/receipts/lists";
 import { database } from "../../src/db/client";
 import { quarantine, receipts } from "../../src/db/schema";
 import { difference, meterReading } from "../../src/lib/meter";

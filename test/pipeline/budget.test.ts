@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { collectMeters } from "../../src/admin/meters";
+import { collectMeters } from "../../src/admin/stats/meters";
 import { difference } from "../../src/lib/meter";
 import { credit, deliverDemo } from "../support/deliveries";
 import { deliverGithub } from "../support/github";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { collectMeters } from "../../src/admin/meters";
+import { collectMeters } from "../../src/admin/stats/meters";
 import { difference, type MeterTotals } from "../../src/lib/meter";
 import { sweepShards } from "../../src/reconcile/redrive";
 import { applyRetention } from "../../src/reconcile/retention";

@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dismissAnywhere } from "../../src/admin/dismiss";
+import { dismissAnywhere } from "../../src/admin/actions/dismiss";
 import { claimEvent } from "../../src/claims/claim-event";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";

@@ -3,13 +3,13 @@ import { changeKeptSecret, listKeptSecrets } from "../../ingest/kept-secrets";
 import { apiError } from "../../lib/errors";
 import { adapterFor } from "../../providers/registry";
 import { lookupSource } from "../../sources/registry";
-import type { AdminEnv } from "../auth";
+import type { AdminEnv } from "../guards/auth";
 
 /**
  * /admin/api/sources/:source/kept-secrets — the secrets Asana and Notion handed over in a handshake
  * (src/ingest/kept-secrets.ts), by fingerprint, never by value. A source's first one is active at once;
  * one handed over while another is active waits as "pending" until approved here. Revoke removes either.
- * Mounted behind requireBearer by ./routes.ts.
+ * Mounted behind requireBearer by ./index.ts.
  */
 export const keptSecretsApi = new Hono<AdminEnv>();
 

@@ -1,10 +1,10 @@
 import { Hono } from "hono";
-import type { AdminEnv } from "../auth";
-import { pauseRoute, resumeRoute, routeControlView } from "../route-control";
+import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-control";
+import type { AdminEnv } from "../guards/auth";
 
 /**
  * /admin/api/sources/:source/routes/:route — a route's delivery control: its gate's state (paused, circuit breaker,
- * deliveries in flight and held), and pause / resume. Mounted behind requireBearer by ./routes.ts.
+ * deliveries in flight and held), and pause / resume. Mounted behind requireBearer by ./index.ts.
  */
 export const routeControlApi = new Hono<AdminEnv>();
 

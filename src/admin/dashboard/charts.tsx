@@ -1,4 +1,4 @@
-import type { HourPoint } from "../series";
+import type { HourPoint } from "../stats/series";
 import { formatDuration } from "./format";
 
 /**

@@ -1,6 +1,6 @@
-import type { ReadableAlert } from "../alerts";
-import type { HealthReason } from "../health";
-import type { ReceiptSummary } from "../queries";
+import type { ReadableAlert } from "../health/alerts";
+import type { HealthReason } from "../health/source-health";
+import type { ReceiptSummary } from "../receipts/queries";
 import { formatFacts, formatInstant, withQuery } from "./format";
 import { Badge } from "./layout";
 

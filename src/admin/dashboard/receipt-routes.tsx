@@ -2,19 +2,19 @@ import { Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
-import type { AdminEnv } from "../auth";
-import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
+import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
+import { MAX_REPLAY_IDS, replayByIds } from "../actions/replay";
+import type { AdminEnv } from "../guards/auth";
 import {
   isReceiptId,
   parseReceiptFilter,
   RECEIPT_FILTER_PARAMETERS,
   type ReceiptFilter,
   rejectUnknownParameters,
-} from "../filters";
-import { searchReceipts } from "../lists";
-import { receiptDetail } from "../queries";
-import { inFirstDatabase } from "../receipt-databases";
-import { MAX_REPLAY_IDS, replayByIds } from "../replay";
+} from "../receipts/filters";
+import { searchReceipts } from "../receipts/lists";
+import { receiptDetail } from "../receipts/queries";
+import { inFirstDatabase } from "../receipts/receipt-databases";
 import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
 import { ReceiptPage } from "./pages/receipt";

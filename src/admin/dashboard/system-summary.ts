@@ -1,5 +1,5 @@
 import { D1_STORAGE_ALERT_FRACTION } from "../../monitor/conditions";
-import type { systemHealth } from "../system-health";
+import type { systemHealth } from "../health/system-health";
 
 /**
  * What the dashboard's System panel says, decided from what GET /admin/api/health answers (`systemHealth`): the

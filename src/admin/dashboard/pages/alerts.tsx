@@ -1,4 +1,4 @@
-import type { ReadableAlert } from "../../alerts";
+import type { ReadableAlert } from "../../health/alerts";
 import { AlertsTable } from "../components";
 import { Page } from "../layout";
 

@@ -1,7 +1,7 @@
 import type { SourcesHealth } from "../../../sources/registry";
-import type { ReadableAlert } from "../../alerts";
-import type { SourceSeries } from "../../series";
-import type { Percentiles, StatsReport } from "../../stats";
+import type { ReadableAlert } from "../../health/alerts";
+import type { SourceSeries } from "../../stats/series";
+import type { Percentiles, StatsReport } from "../../stats/stats";
 import { Sparkline } from "../charts";
 import { AlertsTable, HealthReasons, ProblemList } from "../components";
 import { formatDuration, formatInstant } from "../format";

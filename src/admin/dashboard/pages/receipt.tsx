@@ -1,4 +1,4 @@
-import type { ReceiptDetail } from "../../queries";
+import type { ReceiptDetail } from "../../receipts/queries";
 import { Flash } from "../components";
 import { formatDuration, formatInstant } from "../format";
 import { Badge, Page } from "../layout";

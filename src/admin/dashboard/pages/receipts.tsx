@@ -1,5 +1,5 @@
-import { PROVENANCES, RECEIPT_STATUSES } from "../../filters";
-import type { ReceiptSummary, Page as ResultPage } from "../../queries";
+import { PROVENANCES, RECEIPT_STATUSES } from "../../receipts/filters";
+import type { ReceiptSummary, Page as ResultPage } from "../../receipts/queries";
 import { Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 

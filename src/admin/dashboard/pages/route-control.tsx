@@ -1,4 +1,4 @@
-import type { RouteControlView } from "../../route-control";
+import type { RouteControlView } from "../../actions/route-control";
 
 /**
  * A source's route with delivery control, on its source page: paused or running, the circuit breaker, and the

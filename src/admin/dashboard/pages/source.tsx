@@ -1,7 +1,7 @@
-import type { ReadableAlert } from "../../alerts";
-import type { RouteControlView } from "../../route-control";
-import type { HourPoint } from "../../series";
-import type { SourceStats, StatsReport } from "../../stats";
+import type { RouteControlView } from "../../actions/route-control";
+import type { ReadableAlert } from "../../health/alerts";
+import type { HourPoint } from "../../stats/series";
+import type { SourceStats, StatsReport } from "../../stats/stats";
 import { HourlyBars, HourlyLatency } from "../charts";
 import { AlertsTable, Card, Flash, HealthReasons, ProblemList } from "../components";
 import { formatDuration } from "../format";

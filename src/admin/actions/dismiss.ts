@@ -1,7 +1,7 @@
 import { and, eq, inArray } from "drizzle-orm";
-import { type Database, database } from "../db/client";
-import { receipts } from "../db/schema";
-import { groupByDatabase } from "./receipt-databases";
+import { type Database, database } from "../../db/client";
+import { receipts } from "../../db/schema";
+import { groupByDatabase } from "../receipts/receipt-databases";
 
 /**
  * Dismissing a dead letter: the operator says "seen; the cause is fixed, or this one is not worth replaying".

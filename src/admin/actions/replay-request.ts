@@ -1,6 +1,6 @@
-import { apiError } from "../lib/errors";
-import type { DeadReceiptFilter } from "../replay/replay";
-import { describeUnknown, isReceiptId, parseInstant, type Query, unknownNames } from "./filters";
+import { apiError } from "../../lib/errors";
+import type { DeadReceiptFilter } from "../../replay/replay";
+import { describeUnknown, isReceiptId, parseInstant, type Query, unknownNames } from "../receipts/filters";
 import { MAX_REPLAY_IDS } from "./replay";
 
 /**

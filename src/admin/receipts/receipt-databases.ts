@@ -1,6 +1,6 @@
-import { DEFAULT_DATABASE_BINDING } from "../sources/config";
-import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../sources/databases";
-import { receiptHolders } from "../sources/receipt-homes";
+import { DEFAULT_DATABASE_BINDING } from "../../sources/config";
+import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../../sources/databases";
+import { receiptHolders } from "../../sources/receipt-homes";
 
 /**
  * Where the admin surface finds receipts once they live in several D1 databases (src/sources/databases.ts). A

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
-import { readBodyWithCap } from "../ingest/read-body";
-import { apiError } from "../lib/errors";
+import { readBodyWithCap } from "../../ingest/read-body";
+import { apiError } from "../../lib/errors";
 import type { AdminEnv } from "./auth";
 
 /**

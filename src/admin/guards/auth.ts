@@ -1,10 +1,10 @@
 import type { MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
-import { encodeHex, utf8Bytes } from "../crypto/encoding";
-import { hmacSign, tokensEqual } from "../crypto/hmac";
-import { apiError } from "../lib/errors";
-import { isLocalDevelopment } from "../lib/local-development";
-import { secretValue } from "../lib/secrets";
+import { encodeHex, utf8Bytes } from "../../crypto/encoding";
+import { hmacSign, tokensEqual } from "../../crypto/hmac";
+import { apiError } from "../../lib/errors";
+import { isLocalDevelopment } from "../../lib/local-development";
+import { secretValue } from "../../lib/secrets";
 
 /**
  * Who may see receipts: whoever holds the ADMIN_TOKEN Worker secret. The API takes it as a bearer token; the

@@ -1,4 +1,4 @@
-import { plural } from "../lib/plural";
+import { plural } from "../../lib/plural";
 
 /**
  * A source's health, and the reasons for it. "failing" always comes with at least one reason an operator can

@@ -1,5 +1,5 @@
-import { apiError } from "../lib/errors";
-import { logEvent } from "../lib/log";
+import { apiError } from "../../lib/errors";
+import { logEvent } from "../../lib/log";
 import {
   DEFAULT_REPLAY_LIMIT,
   type DeadReceiptFilter,
@@ -10,16 +10,16 @@ import {
   type ReplayRequester,
   replayDeadReceipts,
   replayReceipt,
-} from "../replay/replay";
+} from "../../replay/replay";
 import {
   oldestDeadDeliveries,
   type ReplayDelivery,
   replayDeadDeliveries,
   replayDelivery,
-} from "../replay/replay-delivery";
-import { receiptDatabaseEnvs } from "../sources/databases";
-import { loadSources } from "../sources/registry";
-import { groupByDatabase } from "./receipt-databases";
+} from "../../replay/replay-delivery";
+import { receiptDatabaseEnvs } from "../../sources/databases";
+import { loadSources } from "../../sources/registry";
+import { groupByDatabase } from "../receipts/receipt-databases";
 
 /**
  * The admin surface's door to replay. Replay itself — resetting a receipt and putting it back on the queue —

@@ -1,6 +1,6 @@
-import { bodyDropsAt } from "../reconcile/retention-scan";
-import { SourceConfigError } from "../sources/config";
-import { lookupSource } from "../sources/registry";
+import { bodyDropsAt } from "../../reconcile/retention-scan";
+import { SourceConfigError } from "../../sources/config";
+import { lookupSource } from "../../sources/registry";
 
 /** When this receipt's body goes, under its source's retention as configured now (null: see bodyDropsAt). */
 export function bodyDropsAtFor(

@@ -1,6 +1,6 @@
 import { asc, eq } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { deliveries } from "../db/schema";
+import type { Database } from "../../db/client";
+import { deliveries } from "../../db/schema";
 
 /**
  * Each route's outcome for one receipt (docs/processing.md, "Deliveries"): the route the receipt row carries (its

@@ -1,6 +1,6 @@
-import { shardsOf } from "../claims/routing";
-import { type MeterTotals, meterReading, sumReadings } from "../lib/meter";
-import { loadSources } from "../sources/registry";
+import { shardsOf } from "../../claims/routing";
+import { type MeterTotals, meterReading, sumReadings } from "../../lib/meter";
+import { loadSources } from "../../sources/registry";
 
 /**
  * Billed units counted so far by every isolate this deployment can reach: the Worker's own and each claim

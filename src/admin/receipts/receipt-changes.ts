@@ -1,9 +1,9 @@
 import { and, asc, eq, gt, gte, inArray, or, type SQL, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { receipts } from "../db/schema";
-import { apiError } from "../lib/errors";
-import { ulidFloor } from "../lib/ulid";
-import { parseDuration } from "../sources/config";
+import type { Database } from "../../db/client";
+import { receipts } from "../../db/schema";
+import { apiError } from "../../lib/errors";
+import { ulidFloor } from "../../lib/ulid";
+import { parseDuration } from "../../sources/config";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Query, RECEIPT_STATUSES, type ReceiptStatus } from "./filters";
 import { type ReceiptSummary, receiptSummaryColumns } from "./queries";
 

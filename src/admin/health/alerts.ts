@@ -1,6 +1,6 @@
 import { and, desc, eq } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { alerts } from "../db/schema";
+import type { Database } from "../../db/client";
+import { alerts } from "../../db/schema";
 
 /**
  * Alerts as people read them. The cron stores each incident's detail as JSON (`{"message", "facts"}`, see

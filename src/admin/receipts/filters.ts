@@ -1,6 +1,6 @@
-import { apiError } from "../lib/errors";
-import { likelyMeant } from "../lib/likely-meant";
-import { parseDuration } from "../sources/config";
+import { apiError } from "../../lib/errors";
+import { likelyMeant } from "../../lib/likely-meant";
+import { parseDuration } from "../../sources/config";
 import { isReceiptCursor } from "./receipt-cursor";
 
 /**

@@ -8,8 +8,7 @@ import { ApiError, apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
 import { lookupSource, sourcesHealth } from "../../sources/registry";
-import { listAlerts } from "../alerts";
-import { deliveryMetricsFor } from "../analytics-query";
+import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-control";
 import {
   type AdminEnv,
   adminToken,
@@ -19,14 +18,15 @@ import {
   SESSION_COOKIE,
   SESSION_TTL_MS,
   SHIPPED_EXAMPLE_MESSAGE,
-} from "../auth";
-import { parseCursor, parseLimit, parseWindow } from "../filters";
-import { listQuarantine } from "../lists";
-import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../login-throttle";
-import { pauseRoute, resumeRoute, routeControlView } from "../route-control";
-import { emptySeries, sourceSeries } from "../series";
-import { sourceStats } from "../stats";
-import { systemHealth } from "../system-health";
+} from "../guards/auth";
+import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../guards/login-throttle";
+import { listAlerts } from "../health/alerts";
+import { systemHealth } from "../health/system-health";
+import { parseCursor, parseLimit, parseWindow } from "../receipts/filters";
+import { listQuarantine } from "../receipts/lists";
+import { deliveryMetricsFor } from "../stats/analytics-query";
+import { emptySeries, sourceSeries } from "../stats/series";
+import { sourceStats } from "../stats/stats";
 import { setFlash, takeFlash } from "./flash";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage } from "./pages/alerts";

@@ -1,8 +1,8 @@
-import { relaySettings } from "../claims/relay-settings";
-import { healthAnswer } from "../monitor/health-answer";
-import { systemMonitor } from "../monitor/report";
-import { sourcesHealth } from "../sources/registry";
-import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../sources/secrets-set";
+import { relaySettings } from "../../claims/relay-settings";
+import { healthAnswer } from "../../monitor/health-answer";
+import { systemMonitor } from "../../monitor/report";
+import { sourcesHealth } from "../../sources/registry";
+import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { configuredSources, type StorageSizes, storageSizes } from "./storage-sizes";
 
 /**

@@ -1,8 +1,8 @@
-import { shardName, shardsOf } from "../claims/routing";
-import { D1_CAP_BYTES } from "../monitor/conditions";
-import { d1Answers } from "../monitor/report";
-import { receiptDatabaseEnvs } from "../sources/databases";
-import { loadSources } from "../sources/registry";
+import { shardName, shardsOf } from "../../claims/routing";
+import { D1_CAP_BYTES } from "../../monitor/conditions";
+import { d1Answers } from "../../monitor/report";
+import { receiptDatabaseEnvs } from "../../sources/databases";
+import { loadSources } from "../../sources/registry";
 
 /**
  * How full the stores are: each receipt database (its size as D1 reports it after a trivial query,

@@ -1,4 +1,4 @@
-import type { Health, HealthReason } from "./health";
+import type { Health, HealthReason } from "../health/source-health";
 import type { Percentiles } from "./percentiles";
 
 /** One source's numbers in a stats report (./stats.ts says where each comes from). */

@@ -1,7 +1,7 @@
 import { and, type Column, eq, gt, gte, lt, or, type SQL, sql } from "drizzle-orm";
-import { LATE_RELAY_MS, relayedLate } from "../db/late-relays";
-import { receipts } from "../db/schema";
-import { ulidFloor } from "../lib/ulid";
+import { LATE_RELAY_MS, relayedLate } from "../../db/late-relays";
+import { receipts } from "../../db/schema";
+import { ulidFloor } from "../../lib/ulid";
 
 /**
  * Paging receipts without skipping late relays.
@@ -81,7 +81,7 @@ export function encodeCursor(cursor: ReceiptCursor): string {
 }
 
 /**
- * Across databases (the admin lists read every receipt database, src/admin/lists.ts): one receipt id boundary
+ * Across databases (the admin lists read every receipt database, src/admin/receipts/lists.ts): one receipt id boundary
  * shared by every database, and each database's own read state, since each database has its own clock:
  * `ID~DB.readAt[.relayedAt.ID]~DB_EU.readAt…`; a database without a segment reads with no catch-up. A page read
  * from one database only (one database in all, or a source filter) writes the single-database form above. Either

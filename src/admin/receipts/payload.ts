@@ -1,4 +1,4 @@
-import { encodeBase64 } from "../crypto/encoding";
+import { encodeBase64 } from "../../crypto/encoding";
 
 export type ShownPayload = { encoding: "utf8"; text: string } | { encoding: "base64"; text: string };
 

@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
-import { type Database, database } from "../db/client";
-import { ulidFloor } from "../lib/ulid";
+import { type Database, database } from "../../db/client";
+import { ulidFloor } from "../../lib/ulid";
+import { databasesToRead, ownEntries } from "../receipts/receipt-databases";
 import { PICKUP_MS } from "./latency-sql";
 import { percentilesByGroup } from "./percentiles";
-import { databasesToRead, ownEntries } from "./receipt-databases";
 
 /**
  * Per-source, per-hour series for the dashboard's charts: the last `hours` whole hours up to now (the current,

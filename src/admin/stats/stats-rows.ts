@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
-import { type Database, database } from "../db/client";
-import { ulidFloor } from "../lib/ulid";
+import { type Database, database } from "../../db/client";
+import { ulidFloor } from "../../lib/ulid";
+import { databasesToRead, ownEntries } from "../receipts/receipt-databases";
 import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
 import { type Percentiles, percentilesByGroup } from "./percentiles";
-import { databasesToRead, ownEntries } from "./receipt-databases";
 import type { SourceStats } from "./source-stats";
 
 /** The per-source counts one window query returns: the part of SourceStats that is counted from receipts. */
@@ -35,7 +35,7 @@ export interface ReceiptNumbers {
 
 /**
  * Each source's numbers from its own database: every receipt database is read (only the source's own for a
- * one-source report) and each source keeps the rows of the database it lives in (receipt-databases.ts). With
+ * one-source report) and each source keeps the rows of the database it lives in (../receipts/receipt-databases.ts). With
  * `DB` alone that is the one set of reads it always was.
  */
 export async function receiptNumbers(env: Env, since: number, onlySource?: string): Promise<ReceiptNumbers> {

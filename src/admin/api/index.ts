@@ -1,10 +1,10 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
-import { listAlerts } from "../alerts";
-import { deliveryMetricsFor } from "../analytics-query";
-import { type AdminEnv, requireBearer } from "../auth";
-import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../dismiss";
+import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
+import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay";
+import { type AdminEnv, requireBearer } from "../guards/auth";
+import { listAlerts } from "../health/alerts";
 import {
   describeUnknown,
   isReceiptId,
@@ -14,12 +14,12 @@ import {
   parseWindow,
   RECEIPT_FILTER_PARAMETERS,
   rejectUnknownParameters,
-} from "../filters";
-import { listQuarantine, receiptChanges, searchReceipts } from "../lists";
-import { receiptDetail, receiptIdForEvent } from "../queries";
-import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipt-changes";
-import { inFirstDatabase } from "../receipt-databases";
-import { replayByIds, replayDeadMatching, replayRoute } from "../replay";
+} from "../receipts/filters";
+import { listQuarantine, receiptChanges, searchReceipts } from "../receipts/lists";
+import { receiptDetail, receiptIdForEvent } from "../receipts/queries";
+import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipts/receipt-changes";
+import { inFirstDatabase } from "../receipts/receipt-databases";
+import { deliveryMetricsFor } from "../stats/analytics-query";
 
 async function replayRouteReport(
   env: Env,
@@ -32,11 +32,11 @@ async function replayRouteReport(
 import { databaseBindingOf } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
-import { collectMeters } from "../meters";
-import { parseBulkReplayRequest } from "../replay-request";
-import { sourceStats } from "../stats";
-import { storageSizes } from "../storage-sizes";
-import { systemHealth } from "../system-health";
+import { parseBulkReplayRequest } from "../actions/replay-request";
+import { storageSizes } from "../health/storage-sizes";
+import { systemHealth } from "../health/system-health";
+import { collectMeters } from "../stats/meters";
+import { sourceStats } from "../stats/stats";
 import { keptSecretsApi } from "./kept-secrets";
 import { routeControlApi } from "./route-control";
 
@@ -56,7 +56,7 @@ function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
   };
 }
 
-/** Paged search; with `changedSince`, instead what changed since a cursor, for a live tail (../receipt-changes.ts). */
+/** Paged search; with `changedSince`, instead what changed since a cursor, for a live tail (../receipts/receipt-changes.ts). */
 adminApi.get("/receipts", accepts(...RECEIPT_FILTER_PARAMETERS, ...CHANGE_PARAMETERS), async (c) => {
   const query = c.req.query();
   if (query.changedSince !== undefined) return c.json(await receiptChanges(c.env, parseChangesQuery(query)));

@@ -1,9 +1,9 @@
 import { and, asc, desc, eq, gt, gte, inArray, lt, or, type SQL, sql } from "drizzle-orm";
-import { readStoredBodies } from "../bodies/stored-bodies";
-import type { Database } from "../db/client";
-import { d1NowMs } from "../db/clock";
-import { attempts, quarantine, receipts, replays } from "../db/schema";
-import { ulidFloor } from "../lib/ulid";
+import { readStoredBodies } from "../../bodies/stored-bodies";
+import type { Database } from "../../db/client";
+import { d1NowMs } from "../../db/clock";
+import { attempts, quarantine, receipts, replays } from "../../db/schema";
+import { ulidFloor } from "../../lib/ulid";
 import { bodyDropsAtFor } from "./body-retention";
 import type { ReceiptFilter } from "./filters";
 import { decodeUtf8OrBase64 } from "./payload";

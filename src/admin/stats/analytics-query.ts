@@ -1,5 +1,5 @@
-import { localRejections } from "../lib/local-rejections";
-import { secretValue } from "../lib/secrets";
+import { localRejections } from "../../lib/local-rejections";
+import { secretValue } from "../../lib/secrets";
 import type { HourlyMetrics } from "./series";
 import type { DeliveryMetrics } from "./stats";
 

@@ -1,10 +1,10 @@
-import { sendResumed } from "../consumers/delivery-gate";
-import { deliveryGate } from "../gate/client";
-import type { DeliveryControl } from "../gate/control";
-import type { GateStatus } from "../gate/gate";
-import { apiError } from "../lib/errors";
-import { logEvent } from "../lib/log";
-import { lookupSource } from "../sources/registry";
+import { sendResumed } from "../../consumers/delivery-gate";
+import { deliveryGate } from "../../gate/client";
+import type { DeliveryControl } from "../../gate/control";
+import type { GateStatus } from "../../gate/gate";
+import { apiError } from "../../lib/errors";
+import { logEvent } from "../../lib/log";
+import { lookupSource } from "../../sources/registry";
 
 /**
  * Pausing and resuming a route (docs/routing.md "Delivery control"), for the admin API, the CLI and the dashboard.

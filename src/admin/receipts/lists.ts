@@ -1,6 +1,6 @@
-import { database } from "../db/client";
+import { database } from "../../db/client";
 // Every bound database, a source filter or not: a source that moved left receipts in the database it moved from.
-import { receiptDatabaseEnvs } from "../sources/databases";
+import { receiptDatabaseEnvs } from "../../sources/databases";
 import type { ReceiptFilter } from "./filters";
 import {
   type Page,

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
-import { shardsOf } from "../claims/routing";
-import { database } from "../db/client";
-import { loadSources, sourcesHealth } from "../sources/registry";
-import { explainHealth } from "./health";
+import { shardsOf } from "../../claims/routing";
+import { database } from "../../db/client";
+import { loadSources, sourcesHealth } from "../../sources/registry";
+import { explainHealth } from "../health/source-health";
 import { NO_SAMPLES, type Percentiles } from "./percentiles";
 import type { SourceStats } from "./source-stats";
 import { receiptNumbers } from "./stats-rows";
@@ -38,7 +38,7 @@ export interface StatsReport {
   sources: SourceStats[];
 }
 
-/** What Analytics Engine adds to a report, per source, when it is bound and queryable (see ./metrics-query.ts). */
+/** What Analytics Engine adds to a report, per source, when it is bound and queryable (see ./analytics-query.ts). */
 export interface DeliveryMetrics {
   rejectedSignatures: Map<string, number>;
   ackLatencyMs: Map<string, Percentiles>;
