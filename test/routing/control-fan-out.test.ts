@@ -1,10 +1,12 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processDeliveries } from "../../src/consumers/deliveries";
+import { processReceipt } from "../../src/consumers/process";
+import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
 import { reenqueueLostDeliveries } from "../../src/reconcile/redrive-deliveries";
 import { ADMIN, adminGet } from "../admin/support";
-import { receiptRow } from "../consumers/support/processing";
+import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
 import { keysOf, lane, send, setLane } from "./gate-support";
 
@@ -162,5 +164,22 @@ describe("a circuit breaker on a further route", () => {
       2, 2,
     ]);
     expect((await lane("fan-breaker")).map((request) => request.answer)).toEqual([503, 503, 204, 204, 204, 204, 204]);
+  });
+});
+
+describe("what a further route's gate costs", () => {
+  it("no gate request for a source whose routes have no control; one ask and one tell for a controlled second route", async () => {
+    const doRequests = async (source: string) => {
+      const payload = {
+        type: "account.credited",
+        data: { account: `acct_${crypto.randomUUID().slice(0, 8)}`, amount: 1 },
+      };
+      const receiptId = await seedReceipt({ source, payload });
+      const before = meterReading().totals.doRequests;
+      expect((await processReceipt(env, receiptId)).kind).toBe("done");
+      return meterReading().totals.doRequests - before;
+    };
+    expect(await doRequests("routing-fanout-rows")).toBe(0);
+    expect(await doRequests("gate-fanout-cost")).toBe(2);
   });
 });
