@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processBatch } from "../../src/consumers/process";
 import { COMMIT_MARGIN_MS, externalCallBudgetMs, mayStartAttempt } from "../../src/consumers/slice-budget";
+import { difference, meterReading } from "../../src/lib/meter";
 import { MAX_DESTINATION_TIMEOUT_MS } from "../../src/sources/config";
 import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";
 
@@ -75,7 +76,7 @@ describe("a slice of slow forwards", () => {
   });
 });
 
-describe("a slice of first attempts of a source with a handler route and a forward route", () => {
+describe("a slice of first attempts of a source with a handler route, a forward route and one filtered out", () => {
   it("runs every one: the lease taken for the slice leaves the waves after the first a handler's budget, not none", async () => {
     // Twelve is two waves of six. The forward makes the slice lease them up front; the handler's external calls
     // (none here) would draw on what the lease leaves, so an attempt that waited for a slot still starts.
@@ -88,11 +89,19 @@ describe("a slice of first attempts of a source with a handler route and a forwa
           eventType: "account.credited",
         }),
       );
+    const before = meterReading().totals;
     const verdicts = await processBatch(env, receiptIds);
+    const spent = difference(meterReading().totals, before);
     for (const receiptId of receiptIds) {
       expect(verdicts.get(receiptId)).toEqual({ kind: "done", status: "processed" });
       expect(await standinRequests(`${receiptId}:backend`)).toHaveLength(1);
+      expect(await standinRequests(`${receiptId}:audit`)).toHaveLength(0);
     }
+    // The budget of two matched routes and one filtered out (docs/routing.md, "Fan-out"): per event the lease (the
+    // forward's), the commit and the backend's deliveries row, after the relay's 2; the slice's D1 calls, not one
+    // more per event. An attempt sent back unattempted would add its lease, its release and their calls.
+    expect(spent.d1RowsWritten - spent.d1HandlerRowsWritten).toBe(3 * receiptIds.length);
+    expect(spent.d1Calls).toBeLessThanOrEqual(4);
   });
 });
 
