@@ -149,6 +149,7 @@ export async function processDeliveries(
         route,
         run,
         decision,
+        facts: { ...facts, finishedAt },
         startedAt: now,
         finishedAt,
         generation: heldGeneration ?? delivery.leaseGeneration + 1,
@@ -237,15 +238,10 @@ async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]):
         verdicts.set(attempt.receiptId, { kind: "done", status: "duplicate" });
         continue;
       }
-      // The effect could not be written (its version gate, or D1): retried on the delivery's schedule.
+      // The effect could not be written (its version gate, or D1): retried on the delivery's schedule (its route's).
       const failed = decide(
         { status: "retry", error: `commit failed: ${error instanceof Error ? error.message : String(error)}` },
-        {
-          policy: undefined,
-          attemptNumberInRun: 1,
-          budgetStartedAt: attempt.finishedAt,
-          finishedAt: attempt.finishedAt,
-        },
+        attempt.facts,
       );
       await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, { ...attempt, decision: failed }));
       verdicts.set(attempt.receiptId, failed.queue);

@@ -1,7 +1,7 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { deliveries } from "../db/schema";
-import type { Decision } from "./decide";
+import type { AttemptFacts, Decision } from "./decide";
 import type { AttemptRun } from "./run";
 import { ABORT_UNLESS_CHANGED, effectStatements, prepare } from "./statements";
 
@@ -115,6 +115,8 @@ export interface DeliveryAttempt {
   route: string;
   run: AttemptRun;
   decision: Decision;
+  /** What the decision was made from (the route's retry policy, the attempt's number): a failed commit is decided again from it. */
+  facts: AttemptFacts;
   startedAt: number;
   finishedAt: number;
   /** The generation this attempt holds: its lease's, or the next one for a lease-free attempt. */

@@ -1,8 +1,15 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { processDeliveries } from "../../src/consumers/deliveries";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
-import { envWithSources, receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
+import {
+  envWithSources,
+  receiptRow,
+  seedReceipt,
+  standinOrigin,
+  standinRequests,
+} from "../consumers/support/processing";
 import { eventually, post, signDemo } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";
 import { settleEachTest } from "../support/storage";
@@ -90,5 +97,46 @@ describe("the cron's return of a lease that ran out, on a route with its own ret
     const row = await receiptRow(receiptId);
     expect(row).toMatchObject({ status: "dead", attempts: 2 });
     expect(row.lastError).toMatch(/^gave up after 2 attempts: lease expired/);
+  });
+});
+
+describe("a further delivery whose commit fails", () => {
+  it("is retried on its route's schedule, not dead-lettered", async () => {
+    const commitEnv = envWithSources({
+      "retry-commit": {
+        provider: "standard-webhooks",
+        secrets: ["DEMO_WEBHOOK_SECRET"],
+        routes: [
+          { name: "own", destination: "none" },
+          { name: "commit-fails", destination: `${standinOrigin()}/ok`, retry: { max_retries: 3, jitter: 0 } },
+        ],
+      },
+    });
+    const receiptId = await seedReceipt({ source: "retry-commit", payload: { type: "x" }, status: "processed" });
+    await env.DB.prepare("UPDATE receipts SET route = 'own', filtered_routes = '' WHERE id = ?").bind(receiptId).run();
+    await env.DB.prepare(
+      "INSERT INTO deliveries (receipt_id, route, status, attempts, lease_generation, next_attempt_at) VALUES (?, 'commit-fails', 'pending', 1, 1, ?)",
+    )
+      .bind(receiptId, Date.now() - 1000)
+      .run();
+    // Its second attempt succeeds, and writing that outcome fails (as D1 might).
+    await env.DB.prepare(
+      `CREATE TRIGGER failpoint_commit_fails BEFORE UPDATE OF status ON deliveries
+       WHEN NEW.status = 'processed' AND NEW.route = 'commit-fails'
+       BEGIN SELECT RAISE(ABORT, 'injected failure before commit'); END`,
+    ).run();
+    try {
+      const verdicts = await processDeliveries(commitEnv, "commit-fails", [receiptId]);
+      expect(verdicts.get(receiptId)).toMatchObject({ kind: "retry" });
+    } finally {
+      await env.DB.prepare("DROP TRIGGER IF EXISTS failpoint_commit_fails").run();
+    }
+    const row = await env.DB.prepare(
+      "SELECT status, attempts, next_attempt_at AS nextAttemptAt, last_error AS lastError FROM deliveries WHERE receipt_id = ?",
+    )
+      .bind(receiptId)
+      .first<{ status: string; attempts: number; nextAttemptAt: number | null; lastError: string }>();
+    expect(row).toMatchObject({ status: "pending", attempts: 2, nextAttemptAt: expect.any(Number) });
+    expect(row?.lastError).toMatch(/^commit failed: .*injected failure before commit/);
   });
 });
