@@ -152,20 +152,20 @@ describe("pause and resume", () => {
     });
     const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
     const sourcePage = async () => (await page("/admin/sources/gate-paused", { headers: { cookie } })).text();
-    expect(await sourcePage()).toContain('id="route-pause"');
+    expect(await sourcePage()).toContain('id="route-held-pause"');
     const paused = await page("/admin/sources/gate-paused/routes/held/pause", {
       method: "POST",
       headers: { cookie, origin },
     });
     expect(paused.status).toBe(303);
     const html = await sourcePage();
-    expect(html).toContain('id="route-paused"');
-    expect(html).toContain('id="route-resume"');
+    expect(html).toContain('id="route-held-paused"');
+    expect(html).toContain('id="route-held-resume"');
     expect(
       (await page("/admin/sources/gate-paused/routes/held/resume", { method: "POST", headers: { cookie, origin } }))
         .status,
     ).toBe(303);
-    expect(await sourcePage()).toContain('id="route-running"');
+    expect(await sourcePage()).toContain('id="route-held-running"');
     // Cross-site posts are refused, as every dashboard form's.
     expect(
       (
@@ -175,6 +175,35 @@ describe("pause and resume", () => {
         })
       ).status,
     ).toBe(403);
+  });
+
+  it("shows a Pause button for a further route of a fan-out source, and pauses that route alone", async () => {
+    const origin = "https://receiver.test";
+    const page = (path: string, init: RequestInit = {}) =>
+      exports.default.fetch(new Request(`${origin}${path}`, { redirect: "manual", ...init }));
+    const signedIn = await page("/admin/login", {
+      method: "POST",
+      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+      headers: { "content-type": "application/x-www-form-urlencoded", origin },
+    });
+    const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+    const sourcePage = async () => (await page("/admin/sources/gate-fanout-paused", { headers: { cookie } })).text();
+    const before = await sourcePage();
+    // The first route has no control options: no panel; the second has one.
+    expect(before).not.toContain('id="route-plain"');
+    expect(before).toContain('id="route-held-pause"');
+    const paused = await page("/admin/sources/gate-fanout-paused/routes/held/pause", {
+      method: "POST",
+      headers: { cookie, origin },
+    });
+    expect(paused.status).toBe(303);
+    expect(await sourcePage()).toContain('id="route-held-resume"');
+    const resumed = await page("/admin/sources/gate-fanout-paused/routes/held/resume", {
+      method: "POST",
+      headers: { cookie, origin },
+    });
+    expect(resumed.status).toBe(303);
+    expect(await sourcePage()).toContain('id="route-held-running"');
   });
 
   it("answers why a route cannot be paused", async () => {

@@ -162,12 +162,16 @@ dashboard.get("/sources/:source", async (c) => {
     throw apiError(404, "unknown_source", "No configured or recorded source has this name.");
   const points = series.get(onlySource) ?? emptySeries(now, 24, readout ? 0 : null);
   if (note) report.notes.analyticsEngine = note;
-  // A route with delivery control has a gate to show (one Durable Object request); any other route has none.
+  // Each route with delivery control has a gate to show (one Durable Object request each); any other route has none.
   const lookup = lookupSource(c.env, onlySource);
-  const route =
-    lookup.kind === "valid" && lookup.source.route.control
-      ? await routeControlView(c.env, onlySource, lookup.source.route.name)
-      : null;
+  const routes =
+    lookup.kind === "valid"
+      ? await Promise.all(
+          lookup.source.routes
+            .filter(({ rules }) => rules.control !== null)
+            .map(({ rules }) => routeControlView(c.env, onlySource, rules.name)),
+        )
+      : [];
   return c.html(
     <SourcePage
       name={onlySource}
@@ -175,7 +179,7 @@ dashboard.get("/sources/:source", async (c) => {
       points={points}
       alerts={alerts}
       problems={problems}
-      route={route}
+      routes={routes}
       flash={takeFlash(c)}
     />,
   );

@@ -1,7 +1,7 @@
 import type { RouteControlView } from "../../actions/route-control";
 
 /**
- * A source's route with delivery control, on its source page: paused or running, the circuit breaker, and the
+ * Each route of a source with delivery control, on its source page (one panel per route, ids prefixed by its name): paused or running, the circuit breaker, and the
  * Pause / Resume button (posting to /admin/sources/<source>/routes/<route>/pause|resume, CSRF-checked by Origin).
  */
 export function RouteControlPanel(props: { view: RouteControlView }) {
@@ -14,15 +14,15 @@ export function RouteControlPanel(props: { view: RouteControlView }) {
       <h2>Route {view.route}</h2>
       <p>
         {paused ? (
-          <strong id="route-paused">
+          <strong id={`route-${view.route}-paused`}>
             Paused{view.pausedInConfig ? " in config (deploy paused = false to resume)" : ""}
           </strong>
         ) : (
-          <span id="route-running">Running</span>
+          <span id={`route-${view.route}-running`}>Running</span>
         )}
         {" · "}
         {gate.breakerOpen ? (
-          <strong class="bad" id="route-breaker-open">
+          <strong class="bad" id={`route-${view.route}-breaker-open`}>
             Circuit breaker open since {new Date(gate.openedAt!).toISOString()} ({gate.failures} failures in a row)
           </strong>
         ) : (
@@ -33,7 +33,7 @@ export function RouteControlPanel(props: { view: RouteControlView }) {
       </p>
       {!view.pausedInConfig && (
         <form method="post" action={`${action}/${gate.paused ? "resume" : "pause"}`}>
-          <button type="submit" id={gate.paused ? "route-resume" : "route-pause"}>
+          <button type="submit" id={`route-${view.route}-${gate.paused ? "resume" : "pause"}`}>
             {gate.paused ? "Resume (send held deliveries, oldest first)" : "Pause this route"}
           </button>
         </form>

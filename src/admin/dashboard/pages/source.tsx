@@ -16,7 +16,7 @@ export function SourcePage(props: {
   points: HourPoint[];
   alerts: ReadableAlert[];
   problems: string[] | undefined;
-  route?: RouteControlView | null;
+  routes?: readonly RouteControlView[];
   flash?: string;
 }) {
   const name = encodeURIComponent(props.name);
@@ -46,7 +46,9 @@ export function SourcePage(props: {
         Last {formatDuration(props.report.windowMs)} · <a href={`/admin/receipts?source=${name}`}>receipts</a> ·{" "}
         <a href={`/admin/dead?source=${name}`}>dead letters</a> · <a href={`/admin/alerts?source=${name}`}>alerts</a>
       </p>
-      {props.route && <RouteControlPanel view={props.route} />}
+      {props.routes?.map((view) => (
+        <RouteControlPanel view={view} />
+      ))}
       <h2>Last 24 hours, per hour (UTC)</h2>
       <Charts points={props.points} rejectedFrom={props.report.origins.rejectedSignatures} />
       {source ? (
