@@ -101,7 +101,7 @@ async function relayToOneDatabase(
           body: record.body ? Buffer.from(record.body) : null,
           keptHeaders: record.keptHeaders,
           receivedAt: record.receivedAt,
-          // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/queries.ts).
+          // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/quarantine-slice.ts).
           relayedAt: d1NowMs,
         })
         .onConflictDoNothing()

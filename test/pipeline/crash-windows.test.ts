@@ -7,7 +7,7 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { receiptDetail } from "../../src/admin/receipts/queries";
+import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { shardFor } from "../../src/claims/routing";
 import { database } from "../../src/db/client";
 import worker from "../../src/index";

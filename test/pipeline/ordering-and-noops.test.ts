@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { receiptDetail } from "../../src/admin/receipts/queries";
+import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { database } from "../../src/db/client";
 import { account, credit, deliverDemo, planChange, waitForStatus } from "../support/deliveries";
 import { processedCount, settle, settleEachTest } from "../support/storage";

@@ -1,7 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { receiptDetail } from "../../src/admin/receipts/queries";
+import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { shardFor } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { sha256Hex } from "../../src/crypto/digest";

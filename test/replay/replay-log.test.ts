@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { timeline } from "../../src/admin/dashboard/pages/receipt";
-import { receiptDetail } from "../../src/admin/receipts/queries";
+import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { database } from "../../src/db/client";
 import { receipts, replays } from "../../src/db/schema";
 import { applyRetention } from "../../src/reconcile/retention";

@@ -16,9 +16,9 @@ import {
   rejectUnknownParameters,
 } from "../receipts/filters";
 import { listQuarantine, receiptChanges, searchReceipts } from "../receipts/lists";
-import { receiptDetail, receiptIdForEvent } from "../receipts/queries";
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipts/receipt-changes";
 import { inFirstDatabase } from "../receipts/receipt-databases";
+import { receiptDetail, receiptIdForEvent } from "../receipts/receipt-detail";
 import { deliveryMetricsFor } from "../stats/analytics-query";
 
 async function replayRouteReport(

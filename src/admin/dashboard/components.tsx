@@ -1,6 +1,6 @@
 import type { ReadableAlert } from "../health/alerts";
 import type { HealthReason } from "../health/source-health";
-import type { ReceiptSummary } from "../receipts/queries";
+import type { ReceiptSummary } from "../receipts/receipt-slice";
 import { formatFacts, formatInstant, withQuery } from "./format";
 import { Badge } from "./layout";
 

@@ -13,8 +13,8 @@ import {
   rejectUnknownParameters,
 } from "../receipts/filters";
 import { searchReceipts } from "../receipts/lists";
-import { receiptDetail } from "../receipts/queries";
 import { inFirstDatabase } from "../receipts/receipt-databases";
+import { receiptDetail } from "../receipts/receipt-detail";
 import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
 import { ReceiptPage } from "./pages/receipt";

@@ -2,17 +2,11 @@ import { database } from "../../db/client";
 // Every bound database, a source filter or not: a source that moved left receipts in the database it moved from.
 import { receiptDatabaseEnvs } from "../../sources/databases";
 import type { ReceiptFilter } from "./filters";
-import {
-  type Page,
-  type QuarantineList,
-  type ReceiptSummary,
-  readQuarantineSlice,
-  readReceiptSlice,
-  receiptsMatching,
-} from "./queries";
+import { type QuarantineList, readQuarantineSlice } from "./quarantine-slice";
 import { byChange, type ChangesPage, type ChangesQuery, changesPage, readChanges } from "./receipt-changes";
 import { cursorIn, type Direction, decodePagesCursor } from "./receipt-cursor";
 import { keysetPage, receiptPage } from "./receipt-pages";
+import { type Page, type ReceiptSummary, readReceiptSlice, receiptsMatching } from "./receipt-slice";
 
 /**
  * The admin lists — receipts and dead letters, what changed since a cursor, quarantine — read across every

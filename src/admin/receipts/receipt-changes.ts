@@ -5,7 +5,7 @@ import { apiError } from "../../lib/errors";
 import { ulidFloor } from "../../lib/ulid";
 import { parseDuration } from "../../sources/config";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Query, RECEIPT_STATUSES, type ReceiptStatus } from "./filters";
-import { type ReceiptSummary, receiptSummaryColumns } from "./queries";
+import { type ReceiptSummary, receiptSummaryColumns } from "./receipt-slice";
 
 /**
  * "What changed since I last looked?" for a live tail: GET /admin/api/receipts?changedSince=…, which finds

@@ -1,4 +1,3 @@
-import type { Page, ReceiptSummary } from "./queries";
 import {
   type CaughtUp,
   type DatabaseReadState,
@@ -6,9 +5,10 @@ import {
   encodePagesCursor,
   type ReceiptCursor,
 } from "./receipt-cursor";
+import type { Page, ReceiptSummary } from "./receipt-slice";
 
 /**
- * A receipt (or quarantine) page from what each database returned for it (queries.ts `readReceiptSlice`,
+ * A receipt (or quarantine) page from what each database returned for it (receipt-slice.ts `readReceiptSlice`,
  * `readQuarantineSlice`): the caught-up rows first, then the rows ahead of the cursor merged by id. One database gives exactly the single-database page.
  *
  * Why none is skipped across databases: every database read its own first `limit + 1` rows past the shared id

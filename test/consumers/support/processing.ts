@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { inject } from "vitest";
-import { receiptDetail } from "../../../src/admin/receipts/queries";
+import { receiptDetail } from "../../../src/admin/receipts/receipt-detail";
 import { database } from "../../../src/db/client";
 import { ulid } from "../../../src/lib/ulid";
 

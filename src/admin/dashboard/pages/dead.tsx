@@ -1,4 +1,4 @@
-import type { ReceiptSummary, Page as ResultPage } from "../../receipts/queries";
+import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-slice";
 import { Flash, Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 import { FilterProblem, TextFilter } from "./receipts";

@@ -1,4 +1,4 @@
-import type { QuarantineList } from "../../receipts/queries";
+import type { QuarantineList } from "../../receipts/quarantine-slice";
 import { formatInstant } from "../format";
 import { Page } from "../layout";
 

@@ -1,4 +1,4 @@
-import type { ReceiptDetail } from "../../receipts/queries";
+import type { ReceiptDetail } from "../../receipts/receipt-detail";
 import { Flash } from "../components";
 import { formatDuration, formatInstant } from "../format";
 import { Badge, Page } from "../layout";

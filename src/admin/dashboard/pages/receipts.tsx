@@ -1,5 +1,5 @@
 import { PROVENANCES, RECEIPT_STATUSES } from "../../receipts/filters";
-import type { ReceiptSummary, Page as ResultPage } from "../../receipts/queries";
+import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-slice";
 import { Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 
