@@ -58,7 +58,7 @@ export function allInCost(
   const lines: AllInLine[] = [
     { item: "happy path (acceptance, relay, processing)", usdPerMillion: happyUsdPerMillion },
     {
-      item: "retention (body drop, receipt and key delete, shard tombstone delete)",
+      item: "retention (body drop, receipt and key delete, shard partition drop)",
       usdPerMillion:
         (retention.d1RowsWritten + retention.doRowsWritten) * PRICES.rowsWrittenPerMillion +
         (retention.d1RowsRead + retention.doRowsRead) * PRICES.rowsReadPerMillion +

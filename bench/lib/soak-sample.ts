@@ -120,19 +120,31 @@ function shardFiles(persistDir: string): string[] {
     .filter((file) => statSync(file).size > 0);
 }
 
+/**
+ * Every claim a shard file holds, whichever time partition keeps it (src/claims/partitions.ts: tables listed in
+ * claim_partitions), as a subquery; null for a shard that has none yet.
+ */
+function everyClaim(database: DatabaseSync): string | null {
+  if (!database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'claim_partitions'").get()) {
+    return null;
+  }
+  const tables = (database.prepare("SELECT generation FROM claim_partitions").all() as { generation: number }[]).map(
+    ({ generation }) => (generation === 0 ? "event_claims" : `event_claims_${generation}`),
+  );
+  return `(${tables.map((table) => `SELECT source, relay_pending, received_at FROM ${table}`).join(" UNION ALL ")})`;
+}
+
 function readShard(file: string): { bytes: number; keys: number; unrelayed: number; oldestUnrelayed: number | null } {
   const database = new DatabaseSync(file, { readOnly: true });
   try {
     database.exec("PRAGMA busy_timeout = 5000");
-    const hasClaims = database
-      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'")
-      .get();
-    if (!hasClaims) return { bytes: usedBytes(database), keys: 0, unrelayed: 0, oldestUnrelayed: null };
+    const claims = everyClaim(database);
+    if (!claims) return { bytes: usedBytes(database), keys: 0, unrelayed: 0, oldestUnrelayed: null };
     const row = database
       .prepare(
         `SELECT COUNT(*) AS keys, SUM(relay_pending = 1) AS unrelayed,
            MIN(CASE WHEN relay_pending = 1 THEN received_at END) AS oldest
-         FROM event_claims WHERE source IN (?, ?)`,
+         FROM ${claims} WHERE source IN (?, ?)`,
       )
       .get(...SOAK_SOURCES) as { keys: number; unrelayed: number | null; oldest: number | null };
     return { bytes: usedBytes(database), keys: row.keys, unrelayed: row.unrelayed ?? 0, oldestUnrelayed: row.oldest };
@@ -186,11 +198,11 @@ export function unfinishedBySource(
     const database = new DatabaseSync(file, { readOnly: true });
     try {
       database.exec("PRAGMA busy_timeout = 5000");
-      if (!database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_claims'").get())
-        continue;
+      const everyClaimHeld = everyClaim(database);
+      if (!everyClaimHeld) continue;
       const claims = database
         .prepare(
-          "SELECT source, COUNT(*) AS n FROM event_claims WHERE source IN (?, ?) AND relay_pending = 1 GROUP BY source",
+          `SELECT source, COUNT(*) AS n FROM ${everyClaimHeld} WHERE source IN (?, ?) AND relay_pending = 1 GROUP BY source`,
         )
         .all(...SOAK_SOURCES) as Array<{ source: string; n: number }>;
       for (const claim of claims) counts.get(claim.source)!.unfinished += claim.n;

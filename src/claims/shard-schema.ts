@@ -1,31 +1,18 @@
+import { PARTITIONS_SCHEMA } from "./partitions";
+
 /**
- * The claim shard's SQLite schema. `event_claims` is keyed (relay_pending, source, event_key) WITHOUT ROWID:
+ * The claim shard's SQLite schema. Claims live in time partitions of one shape (./partitions.ts: `event_claims`,
+ * then `event_claims_1`, …), each keyed (relay_pending, source, event_key) WITHOUT ROWID:
  * one billed row per insert (no separate key index), the relay's backlog is the key prefix relay_pending = 1
- * (a seek, never a scan), and a dedupe lookup is two seeks (relay_pending IN (0, 1)). Turning a claim into a
+ * (a seek, never a scan), and a dedupe lookup is two seeks per partition kept (relay_pending IN (0, 1)). Turning a claim into a
  * tombstone moves it to relay_pending = 0 in one update, which the local meters count as one row written.
  *
  * `event_key` is the claim key (src/model/claims.ts claimKeyOf): the event key when the sender's signature covers
  * it, else the payload's SHA-256, with the provider's unsigned key kept in `unsigned_event_key` until the relay
  * has given it to D1. So a source with unsigned keys dedupes on the payload hash at no extra row or index.
+ * The other tables below hold what is not a claim.
  */
 export const CLAIMS_SCHEMA = `
-CREATE TABLE IF NOT EXISTS event_claims (
-  relay_pending INTEGER NOT NULL,
-  source TEXT NOT NULL,
-  event_key TEXT NOT NULL,
-  receipt_id TEXT NOT NULL,
-  payload_sha256 TEXT NOT NULL,
-  received_at INTEGER NOT NULL,
-  provenance TEXT NOT NULL,
-  unsigned_event_key TEXT,
-  event_type TEXT,
-  subject TEXT,
-  version INTEGER,
-  occurred_at INTEGER,
-  kept_headers TEXT,
-  body BLOB,
-  PRIMARY KEY (relay_pending, source, event_key)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS quarantine_outbox (
   quarantine_id TEXT PRIMARY KEY,
   source TEXT NOT NULL,
@@ -52,13 +39,9 @@ CREATE TABLE IF NOT EXISTS relay_state (
   singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
   failures INTEGER NOT NULL
 );
--- Where the next prune visit resumes its walk through the tombstones (src/claims/prune.ts).
-CREATE TABLE IF NOT EXISTS prune_cursor (
-  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-  source TEXT NOT NULL,
-  event_key TEXT NOT NULL
-);
-`;
+-- Where a row-by-row prune walk resumed, before claims were kept in time partitions (./partitions.ts).
+DROP TABLE IF EXISTS prune_cursor;
+${PARTITIONS_SCHEMA}`;
 
 /**
  * Shards created before unsigned keys were keyed by payload hash have no `unsigned_event_key`: added once (a NULL

@@ -15,7 +15,7 @@ import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "../sources/registry";
-import { pruneExpiredKeys } from "./prune";
+import { expirePartitions, partitionTable, readPartitions } from "./partitions";
 import { relaySettings } from "./relay-settings";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
@@ -27,7 +27,8 @@ import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./
  * the Worker acknowledge with a 2xx.
  *
  * Billed rows per accepted event: the claim insert (1, a WITHOUT ROWID table with no other index) and the relay's
- * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch. The
+ * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch; the
+ * tombstone is later forgotten with its whole time partition, a DROP TABLE that writes no row (./partitions.ts). The
  * same for a source whose key the signature does not cover: its claims are keyed by the payload hash (claimKeyOf)
  * in the same table, so a replay under a new key finds the first copy here without any other row or index.
  */
@@ -46,10 +47,6 @@ const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
  * an outage costs one failed D1 call per shard per interval, not one per claim.
  */
 export const RELAY_PROBE_MS = 10_000;
-/** Tombstones one prune visit reads, at most, walking the keys from where the last visit stopped. */
-export const PRUNE_READ_LIMIT = 50_000;
-/** Tombstones read per page of a prune visit, each page's expired keys deleted in one transaction. */
-const PRUNE_PAGE = 5_000;
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
 const REMAINING_COUNT_CAP = 1000;
 const HOUR_MS = 3_600_000;
@@ -67,8 +64,13 @@ type ClaimRow = {
   provenance: string;
 };
 
+/** A claim waiting for its relay, and the partition that holds it (where the relay turns it into a tombstone). */
+type WaitingClaim = PendingClaim & { generation: number };
+
 export class ClaimShard extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  /** The claims' time partitions kept, newest (where claims go) first: ./partitions.ts. */
+  private readonly partitions: ReturnType<typeof readPartitions>;
   /**
    * Whether this instance has an alarm pending. Kept in memory so a claim never pays for getAlarm: a fresh
    * instance sets the alarm once more than needed, which costs one row, never a lost relay.
@@ -98,8 +100,11 @@ export class ClaimShard extends DurableObject<Env> {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(CLAIMS_SCHEMA);
-    migrateUnsignedKeyColumn(this.sql);
-    migrateLegacyClaims(this.sql);
+    this.partitions = readPartitions(this.sql);
+    if (this.partitions.some((partition) => partition.generation === 0)) {
+      migrateUnsignedKeyColumn(this.sql);
+      migrateLegacyClaims(this.sql);
+    }
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
     ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
   }
@@ -111,8 +116,10 @@ export class ClaimShard extends DurableObject<Env> {
     const result = this.ctx.storage.transactionSync((): ClaimResult => {
       const existing = execCounted<ClaimRow>(
         this.sql,
-        `SELECT receipt_id, payload_sha256, provenance FROM event_claims
-         WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
+        this.acrossPartitions(
+          (table) => `SELECT receipt_id, payload_sha256, provenance FROM ${table}
+           WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
+        ),
         request.source,
         claimKey,
       )[0];
@@ -120,7 +127,7 @@ export class ClaimShard extends DurableObject<Env> {
         const receiptId = ulid(request.receivedAt);
         execCounted(
           this.sql,
-          `INSERT INTO event_claims (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
+          `INSERT INTO ${partitionTable(this.partitions[0]!.generation)} (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
              unsigned_event_key, event_type, subject, version, occurred_at, kept_headers, body)
            VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           request.source,
@@ -236,7 +243,7 @@ export class ClaimShard extends DurableObject<Env> {
       for (const claim of claims) {
         execCounted(
           this.sql,
-          `UPDATE event_claims SET relay_pending = 0, unsigned_event_key = NULL, event_type = NULL, subject = NULL, version = NULL,
+          `UPDATE ${partitionTable(claim.generation)} SET relay_pending = 0, unsigned_event_key = NULL, event_type = NULL, subject = NULL, version = NULL,
              occurred_at = NULL, kept_headers = NULL, body = NULL
            WHERE relay_pending = 1 AND source = ? AND event_key = ?`,
           claim.source,
@@ -261,15 +268,20 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
-  private pendingClaims(): PendingClaim[] {
+  private pendingClaims(): WaitingClaim[] {
+    // One ordered merge of every partition's backlog (each arm a seek on its key prefix), stopped at the batch size.
     const query = (afterKey: string) =>
-      withinBudget<PendingClaim>(
+      withinBudget<WaitingClaim>(
         this.sql,
-        `SELECT receipt_id AS receiptId, source, event_key AS claimKey, COALESCE(unsigned_event_key, event_key) AS eventKey,
-           payload_sha256 AS payloadSha256,
+        `${this.partitions
+          .map(
+            ({ generation }) => `SELECT receipt_id AS receiptId, source, event_key AS claimKey,
+           COALESCE(unsigned_event_key, event_key) AS eventKey, payload_sha256 AS payloadSha256,
            event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
-           kept_headers AS keptHeaders, received_at AS receivedAt, provenance
-         FROM event_claims WHERE relay_pending = 1 AND event_key > ? ORDER BY relay_pending, source, event_key LIMIT ?`,
+           kept_headers AS keptHeaders, received_at AS receivedAt, provenance, ${generation} AS generation
+         FROM ${partitionTable(generation)} WHERE relay_pending = 1 AND event_key > ?1`,
+          )
+          .join(" UNION ALL ")} ORDER BY source, claimKey LIMIT ?2`,
         afterKey,
         RELAY_BATCH,
       );
@@ -283,7 +295,7 @@ export class ClaimShard extends DurableObject<Env> {
   unrelayedCount(cap = Number.MAX_SAFE_INTEGER): number {
     const row = execCounted<{ pending: number }>(
       this.sql,
-      `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM event_claims WHERE relay_pending = 1 LIMIT ?1))
+      `SELECT (SELECT COUNT(*) FROM (${this.acrossPartitions((table) => `SELECT 1 FROM ${table} WHERE relay_pending = 1`)} LIMIT ?1))
             + (SELECT COUNT(*) FROM (SELECT 1 FROM quarantine_outbox WHERE relayed_at IS NULL LIMIT ?1)) AS pending`,
       cap,
     )[0];
@@ -291,17 +303,15 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   /**
-   * Forgets keys older than the dedupe retention, walking the tombstones from where the last call stopped and
-   * reading at most `readLimit` of them (src/claims/prune.ts). Never touches an unrelayed claim: that is
-   * acknowledged work.
+   * Forgets keys older than the dedupe retention a time partition at a time (./partitions.ts): never one received
+   * after `olderThan`, never an unrelayed claim (acknowledged work), never `keepKeys`. While a relay is under way
+   * nothing is dropped (its claims' partitions must still be there for their tombstone update): the next visit does it.
    */
-  pruneKeys(olderThan: number, readLimit = PRUNE_READ_LIMIT, keepKeys: readonly string[] = []): number {
+  pruneKeys(olderThan: number, keepKeys: readonly string[] = []): number {
     count("doRequests");
-    const pruned = pruneExpiredKeys(this.ctx.storage, olderThan, {
-      readLimit,
-      pageSize: PRUNE_PAGE,
-      keep: new Set(keepKeys),
-    });
+    const pruned = this.relaying
+      ? 0
+      : expirePartitions(this.ctx.storage, this.partitions, olderThan, new Set(keepKeys));
     execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
     execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return pruned;
@@ -350,7 +360,6 @@ export class ClaimShard extends DurableObject<Env> {
   async sweep(
     keyCutoff: number,
     relayRounds: number,
-    pruneReadLimit: number,
     keepKeys: readonly string[] = [],
   ): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
     count("doRequests");
@@ -369,7 +378,7 @@ export class ClaimShard extends DurableObject<Env> {
       if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
       remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     }
-    const keysPruned = this.pruneKeys(keyCutoff, pruneReadLimit, keepKeys);
+    const keysPruned = this.pruneKeys(keyCutoff, keepKeys);
     // Backlog and size, told to the system monitor only when they cross its thresholds (src/monitor/).
     const backlog =
       remaining >= REMAINING_COUNT_CAP ? this.unrelayedCount(shardThresholds(this.env).backlog) : remaining;
@@ -387,8 +396,10 @@ export class ClaimShard extends DurableObject<Env> {
   ): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
     const row = execCounted<{ receipt_id: string; payload_sha256: string; has_body: number; relay_pending: number }>(
       this.sql,
-      `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
-       FROM event_claims WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
+      this.acrossPartitions(
+        (table) => `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
+         FROM ${table} WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
+      ),
       source,
       claimKey,
     )[0];
@@ -399,6 +410,11 @@ export class ClaimShard extends DurableObject<Env> {
       hasBody: row.has_body === 1,
       relayed: row.relay_pending === 0,
     };
+  }
+
+  /** One query over every partition kept, newest first (a key lives in one partition at most). */
+  private acrossPartitions(arm: (table: string) => string): string {
+    return this.partitions.map(({ generation }) => arm(partitionTable(generation))).join(" UNION ALL ");
   }
 
   /** After a relay that worked: forgets the failure streak. True if there was one (the alarm was backed off). */

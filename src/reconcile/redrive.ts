@@ -1,6 +1,5 @@
 import { and, asc, eq, isNotNull, isNull, lte, or } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
-import { PRUNE_READ_LIMIT } from "../claims/shard";
 import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
@@ -30,8 +29,6 @@ export const OVERDUE_GRACE_MS = 10 * 60_000;
 export const REDRIVE_BATCH = 200;
 /** Relay batches per shard per visit (each batch is at most the shard's relay batch size). */
 const SHARD_RELAY_ROUNDS = 4;
-/** Tombstones each shard reads per visit while forgetting expired keys (src/claims/prune.ts). */
-const SHARD_PRUNE_READS = PRUNE_READ_LIMIT;
 /**
  * Shard visits per run. Below it every shard of every source is visited on every run; above it the visits rotate
  * (a cursor in `checkpoints`), so each shard is still reached every ceil(shards / budget) runs and a run's
@@ -80,9 +77,7 @@ export async function sweepShards(
     await writeCheckpoint(env, SWEEP_CURSOR_SOURCE, "shard-sweep", { offset: (offset + budget) % visits.length }, now);
   }
   const results = await Promise.allSettled(
-    chosen.map(({ stub, keyCutoff, keepKeys }) =>
-      stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, SHARD_PRUNE_READS, keepKeys),
-    ),
+    chosen.map(({ stub, keyCutoff, keepKeys }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, keepKeys)),
   );
   const counts = {
     shardsVisited: chosen.length,

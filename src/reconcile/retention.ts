@@ -28,7 +28,8 @@ import {
  *                            lifetime by default) or until it is dismissed (retention-held.ts);
  *   after dedupe retention   the tombstone itself goes — receipt (its committed_at is the event's one-effect
  *                            guard), its attempts and its replays together.
- * The claim shards forget their copy of a key on the same cutoff when the cron visits them (src/claims/prune.ts),
+ * The claim shards forget their copy of a key on the same cutoff when the cron visits them, a time partition at a
+ * time (src/claims/partitions.ts: between one and two windows after the key was received),
  * except the keys this scan could not delete (unfinished work), which it leaves them in `checkpoints` for the next
  * run's sweep (SHARD_KEEP_CHECKPOINT, retention-scan.ts).
  * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age.

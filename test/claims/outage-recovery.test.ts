@@ -6,6 +6,7 @@ import { difference, type MeterTotals } from "../../src/lib/meter";
 import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { eventually } from "../support/deliveries";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
+import { everyClaim } from "../support/storage";
 
 /**
  * A D1 outage leaves each claim shard with a backlog of acknowledged claims and an alarm backed off to 5 minutes.
@@ -43,7 +44,9 @@ function backlogOf(stub: DurableObjectStub<ClaimShard>): Promise<number> {
   return runInDurableObject(
     stub,
     (_instance, state) =>
-      state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM event_claims WHERE relay_pending = 1").one().n,
+      state.storage.sql
+        .exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1`)
+        .one().n,
   );
 }
 
@@ -124,7 +127,7 @@ describe("recovery after a D1 outage", { timeout: 300_000 }, () => {
     const large = standaloneShard(largeSource);
     const largeBatches = await backlogAfterOutage(large, largeSource, 5_000);
     // The cron's sweep relays one batch; the shard then goes on at once instead of waiting out its backoff.
-    const largeDrain = await drained(large, () => large.sweep(0, 1, 0));
+    const largeDrain = await drained(large, () => large.sweep(0, 1));
     expect(await relayFailures(large)).toBe(0);
 
     // Full batches: one queue message per relay batch, every one but the odd last carrying 50 claims.

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { shardFor } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import { credit, deliverDemo } from "../support/deliveries";
-import { settle, settleEachTest } from "../support/storage";
+import { everyClaim, settle, settleEachTest } from "../support/storage";
 
 settleEachTest();
 
@@ -19,7 +19,7 @@ describe("what a shard keeps after relaying", () => {
     const stored = await runInDurableObject(shardFor(env, "demo", eventKey), (_instance: ClaimShard, state) => ({
       claim: state.storage.sql
         .exec(
-          "SELECT * FROM event_claims WHERE relay_pending IN (0, 1) AND source = 'demo' AND event_key = ?",
+          `SELECT * FROM ${everyClaim(state.storage.sql)} WHERE relay_pending IN (0, 1) AND source = 'demo' AND event_key = ?`,
           eventKey,
         )
         .toArray(),

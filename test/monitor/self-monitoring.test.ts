@@ -211,8 +211,8 @@ describe("a shard past its storage threshold", () => {
     // The threshold set just under what this shard stores (the var ALERT_SHARD_STORAGE_BYTES), for its visits.
     const restore = await breakShardBindings(shard, { ALERT_SHARD_STORAGE_BYTES: String(bytes - 1) } as Partial<Env>);
     const farPast = 0;
-    await shard.sweep(farPast, 1, 10);
-    await shard.sweep(farPast, 1, 10);
+    await shard.sweep(farPast, 1);
+    await shard.sweep(farPast, 1);
     const open = (await systemMonitor(env).list()).filter(
       (alert) => alert.kind === "shard-storage" && alert.state === "open",
     );
@@ -230,7 +230,7 @@ describe("a shard past its storage threshold", () => {
     expect(notices.map((notice) => notice.type)).toEqual(["alert.opened"]);
 
     await restore();
-    await shard.sweep(farPast, 1, 10);
+    await shard.sweep(farPast, 1);
     expect((await health()).reasons ?? []).not.toContain("shard-storage");
     const recorded = await env.DB.prepare("SELECT kind, state FROM alerts WHERE id = ?").bind(open[0]!.alertId).first();
     expect(recorded).toEqual({ kind: "shard-storage", state: "resolved" });

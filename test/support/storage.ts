@@ -1,6 +1,7 @@
 import { listDurableObjectIds, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, expect } from "vitest";
+import { CLAIM_COLUMNS, partitionTable } from "../../src/claims/partitions";
 import { shardCount, shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 
@@ -17,13 +18,25 @@ export interface ShardClaimRow {
   hasBody: boolean;
 }
 
+/**
+ * Every claim a shard holds, whichever time partition keeps it (src/claims/partitions.ts), as a subquery to select
+ * from in place of one table.
+ */
+export function everyClaim(sql: SqlStorage): string {
+  const tables = sql
+    .exec<{ generation: number }>("SELECT generation FROM claim_partitions")
+    .toArray()
+    .map(({ generation }) => `SELECT ${CLAIM_COLUMNS} FROM ${partitionTable(generation)}`);
+  return `(${tables.join(" UNION ALL ")})`;
+}
+
 /** The claim row for a key in the shard that owns it (under the given env's shard count), or null. */
 export async function shardClaim(source: string, eventKey: string, shardEnv: Env = env): Promise<ShardClaimRow | null> {
   return runInDurableObject(shardFor(shardEnv, source, eventKey), (_instance: ClaimShard, state) => {
     const row = state.storage.sql
       .exec<{ receiptId: string; payloadSha256: string; relayPending: number; hasBody: number }>(
         `SELECT receipt_id AS receiptId, payload_sha256 AS payloadSha256, relay_pending AS relayPending, body IS NOT NULL AS hasBody
-         FROM event_claims WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
+         FROM ${everyClaim(state.storage.sql)} WHERE relay_pending IN (0, 1) AND source = ? AND event_key = ?`,
         source,
         eventKey,
       )
@@ -125,7 +138,7 @@ async function unfinishedSince(since: number): Promise<string[]> {
         runInDurableObject(shard, (_instance: ClaimShard, state) =>
           state.storage.sql
             .exec<{ what: string; source: string; eventKey: string }>(
-              `SELECT 'unrelayed claim' AS what, source, event_key AS eventKey FROM event_claims WHERE relay_pending = 1 AND received_at >= ?1
+              `SELECT 'unrelayed claim' AS what, source, event_key AS eventKey FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1 AND received_at >= ?1
                UNION ALL
                SELECT 'unrelayed quarantine' AS what, source, event_key AS eventKey FROM quarantine_outbox WHERE relayed_at IS NULL AND received_at >= ?1`,
               since,

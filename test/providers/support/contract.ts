@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { shardsOf } from "../../../src/claims/routing";
 import type { ClaimShard } from "../../../src/claims/shard";
+import { everyClaim } from "../../support/storage";
 
 /**
  * The behaviour every provider adapter shares, run against each one through the real HTTP route
@@ -127,7 +128,7 @@ export async function storedCounts(source: string): Promise<{ claims: number; re
       (_instance: ClaimShard, state) =>
         state.storage.sql
           .exec<{ count: number }>(
-            "SELECT COUNT(*) AS count FROM event_claims WHERE relay_pending IN (0, 1) AND source = ?",
+            `SELECT COUNT(*) AS count FROM ${everyClaim(state.storage.sql)} WHERE relay_pending IN (0, 1) AND source = ?`,
             source,
           )
           .one().count,
