@@ -7,7 +7,7 @@ import { meteredD1 } from "../lib/meter";
 import { type AttemptFacts, type Decision, decide } from "./decide";
 import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
 import type { ReceiptForWork } from "./load";
-import type { AttemptRun } from "./run";
+import type { AttemptRun } from "./run-destination";
 import { ABORT_UNLESS_CHANGED, batchUnlessEmpty, effectStatements, prepare } from "./statements";
 
 /**

@@ -12,7 +12,7 @@ import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./deli
 import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
-import { type AttemptRun, runDestination } from "./run";
+import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
 

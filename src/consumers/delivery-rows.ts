@@ -2,7 +2,7 @@ import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { deliveries } from "../db/schema";
 import type { AttemptFacts, Decision } from "./decide";
-import type { AttemptRun } from "./run";
+import type { AttemptRun } from "./run-destination";
 import { ABORT_UNLESS_CHANGED, effectStatements, prepare } from "./statements";
 
 /**

@@ -15,7 +15,7 @@ import type { FannedOut } from "./delivery-rows";
 import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
-import { type AttemptRun, runDestination } from "./run";
+import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
 /**

@@ -12,7 +12,7 @@ import {
   type ReplayOne,
   type ReplayRequester,
   replayReceipt,
-} from "./replay";
+} from "./replay-receipts";
 
 /**
  * Replaying one route's delivery of a receipt (docs/processing.md, "Deliveries"): only that route runs again. The

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { dismissAnywhere } from "../../src/admin/actions/dismiss";
-import { replayReceipt } from "../../src/replay/replay";
+import { replayReceipt } from "../../src/replay/replay-receipts";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
 import { standinRequests } from "../consumers/support/processing";

@@ -5,7 +5,7 @@ import { claimEvent } from "../../src/claims/claim-event";
 import { shardFor, shardIndex } from "../../src/claims/routing";
 import type { ClaimShard } from "../../src/claims/shard";
 import type { ClaimResult } from "../../src/model/claims";
-import { replayReceipt } from "../../src/replay/replay";
+import { replayReceipt } from "../../src/replay/replay-receipts";
 import { loadSources } from "../../src/sources/registry";
 import { account, credit, deliverDemo, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import {

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
 import { LEASE_MS } from "../../src/consumers/lease";
 import { processReceipt } from "../../src/consumers/process";
-import { replayReceipt } from "../../src/replay/replay";
+import { replayReceipt } from "../../src/replay/replay-receipts";
 import { account, eventually } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";
 import { hangNextRun, testEnv } from "./support/handlers";

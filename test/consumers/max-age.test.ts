@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
-import { replayReceipt } from "../../src/replay/replay";
+import { replayReceipt } from "../../src/replay/replay-receipts";
 import { lossyQueue } from "../support/failpoints";
 import { receiptRow, seedReceipt } from "./support/processing";
 

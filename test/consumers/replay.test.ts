@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ReplayFilterError, replayDeadReceipts, replayReceipt } from "../../src/replay/replay";
+import { ReplayFilterError, replayDeadReceipts, replayReceipt } from "../../src/replay/replay-receipts";
 import {
   account,
   credit,

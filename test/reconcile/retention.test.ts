@@ -4,7 +4,7 @@ import { dismissAnywhere } from "../../src/admin/actions/dismiss";
 import { claimEvent } from "../../src/claims/claim-event";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
-import { replayReceipt } from "../../src/replay/replay";
+import { replayReceipt } from "../../src/replay/replay-receipts";
 import { loadSources } from "../../src/sources/registry";
 import { adminGet } from "../admin/support";
 import { eventually, waitForStatus } from "../support/deliveries";

@@ -6,7 +6,7 @@ import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { database } from "../../src/db/client";
 import { receipts, replays } from "../../src/db/schema";
 import { applyRetention } from "../../src/reconcile/retention";
-import { replayDeadReceipts, replayReceipt } from "../../src/replay/replay";
+import { replayDeadReceipts, replayReceipt } from "../../src/replay/replay-receipts";
 import { loadSources } from "../../src/sources/registry";
 import { adminGet, adminPost } from "../admin/support";
 import { seedReceipt } from "../consumers/support/processing";

@@ -1,7 +1,7 @@
 import { apiError } from "../../lib/errors";
-import type { DeadReceiptFilter } from "../../replay/replay";
+import type { DeadReceiptFilter } from "../../replay/replay-receipts";
 import { describeUnknown, isReceiptId, parseInstant, type Query, unknownNames } from "../receipts/filters";
-import { MAX_REPLAY_IDS } from "./replay";
+import { MAX_REPLAY_IDS } from "./replay-actions";
 
 /**
  * The body of POST /admin/api/dead/replay, read strictly: a bulk replay changes state, so a misspelt key or a

@@ -2,7 +2,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
-import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay";
+import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
 import { type AdminEnv, requireBearer } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
 import {

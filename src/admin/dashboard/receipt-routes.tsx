@@ -3,7 +3,7 @@ import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
 import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
-import { MAX_REPLAY_IDS, replayByIds } from "../actions/replay";
+import { MAX_REPLAY_IDS, replayByIds } from "../actions/replay-actions";
 import type { AdminEnv } from "../guards/auth";
 import {
   isReceiptId,

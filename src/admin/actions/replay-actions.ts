@@ -1,6 +1,12 @@
 import { apiError } from "../../lib/errors";
 import { logEvent } from "../../lib/log";
 import {
+  oldestDeadDeliveries,
+  type ReplayDelivery,
+  replayDeadDeliveries,
+  replayDelivery,
+} from "../../replay/replay-delivery";
+import {
   DEFAULT_REPLAY_LIMIT,
   type DeadReceiptFilter,
   oldestDeadMatching,
@@ -10,13 +16,7 @@ import {
   type ReplayRequester,
   replayDeadReceipts,
   replayReceipt,
-} from "../../replay/replay";
-import {
-  oldestDeadDeliveries,
-  type ReplayDelivery,
-  replayDeadDeliveries,
-  replayDelivery,
-} from "../../replay/replay-delivery";
+} from "../../replay/replay-receipts";
 import { receiptDatabaseEnvs } from "../../sources/databases";
 import { loadSources } from "../../sources/registry";
 import { groupByDatabase } from "../receipts/receipt-databases";
