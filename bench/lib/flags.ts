@@ -1,4 +1,5 @@
 import { FAULTS_HELP, type FaultSpec, parseFaults } from "./faults.ts";
+import type { SoakSettings } from "./soak.ts";
 
 /** Command-line flags of `npm run bench`. Every rate and size the document names is a flag. */
 
@@ -35,14 +36,7 @@ export interface BenchFlags {
   /** null: pick free ports (the default with --check, so a CI run never collides with a bench in progress). */
   portBase: number | null;
   /** The soak phase: arrivals per second, minutes, the soak source's retention, seconds between cron runs. */
-  soak: {
-    rate: number;
-    minutes: number;
-    payloadRetention: string;
-    dedupeRetention: string;
-    cronSeconds: number;
-    faults: FaultSpec[];
-  };
+  soak: SoakSettings;
 }
 
 export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak";
