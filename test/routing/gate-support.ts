@@ -24,9 +24,14 @@ export async function setLane(name: string, status: number): Promise<void> {
 }
 
 /** Posts one signed event to the real route; returns its receipt id once the receipt exists. */
-export async function send(source: string, n: number): Promise<string> {
-  const key = `gate_${crypto.randomUUID()}`;
-  const body = JSON.stringify({ type: "account.credited", data: { account: `acct_${n}`, amount: n } });
+export function send(source: string, n: number): Promise<string> {
+  return sendCredit(source, { account: `acct_${n}`, amount: n });
+}
+
+/** Posts one signed `account.credited` event carrying `data`; returns its receipt id once the receipt is in D1. */
+export async function sendCredit(source: string, data: Record<string, unknown>): Promise<string> {
+  const key = `lane_${crypto.randomUUID()}`;
+  const body = JSON.stringify({ type: "account.credited", data });
   expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
   return eventually(
     async () =>

@@ -2,8 +2,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../src/consumers/process";
 import { ADMIN, adminPost } from "../admin/support";
-import { receiptRow, standinOrigin } from "../consumers/support/processing";
-import { eventually, post, signDemo } from "../support/deliveries";
+import { receiptRow } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
+import { lane, sendCredit, setLane } from "./gate-support";
 
 /**
  * `ordered_by` per route (docs/routing.md "Ordering"), through the real pipeline: signed deliveries posted to
@@ -13,35 +14,9 @@ import { eventually, post, signDemo } from "../support/deliveries";
  * test/fixtures/sources/ordering.json.
  */
 
-interface LaneRequest {
-  headers: Record<string, string>;
-  answer: number;
-}
-
-async function lane(name: string): Promise<LaneRequest[]> {
-  return (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
-}
-
 /** Receipt ids in the order their requests reached the lane (a retried one once per request). */
 async function arrivals(name: string): Promise<string[]> {
   return (await lane(name)).map((request) => request.headers["idempotency-key"]!);
-}
-
-/** Posts one signed event with `data`; returns its receipt id once the receipt is in D1. */
-async function send(source: string, data: Record<string, unknown>): Promise<string> {
-  const key = `order_${crypto.randomUUID()}`;
-  const body = JSON.stringify({ type: "account.credited", data });
-  expect((await post(`/webhooks/${source}`, body, signDemo(key, body))).status).toBe(200);
-  return eventually(
-    async () =>
-      (
-        await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
-          .bind(source, key)
-          .first<{ id: string }>()
-      )?.id,
-    15_000,
-    "receipt",
-  );
 }
 
 async function whenAll(receiptIds: readonly string[], status: string, timeoutMs = 60_000): Promise<void> {
@@ -78,7 +53,7 @@ describe("ordered_by = subject", () => {
         const ids: string[] = [];
         for (let n = 0; n < 4; n++)
           ids.push(
-            await send("order-subject", {
+            await sendCredit("order-subject", {
               account,
               amount: n,
               ...(account === "acct_o1" && n === 0 ? { note: "retry-me" } : {}),
@@ -87,7 +62,7 @@ describe("ordered_by = subject", () => {
         return ids;
       }),
     );
-    const noSubject = await send("order-subject", { amount: 9 });
+    const noSubject = await sendCredit("order-subject", { amount: 9 });
     const all = [...sent.flat(), noSubject];
     await whenAll(all, "processed", 90_000);
 
@@ -113,17 +88,17 @@ describe("ordered_by = body path, a dead delivery", () => {
   }, async () => {
     const replayedLater = "acct_d1";
     const dismissedLater = "acct_d2";
-    const deadReplayed = await send("order-dead", { account: replayedLater, note: "refuse-me" });
-    const deadDismissed = await send("order-dead", { account: dismissedLater, note: "refuse-me" });
+    const deadReplayed = await sendCredit("order-dead", { account: replayedLater, note: "refuse-me" });
+    const deadDismissed = await sendCredit("order-dead", { account: dismissedLater, note: "refuse-me" });
     await whenAll([deadReplayed, deadDismissed], "dead");
 
     const behindReplayed = [
-      await send("order-dead", { account: replayedLater, amount: 1 }),
-      await send("order-dead", { account: replayedLater, amount: 2 }),
+      await sendCredit("order-dead", { account: replayedLater, amount: 1 }),
+      await sendCredit("order-dead", { account: replayedLater, amount: 2 }),
     ];
-    const behindDismissed = await send("order-dead", { account: dismissedLater, amount: 1 });
-    const otherValue = await send("order-dead", { account: "acct_d3", amount: 1 });
-    const noValue = await send("order-dead", { amount: 1 });
+    const behindDismissed = await sendCredit("order-dead", { account: dismissedLater, amount: 1 });
+    const otherValue = await sendCredit("order-dead", { account: "acct_d3", amount: 1 });
+    const noValue = await sendCredit("order-dead", { amount: 1 });
     await whenAll([otherValue, noValue], "processed");
     await whenHeld([...behindReplayed, behindDismissed]);
 
@@ -148,7 +123,7 @@ describe("ordered_by = body path, a dead delivery", () => {
     expect(await receiptRow(behindDismissed)).toMatchObject({ status: "processed", attempts: 1 });
 
     // Replaying one (its destination fixed) sends it first, then the ones behind it, in received order.
-    await fetch(`${standinOrigin()}/__lane/order-dead?status=204`, { method: "PUT" });
+    await setLane("order-dead", 204);
     expect((await adminPost(`/admin/api/receipts/${deadReplayed}/replay`, {}, ADMIN)).status).toBe(202);
     await whenAll([deadReplayed], "processed");
     await processBatch(env, behindReplayed, later());
@@ -159,11 +134,11 @@ describe("ordered_by = body path, a dead delivery", () => {
   });
 
   it('with on_dead = "skip" does not hold the later ones back', { timeout: 60_000 }, async () => {
-    const dead = await send("order-skip", { account: "acct_s1", note: "refuse-me" });
+    const dead = await sendCredit("order-skip", { account: "acct_s1", note: "refuse-me" });
     await whenAll([dead], "dead");
     const after = [
-      await send("order-skip", { account: "acct_s1", amount: 1 }),
-      await send("order-skip", { account: "acct_s1", amount: 2 }),
+      await sendCredit("order-skip", { account: "acct_s1", amount: 1 }),
+      await sendCredit("order-skip", { account: "acct_s1", amount: 2 }),
     ];
     await whenAll(after, "processed");
     expect((await arrivals("order-skip")).filter((id) => after.includes(id))).toEqual(after);
