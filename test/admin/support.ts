@@ -55,3 +55,21 @@ export async function seedAlert(
     .values({ state: "open", ...row, alertId });
   return alertId;
 }
+
+/** The dashboard's origin: its form posts must come from it (the CSRF check). */
+export const DASHBOARD_ORIGIN = "https://receiver.test";
+
+/** A dashboard request as a browser sends it: redirects are answers to look at, not to follow. */
+export function dashboardPage(path: string, init: RequestInit = {}): Promise<Response> {
+  return exports.default.fetch(new Request(`${DASHBOARD_ORIGIN}${path}`, { redirect: "manual", ...init }));
+}
+
+/** Signs in with the admin token; returns the session as a request cookie. */
+export async function dashboardSession(): Promise<string> {
+  const response = await dashboardPage("/admin/login", {
+    method: "POST",
+    body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: DASHBOARD_ORIGIN },
+  });
+  return response.headers.get("set-cookie")!.split(";")[0]!;
+}

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
 import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
-import { ADMIN, adminGet } from "../admin/support";
+import { ADMIN, adminGet, DASHBOARD_ORIGIN, dashboardPage, dashboardSession } from "../admin/support";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
 import { keysOf, lane, send, setLane } from "./gate-support";
@@ -142,15 +142,9 @@ describe("pause and resume", () => {
   });
 
   it("has a Pause / Resume button on the dashboard's source page", async () => {
-    const origin = "https://receiver.test";
-    const page = (path: string, init: RequestInit = {}) =>
-      exports.default.fetch(new Request(`${origin}${path}`, { redirect: "manual", ...init }));
-    const signedIn = await page("/admin/login", {
-      method: "POST",
-      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
-      headers: { "content-type": "application/x-www-form-urlencoded", origin },
-    });
-    const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+    const origin = DASHBOARD_ORIGIN;
+    const page = dashboardPage;
+    const cookie = await dashboardSession();
     const sourcePage = async () => (await page("/admin/sources/gate-paused", { headers: { cookie } })).text();
     expect(await sourcePage()).toContain('id="route-held-pause"');
     const paused = await page("/admin/sources/gate-paused/routes/held/pause", {
@@ -178,15 +172,9 @@ describe("pause and resume", () => {
   });
 
   it("shows a Pause button for a further route of a fan-out source, and pauses that route alone", async () => {
-    const origin = "https://receiver.test";
-    const page = (path: string, init: RequestInit = {}) =>
-      exports.default.fetch(new Request(`${origin}${path}`, { redirect: "manual", ...init }));
-    const signedIn = await page("/admin/login", {
-      method: "POST",
-      body: new URLSearchParams({ token: env.ADMIN_TOKEN }),
-      headers: { "content-type": "application/x-www-form-urlencoded", origin },
-    });
-    const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+    const origin = DASHBOARD_ORIGIN;
+    const page = dashboardPage;
+    const cookie = await dashboardSession();
     const sourcePage = async () => (await page("/admin/sources/gate-fanout-paused", { headers: { cookie } })).text();
     const before = await sourcePage();
     // The first route has no control options: no panel; the second has one.
