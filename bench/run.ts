@@ -26,6 +26,7 @@ import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
 import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
 import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
+import { logPlanWrites } from "./lib/plan-writes.ts";
 import { poisonCheck } from "./lib/poison.ts";
 import { mulberry32 } from "./lib/random.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
@@ -101,6 +102,7 @@ async function main(flags: BenchFlags): Promise<void> {
       await portAt(flags, 10),
     );
     runtimes.push(receiver);
+    if (flags.phases.has("sim")) logPlanWrites(new ReceiptStore(receiver.options.persistDir));
     await receiver.start();
   }
   if (flags.phases.has("meters")) await meters(flags, deployment, stateDir);
@@ -678,6 +680,7 @@ async function crashRecovery(
     await portAt(flags, 12),
   );
   runtimes.push(runtime);
+  logPlanWrites(new ReceiptStore(runtime.options.persistDir));
   await runtime.start();
   const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
   const schedule = scheduleDeliveries(flags, workload.events);

@@ -4,7 +4,8 @@ import { DatabaseSync } from "node:sqlite";
 
 /**
  * Read-only view of the receiver's local D1 database: the SQLite file workerd keeps under the persist
- * directory. The bench only ever opens it read-only, so it cannot disturb what it measures.
+ * directory. While a runtime runs the bench only ever opens it read-only, so it cannot disturb what it measures
+ * (the one write, plan-writes.ts's log, is installed before the runtime starts).
  */
 export class ReceiptStore {
   private readonly persistDir: string;
@@ -13,7 +14,7 @@ export class ReceiptStore {
     this.persistDir = persistDir;
   }
 
-  private file(): string {
+  databaseFile(): string {
     const directory = join(this.persistDir, "v3", "d1", "miniflare-D1DatabaseObject");
     const name = readdirSync(directory).find((entry) => /^[0-9a-f]{64}\.sqlite$/.test(entry));
     if (!name) throw new Error(`no D1 database under ${directory}`);
@@ -22,7 +23,7 @@ export class ReceiptStore {
 
   /** Runs `read` on a fresh read-only connection, so every poll sees the latest committed state. */
   read<T>(read: (database: DatabaseSync) => T): T {
-    const database = new DatabaseSync(this.file(), { readOnly: true });
+    const database = new DatabaseSync(this.databaseFile(), { readOnly: true });
     try {
       database.exec("PRAGMA busy_timeout = 5000");
       return read(database);

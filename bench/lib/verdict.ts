@@ -1,3 +1,4 @@
+import { planWritesInOrder, staleWrites } from "./plan-writes.ts";
 import type { ReceiptStore } from "./store.ts";
 import type { StreamStats } from "./stream.ts";
 import type { Workload } from "./workload.ts";
@@ -24,8 +25,8 @@ export interface VerdictRow {
  *   extra applies     credits over the expected balance, summed per account, in events of 100
  *   lost              credit events not processed, plan changes neither processed nor recorded stale, and
  *                     credits missing from balances (whichever is larger)
- *   stale writes      applied plan changes, in commit order (receipts.committed_at) per account, that carry a
- *                     lower version than one applied before them
+ *   stale writes      writes of an account's plan, in the order D1 committed them (plan-writes.ts's log), that
+ *                     carry a version no newer than one written before them
  *   stale accounts    accounts whose plan_version is not the latest version generated for them
  */
 export function receiverVerdict(
@@ -59,13 +60,6 @@ export function receiverVerdict(
     const accounts = database
       .prepare("SELECT id, credits, plan_version AS planVersion FROM accounts WHERE id LIKE ?")
       .all(`${accountPrefix}%`) as Array<{ id: string; credits: number; planVersion: number }>;
-    const appliedPlans = database
-      .prepare(
-        `SELECT subject AS accountId, version, committed_at AS committedAt FROM receipts
-         WHERE source = ? AND event_key LIKE ? AND status = 'processed' AND event_type = 'account.plan_changed'
-         ORDER BY committed_at, version`,
-      )
-      .all(source, like) as Array<{ accountId: string; version: number; committedAt: number }>;
 
     let unfinished = 0;
     for (const event of workload.events) {
@@ -84,15 +78,6 @@ export function receiverVerdict(
         excess += credits - expected;
       } else deficit += expected - credits;
     }
-    let staleWrites = 0;
-    const highestApplied = new Map<string, number>();
-    // Commit order is committed_at; two commits in one millisecond cannot be told apart, so within a millisecond
-    // the lower version is taken to have come first (a stale write there would go uncounted).
-    for (const plan of appliedPlans) {
-      const highest = highestApplied.get(plan.accountId) ?? 0;
-      if (plan.version < highest) staleWrites++;
-      else highestApplied.set(plan.accountId, plan.version);
-    }
     let staleAccounts = 0;
     for (const [accountId, latest] of workload.latestPlanVersion) {
       if ((balances.get(accountId)?.planVersion ?? 0) !== latest) staleAccounts++;
@@ -104,7 +89,7 @@ export function receiverVerdict(
       duplicateEvents: Math.max(structuralDuplicates, overCreditedAccounts),
       extraApplies: excess / 100,
       lost: Math.max(unfinished, deficit / 100),
-      staleWrites,
+      staleWrites: staleWrites(planWritesInOrder(database, accountPrefix)),
       staleAccounts,
       ledger: accounts.reduce((sum, row) => sum + row.credits, 0),
       expected: expectedLedger(workload),
