@@ -1,17 +1,23 @@
 /**
- * Optional metrics export to Workers Analytics Engine: one data point per delivery (rejected ones included) and
- * one per processing attempt that did not simply succeed (src/consumers/process.ts skips a processed one), written to the `METRICS` dataset binding when it is configured and skipped when
- * it is not. `writeDataPoint` queues the point and returns at once, so nothing here is awaited and the
- * acknowledgement path never waits on it; a failure to write is swallowed (metrics must never fail a delivery).
+ * Optional metrics export to Workers Analytics Engine, written to the `METRICS` dataset binding when it is configured
+ * and skipped when it is not: one data point per delivery refused at the door (rejected, too large, unreadable), one
+ * per 25 deliveries answered 200 of a source and disposition in this isolate, or fewer at the first delivery a
+ * minute after the tally opened (./delivery-tally.ts), and one per processing attempt that did not simply succeed (src/consumers/process.ts skips
+ * a processed one). A point's double2 is the number of deliveries it counts, so counts are SUM(_sample_interval *
+ * double2); deliveries still in a tally when the isolate is evicted are never written (at most 24 per source and
+ * disposition, answered 200 and counted in D1 and the shards all the same). `writeDataPoint` queues the point and
+ * returns at once, so nothing here is awaited and the acknowledgement path never waits on it; a failure to write is
+ * swallowed (metrics must never fail a delivery).
  *
  * Like the log lines, a data point carries named fields only: never a secret, a signature, a header or a body.
  * The layout, and SQL API queries over it: docs/metrics.md.
  *
- *   delivery  blobs [ "delivery", source, disposition, signature result ]   doubles [ ack latency ms, 1 ]
+ *   delivery  blobs [ "delivery", source, disposition, signature result ]   doubles [ ack latency ms, count, max ms ]
  *   attempt   blobs [ "attempt", source, outcome, HTTP status or "" ]       doubles [ duration ms, attempt number ]
  *   index1 is the source in both, so queries for one source read only its rows.
  */
 
+import { type DeliveryTally, tallyDelivery } from "./delivery-tally";
 import { countLocalRejection } from "./local-rejections";
 import { count } from "./meter";
 
@@ -37,8 +43,12 @@ export interface AttemptMetric {
   attempt: number;
 }
 
+function datasetOf(env: MetricsEnv): AnalyticsEngineDataset | undefined {
+  return (env as { METRICS?: AnalyticsEngineDataset }).METRICS;
+}
+
 function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
-  const dataset = (env as { METRICS?: AnalyticsEngineDataset }).METRICS;
+  const dataset = datasetOf(env);
   if (!dataset) return;
   try {
     dataset.writeDataPoint(point);
@@ -52,15 +62,28 @@ function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
  * @example
  *   recordDelivery(c.env, { source: "stripe", disposition: "accepted", signature: "valid", ackMs: 12 });
  */
-export function recordDelivery(env: MetricsEnv, fields: DeliveryMetric): void {
+export function recordDelivery(env: MetricsEnv, fields: DeliveryMetric, now = Date.now()): void {
   // Analytics Engine keeps nothing under wrangler dev: the dev server counts its rejections itself.
   if (fields.disposition === "rejected") countLocalRejection(env, fields.source);
-  write(env, {
-    indexes: [fields.source],
-    blobs: ["delivery", fields.source, fields.disposition, fields.signature],
-    doubles: [fields.ackMs, 1],
-  });
+  const blobs = ["delivery", fields.source, fields.disposition, fields.signature];
+  if (!ANSWERED_200.has(fields.disposition)) {
+    // A refusal keeps a point of its own: its count is what the stats report, and it is never on the happy path.
+    write(env, { indexes: [fields.source], blobs, doubles: [fields.ackMs, 1, fields.ackMs] });
+    return;
+  }
+  if (!datasetOf(env)) return;
+  const key = blobs.join("\u0000");
+  const { tally, point } = tallyDelivery(tallies.get(key), fields.ackMs, now);
+  if (tally) tallies.set(key, tally);
+  else tallies.delete(key);
+  if (point) write(env, { indexes: [fields.source], blobs, doubles: [point.sampleMs, point.count, point.maxMs] });
 }
+
+/** Dispositions answered 200, whose deliveries share points (./delivery-tally.ts). */
+const ANSWERED_200 = new Set(["accepted", "duplicate", "quarantined"]);
+
+/** This isolate's open tallies, by source, disposition and signature result. */
+const tallies = new Map<string, DeliveryTally>();
 
 /**
  * @example

@@ -4,6 +4,13 @@ import { readDeliveryMetrics } from "../../src/admin/stats/analytics-query";
 import { sourceStats } from "../../src/admin/stats/stats";
 import { app } from "../../src/app";
 import { recordAttempt } from "../../src/lib/analytics";
+import {
+  type DeliveryTally,
+  TALLY_SIZE,
+  TALLY_WINDOW_MS,
+  type TalliedPoint,
+  tallyDelivery,
+} from "../../src/lib/delivery-tally";
 import { credit, signDemo } from "../support/deliveries";
 import { uniqueSource } from "./support";
 
@@ -19,13 +26,15 @@ function fakeDataset() {
 }
 
 describe("metrics export to Analytics Engine", () => {
-  it("writes one point per delivery, rejected ones included, without secrets, signatures or bodies", async () => {
+  it("writes a point per refused delivery and one per 25 answered 200, counting them, without secrets, signatures or bodies", async () => {
     const { points, dataset } = fakeDataset();
     const bound = { ...env, METRICS: dataset } as unknown as Env;
-    const eventKey = `msg_metrics_${crypto.randomUUID()}`;
-    const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
-    const headers = signDemo(eventKey, body);
-    const deliver = (extra: Record<string, string> = {}) =>
+    const eventKeys = Array.from({ length: TALLY_SIZE }, () => `msg_metrics_${crypto.randomUUID()}`);
+    const signed = eventKeys.map((eventKey) => {
+      const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
+      return { eventKey, body, headers: signDemo(eventKey, body) };
+    });
+    const deliver = ({ body, headers }: (typeof signed)[number], extra: Record<string, string> = {}) =>
       app.fetch(
         new Request("https://receiver.test/webhooks/admin-audit", {
           method: "POST",
@@ -34,22 +43,56 @@ describe("metrics export to Analytics Engine", () => {
         }),
         bound,
       );
-    expect((await deliver()).status).toBe(200);
-    expect((await deliver()).status).toBe(200);
-    expect((await deliver({ "webhook-signature": "v1,AAAA" })).status).toBe(401);
-
+    const first = signed[0]!;
+    expect((await deliver(first)).status).toBe(200);
+    expect((await deliver(first)).status).toBe(200);
+    expect((await deliver(first, { "webhook-signature": "v1,AAAA" })).status).toBe(401);
+    // The refusal is a point at once; the acceptance and the duplicate wait in their tallies.
     expect(points.map((point) => point.blobs?.slice(0, 4))).toEqual([
-      ["delivery", "admin-audit", "accepted", "valid"],
-      ["delivery", "admin-audit", "duplicate", "valid"],
       ["delivery", "admin-audit", "rejected", expect.stringMatching(/signature/)],
     ]);
+    expect(points[0]!.doubles?.[1]).toBe(1);
+
+    const answers = await Promise.all(signed.slice(1).map((delivery) => deliver(delivery)));
+    expect(answers.map((answer) => answer.status)).toEqual(Array(TALLY_SIZE - 1).fill(200));
+    expect(points.map((point) => [...(point.blobs ?? []).slice(0, 3), point.doubles?.[1]])).toEqual([
+      ["delivery", "admin-audit", "rejected", 1],
+      ["delivery", "admin-audit", "accepted", TALLY_SIZE],
+    ]);
+    const [, accepted] = points;
+    const [sampleMs, , maxMs] = accepted!.doubles ?? [];
+    expect(sampleMs).toBeGreaterThanOrEqual(0);
+    expect(maxMs).toBeGreaterThanOrEqual(sampleMs!);
     for (const point of points) {
       expect(point.indexes).toEqual(["admin-audit"]);
-      expect(point.doubles?.[0]).toBeGreaterThanOrEqual(0);
       const written = JSON.stringify(point);
-      for (const secretish of [env.DEMO_WEBHOOK_SECRET, headers["webhook-signature"], "v1,AAAA", body, eventKey])
-        expect(written).not.toContain(secretish);
+      for (const { eventKey, body, headers } of signed)
+        for (const secretish of [env.DEMO_WEBHOOK_SECRET, headers["webhook-signature"], "v1,AAAA", body, eventKey])
+          expect(written).not.toContain(secretish);
     }
+  });
+
+  it("closes a tally at 25 deliveries, or at the first delivery a minute after it opened, keeping the slowest", () => {
+    let tally: DeliveryTally | undefined;
+    const written: TalliedPoint[] = [];
+    const start = 1_000_000;
+    for (let index = 0; index < 2 * TALLY_SIZE; index++) {
+      const step = tallyDelivery(tally, index === 3 ? 900 : 10 + index, start + index);
+      tally = step.tally;
+      if (step.point) written.push(step.point);
+    }
+    expect(written).toEqual([
+      { count: TALLY_SIZE, sampleMs: 10 + TALLY_SIZE - 1, maxMs: 900 },
+      { count: TALLY_SIZE, sampleMs: 10 + 2 * TALLY_SIZE - 1, maxMs: 10 + 2 * TALLY_SIZE - 1 },
+    ]);
+    expect(tally).toBeUndefined();
+    // A quiet source: three deliveries, the third a minute after the first, close their tally with a count of 3.
+    const quiet = [start, start + 30_000, start + TALLY_WINDOW_MS].reduce<{
+      tally: DeliveryTally | undefined;
+      point: TalliedPoint | null;
+    }>((step, at) => tallyDelivery(step.tally, 5, at), { tally: undefined, point: null });
+    expect(quiet).toEqual({ tally: undefined, point: { count: 3, sampleMs: 5, maxMs: 5 } });
+    expect(tallyDelivery(undefined, 5, start, TALLY_SIZE, TALLY_WINDOW_MS).point).toBeNull();
   });
 
   it("writes nothing and fails nothing when the dataset is not bound, or when writing throws", async () => {
@@ -98,6 +141,9 @@ describe("metrics export to Analytics Engine", () => {
     const readout = (await readDeliveryMetrics(bound, 24 * 3_600_000, source, fetcher))!;
     expect(sent).toHaveLength(3);
     expect(sent.every((text) => text.includes(`index1 = '${source}'`) && text.endsWith("FORMAT JSON"))).toBe(true);
+    // A point counts double2 deliveries: counts sum it, never the points; the maximum is the slowest each counted.
+    expect(sent.every((text) => text.includes("SUM(_sample_interval * double2)"))).toBe(true);
+    expect(sent.some((text) => /SUM\(_sample_interval\)|MAX\(double1\)/.test(text))).toBe(false);
     expect(readout.totals.rejectedSignatures.get(source)).toBe(4);
     expect(readout.hourly.get(source)?.get(hour)).toEqual({ rejected: 4, ackP50: 12, ackP95: 30 });
     expect(readout.totals.ackLatencyMs.get(source)).toEqual({ samples: 10, p50: 12, p95: 30, p99: 41, max: 55 });

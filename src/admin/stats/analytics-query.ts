@@ -46,7 +46,11 @@ async function query<T>(settings: QuerySettings, sqlText: string, fetcher: typeo
   return ((await response.json()) as { data?: T[] }).data ?? [];
 }
 
-/** The SQL behind both numbers; `hours` back from now, optionally one source. Exported for docs/metrics.md's test. */
+/**
+ * The SQL behind both numbers; `hours` back from now, optionally one source. Exported for docs/metrics.md's test.
+ * A delivery point counts double2 deliveries (src/lib/delivery-tally.ts), so counts are SUM(_sample_interval *
+ * double2); its double1 is one sampled latency, which the weighted quantiles read, and double3 the slowest it counts.
+ */
 export function metricsSql(
   dataset: string,
   hours: number,
@@ -55,15 +59,15 @@ export function metricsSql(
 ): { rejected: string; ack: string; ackWindow: string } {
   const where = `timestamp > NOW() - INTERVAL '${Math.max(1, Math.floor(hours))}' HOUR AND blob1 = 'delivery'${source ? ` AND index1 = '${source}'` : ""}`;
   return {
-    rejected: `SELECT blob2 AS source, toStartOfInterval(timestamp, INTERVAL '1' HOUR) AS hour, SUM(_sample_interval) AS rejected
+    rejected: `SELECT blob2 AS source, toStartOfInterval(timestamp, INTERVAL '1' HOUR) AS hour, SUM(_sample_interval * double2) AS rejected
 FROM ${dataset} WHERE ${where} AND blob3 = 'rejected' GROUP BY source, hour ORDER BY source, hour`,
-    ack: `SELECT blob2 AS source, toStartOfInterval(timestamp, INTERVAL '1' HOUR) AS hour, SUM(_sample_interval) AS deliveries,
+    ack: `SELECT blob2 AS source, toStartOfInterval(timestamp, INTERVAL '1' HOUR) AS hour, SUM(_sample_interval * double2) AS deliveries,
   quantileWeighted(0.5, double1, _sample_interval) AS p50, quantileWeighted(0.95, double1, _sample_interval) AS p95,
-  quantileWeighted(0.99, double1, _sample_interval) AS p99, MAX(double1) AS max
+  quantileWeighted(0.99, double1, _sample_interval) AS p99, MAX(double3) AS max
 FROM ${dataset} WHERE ${where} AND blob3 IN ('accepted', 'duplicate', 'quarantined') GROUP BY source, hour ORDER BY source, hour`,
-    ackWindow: `SELECT blob2 AS source, SUM(_sample_interval) AS deliveries,
+    ackWindow: `SELECT blob2 AS source, SUM(_sample_interval * double2) AS deliveries,
   quantileWeighted(0.5, double1, _sample_interval) AS p50, quantileWeighted(0.95, double1, _sample_interval) AS p95,
-  quantileWeighted(0.99, double1, _sample_interval) AS p99, MAX(double1) AS max
+  quantileWeighted(0.99, double1, _sample_interval) AS p99, MAX(double3) AS max
 FROM ${dataset} WHERE ${where.replace(`'${Math.max(1, Math.floor(hours))}' HOUR`, `'${Math.max(1, Math.ceil(windowHours))}' HOUR`)} AND blob3 IN ('accepted', 'duplicate', 'quarantined') GROUP BY source ORDER BY source`,
   };
 }
