@@ -2,11 +2,11 @@
 // one signer reads the same tables and signs as each sender documents it, so a sender added as a table entry can
 // be sent locally with no code here. Asana and Notion hand their signing secret over in a handshake first.
 import { createHash, createHmac } from "node:crypto";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { CliError } from "./errors.mjs";
 import { postWebhook } from "./http.mjs";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const ROOT = join(import.meta.dirname, "..", "..");
 
 /**
  * @typedef {import("./signers.mjs").SignInput} SignInput

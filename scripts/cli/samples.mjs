@@ -4,10 +4,9 @@
 import { randomInt, randomUUID } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { CliError, EXIT } from "./errors.mjs";
 
-const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url));
+const EXAMPLES = join(import.meta.dirname, "..", "..", "examples");
 const SAMPLES = join(EXAMPLES, "samples");
 
 /** Every name `send` takes: the per-provider samples, then the demo's own events in examples/ (credit, plan-changed). */

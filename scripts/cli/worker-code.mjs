@@ -1,9 +1,9 @@
 // The Worker's own TypeScript, bundled on the fly for the CLI, so a command can never disagree with what the
 // deployed Worker would decide (check's config verdict, route test's filter, schema and transform).
 import { timingSafeEqual } from "node:crypto";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const ROOT = join(import.meta.dirname, "..", "..");
 
 /**
  * @param {string} contents an entry module, with paths from the project root (`export * from "./src/…"`)

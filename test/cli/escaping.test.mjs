@@ -13,7 +13,7 @@ const RIGHT_TO_LEFT = "\u202e";
 const ACTIVE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 test("show prints a key, type, subject, header, error and body holding terminal escapes as visible text", () => {
-  /** @type {import("../../scripts/cli/admin-api").ReceiptDetail} */
+  /** @type {import("../../src/admin/receipts/receipt-detail").ReceiptDetail} */
   const detail = {
     receipt: {
       receiptId: "01JD0000000000000000000000",
@@ -26,7 +26,25 @@ test("show prints a key, type, subject, header, error and body holding terminal 
       provenance: "live",
       attempts: 1,
       receivedAt: 1_800_000_000_000,
+      occurredAt: null,
+      relayedAt: 1_800_000_000_050,
+      processedAt: null,
+      nextAttemptAt: null,
       lastError: `destination answered 500: ${CLEAR_SCREEN}`,
+      staleAgainstVersion: null,
+      leaseUntil: null,
+      leaseGeneration: 1,
+      committedAt: null,
+      replayCount: 0,
+      replayedAt: null,
+      dismissedAt: null,
+      restoredAt: null,
+      route: null,
+      filteredRoutes: null,
+      payloadSha256: "0".repeat(64),
+      bodyRetained: true,
+      bodyLocation: null,
+      bodyDropsAt: null,
       keptHeaders: { "user-agent": `agent\r${CLEAR_SCREEN}` },
       body: { encoding: "utf8", text: `not json\n${CLEAR_SCREEN}${RIGHT_TO_LEFT}` },
     },
@@ -41,6 +59,10 @@ test("show prints a key, type, subject, header, error and body holding terminal 
         error: `boom${RETITLE}`,
       },
     ],
+    routes: [],
+    summary: "dead",
+    replays: [],
+    quarantine: [],
   };
   const lines = describe(detail, true);
   for (const line of lines)

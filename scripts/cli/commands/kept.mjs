@@ -21,7 +21,7 @@ export async function kept(action, source, fingerprint, options) {
   const path = `/sources/${encodeURIComponent(source)}/kept-secrets`;
   if (action === "list") {
     if (fingerprint !== undefined) throw new CliError("kept list takes only the source", EXIT.usage);
-    /** @type {{ keptSecrets: import("../admin-api").KeptSecretListing[] }} */
+    /** @type {{ keptSecrets: import("../../../src/ingest/kept-secrets").KeptSecretListing[] }} */
     const answer = await adminRequest(options, path);
     if (options.json) console.log(JSON.stringify(answer));
     else printList(source, answer.keptSecrets);
@@ -32,7 +32,7 @@ export async function kept(action, source, fingerprint, options) {
       `kept ${action} needs the fingerprint kept list shows: kept ${action} ${source} <fingerprint>`,
       EXIT.usage,
     );
-  /** @type {{ approved?: import("../admin-api").KeptSecretListing, revoked?: import("../admin-api").KeptSecretListing }} */
+  /** @type {{ approved?: import("../../../src/ingest/kept-secrets").KeptSecretListing, revoked?: import("../../../src/ingest/kept-secrets").KeptSecretListing }} */
   const answer = await adminRequest(options, `${path}/${encodeURIComponent(fingerprint)}/${action}`, {
     method: "POST",
     body: {},

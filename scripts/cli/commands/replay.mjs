@@ -13,7 +13,7 @@ export async function replay(receiptId, options) {
   if (receiptId !== undefined) {
     // --route: that route's delivery alone; the receipt's other routes are not run again.
     const query = options.route === undefined ? "" : `?route=${encodeURIComponent(options.route)}`;
-    /** @type {import("../admin-api").ReplayReport} */
+    /** @type {import("../../../src/admin/actions/replay-actions").ReplayReport} */
     const report = await adminRequest(options, `/receipts/${encodeURIComponent(receiptId)}/replay${query}`, {
       method: "POST",
     });
@@ -53,7 +53,7 @@ export async function replay(receiptId, options) {
         after,
       }).filter(([, value]) => value !== undefined),
     );
-    /** @type {import("../admin-api").BulkReplayReport} */
+    /** @type {import("../../../src/admin/actions/replay-actions").BulkReplayReport} */
     const report = await adminRequest(options, "/dead/replay", { method: "POST", body: filter });
     total += report.replayed;
     ids.push(...report.results.filter((result) => result.outcome === "replayed").map((result) => result.receiptId));

@@ -21,7 +21,7 @@ export async function show(first, eventKey, options) {
       EXIT.usage,
     );
   }
-  /** @type {import("../admin-api").ReceiptDetail} */
+  /** @type {import("../../../src/admin/receipts/receipt-detail").ReceiptDetail} */
   const detail = await adminRequest(options, path);
   if (options.json) {
     console.log(JSON.stringify(detail, null, 2));
@@ -33,7 +33,7 @@ export async function show(first, eventKey, options) {
 
 /**
  * The receipt as lines of text: identity, timeline (every hop and attempt in order), outcome.
- * @param {import("../admin-api").ReceiptDetail} detail the admin API's receipt detail
+ * @param {import("../../../src/admin/receipts/receipt-detail").ReceiptDetail} detail the admin API's receipt detail
  * @param {boolean} withBody
  */
 export function describe(detail, withBody) {
@@ -133,7 +133,7 @@ export function describe(detail, withBody) {
   return lines;
 }
 
-/** @param {import("../admin-api").Receipt} receipt */
+/** @param {import("../../../src/admin/receipts/receipt-detail").ReceiptDetail["receipt"]} receipt */
 function outcomeSentence(receipt) {
   switch (receipt.status) {
     case "processed":

@@ -49,7 +49,7 @@ export async function tail(options) {
 
   /** @type {Map<string, Seen>} what was last printed for each receipt */
   const seen = new Map();
-  /** @type {import("../admin-api").ReceiptList} */
+  /** @type {import("../../../src/admin/receipts/receipt-slice").Page<import("../../../src/admin/receipts/receipt-slice").ReceiptSummary>} */
   const first = await adminRequest(options, `/receipts?${query}`);
   const backlog = [...first.receipts].reverse();
   for (const receipt of backlog.slice(Math.max(0, backlog.length - history))) await report(receipt, seen, options);
@@ -92,7 +92,7 @@ export async function tail(options) {
     if (stopped) break;
     let news = false;
     try {
-      /** @type {import("../admin-api").ReceiptList} */
+      /** @type {import("../../../src/admin/receipts/receipt-slice").Page<import("../../../src/admin/receipts/receipt-slice").ReceiptSummary>} */
       const newest = await adminRequest(options, `/receipts?${query}`);
       if (lostSince) console.log(dim(`receiver back at ${clock(Date.now())}`));
       lostSince = 0;
@@ -102,7 +102,7 @@ export async function tail(options) {
         let more = true;
         while (more && !stopped) {
           changes.set("changedSince", changesCursor);
-          /** @type {import("../admin-api").ReceiptChanges} */
+          /** @type {import("../../../src/admin/receipts/receipt-changes").ChangesPage} */
           const changed = await adminRequest(options, `/receipts?${changes}`);
           for (const receipt of changed.receipts)
             news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
@@ -138,7 +138,7 @@ export async function tail(options) {
  */
 async function duplicateTally(options, source) {
   const read = async () => {
-    /** @type {import("../admin-api").Stats} */
+    /** @type {import("../../../src/admin/stats/stats").StatsReport} */
     const stats = await adminRequest(options, `/stats?source=${encodeURIComponent(source)}&window=2h`);
     const hours = /** @type {{ hour: number, deliveries: number }[] | null | undefined} */ (
       stats.sources?.[0]?.duplicatesByHour
@@ -166,7 +166,7 @@ async function duplicateTally(options, source) {
   };
 }
 
-/** @param {import("../admin-api").Receipt} receipt */
+/** @param {import("../../../src/admin/receipts/receipt-slice").ReceiptSummary} receipt */
 const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.replayCount ?? 0}`;
 
 /**
@@ -179,7 +179,7 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
  * Prints a receipt the first time it is seen, and each attempt, replay and status change after that. An older
  * receipt first seen because it changed (`changedFrom`, the changes cursor's time) shows only what happened since
  * then, not its whole history (`show` has that). Answers whether anything about it changed.
- * @param {import("../admin-api").Receipt} receipt a receipt summary from the API
+ * @param {import("../../../src/admin/receipts/receipt-slice").ReceiptSummary} receipt a receipt summary from the API
  * @param {Map<string, Seen>} seen
  * @param {import("../project.mjs").ProjectOptions} options
  * @param {number} [changedFrom]
@@ -204,7 +204,7 @@ async function report(receipt, seen, options, changedFrom) {
     from,
   };
   if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays) {
-    /** @type {import("../admin-api").ReceiptDetail} */
+    /** @type {import("../../../src/admin/receipts/receipt-detail").ReceiptDetail} */
     const detail = await adminRequest(options, `/receipts/${receipt.receiptId}`);
     /** @type {[number, string][]} */
     const lines = [];
