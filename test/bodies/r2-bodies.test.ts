@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dismissAnywhere } from "../../src/admin/actions/dismiss";
+import { moveDeadLetters } from "../../src/admin/actions/dismiss";
 import { replayReceipt } from "../../src/replay/replay-receipts";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
@@ -121,7 +121,7 @@ describe("bodies above the threshold live in R2", () => {
     expect(detail.receipt.bodyDropsAt).toBe(detail.receipt.receivedAt + 35 * 86_400_000);
 
     // Dismissed: the object and the marker go at the next run, payload retention being long past.
-    expect((await dismissAnywhere(env, [receipt.receiptId])).changed).toEqual([receipt.receiptId]);
+    expect((await moveDeadLetters(env, "dismiss", [receipt.receiptId])).changed).toEqual([receipt.receiptId]);
     await eventually(
       async () => {
         await runCron(later + 1, onlyThisSource);

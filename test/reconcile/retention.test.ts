@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dismissAnywhere } from "../../src/admin/actions/dismiss";
+import { moveDeadLetters } from "../../src/admin/actions/dismiss";
 import { claimEvent } from "../../src/claims/claim-event";
 import { shardFor } from "../../src/claims/routing";
 import { utf8Bytes } from "../../src/crypto/encoding";
@@ -223,7 +223,9 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(receiptPage).toMatch(new RegExp(`id="body-drops-at"[^>]*>Kept until ${dropsAt} \\(dead-letter retention`));
 
     // Dismissed, or replayed and finished: the body goes at payload retention, though the scan went past it as a dead letter.
-    expect((await dismissAnywhere(env, [(await receipt(SOURCE, dismissed))!.receiptId])).changed).toHaveLength(1);
+    expect(
+      (await moveDeadLetters(env, "dismiss", [(await receipt(SOURCE, dismissed))!.receiptId])).changed,
+    ).toHaveLength(1);
     expect((await replayReceipt(env, (await receipt(SOURCE, replayed))!.receiptId)).kind).toBe("replayed");
     expect(await waitForStatus(SOURCE, replayed)).toBe("processed");
     expect((await cronRun(now + 1)).failures).toBeNull();

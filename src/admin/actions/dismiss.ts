@@ -21,60 +21,46 @@ export interface DismissReport {
   unchanged: string[];
 }
 
+/** What each action moves a receipt from and to, and which of its times it stamps. */
+const MOVES = {
+  dismiss: { from: "dead", to: "dismissed", stamp: (now: number) => ({ dismissedAt: now }) },
+  // The dismissal's time stays, so the timeline shows both.
+  restore: { from: "dismissed", to: "dead", stamp: (now: number) => ({ restoredAt: now }) },
+} as const;
+
+export type DeadLetterAction = keyof typeof MOVES;
+
 /**
+ * Dismisses dead letters, or restores dismissed ones, by id wherever each receipt lives: one update per database
+ * holding some of them (just `DB` when alone).
  * @example
- *   await dismissDeadLetters(database(env), ["01JD…"]); // { changed: ["01JD…"], unchanged: [] }
+ *   await moveDeadLetters(env, "dismiss", ["01JD…"]); // { changed: ["01JD…"], unchanged: [] }
  */
-export async function dismissDeadLetters(
-  db: Database,
-  receiptIds: readonly string[],
-  now = Date.now(),
-): Promise<DismissReport> {
-  if (receiptIds.length === 0) return { changed: [], unchanged: [] };
-  const rows = await db
-    .update(receipts)
-    .set({ status: "dismissed", dismissedAt: now })
-    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dead")))
-    .returning({ receiptId: receipts.receiptId });
-  return report(receiptIds, rows);
-}
-
-/** Back to the dead letters: dead again, and replayable. The dismissal's time stays, so the timeline shows both. */
-export async function restoreDeadLetters(
-  db: Database,
-  receiptIds: readonly string[],
-  now = Date.now(),
-): Promise<DismissReport> {
-  if (receiptIds.length === 0) return { changed: [], unchanged: [] };
-  const rows = await db
-    .update(receipts)
-    .set({ status: "dead", restoredAt: now })
-    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, "dismissed")))
-    .returning({ receiptId: receipts.receiptId });
-  return report(receiptIds, rows);
-}
-
-/** Dismisses by id wherever each receipt lives: one update per database holding some of them (just `DB` when alone). */
-export function dismissAnywhere(env: Env, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
-  return acrossDatabases(env, receiptIds, (db, ids) => dismissDeadLetters(db, ids, now));
-}
-
-/** Restores by id wherever each receipt lives. */
-export function restoreAnywhere(env: Env, receiptIds: readonly string[], now = Date.now()): Promise<DismissReport> {
-  return acrossDatabases(env, receiptIds, (db, ids) => restoreDeadLetters(db, ids, now));
-}
-
-async function acrossDatabases(
+export async function moveDeadLetters(
   env: Env,
+  action: DeadLetterAction,
   receiptIds: readonly string[],
-  action: (db: Database, receiptIds: readonly string[]) => Promise<DismissReport>,
+  now = Date.now(),
 ): Promise<DismissReport> {
   const groups = await groupByDatabase(env, receiptIds);
-  const reports = await Promise.all(groups.map((group) => action(database(group.env), group.receiptIds)));
-  return report(
-    receiptIds,
-    reports.flatMap((each) => each.changed.map((receiptId) => ({ receiptId }))),
+  const moved = await Promise.all(
+    groups.map((group) => moveInDatabase(database(group.env), MOVES[action], group.receiptIds, now)),
   );
+  return report(receiptIds, moved.flat());
+}
+
+async function moveInDatabase(
+  db: Database,
+  move: (typeof MOVES)[DeadLetterAction],
+  receiptIds: readonly string[],
+  now: number,
+): Promise<{ receiptId: string }[]> {
+  if (receiptIds.length === 0) return [];
+  return db
+    .update(receipts)
+    .set({ status: move.to, ...move.stamp(now) })
+    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, move.from)))
+    .returning({ receiptId: receipts.receiptId });
 }
 
 function report(asked: readonly string[], rows: { receiptId: string }[]): DismissReport {

@@ -1,7 +1,7 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
-import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
+import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
 import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
 import { type AdminEnv, requireBearer } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
@@ -176,11 +176,8 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
  * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
  * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back.
  */
-adminApi.post("/dead/dismiss", accepts(), async (c) =>
-  c.json(await dismissAnywhere(c.env, await receiptIdsBody(c.req.raw))),
-);
-adminApi.post("/dead/restore", accepts(), async (c) =>
-  c.json(await restoreAnywhere(c.env, await receiptIdsBody(c.req.raw))),
+adminApi.post("/dead/:action{dismiss|restore}", accepts(), async (c) =>
+  c.json(await moveDeadLetters(c.env, c.req.param("action") as DeadLetterAction, await receiptIdsBody(c.req.raw))),
 );
 
 async function receiptIdsBody(request: Request): Promise<string[]> {

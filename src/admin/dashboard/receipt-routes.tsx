@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
-import { dismissAnywhere, MAX_DISMISS_IDS, restoreAnywhere } from "../actions/dismiss";
+import { MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
 import { MAX_REPLAY_IDS, replayByIds } from "../actions/replay-actions";
 import type { AdminEnv } from "../guards/auth";
 import {
@@ -109,7 +109,7 @@ receiptPages.post("/dead/action", async (c) => {
     case "dismiss": {
       if (receiptIds.length > MAX_DISMISS_IDS)
         throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
-      const report = await dismissAnywhere(c.env, receiptIds);
+      const report = await moveDeadLetters(c.env, "dismiss", receiptIds);
       setFlash(
         c,
         `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`,
@@ -119,7 +119,7 @@ receiptPages.post("/dead/action", async (c) => {
     case "restore": {
       if (receiptIds.length > MAX_DISMISS_IDS)
         throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
-      const report = await restoreAnywhere(c.env, receiptIds);
+      const report = await moveDeadLetters(c.env, "restore", receiptIds);
       setFlash(c, `${plural(report.changed.length, "receipt")} restored to the dead letters.`);
       return c.redirect(single, 303);
     }
