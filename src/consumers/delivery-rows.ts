@@ -22,6 +22,17 @@ export interface FurtherDelivery {
   finishedAt: number;
 }
 
+/** A further delivery not attempted (its gate held it, or its receipt's own route's did): due again after `delaySeconds`. */
+export function notAttempted(route: string, at: number, delaySeconds: number): FurtherDelivery {
+  return {
+    route,
+    run: null,
+    startedAt: at,
+    finishedAt: at,
+    decision: { kind: "nothing", queue: { kind: "retry", delaySeconds }, record: null },
+  };
+}
+
 export interface FannedOut {
   /** The route the receipt row carries; null when every route filtered the event out. */
   route: string | null;

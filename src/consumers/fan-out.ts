@@ -1,12 +1,14 @@
 import { filterSubject, type RoutedEvent } from "../routing/route";
 import type { SourceConfig, SourceRoute } from "../sources/config";
+import { type FannedOut, notAttempted } from "./delivery-rows";
 
 /**
  * Which route an attempt runs, as a pure function of the source's routes and what the receipt has recorded
  * (docs/processing.md, "Deliveries"). The receipt row carries one route's delivery: for a one-route source its only
  * route, as always; for a source with several, the first route whose filter matches, chosen on the event's first
- * attempt, when every further matched route gets a delivery of its own (a `deliveries` row, written with that
- * attempt's commit) and every filtered-out route is only named on the receipt.
+ * consumption, when every further matched route gets a delivery of its own (a `deliveries` row, written with that
+ * attempt's commit, or on its own when the chosen route's gate holds the event: `heldFanOut`) and every filtered-out
+ * route is only named on the receipt.
  */
 
 export interface FanOut {
@@ -58,6 +60,20 @@ export function fanOut(routes: readonly SourceRoute[], event: RoutedEvent): FanO
     else matched.push(route);
   }
   return { primary: matched[0] ?? null, further: matched.slice(1), filtered };
+}
+
+/**
+ * The fan-out of an event whose own route's gate (or ordering) held its first consumption: written all the same, so a
+ * held route never delays the others. Its routes are recorded on the receipt (whose own delivery then waits alone,
+ * and runs that route alone when it goes), and each further delivery is written pending, due at once, to be admitted
+ * at its own route's gate and attempted on its own message, as any later attempt is (deliveries.ts).
+ */
+export function heldFanOut(fanOut: FanOut, at: number): FannedOut {
+  return {
+    route: fanOut.primary?.rules.name ?? null,
+    filtered: fanOut.filtered,
+    further: fanOut.further.map((route) => notAttempted(route.rules.name, at, 0)),
+  };
 }
 
 /** The skip reason of an event no route wanted. */

@@ -11,8 +11,9 @@ import { commitAttempts, type FinishedAttempt } from "./commit";
 import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { sendDeliveryRetries } from "./deliveries";
 import { admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
-import type { FannedOut } from "./delivery-rows";
-import { chooseRoute, filteredOutReason, type RouteChoice } from "./fan-out";
+import { type FannedOut, notAttempted } from "./delivery-rows";
+import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice } from "./fan-out";
+import { writeHeldFanOuts } from "./held-fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { type AttemptRun, runDestination } from "./run-destination";
@@ -110,6 +111,17 @@ export async function processBatch(
     ATTEMPTS_IN_FLIGHT,
   );
   for (const [{ receiptId }, verdict] of heldOwn) verdicts.set(receiptId, verdict);
+  // A first consumption held there still fans out: its further deliveries are written now and go on their own
+  // messages, each to its own route's gate; only the held route's delivery waits (fan-out.ts, `heldFanOut`).
+  await writeHeldFanOuts(
+    env,
+    admissible.flatMap((receipt) => {
+      const choice = choices.get(receipt.receiptId);
+      return verdicts.has(receipt.receiptId) && choice?.kind === "fan-out"
+        ? [{ receipt, fanOut: heldFanOut(choice.fanOut, now) }]
+        : [];
+    }),
+  );
   const runnable = unbroken.filter(
     (row) => !verdicts.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row),
   );
@@ -287,15 +299,8 @@ async function attempt(
         : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
       ...further.map(async (route) => {
         const delaySeconds = heldFurther.get(route.rules.name);
-        if (delaySeconds !== undefined)
-          // Its gate said wait: not attempted, due again when the gate said (delivery-rows.ts writes it pending).
-          return {
-            route: route.rules.name,
-            run: null,
-            startedAt,
-            finishedAt: startedAt,
-            decision: { kind: "nothing", queue: { kind: "retry", delaySeconds }, record: null } as const,
-          };
+        // Its gate said wait: not attempted, due again when the gate said (delivery-rows.ts writes it pending).
+        if (delaySeconds !== undefined) return notAttempted(route.rules.name, startedAt, delaySeconds);
         const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true, externalBudgetMs);
         const finishedAt = clock();
         return {

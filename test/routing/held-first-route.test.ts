@@ -1,0 +1,131 @@
+import { env, exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { processReceipt } from "../../src/consumers/process";
+import { ADMIN } from "../admin/support";
+import { receiptRow } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
+import { keysOf, lane, send, setLane } from "./gate-support";
+
+/**
+ * Delivery control on a source's FIRST route (docs/routing.md "Delivery control", docs/processing.md "Deliveries"):
+ * the route the receipt row carries. Its gate holding an event never delays the source's other routes: the event's
+ * fan-out is written on its first consumption all the same, each further route delivers it at once (exactly once),
+ * and the first route's delivery waits alone, with no attempt spent. Through the real route and queue, forwarding to
+ * lanes of the Node stand-in. Sources gate-first-paused and gate-first-breaker in test/fixtures/sources/gates.json.
+ */
+
+const FURTHER = ["second", "third"] as const;
+const keys = (receiptIds: readonly string[], route: string) => receiptIds.map((receiptId) => `${receiptId}:${route}`);
+
+async function deliveryRows(receiptId: string) {
+  const { results } = await env.DB.prepare(
+    "SELECT route, status, attempts FROM deliveries WHERE receipt_id = ? ORDER BY route",
+  )
+    .bind(receiptId)
+    .all<{ route: string; status: string; attempts: number }>();
+  return results;
+}
+
+/** Every further route processed each event, on one attempt. */
+async function furtherProcessed(receiptIds: readonly string[]): Promise<void> {
+  await eventually(
+    async () => {
+      const rows = await Promise.all(receiptIds.map(deliveryRows));
+      return rows.every(
+        (routes) =>
+          routes.length === FURTHER.length && routes.every((row) => row.status === "processed" && row.attempts === 1),
+      )
+        ? true
+        : undefined;
+    },
+    60_000,
+    "every further route's delivery processed",
+  );
+}
+
+/** The first route's delivery (the receipt row's) held: pending, due later, no attempt spent. */
+async function expectHeld(receiptIds: readonly string[]): Promise<void> {
+  for (const receiptId of receiptIds)
+    expect(await receiptRow(receiptId)).toMatchObject({
+      status: "pending",
+      attempts: 0,
+      nextAttemptAt: expect.any(Number),
+    });
+}
+
+async function expectEachFurtherLaneOnce(prefix: string, receiptIds: readonly string[]): Promise<void> {
+  for (const route of FURTHER)
+    expect(keysOf(await lane(`${prefix}-${route}`)).sort()).toEqual(keys(receiptIds, route).sort());
+}
+
+describe("a paused first route", () => {
+  const path = "/admin/api/sources/gate-first-paused/routes/held";
+  const change = (what: "pause" | "resume") =>
+    exports.default.fetch(new Request(`https://receiver.test${path}/${what}`, { method: "POST", headers: ADMIN }));
+
+  it("holds only its own deliveries: the other routes deliver each event once, and resume re-sends them nothing", {
+    timeout: 150_000,
+  }, async () => {
+    expect(await (await change("pause")).json()).toMatchObject({ route: "held", gate: { paused: true } });
+    const receiptIds: string[] = [];
+    for (let n = 0; n < 3; n++) receiptIds.push(await send("gate-first-paused", n));
+
+    await furtherProcessed(receiptIds);
+    await expectHeld(receiptIds);
+    expect(await lane("first-paused")).toEqual([]);
+    await expectEachFurtherLaneOnce("first-paused", receiptIds);
+
+    expect(await (await change("resume")).json()).toMatchObject({ resumed: 3, gate: { paused: false, held: 0 } });
+    await eventually(
+      async () =>
+        (await Promise.all(receiptIds.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined,
+      60_000,
+      "every first-route delivery processed",
+    );
+    expect(keysOf(await lane("first-paused"))).toEqual(keys(receiptIds, "held"));
+    expect((await Promise.all(receiptIds.map(receiptRow))).map((row) => row.attempts)).toEqual([1, 1, 1]);
+    await expectEachFurtherLaneOnce("first-paused", receiptIds);
+    for (const receiptId of receiptIds)
+      expect((await deliveryRows(receiptId)).map((row) => row.attempts)).toEqual([1, 1]);
+  });
+});
+
+describe("an open circuit breaker on the first route", () => {
+  it("holds only that route's deliveries while the other routes deliver each event once; its probe re-sends them nothing", {
+    timeout: 150_000,
+  }, async () => {
+    await setLane("first-breaker", 503);
+    const failing = [await send("gate-first-breaker", 1), await send("gate-first-breaker", 2)];
+    await eventually(
+      async () =>
+        (await Promise.all(failing.map(receiptRow))).every((row) => row.status === "pending" && row.attempts === 1)
+          ? true
+          : undefined,
+      60_000,
+      "two failed first-route attempts",
+    );
+    await furtherProcessed(failing);
+
+    // Open: the first route's deliveries of later events are held unattempted; the other routes take them at once.
+    const later = [
+      await send("gate-first-breaker", 3),
+      await send("gate-first-breaker", 4),
+      await send("gate-first-breaker", 5),
+    ];
+    await furtherProcessed(later);
+    await expectHeld(later);
+    expect((await lane("first-breaker")).length).toBe(2);
+    await expectEachFurtherLaneOnce("first-breaker", [...failing, ...later]);
+
+    // The destination recovers; the probe interval (1 h) later, one probe goes through and its success closes it.
+    await setLane("first-breaker", 204);
+    const afterInterval = Date.now() + 3_600_000 + 60_000;
+    expect(await processReceipt(env, later[0]!, afterInterval)).toEqual({ kind: "done", status: "processed" });
+    for (const receiptId of [...later.slice(1), ...failing])
+      expect(await processReceipt(env, receiptId, afterInterval)).toEqual({ kind: "done", status: "processed" });
+    expect((await Promise.all(later.map(receiptRow))).map((row) => row.attempts)).toEqual([1, 1, 1]);
+    expect((await Promise.all(failing.map(receiptRow))).map((row) => row.attempts)).toEqual([2, 2]);
+    expect((await lane("first-breaker")).map((request) => request.answer)).toEqual([503, 503, 204, 204, 204, 204, 204]);
+    await expectEachFurtherLaneOnce("first-breaker", [...failing, ...later]);
+  });
+});
