@@ -91,11 +91,12 @@ export interface DeadReceiptFilter {
   /** Only receipts with ids up to and including this one (a replay across databases shares one boundary). */
   through?: string;
   /**
-   * Only this route's dead letters (docs/routing.md, "Fan-out"): here, receipts whose own delivery is the route's —
-   * `receipts.route` names it, or names none when `unnamed` (the route of a one-route source, whose receipts never
-   * name it); replay-delivery.ts replays the route's further deliveries.
+   * Only this route's dead letters (docs/routing.md, "Fan-out"): here, receipts whose own delivery is the route's
+   * (`receipts.route` names it), and receipts that never recorded a route (a one-route source's, and one of a source
+   * with several that died before its fan-out was written: none of its routes has had a delivery yet, so each of
+   * them finds it, and its replay runs the fan-out whole); replay-delivery.ts replays the route's further deliveries.
    */
-  route?: { name: string; unnamed: boolean };
+  route?: { name: string };
 }
 
 export interface ReplayMany {
@@ -179,16 +180,15 @@ export async function anyDeadMatching(env: Env, filter: DeadReceiptFilter): Prom
   return found !== undefined;
 }
 
+/** A receipt with no route recorded: a one-route source's, or one whose fan-out was never written (fan-out.ts). */
+const NOT_FANNED_OUT = and(isNull(receipts.route), isNull(receipts.filteredRoutes));
+
 function deadMatching(filter: DeadReceiptFilter): SQL | undefined {
   const { route } = filter;
   return and(
     eq(receipts.status, "dead"),
     eventMatching(filter),
-    route === undefined
-      ? undefined
-      : route.unnamed
-        ? or(eq(receipts.route, route.name), isNull(receipts.route))
-        : eq(receipts.route, route.name),
+    route === undefined ? undefined : or(eq(receipts.route, route.name), NOT_FANNED_OUT),
     filter.after === undefined ? undefined : gt(receipts.receiptId, filter.after),
     filter.through === undefined ? undefined : lte(receipts.receiptId, filter.through),
   );

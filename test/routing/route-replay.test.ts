@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { processReceipt } from "../../src/consumers/process";
 import { adminPost } from "../admin/support";
 import { receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
@@ -53,6 +54,11 @@ async function statuses(receiptId: string) {
     further: Object.fromEntries(results.map((row) => [row.route, row.status])),
   };
 }
+
+const routeColumns = (receiptId: string) =>
+  env.DB.prepare("SELECT route, filtered_routes AS filteredRoutes FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ route: string | null; filteredRoutes: string | null }>();
 
 const sent = async (receiptId: string, route: string) =>
   (await standinRequests(`${receiptId}:${route}`)).map((request) => request.answer);
@@ -126,6 +132,47 @@ describe("bulk replay of one route's dead letters", { timeout: 60_000 }, () => {
       results: [{ receiptId: dead, outcome: "replayed" }],
     });
     await eventually(async () => ((await receiptRow(dead)).status === "processed" ? true : undefined), 20_000);
+  });
+
+  it("replays by any route a receipt that died before its fan-out was written, and its replay runs the fan-out once", async () => {
+    const eventType = `route.replay.unrouted.${crypto.randomUUID()}`;
+    // Its first consumption's lease ran out with its retries spent (a consumer killed by it each time): dead before
+    // any route was recorded.
+    const receiptId = await seedReceipt({
+      source: "routing-replay",
+      payload: { type: eventType },
+      eventType,
+      receivedAt: Date.now() - 1000,
+      status: "processing",
+    });
+    await env.DB.prepare("UPDATE receipts SET attempts = 50, lease_generation = 50, lease_until = ? WHERE id = ?")
+      .bind(Date.now() - 1000, receiptId)
+      .run();
+    expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "dead" });
+    expect(await routeColumns(receiptId)).toEqual({ route: null, filteredRoutes: null });
+
+    const response = await adminPost("/admin/api/dead/replay", {
+      source: "routing-replay",
+      route: "third",
+      type: eventType,
+    });
+    expect(await response.json<BulkReplay>()).toMatchObject({
+      replayed: 1,
+      more: false,
+      results: [{ receiptId, outcome: "replayed" }],
+    });
+    await eventually(
+      async () => {
+        const now = await statuses(receiptId);
+        return now.own === "processed" && now.further.second === "processed" && now.further.third === "processed"
+          ? true
+          : undefined;
+      },
+      20_000,
+      "the replayed event fanned out and delivered",
+    );
+    expect(await routeColumns(receiptId)).toEqual({ route: "first", filteredRoutes: "" });
+    for (const route of ["first", "second", "third"]) expect(await sent(receiptId, route)).toEqual([204]);
   });
 
   it("refuses a route the source does not have, or a route without its source, and replays nothing", async () => {

@@ -146,8 +146,8 @@ async function replayDeadAcrossDatabases(
   return total;
 }
 
-/** Which receipts carry `route` as their own delivery: those naming it, and for a one-route source those naming none. */
-function routeScope(env: Env, source: string | undefined, route: string): { name: string; unnamed: boolean } {
+/** The route a bulk replay is scoped to, once its source is known to have it. */
+function routeScope(env: Env, source: string | undefined, route: string): { name: string } {
   if (source === undefined)
     throw apiError(400, "invalid_body", 'A replay by "route" needs the "source" it belongs to.');
   const config = loadSources(env).get(source);
@@ -160,7 +160,7 @@ function routeScope(env: Env, source: string | undefined, route: string): { name
         ? `Source ${JSON.stringify(source)} has no route ${JSON.stringify(route)} (its routes: ${names.join(", ")}).`
         : `No valid source ${JSON.stringify(source)} is configured, so it has no route ${JSON.stringify(route)}.`,
     );
-  return { name: route, unnamed: names.length === 1 };
+  return { name: route };
 }
 
 /**
@@ -170,7 +170,7 @@ function routeScope(env: Env, source: string | undefined, route: string): { name
  */
 async function replayRouteDeadLetters(
   env: Env,
-  filter: DeadReceiptFilter & { route: { name: string; unnamed: boolean } },
+  filter: DeadReceiptFilter & { route: { name: string } },
   requestedBy: ReplayRequester,
 ): Promise<ReplayMany> {
   const databases = receiptDatabaseEnvs(env);
