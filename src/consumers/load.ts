@@ -1,6 +1,7 @@
 import { readStoredBodies } from "../bodies/stored-bodies";
 import type { Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
+import { receiptEventColumns } from "../db/receipt-columns";
 import { receipts } from "../db/schema";
 import type { EventFacts } from "../model/claims";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
@@ -36,12 +37,7 @@ export async function loadReceipts(
   if (receiptIds.length === 0) return [];
   const rows = await db
     .select({
-      receiptId: receipts.receiptId,
-      source: receipts.source,
-      eventKey: receipts.eventKey,
-      eventType: receipts.eventType,
-      subjectId: receipts.subjectId,
-      version: receipts.version,
+      ...receiptEventColumns,
       occurredAt: receipts.occurredAt,
       body: receipts.body,
       bodyLocation: receipts.bodyLocation,

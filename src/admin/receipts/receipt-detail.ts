@@ -34,7 +34,6 @@ export async function receiptDetail(
       leaseUntil: receipts.leaseUntil,
       leaseGeneration: receipts.leaseGeneration,
       committedAt: receipts.committedAt,
-      replayCount: receipts.replayCount,
       replayedAt: receipts.replayedAt,
       dismissedAt: receipts.dismissedAt,
       restoredAt: receipts.restoredAt,

@@ -2,18 +2,14 @@
 import { and, asc, desc, eq, gt, gte, inArray, lt, or, type SQL, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { d1NowMs } from "../../db/clock";
+import { receiptEventColumns } from "../../db/receipt-columns";
 import { receipts } from "../../db/schema";
 import { ulidFloor } from "../../lib/ulid";
 import type { ReceiptFilter } from "./filters";
 import { type CaughtUp, caughtUpConditions, type Direction, mergeCaughtUp, type ReceiptCursor } from "./receipt-cursor";
 
 export const receiptSummaryColumns = {
-  receiptId: receipts.receiptId,
-  source: receipts.source,
-  eventKey: receipts.eventKey,
-  eventType: receipts.eventType,
-  subjectId: receipts.subjectId,
-  version: receipts.version,
+  ...receiptEventColumns,
   status: receipts.status,
   provenance: receipts.provenance,
   attempts: receipts.attempts,
