@@ -2,7 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
 import { ADMIN } from "../admin/support";
-import { receiptRow } from "../consumers/support/processing";
+import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
 import { keysOf, lane, send, setLane } from "./gate-support";
 
@@ -53,9 +53,16 @@ async function expectHeld(receiptIds: readonly string[]): Promise<void> {
     });
 }
 
+/** What a lane received for these receipts (a lane is shared by this file's tests). */
+async function laneKeys(name: string, receiptIds: readonly string[]): Promise<string[]> {
+  return keysOf(await lane(name)).filter(
+    (key): key is string => key !== undefined && receiptIds.some((receiptId) => key.startsWith(`${receiptId}:`)),
+  );
+}
+
 async function expectEachFurtherLaneOnce(prefix: string, receiptIds: readonly string[]): Promise<void> {
   for (const route of FURTHER)
-    expect(keysOf(await lane(`${prefix}-${route}`)).sort()).toEqual(keys(receiptIds, route).sort());
+    expect((await laneKeys(`${prefix}-${route}`, receiptIds)).sort()).toEqual(keys(receiptIds, route).sort());
 }
 
 describe("a paused first route", () => {
@@ -72,7 +79,7 @@ describe("a paused first route", () => {
 
     await furtherProcessed(receiptIds);
     await expectHeld(receiptIds);
-    expect(await lane("first-paused")).toEqual([]);
+    expect(await laneKeys("first-paused", receiptIds)).toEqual([]);
     await expectEachFurtherLaneOnce("first-paused", receiptIds);
 
     expect(await (await change("resume")).json()).toMatchObject({ resumed: 3, gate: { paused: false, held: 0 } });
@@ -82,11 +89,36 @@ describe("a paused first route", () => {
       60_000,
       "every first-route delivery processed",
     );
-    expect(keysOf(await lane("first-paused"))).toEqual(keys(receiptIds, "held"));
+    expect(await laneKeys("first-paused", receiptIds)).toEqual(keys(receiptIds, "held"));
     expect((await Promise.all(receiptIds.map(receiptRow))).map((row) => row.attempts)).toEqual([1, 1, 1]);
     await expectEachFurtherLaneOnce("first-paused", receiptIds);
     for (const receiptId of receiptIds)
       expect((await deliveryRows(receiptId)).map((row) => row.attempts)).toEqual([1, 1]);
+  });
+
+  it("writes a held event's fan-out once when two consumers take its first consumption at once", {
+    timeout: 150_000,
+  }, async () => {
+    expect(await (await change("pause")).json()).toMatchObject({ gate: { paused: true } });
+    const receiptId = await seedReceipt({
+      source: "gate-first-paused",
+      payload: { type: "account.credited", data: { account: "acct_race", amount: 1 } },
+      eventType: "account.credited",
+    });
+    const verdicts = await Promise.all([processReceipt(env, receiptId), processReceipt(env, receiptId)]);
+    for (const verdict of verdicts) expect(verdict).toMatchObject({ kind: "retry" });
+    await furtherProcessed([receiptId]);
+    await expectHeld([receiptId]);
+    await expectEachFurtherLaneOnce("first-paused", [receiptId]);
+
+    expect(await (await change("resume")).json()).toMatchObject({ resumed: 1, gate: { paused: false } });
+    await eventually(
+      async () => ((await receiptRow(receiptId)).status === "processed" ? true : undefined),
+      60_000,
+      "the first route's delivery processed",
+    );
+    expect(await laneKeys("first-paused", [receiptId])).toEqual(keys([receiptId], "held"));
+    await expectEachFurtherLaneOnce("first-paused", [receiptId]);
   });
 });
 
