@@ -1,4 +1,4 @@
-import { type SQL, sql } from "drizzle-orm";
+import { type Placeholder, type SQL, sql } from "drizzle-orm";
 import { receipts } from "./schema";
 
 /**
@@ -13,9 +13,10 @@ export const d1NowMs = sql<number>`CAST(unixepoch('subsec') * 1000 AS INTEGER)`;
  * rows share one value (a relay batch is told apart by it). The batch's first receipt takes the clock; every
  * other one copies it from that row, written a moment before in the same transaction. A first row written by an
  * earlier relay (a repeat after a crash) is older than a second and is not copied: the row takes the clock itself.
- * Either way the value is a D1 clock reading taken inside the batch's own transaction.
+ * Either way the value is a D1 clock reading taken inside the batch's own transaction. `firstReceiptId` is null for
+ * the first receipt itself.
  */
-export function relayBatchClock(firstReceiptId: string, receiptId: string): SQL {
-  if (receiptId === firstReceiptId) return d1NowMs;
+export function relayBatchClock(firstReceiptId: string | Placeholder | null): SQL {
+  if (firstReceiptId === null) return d1NowMs;
   return sql`COALESCE((SELECT ${receipts.relayedAt} FROM ${receipts} WHERE ${receipts.receiptId} = ${firstReceiptId} AND ${receipts.relayedAt} >= ${d1NowMs} - 1000), ${d1NowMs})`;
 }

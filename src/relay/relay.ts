@@ -1,9 +1,10 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, fillPlaceholders, type Placeholder, sql } from "drizzle-orm";
 import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
 import { type Database, database } from "../db/client";
 import { d1NowMs, relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { quarantine, receipts } from "../db/schema";
+import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
@@ -52,13 +53,16 @@ async function relayToOneDatabase(
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
   const db = database(env);
+  const d1 = meteredD1(env.DB);
   // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
   const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
+  const insert = receiptInserts(db);
+  const firstReceiptId = claims[0]?.receiptId;
   const statements = [
-    ...claims.map((claim) =>
-      db
-        .insert(receipts)
-        .values({
+    ...claims.map((claim) => {
+      const template = claim.receiptId === firstReceiptId ? insert.first : insert.rest;
+      return d1.prepare(template.sql).bind(
+        ...fillPlaceholders(template.params, {
           receiptId: claim.receiptId,
           source: claim.source,
           eventKey: claim.eventKey,
@@ -71,24 +75,14 @@ async function relayToOneDatabase(
           bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
           keptHeaders: claim.keptHeaders,
           receivedAt: claim.receivedAt,
-          // D1's clock, not the shard's: relayed_at then follows commit order, which paging relies on.
-          relayedAt: relayBatchClock(claims[0]!.receiptId, claim.receiptId),
           provenance: claim.provenance,
-          status: "pending",
           orderingKey: orderingKeyOf(env, claim),
-        })
-        // A second relay of the same claim (its shard crashed before recording the first) returns the row, so it
-        // is enqueued again; a claim that lost the key to another receipt returns nothing. Only the repeat pays a
-        // written row.
-        .onConflictDoUpdate({
-          target: [receipts.source, receipts.eventKey],
-          set: { relayedAt: sql`${receipts.relayedAt}` },
-          setWhere: sql`${receipts.receiptId} = excluded.id`,
-        })
-        .returning({ storedReceiptId: receipts.receiptId }),
-    ),
-    ...quarantines.map((record) =>
-      db
+          firstReceiptId,
+        }),
+      );
+    }),
+    ...quarantines.map((record) => {
+      const built = db
         .insert(quarantine)
         .values({
           quarantineId: record.quarantineId,
@@ -105,11 +99,14 @@ async function relayToOneDatabase(
           relayedAt: d1NowMs,
         })
         .onConflictDoNothing()
-        .returning({ storedQuarantineId: quarantine.quarantineId }),
-    ),
+        .toSQL();
+      return d1.prepare(built.sql).bind(...built.params);
+    }),
   ];
-  const results = await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
-  const stored = new Set(results.flat().flatMap((row) => ("storedReceiptId" in row ? [row.storedReceiptId] : [])));
+  const results = await d1.batch<{ id?: string }>(statements);
+  const stored = new Set(
+    results.slice(0, claims.length).flatMap((result) => (result.results ?? []).map((row) => String(row.id))),
+  );
 
   // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout, or a key the
   // shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
@@ -182,4 +179,57 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
   });
   if (mismatches.length > 0)
     await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
+}
+
+type BuiltInsert = { sql: string; params: unknown[] };
+let builtInserts: { first: BuiltInsert; rest: BuiltInsert } | null = null;
+
+/**
+ * A claim's receipt insert, built by Drizzle once per isolate with a placeholder for every value and bound per
+ * claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU cost
+ * (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's clock
+ * for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
+ */
+function receiptInserts(db: Database): { first: BuiltInsert; rest: BuiltInsert } {
+  builtInserts ??= {
+    first: receiptInsert(db, null).toSQL(),
+    rest: receiptInsert(db, sql.placeholder("firstReceiptId")).toSQL(),
+  };
+  return builtInserts;
+}
+
+function receiptInsert(db: Database, firstReceiptId: Placeholder | null) {
+  const value = (name: string) => sql.placeholder(name);
+  return (
+    db
+      .insert(receipts)
+      .values({
+        receiptId: value("receiptId"),
+        source: value("source"),
+        eventKey: value("eventKey"),
+        eventType: value("eventType"),
+        subjectId: value("subjectId"),
+        version: value("version"),
+        occurredAt: value("occurredAt"),
+        payloadSha256: value("payloadSha256"),
+        body: value("body"),
+        bodyLocation: value("bodyLocation"),
+        keptHeaders: value("keptHeaders"),
+        receivedAt: value("receivedAt"),
+        // D1's clock, not the shard's: relayed_at then follows commit order, which paging relies on.
+        relayedAt: relayBatchClock(firstReceiptId),
+        provenance: value("provenance"),
+        status: "pending",
+        orderingKey: value("orderingKey"),
+      })
+      // A second relay of the same claim (its shard crashed before recording the first) returns the row, so it
+      // is enqueued again; a claim that lost the key to another receipt returns nothing. Only the repeat pays a
+      // written row.
+      .onConflictDoUpdate({
+        target: [receipts.source, receipts.eventKey],
+        set: { relayedAt: sql`${receipts.relayedAt}` },
+        setWhere: sql`${receipts.receiptId} = excluded.id`,
+      })
+      .returning({ storedReceiptId: receipts.receiptId })
+  );
 }
