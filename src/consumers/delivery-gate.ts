@@ -10,7 +10,7 @@ import { enqueueWork } from "../relay/enqueue";
 import type { SourceConfig, SourceRoute } from "../sources/config";
 import { databaseBindingIn, envForDatabase } from "../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
-import { orderingHolds } from "./delivery-order";
+import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
 import { LEASE_MS } from "./lease";
 
 /**
@@ -48,9 +48,8 @@ function routeOf({ config, route }: DeliveryToAdmit): SourceRoute | undefined {
 }
 
 /**
- * Asks which deliveries may be attempted now: the delivery a receipt row carries, on an ordered route, first checks
- * that nothing earlier of the same ordering value is outstanding (delivery-order.ts); then the gates are asked about
- * the rest. Those that must wait are put back: pending, due again when the check or the gate said (so the re-drive
+ * Asks which deliveries may be attempted now: a delivery to an ordered route first checks that nothing earlier to
+ * that route of the same ordering value is outstanding (delivery-order.ts); then the gates are asked about the rest. Those that must wait are put back: pending, due again when the check or the gate said (so the re-drive
  * counts their message alive), with a queue verdict to come back then. Nothing about their attempts or retry budget
  * changes. A delivery with no row yet gets its due time from the caller, who writes its row (`row: "none"`). Returns
  * the waiting ones' verdicts, keyed by the objects given; every other delivery may go.
@@ -63,15 +62,18 @@ export async function admitDeliveries(
   atOnce: number,
 ): Promise<Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>> {
   const verdicts = new Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>();
-  // Ordering is kept for a source with one route, whose delivery the receipt row carries (src/sources/routes.ts).
+  // Every delivery to an ordered route first waits for the earlier ones of its value on that route: the receipt's own,
+  // a further one on its event's first attempt (no row yet), or a further one in its own row.
   const ordered = deliveries.flatMap((delivery) => {
-    const ordering = delivery.row === "receipt" ? routeOf(delivery)?.rules.ordering : null;
-    return ordering ? [{ delivery, receiptId: delivery.receiptId, ordering }] : [];
+    const ordering = routeOf(delivery)?.rules.ordering;
+    if (!ordering) return [];
+    const fannedOut = (delivery.config?.routes.length ?? 1) > 1;
+    return [{ delivery, receiptId: delivery.receiptId, route: delivery.route, ordering, fannedOut }];
   });
   const waiting = await orderingHolds(db, ordered, now);
   const waitingFor = new Map(
-    ordered.flatMap(({ delivery, receiptId }) => {
-      const wait = waiting.get(receiptId);
+    ordered.flatMap(({ delivery, receiptId, route }) => {
+      const wait = waiting.get(orderedDeliveryKey(receiptId, route));
       return wait ? [[delivery, wait] as const] : [];
     }),
   );

@@ -20,12 +20,20 @@ export interface FurtherDelivery {
   decision: Decision;
   startedAt: number;
   finishedAt: number;
+  /** The event's ordering value when this route has `ordered_by`, else null (migrations/0018). */
+  orderingKey: string | null;
 }
 
 /** A further delivery not attempted (its gate held it, or its receipt's own route's did): due again after `delaySeconds`. */
-export function notAttempted(route: string, at: number, delaySeconds: number): FurtherDelivery {
+export function notAttempted(
+  route: string,
+  at: number,
+  delaySeconds: number,
+  orderingKey: string | null,
+): FurtherDelivery {
   return {
     route,
+    orderingKey,
     run: null,
     startedAt: at,
     finishedAt: at,
@@ -110,6 +118,7 @@ export function furtherDeliveryStatements(d1: D1Database, receiptId: string, fan
     const row = db.insert(deliveries).values({
       receiptId,
       route: delivery.route,
+      orderingKey: delivery.orderingKey,
       ...columns,
       attempts: counted ? 1 : 0,
       leaseGeneration: counted ? 1 : 0,

@@ -68,12 +68,20 @@ export function fanOut(routes: readonly SourceRoute[], event: RoutedEvent): FanO
  * and runs that route alone when it goes), and each further delivery is written pending, due at once, to be admitted
  * at its own route's gate and attempted on its own message, as any later attempt is (deliveries.ts).
  */
-export function heldFanOut(fanOut: FanOut, at: number): FannedOut {
+export function heldFanOut(fanOut: FanOut, at: number, orderingKey: string | null): FannedOut {
   return {
     route: fanOut.primary?.rules.name ?? null,
     filtered: fanOut.filtered,
-    further: fanOut.further.map((route) => notAttempted(route.rules.name, at, 0)),
+    further: fanOut.further.map((route) => notAttempted(route.rules.name, at, 0, routeOrderingKey(route, orderingKey))),
   };
+}
+
+/**
+ * What a further delivery's row keeps of its event's ordering value (the receipt's `ordering_key`): all of it when its
+ * route has `ordered_by`, nothing otherwise, so an unordered route's rows never enter the ordering index (migrations/0018).
+ */
+export function routeOrderingKey(route: SourceRoute, orderingKey: string | null): string | null {
+  return route.rules.ordering ? orderingKey : null;
 }
 
 /** The skip reason of an event no route wanted. */

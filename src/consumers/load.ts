@@ -22,6 +22,8 @@ export interface ReceiptForWork extends EventFacts {
   /** The route whose delivery the receipt row carries, and the routes filtered out (migrations/0014; src/consumers/fan-out.ts). */
   route: string | null;
   filteredRoutes: string | null;
+  /** The event's value for its source's `ordered_by` (migrations/0017), null when unordered: a further delivery's row copies it. */
+  orderingKey: string | null;
 }
 
 /**
@@ -52,6 +54,7 @@ export async function loadReceipts(
       committedAt: receipts.committedAt,
       route: receipts.route,
       filteredRoutes: receipts.filteredRoutes,
+      orderingKey: receipts.orderingKey,
     })
     .from(receipts)
     .where(inJsonList(receipts.receiptId, receiptIds));

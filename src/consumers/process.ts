@@ -12,7 +12,7 @@ import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandone
 import { sendDeliveryRetries } from "./deliveries";
 import { admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
 import { type FannedOut, notAttempted } from "./delivery-rows";
-import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice } from "./fan-out";
+import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "./fan-out";
 import { writeHeldFanOuts } from "./held-fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
@@ -118,7 +118,7 @@ export async function processBatch(
     admissible.flatMap((receipt) => {
       const choice = choices.get(receipt.receiptId);
       return verdicts.has(receipt.receiptId) && choice?.kind === "fan-out"
-        ? [{ receipt, fanOut: heldFanOut(choice.fanOut, now) }]
+        ? [{ receipt, fanOut: heldFanOut(choice.fanOut, now, receipt.orderingKey) }]
         : [];
     }),
   );
@@ -299,12 +299,14 @@ async function attempt(
         : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
       ...further.map(async (route) => {
         const delaySeconds = heldFurther.get(route.rules.name);
+        const orderingKey = routeOrderingKey(route, receipt.orderingKey);
         // Its gate said wait: not attempted, due again when the gate said (delivery-rows.ts writes it pending).
-        if (delaySeconds !== undefined) return notAttempted(route.rules.name, startedAt, delaySeconds);
+        if (delaySeconds !== undefined) return notAttempted(route.rules.name, startedAt, delaySeconds, orderingKey);
         const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true, externalBudgetMs);
         const finishedAt = clock();
         return {
           route: route.rules.name,
+          orderingKey,
           run: furtherRun,
           startedAt,
           finishedAt,

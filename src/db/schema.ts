@@ -9,8 +9,8 @@ import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from
 export const HELD_BODY = sql`(status IN ('dead', 'dismissed') OR replay_count > 0) AND (body IS NOT NULL OR body_location IS NOT NULL)`;
 
 /**
- * An ordered receipt whose delivery has not finished, or is dead (migrations/0017): what can hold a later one of the
- * same ordering value back. Literal, as the index is, so the ordering check's query repeats it word for word.
+ * An ordered delivery (a receipt's own, migrations/0017, or a further one, 0018) that has not finished, or is dead:
+ * what can hold a later one of the same route and ordering value back. Literal, as the index is, so the ordering check's query repeats it word for word.
  */
 export const ORDERED_OUTSTANDING = sql`ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead')`;
 
@@ -138,11 +138,21 @@ export const deliveries = sqliteTable(
     processedAt: integer("processed_at"),
     replayCount: integer("replay_count").notNull().default(0),
     replayedAt: integer("replayed_at"),
+    /**
+     * The event's ordering value when this delivery's route has `ordered_by` (migrations/0018): the receipt's
+     * `ordering_key`, copied when the row is written; null for an unordered route, which so never enters the index below.
+     */
+    orderingKey: text("ordering_key"),
   },
   (table) => [
     primaryKey({ columns: [table.receiptId, table.route] }),
     index("deliveries_unfinished").on(table.nextAttemptAt).where(sql`status IN ('pending', 'processing')`),
     index("deliveries_dead").on(table.route, table.receiptId).where(sql`status = 'dead'`),
+    // Only ordered further deliveries not yet finished (or dead): the ordering check's seek for routes other than the
+    // receipt's own (src/consumers/delivery-order.ts).
+    index("deliveries_ordered_outstanding")
+      .on(table.route, table.orderingKey, table.receiptId)
+      .where(ORDERED_OUTSTANDING),
   ],
 );
 

@@ -113,15 +113,17 @@ export function bodyThresholdOf(env: Pick<Env, "SOURCES">): (source: string) => 
 }
 
 /**
- * An event's value for its source's ordered route (docs/routing.md "Ordering"), for the relay to store with the
- * receipt; null for a source without one (or no longer valid), so such a source pays nothing for ordering.
+ * An event's value for its source's ordered routes (docs/routing.md "Ordering"; they all order by one value), for the
+ * relay to store with the receipt; null for a source without one (or no longer valid), so such a source pays nothing
+ * for ordering.
  */
 export function orderingKeyOf(
   env: Pick<Env, "SOURCES">,
   event: { source: string; subjectId: string | null; body: ArrayBuffer | null },
 ): string | null {
   const found = lookupSource(env, event.source);
-  const ordering = found.kind === "valid" ? found.source.route.ordering : null;
+  const ordering =
+    found.kind === "valid" ? (found.source.routes.find(({ rules }) => rules.ordering)?.rules.ordering ?? null) : null;
   if (!ordering) return null;
   return orderingValue(ordering, {
     subjectId: event.subjectId,

@@ -92,14 +92,15 @@ export function parseRoutes<D, R>(
   const parsed = list.map((entry, index) =>
     parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination, readRetry),
   );
-  // Ordering holds a delivery before its attempt; a source with several routes attempts them all at once on an
-  // event's first attempt (src/consumers/fan-out.ts), so there a route's order cannot be kept yet: refused, not ignored.
-  if (parsed.length > 1) {
-    for (const { rules } of parsed.filter(({ rules }) => rules.ordering !== null))
-      problems.push(
-        `${where} route ${rules.name}: ordered_by is not available yet on a source with several routes (see docs/routing.md "Ordering")`,
-      );
-  }
+  // An event carries one ordering value (the relay stores it with the receipt, before any route is chosen), so the
+  // ordered routes of one source must agree on what it is; each still keeps its own order and its own on_dead.
+  const ordered = parsed.filter(({ rules }) => rules.ordering !== null);
+  for (const { rules } of ordered
+    .slice(1)
+    .filter(({ rules }) => rules.ordering!.text !== ordered[0]!.rules.ordering!.text))
+    problems.push(
+      `${where} route ${rules.name}: ordered_by ${JSON.stringify(rules.ordering!.text)} differs from route ${ordered[0]!.rules.name}'s ${JSON.stringify(ordered[0]!.rules.ordering!.text)}: the ordered routes of one source order by one value`,
+    );
   const names = list
     .map((entry) => (entry as Record<string, unknown>).name)
     .filter((name): name is string => typeof name === "string");

@@ -160,7 +160,7 @@ describe("a route's ordering", () => {
     expect(orderingValue(byField, { subjectId: null, body: new TextEncoder().encode("account=acct_1") })).toBeNull();
   });
 
-  it("refuses an unknown ordered_by or on_dead, on_dead alone, ordering beside a source's destination, and on a source with several routes, naming the route", () => {
+  it("refuses an unknown ordered_by or on_dead, on_dead alone, ordering beside a source's destination, and two ordered routes of one source ordering by different values, naming the route", () => {
     expect(problemsOf(route({ ordered_by: "account" }))).toEqual([
       expect.stringMatching(
         /^SOURCES\.example route r: ordered_by must be "subject" or a dotted path into the body .*\(got "account"\)$/,
@@ -180,12 +180,30 @@ describe("a route's ordering", () => {
     expect(
       problemsOf({
         routes: [
-          { name: "a", destination: "handler:accounts" },
-          { name: "b", destination: "https://hooks.example.com/x", ordered_by: "subject" },
+          { name: "a", destination: "handler:accounts", ordered_by: "subject" },
+          { name: "b", destination: "https://hooks.example.com/x" },
+          { name: "c", destination: "https://hooks.example.com/y", ordered_by: "body.data.account" },
         ],
       }),
     ).toEqual([
-      'SOURCES.example route b: ordered_by is not available yet on a source with several routes (see docs/routing.md "Ordering")',
+      `SOURCES.example route c: ordered_by "body.data.account" differs from route a's "subject": the ordered routes of one source order by one value`,
+    ]);
+  });
+
+  it("takes ordered_by on any route of a source with several routes, each with its own on_dead", () => {
+    const source = parsed({
+      routes: [
+        { name: "a", destination: "handler:accounts" },
+        { name: "b", destination: "https://hooks.example.com/x", ordered_by: "subject", on_dead: "skip" },
+        { name: "c", destination: "https://hooks.example.com/y", ordered_by: "subject" },
+      ],
+    });
+    expect(
+      source.routes.map(({ rules }) => [rules.name, rules.ordering?.text ?? null, rules.ordering?.onDead ?? null]),
+    ).toEqual([
+      ["a", null, null],
+      ["b", "subject", "skip"],
+      ["c", "subject", "block"],
     ]);
   });
 });

@@ -47,3 +47,18 @@ export async function sendCredit(source: string, data: Record<string, unknown>):
 
 export const keysOf = (requests: readonly LaneRequest[]) =>
   requests.map((request) => request.headers["idempotency-key"]);
+
+export interface DeliveryRow {
+  status: string;
+  attempts: number;
+  nextAttemptAt: number | null;
+}
+
+/** A further delivery's own row (migrations/0014), or null when the event has none for that route. */
+export async function deliveryRow(receiptId: string, route: string): Promise<DeliveryRow | null> {
+  return env.DB.prepare(
+    "SELECT status, attempts, next_attempt_at AS nextAttemptAt FROM deliveries WHERE receipt_id = ? AND route = ?",
+  )
+    .bind(receiptId, route)
+    .first<DeliveryRow>();
+}
