@@ -37,7 +37,8 @@ export function orderedDeliveryKey(receiptId: string, route: string): string {
  * The deliveries that must wait, each with how long and why, keyed by `orderedDeliveryKey`. The later delivery's value
  * is its receipt's `ordering_key` (written by the relay: one value per event). For each delivery D1 is asked for the
  * nearest earlier delivery (by receipt id, which is received order) to the same route with that value that is still
- * pending, processing or dead (with `on_dead = "skip"`, a dead one is passed over):
+ * pending, processing or dead (with `on_dead = "skip"`, a dead one is passed over; a dismissed one, receipt or further
+ * delivery, is finished and holds nothing):
  *
  * - in `receipts`, one seek backwards in the partial index `receipts_ordered_outstanding`: an earlier receipt of the
  *   same source whose own delivery is to this route (`route`), or that has not been fanned out yet (no `route`, no

@@ -122,7 +122,8 @@ export const deliveries = sqliteTable(
   {
     receiptId: text("receipt_id").notNull(),
     route: text("route").notNull(),
-    status: text("status", { enum: ["pending", "processing", "processed", "stale", "dead", "skipped"] })
+    // "dismissed": a dead delivery an operator set aside (src/admin/actions/dismiss.ts); restored, it is dead again.
+    status: text("status", { enum: ["pending", "processing", "processed", "stale", "dead", "skipped", "dismissed"] })
       .notNull()
       .default("pending"),
     attempts: integer("attempts").notNull().default(0),

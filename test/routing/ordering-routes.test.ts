@@ -163,6 +163,43 @@ describe("a dead delivery on one route of several", () => {
     ]);
   });
 
+  it("releases that route's later deliveries, in received order, once the dead further delivery is dismissed by route", {
+    timeout: 150_000,
+  }, async () => {
+    // The lane's own rule again (the replay case above set it to accept everything): the marked event is refused.
+    await setLane("ord-ledger", 0);
+    const account = "acct_rd4";
+    const dead = await sendCredit("order-routes-dead", { account, note: "refuse-ledger" });
+    await whenReceipts([dead], "processed");
+    await whenEvery([dead], "ledger", "ledger delivery dead", (row) => row.status === "dead");
+    const behind = [
+      await sendCredit("order-routes-dead", { account, amount: 1 }),
+      await sendCredit("order-routes-dead", { account, amount: 2 }),
+    ];
+    await whenReceipts(behind, "processed");
+    await whenEvery(behind, "ledger", "ledger deliveries held", held);
+
+    const later = steppingClock();
+    const stillHeld = await processDeliveries(env, "ledger", behind, later());
+    for (const id of behind) expect(stillHeld.get(id)).toMatchObject({ kind: "retry" });
+
+    // Dismissed by route: the further delivery, not the receipt (its own crm delivery was processed).
+    const dismissed = await adminPost("/admin/api/dead/dismiss", { receiptIds: [dead], route: "ledger" }, ADMIN);
+    expect(dismissed.status).toBe(200);
+    expect(await dismissed.json()).toEqual({ changed: [dead], unchanged: [] });
+    expect(await deliveryRow(dead, "ledger")).toMatchObject({ status: "dismissed" });
+    expect(await receiptRow(dead)).toMatchObject({ status: "processed" });
+
+    await processDeliveries(env, "ledger", behind, later());
+    await processDeliveries(env, "ledger", behind, later());
+    for (const id of behind)
+      expect(await deliveryRow(id, "ledger")).toMatchObject({ status: "processed", attempts: 1 });
+    // The dismissed one is not sent again; the later ones arrive after it, in received order.
+    const ofValue = (await arrivals("ord-ledger", "ledger")).filter((id) => id === dead || behind.includes(id));
+    expect(ofValue).toEqual([dead, ...behind]);
+    expect(await deliveryRow(dead, "ledger")).toMatchObject({ status: "dismissed", attempts: 1 });
+  });
+
   it("holds the first route's later deliveries of its value until dismissed, and never the other route's", {
     timeout: 150_000,
   }, async () => {

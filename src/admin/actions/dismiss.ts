@@ -1,6 +1,8 @@
 import { and, eq, inArray } from "drizzle-orm";
 import { type Database, database } from "../../db/client";
-import { receipts } from "../../db/schema";
+import { deliveries, receipts } from "../../db/schema";
+import { apiError } from "../../lib/errors";
+import { loadSources } from "../../sources/registry";
 import { groupByDatabase } from "../receipts/receipt-databases";
 
 /**
@@ -10,6 +12,10 @@ import { groupByDatabase } from "../receipts/receipt-databases";
  * applying anything. Restoring makes it `dead` again, and replayable. Only the status and the action's time move
  * (dismissed_at, restored_at: the latest of each, for the timeline); nothing else is touched, so a restored
  * receipt is processed exactly as the dead letter it was.
+ *
+ * With a route (docs/routing.md, "Fan-out"), the action is that route's delivery of each receipt: the receipt itself
+ * when its own delivery is the route's, else the route's further delivery in `deliveries`, whose status alone moves
+ * (a dismissed one no longer holds its ordered route's later deliveries, src/consumers/delivery-order.ts).
  */
 
 export const MAX_DISMISS_IDS = 100;
@@ -47,6 +53,73 @@ export async function moveDeadLetters(
     groups.map((group) => moveInDatabase(database(group.env), MOVES[action], group.receiptIds, now)),
   );
   return report(receiptIds, moved.flat());
+}
+
+/**
+ * Dismisses, or restores, one route's delivery of each receipt. Refused (404 route_not_found) when no configured
+ * source has a route of that name; a receipt with no delivery to it is reported unchanged.
+ * @example
+ *   await moveRouteDeadLetters(env, "dismiss", ["01JD…"], "ledger"); // { changed: ["01JD…"], unchanged: [] }
+ */
+export async function moveRouteDeadLetters(
+  env: Env,
+  action: DeadLetterAction,
+  receiptIds: readonly string[],
+  route: string,
+  now = Date.now(),
+): Promise<DismissReport> {
+  const sources = loadSources(env);
+  if (![...sources.values()].some((source) => source.routes.some(({ rules }) => rules.name === route)))
+    throw apiError(404, "route_not_found", `No configured source has a route ${JSON.stringify(route)}.`);
+  const firstRoute = (source: string) => sources.get(source)?.routes[0]?.rules.name ?? null;
+  const groups = await groupByDatabase(env, receiptIds);
+  const moved = await Promise.all(
+    groups.map(async (group) => {
+      const db = database(group.env);
+      const owners = await db
+        .select({
+          receiptId: receipts.receiptId,
+          source: receipts.source,
+          route: receipts.route,
+          filteredRoutes: receipts.filteredRoutes,
+        })
+        .from(receipts)
+        .where(inArray(receipts.receiptId, group.receiptIds));
+      // The receipt's own delivery is the route's when it carries the route, or, never fanned out (a one-route
+      // source's every receipt), when the route is its source's first; a fanned-out receipt with no route has none.
+      const ownRoute = (row: (typeof owners)[number]) =>
+        row.route ?? (row.filteredRoutes === null ? firstRoute(row.source) : null);
+      const own = owners.filter((row) => ownRoute(row) === route).map((row) => row.receiptId);
+      const further = owners.map((row) => row.receiptId).filter((receiptId) => !own.includes(receiptId));
+      const [ownMoved, furtherMoved] = await Promise.all([
+        moveInDatabase(db, MOVES[action], own, now),
+        moveDeliveries(db, MOVES[action], further, route),
+      ]);
+      return [...ownMoved, ...furtherMoved];
+    }),
+  );
+  return report(receiptIds, moved.flat());
+}
+
+/** A further delivery keeps no dismissal time: its row has no such column, and the status is what the action is. */
+async function moveDeliveries(
+  db: Database,
+  move: (typeof MOVES)[DeadLetterAction],
+  receiptIds: readonly string[],
+  route: string,
+): Promise<{ receiptId: string }[]> {
+  if (receiptIds.length === 0) return [];
+  return db
+    .update(deliveries)
+    .set({ status: move.to })
+    .where(
+      and(
+        inArray(deliveries.receiptId, [...receiptIds]),
+        eq(deliveries.route, route),
+        eq(deliveries.status, move.from),
+      ),
+    )
+    .returning({ receiptId: deliveries.receiptId });
 }
 
 async function moveInDatabase(

@@ -1,7 +1,7 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
-import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
+import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters, moveRouteDeadLetters } from "../actions/dismiss";
 import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
 import { type AdminEnv, requireBearer } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
@@ -174,14 +174,22 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
 
 /**
  * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
- * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back.
+ * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back. With
+ * "route": that route's delivery of each receipt (its own, or a further one), e.g. a dead further delivery that
+ * holds its ordered route.
  */
-adminApi.post("/dead/:action{dismiss|restore}", accepts(), async (c) =>
-  c.json(await moveDeadLetters(c.env, c.req.param("action") as DeadLetterAction, await receiptIdsBody(c.req.raw))),
-);
+adminApi.post("/dead/:action{dismiss|restore}", accepts(), async (c) => {
+  const action = c.req.param("action") as DeadLetterAction;
+  const { receiptIds, route } = await dismissBody(c.req.raw);
+  return c.json(
+    route === undefined
+      ? await moveDeadLetters(c.env, action, receiptIds)
+      : await moveRouteDeadLetters(c.env, action, receiptIds, route),
+  );
+});
 
-async function receiptIdsBody(request: Request): Promise<string[]> {
-  const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids.`;
+async function dismissBody(request: Request): Promise<{ receiptIds: string[]; route?: string }> {
+  const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids, and optionally "route": "<name>".`;
   let body: unknown;
   try {
     body = await request.json();
@@ -189,9 +197,11 @@ async function receiptIdsBody(request: Request): Promise<string[]> {
     throw apiError(400, "invalid_body", usage);
   }
   if (!body || typeof body !== "object" || Array.isArray(body)) throw apiError(400, "invalid_body", usage);
-  const unknown = Object.keys(body).filter((key) => key !== "receiptIds");
-  if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("key", unknown, ["receiptIds"]));
-  const ids = (body as { receiptIds?: unknown }).receiptIds;
+  const unknown = Object.keys(body).filter((key) => key !== "receiptIds" && key !== "route");
+  if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("key", unknown, ["receiptIds", "route"]));
+  const { receiptIds: ids, route } = body as { receiptIds?: unknown; route?: unknown };
+  if (route !== undefined && (typeof route !== "string" || route.length === 0))
+    throw apiError(400, "invalid_body", `"route" must be a route's name. ${usage}`);
   if (
     !Array.isArray(ids) ||
     ids.length === 0 ||
@@ -200,7 +210,7 @@ async function receiptIdsBody(request: Request): Promise<string[]> {
   ) {
     throw apiError(400, "invalid_body", usage);
   }
-  return ids as string[];
+  return { receiptIds: ids as string[], ...(route === undefined ? {} : { route }) };
 }
 
 adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
