@@ -55,6 +55,7 @@ export async function replayDelivery(
   if (!delivery) return { kind: "no_such_route", receiptId, route };
   if (delivery.status === "pending" || delivery.status === "processing")
     return { kind: "in_flight", receiptId, status: delivery.status };
+  if (delivery.status === "dismissed") return { kind: "dismissed", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(delivery.status))
     return { kind: "delivered", receiptId, status: delivery.status };
   if (!receipt.bodyRetained) return { kind: "payload_expired", receiptId };

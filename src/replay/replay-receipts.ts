@@ -35,7 +35,9 @@ export type ReplayOne =
   /** Pending or processing: it is already in flight, and a second message would only race it. */
   | { kind: "in_flight"; receiptId: string; status: string }
   /** Payload retention dropped the body: there is nothing left to process. */
-  | { kind: "payload_expired"; receiptId: string };
+  | { kind: "payload_expired"; receiptId: string }
+  /** Dismissed by an operator: restored (POST /admin/api/dead/restore) it is a dead letter again, and replayable. */
+  | { kind: "dismissed"; receiptId: string };
 
 /** Replays one receipt, whatever its finished status. */
 export async function replayReceipt(
@@ -50,6 +52,7 @@ export async function replayReceipt(
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!current) return { kind: "not_found", receiptId };
+  if (current.status === "dismissed") return { kind: "dismissed", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(current.status))
     return { kind: "in_flight", receiptId, status: current.status };
   if (!current.bodyRetained) return { kind: "payload_expired", receiptId };

@@ -43,6 +43,13 @@ async function move(action: "dismiss" | "restore", body: unknown): Promise<{ sta
   return { status: response.status, json: await response.json() };
 }
 
+async function replay(receiptId: string, route?: string): Promise<{ status: number; code: unknown }> {
+  const query = route === undefined ? "" : `?route=${route}`;
+  const response = await adminPost(`/admin/api/receipts/${receiptId}/replay${query}`, {});
+  const json = (await response.json()) as { error?: { code?: unknown } };
+  return { status: response.status, code: json.error?.code };
+}
+
 describe("dismissing one route's dead delivery", () => {
   it("dismisses and restores a further delivery by route, leaving the receipt's own as it was", async () => {
     const deadFurther = await fannedOut("processed", "dead");
@@ -62,6 +69,9 @@ describe("dismissing one route's dead delivery", () => {
     expect(await statuses(deadFurther)).toEqual({ own: "processed", second: "dismissed" });
     // Not dead: unchanged.
     expect(await statuses(delivered)).toEqual({ own: "processed", second: "processed" });
+    // A dismissed delivery, or a dismissed receipt, is not replayed: restored first, it is.
+    expect(await replay(deadFurther, "second")).toEqual({ status: 409, code: "dismissed" });
+    expect(await statuses(deadFurther)).toEqual({ own: "processed", second: "dismissed" });
     // Dismissed once is not dismissed again.
     expect((await move("dismiss", { receiptIds: [deadFurther], route: "second" })).json).toEqual({
       changed: [],
@@ -82,6 +92,7 @@ describe("dismissing one route's dead delivery", () => {
       unchanged: [],
     });
     expect(await statuses(deadOwn)).toEqual({ own: "dismissed", second: "dead" });
+    expect(await replay(deadOwn)).toEqual({ status: 409, code: "dismissed" });
     const [row] = await database(env)
       .select({ dismissedAt: receipts.dismissedAt })
       .from(receipts)

@@ -30,7 +30,7 @@ import { groupByDatabase } from "../receipts/receipt-databases";
 
 export interface ReplayReport {
   receiptId: string;
-  /** "replayed", or why not: "not_found", "in_flight" (pending or processing), "payload_expired". */
+  /** "replayed", or why not: "not_found", "in_flight" (pending or processing), "payload_expired", "dismissed" (restore it first). */
   outcome: ReplayOne["kind"];
 }
 

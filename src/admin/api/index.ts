@@ -135,6 +135,12 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
         "delivery_not_found",
         "The receipt has no delivery to that route (not a matched route of it).",
       );
+    case "dismissed":
+      throw apiError(
+        409,
+        "dismissed",
+        "The dead letter (or that route's delivery) is dismissed: restore it (POST /admin/api/dead/restore) to replay it.",
+      );
     case "delivered":
       throw apiError(
         409,

@@ -28,6 +28,7 @@ const REPLAY_OUTCOMES: Record<string, string> = {
   not_found: "Not replayed: no receipt has this id.",
   in_flight: "Not replayed: the receipt is already pending or processing.",
   payload_expired: "Not replayed: its body is past payload retention.",
+  dismissed: "Not replayed: it is dismissed; restore it first.",
 };
 
 receiptPages.get("/receipts", async (c) => {
