@@ -48,7 +48,7 @@ import {
   type SoakResult,
   soakDeployment,
 } from "./lib/soak.ts";
-import { ReceiptStore } from "./lib/store.ts";
+import { ReceiptStore, storedBytes } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
 import { waitUntilFinished } from "./lib/wait.ts";
@@ -239,8 +239,10 @@ async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDi
   runtimes.push(meterRuntime);
   await meterRuntime.start();
   console.log("handler destination (demo source, handler:accounts):");
+  const meterStore = new ReceiptStore(meterRuntime.options.persistDir);
+  const storedBefore = storedBytes(meterStore, meterRuntime.options.persistDir);
   const handler = await meterHappyPath(meterRuntime, deployment, "/webhooks/demo", "meter_evt_", events, concurrency);
-  const allIn = await meterAllIn(flags, meterRuntime, deployment, handler, events, concurrency);
+  const allIn = await meterAllIn(flags, meterRuntime, deployment, { ...handler, storedBefore }, events, concurrency);
   await meterRuntime.stop();
 
   const backend = await startForwardBackend();
@@ -368,10 +370,13 @@ async function meterAllIn(
   flags: BenchFlags,
   runtime: Runtime,
   deployment: ReceiverDeployment,
-  happy: Awaited<ReturnType<typeof meterHappyPath>>,
+  happy: Awaited<ReturnType<typeof meterHappyPath>> & { storedBefore: ReturnType<typeof storedBytes> },
   events: number,
   concurrency: number,
 ) {
+  const store = new ReceiptStore(runtime.options.persistDir);
+  // Every happy-path event is processed and every claim a tombstone by now (meterHappyPath waits for both).
+  const storedProcessed = storedBytes(store, runtime.options.persistDir);
   console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
   const large = await meterHappyPath(
     runtime,
@@ -383,7 +388,6 @@ async function meterAllIn(
     LARGE_BODY_BYTES,
   );
 
-  const store = new ReceiptStore(runtime.options.persistDir);
   const left = (withBody: boolean) =>
     store.read(
       (database) =>
@@ -409,6 +413,7 @@ async function meterAllIn(
   };
   const startedAt = Date.now();
   const bodyRuns = await fireUntil(startedAt + 7 * DAY_MS + 60_000, () => left(true) === 0);
+  const storedWithoutBodies = storedBytes(store, runtime.options.persistDir);
   // One run more than needed: the shards are swept in the same run as D1, and a second confirms nothing was left.
   const keyRuns =
     (await fireUntil(startedAt + 35 * DAY_MS + 60_000, () => left(false) === 0)) +
@@ -422,6 +427,18 @@ async function meterAllIn(
       `read ${retention.doRowsRead.toFixed(2)}; DO requests ${retention.doRequests.toFixed(3)}; log lines ${retention.logLines.toFixed(3)}`,
   );
   if (left(false) > 0) failures.push(`meters: retention left ${left(false)} receipts`);
+  const storage = {
+    d1BytesWithBody: (storedProcessed.d1 - happy.storedBefore.d1) / events,
+    // The large events' receipts are in D1 too by then, their bodies in R2: every receipt without its body.
+    d1BytesWithoutBody: (storedWithoutBodies.d1 - happy.storedBefore.d1) / total,
+    shardBytes: (storedProcessed.shards - happy.storedBefore.shards) / events,
+    payloadRetentionDays: 7,
+    dedupeRetentionDays: 35,
+  };
+  console.log(
+    `storage per event (pages): D1 ${storage.d1BytesWithBody.toFixed(0)} bytes with the body, ${storage.d1BytesWithoutBody.toFixed(0)} ` +
+      `without it; shard tombstone ${storage.shardBytes.toFixed(0)} bytes`,
+  );
 
   const units: LifetimeUnits = {
     happy: happy.per,
@@ -440,6 +457,7 @@ async function meterAllIn(
       bytes: LARGE_BODY_BYTES,
       payloadRetentionDays: 7,
     },
+    storage,
     largeShare: flags.largeShare,
     cpuMsPerEvent: happy.cpuMsPerEvent.workerd,
   };

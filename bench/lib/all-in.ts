@@ -2,8 +2,8 @@
  * Everything one event costs over its whole life, at list prices beyond the Workers Paid plan's monthly inclusions,
  * from measured units: the happy path (acceptance, relay, processing: bench/lib/meters.ts), retention's deletes
  * in D1 and the shards (the cron run over the events after their windows), the log lines and Analytics Engine
- * points the runtime's meters counted, R2 operations and storage for a stated share of large bodies, and the
- * runtime's CPU time. Pure arithmetic: every unit comes from a measurement; the rules are in docs/performance.md.
+ * points the runtime's meters counted, R2 operations and storage for a stated share of large bodies, what D1 and
+ * the shards store for the event over its retention windows, and the runtime's CPU time. Pure arithmetic: every unit comes from a measurement; the rules are in docs/performance.md.
  */
 
 import { type PerEvent, PRICES } from "./meters.ts";
@@ -19,6 +19,10 @@ export const ALL_IN_PRICES = {
   r2ClassBPerMillion: 0.36,
   /** R2 Standard storage beyond 10 GB-month. */
   r2StoragePerGbMonth: 0.015,
+  /** D1 storage beyond 5 GB (the database's size, tables and indexes). */
+  d1StoragePerGbMonth: 0.75,
+  /** Durable Object SQLite storage beyond 5 GB-month. */
+  durableObjectStoragePerGbMonth: 0.2,
   /** Workers Standard CPU time beyond 30 million CPU-ms a month. */
   cpuMsPerMillion: 0.02,
 } as const;
@@ -38,6 +42,18 @@ export interface LifetimeUnits {
   };
   /** Per large body (above the R2 threshold): R2 operations, and the bytes kept for payload retention. */
   largeBody: { r2ClassA: number; r2ClassB: number; bytes: number; payloadRetentionDays: number };
+  /**
+   * Bytes an event keeps, measured as pages in the local SQLite files (bench/lib/store.ts storedBytes): in D1 with
+   * its body until payload retention, then without it until dedupe retention; in its shard, the tombstone, kept
+   * until its time partition is dropped, between one and two dedupe windows after it was received (src/claims/partitions.ts).
+   */
+  storage: {
+    d1BytesWithBody: number;
+    d1BytesWithoutBody: number;
+    shardBytes: number;
+    payloadRetentionDays: number;
+    dedupeRetentionDays: number;
+  };
   /** Share of events whose body is above the threshold, 0..1. */
   largeShare: number;
   /** The runtime's workerd CPU per event from first send until processed (local: an upper bound of what is billed). */
@@ -55,6 +71,7 @@ export function allInCost(
 ): { lines: AllInLine[]; allInUsdPerMillion: number } {
   const { retention, largeBody, largeShare } = units;
   const storageGbMonths = (largeBody.bytes / 1e9) * (largeBody.payloadRetentionDays / 30);
+  const stored = storedGbMonths(units.storage);
   const lines: AllInLine[] = [
     { item: "happy path (acceptance, relay, processing)", usdPerMillion: happyUsdPerMillion },
     {
@@ -81,11 +98,33 @@ export function allInCost(
           storageGbMonths * 1e6 * ALL_IN_PRICES.r2StoragePerGbMonth),
     },
     {
+      item: "storage over the retention windows (D1 receipt, shard tombstone)",
+      usdPerMillion:
+        1e6 *
+        (stored.d1 * ALL_IN_PRICES.d1StoragePerGbMonth + stored.shards * ALL_IN_PRICES.durableObjectStoragePerGbMonth),
+    },
+    {
       item: "CPU time (local workerd, upper bound)",
       usdPerMillion: units.cpuMsPerEvent * ALL_IN_PRICES.cpuMsPerMillion,
     },
   ];
   return { lines, allInUsdPerMillion: lines.reduce((sum, line) => sum + line.usdPerMillion, 0) };
+}
+
+/**
+ * GB-months one event's rows are kept. A shard's tombstone lives 1.5 dedupe windows on average: its partition
+ * closes about one window after it opened and is dropped one window after that, so a claim received x into the
+ * partition's window lives 2 windows minus x.
+ */
+export function storedGbMonths(storage: LifetimeUnits["storage"]): { d1: number; shards: number } {
+  const months = (days: number) => days / 30;
+  const { payloadRetentionDays: payload, dedupeRetentionDays: dedupe } = storage;
+  return {
+    d1:
+      (storage.d1BytesWithBody * months(payload) + storage.d1BytesWithoutBody * months(Math.max(0, dedupe - payload))) /
+      1e9,
+    shards: (storage.shardBytes * months(1.5 * dedupe)) / 1e9,
+  };
 }
 
 export function formatAllIn(cost: ReturnType<typeof allInCost>): string {

@@ -1,7 +1,5 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import type { ReceiptStore } from "./store.ts";
+import { type ReceiptStore, shardFiles, usedBytes } from "./store.ts";
 
 /**
  * One soak sample, read from the runtime's own SQLite files (D1 and every claim shard), read-only: sizes as pages
@@ -99,26 +97,6 @@ export function takeSample(
 }
 
 export const NO_TOTALS: Totals = { receiptsDeleted: 0, bodiesDropped: 0, shardKeysDeleted: 0, cronRuns: 0 };
-
-/** Bytes in use: pages minus free pages (SQLite files keep freed pages for reuse and never shrink on their own). */
-function usedBytes(database: DatabaseSync): number {
-  const pragma = (name: string) => (database.prepare(`PRAGMA ${name}`).get() as Record<string, number>)[name]!;
-  return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
-}
-
-/** Every claim shard's SQLite file under the persist directory. */
-function shardFiles(persistDir: string): string[] {
-  const root = join(persistDir, "v3", "do");
-  if (!existsSync(root)) return [];
-  return readdirSync(root)
-    .filter((name) => name.includes("ClaimShard"))
-    .flatMap((name) =>
-      readdirSync(join(root, name))
-        .filter((file) => file.endsWith(".sqlite"))
-        .map((file) => join(root, name, file)),
-    )
-    .filter((file) => statSync(file).size > 0);
-}
 
 /**
  * Every claim a shard file holds, whichever time partition keeps it (src/claims/partitions.ts: tables listed in

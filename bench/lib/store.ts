@@ -1,4 +1,4 @@
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 
@@ -64,4 +64,59 @@ export const FINISHED_STATUSES = ["processed", "stale", "dead", "skipped"];
 
 export function finishedCount(counts: ReadonlyMap<string, number>): number {
   return FINISHED_STATUSES.reduce((sum, status) => sum + (counts.get(status) ?? 0), 0);
+}
+
+/** Bytes in use: pages minus free pages (SQLite files keep freed pages for reuse and never shrink on their own). */
+export function usedBytes(database: DatabaseSync): number {
+  const pragma = (name: string) => (database.prepare(`PRAGMA ${name}`).get() as Record<string, number>)[name]!;
+  return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
+}
+
+/** Every claim shard's SQLite file under the persist directory. */
+export function shardFiles(persistDir: string): string[] {
+  const root = join(persistDir, "v3", "do");
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .filter((name) => name.includes("ClaimShard"))
+    .flatMap((name) =>
+      readdirSync(join(root, name))
+        .filter((file) => file.endsWith(".sqlite"))
+        .map((file) => join(root, name, file)),
+    )
+    .filter((file) => statSync(file).size > 0);
+}
+
+/** The receiver's own per-event tables in D1; the handler's tables (accounts, object_versions, …) are the user's. */
+const RECEIVER_TABLES = ["receipts", "deliveries", "attempts", "replays", "quarantine"];
+
+/** Pages (bytes) the named tables and their indexes hold, unused room inside a page included, free pages not. */
+function tableBytes(database: DatabaseSync, where: string, ...params: string[]): number {
+  const row = database
+    .prepare(
+      `SELECT COALESCE(SUM(s.pgsize), 0) AS bytes FROM dbstat s JOIN sqlite_master m ON m.name = s.name WHERE ${where}`,
+    )
+    .get(...params) as { bytes: number };
+  return row.bytes;
+}
+
+/**
+ * What the receiver keeps for its events, in bytes, as storage is billed (database size: whole pages): in D1 the
+ * pages of the receiver's own tables and their indexes, in the shards the pages of the claim partitions
+ * (`event_claims`, `event_claims_1`, …). A shard's or a database's fixed tables are left out, so a difference
+ * between two readings over N events is what those events keep. Read-only, so it may be read while the runtime runs.
+ */
+export function storedBytes(store: ReceiptStore, persistDir: string): { d1: number; shards: number } {
+  const d1 = store.read((database) =>
+    tableBytes(database, `m.tbl_name IN (${RECEIVER_TABLES.map(() => "?").join(", ")})`, ...RECEIVER_TABLES),
+  );
+  const shards = shardFiles(persistDir).reduce((sum, file) => {
+    const database = new DatabaseSync(file, { readOnly: true });
+    try {
+      database.exec("PRAGMA busy_timeout = 5000");
+      return sum + tableBytes(database, "m.tbl_name LIKE 'event_claims%'");
+    } finally {
+      database.close();
+    }
+  }, 0);
+  return { d1, shards };
 }
