@@ -83,6 +83,22 @@ program
   .option("--json", "print the API's answer as JSON")
   .action(run(() => import("./commands/replay.mjs"), "replay"));
 
+for (const [action, description] of [
+  [
+    "dismiss",
+    "take dead letters out of the dead letters (kept and shown, never replayed in bulk): dismiss <receipt-id...> [--route R]",
+  ],
+  ["restore", "put dismissed receipts back among the dead letters, replayable: restore <receipt-id...> [--route R]"],
+]) {
+  program
+    .command(action)
+    .description(description)
+    .argument("<receipt-id...>")
+    .option("--route <route>", "that route's delivery of each receipt instead of the receipt itself")
+    .option("--json", "print the API's answer as JSON")
+    .action(run(() => import("./commands/dismiss.mjs"), action));
+}
+
 program
   .command("check")
   .description("validate the sources config as the Worker does, and that every secret it names is set")

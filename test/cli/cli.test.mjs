@@ -414,25 +414,33 @@ describe("tail, show, replay", () => {
 
     // Dismissed by an operator: the timeline says when, and how to undo it.
     await showWhenFinished([receipt], /dead/);
-    const dismissed = await fetch(`${receiver.url}/admin/api/dead/dismiss`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ receiptIds: [receipt] }),
-    });
-    assert.deepEqual((await dismissed.json()).changed, [receipt]);
+    const dismissed = await cli(["dismiss", receipt, ...project], env);
+    assert.equal(dismissed.code, 0, dismissed.stderr);
+    assert.match(dismissed.stdout, new RegExp(`^dismissed 1 of 1\n  ${receipt}$`, "m"));
     const afterDismiss = await cli(["show", receipt, ...project], env);
     assert.match(afterDismiss.stdout, /^status\s+dismissed/m);
     assert.match(
       afterDismiss.stdout,
-      /^ {2}\S+Z {2}dismissed by an operator: out of the dead letters \(restore: POST \/admin\/api\/dead\/restore, or the dashboard's dead letters\)$/m,
+      new RegExp(
+        `^ {2}\\S+Z {2}dismissed by an operator: out of the dead letters \\(restore: npm run cli -- restore ${receipt}, or the dashboard's dead letters\\)$`,
+        "m",
+      ),
     );
+    // Asked again: nothing moves, the receipt is named apart, and the exit code says not all was done.
+    const again = await cli(["dismiss", receipt, ...project], env);
+    assert.equal(again.code, 1);
+    assert.match(
+      again.stdout,
+      new RegExp(`^dismissed 0 of 1\nnot dismissed, not dead \\(or unknown\\):\n  ${receipt}$`, "m"),
+    );
+    // A route no source has: one line, exit 3 (not found), and nothing moves (the restore below still finds it dismissed).
+    const noRoute = await cli(["restore", receipt, "--route", "nosuch", ...project], env);
+    assertOneLineError(noRoute, /^error: .*route "nosuch"/);
+    assert.equal(noRoute.code, 3);
     // Restored: the timeline keeps the dismissal (without the hint to undo it) and adds the restore after it.
-    const restored = await fetch(`${receiver.url}/admin/api/dead/restore`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ receiptIds: [receipt] }),
-    });
-    assert.deepEqual((await restored.json()).changed, [receipt]);
+    const restored = await cli(["restore", receipt, "--json", ...project], env);
+    assert.equal(restored.code, 0, restored.stderr);
+    assert.deepEqual(JSON.parse(restored.stdout), { changed: [receipt], unchanged: [] });
     const afterRestore = (await cli(["show", receipt, ...project], env)).stdout;
     assert.match(afterRestore, /^status\s+dead/m);
     assert.match(

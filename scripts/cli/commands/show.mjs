@@ -89,7 +89,9 @@ export function describe(detail, withBody) {
     events.push([receipt.processedAt, `finished: ${status(receipt.status === "dismissed" ? "dead" : receipt.status)}`]);
   // The latest dismissal and the latest restore (a restore keeps the dismissal's time); how to undo only while it stands.
   const undo =
-    receipt.status === "dismissed" ? " (restore: POST /admin/api/dead/restore, or the dashboard's dead letters)" : "";
+    receipt.status === "dismissed"
+      ? ` (restore: npm run cli -- restore ${receipt.receiptId}, or the dashboard's dead letters)`
+      : "";
   if (receipt.dismissedAt)
     events.push([receipt.dismissedAt, `dismissed by an operator: out of the dead letters${undo}`]);
   if (receipt.restoredAt) events.push([receipt.restoredAt, "restored by an operator: a dead letter again, replayable"]);
