@@ -1,9 +1,14 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { notAttempted } from "../../src/consumers/delivery-rows";
+import { writeHeldFanOuts } from "../../src/consumers/held-fan-out";
+import { loadReceipts } from "../../src/consumers/load";
 import { processReceipt } from "../../src/consumers/process";
+import { database } from "../../src/db/client";
 import { ADMIN } from "../admin/support";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
+import { failFanOutOf } from "../support/failpoints";
 import { keysOf, lane, send, setLane } from "./gate-support";
 
 /**
@@ -24,6 +29,13 @@ async function deliveryRows(receiptId: string) {
     .bind(receiptId)
     .all<{ route: string; status: string; attempts: number }>();
   return results;
+}
+
+async function filteredRoutes(receiptId: string): Promise<string | null> {
+  const row = await env.DB.prepare("SELECT filtered_routes AS filtered FROM receipts WHERE id = ?")
+    .bind(receiptId)
+    .first<{ filtered: string | null }>();
+  return row!.filtered;
 }
 
 /** Every further route processed each event, on one attempt. */
@@ -70,6 +82,27 @@ describe("a paused first route", () => {
   const change = (what: "pause" | "resume") =>
     exports.default.fetch(new Request(`https://receiver.test${path}/${what}`, { method: "POST", headers: ADMIN }));
 
+  /** Pauses the route, then stores one event for it straight in D1 (its consumption is the test's to run). */
+  async function pausedEvent(account: string): Promise<string> {
+    expect(await (await change("pause")).json()).toMatchObject({ gate: { paused: true } });
+    return seedReceipt({
+      source: "gate-first-paused",
+      payload: { type: "account.credited", data: { account, amount: 1 } },
+      eventType: "account.credited",
+    });
+  }
+
+  /** Resuming re-sends the one held event, and its first route's delivery goes through once. */
+  async function resumeDelivers(receiptId: string): Promise<void> {
+    expect(await (await change("resume")).json()).toMatchObject({ resumed: 1, gate: { paused: false } });
+    await eventually(
+      async () => ((await receiptRow(receiptId)).status === "processed" ? true : undefined),
+      60_000,
+      "the first route's delivery processed",
+    );
+    expect(await laneKeys("first-paused", [receiptId])).toEqual(keys([receiptId], "held"));
+  }
+
   it("holds only its own deliveries: the other routes deliver each event once, and resume re-sends them nothing", {
     timeout: 150_000,
   }, async () => {
@@ -99,26 +132,46 @@ describe("a paused first route", () => {
   it("writes a held event's fan-out once when two consumers take its first consumption at once", {
     timeout: 150_000,
   }, async () => {
-    expect(await (await change("pause")).json()).toMatchObject({ gate: { paused: true } });
-    const receiptId = await seedReceipt({
-      source: "gate-first-paused",
-      payload: { type: "account.credited", data: { account: "acct_race", amount: 1 } },
-      eventType: "account.credited",
-    });
+    const receiptId = await pausedEvent("acct_race");
     const verdicts = await Promise.all([processReceipt(env, receiptId), processReceipt(env, receiptId)]);
     for (const verdict of verdicts) expect(verdict).toMatchObject({ kind: "retry" });
     await furtherProcessed([receiptId]);
     await expectHeld([receiptId]);
     await expectEachFurtherLaneOnce("first-paused", [receiptId]);
 
-    expect(await (await change("resume")).json()).toMatchObject({ resumed: 1, gate: { paused: false } });
-    await eventually(
-      async () => ((await receiptRow(receiptId)).status === "processed" ? true : undefined),
-      60_000,
-      "the first route's delivery processed",
-    );
-    expect(await laneKeys("first-paused", [receiptId])).toEqual(keys([receiptId], "held"));
+    await resumeDelivers(receiptId);
     await expectEachFurtherLaneOnce("first-paused", [receiptId]);
+  });
+
+  it("tells a D1 failure writing a held event's fan-out (the consumption fails, nothing written) from another run's fan-out (skipped)", {
+    timeout: 150_000,
+  }, async () => {
+    const receiptId = await pausedEvent("acct_d1_down");
+    const [beforeFanOut] = await loadReceipts(database(env), [receiptId], env);
+
+    // D1 fails inside the batch: the error goes up (the consumer's message is retried), and nothing is written.
+    const restore = await failFanOutOf(receiptId);
+    try {
+      await expect(processReceipt(env, receiptId)).rejects.toThrow("injected failure writing the fan-out");
+    } finally {
+      await restore();
+    }
+    expect(await deliveryRows(receiptId)).toEqual([]);
+    expect(await filteredRoutes(receiptId)).toBeNull();
+
+    // Its retry writes the fan-out; a run that read the receipt before that finds its guard aborting, and skips.
+    expect(await processReceipt(env, receiptId)).toMatchObject({ kind: "retry" });
+    const sameFanOut = {
+      route: "held",
+      filtered: [],
+      further: FURTHER.map((route) => notAttempted(route, Date.now(), 0, null)),
+    };
+    await writeHeldFanOuts(env, [{ receipt: beforeFanOut!, fanOut: sameFanOut }]);
+    await furtherProcessed([receiptId]);
+    await expectHeld([receiptId]);
+    await expectEachFurtherLaneOnce("first-paused", [receiptId]);
+
+    await resumeDelivers(receiptId);
   });
 });
 

@@ -90,3 +90,19 @@ export async function failCommitFor(eventKeyPrefix: string): Promise<() => Promi
     await env.DB.prepare(`DROP TRIGGER IF EXISTS ${trigger}`).run();
   };
 }
+
+/**
+ * A D1 trigger that aborts any statement writing one receipt's `filtered_routes` (its fan-out): D1 failing inside the
+ * fan-out's batch, for a reason other than the batch's own guard. Returns a function that removes it.
+ */
+export async function failFanOutOf(receiptId: string): Promise<() => Promise<void>> {
+  const trigger = `failpoint_fan_out_${receiptId.replace(/[^a-z0-9_]/gi, "_")}`;
+  await env.DB.prepare(
+    `CREATE TRIGGER ${trigger} BEFORE UPDATE OF filtered_routes ON receipts
+     WHEN NEW.id = '${receiptId.replace(/'/g, "''")}'
+     BEGIN SELECT RAISE(ABORT, 'injected failure writing the fan-out'); END`,
+  ).run();
+  return async () => {
+    await env.DB.prepare(`DROP TRIGGER IF EXISTS ${trigger}`).run();
+  };
+}
