@@ -50,7 +50,7 @@ export async function moveDeadLetters(
 ): Promise<DismissReport> {
   const groups = await groupByDatabase(env, receiptIds);
   const moved = await Promise.all(
-    groups.map((group) => moveInDatabase(database(group.env), MOVES[action], group.receiptIds, now)),
+    groups.map((group) => moveRows(database(group.env), RECEIPT_ROWS, MOVES[action], group.receiptIds, now)),
   );
   return report(receiptIds, moved.flat());
 }
@@ -92,8 +92,8 @@ export async function moveRouteDeadLetters(
       const own = owners.filter((row) => ownRoute(row) === route).map((row) => row.receiptId);
       const further = owners.map((row) => row.receiptId).filter((receiptId) => !own.includes(receiptId));
       const [ownMoved, furtherMoved] = await Promise.all([
-        moveInDatabase(db, MOVES[action], own, now),
-        moveDeliveries(db, MOVES[action], further, route),
+        moveRows(db, RECEIPT_ROWS, MOVES[action], own, now),
+        moveRows(db, routeRows(route), MOVES[action], further, now),
       ]);
       return [...ownMoved, ...furtherMoved];
     }),
@@ -101,39 +101,39 @@ export async function moveRouteDeadLetters(
   return report(receiptIds, moved.flat());
 }
 
-/** A further delivery keeps no dismissal time: its row has no such column, and the status is what the action is. */
-async function moveDeliveries(
-  db: Database,
-  move: (typeof MOVES)[DeadLetterAction],
-  receiptIds: readonly string[],
-  route: string,
-): Promise<{ receiptId: string }[]> {
-  if (receiptIds.length === 0) return [];
-  return db
-    .update(deliveries)
-    .set({ status: move.to })
-    .where(
-      and(
-        inArray(deliveries.receiptId, [...receiptIds]),
-        eq(deliveries.route, route),
-        eq(deliveries.status, move.from),
-      ),
-    )
-    .returning({ receiptId: deliveries.receiptId });
-}
+/**
+ * The rows an action moves: the receipts' own deliveries, or one route's further deliveries. A further delivery keeps
+ * no dismissal time: its row has no such column, and the status is what the action is.
+ */
+const RECEIPT_ROWS = {
+  table: receipts,
+  receiptId: receipts.receiptId,
+  status: receipts.status,
+  stamped: true,
+  only: undefined,
+};
+const routeRows = (route: string) => ({
+  table: deliveries,
+  receiptId: deliveries.receiptId,
+  status: deliveries.status,
+  stamped: false,
+  only: eq(deliveries.route, route),
+});
 
-async function moveInDatabase(
+/** Moves each named row in the action's `from` status to its `to`: one guarded update, returning the rows it moved. */
+async function moveRows(
   db: Database,
+  rows: typeof RECEIPT_ROWS | ReturnType<typeof routeRows>,
   move: (typeof MOVES)[DeadLetterAction],
   receiptIds: readonly string[],
   now: number,
 ): Promise<{ receiptId: string }[]> {
   if (receiptIds.length === 0) return [];
   return db
-    .update(receipts)
-    .set({ status: move.to, ...move.stamp(now) })
-    .where(and(inArray(receipts.receiptId, [...receiptIds]), eq(receipts.status, move.from)))
-    .returning({ receiptId: receipts.receiptId });
+    .update(rows.table)
+    .set({ status: move.to, ...(rows.stamped ? move.stamp(now) : {}) })
+    .where(and(inArray(rows.receiptId, [...receiptIds]), rows.only, eq(rows.status, move.from)))
+    .returning({ receiptId: rows.receiptId });
 }
 
 function report(asked: readonly string[], rows: { receiptId: string }[]): DismissReport {
