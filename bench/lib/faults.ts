@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ReceiverDeployment } from "./setup.ts";
+import type { BacklogParts } from "./soak-sample.ts";
 
 /**
  * Faults injected into the soak while its steady rate keeps arriving (`--faults`), and the verdict on each.
@@ -105,6 +106,8 @@ export interface FaultReport {
 export interface BacklogPoint {
   atS: number;
   backlog: number;
+  /** What the backlog is made of (bench/lib/soak-sample.ts): where a drain's time goes. */
+  parts?: BacklogParts;
 }
 
 /** One fault's figures and what is wrong with them, from the backlog timeline and the sender's failures. Pure. */

@@ -135,23 +135,41 @@ function readShard(file: string): { bytes: number; keys: number; unrelayed: numb
  * The backlog alone (claims not yet relayed plus receipts pending or processing), cheap enough to read every
  * second while a fault plays; null when a file cannot be read at that moment (the runtime restarting).
  */
-export function backlogNow(store: ReceiptStore, persistDir: string): number | null {
+export function backlogNow(store: ReceiptStore, persistDir: string): BacklogParts | null {
   try {
-    const unfinished = store.read(
+    const parts = store.read(
       (database) =>
-        (
-          database
-            .prepare(
-              "SELECT COUNT(*) AS n FROM receipts WHERE source IN (?, ?) AND status IN ('pending', 'processing')",
-            )
-            .get(...SOAK_SOURCES) as { n: number }
-        ).n,
+        database
+          .prepare(
+            `SELECT SUM(status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)) AS due,
+               SUM(status = 'pending' AND next_attempt_at > ?3) AS waiting, SUM(status = 'processing') AS processing
+             FROM receipts WHERE source IN (?1, ?2) AND status IN ('pending', 'processing')`,
+          )
+          .get(...SOAK_SOURCES, Date.now()) as {
+          due: number | null;
+          waiting: number | null;
+          processing: number | null;
+        },
     );
-    return unfinished + shardFiles(persistDir).reduce((sum, file) => sum + readShard(file).unrelayed, 0);
+    const unrelayed = shardFiles(persistDir).reduce((sum, file) => sum + readShard(file).unrelayed, 0);
+    return { unrelayed, due: parts.due ?? 0, waiting: parts.waiting ?? 0, processing: parts.processing ?? 0 };
   } catch {
     return null;
   }
 }
+
+/**
+ * Where the backlog is: claims not yet relayed, receipts pending and due (on the queue, or lost with it), pending
+ * but waiting out a retry delay, and leased (processing). Their sum is the backlog.
+ */
+export interface BacklogParts {
+  unrelayed: number;
+  due: number;
+  waiting: number;
+  processing: number;
+}
+
+export const backlogTotal = (parts: BacklogParts) => parts.unrelayed + parts.due + parts.waiting + parts.processing;
 
 /**
  * Per soak source, at the end of a run: events not finished yet (claims not relayed, receipts pending or processing)

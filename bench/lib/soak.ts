@@ -12,6 +12,7 @@ import type { Sender } from "./sender.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import {
   backlogNow,
+  backlogTotal,
   creditedEvents,
   NO_TOTALS,
   SOAK_ACCOUNT_PREFIX,
@@ -299,8 +300,8 @@ export async function runSoak(
   const tracker = (async () => {
     if (!faulting) return;
     while (!finished) {
-      const backlog = backlogNow(store, persistDir);
-      if (backlog !== null) timeline.push({ atS: secondsNow(), backlog });
+      const parts = backlogNow(store, persistDir);
+      if (parts !== null) timeline.push({ atS: secondsNow(), backlog: backlogTotal(parts), parts });
       await sleep(TRACKER_RESOLUTION_S * 1000);
     }
   })();
@@ -377,7 +378,7 @@ export async function runSoak(
     cronRuns,
     faults,
     ackFailuresOutsideFaults: faulting ? outsideFaults : null,
-    backlogTimeline: timeline.map((point) => ({ atS: Math.round(point.atS * 10) / 10, backlog: point.backlog })),
+    backlogTimeline: timeline.map((point) => ({ ...point, atS: Math.round(point.atS * 10) / 10 })),
     settings,
   };
 }
