@@ -16,6 +16,7 @@ import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrde
 import { writeHeldFanOuts } from "./held-fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
+import { recoveredRoutes, releaseWaiting } from "./release-waiting";
 import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
@@ -237,6 +238,24 @@ export async function processBatch(
         ? [{ receipt: finished.receipt, fanOut: finished.fanOut }]
         : [],
     ),
+  );
+  // A delivery that had waited and now went through says its destination is back: the others waiting for it go now.
+  await releaseWaiting(
+    env,
+    db,
+    recoveredRoutes(
+      attempts.map(({ receipt }) => {
+        const source = sources.get(receipt.source);
+        const choice = choices.get(receipt.receiptId);
+        return {
+          receipt,
+          route: choice?.kind === "recorded" ? choice.route : null,
+          oneRoute: source?.routes.length === 1,
+          decision: decisions.get(receipt.receiptId),
+        };
+      }),
+    ),
+    now,
   );
   for (const finished of attempts) {
     const decision = decisions.get(finished.receipt.receiptId)!;

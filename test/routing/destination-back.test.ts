@@ -1,0 +1,114 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import type { Decision } from "../../src/consumers/decide";
+import { processReceipt } from "../../src/consumers/process";
+import { type CommittedOwnDelivery, recoveredRoutes } from "../../src/consumers/release-waiting";
+import type { DeliveryControl } from "../../src/gate/control";
+import type { SourceRoute } from "../../src/sources/config";
+import { receiptRow } from "../consumers/support/processing";
+import { eventually } from "../support/deliveries";
+import { keysOf, lane, sendCredit, setLane } from "./gate-support";
+
+/**
+ * When a destination comes back (docs/processing.md, "When a destination comes back"): the first delivery that had
+ * waited out its retry delay and now goes through releases every other delivery still waiting for that route, so
+ * they go at once instead of each sitting out the rest of its delay. Source gate-recovering
+ * (test/fixtures/sources/gates.json) retries after an hour, without jitter, so nothing here comes due by itself.
+ */
+
+const processed: Decision = {
+  kind: "commit",
+  result: { status: "processed" },
+  queue: { kind: "done", status: "processed" },
+};
+const failed: Decision = {
+  kind: "fail",
+  receiptStatus: "pending",
+  nextAttemptAt: 1,
+  lastError: "destination answered 503",
+  attempt: { outcome: "retry", error: "destination answered 503", httpStatus: 503 },
+  queue: { kind: "retry", delaySeconds: 5 },
+};
+
+function routeWith(control: DeliveryControl | null, ordering = false): SourceRoute {
+  return { rules: { name: "main", control, ordering: ordering ? {} : null } } as unknown as SourceRoute;
+}
+
+function own(overrides: Partial<CommittedOwnDelivery> & { nextAttemptAt?: number | null }): CommittedOwnDelivery {
+  const { nextAttemptAt = 1000, ...rest } = overrides;
+  return {
+    receipt: { source: "s", route: null, nextAttemptAt },
+    route: routeWith(null),
+    oneRoute: true,
+    decision: processed,
+    ...rest,
+  };
+}
+
+describe("which routes a finished attempt releases", () => {
+  it("only a delivery that had waited and was processed, once per route", () => {
+    expect(recoveredRoutes([own({}), own({})])).toEqual([{ source: "s", route: null }]);
+    // A first attempt (no due time), a failure, a route whose gate paces it or that keeps an order: nothing.
+    expect(recoveredRoutes([own({ nextAttemptAt: null })])).toEqual([]);
+    expect(recoveredRoutes([own({ decision: failed })])).toEqual([]);
+    const paced: DeliveryControl = { rateLimit: null, maxInFlight: 2, breaker: null, paused: false };
+    expect(recoveredRoutes([own({ route: routeWith(paced) })])).toEqual([]);
+    expect(recoveredRoutes([own({ route: routeWith(null, true) })])).toEqual([]);
+    // A breaker alone: its probe's success is exactly when the held deliveries should go.
+    const breaker: DeliveryControl = {
+      rateLimit: null,
+      maxInFlight: null,
+      breaker: { failures: 2, probeIntervalMs: 30_000 },
+      paused: false,
+    };
+    expect(recoveredRoutes([own({ route: routeWith(breaker) })])).toEqual([{ source: "s", route: null }]);
+    // A source with several routes: the route its receipt row carries.
+    expect(
+      recoveredRoutes([own({ oneRoute: false, receipt: { source: "s", route: "crm", nextAttemptAt: 5 } })]),
+    ).toEqual([{ source: "s", route: "crm" }]);
+  });
+});
+
+describe("a destination that comes back", () => {
+  it("sends the deliveries still waiting for it at once, each spending the retry it was due", {
+    timeout: 120_000,
+  }, async () => {
+    await setLane("recovering", 503);
+    const failedOnce = async (receiptId: string) =>
+      eventually(
+        async () => {
+          const row = await receiptRow(receiptId);
+          return row.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
+        },
+        30_000,
+        "a failed first attempt",
+      );
+    // The first fails before the others are sent, so it is due first.
+    const first = await sendCredit("gate-recovering", { account: "acct_back", amount: 1 });
+    const firstDue = (await failedOnce(first)).nextAttemptAt!;
+    const waiting = [
+      await sendCredit("gate-recovering", { account: "acct_back", amount: 2 }),
+      await sendCredit("gate-recovering", { account: "acct_back", amount: 3 }),
+    ];
+    for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
+
+    // The destination is back; the first delivery's retry comes due and goes through.
+    await setLane("recovering", 204);
+    expect(await processReceipt(env, first, firstDue)).toEqual({ kind: "done", status: "processed" });
+
+    // The others were due an hour later: released, they go now, through the real queue.
+    await eventually(
+      async () =>
+        (await Promise.all(waiting.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined,
+      60_000,
+      "the waiting deliveries processed",
+    );
+    for (const row of await Promise.all(waiting.map(receiptRow)))
+      expect(row).toMatchObject({ status: "processed", attempts: 2, nextAttemptAt: null });
+    const requests = await lane("recovering");
+    for (const receiptId of [first, ...waiting])
+      expect(requests.filter((request) => keysOf([request])[0] === receiptId).map((request) => request.answer)).toEqual(
+        [503, 204],
+      );
+  });
+});
