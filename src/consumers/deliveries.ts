@@ -12,6 +12,7 @@ import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./deli
 import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
+import { recoveredRoutes, releaseWaiting } from "./release-waiting";
 import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
@@ -165,6 +166,28 @@ export async function processDeliveries(
     env,
     admitted.map((delivery) => ({ ...toAdmit(delivery), result: results.get(delivery.receiptId) ?? null })),
     clock(),
+  );
+  // A delivery that had waited and now went through says its destination is back: the others waiting for it go now.
+  const attempted = new Set(finished.map((attempt) => attempt.receiptId));
+  await releaseWaiting(
+    env,
+    db,
+    recoveredRoutes(
+      admitted.flatMap((delivery) => {
+        if (!attempted.has(delivery.receiptId)) return [];
+        const verdict = verdicts.get(delivery.receiptId);
+        return [
+          {
+            source: delivery.source,
+            route: routeOf(delivery) ?? null,
+            oneRoute: false,
+            waited: delivery.nextAttemptAt !== null,
+            processed: verdict?.kind === "done" && verdict.status === "processed",
+          },
+        ];
+      }),
+    ),
+    now,
   );
   for (const attempt of finished)
     logEvent("attempt", {

@@ -245,13 +245,14 @@ export async function processBatch(
     db,
     recoveredRoutes(
       attempts.map(({ receipt }) => {
-        const source = sources.get(receipt.source);
         const choice = choices.get(receipt.receiptId);
+        const decision = decisions.get(receipt.receiptId);
         return {
-          receipt,
+          source: receipt.source,
           route: choice?.kind === "recorded" ? choice.route : null,
-          oneRoute: source?.routes.length === 1,
-          decision: decisions.get(receipt.receiptId),
+          oneRoute: sources.get(receipt.source)?.routes.length === 1,
+          waited: receipt.nextAttemptAt !== null,
+          processed: decision?.kind === "commit" && decision.result.status === "processed",
         };
       }),
     ),

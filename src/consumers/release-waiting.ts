@@ -1,11 +1,9 @@
-import { and, eq, gt, isNotNull, isNull } from "drizzle-orm";
+import { and, eq, gt, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { receipts } from "../db/schema";
+import { deliveries, receipts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
-import { enqueueWork } from "../relay/enqueue";
+import { enqueueWork, type SendOptions } from "../relay/enqueue";
 import type { SourceRoute } from "../sources/config";
-import type { Decision } from "./decide";
-import type { ReceiptForWork } from "./load";
 
 /**
  * A destination that is back releases the deliveries still waiting for it. While a destination is down, every
@@ -22,37 +20,35 @@ import type { ReceiptForWork } from "./load";
 /** Deliveries per message sent: a relay batch's worth, so a large release spreads over the consumer's batches. */
 const RELEASED_PER_MESSAGE = 50;
 
-/** A route whose destination answered a delivery that had waited: its source and the route the receipt rows carry. */
+/** A route whose destination answered a delivery that had waited. */
 export interface RecoveredRoute {
   source: string;
-  /** The receipt row's `route`: null for a source with one route (its rows name none). */
-  route: string | null;
+  route: string;
+  /** A source with one route: its receipt rows name none, and it has no further deliveries. */
+  oneRoute: boolean;
 }
 
-/** One finished attempt of a receipt's own delivery, as the consumer committed it. */
-export interface CommittedOwnDelivery {
-  receipt: Pick<ReceiptForWork, "source" | "route" | "nextAttemptAt">;
+/** One delivery whose attempt just committed: the receipt's own, or a further one in its `deliveries` row. */
+export interface CommittedDelivery {
+  source: string;
+  /** The route it went to, as configured; null when no route ran. */
   route: SourceRoute | null;
-  /** Whether the source has one route (its receipt rows name none). */
   oneRoute: boolean;
-  decision: Decision | undefined;
+  /** It had a due time when it was read: a retry that came due, or a delivery its gate or order had held. */
+  waited: boolean;
+  processed: boolean;
 }
 
 /**
- * The routes to release, once each: those where a delivery that had waited (`nextAttemptAt` set when it was read)
- * was just processed. A route whose gate paces it (rate limit, in-flight limit, pause) or that keeps an order is
- * left alone: its gate or its order would hold the released deliveries again, a written row each, for nothing.
- * Pure.
+ * The routes to release, once each: those where a delivery that had waited was just processed. A route whose gate
+ * paces it (rate limit, in-flight limit, pause) or that keeps an order is left alone: its gate or its order would
+ * hold the released deliveries again, a written row each, for nothing. Pure.
  */
-export function recoveredRoutes(committed: readonly CommittedOwnDelivery[]): RecoveredRoute[] {
+export function recoveredRoutes(committed: readonly CommittedDelivery[]): RecoveredRoute[] {
   const routes = new Map<string, RecoveredRoute>();
-  for (const { receipt, route, oneRoute, decision } of committed) {
-    if (receipt.nextAttemptAt === null || route === null) continue;
-    if (decision?.kind !== "commit" || decision.result.status !== "processed") continue;
-    if (!releasable(route)) continue;
-    const rowRoute = oneRoute ? null : receipt.route;
-    if (!oneRoute && rowRoute === null) continue;
-    routes.set(`${receipt.source}\u0000${rowRoute ?? ""}`, { source: receipt.source, route: rowRoute });
+  for (const { source, route, oneRoute, waited, processed } of committed) {
+    if (!waited || !processed || route === null || !releasable(route)) continue;
+    routes.set(`${source}\u0000${route.rules.name}`, { source, route: route.rules.name, oneRoute });
   }
   return [...routes.values()];
 }
@@ -64,10 +60,11 @@ function releasable(route: SourceRoute): boolean {
 }
 
 /**
- * Makes every pending delivery of these routes that is waiting past `now` due at once, and sends it on the queue.
- * One UPDATE per route, through the retrying-receipts index (only rows with a due time are in it). A failure is
- * logged, never thrown: the attempts have committed, and a delivery not released (or released and not sent) still
- * comes back on the message it already has.
+ * Makes every pending delivery to these routes that is waiting past `now` due at once, and sends it on the queue:
+ * those receipt rows carry (one UPDATE through the retrying-receipts index, which holds only rows with a due time)
+ * and, for a source with several routes, the further deliveries' rows (one UPDATE through the unfinished-deliveries
+ * index, each row's source checked by its receipt's key). A failure is logged, never thrown: the attempts have
+ * committed, and a delivery not released (or released and not sent) still comes back on the message it has.
  */
 export async function releaseWaiting(env: Env, db: Database, routes: readonly RecoveredRoute[], now: number) {
   for (const route of routes)
@@ -76,8 +73,8 @@ export async function releaseWaiting(env: Env, db: Database, routes: readonly Re
     );
 }
 
-async function releaseRoute(env: Env, db: Database, { source, route }: RecoveredRoute, now: number): Promise<void> {
-  const released = await db
+async function releaseRoute(env: Env, db: Database, { source, route, oneRoute }: RecoveredRoute, now: number) {
+  const own = await db
     .update(receipts)
     .set({ nextAttemptAt: null })
     .where(
@@ -85,15 +82,34 @@ async function releaseRoute(env: Env, db: Database, { source, route }: Recovered
         isNotNull(receipts.nextAttemptAt),
         gt(receipts.nextAttemptAt, now),
         eq(receipts.source, source),
-        route === null ? isNull(receipts.route) : eq(receipts.route, route),
+        oneRoute ? isNull(receipts.route) : eq(receipts.route, route),
         eq(receipts.status, "pending"),
       ),
     )
     .returning({ receiptId: receipts.receiptId });
-  if (released.length === 0) return;
-  // Received order (receipt ids are ULIDs), so the longest waiting go first.
-  const receiptIds = released.map((row) => row.receiptId).sort();
+  const further = oneRoute
+    ? []
+    : await db
+        .update(deliveries)
+        .set({ nextAttemptAt: null })
+        .where(
+          and(
+            gt(deliveries.nextAttemptAt, now),
+            eq(deliveries.status, "pending"),
+            eq(deliveries.route, route),
+            sql`EXISTS (SELECT 1 FROM ${receipts} WHERE ${receipts.receiptId} = ${deliveries.receiptId} AND ${receipts.source} = ${source})`,
+          ),
+        )
+        .returning({ receiptId: deliveries.receiptId });
+  await sendReleased(env, source, own, {});
+  await sendReleased(env, source, further, { route });
+  if (own.length + further.length > 0)
+    logEvent("deliveries.released", { source, route, deliveries: own.length + further.length });
+}
+
+/** In received order (receipt ids are ULIDs), so the longest waiting go first. */
+async function sendReleased(env: Env, source: string, rows: readonly { receiptId: string }[], options: SendOptions) {
+  const receiptIds = rows.map((row) => row.receiptId).sort();
   for (let start = 0; start < receiptIds.length; start += RELEASED_PER_MESSAGE)
-    await enqueueWork(env, source, receiptIds.slice(start, start + RELEASED_PER_MESSAGE));
-  logEvent("deliveries.released", { source, route, deliveries: receiptIds.length });
+    await enqueueWork(env, source, receiptIds.slice(start, start + RELEASED_PER_MESSAGE), 0, options);
 }

@@ -1,13 +1,13 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { Decision } from "../../src/consumers/decide";
+import { processDeliveries } from "../../src/consumers/deliveries";
 import { processReceipt } from "../../src/consumers/process";
-import { type CommittedOwnDelivery, recoveredRoutes } from "../../src/consumers/release-waiting";
+import { type CommittedDelivery, recoveredRoutes } from "../../src/consumers/release-waiting";
 import type { DeliveryControl } from "../../src/gate/control";
 import type { SourceRoute } from "../../src/sources/config";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { keysOf, lane, sendCredit, setLane } from "./gate-support";
+import { deliveryRow, keysOf, lane, sendCredit, setLane } from "./gate-support";
 
 /**
  * When a destination comes back (docs/processing.md, "When a destination comes back"): the first delivery that had
@@ -16,44 +16,23 @@ import { keysOf, lane, sendCredit, setLane } from "./gate-support";
  * (test/fixtures/sources/gates.json) retries after an hour, without jitter, so nothing here comes due by itself.
  */
 
-const processed: Decision = {
-  kind: "commit",
-  result: { status: "processed" },
-  queue: { kind: "done", status: "processed" },
-};
-const failed: Decision = {
-  kind: "fail",
-  receiptStatus: "pending",
-  nextAttemptAt: 1,
-  lastError: "destination answered 503",
-  attempt: { outcome: "retry", error: "destination answered 503", httpStatus: 503 },
-  queue: { kind: "retry", delaySeconds: 5 },
-};
-
 function routeWith(control: DeliveryControl | null, ordering = false): SourceRoute {
   return { rules: { name: "main", control, ordering: ordering ? {} : null } } as unknown as SourceRoute;
 }
 
-function own(overrides: Partial<CommittedOwnDelivery> & { nextAttemptAt?: number | null }): CommittedOwnDelivery {
-  const { nextAttemptAt = 1000, ...rest } = overrides;
-  return {
-    receipt: { source: "s", route: null, nextAttemptAt },
-    route: routeWith(null),
-    oneRoute: true,
-    decision: processed,
-    ...rest,
-  };
+function delivery(overrides: Partial<CommittedDelivery> = {}): CommittedDelivery {
+  return { source: "s", route: routeWith(null), oneRoute: true, waited: true, processed: true, ...overrides };
 }
 
 describe("which routes a finished attempt releases", () => {
   it("only a delivery that had waited and was processed, once per route", () => {
-    expect(recoveredRoutes([own({}), own({})])).toEqual([{ source: "s", route: null }]);
+    expect(recoveredRoutes([delivery(), delivery()])).toEqual([{ source: "s", route: "main", oneRoute: true }]);
     // A first attempt (no due time), a failure, a route whose gate paces it or that keeps an order: nothing.
-    expect(recoveredRoutes([own({ nextAttemptAt: null })])).toEqual([]);
-    expect(recoveredRoutes([own({ decision: failed })])).toEqual([]);
+    expect(recoveredRoutes([delivery({ waited: false })])).toEqual([]);
+    expect(recoveredRoutes([delivery({ processed: false })])).toEqual([]);
     const paced: DeliveryControl = { rateLimit: null, maxInFlight: 2, breaker: null, paused: false };
-    expect(recoveredRoutes([own({ route: routeWith(paced) })])).toEqual([]);
-    expect(recoveredRoutes([own({ route: routeWith(null, true) })])).toEqual([]);
+    expect(recoveredRoutes([delivery({ route: routeWith(paced) })])).toEqual([]);
+    expect(recoveredRoutes([delivery({ route: routeWith(null, true) })])).toEqual([]);
     // A breaker alone: its probe's success is exactly when the held deliveries should go.
     const breaker: DeliveryControl = {
       rateLimit: null,
@@ -61,11 +40,9 @@ describe("which routes a finished attempt releases", () => {
       breaker: { failures: 2, probeIntervalMs: 30_000 },
       paused: false,
     };
-    expect(recoveredRoutes([own({ route: routeWith(breaker) })])).toEqual([{ source: "s", route: null }]);
-    // A source with several routes: the route its receipt row carries.
-    expect(
-      recoveredRoutes([own({ oneRoute: false, receipt: { source: "s", route: "crm", nextAttemptAt: 5 } })]),
-    ).toEqual([{ source: "s", route: "crm" }]);
+    expect(recoveredRoutes([delivery({ route: routeWith(breaker) })])).toEqual([
+      { source: "s", route: "main", oneRoute: true },
+    ]);
   });
 });
 
@@ -110,5 +87,50 @@ describe("a destination that comes back", () => {
       expect(requests.filter((request) => keysOf([request])[0] === receiptId).map((request) => request.answer)).toEqual(
         [503, 204],
       );
+  });
+});
+
+describe("a further route's destination that comes back", () => {
+  it("sends that route's deliveries still waiting for it at once, and no other route's", {
+    timeout: 120_000,
+  }, async () => {
+    await setLane("recovering-further", 503);
+    const failedOnce = async (receiptId: string) =>
+      eventually(
+        async () => {
+          const row = await deliveryRow(receiptId, "further");
+          return row?.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
+        },
+        30_000,
+        "a failed first attempt of the further route",
+      );
+    const first = await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 1 });
+    const firstDue = (await failedOnce(first)).nextAttemptAt!;
+    const waiting = [
+      await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 2 }),
+      await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 3 }),
+    ];
+    for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
+
+    await setLane("recovering-further", 204);
+    expect(await processDeliveries(env, "further", [first], firstDue)).toEqual(
+      new Map([[first, { kind: "done", status: "processed" }]]),
+    );
+    await eventually(
+      async () =>
+        (await Promise.all(waiting.map((receiptId) => deliveryRow(receiptId, "further")))).every(
+          (row) => row?.status === "processed",
+        )
+          ? true
+          : undefined,
+      60_000,
+      "the waiting further deliveries processed",
+    );
+    for (const receiptId of waiting)
+      expect(await deliveryRow(receiptId, "further")).toMatchObject({ status: "processed", attempts: 2 });
+    // The receipts' own route went through the first time and was not sent again.
+    const steady = keysOf(await lane("recovering-steady"));
+    for (const receiptId of [first, ...waiting])
+      expect(steady.filter((key) => key === `${receiptId}:steady`)).toHaveLength(1);
   });
 });
