@@ -64,7 +64,7 @@ describe("dismissing one route's dead delivery", () => {
 
     expect(await move("dismiss", { receiptIds: [deadFurther, delivered], route: "second" })).toEqual({
       status: 200,
-      json: { changed: [deadFurther], unchanged: [delivered] },
+      json: { changed: [deadFurther], unchanged: [delivered], routeNotFound: [] },
     });
     expect(await statuses(deadFurther)).toEqual({ own: "processed", second: "dismissed" });
     // Not dead: unchanged.
@@ -76,11 +76,12 @@ describe("dismissing one route's dead delivery", () => {
     expect((await move("dismiss", { receiptIds: [deadFurther], route: "second" })).json).toEqual({
       changed: [],
       unchanged: [deadFurther],
+      routeNotFound: [],
     });
 
     expect(await move("restore", { receiptIds: [deadFurther, delivered], route: "second" })).toEqual({
       status: 200,
-      json: { changed: [deadFurther], unchanged: [delivered] },
+      json: { changed: [deadFurther], unchanged: [delivered], routeNotFound: [] },
     });
     expect(await statuses(deadFurther)).toEqual({ own: "processed", second: "dead" });
   });
@@ -90,6 +91,7 @@ describe("dismissing one route's dead delivery", () => {
     expect((await move("dismiss", { receiptIds: [deadOwn], route: "first" })).json).toEqual({
       changed: [deadOwn],
       unchanged: [],
+      routeNotFound: [],
     });
     expect(await statuses(deadOwn)).toEqual({ own: "dismissed", second: "dead" });
     expect(await replay(deadOwn)).toEqual({ status: 409, code: "dismissed" });
@@ -103,12 +105,35 @@ describe("dismissing one route's dead delivery", () => {
     expect((await move("dismiss", { receiptIds: [deadOwn], route: "third" })).json).toEqual({
       changed: [],
       unchanged: [deadOwn],
+      routeNotFound: [],
     });
     expect((await move("restore", { receiptIds: [deadOwn], route: "first" })).json).toEqual({
       changed: [deadOwn],
       unchanged: [],
+      routeNotFound: [],
     });
     expect(await statuses(deadOwn)).toEqual({ own: "dead", second: "dead" });
+  });
+
+  it("checks the route against each receipt's own source: another source's route moves nothing of it", async () => {
+    const deadFurther = await fannedOut("processed", "dead");
+    // `demo` has one route, `default`; `second` is this file's source's route (and other sources').
+    const otherSource = await seedReceipt({ source: "demo", receivedAt: Date.now(), status: "dead", attempts: 1 });
+
+    const alone = await move("dismiss", { receiptIds: [otherSource], route: "second" });
+    expect(alone.status).toBe(404);
+    expect(alone.json).toMatchObject({
+      error: { code: "route_not_found", message: 'Source "demo" has no route "second" (its routes: default).' },
+    });
+    expect(await statuses(otherSource)).toEqual({ own: "dead", second: undefined });
+
+    // With a receipt that has the route, that one moves and the other is named apart, untouched.
+    expect(await move("dismiss", { receiptIds: [otherSource, deadFurther], route: "second" })).toEqual({
+      status: 200,
+      json: { changed: [deadFurther], unchanged: [], routeNotFound: [otherSource] },
+    });
+    expect(await statuses(otherSource)).toEqual({ own: "dead", second: undefined });
+    expect(await statuses(deadFurther)).toEqual({ own: "processed", second: "dismissed" });
   });
 
   it("refuses a route no source has, and a route that is not a name, changing nothing", async () => {

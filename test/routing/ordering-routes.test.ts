@@ -186,7 +186,7 @@ describe("a dead delivery on one route of several", () => {
     // Dismissed by route: the further delivery, not the receipt (its own crm delivery was processed).
     const dismissed = await adminPost("/admin/api/dead/dismiss", { receiptIds: [dead], route: "ledger" }, ADMIN);
     expect(dismissed.status).toBe(200);
-    expect(await dismissed.json()).toEqual({ changed: [dead], unchanged: [] });
+    expect(await dismissed.json()).toEqual({ changed: [dead], unchanged: [], routeNotFound: [] });
     expect(await deliveryRow(dead, "ledger")).toMatchObject({ status: "dismissed" });
     expect(await receiptRow(dead)).toMatchObject({ status: "processed" });
 

@@ -25,15 +25,20 @@ export async function moveDeadLetters(action, receiptIds, options) {
   const changed = [];
   /** @type {string[]} */
   const unchanged = [];
+  /** @type {string[]} */
+  const routeNotFound = [];
   for (let start = 0; start < receiptIds.length; start += IDS_PER_CALL) {
     const body = { receiptIds: receiptIds.slice(start, start + IDS_PER_CALL), route: options.route };
     /** @type {import("../../../src/admin/actions/dismiss").DismissReport} */
     const report = await adminRequest(options, `/dead/${action}`, { method: "POST", body });
     changed.push(...report.changed);
     unchanged.push(...report.unchanged);
+    routeNotFound.push(...(report.routeNotFound ?? []));
   }
   if (options.json) {
-    console.log(JSON.stringify({ changed, unchanged }));
+    console.log(
+      JSON.stringify(options.route === undefined ? { changed, unchanged } : { changed, unchanged, routeNotFound }),
+    );
   } else {
     const { done, from } = WORDS[action];
     const what = options.route === undefined ? "" : ` (route ${options.route})`;
@@ -43,9 +48,13 @@ export async function moveDeadLetters(action, receiptIds, options) {
       console.log(`not ${done}, not ${from}${options.route === undefined ? "" : " on that route"} (or unknown):`);
       for (const id of unchanged) console.log(`  ${id}`);
     }
+    if (routeNotFound.length > 0) {
+      console.log(`not ${done}, their source has no route ${options.route}:`);
+      for (const id of routeNotFound) console.log(`  ${id}`);
+    }
   }
   // Some asked for were not moved: the command did not do all it was asked, which a script should see.
-  return unchanged.length === 0 ? 0 : EXIT.failed;
+  return unchanged.length + routeNotFound.length === 0 ? 0 : EXIT.failed;
 }
 
 /**

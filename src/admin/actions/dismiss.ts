@@ -2,6 +2,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import { type Database, database } from "../../db/client";
 import { deliveries, receipts } from "../../db/schema";
 import { apiError } from "../../lib/errors";
+import type { SourceConfig } from "../../sources/config";
 import { loadSources } from "../../sources/registry";
 import { groupByDatabase } from "../receipts/receipt-databases";
 
@@ -25,6 +26,8 @@ export interface DismissReport {
   changed: string[];
   /** Asked for, but not in the state the action starts from (not dead, not dismissed, or unknown). */
   unchanged: string[];
+  /** With a route: receipts whose own source has no route of that name, so nothing of them moved. */
+  routeNotFound?: string[];
 }
 
 /** What each action moves a receipt from and to, and which of its times it stamps. */
@@ -56,10 +59,12 @@ export async function moveDeadLetters(
 }
 
 /**
- * Dismisses, or restores, one route's delivery of each receipt. Refused (404 route_not_found) when no configured
- * source has a route of that name; a receipt with no delivery to it is reported unchanged.
+ * Dismisses, or restores, one route's delivery of each receipt. A receipt whose own source has no route of that name
+ * is reported in `routeNotFound` (nothing of it moves); refused whole (404 route_not_found) when no configured source
+ * has the route, or when none of the receipts found has it. A receipt with no dead (or dismissed) delivery to it is
+ * reported unchanged.
  * @example
- *   await moveRouteDeadLetters(env, "dismiss", ["01JD…"], "ledger"); // { changed: ["01JD…"], unchanged: [] }
+ *   await moveRouteDeadLetters(env, "dismiss", ["01JD…"], "ledger"); // { changed: ["01JD…"], unchanged: [], routeNotFound: [] }
  */
 export async function moveRouteDeadLetters(
   env: Env,
@@ -71,10 +76,8 @@ export async function moveRouteDeadLetters(
   const sources = loadSources(env);
   if (![...sources.values()].some((source) => source.routes.some(({ rules }) => rules.name === route)))
     throw apiError(404, "route_not_found", `No configured source has a route ${JSON.stringify(route)}.`);
-  const firstRoute = (source: string) => sources.get(source)?.routes[0]?.rules.name ?? null;
-  const groups = await groupByDatabase(env, receiptIds);
-  const moved = await Promise.all(
-    groups.map(async (group) => {
+  const groups = await Promise.all(
+    (await groupByDatabase(env, receiptIds)).map(async (group) => {
       const db = database(group.env);
       const owners = await db
         .select({
@@ -85,20 +88,86 @@ export async function moveRouteDeadLetters(
         })
         .from(receipts)
         .where(inArray(receipts.receiptId, group.receiptIds));
-      // The receipt's own delivery is the route's when it carries the route, or, never fanned out (a one-route
-      // source's every receipt), when the route is its source's first; a fanned-out receipt with no route has none.
-      const ownRoute = (row: (typeof owners)[number]) =>
-        row.route ?? (row.filteredRoutes === null ? firstRoute(row.source) : null);
-      const own = owners.filter((row) => ownRoute(row) === route).map((row) => row.receiptId);
-      const further = owners.map((row) => row.receiptId).filter((receiptId) => !own.includes(receiptId));
+      return { db, split: splitByRoute(sources, owners, route) };
+    }),
+  );
+  const routeNotFound = groups.flatMap(({ split }) => split.routeNotFound).sort();
+  if (routeNotFound.length > 0 && groups.every(({ split }) => split.own.length + split.further.length === 0))
+    throw apiError(
+      404,
+      "route_not_found",
+      noRouteMessage(
+        sources,
+        groups.flatMap(({ split }) => split.sourcesWithout),
+        route,
+      ),
+    );
+  const moved = await Promise.all(
+    groups.map(async ({ db, split }) => {
       const [ownMoved, furtherMoved] = await Promise.all([
-        moveRows(db, RECEIPT_ROWS, MOVES[action], own, now),
-        moveRows(db, routeRows(route), MOVES[action], further, now),
+        moveRows(db, RECEIPT_ROWS, MOVES[action], split.own, now),
+        moveRows(db, routeRows(route), MOVES[action], split.further, now),
       ]);
       return [...ownMoved, ...furtherMoved];
     }),
   );
-  return report(receiptIds, moved.flat());
+  const notFound = new Set(routeNotFound);
+  return {
+    ...report(
+      receiptIds.filter((receiptId) => !notFound.has(receiptId)),
+      moved.flat(),
+    ),
+    routeNotFound,
+  };
+}
+
+interface RouteOwner {
+  receiptId: string;
+  source: string;
+  route: string | null;
+  filteredRoutes: string | null;
+}
+
+/**
+ * Which row holds each receipt's delivery to `route`: the receipt's own (`own`), a further delivery's (`further`), or
+ * none, its source having no such route (`routeNotFound`). The receipt's own delivery is the route's when it carries
+ * the route, or, never fanned out (a one-route source's every receipt), when the route is its source's first; a
+ * fanned-out receipt with no route has none.
+ */
+function splitByRoute(
+  sources: ReadonlyMap<string, SourceConfig>,
+  owners: readonly RouteOwner[],
+  route: string,
+): { own: string[]; further: string[]; routeNotFound: string[]; sourcesWithout: string[] } {
+  const split = {
+    own: [] as string[],
+    further: [] as string[],
+    routeNotFound: [] as string[],
+    sourcesWithout: [] as string[],
+  };
+  for (const owner of owners) {
+    const routes = sources.get(owner.source)?.routes.map(({ rules }) => rules.name) ?? [];
+    const ownRoute = owner.route ?? (owner.filteredRoutes === null ? (routes[0] ?? null) : null);
+    if (!routes.includes(route)) {
+      split.routeNotFound.push(owner.receiptId);
+      split.sourcesWithout.push(owner.source);
+    } else if (ownRoute === route) split.own.push(owner.receiptId);
+    else split.further.push(owner.receiptId);
+  }
+  return split;
+}
+
+/** Why none of the receipts has the route: each of their sources, and the routes it has. */
+function noRouteMessage(sources: ReadonlyMap<string, SourceConfig>, sourceNames: readonly string[], route: string) {
+  return [...new Set(sourceNames)]
+    .sort()
+    .map((name) => {
+      const config = sources.get(name);
+      return config
+        ? `Source ${JSON.stringify(name)} has no route ${JSON.stringify(route)} (its routes: ${config.routes.map(({ rules }) => rules.name).join(", ")}).`
+        : `No valid source ${JSON.stringify(name)} is configured, so it has no route ${JSON.stringify(route)}.`;
+    })
+    .join(" ");
 }
 
 /**
