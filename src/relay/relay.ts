@@ -1,10 +1,10 @@
-import { and, eq, fillPlaceholders, type Placeholder, sql } from "drizzle-orm";
+import { and, eq, type Placeholder, sql } from "drizzle-orm";
 import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
+import { batchEach, batchPerItem, perItem, StatementTemplate } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { d1NowMs, relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { quarantine, receipts } from "../db/schema";
-import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
@@ -53,59 +53,38 @@ async function relayToOneDatabase(
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
   const db = database(env);
-  const d1 = meteredD1(env.DB);
   // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
   const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
   const insert = receiptInserts(db);
   const firstReceiptId = claims[0]?.receiptId;
-  const statements = [
-    ...claims.map((claim) => {
-      const template = claim.receiptId === firstReceiptId ? insert.first : insert.rest;
-      return d1.prepare(template.sql).bind(
-        ...fillPlaceholders(template.params, {
-          receiptId: claim.receiptId,
-          source: claim.source,
-          eventKey: claim.eventKey,
-          eventType: claim.eventType,
-          subjectId: claim.subjectId,
-          version: claim.version,
-          occurredAt: claim.occurredAt,
-          payloadSha256: claim.payloadSha256,
-          body: claim.body && !inR2.has(claim.receiptId) ? Buffer.from(claim.body) : null,
-          bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
-          keptHeaders: claim.keptHeaders,
-          receivedAt: claim.receivedAt,
-          provenance: claim.provenance,
-          orderingKey: orderingKeyOf(env, claim),
-          firstReceiptId,
-        }),
-      );
-    }),
-    ...quarantines.map((record) => {
-      const built = db
-        .insert(quarantine)
-        .values({
-          quarantineId: record.quarantineId,
-          source: record.source,
-          eventKey: record.eventKey,
-          reason: "payload-mismatch",
-          originalReceiptId: record.originalReceiptId,
-          originalSha256: record.originalSha256,
-          payloadSha256: record.payloadSha256,
-          body: record.body ? Buffer.from(record.body) : null,
-          keptHeaders: record.keptHeaders,
-          receivedAt: record.receivedAt,
-          // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/quarantine-slice.ts).
-          relayedAt: d1NowMs,
-        })
-        .onConflictDoNothing()
-        .toSQL();
-      return d1.prepare(built.sql).bind(...built.params);
-    }),
-  ];
-  const results = await d1.batch<{ id?: string }>(statements);
+  const relayed = await batchPerItem(db, {
+    receipts: perItem(claims, (claim) =>
+      (claim.receiptId === firstReceiptId ? insert.first : insert.rest).bind({
+        receiptId: claim.receiptId,
+        source: claim.source,
+        eventKey: claim.eventKey,
+        eventType: claim.eventType,
+        subjectId: claim.subjectId,
+        version: claim.version,
+        occurredAt: claim.occurredAt,
+        payloadSha256: claim.payloadSha256,
+        body: claim.body && !inR2.has(claim.receiptId) ? Buffer.from(claim.body) : null,
+        bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
+        keptHeaders: claim.keptHeaders,
+        receivedAt: claim.receivedAt,
+        provenance: claim.provenance,
+        orderingKey: orderingKeyOf(env, claim),
+        firstReceiptId,
+      }),
+    ),
+    // In the same batch only to share its one D1 call.
+    quarantines: perItem(quarantines, (record) => quarantineInsert(db, record)),
+  });
+  // The insert returns a claim's row only when the row is the claim's own (a first or a repeated relay).
   const stored = new Set(
-    results.slice(0, claims.length).flatMap((result) => (result.results ?? []).map((row) => String(row.id))),
+    relayed.receipts
+      .filter(({ item: claim, result: rows }) => rows.some((row) => row.storedReceiptId === claim.receiptId))
+      .map(({ item: claim }) => claim.receiptId),
   );
 
   // A claim whose id is not in D1 lost to an earlier receipt of the same key (another shard layout, or a key the
@@ -155,47 +134,65 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
     )
   ).flat();
   const winnerOf = new Map(winners.map((row) => [`${row.source}\u0000${row.eventKey}`, row]));
-  const mismatches = lost.flatMap((claim) => {
+  const mismatches = lost.flatMap((claim): PendingQuarantine[] => {
     const winner = winnerOf.get(`${claim.source}\u0000${claim.eventKey}`);
     if (!winner || isSameEvent(winner, claim)) return [];
     return [
-      db
-        .insert(quarantine)
-        .values({
-          quarantineId: claim.receiptId,
-          source: claim.source,
-          eventKey: claim.eventKey,
-          reason: "payload-mismatch",
-          originalReceiptId: winner.receiptId,
-          originalSha256: winner.payloadSha256,
-          payloadSha256: claim.payloadSha256,
-          body: claim.body ? Buffer.from(claim.body) : null,
-          keptHeaders: claim.keptHeaders,
-          receivedAt: claim.receivedAt,
-          relayedAt: d1NowMs,
-        })
-        .onConflictDoNothing(),
+      {
+        quarantineId: claim.receiptId,
+        source: claim.source,
+        eventKey: claim.eventKey,
+        originalReceiptId: winner.receiptId,
+        originalSha256: winner.payloadSha256,
+        payloadSha256: claim.payloadSha256,
+        body: claim.body,
+        keptHeaders: claim.keptHeaders,
+        receivedAt: claim.receivedAt,
+      },
     ];
   });
-  if (mismatches.length > 0)
-    await db.batch(mismatches as [(typeof mismatches)[number], ...(typeof mismatches)[number][]]);
+  await batchEach(db, mismatches, (record) => quarantineInsert(db, record));
 }
 
-type BuiltInsert = { sql: string; params: unknown[] };
-let builtInserts: { first: BuiltInsert; rest: BuiltInsert } | null = null;
+function quarantineInsert(db: Database, record: PendingQuarantine) {
+  return db
+    .insert(quarantine)
+    .values({
+      quarantineId: record.quarantineId,
+      source: record.source,
+      eventKey: record.eventKey,
+      reason: "payload-mismatch",
+      originalReceiptId: record.originalReceiptId,
+      originalSha256: record.originalSha256,
+      payloadSha256: record.payloadSha256,
+      body: record.body ? Buffer.from(record.body) : null,
+      keptHeaders: record.keptHeaders,
+      receivedAt: record.receivedAt,
+      // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/quarantine-slice.ts).
+      relayedAt: d1NowMs,
+    })
+    .onConflictDoNothing();
+}
+
+type ReceiptInsert = StatementTemplate<{ storedReceiptId: string }[]>;
+const builtInserts = new WeakMap<Database, { first: ReceiptInsert; rest: ReceiptInsert }>();
 
 /**
- * A claim's receipt insert, built by Drizzle once per isolate with a placeholder for every value and bound per
- * claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU cost
- * (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's clock
- * for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
+ * A claim's receipt insert, built by Drizzle once per isolate and D1 binding with a placeholder for every value and
+ * bound per claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU
+ * cost (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's
+ * clock for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
  */
-function receiptInserts(db: Database): { first: BuiltInsert; rest: BuiltInsert } {
-  builtInserts ??= {
-    first: receiptInsert(db, null).toSQL(),
-    rest: receiptInsert(db, sql.placeholder("firstReceiptId")).toSQL(),
-  };
-  return builtInserts;
+function receiptInserts(db: Database): { first: ReceiptInsert; rest: ReceiptInsert } {
+  let built = builtInserts.get(db);
+  if (!built) {
+    built = {
+      first: StatementTemplate.of(receiptInsert(db, null)),
+      rest: StatementTemplate.of(receiptInsert(db, sql.placeholder("firstReceiptId"))),
+    };
+    builtInserts.set(db, built);
+  }
+  return built;
 }
 
 function receiptInsert(db: Database, firstReceiptId: Placeholder | null) {
