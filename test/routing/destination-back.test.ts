@@ -2,7 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processDeliveries } from "../../src/consumers/deliveries";
 import { processReceipt } from "../../src/consumers/process";
-import { type CommittedDelivery, recoveredRoutes } from "../../src/consumers/release-waiting";
+import { type CommittedDelivery, recoveredRoutes, releaseStatements } from "../../src/consumers/release-waiting";
+import { database } from "../../src/db/client";
 import type { DeliveryControl } from "../../src/gate/control";
 import type { SourceRoute } from "../../src/sources/config";
 import { receiptRow } from "../consumers/support/processing";
@@ -43,6 +44,27 @@ describe("which routes a finished attempt releases", () => {
     expect(recoveredRoutes([delivery({ route: routeWith(breaker) })])).toEqual([
       { source: "s", route: "main", oneRoute: true },
     ]);
+  });
+});
+
+describe("what a release reads", () => {
+  it("seeks the partial indexes of waiting rows, never a source's every receipt or every delivery", async () => {
+    const plan = async (statement: { toSQL: () => { sql: string; params: unknown[] } }) => {
+      const { sql, params } = statement.toSQL();
+      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .bind(...params)
+        .all<{ detail: string }>();
+      return results.map((row) => row.detail).join(" | ");
+    };
+    for (const oneRoute of [true, false]) {
+      const statements = releaseStatements(database(env), { source: "s", route: "crm", oneRoute }, Date.now());
+      expect(await plan(statements.own)).toMatch(
+        /^SEARCH receipts USING INDEX receipts_retrying \(next_attempt_at>\?\)$/,
+      );
+      expect(await plan(statements.further)).toMatch(
+        /^SEARCH deliveries USING INDEX deliveries_unfinished \(next_attempt_at>\?\).*SEARCH receipts USING PRIMARY KEY/,
+      );
+    }
   });
 });
 
