@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { freePort } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
-import { receiverRuntime, snapshotReceiver } from "./lib/setup.ts";
+import { bareRuntime, FLOOR_WRITE_PATH, heldBackDeployment, receiverRuntime, snapshotReceiver } from "./lib/setup.ts";
 import { FINISHED_STATUSES, ReceiptStore } from "./lib/store.ts";
 
 /**
@@ -17,6 +17,12 @@ import { FINISHED_STATUSES, ReceiptStore } from "./lib/store.ts";
  * (open them in Chrome DevTools). Locally only: the D1 and queue simulators are not what Cloudflare runs.
  *
  *   node bench/profile.ts --events 2000 --concurrency 16
+ *   node bench/profile.ts --events 2000 --concurrency 16 --held-back   # the ack path alone, as perf's (c)
+ *   node bench/profile.ts --events 2000 --concurrency 16 --floor       # the floor it is compared with, perf's (e)
+ *
+ * `--held-back` profiles the receiver with its relay held back (bench/lib/setup.ts, heldBackDeployment), so no relay or
+ * consumer runs and what is sampled is the acknowledgement path alone; it waits for the acknowledgements, not for
+ * processing. `--floor` profiles bench/bare-worker's one-RPC-one-row path the same way.
  */
 
 const { values: flags } = parseArgs({
@@ -25,8 +31,14 @@ const { values: flags } = parseArgs({
     concurrency: { type: "string", default: "16" },
     top: { type: "string", default: "25" },
     "state-dir": { type: "string", default: ".bench" },
+    "held-back": { type: "boolean", default: false },
+    floor: { type: "boolean", default: false },
   },
 });
+const heldBack = flags["held-back"];
+const floor = flags.floor;
+/** Only the whole system relays and processes: the other targets are done once every delivery is acknowledged. */
+const processes = !heldBack && !floor;
 const events = Number(flags.events);
 const concurrency = Number(flags.concurrency);
 const top = Number(flags.top);
@@ -102,7 +114,11 @@ async function workerdTargets(pids: number[]): Promise<Array<{ id: string; webSo
 }
 
 const PROFILED = (id: string) =>
-  id === "core:user:edge-webhook-receiver" || id === "d1:db" || id === "queues:queue" || id === "core:entry";
+  id === "core:user:edge-webhook-receiver" ||
+  id === "core:user:bench-bare-worker" ||
+  id === "d1:db" ||
+  id === "queues:queue" ||
+  id === "core:entry";
 
 const SAMPLING_INTERVAL_US = 200;
 const SAMPLE_CAP_US = 5 * SAMPLING_INTERVAL_US;
@@ -151,6 +167,51 @@ function summarise(label: string, profile: Profile, perEvent: number): string[] 
   lines.push("  total ms/event  function (our source and the libraries it calls)");
   for (const [key, ms] of [...totalByName].sort((a, b) => b[1] - a[1]).slice(0, top * 2))
     lines.push(`  ${(ms / perEvent).toFixed(3).padStart(13)}   ${key}`);
+  lines.push(...longestStretches(profile, byId, parentOf, name));
+  return lines;
+}
+
+/**
+ * The longest stretches the isolate ran without going idle: each holds the one thread every request of the isolate
+ * waits on, so they are what a tail latency can be made of. Each with the functions of ours most of it ran under.
+ */
+function longestStretches(
+  profile: Profile,
+  byId: Map<number, ProfileNode>,
+  parentOf: Map<number, number>,
+  name: (node: ProfileNode) => string,
+): string[] {
+  const stretches: Array<{ ms: number; under: Map<string, number> }> = [];
+  let current: { ms: number; under: Map<string, number> } | null = null;
+  profile.samples.forEach((sample, index) => {
+    const delta = (profile.timeDeltas[index + 1] ?? 0) / 1000;
+    const node = byId.get(sample)!;
+    if (node.callFrame.functionName === "(idle)" || delta > SAMPLE_CAP_US / 1000) {
+      if (current) stretches.push(current);
+      current = null;
+      return;
+    }
+    current ??= { ms: 0, under: new Map() };
+    current.ms += delta;
+    const seen = new Set<string>();
+    for (let at: number | undefined = sample; at !== undefined; at = parentOf.get(at)) {
+      const frame = byId.get(at)!;
+      if (!frame.callFrame.url || seen.has(name(frame))) continue;
+      seen.add(name(frame));
+      current.under.set(name(frame), (current.under.get(name(frame)) ?? 0) + delta);
+    }
+  });
+  if (current) stretches.push(current);
+  const longest = stretches.sort((a, b) => b.ms - a.ms).slice(0, 10);
+  const lines = ["  longest busy stretches (ms, and the functions of the bundle most of it ran under)"];
+  for (const { ms, under } of longest) {
+    const heaviest = [...under]
+      .filter(([frame]) => !frame.startsWith("(anonymous)") && !frame.startsWith("__facade"))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 4)
+      .map(([frame, spent]) => `${frame} ${spent.toFixed(1)}`);
+    lines.push(`  ${ms.toFixed(1).padStart(13)}   ${heaviest.join(" · ")}`);
+  }
   return lines;
 }
 
@@ -158,7 +219,15 @@ async function main(): Promise<void> {
   const stateDir = resolve(flags["state-dir"], `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   mkdirSync(stateDir, { recursive: true });
   const deployment = snapshotReceiver(stateDir);
-  const runtime = receiverRuntime(deployment, stateDir, "profiled", await freePort(), await freePort());
+  const runtime = floor
+    ? bareRuntime(stateDir, await freePort(), await freePort())
+    : receiverRuntime(
+        heldBack ? heldBackDeployment(deployment, stateDir) : deployment,
+        stateDir,
+        "profiled",
+        await freePort(),
+        await freePort(),
+      );
   await runtime.start();
   try {
     const targets = (await workerdTargets(runtime.workerdPids())).filter((target) => PROFILED(target.id));
@@ -179,7 +248,7 @@ async function main(): Promise<void> {
     }
     const sender = new Sender({
       origin: runtime.origin,
-      path: "/webhooks/demo",
+      path: floor ? FLOOR_WRITE_PATH : "/webhooks/demo",
       secret: deployment.demoSecret,
       maxSockets: concurrency,
     });
@@ -201,13 +270,14 @@ async function main(): Promise<void> {
         }),
       );
     };
-    const store = new ReceiptStore(runtime.options.persistDir);
+    const store = processes ? new ReceiptStore(runtime.options.persistDir) : null;
     const finished = (prefix: string) =>
-      [...store.statusCounts(prefix)].reduce(
+      [...store!.statusCounts(prefix)].reduce(
         (sum, [status, count]) => sum + (FINISHED_STATUSES.includes(status) ? count : 0),
         0,
       );
     const drain = async (prefix: string, count: number) => {
+      if (!processes) return;
       const deadline = Date.now() + 300_000;
       while (finished(prefix) < count) {
         if (Date.now() > deadline) throw new Error(`${prefix}: only ${finished(prefix)} of ${count} processed`);
@@ -232,7 +302,7 @@ async function main(): Promise<void> {
     const processedAt = performance.now();
     const cpuAfter = runtime.cpuSeconds();
     const lines = [
-      `${events} events at concurrency ${concurrency}: acked in ${((ackedAt - startedAt) / 1000).toFixed(1)} s, all processed after ${((processedAt - startedAt) / 1000).toFixed(1)} s`,
+      `${events} events at concurrency ${concurrency}: acked in ${((ackedAt - startedAt) / 1000).toFixed(1)} s, ${processes ? `all processed after ${((processedAt - startedAt) / 1000).toFixed(1)} s` : "nothing processed (relay held back or the floor)"}`,
       `workerd CPU ${(((cpuAfter.workerd - cpuBefore.workerd) * 1000) / events).toFixed(2)} ms per event, wrangler ${(((cpuAfter.wrangler - cpuBefore.wrangler) * 1000) / events).toFixed(2)} (profiler on)`,
     ];
     for (const { id, inspector } of sessions) {

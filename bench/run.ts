@@ -34,6 +34,8 @@ import { Sender } from "./lib/sender.ts";
 import {
   bareRuntime,
   deploymentWithSource,
+  FLOOR_RPC_PATH,
+  FLOOR_WRITE_PATH,
   heldBackDeployment,
   type ReceiverDeployment,
   receiverRuntime,
@@ -818,10 +820,6 @@ async function poison(flags: BenchFlags, deployment: ReceiverDeployment, stateDi
   results.poison = result;
   failures.push(...result.failures);
 }
-
-/** The bare Worker's paths for the floor of one Durable Object call (bench/bare-worker/index.ts). */
-const FLOOR_RPC_PATH = "/floor/rpc";
-const FLOOR_WRITE_PATH = "/floor/write";
 
 /** One target's req/s and latencies over another's, side by side at one concurrency. */
 interface RatioResult {

@@ -139,6 +139,10 @@ export function receiverRuntime(
   });
 }
 
+/** The bare Worker's paths for the floor of one Durable Object call (bench/bare-worker/index.ts). */
+export const FLOOR_RPC_PATH = "/floor/rpc";
+export const FLOOR_WRITE_PATH = "/floor/write";
+
 export function bareRuntime(stateDir: string, port: number, inspectorPort: number): Runtime {
   return new Runtime({
     label: "bare",
