@@ -21,8 +21,8 @@ import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./
 
 /**
  * A claim shard owns a slice of one source's event keys. Durable Objects run one event at a time, and the
- * check-and-insert below is a single synchronous SQLite transaction, so two copies of one delivery cannot both
- * be "accepted" — there is no await between the check and the write for another request to slip into.
+ * check-and-insert below runs with no await between the check and the write, in the object's implicit transaction,
+ * so two copies of one delivery cannot both be "accepted": no other request can slip in between.
  * The RPC's answer leaves the object only after its writes are durable (the output gate), which is what lets
  * the Worker acknowledge with a 2xx.
  *
@@ -109,66 +109,25 @@ export class ClaimShard extends DurableObject<Env> {
     ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
   }
 
-  /** The whole claim: one synchronous transaction, no awaits until the alarm is armed. */
+  /**
+   * The whole claim, with no await until the alarm is armed. Each outcome writes one statement at most (the claim,
+   * the quarantine row or the duplicate tally) after a check with no await in between, so the object's implicit
+   * transaction for the turn makes it atomic, and the output gate holds the answer until it is durable; an explicit
+   * `transactionSync` would add a savepoint per claim and nothing else.
+   */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
     count("doRequests");
     const claimKey = claimKeyOf(request);
-    const result = this.ctx.storage.transactionSync((): ClaimResult => {
-      const existing = execCounted<ClaimRow>(
-        this.sql,
-        this.acrossPartitions(
-          (table) => `SELECT receipt_id, payload_sha256, provenance FROM ${table}
-           WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
-        ),
-        request.source,
-        claimKey,
-      )[0];
-      if (!existing) {
-        const receiptId = ulid(request.receivedAt);
-        execCounted(
-          this.sql,
-          `INSERT INTO ${partitionTable(this.partitions[0]!.generation)} (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
-             unsigned_event_key, event_type, subject, version, occurred_at, kept_headers, body)
-           VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          request.source,
-          claimKey,
-          receiptId,
-          request.payloadSha256,
-          request.receivedAt,
-          request.provenance,
-          claimKey === request.eventKey ? null : request.eventKey,
-          request.eventType,
-          request.subjectId,
-          request.version,
-          request.occurredAt,
-          request.keptHeaders,
-          request.body,
-        );
-        return { disposition: "accepted", receiptId };
-      }
-      if (isSameEvent({ payloadSha256: existing.payload_sha256, provenance: existing.provenance }, request)) {
-        if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
-        return { disposition: "duplicate", receiptId: existing.receipt_id };
-      }
-      // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it. (Only a
-      // signed key gets here: under a payload-hash claim key the bytes always match, and D1 compares them instead.)
-      execCounted(
-        this.sql,
-        `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
-           payload_sha256, body, kept_headers, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (source, event_key, payload_sha256) DO NOTHING`,
-        ulid(request.receivedAt),
-        request.source,
-        request.eventKey,
-        existing.receipt_id,
-        existing.payload_sha256,
-        request.payloadSha256,
-        request.body,
-        request.keptHeaders,
-        request.receivedAt,
-      );
-      return { disposition: "quarantined", receiptId: existing.receipt_id };
-    });
+    const existing = execCounted<ClaimRow>(
+      this.sql,
+      this.acrossPartitions(
+        (table) => `SELECT receipt_id, payload_sha256, provenance FROM ${table}
+         WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
+      ),
+      request.source,
+      claimKey,
+    )[0];
+    const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
     if (!this.relayArmed) await this.armRelay(this.relayDelay);
@@ -178,6 +137,57 @@ export class ClaimShard extends DurableObject<Env> {
       await this.armRelay(0);
     }
     return result;
+  }
+
+  /** A key no kept partition holds: its claim goes into the open partition. */
+  private accept(request: ClaimRequest, claimKey: string): ClaimResult {
+    const receiptId = ulid(request.receivedAt);
+    execCounted(
+      this.sql,
+      `INSERT INTO ${partitionTable(this.partitions[0]!.generation)} (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
+         unsigned_event_key, event_type, subject, version, occurred_at, kept_headers, body)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      request.source,
+      claimKey,
+      receiptId,
+      request.payloadSha256,
+      request.receivedAt,
+      request.provenance,
+      claimKey === request.eventKey ? null : request.eventKey,
+      request.eventType,
+      request.subjectId,
+      request.version,
+      request.occurredAt,
+      request.keptHeaders,
+      request.body,
+    );
+    return { disposition: "accepted", receiptId };
+  }
+
+  /** A key the shard already holds: the same bytes are a duplicate, other bytes go to quarantine. */
+  private claimExisting(request: ClaimRequest, existing: ClaimRow): ClaimResult {
+    if (isSameEvent({ payloadSha256: existing.payload_sha256, provenance: existing.provenance }, request)) {
+      if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
+      return { disposition: "duplicate", receiptId: existing.receipt_id };
+    }
+    // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it. (Only a
+    // signed key gets here: under a payload-hash claim key the bytes always match, and D1 compares them instead.)
+    execCounted(
+      this.sql,
+      `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
+         payload_sha256, body, kept_headers, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (source, event_key, payload_sha256) DO NOTHING`,
+      ulid(request.receivedAt),
+      request.source,
+      request.eventKey,
+      existing.receipt_id,
+      existing.payload_sha256,
+      request.payloadSha256,
+      request.body,
+      request.keptHeaders,
+      request.receivedAt,
+    );
+    return { disposition: "quarantined", receiptId: existing.receipt_id };
   }
 
   override async alarm(): Promise<void> {

@@ -76,6 +76,33 @@ describe("a body stream that fails mid-read", () => {
   });
 });
 
+describe("a body with a declared Content-Length within the cap (read whole)", () => {
+  it("is unreadable, not an error, when its stream breaks part-way", async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new Uint8Array(10));
+        controller.error(new TypeError("Network connection lost."));
+      },
+    });
+    const request = new Request("https://receiver.test/", {
+      method: "POST",
+      body: stream,
+      headers: { "content-length": "100" },
+    });
+    expect(await readBodyWithCap(request, 1024)).toBe("unreadable");
+  });
+
+  it("is still refused over the cap when the stream outruns the length it declared", async () => {
+    const { stream } = countedStream(3000, 100);
+    const request = new Request("https://receiver.test/", {
+      method: "POST",
+      body: stream,
+      headers: { "content-length": "100" },
+    });
+    expect(await readBodyWithCap(request, 1024)).toBe("too-large");
+  });
+});
+
 describe("a body over the cap", () => {
   it("is read to its end before the 413 when the rest fits the drain bound, and nothing of it is kept", async () => {
     const { stream, seen } = countedStream(3000, 100);
