@@ -1,14 +1,14 @@
-import { env, exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processDeliveries } from "../../src/consumers/deliveries";
 import { processReceipt } from "../../src/consumers/process";
 import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
 import { reenqueueLostDeliveries } from "../../src/reconcile/redrive-deliveries";
-import { ADMIN, adminGet } from "../admin/support";
+import { adminGet } from "../admin/support";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { keysOf, lane, send, setLane } from "./gate-support";
+import { changeRoute, keysOf, lane, pauseThenSend, send, setLane } from "./gate-support";
 
 /**
  * Delivery control on a source's SECOND route (docs/routing.md "Delivery control"): every delivery of a controlled
@@ -96,15 +96,12 @@ describe("rate_limit on a further route", () => {
 
 describe("a paused further route", () => {
   const path = "/admin/api/sources/gate-fanout-paused/routes/held";
-  const change = (what: "pause" | "resume") =>
-    exports.default.fetch(new Request(`https://receiver.test${path}/${what}`, { method: "POST", headers: ADMIN }));
+  const change = (what: "pause" | "resume") => changeRoute("gate-fanout-paused", "held", what);
 
   it("holds its deliveries unattempted while the first route delivers, then resume sends them in received order", {
     timeout: 150_000,
   }, async () => {
-    expect(await (await change("pause")).json()).toMatchObject({ route: "held", gate: { paused: true } });
-    const receiptIds: string[] = [];
-    for (let n = 0; n < 4; n++) receiptIds.push(await send("gate-fanout-paused", n));
+    const receiptIds = await pauseThenSend("gate-fanout-paused", "held", 4);
     await ownRoutesProcessed(receiptIds);
     await every(receiptIds, "held", "every held delivery held", held);
     expect(await lane("fan-paused")).toEqual([]);

@@ -6,7 +6,7 @@ import { systemMonitor } from "../../src/monitor/report";
 import { ADMIN, adminGet, DASHBOARD_ORIGIN, dashboardPage, dashboardSession } from "../admin/support";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { keysOf, lane, send, setLane } from "./gate-support";
+import { keysOf, lane, pauseThenSend, send, setLane } from "./gate-support";
 
 /**
  * Delivery control per route (docs/routing.md "Delivery control"), through the real pipeline: signed deliveries
@@ -124,11 +124,7 @@ describe("pause and resume", () => {
   it("holds a paused route's deliveries unattempted, then sends them in received order", {
     timeout: 120_000,
   }, async () => {
-    const paused = await change("pause");
-    expect(paused.status).toBe(200);
-    expect(await paused.json()).toMatchObject({ source: "gate-paused", route: "held", gate: { paused: true } });
-    const receiptIds: string[] = [];
-    for (let n = 0; n < 4; n++) receiptIds.push(await send("gate-paused", n));
+    const receiptIds = await pauseThenSend("gate-paused", "held", 4);
     await allHeld(receiptIds);
     for (const row of await Promise.all(receiptIds.map(receiptRow))) expect(row.attempts).toBe(0);
     expect(await lane("paused")).toEqual([]);

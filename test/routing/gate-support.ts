@@ -1,5 +1,6 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import { ADMIN } from "../admin/support";
 import { standinOrigin } from "../consumers/support/processing";
 import { eventually, post, signDemo } from "../support/deliveries";
 
@@ -61,4 +62,40 @@ export async function deliveryRow(receiptId: string, route: string): Promise<Del
   )
     .bind(receiptId, route)
     .first<DeliveryRow>();
+}
+
+/** Pauses or resumes one route through the admin API (POST /admin/api/sources/<source>/routes/<route>/pause|resume). */
+export function changeRoute(source: string, route: string, what: "pause" | "resume"): Promise<Response> {
+  return exports.default.fetch(
+    new Request(`https://receiver.test/admin/api/sources/${source}/routes/${route}/${what}`, {
+      method: "POST",
+      headers: ADMIN,
+    }),
+  );
+}
+
+/** Pauses the route (the answer says so), then sends `count` events to its source: their receipt ids, in sent order. */
+export async function pauseThenSend(source: string, route: string, count: number): Promise<string[]> {
+  const paused = await changeRoute(source, route, "pause");
+  expect(paused.status).toBe(200);
+  expect(await paused.json()).toMatchObject({ source, route, gate: { paused: true } });
+  const receiptIds: string[] = [];
+  for (let n = 0; n < count; n++) receiptIds.push(await send(source, n));
+  return receiptIds;
+}
+
+/**
+ * An event of `account` that its lane refuses for good (the body's `note`), then, once `whenDead` has seen it dead,
+ * two more of that account sent behind it (amounts 1 and 2): the ordered-route tests' dead letter and its followers.
+ */
+export async function deadThenTwoBehind(
+  source: string,
+  account: string,
+  note: string,
+  whenDead: (dead: string) => Promise<void>,
+): Promise<{ dead: string; behind: string[] }> {
+  const dead = await sendCredit(source, { account, note });
+  await whenDead(dead);
+  const behind = [await sendCredit(source, { account, amount: 1 }), await sendCredit(source, { account, amount: 2 })];
+  return { dead, behind };
 }

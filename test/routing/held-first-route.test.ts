@@ -1,15 +1,14 @@
-import { env, exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { notAttempted } from "../../src/consumers/delivery-rows";
 import { writeHeldFanOuts } from "../../src/consumers/held-fan-out";
 import { loadReceipts } from "../../src/consumers/load";
 import { processReceipt } from "../../src/consumers/process";
 import { database } from "../../src/db/client";
-import { ADMIN } from "../admin/support";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
 import { failFanOutOf } from "../support/failpoints";
-import { keysOf, lane, send, setLane } from "./gate-support";
+import { changeRoute, keysOf, lane, pauseThenSend, send, setLane } from "./gate-support";
 
 /**
  * Delivery control on a source's FIRST route (docs/routing.md "Delivery control", docs/processing.md "Deliveries"):
@@ -78,9 +77,7 @@ async function expectEachFurtherLaneOnce(prefix: string, receiptIds: readonly st
 }
 
 describe("a paused first route", () => {
-  const path = "/admin/api/sources/gate-first-paused/routes/held";
-  const change = (what: "pause" | "resume") =>
-    exports.default.fetch(new Request(`https://receiver.test${path}/${what}`, { method: "POST", headers: ADMIN }));
+  const change = (what: "pause" | "resume") => changeRoute("gate-first-paused", "held", what);
 
   /** Pauses the route, then stores one event for it straight in D1 (its consumption is the test's to run). */
   async function pausedEvent(account: string): Promise<string> {
@@ -106,9 +103,7 @@ describe("a paused first route", () => {
   it("holds only its own deliveries: the other routes deliver each event once, and resume re-sends them nothing", {
     timeout: 150_000,
   }, async () => {
-    expect(await (await change("pause")).json()).toMatchObject({ route: "held", gate: { paused: true } });
-    const receiptIds: string[] = [];
-    for (let n = 0; n < 3; n++) receiptIds.push(await send("gate-first-paused", n));
+    const receiptIds = await pauseThenSend("gate-first-paused", "held", 3);
 
     await furtherProcessed(receiptIds);
     await expectHeld(receiptIds);

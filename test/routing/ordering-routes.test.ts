@@ -5,7 +5,7 @@ import { processBatch } from "../../src/consumers/process";
 import { ADMIN, adminPost } from "../admin/support";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { type DeliveryRow, deliveryRow, keysOf, lane, sendCredit, setLane } from "./gate-support";
+import { type DeliveryRow, deadThenTwoBehind, deliveryRow, keysOf, lane, sendCredit, setLane } from "./gate-support";
 
 /**
  * `ordered_by` on the routes of a source with several (docs/routing.md "Ordering"): each route keeps its own order,
@@ -49,6 +49,12 @@ async function whenReceipts(receiptIds: readonly string[], status: string): Prom
 const held = (row: { status: string; nextAttemptAt: number | null; attempts: number }) =>
   row.status === "pending" && row.nextAttemptAt !== null && row.attempts === 0;
 const ascending = (ids: readonly string[]) => [...ids].sort();
+
+/** The receipt's own (crm) delivery processed, its ledger delivery dead. */
+async function ledgerDead(receiptId: string): Promise<void> {
+  await whenReceipts([receiptId], "processed");
+  await whenEvery([receiptId], "ledger", "ledger delivery dead", (row) => row.status === "dead");
+}
 
 /** Each look is ten minutes past the one before: past any due time a hold set. */
 function steppingClock(): () => number {
@@ -117,15 +123,7 @@ describe("a dead delivery on one route of several", () => {
   it("holds that route's later deliveries of its value until replayed, and never the other route's", {
     timeout: 150_000,
   }, async () => {
-    const account = "acct_rd1";
-    const dead = await sendCredit("order-routes-dead", { account, note: "refuse-ledger" });
-    await whenReceipts([dead], "processed");
-    await whenEvery([dead], "ledger", "ledger delivery dead", (row) => row.status === "dead");
-
-    const behind = [
-      await sendCredit("order-routes-dead", { account, amount: 1 }),
-      await sendCredit("order-routes-dead", { account, amount: 2 }),
-    ];
+    const { dead, behind } = await deadThenTwoBehind("order-routes-dead", "acct_rd1", "refuse-ledger", ledgerDead);
     const otherValue = await sendCredit("order-routes-dead", { account: "acct_rd3", amount: 1 });
     // crm takes them at once; ledger holds them, no attempt spent, while another value goes through.
     await whenReceipts([...behind, otherValue], "processed");
@@ -168,14 +166,7 @@ describe("a dead delivery on one route of several", () => {
   }, async () => {
     // The lane's own rule again (the replay case above set it to accept everything): the marked event is refused.
     await setLane("ord-ledger", 0);
-    const account = "acct_rd4";
-    const dead = await sendCredit("order-routes-dead", { account, note: "refuse-ledger" });
-    await whenReceipts([dead], "processed");
-    await whenEvery([dead], "ledger", "ledger delivery dead", (row) => row.status === "dead");
-    const behind = [
-      await sendCredit("order-routes-dead", { account, amount: 1 }),
-      await sendCredit("order-routes-dead", { account, amount: 2 }),
-    ];
+    const { dead, behind } = await deadThenTwoBehind("order-routes-dead", "acct_rd4", "refuse-ledger", ledgerDead);
     await whenReceipts(behind, "processed");
     await whenEvery(behind, "ledger", "ledger deliveries held", held);
 
@@ -225,12 +216,9 @@ describe("a dead delivery on one route of several", () => {
   it('with on_dead = "skip" on the second route alone, does not hold the later ones back', {
     timeout: 90_000,
   }, async () => {
-    const dead = await sendCredit("order-routes-skip", { account: "acct_sk1", note: "refuse-ledger" });
-    await whenEvery([dead], "ledger", "ledger delivery dead", (row) => row.status === "dead");
-    const after = [
-      await sendCredit("order-routes-skip", { account: "acct_sk1", amount: 1 }),
-      await sendCredit("order-routes-skip", { account: "acct_sk1", amount: 2 }),
-    ];
+    const { behind: after } = await deadThenTwoBehind("order-routes-skip", "acct_sk1", "refuse-ledger", (dead) =>
+      whenEvery([dead], "ledger", "ledger delivery dead", (row) => row.status === "dead"),
+    );
     await whenEvery(after, "ledger", "ledger deliveries processed", (row) => row.status === "processed");
     expect((await arrivals("ors-ledger", "ledger")).filter((id) => after.includes(id))).toEqual(after);
     for (const id of after) expect((await deliveryRow(id, "ledger"))?.attempts).toBe(1);

@@ -4,7 +4,7 @@ import { processBatch } from "../../src/consumers/process";
 import { ADMIN, adminPost } from "../admin/support";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { lane, sendCredit, setLane } from "./gate-support";
+import { deadThenTwoBehind, lane, sendCredit, setLane } from "./gate-support";
 
 /**
  * `ordered_by` per route (docs/routing.md "Ordering"), through the real pipeline: signed deliveries posted to
@@ -134,12 +134,9 @@ describe("ordered_by = body path, a dead delivery", () => {
   });
 
   it('with on_dead = "skip" does not hold the later ones back', { timeout: 60_000 }, async () => {
-    const dead = await sendCredit("order-skip", { account: "acct_s1", note: "refuse-me" });
-    await whenAll([dead], "dead");
-    const after = [
-      await sendCredit("order-skip", { account: "acct_s1", amount: 1 }),
-      await sendCredit("order-skip", { account: "acct_s1", amount: 2 }),
-    ];
+    const { behind: after } = await deadThenTwoBehind("order-skip", "acct_s1", "refuse-me", (dead) =>
+      whenAll([dead], "dead"),
+    );
     await whenAll(after, "processed");
     expect((await arrivals("order-skip")).filter((id) => after.includes(id))).toEqual(after);
   });

@@ -63,6 +63,16 @@ const routeColumns = (receiptId: string) =>
 const sent = async (receiptId: string, route: string) =>
   (await standinRequests(`${receiptId}:${route}`)).map((request) => request.answer);
 
+/** A bulk replay by route whose one page replays exactly this receipt. */
+async function expectReplaysOnly(filter: { source: string; route: string; type: string }, receiptId: string) {
+  const response = await adminPost("/admin/api/dead/replay", filter);
+  expect(await response.json<BulkReplay>()).toMatchObject({
+    replayed: 1,
+    more: false,
+    results: [{ receiptId, outcome: "replayed" }],
+  });
+}
+
 describe("bulk replay of one route's dead letters", { timeout: 60_000 }, () => {
   it("replays that route's dead deliveries, the receipts' own and further ones, page by page, and runs nothing else", async () => {
     const eventType = `route.replay.${crypto.randomUUID()}`;
@@ -121,16 +131,7 @@ describe("bulk replay of one route's dead letters", { timeout: 60_000 }, () => {
   it("replays a one-route source's dead receipts by its route's name", async () => {
     const eventType = `route.replay.one.${crypto.randomUUID()}`;
     const dead = await seedEvent("routing-replay-one", null, "dead", Date.now() - 1000, eventType);
-    const response = await adminPost("/admin/api/dead/replay", {
-      source: "routing-replay-one",
-      route: "default",
-      type: eventType,
-    });
-    expect(await response.json<BulkReplay>()).toMatchObject({
-      replayed: 1,
-      more: false,
-      results: [{ receiptId: dead, outcome: "replayed" }],
-    });
+    await expectReplaysOnly({ source: "routing-replay-one", route: "default", type: eventType }, dead);
     await eventually(async () => ((await receiptRow(dead)).status === "processed" ? true : undefined), 20_000);
   });
 
@@ -151,16 +152,7 @@ describe("bulk replay of one route's dead letters", { timeout: 60_000 }, () => {
     expect(await processReceipt(env, receiptId)).toEqual({ kind: "done", status: "dead" });
     expect(await routeColumns(receiptId)).toEqual({ route: null, filteredRoutes: null });
 
-    const response = await adminPost("/admin/api/dead/replay", {
-      source: "routing-replay",
-      route: "third",
-      type: eventType,
-    });
-    expect(await response.json<BulkReplay>()).toMatchObject({
-      replayed: 1,
-      more: false,
-      results: [{ receiptId, outcome: "replayed" }],
-    });
+    await expectReplaysOnly({ source: "routing-replay", route: "third", type: eventType }, receiptId);
     await eventually(
       async () => {
         const now = await statuses(receiptId);
