@@ -1,4 +1,4 @@
-import { and, eq, gt, isNotNull, isNull, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { deliveries, receipts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
@@ -19,6 +19,12 @@ import type { SourceRoute } from "../sources/config";
 
 /** Deliveries per message sent: a relay batch's worth, so a large release spreads over the consumer's batches. */
 const RELEASED_PER_MESSAGE = 50;
+/**
+ * Deliveries one release makes due, per route and table: one consumer invocation's UPDATE and queue sends stay
+ * bounded however long the outage was. The rest follow: a released delivery is due `now`, not unscheduled, so it
+ * still reads as one that waited, and its own success releases the next ones.
+ */
+export const RELEASED_AT_ONCE = 500;
 
 /** A route whose destination answered a delivery that had waited. */
 export interface RecoveredRoute {
@@ -60,7 +66,8 @@ function releasable(route: SourceRoute): boolean {
 }
 
 /**
- * Makes every pending delivery to these routes that is waiting past `now` due at once, and sends it on the queue:
+ * Makes the pending deliveries to these routes that are waiting past `now` due at once (up to RELEASED_AT_ONCE of
+ * each table, the soonest due first), and sends them on the queue:
  * those receipt rows carry (one UPDATE through the retrying-receipts index, which holds only rows with a due time)
  * and, for a source with several routes, the further deliveries' rows (one UPDATE through the unfinished-deliveries
  * index, each row's source checked by its receipt's key). A failure is logged, never thrown: the attempts have
@@ -83,37 +90,58 @@ async function releaseRoute(env: Env, db: Database, recovered: RecoveredRoute, n
     logEvent("deliveries.released", { source, route, deliveries: own.length + further.length });
 }
 
-/** The two UPDATEs, apart so that a test can ask SQLite how it runs them (each seeks its partial index). */
-export function releaseStatements(db: Database, { source, route, oneRoute }: RecoveredRoute, now: number) {
+/**
+ * The two UPDATEs, apart so that a test can ask SQLite how it runs them (each seeks its partial index). Each makes
+ * its rows due `now` (never unscheduled: see RELEASED_AT_ONCE), at most `limit` of them, the soonest due first.
+ */
+export function releaseStatements(
+  db: Database,
+  { source, route, oneRoute }: RecoveredRoute,
+  now: number,
+  limit = RELEASED_AT_ONCE,
+) {
+  const waitingReceipts = db
+    .select({ receiptId: receipts.receiptId })
+    .from(receipts)
+    .where(
+      and(
+        isNotNull(receipts.nextAttemptAt),
+        gt(receipts.nextAttemptAt, now),
+        // Not `eq`: the unary plus keeps SQLite off (source, event_key), which would read every receipt of the
+        // source, and on the retrying index, which holds only the receipts with a due time.
+        sql`+${receipts.source} = ${source}`,
+        oneRoute ? isNull(receipts.route) : eq(receipts.route, route),
+        eq(receipts.status, "pending"),
+      ),
+    )
+    // Soonest due first, in the index's own order: ordering by id would have SQLite walk every receipt by key.
+    .orderBy(receipts.nextAttemptAt)
+    .limit(limit);
+  const waitingDeliveries = db
+    .select({ receiptId: deliveries.receiptId })
+    .from(deliveries)
+    .where(
+      and(
+        // Word for word the partial index's own condition, so SQLite seeks deliveries_unfinished.
+        sql`${deliveries.status} IN ('pending', 'processing')`,
+        gt(deliveries.nextAttemptAt, now),
+        eq(deliveries.status, "pending"),
+        eq(deliveries.route, route),
+        sql`EXISTS (SELECT 1 FROM ${receipts} WHERE ${receipts.receiptId} = ${deliveries.receiptId} AND ${receipts.source} = ${source})`,
+      ),
+    )
+    .orderBy(deliveries.nextAttemptAt)
+    .limit(limit);
   return {
     own: db
       .update(receipts)
-      .set({ nextAttemptAt: null })
-      .where(
-        and(
-          isNotNull(receipts.nextAttemptAt),
-          gt(receipts.nextAttemptAt, now),
-          // Not `eq`: the unary plus keeps SQLite off (source, event_key), which would read every receipt of the
-          // source, and on the retrying index, which holds only the receipts with a due time.
-          sql`+${receipts.source} = ${source}`,
-          oneRoute ? isNull(receipts.route) : eq(receipts.route, route),
-          eq(receipts.status, "pending"),
-        ),
-      )
+      .set({ nextAttemptAt: now })
+      .where(inArray(receipts.receiptId, waitingReceipts))
       .returning({ receiptId: receipts.receiptId }),
     further: db
       .update(deliveries)
-      .set({ nextAttemptAt: null })
-      .where(
-        and(
-          // Word for word the partial index's own condition, so SQLite seeks deliveries_unfinished.
-          sql`${deliveries.status} IN ('pending', 'processing')`,
-          gt(deliveries.nextAttemptAt, now),
-          eq(deliveries.status, "pending"),
-          eq(deliveries.route, route),
-          sql`EXISTS (SELECT 1 FROM ${receipts} WHERE ${receipts.receiptId} = ${deliveries.receiptId} AND ${receipts.source} = ${source})`,
-        ),
-      )
+      .set({ nextAttemptAt: now })
+      .where(and(eq(deliveries.route, route), inArray(deliveries.receiptId, waitingDeliveries)))
       .returning({ receiptId: deliveries.receiptId }),
   };
 }

@@ -25,6 +25,18 @@ function delivery(overrides: Partial<CommittedDelivery> = {}): CommittedDelivery
   return { source: "s", route: routeWith(null), oneRoute: true, waited: true, processed: true, ...overrides };
 }
 
+/** The receipt once its first attempt failed and it waits out its retry delay. */
+function failedOnce(receiptId: string) {
+  return eventually(
+    async () => {
+      const row = await receiptRow(receiptId);
+      return row.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
+    },
+    30_000,
+    "a failed first attempt",
+  );
+}
+
 describe("which routes a finished attempt releases", () => {
   it("only a delivery that had waited and was processed, once per route", () => {
     expect(recoveredRoutes([delivery(), delivery()])).toEqual([{ source: "s", route: "main", oneRoute: true }]);
@@ -58,12 +70,14 @@ describe("what a release reads", () => {
     };
     for (const oneRoute of [true, false]) {
       const statements = releaseStatements(database(env), { source: "s", route: "crm", oneRoute }, Date.now());
-      expect(await plan(statements.own)).toMatch(
-        /^SEARCH receipts USING INDEX receipts_retrying \(next_attempt_at>\?\)$/,
-      );
-      expect(await plan(statements.further)).toMatch(
-        /^SEARCH deliveries USING INDEX deliveries_unfinished \(next_attempt_at>\?\).*SEARCH receipts USING PRIMARY KEY/,
-      );
+      // The update finds its rows by key; the bounded choice of them seeks the partial index of waiting rows.
+      const own = await plan(statements.own);
+      expect(own).toMatch(/^SEARCH receipts USING PRIMARY KEY \(id=\?\)/);
+      expect(own).toMatch(/SEARCH receipts USING INDEX receipts_retrying \(next_attempt_at>\?\)/);
+      expect(own).not.toMatch(/receipts_source_event_key|SCAN receipts/);
+      const further = await plan(statements.further);
+      expect(further).toMatch(/SEARCH deliveries USING INDEX deliveries_unfinished \(next_attempt_at>\?\)/);
+      expect(further).not.toMatch(/SCAN deliveries|SCAN receipts/);
     }
   });
 });
@@ -73,15 +87,6 @@ describe("a destination that comes back", () => {
     timeout: 120_000,
   }, async () => {
     await setLane("recovering", 503);
-    const failedOnce = async (receiptId: string) =>
-      eventually(
-        async () => {
-          const row = await receiptRow(receiptId);
-          return row.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
-        },
-        30_000,
-        "a failed first attempt",
-      );
     // The first fails before the others are sent, so it is due first.
     const first = await sendCredit("gate-recovering", { account: "acct_back", amount: 1 });
     const firstDue = (await failedOnce(first)).nextAttemptAt!;
@@ -91,9 +96,12 @@ describe("a destination that comes back", () => {
     ];
     for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
 
-    // The destination is back; the first delivery's retry comes due and goes through.
+    // The destination is back; the first delivery's retry comes due (its due time moved to now, as if the hour had
+    // passed: a release makes the others due at the consumer's now, which must be the real clock's) and goes through.
     await setLane("recovering", 204);
-    expect(await processReceipt(env, first, firstDue)).toEqual({ kind: "done", status: "processed" });
+    const backAt = Date.now();
+    await env.DB.prepare("UPDATE receipts SET next_attempt_at = ? WHERE id = ?").bind(backAt, first).run();
+    expect(await processReceipt(env, first, backAt)).toEqual({ kind: "done", status: "processed" });
 
     // The others were due an hour later: released, they go now, through the real queue.
     await eventually(
@@ -109,6 +117,39 @@ describe("a destination that comes back", () => {
       expect(requests.filter((request) => keysOf([request])[0] === receiptId).map((request) => request.answer)).toEqual(
         [503, 204],
       );
+  });
+});
+
+describe("a release after a long outage", () => {
+  it("makes at most its limit due, and each released delivery's success releases the next", {
+    timeout: 120_000,
+  }, async () => {
+    await setLane("recovering", 503);
+    const waiting: string[] = [];
+    for (const amount of [4, 5, 6]) {
+      const receiptId = await sendCredit("gate-recovering", { account: "acct_bounded", amount });
+      await failedOnce(receiptId);
+      waiting.push(receiptId);
+    }
+    await setLane("recovering", 204);
+
+    // A release bounded to 1: the longest waiting is made due now (still a delivery that waited), the others not.
+    const now = Date.now();
+    const recovered = { source: "gate-recovering", route: "default", oneRoute: true };
+    const released = await releaseStatements(database(env), recovered, now, 1).own;
+    expect(released.map((row) => row.receiptId)).toEqual([waiting[0]]);
+    expect((await receiptRow(waiting[0]!)).nextAttemptAt).toBe(now);
+    for (const receiptId of waiting.slice(1)) expect((await receiptRow(receiptId)).nextAttemptAt).toBeGreaterThan(now);
+
+    // Its attempt goes through and, as one that waited, releases the rest: through the real queue, long before
+    // their hour's delay.
+    expect(await processReceipt(env, waiting[0]!, now)).toEqual({ kind: "done", status: "processed" });
+    await eventually(
+      async () =>
+        (await Promise.all(waiting.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined,
+      60_000,
+      "the rest released by the first one's success",
+    );
   });
 });
 
@@ -135,7 +176,11 @@ describe("a further route's destination that comes back", () => {
     for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
 
     await setLane("recovering-further", 204);
-    expect(await processDeliveries(env, "further", [first], firstDue)).toEqual(
+    const backAt = Date.now();
+    await env.DB.prepare("UPDATE deliveries SET next_attempt_at = ? WHERE receipt_id = ? AND route = 'further'")
+      .bind(backAt, first)
+      .run();
+    expect(await processDeliveries(env, "further", [first], backAt)).toEqual(
       new Map([[first, { kind: "done", status: "processed" }]]),
     );
     await eventually(
