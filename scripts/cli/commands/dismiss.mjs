@@ -5,7 +5,7 @@
 import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 
-/** The admin API's cap on ids per call (src/admin/actions/dismiss.ts MAX_DISMISS_IDS): more go in several calls. */
+/** The admin API's cap on ids per call (its MAX_DISMISS_IDS): more go in several calls. */
 const IDS_PER_CALL = 100;
 
 const WORDS = {
