@@ -47,7 +47,10 @@ async function recordedReceipt(/** @type {string} */ source, /** @type {string} 
 
 before(async () => {
   echoPort = await freePort();
-  const configPath = writeFile(workDir, "wrangler.toml", testConfig(echoPort));
+  // One source with a named route, so that a route exists that demo (its one route is `default`) lacks.
+  const routed =
+    '\n[vars.SOURCES.cli-routed]\nprovider = "standard-webhooks"\nsecrets = ["DEMO_WEBHOOK_SECRET"]\n[[vars.SOURCES.cli-routed.routes]]\nname = "ledger"\ndestination = "none"\n';
+  const configPath = writeFile(workDir, "wrangler.toml", testConfig(echoPort) + routed);
   const devVars = testDevVars();
   adminToken = /^ADMIN_TOKEN="(.*)"$/m.exec(devVars)?.[1] ?? "";
   const envFile = writeFile(workDir, ".dev.vars", devVars);
@@ -433,6 +436,15 @@ describe("tail, show, replay", () => {
       again.stdout,
       new RegExp(`^dismissed 0 of 1\nnot dismissed, not dead \\(or unknown\\):\n  ${receipt}$`, "m"),
     );
+    // More ids than one API call takes, by a route only another source has: the call holding the demo receipt is
+    // refused whole (its source lacks the route), the other call still answers, and the command reports both.
+    const unknownIds = Array.from({ length: 100 }, (_, index) => `01KB${String(index).padStart(22, "0")}`);
+    const mixed = await cli(["restore", ...unknownIds, receipt, "--route", "ledger", "--json", ...project], env);
+    assert.equal(mixed.code, 1, mixed.stderr);
+    const mixedReport = JSON.parse(mixed.stdout);
+    assert.deepEqual(mixedReport.changed, []);
+    assert.deepEqual([...mixedReport.unchanged].sort(), unknownIds);
+    assert.deepEqual(mixedReport.routeNotFound, [receipt]);
     // A route no source has: one line, exit 3 (not found), and nothing moves (the restore below still finds it dismissed).
     const noRoute = await cli(["restore", receipt, "--route", "nosuch", ...project], env);
     assertOneLineError(noRoute, /^error: .*route "nosuch"/);
@@ -508,7 +520,7 @@ describe("check", () => {
   test("passes for the test config and its .dev.vars, naming every secret it found", async () => {
     const result = await cli(["check", ...project]);
     assert.equal(result.code, 0, result.stdout + result.stderr);
-    assert.match(result.stdout, new RegExp(`^ok\\s+.*: ${PROVIDER_SOURCES.length + 2} valid sources`, "m"));
+    assert.match(result.stdout, new RegExp(`^ok\\s+.*: ${PROVIDER_SOURCES.length + 3} valid sources`, "m"));
     assert.match(result.stdout, /^ok\s+CLI_SENDGRID_SECRET \(source cli-sendgrid\)$/m);
     assert.match(result.stdout, /^ok\s+GATEWAY_SIGNING_SECRET \(source cli-forward \(forwards\)\)$/m);
     assert.match(result.stdout, /^check passed$/m);

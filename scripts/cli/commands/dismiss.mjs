@@ -27,14 +27,28 @@ export async function moveDeadLetters(action, receiptIds, options) {
   const unchanged = [];
   /** @type {string[]} */
   const routeNotFound = [];
+  /** @type {CliError | null} */
+  let firstRouteRefusal = null;
   for (let start = 0; start < receiptIds.length; start += IDS_PER_CALL) {
     const body = { receiptIds: receiptIds.slice(start, start + IDS_PER_CALL), route: options.route };
     /** @type {import("../../../src/admin/actions/dismiss").DismissReport} */
-    const report = await adminRequest(options, `/dead/${action}`, { method: "POST", body });
+    let report;
+    try {
+      report = await adminRequest(options, `/dead/${action}`, { method: "POST", body });
+    } catch (error) {
+      // With --route, the API refuses a call whole (404) when none of its receipts' sources has the route. One call
+      // of several: those ids are this command's `routeNotFound`, and the other calls' moves still get reported.
+      if (!(options.route !== undefined && error instanceof CliError && error.exitCode === EXIT.notFound)) throw error;
+      firstRouteRefusal ??= error;
+      routeNotFound.push(...body.receiptIds);
+      continue;
+    }
     changed.push(...report.changed);
     unchanged.push(...report.unchanged);
     routeNotFound.push(...(report.routeNotFound ?? []));
   }
+  // Refused for every id: the API's own answer (no source has the route, or none of these receipts' sources has it).
+  if (firstRouteRefusal !== null && changed.length + unchanged.length === 0) throw firstRouteRefusal;
   if (options.json) {
     console.log(
       JSON.stringify(options.route === undefined ? { changed, unchanged } : { changed, unchanged, routeNotFound }),
