@@ -82,8 +82,9 @@ export async function releaseWaiting(env: Env, db: Database, routes: readonly Re
 
 async function releaseRoute(env: Env, db: Database, recovered: RecoveredRoute, now: number) {
   const { source, route, oneRoute } = recovered;
-  const own = await releaseStatements(db, recovered, now).own;
-  const further = oneRoute ? [] : await releaseStatements(db, recovered, now).further;
+  const statements = releaseStatements(db, recovered, now);
+  const own = await statements.own;
+  const further = oneRoute ? [] : await statements.further;
   await sendReleased(env, source, own, {});
   await sendReleased(env, source, further, { route });
   if (own.length + further.length > 0)

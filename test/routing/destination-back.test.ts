@@ -8,7 +8,7 @@ import type { DeliveryControl } from "../../src/gate/control";
 import type { SourceRoute } from "../../src/sources/config";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
-import { deliveryRow, keysOf, lane, sendCredit, setLane } from "./gate-support";
+import { deliveryRow, failThenComeBack, keysOf, lane, sendCredit, setLane, type WaitingDelivery } from "./gate-support";
 
 /**
  * When a destination comes back (docs/processing.md, "When a destination comes back"): the first delivery that had
@@ -23,18 +23,6 @@ function routeWith(control: DeliveryControl | null, ordering = false): SourceRou
 
 function delivery(overrides: Partial<CommittedDelivery> = {}): CommittedDelivery {
   return { source: "s", route: routeWith(null), oneRoute: true, waited: true, processed: true, ...overrides };
-}
-
-/** The receipt once its first attempt failed and it waits out its retry delay. */
-function failedOnce(receiptId: string) {
-  return eventually(
-    async () => {
-      const row = await receiptRow(receiptId);
-      return row.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
-    },
-    30_000,
-    "a failed first attempt",
-  );
 }
 
 describe("which routes a finished attempt releases", () => {
@@ -82,34 +70,39 @@ describe("what a release reads", () => {
   });
 });
 
+/** A receipt's own route: its row in receipts, run by the receipt's consumer. */
+const ownRoute: WaitingDelivery = {
+  failedOnce: async (receiptId) => {
+    const row = await receiptRow(receiptId);
+    return row.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
+  },
+  processed: async (receiptId) => (await receiptRow(receiptId)).status === "processed",
+  runDue: async (receiptId, at) => {
+    await env.DB.prepare("UPDATE receipts SET next_attempt_at = ? WHERE id = ?").bind(at, receiptId).run();
+    return processReceipt(env, receiptId, at);
+  },
+};
+
+/** Route `further` of source gate-recovering-fan: its row in deliveries, run by the deliveries' consumer. */
+const furtherRoute: WaitingDelivery = {
+  failedOnce: async (receiptId) => {
+    const row = await deliveryRow(receiptId, "further");
+    return row?.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
+  },
+  processed: async (receiptId) => (await deliveryRow(receiptId, "further"))?.status === "processed",
+  runDue: async (receiptId, at) => {
+    await env.DB.prepare("UPDATE deliveries SET next_attempt_at = ? WHERE receipt_id = ? AND route = 'further'")
+      .bind(at, receiptId)
+      .run();
+    return (await processDeliveries(env, "further", [receiptId], at)).get(receiptId);
+  },
+};
+
 describe("a destination that comes back", () => {
   it("sends the deliveries still waiting for it at once, each spending the retry it was due", {
     timeout: 120_000,
   }, async () => {
-    await setLane("recovering", 503);
-    // The first fails before the others are sent, so it is due first.
-    const first = await sendCredit("gate-recovering", { account: "acct_back", amount: 1 });
-    const firstDue = (await failedOnce(first)).nextAttemptAt!;
-    const waiting = [
-      await sendCredit("gate-recovering", { account: "acct_back", amount: 2 }),
-      await sendCredit("gate-recovering", { account: "acct_back", amount: 3 }),
-    ];
-    for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
-
-    // The destination is back; the first delivery's retry comes due (its due time moved to now, as if the hour had
-    // passed: a release makes the others due at the consumer's now, which must be the real clock's) and goes through.
-    await setLane("recovering", 204);
-    const backAt = Date.now();
-    await env.DB.prepare("UPDATE receipts SET next_attempt_at = ? WHERE id = ?").bind(backAt, first).run();
-    expect(await processReceipt(env, first, backAt)).toEqual({ kind: "done", status: "processed" });
-
-    // The others were due an hour later: released, they go now, through the real queue.
-    await eventually(
-      async () =>
-        (await Promise.all(waiting.map(receiptRow))).every((row) => row.status === "processed") ? true : undefined,
-      60_000,
-      "the waiting deliveries processed",
-    );
+    const { first, waiting } = await failThenComeBack("gate-recovering", "recovering", "acct_back", ownRoute);
     for (const row of await Promise.all(waiting.map(receiptRow)))
       expect(row).toMatchObject({ status: "processed", attempts: 2, nextAttemptAt: null });
     const requests = await lane("recovering");
@@ -128,7 +121,7 @@ describe("a release after a long outage", () => {
     const waiting: string[] = [];
     for (const amount of [4, 5, 6]) {
       const receiptId = await sendCredit("gate-recovering", { account: "acct_bounded", amount });
-      await failedOnce(receiptId);
+      await eventually(() => ownRoute.failedOnce(receiptId), 30_000, "a failed first attempt");
       waiting.push(receiptId);
     }
     await setLane("recovering", 204);
@@ -157,41 +150,11 @@ describe("a further route's destination that comes back", () => {
   it("sends that route's deliveries still waiting for it at once, and no other route's", {
     timeout: 120_000,
   }, async () => {
-    await setLane("recovering-further", 503);
-    const failedOnce = async (receiptId: string) =>
-      eventually(
-        async () => {
-          const row = await deliveryRow(receiptId, "further");
-          return row?.status === "pending" && row.attempts === 1 && row.nextAttemptAt !== null ? row : undefined;
-        },
-        30_000,
-        "a failed first attempt of the further route",
-      );
-    const first = await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 1 });
-    const firstDue = (await failedOnce(first)).nextAttemptAt!;
-    const waiting = [
-      await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 2 }),
-      await sendCredit("gate-recovering-fan", { account: "acct_fan_back", amount: 3 }),
-    ];
-    for (const receiptId of waiting) expect((await failedOnce(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
-
-    await setLane("recovering-further", 204);
-    const backAt = Date.now();
-    await env.DB.prepare("UPDATE deliveries SET next_attempt_at = ? WHERE receipt_id = ? AND route = 'further'")
-      .bind(backAt, first)
-      .run();
-    expect(await processDeliveries(env, "further", [first], backAt)).toEqual(
-      new Map([[first, { kind: "done", status: "processed" }]]),
-    );
-    await eventually(
-      async () =>
-        (await Promise.all(waiting.map((receiptId) => deliveryRow(receiptId, "further")))).every(
-          (row) => row?.status === "processed",
-        )
-          ? true
-          : undefined,
-      60_000,
-      "the waiting further deliveries processed",
+    const { first, waiting } = await failThenComeBack(
+      "gate-recovering-fan",
+      "recovering-further",
+      "acct_fan_back",
+      furtherRoute,
     );
     for (const receiptId of waiting)
       expect(await deliveryRow(receiptId, "further")).toMatchObject({ status: "processed", attempts: 2 });

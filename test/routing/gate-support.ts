@@ -99,3 +99,43 @@ export async function deadThenTwoBehind(
   const behind = [await sendCredit(source, { account, amount: 1 }), await sendCredit(source, { account, amount: 2 })];
   return { dead, behind };
 }
+
+/** One kind of delivery as the come-back tests see it: a receipt's own route, or a further route's row. */
+export interface WaitingDelivery {
+  /** The delivery's row once its first attempt failed and it waits out its retry delay; undefined until then. */
+  failedOnce(receiptId: string): Promise<DeliveryRow | undefined>;
+  processed(receiptId: string): Promise<boolean>;
+  /** Makes the delivery due at `at` (as if its delay had passed) and runs it: the verdict it ends with. */
+  runDue(receiptId: string, at: number): Promise<unknown>;
+}
+
+/**
+ * Three events of `account` to `source` while `laneName` answers 503: the first fails first, so it is due first, and
+ * two more fail behind it. Then the lane answers 204 and the first delivery's retry is run, and goes through; this
+ * returns once the two behind it are processed too, which nothing but a release would do within the hour.
+ */
+export async function failThenComeBack(
+  source: string,
+  laneName: string,
+  account: string,
+  delivery: WaitingDelivery,
+): Promise<{ first: string; waiting: string[] }> {
+  const failed = (receiptId: string) =>
+    eventually(() => delivery.failedOnce(receiptId), 30_000, "a failed first attempt");
+  await setLane(laneName, 503);
+  const first = await sendCredit(source, { account, amount: 1 });
+  const firstDue = (await failed(first)).nextAttemptAt!;
+  const waiting = [await sendCredit(source, { account, amount: 2 }), await sendCredit(source, { account, amount: 3 })];
+  for (const receiptId of waiting) expect((await failed(receiptId)).nextAttemptAt).toBeGreaterThan(firstDue);
+
+  // Back: the first delivery's retry comes due (at the real clock's now: a release makes the others due at the
+  // consumer's now) and goes through.
+  await setLane(laneName, 204);
+  expect(await delivery.runDue(first, Date.now())).toEqual({ kind: "done", status: "processed" });
+  await eventually(
+    async () => ((await Promise.all(waiting.map(delivery.processed))).every(Boolean) ? true : undefined),
+    60_000,
+    "the waiting deliveries processed",
+  );
+  return { first, waiting };
+}
