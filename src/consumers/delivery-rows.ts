@@ -3,7 +3,7 @@ import { database } from "../db/client";
 import { deliveries } from "../db/schema";
 import type { AttemptFacts, Decision } from "./decide";
 import type { AttemptRun } from "./run-destination";
-import { ABORT_UNLESS_CHANGED, effectStatements, prepare } from "./statements";
+import { abortUnlessChanged, effectStatements, prepare } from "./statements";
 
 /**
  * The rows of further deliveries (migrations/0014): every matched route after the one the receipt row carries. A
@@ -177,7 +177,7 @@ export function deliveryOutcomeStatements(d1: D1Database, attempt: DeliveryAttem
   if (decision.result.status === "skipped") return [update(unclaimed)];
   return [
     update(unclaimed),
-    prepare(d1, ABORT_UNLESS_CHANGED),
+    abortUnlessChanged(d1),
     ...effectStatements(d1, decision.result.status === "processed" ? attempt.run.plan : null),
   ];
 }

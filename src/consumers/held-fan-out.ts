@@ -6,7 +6,7 @@ import { meteredD1 } from "../lib/meter";
 import { sendDeliveryRetries } from "./deliveries";
 import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
 import type { ReceiptForWork } from "./load";
-import { ABORT_UNLESS_CHANGED, batchUnlessEmpty, prepare } from "./statements";
+import { abortUnlessChanged, batchUnlessEmpty, prepare } from "./statements";
 
 /**
  * Writing the fan-out of an event whose own route's gate held its first consumption (fan-out.ts, `heldFanOut`), so
@@ -90,9 +90,5 @@ function heldFanOutStatements(d1: D1Database, { receipt, fanOut }: HeldFanOut): 
     .update(receipts)
     .set({ route: fanOut.route, filteredRoutes: fanOut.filtered.join(",") })
     .where(fanOutUnwritten(receipt.receiptId));
-  return [
-    prepare(d1, routes),
-    prepare(d1, ABORT_UNLESS_CHANGED),
-    ...furtherDeliveryStatements(d1, receipt.receiptId, fanOut),
-  ];
+  return [prepare(d1, routes), abortUnlessChanged(d1), ...furtherDeliveryStatements(d1, receipt.receiptId, fanOut)];
 }

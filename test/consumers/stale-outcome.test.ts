@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { commitAttempts, type FinishedAttempt } from "../../src/consumers/commit";
+import { commitAttempts } from "../../src/consumers/commit";
+import type { FinishedAttempt } from "../../src/consumers/commit-statements";
 import { loadReceipts } from "../../src/consumers/load";
 import { processBatch, processReceipt } from "../../src/consumers/process";
 import { database } from "../../src/db/client";
