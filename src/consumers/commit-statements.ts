@@ -115,6 +115,34 @@ function unclaimedReceipt(receiptId: string | SQL, fanOut: boolean) {
 
 /** The statements that write one attempt's decision. */
 export function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decision): D1PreparedStatement[] {
+  if (decision.kind === "commit" && decision.result.status !== "skipped")
+    return committedStatements(d1, attempt, decision.result);
+  return restingStatements(d1, attempt, decision);
+}
+
+/**
+ * Nearly every event's: the commit update (a template), its guard, the plan's effect, a fan-out's further rows and a
+ * leased attempt's own row. Nothing here is built per receipt but the handler's own statements and a fan-out's.
+ */
+function committedStatements(d1: D1Database, attempt: FinishedAttempt, result: CommittedResult): D1PreparedStatement[] {
+  const { fanOut } = attempt;
+  return [
+    committedUpdate(d1, attempt, result),
+    abortUnlessChanged(d1),
+    ...effectStatements(d1, result.status === "processed" ? attempt.run.plan : null),
+    ...(fanOut ? furtherDeliveryStatements(d1, attempt.receipt.receiptId, fanOut) : []),
+    ...ownRowOfLeased(
+      d1,
+      attempt,
+      result.status,
+      result.status === "stale" ? (result.note ?? null) : null,
+      result.status === "processed" ? (result.httpStatus ?? null) : null,
+    ),
+  ];
+}
+
+/** A skip, a replay of a committed event, or a failure: the receipt comes to rest or waits for its next attempt. */
+function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: Decision): D1PreparedStatement[] {
   const db = database({ DB: d1 });
   const { receipt } = attempt;
   const finishedAt = attempt.facts.finishedAt;
@@ -160,20 +188,7 @@ export function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision
           ...ownRowOfLeased(d1, attempt, "skipped", result.reason.slice(0, 500), null),
         ];
       }
-      const committed = committedUpdate(d1, attempt, result);
-      return [
-        committed,
-        abortUnlessChanged(d1),
-        ...effectStatements(d1, result.status === "processed" ? attempt.run.plan : null),
-        ...fanOutRows.slice(1),
-        ...ownRowOfLeased(
-          d1,
-          attempt,
-          result.status,
-          result.status === "stale" ? (result.note ?? null) : null,
-          result.status === "processed" ? (result.httpStatus ?? null) : null,
-        ),
-      ];
+      return committedStatements(d1, attempt, result);
     }
     case "nothing":
       if (decision.record === null) return [];
