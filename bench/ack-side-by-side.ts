@@ -4,6 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { Sender } from "./lib/sender.ts";
 import { bareRuntime, FLOOR_WRITE_PATH, heldBackDeployment, receiverRuntime, snapshotReceiver } from "./lib/setup.ts";
+import { FINISHED_STATUSES, ReceiptStore } from "./lib/store.ts";
 
 /**
  * Two builds of the acknowledgement path side by side, and the floor they are held to: the receiver's `src/` as it is
@@ -14,6 +15,9 @@ import { bareRuntime, FLOOR_WRITE_PATH, heldBackDeployment, receiverRuntime, sna
  * other work shares. Round 0 warms every target and is not counted.
  *
  *   node bench/ack-side-by-side.ts --baseline /tmp/base/src --rounds 5 --rate 40 --seconds 10 --port-base 9720
+ *
+ * `--whole` compares the whole systems instead, perf's (b): nothing held back, and each build's CPU is counted until
+ * every event of the round is processed (the floor is counted until acknowledged, as it has nothing after that).
  */
 
 const { values: flags } = parseArgs({
@@ -24,6 +28,7 @@ const { values: flags } = parseArgs({
     seconds: { type: "string", default: "10" },
     "port-base": { type: "string", default: "9720" },
     "state-dir": { type: "string", default: ".bench" },
+    whole: { type: "boolean", default: false },
   },
 });
 if (!flags.baseline) throw new Error("--baseline <a src/ directory to compare with> is required");
@@ -44,7 +49,7 @@ async function main(): Promise<void> {
       rmSync(join(dir, "receiver", "src"), { recursive: true });
       cpSync(resolve(src), join(dir, "receiver", "src"), { recursive: true });
     }
-    return { deployment: heldBackDeployment(deployment, dir), dir };
+    return { deployment: flags.whole ? deployment : heldBackDeployment(deployment, dir), dir };
   };
   const baseline = build("baseline", flags.baseline);
   const current = build("current");
@@ -55,6 +60,7 @@ async function main(): Promise<void> {
   };
   const secret = { baseline: baseline.deployment.demoSecret, "this tree": current.deployment.demoSecret };
   const cpuMs: Record<Target, number[]> = { baseline: [], "this tree": [], "floor (e)": [] };
+  const ackMs: Record<Target, number[]> = { baseline: [], "this tree": [], "floor (e)": [] };
   try {
     for (const runtime of Object.values(runtimes)) await runtime.start();
     for (let round = 0; round <= rounds; round++) {
@@ -85,11 +91,14 @@ async function main(): Promise<void> {
           answers.push(
             sender.post(body, sender.signedHeaders(key, body)).then((outcome) => {
               if (outcome.status === "error" || outcome.status >= 300) refused++;
+              else if (round > 0) ackMs[target].push(outcome.millis);
             }),
           );
         }
         await Promise.all(answers);
         sender.close();
+        if (flags.whole && target !== "floor (e)")
+          await drain(runtime.options.persistDir, `side_${target.replace(/\W/g, "")}_r${round}_`, events);
         const perEvent = ((runtime.cpuSeconds().workerd - before) * 1000) / events;
         if (round > 0) cpuMs[target].push(perEvent);
         line.push(`${target} ${perEvent.toFixed(2)}${refused > 0 ? ` (${refused} not 2xx)` : ""}`);
@@ -102,10 +111,40 @@ async function main(): Promise<void> {
         .map((target) => `${target} ${median(cpuMs[target]).toFixed(2)}`)
         .join(" · ")}`,
     );
+    const quantile = (values: number[], q: number) =>
+      [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * q))]!;
+    console.log(
+      `acknowledgement latency over the counted rounds, p50 / p99 ms: ${(Object.keys(ackMs) as Target[])
+        .map(
+          (target) =>
+            `${target} ${quantile(ackMs[target], 0.5).toFixed(1)} / ${quantile(ackMs[target], 0.99).toFixed(1)}`,
+        )
+        .join(" · ")}`,
+    );
     const differences = cpuMs["this tree"].map((ms, index) => ms - cpuMs.baseline[index]!);
     console.log(`this tree minus baseline, round by round: ${differences.map((ms) => ms.toFixed(2)).join(" ")}`);
   } finally {
     for (const runtime of Object.values(runtimes)) await runtime.stop();
+  }
+}
+
+/** Waits until every event of the round (its keys start with `prefix`) has a finished receipt. */
+async function drain(persistDir: string, prefix: string, count: number): Promise<void> {
+  const store = new ReceiptStore(persistDir);
+  const finished = () => {
+    try {
+      return [...store.statusCounts(prefix)].reduce(
+        (sum, [status, n]) => sum + (FINISHED_STATUSES.includes(status) ? n : 0),
+        0,
+      );
+    } catch {
+      return 0; // the database may not be created yet, or mid-checkpoint
+    }
+  };
+  const deadline = Date.now() + 300_000;
+  while (finished() < count) {
+    if (Date.now() > deadline) throw new Error(`${prefix}: only ${finished()} of ${count} processed`);
+    await sleep(100);
   }
 }
 
