@@ -1,4 +1,5 @@
 import { and, eq, inArray, isNotNull, isNull, type SQL, sql } from "drizzle-orm";
+import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { type Database, database } from "../db/client";
 import { attempts, receipts } from "../db/schema";
 import type { AttemptFacts, Decision } from "./decide";
@@ -163,26 +164,30 @@ function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: D
   const stillOurs = attempt.leased
     ? and(unclaimed, eq(receipts.leaseGeneration, attempt.generation), eq(receipts.status, "processing"))
     : and(unclaimed, eq(receipts.leaseGeneration, attempt.generation - 1));
+  // A skip and a failure both write the attempt (and a first attempt's fan-out) with their own outcome's columns.
+  const attemptUpdate = (outcome: SQLiteUpdateSetSource<typeof receipts>, where: SQL | undefined) =>
+    prepare(
+      d1,
+      db
+        .update(receipts)
+        .set({ ...attemptColumns, ...fanOutColumns, ...outcome })
+        .where(where),
+    );
 
   switch (decision.kind) {
     case "commit": {
       const { result } = decision;
       if (result.status === "skipped") {
         return [
-          prepare(
-            d1,
-            db
-              .update(receipts)
-              .set({
-                ...attemptColumns,
-                ...fanOutColumns,
-                ...STAMPED_ENTRY,
-                status: "skipped",
-                processedAt: finishedAt,
-                nextAttemptAt: null,
-                lastError: result.reason.slice(0, 500),
-              })
-              .where(unclaimed),
+          attemptUpdate(
+            {
+              ...STAMPED_ENTRY,
+              status: "skipped",
+              processedAt: finishedAt,
+              nextAttemptAt: null,
+              lastError: result.reason.slice(0, 500),
+            },
+            unclaimed,
           ),
           ...fanOutRows,
           ...ownRowOfLeased(d1, attempt, "skipped", result.reason.slice(0, 500), null),
@@ -215,20 +220,16 @@ function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: D
       ];
     case "fail":
       return [
-        prepare(
-          d1,
-          db
-            .update(receipts)
-            .set({
-              ...attemptColumns,
-              ...fanOutColumns,
-              ...(decision.receiptStatus === "dead" ? STAMPED_ENTRY : {}),
-              status: decision.receiptStatus,
-              nextAttemptAt: decision.nextAttemptAt,
-              lastError: decision.lastError,
-              attemptHttpStatus: decision.attempt.httpStatus,
-            })
-            .where(fanOut ? and(stillOurs, isNull(receipts.filteredRoutes)) : stillOurs),
+        attemptUpdate(
+          {
+            ...(decision.receiptStatus === "dead" ? STAMPED_ENTRY : {}),
+            status: decision.receiptStatus,
+            nextAttemptAt: decision.nextAttemptAt,
+            lastError: decision.lastError,
+            attemptHttpStatus: decision.attempt.httpStatus,
+          },
+          // With a fan-out, `unclaimed` (in stillOurs) also asks that no run wrote one yet.
+          stillOurs,
         ),
         // With a fan-out, the update either changed the receipt or aborted the batch: the attempt's number is its own.
         ...(fanOut ? fanOutRows.slice(0, 1) : []),
