@@ -114,11 +114,19 @@ function unclaimedReceipt(receiptId: string | SQL, fanOut: boolean) {
   );
 }
 
+type CommitResult = Extract<Decision, { kind: "commit" }>["result"];
+/** A decision that leaves the receipt at rest or waiting: a skip, nothing to apply, or a failure. */
+type RestingDecision =
+  | Exclude<Decision, { kind: "commit" }>
+  | { kind: "skip"; result: Extract<CommitResult, { status: "skipped" }> };
+
 /** The statements that write one attempt's decision. */
 export function statementsFor(d1: D1Database, attempt: FinishedAttempt, decision: Decision): D1PreparedStatement[] {
-  if (decision.kind === "commit" && decision.result.status !== "skipped")
-    return committedStatements(d1, attempt, decision.result);
-  return restingStatements(d1, attempt, decision);
+  if (decision.kind !== "commit") return restingStatements(d1, attempt, decision);
+  const { result } = decision;
+  return result.status === "skipped"
+    ? restingStatements(d1, attempt, { kind: "skip", result })
+    : committedStatements(d1, attempt, result);
 }
 
 /**
@@ -143,7 +151,7 @@ function committedStatements(d1: D1Database, attempt: FinishedAttempt, result: C
 }
 
 /** A skip, a replay of a committed event, or a failure: the receipt comes to rest or waits for its next attempt. */
-function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: Decision): D1PreparedStatement[] {
+function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: RestingDecision): D1PreparedStatement[] {
   const db = database({ DB: d1 });
   const { receipt } = attempt;
   const finishedAt = attempt.facts.finishedAt;
@@ -175,25 +183,16 @@ function restingStatements(d1: D1Database, attempt: FinishedAttempt, decision: D
     );
 
   switch (decision.kind) {
-    case "commit": {
-      const { result } = decision;
-      if (result.status === "skipped") {
-        return [
-          attemptUpdate(
-            {
-              ...STAMPED_ENTRY,
-              status: "skipped",
-              processedAt: finishedAt,
-              nextAttemptAt: null,
-              lastError: result.reason.slice(0, 500),
-            },
-            unclaimed,
-          ),
-          ...fanOutRows,
-          ...ownRowOfLeased(d1, attempt, "skipped", result.reason.slice(0, 500), null),
-        ];
-      }
-      return committedStatements(d1, attempt, result);
+    case "skip": {
+      const reason = decision.result.reason.slice(0, 500);
+      return [
+        attemptUpdate(
+          { ...STAMPED_ENTRY, status: "skipped", processedAt: finishedAt, nextAttemptAt: null, lastError: reason },
+          unclaimed,
+        ),
+        ...fanOutRows,
+        ...ownRowOfLeased(d1, attempt, "skipped", reason, null),
+      ];
     }
     case "nothing":
       if (decision.record === null) return [];
