@@ -264,3 +264,15 @@ export function keysInOneShard(prefix: string, count: number): string[] {
   }
   return keys;
 }
+
+/**
+ * Receipts relayed more than 10 s after they arrived, among those `where` picks (SQL over `receipts`): each also
+ * enters the late-relay index, one D1 row more on insert and on delete. A loaded machine makes it happen, so the
+ * budget tests count it rather than assume it away.
+ */
+export async function lateRelays(where: string): Promise<number> {
+  const late = await env.DB.prepare(
+    `SELECT COUNT(*) AS n FROM receipts WHERE ${where} AND relayed_at > received_at + 10000`,
+  ).first<{ n: number }>();
+  return late?.n ?? 0;
+}
