@@ -10,7 +10,6 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { allInCost, formatAllIn, type LifetimeUnits } from "./lib/all-in.ts";
 import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
 import {
   FAN_OUT_SOURCE,
@@ -24,7 +23,7 @@ import {
 import { faultableDeployment } from "./lib/faults.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
-import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMillion } from "./lib/meters.ts";
+import { metersPhase } from "./lib/meters-phase.ts";
 import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
 import { logPlanWrites } from "./lib/plan-writes.ts";
 import { poisonCheck } from "./lib/poison.ts";
@@ -50,7 +49,7 @@ import {
   type SoakResult,
   soakDeployment,
 } from "./lib/soak.ts";
-import { ReceiptStore, storedBytes } from "./lib/store.ts";
+import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
 import { waitUntilFinished } from "./lib/wait.ts";
@@ -107,7 +106,12 @@ async function main(flags: BenchFlags): Promise<void> {
     if (flags.phases.has("sim")) logPlanWrites(new ReceiptStore(receiver.options.persistDir));
     await receiver.start();
   }
-  if (flags.phases.has("meters")) await meters(flags, deployment, stateDir);
+  if (flags.phases.has("meters"))
+    results.meters = await metersPhase(flags, deployment, stateDir, {
+      failures,
+      runtimes,
+      portAt: (offset) => portAt(flags, offset),
+    });
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!, fanOut!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir, fanOut!);
   if (flags.phases.has("poison")) await poison(flags, deployment, stateDir);
@@ -223,330 +227,6 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
     `chances: duplicate ${flags.duplicateChance}, response lost after commit ${flags.ackLostChance} (per attempt), ` +
       `concurrent redelivery ${flags.concurrentChance}, shuffled ${flags.shuffleChance} (window ${flags.shuffleWindow}), same-second plan pair ${flags.tieChance}`,
   );
-}
-
-/**
- * Billed units per event on the happy path (every event accepted and processed on its first attempt), read from
- * the receiver's own meters before and after: first through the demo source's in-Worker handler, then, reported
- * apart, through a source that forwards every event to a local backend answering 200. Runs first, on fresh runtimes.
- */
-async function meters(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  const events = flags.phases.size === 1 ? flags.events : 2000;
-  const concurrency = flags.metersConcurrency;
-  console.log(
-    `\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`,
-  );
-  // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
-  const meterRuntime = receiverRuntime(deployment, stateDir, "meters", await portAt(flags, 6), await portAt(flags, 16));
-  runtimes.push(meterRuntime);
-  await meterRuntime.start();
-  console.log("handler destination (demo source, handler:accounts):");
-  const meterStore = new ReceiptStore(meterRuntime.options.persistDir);
-  const storedBefore = storedBytes(meterStore, meterRuntime.options.persistDir);
-  const handler = await meterHappyPath(meterRuntime, deployment, "/webhooks/demo", "meter_evt_", events, concurrency);
-  const allIn = await meterAllIn(flags, meterRuntime, deployment, { ...handler, storedBefore }, events, concurrency);
-  await meterRuntime.stop();
-
-  const backend = await startForwardBackend();
-  const forwarding = receiverRuntime(
-    deploymentWithSource(deployment, "meters-forward", FORWARD_SOURCE, {
-      provider: "standard-webhooks",
-      secrets: ["DEMO_WEBHOOK_SECRET"],
-      destination: `http://127.0.0.1:${backend.port}/hooks`,
-    }),
-    stateDir,
-    "meters-forward",
-    await portAt(flags, 5),
-    await portAt(flags, 15),
-  );
-  runtimes.push(forwarding);
-  await forwarding.start();
-  const forwardEvents = Math.max(1, Math.floor(events / 2));
-  console.log(
-    `forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`,
-  );
-  const forward = await meterHappyPath(
-    forwarding,
-    deployment,
-    `/webhooks/${FORWARD_SOURCE}`,
-    "meter_fwd_",
-    forwardEvents,
-    concurrency,
-  );
-  await forwarding.stop();
-  const forwardReceived = backend.received();
-  console.log(`the backend received ${forwardReceived} forwards for ${forwardEvents} events`);
-  if (forwardReceived < forwardEvents)
-    failures.push(`meters: the forward backend received ${forwardReceived} of ${forwardEvents} events`);
-
-  const fanOut = await meterFanOut(flags, deployment, stateDir, backend, forwardEvents, concurrency);
-  await backend.close();
-  results.meters = { ...handler, allIn, forward, fanOut };
-}
-
-/** Per event, a source with one route may write 3 D1 rows; each further matched route at most 2 more, and no D1 call. */
-const D1_ROWS_PER_FURTHER_ROUTE = 2;
-
-/**
- * The fan-out variant: a source with three routes (docs/routing.md, "Fan-out"), the ledger handler, a forward to
- * the local backend and a forward whose filter turns every event away, on a runtime of its own. Two matched routes:
- * a budget of 3 + 2 D1 rows per event, the D1 calls of one route.
- */
-async function meterFanOut(
-  flags: BenchFlags,
-  deployment: ReceiverDeployment,
-  stateDir: string,
-  backend: Awaited<ReturnType<typeof startForwardBackend>>,
-  events: number,
-  concurrency: number,
-) {
-  const runtime = receiverRuntime(
-    deploymentWithSource(deployment, "meters-fanout", FAN_OUT_SOURCE, fanOutSource(backend.port, "account.closed")),
-    stateDir,
-    "meters-fanout",
-    await portAt(flags, 7),
-    await portAt(flags, 17),
-  );
-  runtimes.push(runtime);
-  await runtime.start();
-  const d1RowsBudget = 3 + D1_ROWS_PER_FURTHER_ROUTE;
-  console.log(
-    `fan-out (a source with three routes: ledger → handler:accounts, backend → the local backend, audit → the local backend ` +
-      `filtered to account.closed, which no event is; ${events} events; budget ≤ ${d1RowsBudget} D1 rows):`,
-  );
-  const seenBefore = backend.received();
-  const fanOut = await meterHappyPath(
-    runtime,
-    deployment,
-    `/webhooks/${FAN_OUT_SOURCE}`,
-    "meter_fan_",
-    events,
-    concurrency,
-    0,
-    `≤ ${d1RowsBudget}`,
-  );
-  await runtime.stop();
-  const byPath = new Map<string, number>();
-  for (const forward of backend.seen().slice(seenBefore)) byPath.set(forward.path, (byPath.get(forward.path) ?? 0) + 1);
-  const routeRows = new ReceiptStore(runtime.options.persistDir).read(
-    (database) =>
-      database
-        .prepare(
-          `SELECT d.route AS route, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
-           WHERE r.event_key LIKE 'meter_fan_%' GROUP BY d.route`,
-        )
-        .all() as Array<{ route: string; count: number }>,
-  );
-  console.log(
-    `the backend received ${byPath.get("/backend") ?? 0} forwards on the backend route and ${byPath.get("/audit") ?? 0} on the filtered-out ` +
-      `audit route for ${events} events; deliveries rows: ${routeRows.map(({ route, count }) => `${route} ${count}`).join(", ") || "none"}`,
-  );
-  if ((byPath.get("/backend") ?? 0) < events)
-    failures.push(`meters (fan-out): the backend route received ${byPath.get("/backend") ?? 0} of ${events} events`);
-  if ((byPath.get("/audit") ?? 0) > 0)
-    failures.push(`meters (fan-out): the filtered-out audit route received ${byPath.get("/audit")} events`);
-  const over = [
-    fanOut.per.d1RowsWritten > d1RowsBudget &&
-      `D1 rows written ${fanOut.per.d1RowsWritten.toFixed(3)} > ${d1RowsBudget}`,
-    fanOut.per.d1Calls > 0.2 && `D1 calls ${fanOut.per.d1Calls.toFixed(3)} > 0.2`,
-    fanOut.per.doRowsWritten > 3 && `DO rows written ${fanOut.per.doRowsWritten.toFixed(3)} > 3`,
-    fanOut.per.doRequests > 1.1 && `DO requests ${fanOut.per.doRequests.toFixed(3)} > 1.1`,
-    fanOut.per.queueOperations > 0.5 && `queue operations ${fanOut.per.queueOperations.toFixed(3)} > 0.5`,
-  ].filter((reason): reason is string => typeof reason === "string");
-  console.log(`fan-out budget: ${over.length === 0 ? "within" : `over (${over.join("; ")})`}`);
-  return { ...fanOut, d1RowsBudget, overBudget: over, forwardsByPath: Object.fromEntries(byPath) };
-}
-
-const FORWARD_SOURCE = "bench-forward";
-/** Bodies above the demo source's R2 threshold (64 KB by default). */
-const LARGE_BODY_BYTES = 70 * 1024;
-const LARGE_EVENTS = 40;
-const DAY_MS = 86_400_000;
-
-/**
- * The rest of an event's bill after the happy path, on the same runtime: a few large bodies for their R2
- * operations, then the cron fired past payload retention and past dedupe retention (the demo source's defaults,
- * 7 and 35 days) until every one of the run's receipts and shard keys is gone, read from the same meters.
- */
-async function meterAllIn(
-  flags: BenchFlags,
-  runtime: Runtime,
-  deployment: ReceiverDeployment,
-  happy: Awaited<ReturnType<typeof meterHappyPath>> & { storedBefore: ReturnType<typeof storedBytes> },
-  events: number,
-  concurrency: number,
-) {
-  const store = new ReceiptStore(runtime.options.persistDir);
-  // Every happy-path event is processed and every claim a tombstone by now (meterHappyPath waits for both).
-  const storedProcessed = storedBytes(store, runtime.options.persistDir);
-  console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
-  const large = await meterHappyPath(
-    runtime,
-    deployment,
-    "/webhooks/demo",
-    "meter_big_",
-    LARGE_EVENTS,
-    Math.min(concurrency, 16),
-    LARGE_BODY_BYTES,
-  );
-
-  const left = (withBody: boolean) =>
-    store.read(
-      (database) =>
-        (
-          database
-            .prepare(
-              `SELECT COUNT(*) AS n FROM receipts WHERE (event_key LIKE 'meter_evt_%' OR event_key LIKE 'meter_big_%')${withBody ? " AND (body IS NOT NULL OR body_location IS NOT NULL)" : ""}`,
-            )
-            .get() as { n: number }
-        ).n,
-    );
-  const before = await readMeters(runtime.origin, deployment.adminToken);
-  const fireUntil = async (at: number, done: () => boolean) => {
-    let runs = 0;
-    do {
-      const response = await fetch(`${runtime.origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, {
-        signal: AbortSignal.timeout(120_000),
-      });
-      await response.arrayBuffer();
-      runs++;
-    } while (!done() && runs < 10);
-    return runs;
-  };
-  const startedAt = Date.now();
-  const bodyRuns = await fireUntil(startedAt + 7 * DAY_MS + 60_000, () => left(true) === 0);
-  const storedWithoutBodies = storedBytes(store, runtime.options.persistDir);
-  // One run more than needed: the shards are swept in the same run as D1, and a second confirms nothing was left.
-  const keyRuns =
-    (await fireUntil(startedAt + 35 * DAY_MS + 60_000, () => left(false) === 0)) +
-    (await fireUntil(startedAt + 35 * DAY_MS + 120_000, () => true));
-  const after = await readMeters(runtime.origin, deployment.adminToken);
-  const total = events + LARGE_EVENTS;
-  const retention = perEvent(before, after, total, 0);
-  console.log(
-    `retention: ${bodyRuns} cron run(s) past payload retention, ${keyRuns} past dedupe retention; receipts left ${left(false)}; per event: ` +
-      `D1 rows written ${retention.d1RowsWritten.toFixed(3)}, read ${retention.d1RowsRead.toFixed(2)}; DO rows written ${retention.doRowsWritten.toFixed(3)}, ` +
-      `read ${retention.doRowsRead.toFixed(2)}; DO requests ${retention.doRequests.toFixed(3)}; log lines ${retention.logLines.toFixed(3)}`,
-  );
-  if (left(false) > 0) failures.push(`meters: retention left ${left(false)} receipts`);
-  const storage = {
-    d1BytesWithBody: (storedProcessed.d1 - happy.storedBefore.d1) / events,
-    // The large events' receipts are in D1 too by then, their bodies in R2: every receipt without its body.
-    d1BytesWithoutBody: (storedWithoutBodies.d1 - happy.storedBefore.d1) / total,
-    shardBytes: (storedProcessed.shards - happy.storedBefore.shards) / events,
-    payloadRetentionDays: 7,
-    dedupeRetentionDays: 35,
-  };
-  console.log(
-    `storage per event (pages): D1 ${storage.d1BytesWithBody.toFixed(0)} bytes with the body, ${storage.d1BytesWithoutBody.toFixed(0)} ` +
-      `without it; shard tombstone ${storage.shardBytes.toFixed(0)} bytes`,
-  );
-
-  const units: LifetimeUnits = {
-    happy: happy.per,
-    retention: {
-      d1RowsWritten: retention.d1RowsWritten,
-      d1RowsRead: retention.d1RowsRead,
-      doRowsWritten: retention.doRowsWritten,
-      doRowsRead: retention.doRowsRead,
-      doRequests: retention.doRequests,
-      logLines: retention.logLines,
-      analyticsPoints: retention.analyticsPoints,
-    },
-    largeBody: {
-      r2ClassA: large.per.r2ClassA,
-      r2ClassB: large.per.r2ClassB,
-      bytes: LARGE_BODY_BYTES,
-      payloadRetentionDays: 7,
-    },
-    storage,
-    largeShare: flags.largeShare,
-    cpuMsPerEvent: happy.cpuMsPerEvent.workerd,
-  };
-  const cost = allInCost(happy.usdPerMillion, units);
-  console.log(formatAllIn(cost));
-  return {
-    units,
-    lines: cost.lines,
-    allInUsdPerMillion: cost.allInUsdPerMillion,
-    large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent },
-  };
-}
-
-async function meterHappyPath(
-  runtime: Runtime,
-  deployment: ReceiverDeployment,
-  path: string,
-  keyPrefix: string,
-  events: number,
-  concurrency: number,
-  padToBytes = 0,
-  d1RowsBudget = "≤ 3",
-) {
-  const before = await readMeters(runtime.origin, deployment.adminToken);
-  const cpuBefore = runtime.cpuSeconds();
-  const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
-  const startedAt = performance.now();
-  let next = 0;
-  let deliveries = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let n = next++; n < events; n = next++) {
-        const event = {
-          type: "account.credited",
-          data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
-        };
-        const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
-        for (;;) {
-          deliveries++;
-          const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
-          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
-        }
-      }
-    }),
-  );
-  sender.close();
-  const store = new ReceiptStore(runtime.options.persistDir);
-  const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
-  // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
-  await sleep(3000);
-  const cpuMsPerEvent = cpuMsPer(cpuBefore, runtime.cpuSeconds(), events);
-  const after = await readMeters(runtime.origin, deployment.adminToken);
-  const per = perEvent(before, after, events, deliveries);
-  const usd = usdPerMillion(per);
-  const inclusions = eventsWithinInclusions(per);
-  console.log(formatPerEvent(per, d1RowsBudget));
-  console.log(
-    `runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`,
-  );
-  console.log(
-    `USD per million events beyond the inclusions (handler's effect rows not counted): $${usd.toFixed(2)}; ` +
-      `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
-      `${waited.finished} of ${events} finished, receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
-  );
-  if (waited.finished < events) failures.push(`meters (${path}): only ${waited.finished} of ${events} events finished`);
-  return {
-    events,
-    concurrency,
-    perEvent: {
-      d1RowsWritten: per.d1RowsWritten,
-      d1RowsRead: per.d1RowsRead,
-      d1Calls: per.d1Calls,
-      doRowsWritten: per.doRowsWritten,
-      doRowsRead: per.doRowsRead,
-      doRequests: per.doRequests,
-      queueOperations: per.queueOperations,
-    },
-    handlerRowsWrittenPerEvent: per.handlerRowsWritten,
-    alarmWritesPerEvent: per.alarmWrites,
-    workersRequestsPerEvent: per.workersRequests,
-    d1DurationMsPerEvent: per.d1DurationMs,
-    usdPerMillion: usd,
-    per,
-    cpuMsPerEvent,
-    eventsWithinMonthlyInclusions: inclusions,
-    raw: { before, after },
-  };
 }
 
 /**

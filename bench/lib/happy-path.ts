@@ -1,0 +1,100 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMillion } from "./meters.ts";
+import { cpuMsPer } from "./perf.ts";
+import type { Runtime } from "./runtime.ts";
+import { Sender } from "./sender.ts";
+import type { ReceiverDeployment } from "./setup.ts";
+import { ReceiptStore } from "./store.ts";
+import { waitUntilFinished } from "./wait.ts";
+
+/** What a bench phase shares with the run: where its failures go, the runtimes stopped at shutdown, its ports. */
+export interface PhaseContext {
+  failures: string[];
+  runtimes: Runtime[];
+  /** The port at `offset` from --port-base, or a free one when no base is fixed. */
+  portAt(offset: number): Promise<number>;
+}
+
+/**
+ * Sends `events` signed happy-path events to `path` (each resent until a 2xx), waits until every one is finished,
+ * and reads the billed units they spent from the runtime's own meters before and after, with the runtime's CPU.
+ */
+export async function meterHappyPath(
+  context: PhaseContext,
+  runtime: Runtime,
+  deployment: ReceiverDeployment,
+  path: string,
+  keyPrefix: string,
+  events: number,
+  concurrency: number,
+  padToBytes = 0,
+  d1RowsBudget = "≤ 3",
+) {
+  const before = await readMeters(runtime.origin, deployment.adminToken);
+  const cpuBefore = runtime.cpuSeconds();
+  const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
+  const startedAt = performance.now();
+  let next = 0;
+  let deliveries = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let n = next++; n < events; n = next++) {
+        const event = {
+          type: "account.credited",
+          data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
+        };
+        const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
+        for (;;) {
+          deliveries++;
+          const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
+          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
+        }
+      }
+    }),
+  );
+  sender.close();
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
+  // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
+  await sleep(3000);
+  const cpuMsPerEvent = cpuMsPer(cpuBefore, runtime.cpuSeconds(), events);
+  const after = await readMeters(runtime.origin, deployment.adminToken);
+  const per = perEvent(before, after, events, deliveries);
+  const usd = usdPerMillion(per);
+  const inclusions = eventsWithinInclusions(per);
+  console.log(formatPerEvent(per, d1RowsBudget));
+  console.log(
+    `runtime CPU per event, first send until processed: workerd ${cpuMsPerEvent.workerd.toFixed(2)} ms, wrangler's node ${cpuMsPerEvent.wrangler.toFixed(2)} ms`,
+  );
+  console.log(
+    `USD per million events beyond the inclusions (handler's effect rows not counted): $${usd.toFixed(2)}; ` +
+      `the Workers Paid inclusions cover ${inclusions.events.toLocaleString("en-US")} events a month (first to run out: ${inclusions.limitedBy}); ` +
+      `${waited.finished} of ${events} finished, receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
+  );
+  if (waited.finished < events)
+    context.failures.push(`meters (${path}): only ${waited.finished} of ${events} events finished`);
+  return {
+    events,
+    concurrency,
+    perEvent: {
+      d1RowsWritten: per.d1RowsWritten,
+      d1RowsRead: per.d1RowsRead,
+      d1Calls: per.d1Calls,
+      doRowsWritten: per.doRowsWritten,
+      doRowsRead: per.doRowsRead,
+      doRequests: per.doRequests,
+      queueOperations: per.queueOperations,
+    },
+    handlerRowsWrittenPerEvent: per.handlerRowsWritten,
+    alarmWritesPerEvent: per.alarmWrites,
+    workersRequestsPerEvent: per.workersRequests,
+    d1DurationMsPerEvent: per.d1DurationMs,
+    usdPerMillion: usd,
+    per,
+    cpuMsPerEvent,
+    eventsWithinMonthlyInclusions: inclusions,
+    raw: { before, after },
+  };
+}
+
+export type HappyPathMeters = Awaited<ReturnType<typeof meterHappyPath>>;
