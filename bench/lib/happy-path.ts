@@ -3,7 +3,7 @@ import { eventsWithinInclusions, formatPerEvent, perEvent, readMeters, usdPerMil
 import { cpuMsPer } from "./perf.ts";
 import type { Runtime } from "./runtime.ts";
 import { Sender } from "./sender.ts";
-import type { ReceiverDeployment } from "./setup.ts";
+import { type ReceiverDeployment, receiverRuntime } from "./setup.ts";
 import { ReceiptStore } from "./store.ts";
 import { waitUntilFinished } from "./wait.ts";
 
@@ -13,6 +13,29 @@ export interface PhaseContext {
   runtimes: Runtime[];
   /** The port at `offset` from --port-base, or a free one when no base is fixed. */
   portAt(offset: number): Promise<number>;
+}
+
+/**
+ * Starts a receiver runtime of its own for one measurement (its own persisted state, so its meters and its clock
+ * are its own), on the ports at `portOffset` and `portOffset + 10`; it is stopped at shutdown if not before.
+ */
+export async function startMeteredRuntime(
+  context: PhaseContext,
+  deployment: ReceiverDeployment,
+  stateDir: string,
+  label: string,
+  portOffset: number,
+): Promise<Runtime> {
+  const runtime = receiverRuntime(
+    deployment,
+    stateDir,
+    label,
+    await context.portAt(portOffset),
+    await context.portAt(portOffset + 10),
+  );
+  context.runtimes.push(runtime);
+  await runtime.start();
+  return runtime;
 }
 
 /**

@@ -1,9 +1,9 @@
 import { allInCost, formatAllIn, type LifetimeUnits } from "./all-in.ts";
 import type { BenchFlags } from "./flags.ts";
-import { type HappyPathMeters, meterHappyPath, type PhaseContext } from "./happy-path.ts";
+import { type HappyPathMeters, meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
 import { type PerEvent, perEvent, readMeters } from "./meters.ts";
 import type { Runtime } from "./runtime.ts";
-import { deploymentWithSource, type ReceiverDeployment, receiverRuntime } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import { ReceiptStore, storedBytes } from "./store.ts";
 
 /**
@@ -110,7 +110,8 @@ export async function meterKeptBodies(
   concurrency: number,
   demo: Pick<LifetimeUnits, "largeBody">,
 ) {
-  const runtime = receiverRuntime(
+  const runtime = await startMeteredRuntime(
+    context,
     deploymentWithSource(deployment, "meters-kept", KEPT_BODIES_SOURCE, {
       provider: "standard-webhooks",
       secrets: ["DEMO_WEBHOOK_SECRET"],
@@ -123,11 +124,8 @@ export async function meterKeptBodies(
     }),
     stateDir,
     "meters-kept",
-    await context.portAt(8),
-    await context.portAt(18),
+    8,
   );
-  context.runtimes.push(runtime);
-  await runtime.start();
   try {
     console.log(
       `kept bodies (a source with payload_retention = dedupe_retention = ${DEDUPE_RETENTION_DAYS}d, otherwise the demo source's; ${events} events):`,

@@ -1,9 +1,9 @@
 import { FAN_OUT_SOURCE, fanOutSource } from "./fan-out.ts";
 import type { BenchFlags } from "./flags.ts";
 import { startForwardBackend } from "./forward-backend.ts";
-import { meterHappyPath, type PhaseContext } from "./happy-path.ts";
+import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
 import { meterAllIn, meterKeptBodies } from "./lifetime.ts";
-import { deploymentWithSource, type ReceiverDeployment, receiverRuntime } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import { ReceiptStore, storedBytes } from "./store.ts";
 
 /** A source forwarding every event to the bench's local backend. */
@@ -20,22 +20,13 @@ export async function metersPhase(
   stateDir: string,
   context: PhaseContext,
 ) {
-  const { runtimes } = context;
   const events = flags.phases.size === 1 ? flags.events : 2000;
   const concurrency = flags.metersConcurrency;
   console.log(
     `\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`,
   );
   // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
-  const meterRuntime = receiverRuntime(
-    deployment,
-    stateDir,
-    "meters",
-    await context.portAt(6),
-    await context.portAt(16),
-  );
-  runtimes.push(meterRuntime);
-  await meterRuntime.start();
+  const meterRuntime = await startMeteredRuntime(context, deployment, stateDir, "meters", 6);
   console.log("handler destination (demo source, handler:accounts):");
   const meterStore = new ReceiptStore(meterRuntime.options.persistDir);
   const storedBefore = storedBytes(meterStore, meterRuntime.options.persistDir);
@@ -60,7 +51,8 @@ export async function metersPhase(
   await meterRuntime.stop();
 
   const backend = await startForwardBackend();
-  const forwarding = receiverRuntime(
+  const forwarding = await startMeteredRuntime(
+    context,
     deploymentWithSource(deployment, "meters-forward", FORWARD_SOURCE, {
       provider: "standard-webhooks",
       secrets: ["DEMO_WEBHOOK_SECRET"],
@@ -68,11 +60,8 @@ export async function metersPhase(
     }),
     stateDir,
     "meters-forward",
-    await context.portAt(5),
-    await context.portAt(15),
+    5,
   );
-  runtimes.push(forwarding);
-  await forwarding.start();
   const forwardEvents = Math.max(1, Math.floor(events / 2));
   console.log(
     `forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`,
@@ -114,15 +103,13 @@ async function meterFanOut(
   events: number,
   concurrency: number,
 ) {
-  const runtime = receiverRuntime(
+  const runtime = await startMeteredRuntime(
+    context,
     deploymentWithSource(deployment, "meters-fanout", FAN_OUT_SOURCE, fanOutSource(backend.port, "account.closed")),
     stateDir,
     "meters-fanout",
-    await context.portAt(7),
-    await context.portAt(17),
+    7,
   );
-  context.runtimes.push(runtime);
-  await runtime.start();
   const d1RowsBudget = 3 + D1_ROWS_PER_FURTHER_ROUTE;
   console.log(
     `fan-out (a source with three routes: ledger → handler:accounts, backend → the local backend, audit → the local backend ` +

@@ -6,6 +6,7 @@ import { TALLY_SIZE } from "../../src/lib/delivery-tally";
 import { difference, type MeterTotals } from "../../src/lib/meter";
 import { sweepShards } from "../../src/reconcile/redrive";
 import { applyRetention } from "../../src/reconcile/retention";
+import type { SourceConfig } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 import { credit, deliverDemo } from "../support/deliveries";
 import { lateRelays, shardClaim } from "../support/storage";
@@ -61,6 +62,22 @@ async function processedAll(keyPrefix: string, events: number, timeoutMs: number
   }
 }
 
+/** This test's receipts whose keys start with `keyPrefix` (those still holding a body, with `withBody`). */
+async function receiptsLeft(keyPrefix: string, withBody = false): Promise<number> {
+  const row = await env.DB.prepare(
+    `SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE ?1 || '%'${withBody ? " AND body IS NOT NULL" : ""}`,
+  )
+    .bind(keyPrefix)
+    .first<{ n: number }>();
+  return row?.n ?? 0;
+}
+
+/** The cron's retention and shard sweep for one source, as if run at `at`. */
+async function expireAt(source: SourceConfig, at: number): Promise<void> {
+  await applyRetention(env, [source], at);
+  await sweepShards(env, [source], at);
+}
+
 async function spentDuring(work: () => Promise<unknown>): Promise<MeterTotals> {
   const before = await collectMeters(env);
   await work();
@@ -92,20 +109,10 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
 
     const receivedBy = Date.now();
     const bodies = await spentDuring(() => applyRetention(env, [demo], receivedBy + demo.payloadRetentionMs + MINUTE));
-    const withBody = await env.DB.prepare(
-      "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%' AND body IS NOT NULL",
-    ).first<{ n: number }>();
-    expect(withBody?.n).toBe(0);
+    expect(await receiptsLeft("msg_life_", true)).toBe(0);
 
-    const keysExpireAt = receivedBy + demo.dedupeRetentionMs + MINUTE;
-    const deletes = await spentDuring(async () => {
-      await applyRetention(env, [demo], keysExpireAt);
-      await sweepShards(env, [demo], keysExpireAt);
-    });
-    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_life_%'").first<{
-      n: number;
-    }>();
-    expect(left?.n).toBe(0);
+    const deletes = await spentDuring(() => expireAt(demo, receivedBy + demo.dedupeRetentionMs + MINUTE));
+    expect(await receiptsLeft("msg_life_")).toBe(0);
     for (const key of keys) expect(await shardClaim("demo", key)).toBeNull();
 
     // Per event, exactly; each D1 pass also does fixed work (its cursors in `checkpoints`), fewer rows than there
@@ -140,28 +147,14 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     const answers = await Promise.all(kept.map((key, index) => deliverDemo(key, credit(`acct_kept_${index % 7}`, 1))));
     expect(answers.map((answer) => answer.status)).toEqual(Array(kept.length).fill(200));
     await processedAll("msg_kept_", kept.length, 120_000);
-    const withBody = async () =>
-      (
-        await env.DB.prepare(
-          "SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_kept_%' AND body IS NOT NULL",
-        ).first<{ n: number }>()
-      )?.n;
-
     const receivedBy = Date.now();
     // Past the default payload retention, the bodies stay and nothing of these receipts is written.
     const early = await spentDuring(() =>
       applyRetention(env, [keeping], receivedBy + demo.payloadRetentionMs + MINUTE),
     );
-    expect(await withBody()).toBe(kept.length);
-    const keysExpireAt = receivedBy + demo.dedupeRetentionMs + MINUTE;
-    const atEnd = await spentDuring(async () => {
-      await applyRetention(env, [keeping], keysExpireAt);
-      await sweepShards(env, [keeping], keysExpireAt);
-    });
-    const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE 'msg_kept_%'").first<{
-      n: number;
-    }>();
-    expect(left?.n).toBe(0);
+    expect(await receiptsLeft("msg_kept_", true)).toBe(kept.length);
+    const atEnd = await spentDuring(() => expireAt(keeping, receivedBy + demo.dedupeRetentionMs + MINUTE));
+    expect(await receiptsLeft("msg_kept_")).toBe(0);
     // As above: each pass's fixed work (its cursors) is fewer rows than there are events.
     const perEvent = (rows: number) => Math.floor(rows / kept.length);
     expect({ early: perEvent(early.d1RowsWritten), atEnd: perEvent(atEnd.d1RowsWritten) }).toEqual({
