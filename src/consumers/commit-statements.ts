@@ -2,11 +2,12 @@ import { and, eq, inArray, isNotNull, isNull, type SQL, sql } from "drizzle-orm"
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { type Database, database } from "../db/client";
 import { attempts, receipts } from "../db/schema";
+import { placeholder, prepare, statementTemplate } from "../db/statement-template";
 import type { AttemptFacts, Decision } from "./decide";
 import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
 import type { ReceiptForWork } from "./load";
 import type { AttemptRun } from "./run-destination";
-import { abortUnlessChanged, effectStatements, placeholder, prepare, statementTemplate } from "./statements";
+import { abortUnlessChanged, effectStatements } from "./statements";
 
 /**
  * What a finished attempt writes: the receipt's outcome, the attempt's row, and a processed plan's effect behind

@@ -1,9 +1,10 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { database } from "../db/client";
 import { deliveries } from "../db/schema";
+import { prepare } from "../db/statement-template";
 import type { AttemptFacts, Decision } from "./decide";
 import type { AttemptRun } from "./run-destination";
-import { abortUnlessChanged, effectStatements, prepare } from "./statements";
+import { abortUnlessChanged, effectStatements } from "./statements";
 
 /**
  * The rows of further deliveries (migrations/0014): every matched route after the one the receipt row carries. A

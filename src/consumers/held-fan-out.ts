@@ -1,12 +1,13 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { database } from "../db/client";
 import { receipts } from "../db/schema";
+import { prepare } from "../db/statement-template";
 import { logEvent } from "../lib/log";
 import { meteredD1 } from "../lib/meter";
 import { sendDeliveryRetries } from "./deliveries";
 import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
 import type { ReceiptForWork } from "./load";
-import { abortUnlessChanged, batchUnlessEmpty, prepare } from "./statements";
+import { abortUnlessChanged, batchUnlessEmpty } from "./statements";
 
 /**
  * Writing the fan-out of an event whose own route's gate held its first consumption (fan-out.ts, `heldFanOut`), so

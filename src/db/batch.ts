@@ -1,6 +1,4 @@
-import { fillPlaceholders, type Query } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { Database } from "./client";
 
 /**
@@ -32,17 +30,17 @@ export async function batchEach<I, S extends Statement>(
 }
 
 /** One kind of a batch's statements: one per item. A method, so a group of any item type fits `batchPerItem`. */
-export interface PerItem<I, S extends Statement> {
+export interface PerItem<I, S> {
   readonly items: readonly I[];
   statementFor(item: I): S;
 }
 
-export function perItem<I, S extends Statement>(items: readonly I[], statementFor: (item: I) => S): PerItem<I, S> {
+export function perItem<I, S>(items: readonly I[], statementFor: (item: I) => S): PerItem<I, S> {
   return { items, statementFor };
 }
 
 type PerItemResults<G> = {
-  [K in keyof G]: G[K] extends PerItem<infer I, infer S> ? { item: I; result: ResultOf<S> }[] : never;
+  [K in keyof G]: G[K] extends PerItem<infer I, infer S extends Statement> ? { item: I; result: ResultOf<S> }[] : never;
 };
 
 /**
@@ -53,50 +51,38 @@ export async function batchPerItem<G extends Record<string, PerItem<unknown, Sta
   db: Database,
   groups: G,
 ): Promise<PerItemResults<G>> {
-  const names = Object.keys(groups) as (keyof G & string)[];
-  const ordered = names.flatMap((name) => groups[name]!.items.map((item) => groups[name]!.statementFor(item)));
-  const results = ordered.length === 0 ? [] : await db.batch(ordered as [Statement, ...Statement[]]);
-  let position = 0;
-  return Object.fromEntries(
-    names.map((name) => [name, groups[name]!.items.map((item) => ({ item, result: results[position++] }))]),
-  ) as PerItemResults<G>;
+  return (await runPerItem(groups, (statements: Statement[]) =>
+    db.batch(statements as [Statement, ...Statement[]]),
+  )) as PerItemResults<G>;
 }
 
-/** What Drizzle's prepared query offers (`.prepare()` on a query builder), as far as a template uses it. */
-interface PreparedQuery {
-  getQuery(): Query;
-  mapResult(response: unknown, isFromBatch?: boolean): unknown;
-}
+type PreparedPerItemResults<G> = {
+  [K in keyof G]: G[K] extends PerItem<infer I, D1PreparedStatement> ? { item: I; result: D1Result<Record<string, unknown>> }[] : never;
+};
 
 /**
- * A statement Drizzle built once, with a `sql.placeholder(name)` for every value that varies, to be bound per item
- * and run in a batch like any other statement. Building (Drizzle's `sqlToQuery`) is most of a statement's CPU, so a
- * statement run for each of a batch's items is built once per isolate and D1 binding, not once per item
- * (docs/performance.md, "Where the background CPU went").
+ * `batchPerItem` for raw D1 statements (built by ./statement-template.ts): one D1 batch, each kind's results under
+ * its name, each beside its item, as D1 returns them (rows keyed by column name).
  */
-export class StatementTemplate<R> {
-  private readonly query: Query;
+export async function batchPreparedPerItem<G extends Record<string, PerItem<unknown, D1PreparedStatement>>>(
+  d1: D1Database,
+  groups: G,
+): Promise<PreparedPerItemResults<G>> {
+  return (await runPerItem(groups, (statements: D1PreparedStatement[]) =>
+    d1.batch(statements),
+  )) as PreparedPerItemResults<G>;
+}
 
-  private constructor(private readonly prepared: PreparedQuery) {
-    this.query = prepared.getQuery();
-  }
-
-  static of<S extends Statement & { prepare(): PreparedQuery }>(statement: S): StatementTemplate<ResultOf<S>> {
-    return new StatementTemplate(statement.prepare());
-  }
-
-  /** The statement with `values` (by placeholder name; a missing one throws) in its placeholders' places. */
-  bind(values: Record<string, unknown>): RunnableQuery<R, "sqlite"> {
-    const { prepared } = this;
-    const query = { sql: this.query.sql, params: fillPlaceholders(this.query.params, values) };
-    // Drizzle's D1 batch (drizzle-orm/d1/session.js, `batch`) asks each item for `_prepare()`, and of what that
-    // returns, `getQuery()`, its D1 statement `stmt` to bind the query's params to, and `mapResult` for the result:
-    // the prepared query's own, with this item's parameters.
-    const bound = {
-      getQuery: () => query,
-      stmt: (prepared as PreparedQuery & { stmt: D1PreparedStatement }).stmt,
-      mapResult: (response: unknown, isFromBatch?: boolean) => prepared.mapResult(response, isFromBatch),
-    };
-    return { _prepare: () => bound } as unknown as RunnableQuery<R, "sqlite">;
-  }
+/** The one place a batch's positions are read: results are handed back per kind, beside their items. */
+async function runPerItem<S, R>(
+  groups: Record<string, PerItem<unknown, S>>,
+  run: (statements: S[]) => Promise<R[]>,
+): Promise<Record<string, { item: unknown; result: R }[]>> {
+  const names = Object.keys(groups);
+  const ordered = names.flatMap((name) => groups[name]!.items.map((item) => groups[name]!.statementFor(item)));
+  const results = ordered.length === 0 ? [] : await run(ordered);
+  let position = 0;
+  return Object.fromEntries(
+    names.map((name) => [name, groups[name]!.items.map((item) => ({ item, result: results[position++]! }))]),
+  );
 }

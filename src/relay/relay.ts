@@ -1,10 +1,12 @@
 import { and, eq, type Placeholder, sql } from "drizzle-orm";
 import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
-import { batchEach, batchPerItem, perItem, StatementTemplate } from "../db/batch";
+import { batchEach, batchPreparedPerItem, perItem } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { d1NowMs, relayBatchClock } from "../db/clock";
 import { inJsonList } from "../db/id-list";
 import { quarantine, receipts } from "../db/schema";
+import { prepare, statementTemplate } from "../db/statement-template";
+import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
@@ -53,13 +55,13 @@ async function relayToOneDatabase(
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
   const db = database(env);
+  const d1 = meteredD1(env.DB);
   // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
   const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
-  const insert = receiptInserts(db);
   const firstReceiptId = claims[0]?.receiptId;
-  const relayed = await batchPerItem(db, {
+  const relayed = await batchPreparedPerItem(d1, {
     receipts: perItem(claims, (claim) =>
-      (claim.receiptId === firstReceiptId ? insert.first : insert.rest).bind({
+      (claim.receiptId === firstReceiptId ? firstReceiptInsert : receiptInsert)(d1, {
         receiptId: claim.receiptId,
         source: claim.source,
         eventKey: claim.eventKey,
@@ -78,12 +80,13 @@ async function relayToOneDatabase(
       }),
     ),
     // In the same batch only to share its one D1 call.
-    quarantines: perItem(quarantines, (record) => quarantineInsert(db, record)),
+    quarantines: perItem(quarantines, (record) => prepare(d1, quarantineInsert(db, record))),
   });
-  // The insert returns a claim's row only when the row is the claim's own (a first or a repeated relay).
+  // The insert returns a claim's row (its `id` column) only when the row is the claim's own (a first or a
+  // repeated relay).
   const stored = new Set(
     relayed.receipts
-      .filter(({ item: claim, result: rows }) => rows.some((row) => row.storedReceiptId === claim.receiptId))
+      .filter(({ item: claim, result }) => result.results.some((row) => row.id === claim.receiptId))
       .map(({ item: claim }) => claim.receiptId),
   );
 
@@ -174,28 +177,16 @@ function quarantineInsert(db: Database, record: PendingQuarantine) {
     .onConflictDoNothing();
 }
 
-type ReceiptInsert = StatementTemplate<{ storedReceiptId: string }[]>;
-const builtInserts = new WeakMap<Database, { first: ReceiptInsert; rest: ReceiptInsert }>();
-
 /**
- * A claim's receipt insert, built by Drizzle once per isolate and D1 binding with a placeholder for every value and
- * bound per claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU
- * cost (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's
- * clock for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
+ * A claim's receipt insert, built by Drizzle once per isolate with a placeholder for every value and bound per
+ * claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU cost
+ * (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's clock
+ * for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
  */
-function receiptInserts(db: Database): { first: ReceiptInsert; rest: ReceiptInsert } {
-  let built = builtInserts.get(db);
-  if (!built) {
-    built = {
-      first: StatementTemplate.of(receiptInsert(db, null)),
-      rest: StatementTemplate.of(receiptInsert(db, sql.placeholder("firstReceiptId"))),
-    };
-    builtInserts.set(db, built);
-  }
-  return built;
-}
+const firstReceiptInsert = statementTemplate((db) => receiptInsertQuery(db, null));
+const receiptInsert = statementTemplate((db) => receiptInsertQuery(db, sql.placeholder("firstReceiptId")));
 
-function receiptInsert(db: Database, firstReceiptId: Placeholder | null) {
+function receiptInsertQuery(db: Database, firstReceiptId: Placeholder | null) {
   const value = (name: string) => sql.placeholder(name);
   return (
     db
@@ -227,6 +218,6 @@ function receiptInsert(db: Database, firstReceiptId: Placeholder | null) {
         set: { relayedAt: sql`${receipts.relayedAt}` },
         setWhere: sql`${receipts.receiptId} = excluded.id`,
       })
-      .returning({ storedReceiptId: receipts.receiptId })
+      .returning({ receiptId: receipts.receiptId })
   );
 }

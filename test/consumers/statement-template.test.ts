@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { placeholder, statementTemplate } from "../../src/consumers/statements";
 import { receipts } from "../../src/db/schema";
+import { placeholder, statementTemplate } from "../../src/db/statement-template";
 import { seedReceipt } from "./support/processing";
 
 /**
