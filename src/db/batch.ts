@@ -57,7 +57,9 @@ export async function batchPerItem<G extends Record<string, PerItem<unknown, Sta
 }
 
 type PreparedPerItemResults<G> = {
-  [K in keyof G]: G[K] extends PerItem<infer I, D1PreparedStatement> ? { item: I; result: D1Result<Record<string, unknown>> }[] : never;
+  [K in keyof G]: G[K] extends PerItem<infer I, D1PreparedStatement>
+    ? { item: I; result: D1Result<Record<string, unknown>> }[]
+    : never;
 };
 
 /**
