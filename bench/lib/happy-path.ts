@@ -4,7 +4,7 @@ import { cpuMsPer } from "./perf.ts";
 import type { Runtime } from "./runtime.ts";
 import { Sender } from "./sender.ts";
 import { type ReceiverDeployment, receiverRuntime } from "./setup.ts";
-import { ReceiptStore } from "./store.ts";
+import { ReceiptStore, storedBytes } from "./store.ts";
 import { waitUntilFinished } from "./wait.ts";
 
 /** What a bench phase shares with the run: where its failures go, the runtimes stopped at shutdown, its ports. */
@@ -38,6 +38,18 @@ export async function startMeteredRuntime(
   return runtime;
 }
 
+/** One happy-path measurement: `events` events to `path`, keyed `keyPrefix` + n, `concurrency` at a time. */
+export interface HappyPathRun {
+  path: string;
+  keyPrefix: string;
+  events: number;
+  concurrency: number;
+  /** Pads each body to about this many bytes (a large body's R2 path); none by default. */
+  padToBytes?: number;
+  /** The D1 rows budget printed beside the meter ("≤ 3" by default). */
+  d1RowsBudget?: string;
+}
+
 /**
  * Sends `events` signed happy-path events to `path` (each resent until a 2xx), waits until every one is finished,
  * and reads the billed units they spent from the runtime's own meters before and after, with the runtime's CPU.
@@ -46,13 +58,11 @@ export async function meterHappyPath(
   context: PhaseContext,
   runtime: Runtime,
   deployment: ReceiverDeployment,
-  path: string,
-  keyPrefix: string,
-  events: number,
-  concurrency: number,
-  padToBytes = 0,
-  d1RowsBudget = "≤ 3",
+  run: HappyPathRun,
 ) {
+  const { path, keyPrefix, events, concurrency, padToBytes = 0, d1RowsBudget = "≤ 3" } = run;
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const storedBefore = storedBytes(store, runtime.options.persistDir);
   const before = await readMeters(runtime.origin, deployment.adminToken);
   const cpuBefore = runtime.cpuSeconds();
   const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
@@ -76,7 +86,6 @@ export async function meterHappyPath(
     }),
   );
   sender.close();
-  const store = new ReceiptStore(runtime.options.persistDir);
   const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
   // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
   await sleep(3000);
@@ -117,6 +126,8 @@ export async function meterHappyPath(
     cpuMsPerEvent,
     eventsWithinMonthlyInclusions: inclusions,
     raw: { before, after },
+    /** What the runtime's D1 and shards store, before the first send and once every event was processed. */
+    stored: { before: storedBefore, after: storedBytes(store, runtime.options.persistDir) },
   };
 }
 

@@ -27,43 +27,37 @@ const DEDUPE_RETENTION_DAYS = 35;
  */
 export const KEPT_BODIES_SOURCE = "kept";
 
-export type StoredBefore = ReturnType<typeof storedBytes>;
-
 /** The demo source's whole life: its happy path (already measured), large bodies, retention and storage. */
 export async function meterAllIn(
   context: PhaseContext,
   flags: BenchFlags,
   runtime: Runtime,
   deployment: ReceiverDeployment,
-  happy: HappyPathMeters & { storedBefore: StoredBefore },
-  events: number,
+  happy: HappyPathMeters,
   concurrency: number,
 ) {
-  const store = new ReceiptStore(runtime.options.persistDir);
-  // Every happy-path event is processed and every claim a tombstone by now (meterHappyPath waits for both).
-  const storedProcessed = storedBytes(store, runtime.options.persistDir);
+  const { events } = happy;
   console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
-  const large = await meterHappyPath(
-    context,
-    runtime,
-    deployment,
-    "/webhooks/demo",
-    "meter_big_",
-    LARGE_EVENTS,
-    Math.min(concurrency, 16),
-    LARGE_BODY_BYTES,
-  );
+  const large = await meterHappyPath(context, runtime, deployment, {
+    path: "/webhooks/demo",
+    keyPrefix: "meter_big_",
+    events: LARGE_EVENTS,
+    concurrency: Math.min(concurrency, 16),
+    padToBytes: LARGE_BODY_BYTES,
+  });
 
   const total = events + LARGE_EVENTS;
   const retention = await meterRetention(context, runtime, deployment, ["meter_evt_", "meter_big_"], total, {
     payloadDays: PAYLOAD_RETENTION_DAYS,
     dedupeDays: DEDUPE_RETENTION_DAYS,
   });
+  // Measured once every happy-path event was processed and every claim a tombstone (meterHappyPath waits for both).
+  const { before: storedBefore, after: storedProcessed } = happy.stored;
   const storage = {
-    d1BytesWithBody: (storedProcessed.d1 - happy.storedBefore.d1) / events,
+    d1BytesWithBody: (storedProcessed.d1 - storedBefore.d1) / events,
     // The large events' receipts are in D1 too by then, their bodies in R2: every receipt without its body.
-    d1BytesWithoutBody: (retention.storedWithoutBodies.d1 - happy.storedBefore.d1) / total,
-    shardBytes: (storedProcessed.shards - happy.storedBefore.shards) / events,
+    d1BytesWithoutBody: (retention.storedWithoutBodies.d1 - storedBefore.d1) / total,
+    shardBytes: (storedProcessed.shards - storedBefore.shards) / events,
     payloadRetentionDays: PAYLOAD_RETENTION_DAYS,
     dedupeRetentionDays: DEDUPE_RETENTION_DAYS,
   };
@@ -130,18 +124,13 @@ export async function meterKeptBodies(
     console.log(
       `kept bodies (a source with payload_retention = dedupe_retention = ${DEDUPE_RETENTION_DAYS}d, otherwise the demo source's; ${events} events):`,
     );
-    const store = new ReceiptStore(runtime.options.persistDir);
-    const storedBefore = storedBytes(store, runtime.options.persistDir);
-    const happy = await meterHappyPath(
-      context,
-      runtime,
-      deployment,
-      `/webhooks/${KEPT_BODIES_SOURCE}`,
-      "meter_kpt_",
+    const happy = await meterHappyPath(context, runtime, deployment, {
+      path: `/webhooks/${KEPT_BODIES_SOURCE}`,
+      keyPrefix: "meter_kpt_",
       events,
       concurrency,
-    );
-    const storedProcessed = storedBytes(store, runtime.options.persistDir);
+    });
+    const { before: storedBefore, after: storedProcessed } = happy.stored;
     const retention = await meterRetention(context, runtime, deployment, ["meter_kpt_"], events, {
       payloadDays: DEDUPE_RETENTION_DAYS,
       dedupeDays: DEDUPE_RETENTION_DAYS,

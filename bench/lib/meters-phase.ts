@@ -4,7 +4,7 @@ import { startForwardBackend } from "./forward-backend.ts";
 import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
 import { meterAllIn, meterKeptBodies } from "./lifetime.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
-import { ReceiptStore, storedBytes } from "./store.ts";
+import { ReceiptStore } from "./store.ts";
 
 /** A source forwarding every event to the bench's local backend. */
 const FORWARD_SOURCE = "bench-forward";
@@ -28,26 +28,13 @@ export async function metersPhase(
   // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
   const meterRuntime = await startMeteredRuntime(context, deployment, stateDir, "meters", 6);
   console.log("handler destination (demo source, handler:accounts):");
-  const meterStore = new ReceiptStore(meterRuntime.options.persistDir);
-  const storedBefore = storedBytes(meterStore, meterRuntime.options.persistDir);
-  const handler = await meterHappyPath(
-    context,
-    meterRuntime,
-    deployment,
-    "/webhooks/demo",
-    "meter_evt_",
+  const handler = await meterHappyPath(context, meterRuntime, deployment, {
+    path: "/webhooks/demo",
+    keyPrefix: "meter_evt_",
     events,
     concurrency,
-  );
-  const allIn = await meterAllIn(
-    context,
-    flags,
-    meterRuntime,
-    deployment,
-    { ...handler, storedBefore },
-    events,
-    concurrency,
-  );
+  });
+  const allIn = await meterAllIn(context, flags, meterRuntime, deployment, handler, concurrency);
   await meterRuntime.stop();
 
   const backend = await startForwardBackend();
@@ -66,15 +53,12 @@ export async function metersPhase(
   console.log(
     `forward destination (a source forwarding to a local backend that answers 200; ${forwardEvents} events):`,
   );
-  const forward = await meterHappyPath(
-    context,
-    forwarding,
-    deployment,
-    `/webhooks/${FORWARD_SOURCE}`,
-    "meter_fwd_",
-    forwardEvents,
+  const forward = await meterHappyPath(context, forwarding, deployment, {
+    path: `/webhooks/${FORWARD_SOURCE}`,
+    keyPrefix: "meter_fwd_",
+    events: forwardEvents,
     concurrency,
-  );
+  });
   await forwarding.stop();
   const forwardReceived = backend.received();
   console.log(`the backend received ${forwardReceived} forwards for ${forwardEvents} events`);
@@ -116,17 +100,13 @@ async function meterFanOut(
       `filtered to account.closed, which no event is; ${events} events; budget ≤ ${d1RowsBudget} D1 rows):`,
   );
   const seenBefore = backend.received();
-  const fanOut = await meterHappyPath(
-    context,
-    runtime,
-    deployment,
-    `/webhooks/${FAN_OUT_SOURCE}`,
-    "meter_fan_",
+  const fanOut = await meterHappyPath(context, runtime, deployment, {
+    path: `/webhooks/${FAN_OUT_SOURCE}`,
+    keyPrefix: "meter_fan_",
     events,
     concurrency,
-    0,
-    `≤ ${d1RowsBudget}`,
-  );
+    d1RowsBudget: `≤ ${d1RowsBudget}`,
+  });
   await runtime.stop();
   const byPath = new Map<string, number>();
   for (const forward of backend.seen().slice(seenBefore)) byPath.set(forward.path, (byPath.get(forward.path) ?? 0) + 1);
