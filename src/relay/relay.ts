@@ -218,6 +218,7 @@ function receiptInsertQuery(db: Database, firstReceiptId: Placeholder | null) {
         set: { relayedAt: sql`${receipts.relayedAt}` },
         setWhere: sql`${receipts.receiptId} = excluded.id`,
       })
-      .returning({ receiptId: receipts.receiptId })
+      // Read raw (batchPreparedPerItem), so by the column's own name: `id`.
+      .returning({ id: receipts.receiptId })
   );
 }
