@@ -229,6 +229,7 @@ async function verifyOnce(
     secrets: keys.secrets,
     now: startedAt,
     options: source.options,
+    dedupeRetentionMs: source.dedupeRetentionMs,
     verifyTokens: keys.verifyTokens,
     keptSecrets: kept?.secrets,
   });

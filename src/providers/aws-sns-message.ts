@@ -50,12 +50,48 @@ export function snsMessage(payload: unknown): SnsMessage | null {
   return record as unknown as SnsMessage;
 }
 
+/** The fields the message's signature covers, with their values, in AWS's order. */
+function signedEntries(message: SnsMessage): [keyof SnsMessage, string][] {
+  return SIGNED_FIELDS[message.Type].flatMap((field) => {
+    const value = message[field];
+    return value === undefined ? [] : [[field, value]];
+  });
+}
+
 /** `Key\nValue\n` for each signed field, the string AWS signed. */
 export function snsStringToSign(message: SnsMessage): string {
-  return SIGNED_FIELDS[message.Type]
-    .filter((field) => message[field] !== undefined)
-    .map((field) => `${field}\n${message[field]}\n`)
+  return signedEntries(message)
+    .map(([field, value]) => `${field}\n${value}\n`)
     .join("");
+}
+
+/**
+ * The message as AWS signed it: a JSON object of exactly the fields its string to sign covers, in that order. What
+ * is kept, hashed and forwarded for a notification: a field outside the signature (`MessageAttributes`, which SNS
+ * itself sends unsigned, or anything added on the way) is dropped, and the signature's own fields (`Signature`,
+ * `SignatureVersion`, `SigningCertURL`, `UnsubscribeURL`) are not signed either: the receiver has checked the
+ * signature, and a copy spelling them differently (a certificate URL with a query string, base64 with other padding
+ * bits) is the same event.
+ */
+export function snsSignedBody(message: SnsMessage): string {
+  return JSON.stringify(Object.fromEntries(signedEntries(message)));
+}
+
+/** How far ahead of the receiver's clock a signed Timestamp may be: clocks drift, AWS's and ours. */
+export const SNS_FUTURE_SKEW_MS = 5 * 60_000;
+/** AWS's spelling of Timestamp (`2012-05-02T00:54:06.655Z`): nothing Date.parse would merely guess at. */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$/;
+
+/**
+ * Whether the signed Timestamp is acceptable at `now`: readable, at most SNS_FUTURE_SKEW_MS ahead, and younger than
+ * `maxAgeMs` less that allowance. A message is remembered for the dedupe window from its arrival, which can be up to
+ * the allowance before its Timestamp: the oldest one accepted must still be remembered when a copy comes again.
+ */
+export function snsTimestampFresh(timestamp: string, now: number, maxAgeMs: number): boolean {
+  if (!ISO_INSTANT.test(timestamp)) return false;
+  const signedAt = Date.parse(timestamp);
+  if (Number.isNaN(signedAt)) return false;
+  return signedAt - now <= SNS_FUTURE_SKEW_MS && now - signedAt < maxAgeMs - SNS_FUTURE_SKEW_MS;
 }
 
 /** A region's name as AWS spells them (`us-east-1`, `ap-southeast-2`, `us-gov-west-1`, `cn-northwest-1`). */

@@ -1,5 +1,14 @@
 import { decodeBase64, utf8Bytes } from "../crypto/encoding";
-import { isSnsSigningName, pinnedSnsUrl, type SnsMessage, snsMessage, snsStringToSign } from "./aws-sns-message";
+import { parseDuration } from "../lib/duration";
+import {
+  isSnsSigningName,
+  pinnedSnsUrl,
+  type SnsMessage,
+  snsMessage,
+  snsSignedBody,
+  snsStringToSign,
+  snsTimestampFresh,
+} from "./aws-sns-message";
 import { handshake } from "./handshake";
 import { type Fetched, KeyCache } from "./key-cache";
 import { fetchPinned } from "./key-fetch";
@@ -20,7 +29,10 @@ import { SubjectAlternativeNameExtension, X509Certificate } from "./x509";
  * from a topic of their own. So the source's `secrets` name Worker secrets holding the topic ARNs it accepts (one
  * ARN, or several separated by commas), and a message from any other topic is refused like a bad signature.
  *
- * - Notification: an event keyed by `MessageId` (SNS keeps it across retries).
+ * - Notification: an event keyed by `MessageId` (SNS keeps it across retries). Only the fields the signature covers
+ *   are kept (aws-sns-message.ts `snsSignedBody`), and its signed `Timestamp` must be younger than the source's
+ *   dedupe window (or a shorter `max_age`): SNS signs no other time, and an older captured copy would be new again
+ *   once its key is forgotten.
  * - SubscriptionConfirmation: confirmed by fetching its `SubscribeURL` (pinned to the same hosts) only after the
  *   signature and topic check out; answered, never claimed. A confirmation that cannot be reached is a 503.
  * - UnsubscribeConfirmation: verified and answered; nothing is fetched (re-subscribing is the operator's call).
@@ -86,6 +98,15 @@ async function signatureVerifies(message: SnsMessage, certificate: SigningCertif
   }
 }
 
+/**
+ * The oldest signed Timestamp accepted: the source's dedupe window, or its `max_age` when shorter (a longer one would
+ * let a copy past the window in as new, so the window still bounds it).
+ */
+function maxAgeMs(input: DeliveryInput): number {
+  const maxAge = input.options.max_age === undefined ? null : parseDuration(input.options.max_age);
+  return Math.min(input.dedupeRetentionMs ?? Number.POSITIVE_INFINITY, maxAge ?? Number.POSITIVE_INFINITY);
+}
+
 /** The topic ARNs the source's secrets hold. */
 function acceptedTopics(input: DeliveryInput): Set<string> {
   return new Set(
@@ -122,10 +143,13 @@ export const awsSns: ProviderAdapter = {
   ],
 
   validateOptions(options) {
+    const problems: string[] = [];
     const version = options.signature_version;
-    return version === undefined || version === 2
-      ? []
-      : ["signature_version must be 2 (accept only SHA256withRSA messages), or unset to accept 1 and 2"];
+    if (version !== undefined && version !== 2)
+      problems.push("signature_version must be 2 (accept only SHA256withRSA messages), or unset to accept 1 and 2");
+    if (options.max_age !== undefined && !((parseDuration(options.max_age) ?? 0) > 0))
+      problems.push(`max_age must be a duration like "15m", "1h" or "3d" (got ${JSON.stringify(options.max_age)})`);
+    return problems;
   },
 
   async verify(input) {
@@ -140,6 +164,9 @@ export const awsSns: ProviderAdapter = {
     // A topic set to SignatureVersion 2 never sends SHA1: a v1 message for it is refused before anything is fetched.
     if (input.options.signature_version === 2 && message.SignatureVersion !== "2")
       return rejected("malformed-signature");
+    // Before any fetch: a stale copy is refused at the price of a parse.
+    if (!snsTimestampFresh(message.Timestamp, input.now, maxAgeMs(input)))
+      return rejected("timestamp-out-of-tolerance");
     const certificateUrl = pinnedSnsUrl(message.SigningCertURL, "certificate");
     // A certificate anywhere else is never fetched: the message is a forgery.
     if (!certificateUrl) return rejected("malformed-signature");
@@ -160,6 +187,8 @@ export const awsSns: ProviderAdapter = {
     const occurredAt = Date.parse(message.Timestamp);
     return {
       kind: "event",
+      storedBody: utf8Bytes(snsSignedBody(message)),
+      timestampAgeSeconds: Math.round((input.now - occurredAt) / 1000),
       identity: {
         eventKey: message.MessageId,
         eventKeyOrigin: "provider-id",
@@ -168,7 +197,7 @@ export const awsSns: ProviderAdapter = {
         eventType: "Notification",
         subjectId: message.TopicArn,
         version: null,
-        occurredAt: Number.isNaN(occurredAt) ? null : occurredAt,
+        occurredAt,
         annotations: annotationsFrom({ "sns-signature-version": message.SignatureVersion }),
       },
     };

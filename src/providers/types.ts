@@ -26,6 +26,13 @@ export interface DeliveryInput {
   /** The source's table from wrangler.toml, for adapters that read options (tolerance, JSON paths, …). */
   options: SourceOptions;
   /**
+   * How long the source remembers a key (its `dedupe_retention`, resolved with its default by src/sources/config.ts):
+   * a sender whose signed time is the only thing telling a replay from a new event refuses anything older, since
+   * past this a captured copy would be new again (src/providers/aws-sns.ts). Absent only when a test calls an
+   * adapter directly.
+   */
+  dedupeRetentionMs?: number;
+  /**
    * The values of the Worker secrets the source's `verify_token` option names: what proves a challenge handshake
    * that carries no signature of its own (Meta's `hub.verify_token`, a `?verify_token=` in a registered URL).
    */
@@ -97,7 +104,9 @@ export type VerifyResult =
       acknowledgement?: Acknowledgement;
       /**
        * The bytes to keep, show and forward in place of the received ones, for a sender whose body carries the
-       * source's secret (Graph's `clientState`): the receiver never keeps a secret. Hashed and claimed as received.
+       * source's secret (Graph's `clientState`): the receiver never keeps a secret. Or the part of the body the
+       * signature covers, for a sender whose body carries unsigned fields beside it (SNS): nothing unsigned is kept
+       * as genuine. Hashed and claimed as received, so copies differing only outside it are one event.
        */
       storedBody?: Uint8Array;
     }

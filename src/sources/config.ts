@@ -1,9 +1,12 @@
+import { parseDuration } from "../lib/duration";
 import { likelyMeant } from "../lib/likely-meant";
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import type { RouteRules } from "../routing/route";
 import { r2BodyThresholdProblem } from "./body-threshold";
 import { parseRoutes } from "./routes";
+
+export { parseDuration };
 
 /**
  * Sources are declared in wrangler.toml under [vars.SOURCES.<name>]; adding one is a config change, never a
@@ -148,16 +151,6 @@ function databaseBinding(value: unknown, where: string, problems: string[]): str
     `${where}: database must name a D1 binding of this Worker, such as "DB_EU" (got ${JSON.stringify(value)})`,
   );
   return DEFAULT_DATABASE_BINDING;
-}
-
-/** "90s", "15m", "1h", "7d" → milliseconds. */
-export function parseDuration(value: unknown): number | null {
-  if (typeof value === "number" && Number.isFinite(value) && value >= 0) return value * 1000;
-  if (typeof value !== "string") return null;
-  const match = /^(\d+)\s*(ms|s|m|h|d)$/.exec(value.trim());
-  if (!match) return null;
-  const unitMs = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: DAY_MS }[match[2] as "ms" | "s" | "m" | "h" | "d"];
-  return Number(match[1]) * unitMs;
 }
 
 function parseSecretRef(entry: unknown, where: string, problems: string[]): SecretRef | null {

@@ -293,6 +293,132 @@ describe("aws-sns: signature against the fetched certificate", () => {
   });
 });
 
+const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+
+describe("aws-sns: the signed Timestamp", () => {
+  it("refuses a message older than the source's dedupe window (35 days by default): a year-old capture is not new again", async () => {
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      request(await signed(notification({ Timestamp: minutesAgo(365 * 24 * 60) }))),
+    );
+    await expectRejectedAndNothingWritten(
+      SOURCE,
+      request(await signed(notification({ Timestamp: minutesAgo(36 * 24 * 60) }))),
+    );
+    await expectAccepted(SOURCE, request(await signed(notification({ Timestamp: minutesAgo(30 * 24 * 60) }))));
+  });
+
+  it("follows the source's own dedupe_retention, and a shorter max_age", async () => {
+    await expectRejectedAndNothingWritten(
+      "pv-aws-sns-short-window",
+      request(await signed(notification({ Timestamp: minutesAgo(3 * 60) }))),
+    );
+    await expectAccepted("pv-aws-sns-short-window", request(await signed(notification({ Timestamp: minutesAgo(60) }))));
+    await expectRejectedAndNothingWritten(
+      "pv-aws-sns-max-age",
+      request(await signed(notification({ Timestamp: minutesAgo(20) }))),
+    );
+    await expectAccepted("pv-aws-sns-max-age", request(await signed(notification({ Timestamp: minutesAgo(3) }))));
+  });
+
+  it("refuses a Timestamp far ahead of the receiver's clock, or one it cannot read; a little ahead is clock drift", async () => {
+    await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ Timestamp: minutesAgo(-60) }))));
+    for (const Timestamp of ["yesterday", "2026-12-04 10:00:00", String(Date.now())])
+      await expectRejectedAndNothingWritten(SOURCE, request(await signed(notification({ Timestamp }))));
+    await expectAccepted(SOURCE, request(await signed(notification({ Timestamp: minutesAgo(-1) }))));
+  });
+
+  it("says why: timestamp-out-of-tolerance, decided before any certificate is fetched", async () => {
+    const path = `/SimpleNotificationService-${run}-stale.pem`;
+    await serve(path, signer.certificatePem);
+    const body = await signed(
+      notification({
+        Timestamp: minutesAgo(365 * 24 * 60),
+        SigningCertURL: `https://sns.us-east-1.amazonaws.com${path}`,
+      }),
+    );
+    const verdict = await awsSns.verify({
+      source: SOURCE,
+      rawBody: new TextEncoder().encode(body),
+      headers: new Headers(request(body).headers),
+      url: `https://receiver.test/webhooks/${SOURCE}`,
+      secrets: [{ name: "PV_AWS_SNS_TOPICS", value: TOPIC }],
+      now: Date.now(),
+      options: {},
+      dedupeRetentionMs: 35 * 86_400_000,
+    });
+    expect(verdict).toEqual({ kind: "rejected", reason: "timestamp-out-of-tolerance" });
+    expect(await fetchesOf(path)).toBe(0);
+  });
+
+  it("takes max_age as a duration", () => {
+    expect(awsSns.validateOptions!({ max_age: "1h" })).toEqual([]);
+    for (const value of ["3 days", "0s", true, -5, "1w"])
+      expect(awsSns.validateOptions!({ max_age: value })).toHaveLength(1);
+  });
+});
+
+describe("aws-sns: only what the signature covers is kept", () => {
+  async function storedBody(receiptId: string): Promise<Record<string, unknown>> {
+    await storedReceipt(SOURCE, receiptId);
+    // D1 hands a BLOB back as an array of byte values.
+    const row = await env.DB.prepare("SELECT body FROM receipts WHERE id = ?")
+      .bind(receiptId)
+      .first<{ body: number[] }>();
+    return JSON.parse(new TextDecoder().decode(new Uint8Array(row!.body)));
+  }
+  async function quarantinedCopies(eventKey: string): Promise<number> {
+    await storedCounts(SOURCE);
+    const row = await env.DB.prepare("SELECT COUNT(*) AS count FROM quarantine WHERE source = ? AND event_key = ?")
+      .bind(SOURCE, eventKey)
+      .first<{ count: number }>();
+    return row!.count;
+  }
+
+  it("stores and forwards the signed fields alone: MessageAttributes or any field added after signing is dropped", async () => {
+    const message = notification();
+    const genuine = JSON.parse(await signed(message, "2"));
+    const padded = {
+      ...genuine,
+      MessageAttributes: { role: { Type: "String", Value: "admin" } },
+      Injected: "not from AWS",
+      UnsubscribeURL: "https://attacker.test/unsubscribe",
+    };
+    const receiptId = await expectAccepted(SOURCE, request(JSON.stringify(padded)));
+    const kept = await storedBody(receiptId);
+    expect(kept).toEqual({
+      Message: message.Message,
+      MessageId: message.MessageId,
+      Subject: message.Subject,
+      Timestamp: message.Timestamp,
+      TopicArn: TOPIC,
+      Type: "Notification",
+    });
+  });
+
+  it("dedupes on the signed fields: a copy differing only outside them is a duplicate, never a second event or a quarantine", async () => {
+    const message = notification();
+    const genuine = JSON.parse(await signed(message, "1"));
+    const receiptId = await expectAccepted(SOURCE, request(JSON.stringify(genuine)));
+    const variants = [
+      { ...genuine, MessageAttributes: { role: { Type: "String", Value: "admin" } } },
+      { ...genuine, Extra: "1" },
+      { ...genuine, SigningCertURL: `${genuine.SigningCertURL}?copy=2` },
+      // The same fields in another order and spacing.
+      Object.fromEntries(Object.entries(genuine).reverse()),
+    ];
+    for (const variant of variants) {
+      const answer = await claimAnswer(await send(SOURCE, request(JSON.stringify(variant, null, 1))));
+      expect(answer).toEqual({ status: "duplicate", receipt: receiptId });
+    }
+    expect(await quarantinedCopies(message.MessageId)).toBe(0);
+    const { results } = await env.DB.prepare("SELECT id FROM receipts WHERE source = ? AND event_key = ?")
+      .bind(SOURCE, message.MessageId)
+      .all<{ id: string }>();
+    expect(results.map((row) => row.id)).toEqual([receiptId]);
+  });
+});
+
 describe("aws-sns: signature_version = 2", () => {
   it("refuses a SignatureVersion 1 (SHA1) message before fetching anything, and accepts version 2", async () => {
     const path = `/SimpleNotificationService-${run}-v2-only.pem`;
