@@ -14,8 +14,8 @@ export interface ClaimInput {
 }
 
 /**
- * Claims a verified event in the shard that owns its claim key (the event key, or the payload hash when the
- * signature does not cover the key: claimKeyOf). The live route, provider catch-up and tests all enter here, so
+ * Claims a verified event in the shard that owns its claim key (the event key, or the digest of the signed content
+ * when the signature does not cover the key: claimKeyOf). The live route, provider catch-up and tests all enter here, so
  * every path to a receipt shares one arbiter.
  */
 export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResult> {
@@ -25,6 +25,7 @@ export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResu
     source: input.source.name,
     eventKey: identity.eventKey,
     eventKeySigned: identity.eventKeySigned,
+    ...(identity.signedContent ? { signedContent: identity.signedContent } : {}),
     payloadSha256,
     eventType: identity.eventType,
     subjectId: identity.subjectId,

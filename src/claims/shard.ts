@@ -5,6 +5,7 @@ import { ulid } from "../lib/ulid";
 import {
   type ClaimRequest,
   type ClaimResult,
+  claimKeyFixesContent,
   claimKeyOf,
   type PendingClaim,
   type PendingQuarantine,
@@ -166,7 +167,8 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** A key the shard already holds: the same bytes are a duplicate, other bytes go to quarantine. */
   private claimExisting(request: ClaimRequest, existing: ClaimRow): ClaimResult {
-    if (isSameEvent({ payloadSha256: existing.payload_sha256, provenance: existing.provenance }, request)) {
+    const existingCopy = { payloadSha256: existing.payload_sha256, provenance: existing.provenance };
+    if (claimKeyFixesContent(request) || isSameEvent(existingCopy, request)) {
       if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
       return { disposition: "duplicate", receiptId: existing.receipt_id };
     }

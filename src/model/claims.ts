@@ -10,11 +10,24 @@ export interface EventFacts {
   occurredAt: number | null;
 }
 
+/**
+ * The SHA-256 of the canonical form of what a signature covers, for a scheme that does not sign the body's bytes as
+ * received: Twilio's URL plus sorted parameters, monday.com's JWT. `coversBody` says whether that form fixes the
+ * event's content (Twilio: reordered or re-encoded parameters are the same form, so the same event) or not
+ * (monday.com: the token says nothing about the body, so other bytes under one token are a violation).
+ */
+export interface SignedContentDigest {
+  sha256: string;
+  coversBody: boolean;
+}
+
 /** Everything the shard stores for a new event: verified identity plus the exact bytes received. */
 export interface ClaimRequest extends EventFacts {
   payloadSha256: string;
   /** Whether the sender's signature covers eventKey (EventIdentity.eventKeySigned): it decides the claim key. */
   eventKeySigned: boolean;
+  /** EventIdentity.signedContent: what an unsigned key is claimed under in place of the payload hash. */
+  signedContent?: SignedContentDigest;
   body: Uint8Array;
   /** JSON object of kept headers (never signature headers). */
   keptHeaders: string;
@@ -23,15 +36,35 @@ export interface ClaimRequest extends EventFacts {
 }
 
 /**
- * The key a claim is routed and deduped by. A signed key is the event key itself. A key the signature does not
- * cover (X-GitHub-Delivery, X-Shopify-Webhook-Id, …) proves nothing about freshness: anyone holding one captured
- * delivery can resend its signed bytes under a new one. Such claims are keyed by the payload's SHA-256 instead, so
- * every copy of the same signed content meets in one shard's synchronous transaction whatever key it carries
- * (Invariant 9). The event key still names the receipt in D1, whose UNIQUE (source, event_key) then catches the same
- * key with other bytes at relay time. A payload-sha256 key is its own hash, so it lands where an unsigned key would.
+ * The key a claim is routed and deduped by: a function of exactly what the signature covers (Invariant 9). A signed
+ * key is the event key itself. A key the signature does not cover (X-GitHub-Delivery, I-Twilio-Idempotency-Token,
+ * monday.com's triggerUuid, …) proves nothing about freshness: anyone holding one captured delivery can resend its
+ * signed content under a new one. Such claims are keyed by the digest of the signed content instead, so every copy
+ * meets in one shard's synchronous transaction whatever key it carries: the payload's SHA-256 where the body is
+ * what is signed, the adapter's canonical digest where it is not (Twilio signs sorted parameters, so a reordered
+ * body is the same content; monday.com signs a token, so one token is one claim). The event key still names the
+ * receipt in D1, whose UNIQUE (source, event_key) then catches the same key with other bytes at relay time.
  */
-export function claimKeyOf(claim: Pick<ClaimRequest, "eventKey" | "eventKeySigned" | "payloadSha256">): string {
-  return claim.eventKeySigned ? claim.eventKey : claim.payloadSha256;
+export function claimKeyOf(
+  claim: Pick<ClaimRequest, "eventKey" | "eventKeySigned" | "payloadSha256" | "signedContent">,
+): string {
+  if (claim.eventKeySigned) return claim.eventKey;
+  return claim.signedContent?.sha256 ?? claim.payloadSha256;
+}
+
+/**
+ * Whether the claim key is itself a digest of the event's whole content (the payload hash, or a signed form that
+ * fixes the body): then a second copy under it is the same event whatever its bytes, a duplicate, never a
+ * quarantine. Otherwise (a signed event key, a token's digest) the shard compares the bytes.
+ */
+export function claimKeyFixesContent(
+  claim: Pick<ClaimRequest, "eventKey" | "eventKeySigned" | "payloadSha256" | "signedContent">,
+): boolean {
+  const claimKey = claimKeyOf(claim);
+  return (
+    claimKey === claim.payloadSha256 ||
+    (claim.signedContent?.coversBody === true && claimKey === claim.signedContent.sha256)
+  );
 }
 
 export type ClaimDisposition = "accepted" | "duplicate" | "quarantined";

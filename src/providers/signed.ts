@@ -320,6 +320,19 @@ export async function eventKeyOf(
   return { eventKey: await sha256Hex(rawBody), eventKeyOrigin: "payload-sha256", eventKeySigned: true };
 }
 
+/**
+ * The key of a scheme whose signature covers a canonical form rather than the body's bytes (Twilio's sorted
+ * parameters, monday.com's JWT): the provider's id when it gave one, else the payload's SHA-256, and either way
+ * unsigned, since neither is what the signature covers, so the claim goes under the form's digest (claimKeyOf).
+ */
+export async function signedFormKeyOf(
+  providerId: string | null | undefined,
+  rawBody: Uint8Array,
+  signedContent: NonNullable<EventIdentity["signedContent"]>,
+): Promise<EventKey & Pick<EventIdentity, "signedContent">> {
+  return { ...(await eventKeyOf(providerId, rawBody, { signed: false })), eventKeySigned: false, signedContent };
+}
+
 /** Drops empty values so annotations only carry what the sender actually sent. */
 export function annotationsFrom(
   entries: Record<string, string | null | undefined>,

@@ -6,12 +6,12 @@ import { parseFormBody, parseJsonBody } from "./json";
 import {
   describePayload,
   event,
-  eventKeyOf,
   optionString,
   parseSignatureList,
   presentedSignatures,
   readHeader,
   signedAdapter,
+  signedFormKeyOf,
   utf8Key,
 } from "./signed";
 import type { SourceOptions } from "./types";
@@ -23,8 +23,9 @@ import { parseUnverifiedForm } from "./unverified";
  * the URL carries `bodySHA256=<hex of the body's SHA-256>` and only the URL is signed, so the body hash is checked
  * too. When a Webhooks Rule signs with a shared key, `X-Twilio-Webhooks-Signature-Settings` says
  * `algorithm=HMAC_SHA256`. The key is `I-Twilio-Idempotency-Token`, the same across Twilio's retries; without it,
- * the payload hash. Behind a proxy that rewrites paths set `public_url` to the full URL Twilio was configured with
- * (user info included, when Twilio was given one); behind a custom domain, `public_origin` is enough. The URL
+ * the payload hash. Neither is what Twilio signs, so claims go under the digest of the signed form (canonicalSignedForm).
+ * Behind a proxy that rewrites paths set `public_url` to the full URL Twilio was configured with (user info
+ * included, when Twilio was given one); behind a custom domain, `public_origin` is enough. The URL
  * verifies with its port removed or with the default port added, exactly as twilio-node tries it. Twilio reads
  * the answer of a messaging or voice webhook as TwiML, so an accepted delivery is answered with an empty
  * `<Response/>` (text/xml), which does nothing.
@@ -142,6 +143,16 @@ function sortedParams(form: URLSearchParams): string {
   return joined;
 }
 
+/**
+ * One spelling of what Twilio signs, whatever spelling of it arrived: the signed URL with its port removed (the first
+ * of the spellings tried, never the user info an `Authorization` header would add) plus the sorted parameters, or for
+ * a JSON body the URL alone (its `bodySHA256` fixes the body). Reordered, re-encoded or repeated parameters and a
+ * dropped or changed `I-Twilio-Idempotency-Token` leave it unchanged, as they leave the signature valid.
+ */
+function canonicalSignedForm(url: string, form: URLSearchParams | null): string {
+  return portSpellings(url)[0]! + (form ? sortedParams(form) : "");
+}
+
 function signatureAlgorithm(headers: Headers): SignatureAlgorithm | null {
   const settings = readHeader(headers, "x-twilio-webhooks-signature-settings");
   if (!settings) return "hmac-sha1";
@@ -203,17 +214,16 @@ export const twilio = signedAdapter({
   async identify({ input }) {
     const token = readHeader(input.headers, "i-twilio-idempotency-token");
     const isJson = new URL(input.url).searchParams.has("bodySHA256");
-    if (isJson) {
-      return event({
-        ...(await eventKeyOf(token, input.rawBody, { signed: false })),
-        ...describePayload(parseJsonBody(input.rawBody), input.options, {}),
-      });
-    }
-    const form = parseFormBody(input.rawBody)!;
+    const form = isJson ? null : parseFormBody(input.rawBody)!;
+    const key = await signedFormKeyOf(token, input.rawBody, {
+      sha256: await sha256Hex(utf8Bytes(canonicalSignedForm(signedUrl(input.url, input.options), form))),
+      coversBody: true,
+    });
+    if (!form) return event({ ...key, ...describePayload(parseJsonBody(input.rawBody), input.options, {}) });
     const firstParam = (names: string[]) => names.map((name) => form.get(name)).find((value) => value) ?? null;
     return {
       ...event({
-        ...(await eventKeyOf(token, input.rawBody, { signed: false })),
+        ...key,
         eventType: firstParam(TYPE_PARAMS),
         subjectId: firstParam(SUBJECT_PARAMS),
         version: null,

@@ -4,6 +4,7 @@
  * touches storage, so "verify before anything is written" holds by construction. The one I/O an adapter may do is
  * fetch a key its sender publishes, from the sender's pinned hosts only (src/providers/key-fetch.ts).
  */
+import type { SignedContentDigest } from "../model/claims";
 
 /** A secret as the source config names it, already resolved from the Worker's secrets and not yet expired. */
 export interface SourceSecret {
@@ -56,6 +57,13 @@ export interface EventIdentity {
    * new key must still be a duplicate: the claim shard then dedupes on the payload's SHA-256 (src/model/claims.ts).
    */
   eventKeySigned: boolean;
+  /**
+   * For a scheme that does not sign the body's bytes as received (Twilio's sorted parameters, monday.com's JWT):
+   * the SHA-256 of the canonical form its signature covers, and whether that form fixes the body. An unsigned key
+   * is then claimed under this digest instead of the payload's hash (src/model/claims.ts claimKeyOf), so every
+   * spelling of one signed form, or every body under one token, meets in one claim.
+   */
+  signedContent?: SignedContentDigest;
   eventType: string | null;
   /** The object the event is about (account, invoice, repository, …), when the provider names one. */
   subjectId: string | null;
