@@ -277,7 +277,9 @@ export const accounts = sqliteTable("accounts", {
  * deliveries to the source verify against them (src/ingest/kept-secrets.ts). Written only after the handshake's
  * own proof (the source's verify token) checked out. Only "active" ones verify deliveries: a handshake while the
  * source already has one is kept "pending" until an operator approves it (migrations/0008_kept_secret_status.sql).
- * `received_at` is the last time the sender handed it over (a repeated handshake refreshes it).
+ * `received_at` is the last time the sender handed it over (a repeated handshake refreshes it), and `client_address`
+ * (CF-Connecting-IP) and `user_agent` who handed it over then, so an operator can tell a genuine pending secret from
+ * ones handed over by whoever read the verify token (migrations/0019_kept_secret_handshakes.sql; NULL before it).
  */
 export const keptSecrets = sqliteTable(
   "handshake_secrets",
@@ -288,12 +290,24 @@ export const keptSecrets = sqliteTable(
     status: text("status", { enum: ["active", "pending"] })
       .notNull()
       .default("active"),
+    clientAddress: text("client_address"),
+    userAgent: text("user_agent"),
   },
   (table) => [
     primaryKey({ columns: [table.source, table.secret] }),
     index("handshake_secrets_newest").on(table.source, table.receivedAt),
   ],
 );
+
+/**
+ * Sources whose first kept secret has been installed: the verify token installs one without an operator only while
+ * its source is absent here. A row is never deleted, so revoking every secret (what one does after a leak) does not
+ * reopen the first install to whoever holds the verify token (migrations/0019_kept_secret_handshakes.sql).
+ */
+export const keptSecretInstalls = sqliteTable("kept_secret_installs", {
+  source: text("source").primaryKey(),
+  installedAt: integer("installed_at").notNull(),
+});
 
 /**
  * Every replay of a receipt (migrations/0006_replays.sql), so a timeline shows them all: the receipt row keeps

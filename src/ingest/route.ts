@@ -9,7 +9,8 @@ import { type SourceConfig, SourceConfigError } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
 import { acknowledge } from "./acknowledge";
-import { activeKeptSecrets, keepSecret, secretFingerprint } from "./kept-secrets";
+import { activeKeptSecrets } from "./kept-secret-reads";
+import { handshakeClient, keepSecret, secretFingerprint } from "./kept-secrets";
 import { readBodyWithCap } from "./read-body";
 
 /**
@@ -85,7 +86,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   const rawBody = await readBody(delivery, request, source.maxBodyBytes);
   const keys = keysOf(delivery, source);
   const verdict = await verify(delivery, request, c.req.url, { source, adapter, keys, rawBody });
-  if (verdict.kind === "handshake") return answerHandshake(delivery, verdict);
+  if (verdict.kind === "handshake") return answerHandshake(delivery, request, verdict);
   // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
   if (method !== "POST") throw signatureInvalid();
   const claimed = await claim(delivery, request, { source, adapter, rawBody, verdict });
@@ -173,9 +174,9 @@ interface VerifyWith {
 
 /** 4. Verify: an event or a handshake comes back; a forgery (401) or an unfetchable key (503) is thrown here. */
 async function verify(delivery: Delivery, request: Request, url: string, input: VerifyWith): Promise<Verified> {
-  let { verdict, cached } = await verifyOnce(delivery, request, url, input, false);
+  let { verdict, rereadable } = await verifyOnce(delivery, request, url, input, false);
   // A handshake secret handed over in another isolate since this one cached the list: read it once more.
-  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && cached)
+  if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && rereadable)
     ({ verdict } = await verifyOnce(delivery, request, url, input, true));
   const { env, sourceName: source, requestId, startedAt } = delivery;
   if (verdict.kind === "rejected") {
@@ -207,12 +208,12 @@ async function verifyOnce(
   request: Request,
   url: string,
   { source, adapter, keys, rawBody }: VerifyWith,
-  fresh: boolean,
+  again: boolean,
 ) {
   const { env, sourceName, method, requestId, startedAt } = delivery;
   let kept;
   try {
-    kept = adapter.keptSecrets ? await activeKeptSecrets(env, sourceName, startedAt, fresh) : undefined;
+    kept = adapter.keptSecrets ? await activeKeptSecrets(env, sourceName, startedAt, again) : undefined;
   } catch (error) {
     // Without the sender's handshake secret nothing can be verified: 503 so it retries, never a final 401.
     logError("delivery.stored_secret_unavailable", error, { source: sourceName, requestId });
@@ -233,7 +234,7 @@ async function verifyOnce(
     verifyTokens: keys.verifyTokens,
     keptSecrets: kept?.secrets,
   });
-  return { verdict, cached: kept?.cached ?? false };
+  return { verdict, rereadable: kept?.rereadable ?? false };
 }
 
 /** One answer for every failed check: which part failed is for the operator's logs, not the caller. */
@@ -244,6 +245,7 @@ function signatureInvalid() {
 /** 5a. Handshake: keep any secret it hands over, then answer it. Never claimed. */
 async function answerHandshake(
   delivery: Delivery,
+  request: Request,
   verdict: Extract<Verified, { kind: "handshake" }>,
 ): Promise<Response> {
   const { env, sourceName: source, method, requestId, startedAt } = delivery;
@@ -251,7 +253,7 @@ async function answerHandshake(
   if (verdict.keepSecret !== undefined) {
     try {
       kept = {
-        kept: await keepSecret(env, source, verdict.keepSecret, startedAt),
+        kept: await keepSecret(env, source, verdict.keepSecret, startedAt, handshakeClient(request.headers)),
         fingerprint: await secretFingerprint(verdict.keepSecret),
       };
     } catch (error) {
@@ -261,6 +263,15 @@ async function answerHandshake(
         "retry-after": "5",
       });
     }
+  }
+  if (kept.kept === "refused") {
+    // Confirming the hook would leave a sender whose deliveries can never verify: the operator clears the list first.
+    logEvent("delivery.handshake", { source, method, signature: "valid", ...kept, requestId });
+    throw apiError(
+      409,
+      "pending_secrets_full",
+      "This source already holds the most pending secrets it keeps; an operator must approve or revoke one first.",
+    );
   }
   // A pending secret gets the same answer as an active one: the caller learns nothing of what the source holds,
   // and a genuine new hook is established, its deliveries refused (and retried by the sender) until approved.

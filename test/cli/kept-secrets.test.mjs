@@ -41,10 +41,10 @@ after(async () => {
 
 const fingerprint = (/** @type {string} */ secret) => createHash("sha256").update(secret).digest("hex").slice(0, 16);
 
-async function handshake(/** @type {string} */ secret) {
+async function handshake(/** @type {string} */ secret, userAgent = "Asana-Webhooks/1.0") {
   const response = await fetch(`${receiver.url}/webhooks/cli-asana-kept?verify_token=${VERIFY_TOKEN}`, {
     method: "POST",
-    headers: { "x-hook-secret": secret },
+    headers: { "x-hook-secret": secret, "user-agent": userAgent },
   });
   assert.equal(response.status, 200);
 }
@@ -72,13 +72,21 @@ describe("kept", () => {
     const original = `asana-${randomBytes(16).toString("hex")}`;
     const replacement = `asana-${randomBytes(16).toString("hex")}`;
     await handshake(original);
-    await handshake(replacement);
+    await handshake(replacement, "curl/8.9.1");
     assert.equal(await deliveryStatus(replacement), 401);
 
+    // Each line says when, from where and with which user agent the secret was last handed over.
     const listed = await cli(["kept", "list", "cli-asana-kept", ...project], env);
     assert.equal(listed.code, 0, listed.stderr);
-    assert.match(listed.stdout, new RegExp(`^${fingerprint(replacement)}\\s+pending\\s+\\d{4}-`, "m"));
-    assert.match(listed.stdout, new RegExp(`^${fingerprint(original)}\\s+active\\s+\\d{4}-`, "m"));
+    assert.match(listed.stdout, /^FINGERPRINT\s+STATUS\s+LAST HANDED OVER\s+FROM\s+USER AGENT$/m);
+    assert.match(
+      listed.stdout,
+      new RegExp(`^${fingerprint(replacement)}\\s+pending\\s+\\d{4}-\\S+\\s+\\S+\\s+curl/8\\.9\\.1$`, "m"),
+    );
+    assert.match(
+      listed.stdout,
+      new RegExp(`^${fingerprint(original)}\\s+active\\s+\\d{4}-\\S+\\s+\\S+\\s+Asana-Webhooks/1\\.0$`, "m"),
+    );
     assert.match(listed.stdout, /kept approve cli-asana-kept <fingerprint>/);
     assert.ok(
       !listed.stdout.includes(original) && !listed.stdout.includes(replacement),

@@ -1,6 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { PENDING_PER_SOURCE } from "../../src/ingest/kept-secrets";
 import { ADMIN, adminGet, adminPost } from "../admin/support";
+import { asanaDelivery, asanaHandshake } from "./support/asana-kept";
 import { expectAccepted, expectRejectedAndNothingWritten, send, uniqueKey } from "./support/contract";
 import { hmac, sha256Hex } from "./support/signers";
 
@@ -12,34 +14,18 @@ import { hmac, sha256Hex } from "./support/signers";
  */
 
 const secrets = env as unknown as Record<string, string>;
-const ASANA_TOKEN = secrets.KS_ASANA_VERIFY_TOKEN!;
 const NOTION_TOKEN = secrets.KS_NOTION_VERIFY_TOKEN!;
 
 interface Listing {
   fingerprint: string;
   status: "active" | "pending";
   receivedAt: number;
+  clientAddress: string | null;
+  userAgent: string | null;
 }
 
-const asanaHandshake = (source: string, hookSecret: string) =>
-  send(source, {
-    url: `https://receiver.test/webhooks/${source}?verify_token=${ASANA_TOKEN}`,
-    body: "",
-    headers: { "x-hook-secret": hookSecret },
-  });
-
-function asanaDelivery(secret: string) {
-  const body = JSON.stringify({
-    events: [
-      {
-        action: "changed",
-        resource: { gid: uniqueKey("task"), resource_type: "task" },
-        created_at: "2026-11-30T08:00:00.000Z",
-      },
-    ],
-  });
-  return { body, headers: { "x-hook-signature": hmac("sha256", secret, body).toString("hex") } };
-}
+/** What the list shows of a handshake sent with no client headers (no edge in tests). */
+const NO_CLIENT = { receivedAt: expect.any(Number), clientAddress: null, userAgent: null };
 
 async function keptSecrets(source: string): Promise<Listing[]> {
   const response = await adminGet(`/admin/api/sources/${source}/kept-secrets`);
@@ -77,8 +63,8 @@ describe("kept secrets: the verify token installs a source's first secret only",
     await expectAccepted(source, asanaDelivery(genuine));
 
     expect(await keptSecrets(source)).toEqual([
-      { fingerprint: await fingerprintOf(forged), status: "pending", receivedAt: expect.any(Number) },
-      { fingerprint: await fingerprintOf(genuine), status: "active", receivedAt: expect.any(Number) },
+      { fingerprint: await fingerprintOf(forged), status: "pending", ...NO_CLIENT },
+      { fingerprint: await fingerprintOf(genuine), status: "active", ...NO_CLIENT },
     ]);
     const handshakeLines = lines.filter((line) => line.includes('"delivery.handshake"'));
     expect(handshakeLines.map((line) => JSON.parse(line).kept)).toEqual(["active", "pending"]);
@@ -120,7 +106,7 @@ describe("kept secrets: the verify token installs a source's first secret only",
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect((await asanaHandshake(source, genuine)).status).toBe(200);
     const after = await keptSecrets(source);
-    expect(after).toEqual([{ fingerprint: before!.fingerprint, status: "active", receivedAt: expect.any(Number) }]);
+    expect(after).toEqual([{ fingerprint: before!.fingerprint, status: "active", ...NO_CLIENT }]);
     expect(after[0]!.receivedAt).toBeGreaterThan(before!.receivedAt);
     await expectAccepted(source, asanaDelivery(genuine));
   });
@@ -140,18 +126,62 @@ describe("kept secrets: the verify token installs a source's first secret only",
       await expectRejectedAndNothingWritten(source, asanaDelivery(loser));
   });
 
-  it("keeps at most 8 pending secrets per source, the newest, so a leaked token cannot grow the table", async () => {
+  it("refuses a new pending secret once 8 wait, never dropping one, and records each handshake's address and agent", async () => {
     const source = "ks-asana-flood";
-    await asanaHandshake(source, uniqueKey("asana_first"));
-    const flood = Array.from({ length: 12 }, (_, index) => uniqueKey(`asana_flood_${index}`));
-    for (const secret of flood) {
-      await asanaHandshake(source, secret);
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    const genuine = uniqueKey("asana_first");
+    await asanaHandshake(source, genuine);
+    const attacker = (index: number) => ({ "cf-connecting-ip": `203.0.113.${index}`, "user-agent": `flood/${index}` });
+    const flood = Array.from({ length: PENDING_PER_SOURCE }, (_, index) => uniqueKey(`asana_flood_${index}`));
+    for (const [index, secret] of flood.entries())
+      expect((await asanaHandshake(source, secret, attacker(index))).status).toBe(200);
+
+    // The genuine sender re-registering now is refused, not let in by dropping the oldest pending one.
+    const replacement = uniqueKey("asana_replacement");
+    const refused = await asanaHandshake(source, replacement, { "cf-connecting-ip": "198.51.100.1" });
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("pending_secrets_full");
+    // Nor does a full list refuse what is kept already: the active one's sender and a pending one's repeat.
+    expect((await asanaHandshake(source, genuine)).status).toBe(200);
+    expect((await asanaHandshake(source, flood[0]!, attacker(0))).status).toBe(200);
+    await expectAccepted(source, asanaDelivery(genuine));
+
     const listed = await keptSecrets(source);
-    expect(listed.filter(({ status }) => status === "active")).toHaveLength(1);
-    const pending = listed.filter(({ status }) => status === "pending").map(({ fingerprint }) => fingerprint);
-    expect(pending).toEqual(await Promise.all(flood.slice(-8).reverse().map(fingerprintOf)));
+    expect(listed).toHaveLength(1 + PENDING_PER_SOURCE);
+    expect(listed.map(({ fingerprint }) => fingerprint)).not.toContain(await fingerprintOf(replacement));
+    const pending = listed.filter(({ status }) => status === "pending");
+    expect(pending.map(({ fingerprint }) => fingerprint).sort()).toEqual(flood.map(fingerprintOf).sort());
+    for (const [index, secret] of flood.entries()) {
+      expect(pending.find(({ fingerprint }) => fingerprint === fingerprintOf(secret))).toMatchObject({
+        clientAddress: `203.0.113.${index}`,
+        userAgent: `flood/${index}`,
+      });
+    }
+  });
+
+  it("revoking every secret does not reopen the first install: the next handshake waits for approval", async () => {
+    const source = "ks-asana-leak";
+    const leaked = uniqueKey("asana_leaked");
+    await asanaHandshake(source, leaked);
+    const revoked = await adminPost(`/admin/api/sources/${source}/kept-secrets/${fingerprintOf(leaked)}/revoke`, {});
+    expect(revoked.status).toBe(200);
+
+    // Whoever read the verify token in a log hands a secret over first: it must not go active unseen.
+    const intruder = uniqueKey("asana_intruder");
+    expect((await asanaHandshake(source, intruder)).status).toBe(200);
+    await expectRejectedAndNothingWritten(source, asanaDelivery(intruder));
+    expect(await keptSecrets(source)).toEqual([
+      { fingerprint: fingerprintOf(intruder), status: "pending", ...NO_CLIENT },
+    ]);
+
+    // The operator's own re-registration waits the same way, and goes live once approved.
+    const renewed = uniqueKey("asana_renewed");
+    await asanaHandshake(source, renewed);
+    await expectRejectedAndNothingWritten(source, asanaDelivery(renewed));
+    expect(
+      (await adminPost(`/admin/api/sources/${source}/kept-secrets/${fingerprintOf(renewed)}/approve`, {})).status,
+    ).toBe(200);
+    await expectAccepted(source, asanaDelivery(renewed));
+    await expectRejectedAndNothingWritten(source, asanaDelivery(intruder));
   });
 });
 
@@ -176,7 +206,7 @@ describe("kept secrets: list, approve and revoke through the admin API", () => {
     expect(approved.status).toBe(200);
     expect(await approved.json()).toEqual({
       source,
-      approved: { fingerprint: await fingerprintOf(replacement), status: "active", receivedAt: expect.any(Number) },
+      approved: { fingerprint: await fingerprintOf(replacement), status: "active", ...NO_CLIENT },
     });
     await expectAccepted(source, asanaDelivery(replacement));
     await expectAccepted(source, asanaDelivery(original));
@@ -188,7 +218,7 @@ describe("kept secrets: list, approve and revoke through the admin API", () => {
     expect(revoked.status).toBe(200);
     expect(await revoked.json()).toEqual({
       source,
-      revoked: { fingerprint: await fingerprintOf(original), status: "active", receivedAt: expect.any(Number) },
+      revoked: { fingerprint: await fingerprintOf(original), status: "active", ...NO_CLIENT },
     });
     await expectRejectedAndNothingWritten(source, asanaDelivery(original));
     await expectAccepted(source, asanaDelivery(replacement));

@@ -1,7 +1,7 @@
 // `kept list <source>`, `kept approve <source> <fingerprint>`, `kept revoke <source> <fingerprint>`: the secrets
 // Asana and Notion sources keep from their handshakes, by fingerprint (the admin API never shows a value).
 import { CliError, EXIT } from "../errors.mjs";
-import { dateTime } from "../format.mjs";
+import { dateTime, printable } from "../format.mjs";
 import { adminRequest } from "../http.mjs";
 
 export const KEPT_ACTIONS = ["list", "approve", "revoke"];
@@ -49,16 +49,24 @@ export async function kept(action, source, fingerprint, options) {
 
 /**
  * @param {string} source
- * @param {{ fingerprint: string, status: string, receivedAt: number }[]} secrets
+ * @param {import("../../../src/ingest/kept-secrets").KeptSecretListing[]} secrets
  */
 function printList(source, secrets) {
   if (secrets.length === 0) {
     console.log(`${source} keeps no secret yet: its sender's first proven handshake keeps one, active at once`);
     return;
   }
-  console.log(`${"FINGERPRINT".padEnd(18)}${"STATUS".padEnd(9)}LAST HANDED OVER`);
-  for (const secret of secrets)
-    console.log(`${secret.fingerprint.padEnd(18)}${secret.status.padEnd(9)}${dateTime(secret.receivedAt)}`);
+  // The address and the user agent are what the handshake's caller sent: printed inert, like all sender text.
+  console.log(
+    `${"FINGERPRINT".padEnd(18)}${"STATUS".padEnd(9)}${"LAST HANDED OVER".padEnd(26)}${"FROM".padEnd(16)} USER AGENT`,
+  );
+  for (const secret of secrets) {
+    const from = printable(secret.clientAddress ?? "—");
+    const agent = printable(secret.userAgent ?? "—");
+    console.log(
+      `${secret.fingerprint.padEnd(18)}${secret.status.padEnd(9)}${dateTime(secret.receivedAt).padEnd(26)}${from.padEnd(16)} ${agent}`,
+    );
+  }
   if (secrets.some((secret) => secret.status === "pending")) {
     console.log(
       `pending secrets verify nothing until approved: npm run cli -- kept approve ${source} <fingerprint> (revoke the ones you did not register)`,

@@ -7,7 +7,7 @@ import type { AdminEnv } from "../guards/auth";
 
 /**
  * /admin/api/sources/:source/kept-secrets — the secrets Asana and Notion handed over in a handshake
- * (src/ingest/kept-secrets.ts), by fingerprint, never by value. A source's first one is active at once;
+ * (src/ingest/kept-secrets.ts), by fingerprint, never by value. A source's first one is active at once (once ever);
  * one handed over while another is active waits as "pending" until approved here. Revoke removes either.
  * Mounted behind requireBearer by ./index.ts.
  */
