@@ -33,24 +33,37 @@ function jsonPart(part: string): Record<string, unknown> | null {
   }
 }
 
-/** Whether the token's `exp` and `iat` place it now: exp (required when `expiryRequired`) not past, iat (if any) within the window. */
+export interface JwtTimeRules {
+  /** `exp` must be present (a token that alone proves a delivery). */
+  expiryRequired: boolean;
+  /**
+   * The longest a token may live: `exp` at most this long after its `iat` (after now, when it has none). A sender
+   * whose token does not cover the body (monday.com) has each token honoured once, and a long-lived one would
+   * outlast that promise's purpose: a captured token signs any body until it expires.
+   */
+  maxLifetimeSeconds?: number;
+}
+
+/**
+ * Whether the token's `exp` and `iat` place it now: exp (required when `expiryRequired`) not past and within the
+ * lifetime cap, iat (if any) within the window.
+ */
 function timelyAt(
   claims: Record<string, unknown>,
   nowSeconds: number,
   toleranceSeconds: number,
-  expiryRequired: boolean,
+  { expiryRequired, maxLifetimeSeconds }: JwtTimeRules,
 ): boolean {
-  if (
-    claims.exp === undefined
-      ? expiryRequired
-      : typeof claims.exp !== "number" || !Number.isFinite(claims.exp) || claims.exp < nowSeconds
-  )
+  const { exp, iat } = claims;
+  if (exp === undefined ? expiryRequired : typeof exp !== "number" || !Number.isFinite(exp) || exp < nowSeconds)
     return false;
-  if (claims.iat === undefined) return true;
+  if (iat !== undefined && (typeof iat !== "number" || !Number.isFinite(iat))) return false;
+  if (maxLifetimeSeconds !== undefined) {
+    const livesFrom = typeof iat === "number" ? iat : nowSeconds;
+    if (typeof exp !== "number" || exp - livesFrom > maxLifetimeSeconds) return false;
+  }
   return (
-    typeof claims.iat === "number" &&
-    claims.iat <= nowSeconds + ISSUED_AT_SKEW_SECONDS &&
-    claims.iat >= nowSeconds - toleranceSeconds
+    typeof iat !== "number" || (iat <= nowSeconds + ISSUED_AT_SKEW_SECONDS && iat >= nowSeconds - toleranceSeconds)
   );
 }
 
@@ -58,7 +71,7 @@ export function readHs256Jwt(
   token: string,
   nowMs: number,
   toleranceSeconds: number,
-  { expiryRequired }: { expiryRequired: boolean },
+  rules: JwtTimeRules,
 ): ReadJwt | RejectReason {
   const match = JWS.exec(token.replace(/^Bearer\s+/i, ""));
   if (!match) return "malformed-signature";
@@ -66,7 +79,7 @@ export function readHs256Jwt(
   const header = jsonPart(headerPart!);
   const claims = jsonPart(payloadPart!);
   if (!header || !claims || header.alg !== "HS256") return "malformed-signature";
-  if (!timelyAt(claims, nowMs / 1000, toleranceSeconds, expiryRequired)) return "timestamp-out-of-tolerance";
+  if (!timelyAt(claims, nowMs / 1000, toleranceSeconds, rules)) return "timestamp-out-of-tolerance";
   return {
     claims,
     presented: {

@@ -415,7 +415,11 @@ adapterContract({
     });
     return {
       body,
-      headers: { authorization: await jwt(secret, { dat: { client_id: "c" } }), "content-type": "application/json" },
+      // Per-request claims, as monday.com's own tokens carry: each token is honoured for one body only.
+      headers: {
+        authorization: await jwt(secret, { dat: { client_id: "c" }, shortLivedToken: eventKey }),
+        "content-type": "application/json",
+      },
     };
   },
   expected: ({ eventKey }) => ({ eventKey, eventType: "create_pulse", subjectId: "9571351437" }),

@@ -35,11 +35,13 @@ const senders: { source: string; expiryRequired: boolean; request(times: Times):
     source: "pv-monday",
     expiryRequired: true,
     async request(times) {
-      const body = JSON.stringify({ event: { type: "create_pulse", triggerUuid: uniqueKey("mnd_times"), pulseId: 1 } });
+      const triggerUuid = uniqueKey("mnd_times");
+      const body = JSON.stringify({ event: { type: "create_pulse", triggerUuid, pulseId: 1 } });
       return {
         body,
         headers: {
-          authorization: await token(secretValue("monday", "CURRENT"), { dat: { client_id: "c" } }, times),
+          // Per-request claims, as monday.com's own tokens carry: each token is honoured for one body only.
+          authorization: await token(secretValue("monday", "CURRENT"), { shortLivedToken: triggerUuid }, times),
           "content-type": "application/json",
         },
       };
