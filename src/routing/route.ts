@@ -1,9 +1,11 @@
 import type { DeliveryControl } from "../gate/control";
 import { parseJsonBody } from "../providers/json";
+import { bodyBoundProblem } from "./body-bounds";
 import type { EventFilter, FilterSubject } from "./filter";
 import type { RouteOrdering } from "./ordering";
 import type { EventSchema } from "./schema";
-import type { EventHeaders, EventTransform } from "./transform";
+import { StepMeter } from "./steps";
+import { type EventHeaders, type EventTransform, MAX_ROUTE_STEPS } from "./transform";
 
 /**
  * What a route does with one event before its destination sees it, as a pure function of the route and the
@@ -82,6 +84,9 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
   // The happy path of a plain route reads nothing: no parse, no allocation.
   if (!routeHasRules(rules)) return DELIVER_AS_STORED;
   const subject = filterSubject(event);
+  // Every rule's cost is bounded by the body's shape (src/routing/body-bounds.ts): past it, no rule runs.
+  const overBound = bodyBoundProblem(subject.body);
+  if (overBound) return { kind: "refuse", error: `body over the bounds of route ${rules.name}: ${overBound}` };
   if (rules.filter && !rules.filter(subject)) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
   if (rules.schema) {
     const verdict = rules.schema.check(subject.body);
@@ -89,14 +94,16 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
       return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
   }
   const bindings = { type: subject.type, subject: subject.subject, headers: subject.headers };
+  // The headers and the transform share one budget of steps per event.
+  const meter = new StepMeter(MAX_ROUTE_STEPS);
   let headers: Record<string, string> | null = null;
   if (rules.headers) {
-    const computed = await rules.headers.run(subject.body, bindings);
+    const computed = await rules.headers.run(subject.body, bindings, meter);
     if (!computed.ok) return { kind: "refuse", error: computed.error };
     headers = computed.headers;
   }
   if (!rules.transform) return { kind: "deliver", transformed: null, headers };
-  const transformed = await rules.transform.run(subject.body, bindings);
+  const transformed = await rules.transform.run(subject.body, bindings, meter);
   if (!transformed.ok) return { kind: "refuse", error: transformed.error };
   return { kind: "deliver", transformed: { body: transformed.body, value: transformed.value }, headers };
 }

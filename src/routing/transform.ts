@@ -1,14 +1,18 @@
 // The minified build of the same release: a third of the bytes of jsonata.js (mostly its comments) in the Worker bundle.
 import jsonata from "jsonata/jsonata.min.js";
+import { BoundedRegExp, evaluateCounted } from "./jsonata-bounds";
 import { regexProblem } from "./regex";
+import { StepBudgetExceeded, StepMeter } from "./steps";
 
 /**
  * A route's transform: a JSONata expression evaluated over the event body, whose result (as JSON) is what the
- * route is given instead of the original bytes. JSONata is an interpreter (no `eval`, no `new Function`), and
- * its own guardrails bound each evaluation's time, depth and sequence length; the result's size is bounded here.
+ * route is given instead of the original bytes. JSONata is an interpreter (no `eval`, no `new Function`); its own
+ * guardrails bound depth and sequence length, its work is counted in steps (src/routing/jsonata-bounds.ts: never a
+ * clock, which does not advance while a deployed Worker runs), and the result's size is bounded here.
  */
 
-export const TRANSFORM_TIMEOUT_MS = 100;
+/** What a route's transform and headers may spend on one event, together (src/routing/steps.ts). */
+export const MAX_ROUTE_STEPS = 250_000;
 const TRANSFORM_MAX_DEPTH = 200;
 const TRANSFORM_MAX_SEQUENCE = 100_000;
 const MAX_EXPRESSION_CHARS = 10_000;
@@ -25,7 +29,8 @@ export type TransformOutcome = { ok: true; body: Uint8Array; value: unknown } | 
 
 export interface EventTransform {
   readonly expression: string;
-  run(body: unknown, bindings: TransformBindings): Promise<TransformOutcome>;
+  /** `meter` counts the work; a route's expressions share one per event (a fresh one when none is given). */
+  run(body: unknown, bindings: TransformBindings, meter?: StepMeter): Promise<TransformOutcome>;
 }
 
 interface JsonataError {
@@ -35,6 +40,7 @@ interface JsonataError {
 }
 
 function errorText(error: unknown): string {
+  if (error instanceof StepBudgetExceeded) return error.message;
   const { message, position } = (error ?? {}) as JsonataError;
   const text = typeof message === "string" ? message : String(error);
   return position === undefined ? text : `${text} (at character ${position})`;
@@ -64,9 +70,9 @@ export function compileTransform(
   let compiled: jsonata.Expression;
   try {
     compiled = jsonata(value, {
-      timeout: TRANSFORM_TIMEOUT_MS,
       stack: TRANSFORM_MAX_DEPTH,
       sequence: TRANSFORM_MAX_SEQUENCE,
+      RegexEngine: BoundedRegExp as RegExpConstructor,
     });
   } catch (error) {
     return { ok: false, problem: `transform is not a valid JSONata expression: ${errorText(error)}` };
@@ -79,14 +85,15 @@ export function compileTransform(
     ok: true,
     transform: {
       expression,
-      async run(body, bindings) {
+      async run(body, bindings, meter = new StepMeter(MAX_ROUTE_STEPS)) {
         let result: unknown;
         try {
-          result = await compiled.evaluate(body, {
-            type: bindings.type,
-            subject: bindings.subject,
-            headers: bindings.headers,
-          });
+          result = await evaluateCounted(
+            compiled,
+            body,
+            { type: bindings.type, subject: bindings.subject, headers: bindings.headers },
+            meter,
+          );
         } catch (error) {
           return { ok: false, error: `transform failed: ${errorText(error)}` };
         }
@@ -122,6 +129,7 @@ export interface EventHeaders {
   run(
     body: unknown,
     bindings: TransformBindings,
+    meter?: StepMeter,
   ): Promise<{ ok: true; headers: Record<string, string> } | { ok: false; error: string }>;
 }
 
@@ -150,10 +158,10 @@ export function compileHeaders(value: unknown): { ok: true; headers: EventHeader
   return {
     ok: true,
     headers: {
-      async run(body, bindings) {
+      async run(body, bindings, meter = new StepMeter(MAX_ROUTE_STEPS)) {
         const headers: Record<string, string> = {};
         for (const [name, transform] of expressions) {
-          const result = await transform.run(body, bindings);
+          const result = await transform.run(body, bindings, meter);
           // Nothing for this event: the header is left out (an expression may add a header only sometimes).
           if (!result.ok && result.error.endsWith("produced nothing for this event")) continue;
           if (!result.ok) return { ok: false, error: `${result.error} (header ${name})` };

@@ -1,0 +1,145 @@
+import jsonata from "jsonata/jsonata.min.js";
+import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
+import type { StepMeter } from "./steps";
+
+/**
+ * JSONata's work on a body, counted in steps (src/routing/steps.ts) through the hooks the library offers: every
+ * evaluation of a node enters `jsonata.__evaluate_entry` (one step) and leaves through `jsonata.__evaluate_exit`
+ * (one step per item of a sequence it built); every built-in is wrapped to pay for its input before it reads it,
+ * the quadratic `$distinct` and the `n log n` `$sort` at their real rate. Regex literals run on an engine that
+ * refuses a value longer than MAX_REGEX_SUBJECT_CHARS, and an unsafe pattern (one `$eval` built at run time).
+ */
+
+/** The binding the meter travels in: a name with a space in it, which no expression can spell. */
+const METER_BINDING = " steps";
+const EVALUATE_ENTRY = Symbol.for("jsonata.__evaluate_entry");
+const EVALUATE_EXIT = Symbol.for("jsonata.__evaluate_exit");
+/** Characters of a string read per step: copying or scanning text is far cheaper per unit than evaluating a node. */
+const CHARS_PER_STEP = 64;
+
+interface Frame {
+  base: { lookup(name: string): unknown };
+}
+
+interface BuiltIn {
+  _jsonata_function: true;
+  implementation: (this: { environment: Frame }, ...args: unknown[]) => unknown;
+  signature: unknown;
+}
+
+export class RegexSubjectTooLong extends Error {}
+
+/** What JSONata builds each regex literal with (its `RegexEngine` option). */
+export class BoundedRegExp extends RegExp {
+  constructor(pattern: RegExp | string, flags?: string) {
+    super(pattern, flags);
+    // A literal was checked when config loaded; one built at run time (by $eval) meets the same rule here.
+    const problem = regexProblem(this.source, this.flags.replace(/[gu]/g, ""));
+    if (problem) throw new Error(problem);
+  }
+
+  override exec(subject: string): RegExpExecArray | null {
+    if (subject.length > MAX_REGEX_SUBJECT_CHARS) {
+      throw new RegexSubjectTooLong(
+        `a regular expression was given a value of ${subject.length} characters, over the ${MAX_REGEX_SUBJECT_CHARS} it reads`,
+      );
+    }
+    return super.exec(subject);
+  }
+}
+
+function meterOf(frame: Frame): StepMeter {
+  return frame.base.lookup(METER_BINDING) as StepMeter;
+}
+
+/** A value's size as a built-in reads it once: items, keys, or characters. */
+function shallowSize(value: unknown): number {
+  if (Array.isArray(value)) return value.length;
+  if (typeof value === "string") return Math.ceil(value.length / CHARS_PER_STEP);
+  if (value !== null && typeof value === "object") return Object.keys(value).length;
+  return 0;
+}
+
+/** Every node (and every CHARS_PER_STEP characters) of a value, counted up to `cap` at most. */
+function deepSize(value: unknown, cap: number): number {
+  let size = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && size <= cap) {
+    const next = pending.pop();
+    size += 1 + (typeof next === "string" ? Math.floor(next.length / CHARS_PER_STEP) : 0);
+    if (Array.isArray(next)) for (const item of next) pending.push(item);
+    else if (next !== null && typeof next === "object") for (const item of Object.values(next)) pending.push(item);
+  }
+  return size;
+}
+
+/** What a built-in costs beyond reading each argument once, for the ones that read more. */
+const EXTRA_COST: Record<string, (args: unknown[], meter: StepMeter) => number> = {
+  // Compares each item with every distinct item kept so far, each comparison as deep as the items.
+  distinct: ([items], meter) =>
+    Array.isArray(items) ? Math.ceil((items.length * deepSize(items, meter.limit)) / 2) : 0,
+  sort: ([items]) => (Array.isArray(items) ? items.length * Math.ceil(Math.log2(items.length + 1)) : 0),
+  pad: ([, width]) => (typeof width === "number" ? Math.ceil(Math.abs(width) / CHARS_PER_STEP) : 0),
+  string: ([value], meter) => deepSize(value, meter.limit),
+  clone: ([value], meter) => deepSize(value, meter.limit),
+};
+
+/** Every function JSONata binds at its root (jsonata.js, `staticFrame.bind`). */
+const BUILT_IN_NAMES = (
+  "sum count max min average string substring substringBefore substringAfter lowercase uppercase length trim pad " +
+  "match contains replace split join formatNumber formatBase formatInteger parseInteger number floor ceil round " +
+  "abs sqrt power random boolean not map zip filter single reduce sift keys lookup append exists spread merge " +
+  "reverse each error assert type sort shuffle distinct base64encode base64decode encodeUrlComponent encodeUrl " +
+  "decodeUrlComponent decodeUrl eval toMillis fromMillis clone"
+).split(" ");
+
+let meteredBuiltIns: Promise<[string, BuiltIn][]> | null = null;
+
+/** The built-ins, each paying for its input first. JSONata hands them out only by evaluating: once per isolate. */
+function builtIns(): Promise<[string, BuiltIn][]> {
+  meteredBuiltIns ??= (async () => {
+    const listing = `{${BUILT_IN_NAMES.map((name) => `"${name}": $${name}`).join(", ")}}`;
+    const originals = (await jsonata(listing).evaluate(null)) as Record<string, BuiltIn>;
+    return BUILT_IN_NAMES.map((name): [string, BuiltIn] => {
+      const original = originals[name]!;
+      const extra = EXTRA_COST[name];
+      const implementation = function (this: { environment: Frame }, ...args: unknown[]) {
+        const meter = meterOf(this.environment);
+        let cost = 1;
+        for (const arg of args) cost += shallowSize(arg);
+        if (extra) cost += extra(args, meter);
+        meter.charge(cost);
+        return original.implementation.apply(this, args);
+      };
+      // JSONata reads a function's arity from its length to decide what a $map or $filter passes it.
+      Object.defineProperty(implementation, "length", { value: original.implementation.length });
+      return [name, { ...original, implementation }];
+    });
+  })();
+  return meteredBuiltIns;
+}
+
+const bounded = new WeakSet<jsonata.Expression>();
+
+/** Installs the counting hooks and the metered built-ins on a compiled expression, once. */
+async function bound(compiled: jsonata.Expression): Promise<void> {
+  if (bounded.has(compiled)) return;
+  const assign = compiled.assign as (name: string | symbol, value: unknown) => void;
+  assign(EVALUATE_ENTRY, (_node: unknown, _input: unknown, frame: Frame) => meterOf(frame).charge(1));
+  assign(EVALUATE_EXIT, (_node: unknown, _input: unknown, frame: Frame, result: unknown) => {
+    if (Array.isArray(result)) meterOf(frame).charge(result.length);
+  });
+  for (const [name, builtIn] of await builtIns()) compiled.assign(name, builtIn);
+  bounded.add(compiled);
+}
+
+/** Evaluates `compiled` over `input`, every step charged to `meter` (which throws StepBudgetExceeded past its limit). */
+export async function evaluateCounted(
+  compiled: jsonata.Expression,
+  input: unknown,
+  bindings: Record<string, unknown>,
+  meter: StepMeter,
+): Promise<unknown> {
+  await bound(compiled);
+  return compiled.evaluate(input, { ...bindings, [METER_BINDING]: meter });
+}
