@@ -1,22 +1,21 @@
 import { type Context, Hono } from "hono";
-import { claimEvent, pickHeaders } from "../claims/claim-event";
 import { recordDelivery } from "../lib/analytics";
 import { apiError } from "../lib/errors";
-import { logError, logEvent, logsSuccesses } from "../lib/log";
+import { logError, logEvent } from "../lib/log";
 import { adapterFor } from "../providers/registry";
 import type { ProviderAdapter, VerifyResult } from "../providers/types";
 import { type SourceConfig, SourceConfigError } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
-import { acknowledge } from "./acknowledge";
+import { acknowledgeClaims, claimDelivery } from "./claim-delivery";
 import { activeKeptSecrets } from "./kept-secret-reads";
 import { handshakeClient, keepSecret, secretFingerprint } from "./kept-secrets";
 import { readBodyWithCap } from "./read-body";
 
 /**
  * POST /webhooks/:source — the acknowledgement path, in named steps: look up the source, read the bytes, resolve
- * the keys, verify, then answer a handshake or claim in one Durable Object transaction, and acknowledge. Each step
- * logs and answers its own refusal. Everything slower happens after the 2xx.
+ * the keys, verify, then answer a handshake or claim each event the delivery carries in one Durable Object
+ * transaction, and acknowledge. Each step logs and answers its own refusal. Everything slower happens after the 2xx.
  *
  * GET /webhooks/:source reaches only adapters that answer a challenge over GET (Meta, Dropbox, Okta): the same
  * lookup and verification, and the answer is always a handshake, never a claim. Any other method, or GET to a
@@ -89,8 +88,8 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   if (verdict.kind === "handshake") return answerHandshake(delivery, request, verdict);
   // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
   if (method !== "POST") throw signatureInvalid();
-  const claimed = await claim(delivery, request, { source, adapter, rawBody, verdict });
-  return acknowledgeClaim(delivery, claimed, verdict);
+  const claims = await claimDelivery(delivery, request, { source, adapter, rawBody, verdict });
+  return acknowledgeClaims(delivery, claims, verdict);
 }
 
 /** 1. Look up: the source, its adapter, and whether that adapter takes this method. */
@@ -277,57 +276,4 @@ async function answerHandshake(
   // and a genuine new hook is established, its deliveries refused (and retried by the sender) until approved.
   logEvent("delivery.handshake", { source, method, signature: "valid", ...kept, requestId });
   return verdict.response;
-}
-
-type Event = Extract<Verified, { kind: "event" }>;
-
-/** 5b. Claim: one Durable Object transaction makes the delivery durable (or finds it a duplicate). */
-async function claim(
-  delivery: Delivery,
-  request: Request,
-  {
-    source,
-    adapter,
-    rawBody,
-    verdict,
-  }: { source: SourceConfig; adapter: ProviderAdapter; rawBody: Uint8Array; verdict: Event },
-) {
-  try {
-    return await claimEvent(delivery.env, {
-      source,
-      identity: verdict.identity,
-      rawBody: verdict.storedBody ?? rawBody,
-      keptHeaders: pickHeaders(request.headers, adapter.keptHeaders),
-      receivedAt: delivery.startedAt,
-      provenance: "live",
-    });
-  } catch (error) {
-    logError("delivery.claim_failed", error, {
-      source: delivery.sourceName,
-      eventKey: verdict.identity.eventKey,
-      requestId: delivery.requestId,
-    });
-    throw apiError(503, "claim_unavailable", "The delivery could not be stored; retry later.", { "retry-after": "5" });
-  }
-}
-
-/** 6. Acknowledge: the line, the meter, and the 2xx the sender waits for. */
-function acknowledgeClaim(delivery: Delivery, claimed: Awaited<ReturnType<typeof claim>>, verdict: Event): Response {
-  const { env, sourceName: source, requestId, startedAt } = delivery;
-  // A first acceptance is a routine line, logged only with LOG_SUCCESSES = "true"; a duplicate or quarantine always logs.
-  if (claimed.disposition !== "accepted" || logsSuccesses(env)) {
-    logEvent("delivery", {
-      source,
-      eventKey: verdict.identity.eventKey,
-      eventType: verdict.identity.eventType,
-      disposition: claimed.disposition,
-      receipt: claimed.receiptId,
-      signature: "valid",
-      timestampAgeSeconds: verdict.timestampAgeSeconds,
-      requestId,
-      durationMs: Date.now() - startedAt,
-    });
-  }
-  recordDelivery(env, { source, disposition: claimed.disposition, signature: "valid", ackMs: Date.now() - startedAt });
-  return acknowledge(claimed, verdict.acknowledgement);
 }

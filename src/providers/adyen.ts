@@ -1,22 +1,23 @@
-import { sha256Hex } from "../crypto/digest";
 import { decodeBase64, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies } from "../crypto/verify";
+import { itemBodies } from "./adyen-items";
 import { batchItemAnnotations } from "./batch-items";
 import { stringAtPath, timeAtPath, valueAtPath } from "./json";
 import { annotationsFrom, MAX_VERIFICATION_STEPS, rejected } from "./signed";
-import type { ProviderAdapter } from "./types";
+import type { CarriedEvent, ProviderAdapter } from "./types";
 import { parseUnverifiedJson } from "./unverified";
 
 /**
  * Adyen standard webhooks: each `notificationItems[].NotificationRequestItem` carries its own
  * `additionalData.hmacSignature`, base64 HMAC-SHA256 keyed by the hex HMAC key over
  * `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`.
- * Every item must verify. Each item's key is `pspReference:eventCode:success` (Adyen's own duplicate rule), all
- * three inside what the item signs. One item is keyed by its key; a batch of several by the SHA-256 of its items'
- * keys, sorted: Adyen signs no timestamp and nothing around the items, so a key over the batch's bytes would make a
- * re-indented or reordered copy of a captured batch a new event. A batch that holds one item twice is refused for
- * the same reason. Every item's `pspReference` is kept with the receipt (src/providers/batch-items.ts), so the
- * audit finds the batch by any of them. Adyen wants `[accepted]`.
+ * Every item must verify. Adyen signs each item and nothing around them (no timestamp, no batch), so each item is
+ * its own event, claimed under its own key `pspReference:eventCode:success` (Adyen's own duplicate rule, every
+ * part inside what the item signs): any batch, subset, mix or reordering of captured items then finds each of
+ * them already claimed, and a new item beside seen ones is accepted alone. A batch that holds one item twice is
+ * refused: Adyen never sends one. A lone item keeps the body as received; a batch's items keep the bodies
+ * ./adyen-items.ts cuts. Each receipt keeps its item's `pspReference` (src/providers/batch-items.ts) for the
+ * audit's `itemId` filter. Adyen wants `[accepted]`.
  */
 const MAX_ITEMS = 16;
 
@@ -47,12 +48,26 @@ function itemKey(item: unknown): string | null {
   return parts.every((part) => part.length > 0) ? parts.join(":") : null;
 }
 
-/** The delivery's key from its items' keys alone; null when an item has none or two items share one. */
-async function batchKey(items: readonly unknown[]): Promise<string | null> {
+/** One event per item, each with its own key; null when an item has no key or two items share one. */
+function itemEvents(items: readonly unknown[]): CarriedEvent[] | null {
   const keys = items.map(itemKey);
   if (keys.some((key) => key === null) || new Set(keys).size !== keys.length) return null;
-  if (keys.length === 1) return keys[0]!;
-  return `batch:${await sha256Hex(utf8Bytes(JSON.stringify(keys.sort())))}`;
+  return items.map((item, index) => ({
+    identity: {
+      eventKey: keys[index]!,
+      eventKeyOrigin: "provider-id",
+      // Each part of the key is a field the item's HMAC signing string covers.
+      eventKeySigned: true,
+      eventType: stringAtPath(item, "eventCode"),
+      subjectId: stringAtPath(item, "pspReference"),
+      version: null,
+      occurredAt: timeAtPath(item, "eventDate"),
+      annotations: {
+        ...annotationsFrom({ "merchant-reference": stringAtPath(item, "merchantReference") }),
+        ...batchItemAnnotations(items.length, [stringAtPath(item, "pspReference")]),
+      },
+    },
+  }));
 }
 
 export const adyen: ProviderAdapter = {
@@ -81,29 +96,13 @@ export const adyen: ProviderAdapter = {
         if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) verified = true;
       if (!verified) return rejected("signature-mismatch");
     }
-    const eventKey = await batchKey(items);
-    if (!eventKey) return rejected("malformed-payload");
-    const first = items[0];
-    return {
-      kind: "event",
-      identity: {
-        eventKey,
-        eventKeyOrigin: "provider-id",
-        // Each item's key is made of fields its HMAC signing string covers.
-        eventKeySigned: true,
-        eventType: stringAtPath(first, "eventCode"),
-        subjectId: stringAtPath(first, "pspReference"),
-        version: null,
-        occurredAt: timeAtPath(first, "eventDate"),
-        annotations: {
-          ...annotationsFrom({ "merchant-reference": stringAtPath(first, "merchantReference") }),
-          ...batchItemAnnotations(
-            items.length,
-            items.map((item) => stringAtPath(item, "pspReference")),
-          ),
-        },
-      },
-      acknowledgement: { status: 200, text: "[accepted]" },
-    };
+    const events = itemEvents(items);
+    if (!events) return rejected("malformed-payload");
+    const acknowledgement = { status: 200, text: "[accepted]" } as const;
+    if (events.length === 1) return { kind: "event", identity: events[0]!.identity, acknowledgement };
+    const bodies = itemBodies(input.rawBody, wrapped);
+    if (!bodies) return rejected("malformed-payload");
+    const carried = events.map((event, index) => ({ ...event, storedBody: bodies[index] }));
+    return { kind: "event", ...carried[0]!, events: carried, acknowledgement };
   },
 };

@@ -103,6 +103,12 @@ export interface Acknowledgement {
   contentType?: string;
 }
 
+/** One event of a delivery that carries several: what it is, and the bytes its receipt keeps. */
+export interface CarriedEvent {
+  identity: EventIdentity;
+  storedBody?: Uint8Array;
+}
+
 export type VerifyResult =
   | {
       kind: "event";
@@ -117,6 +123,12 @@ export type VerifyResult =
        * as genuine. Hashed and claimed as received, so copies differing only outside it are one event.
        */
       storedBody?: Uint8Array;
+      /**
+       * A delivery that carries several events, each signed on its own (Adyen's notificationItems): every one is
+       * claimed under its own key, and the answer waits until every claim is durable. It lists them all, the first
+       * being `identity` and `storedBody` above; absent, the delivery is that one event.
+       */
+      events?: readonly CarriedEvent[];
     }
   /**
    * A proven handshake (Slack url_verification, Zoom url_validation, Twitch challenge, Meta's GET hub.challenge):

@@ -535,20 +535,20 @@ adapterContract({
 });
 
 describe("adyen: [accepted] and batches", () => {
-  it("answers [accepted] as text, and a retried batch of two items is one event keyed by its items' keys", async () => {
+  it("answers [accepted] as text, and a retried batch of two items is two events, each keyed by its own item", async () => {
     const key = secretValue("adyen", "CURRENT");
     const [first, second] = [uniqueKey("psp_a"), uniqueKey("psp_b")];
     const body = adyenBody(adyenItem(key, first), adyenItem(key, second, "CAPTURE"));
     const response = await send("pv-adyen", { body, headers: {} });
     expect(await response.text()).toBe("[accepted]");
-    expect(response.headers.get("x-webhook-disposition")).toBe("accepted");
+    expect(response.headers.get("x-webhook-disposition")).toBe("accepted, accepted");
     const retry = await send("pv-adyen", { body, headers: {} });
     expect(await retry.text()).toBe("[accepted]");
-    expect(retry.headers.get("x-webhook-disposition")).toBe("duplicate");
-    const itemKeys = [`${first}:AUTHORISATION:true`, `${second}:CAPTURE:true`].sort();
-    expect((await storedReceipt("pv-adyen", response.headers.get("x-webhook-receipt")!)).eventKey).toBe(
-      `batch:${sha256Hex(JSON.stringify(itemKeys))}`,
-    );
+    expect(retry.headers.get("x-webhook-disposition")).toBe("duplicate, duplicate");
+    const receipts = response.headers.get("x-webhook-receipt")!.split(", ");
+    expect(retry.headers.get("x-webhook-receipt")).toBe(receipts.join(", "));
+    expect((await storedReceipt("pv-adyen", receipts[0]!)).eventKey).toBe(`${first}:AUTHORISATION:true`);
+    expect((await storedReceipt("pv-adyen", receipts[1]!)).eventKey).toBe(`${second}:CAPTURE:true`);
   });
 
   it("one forged item beside a genuine one refuses the whole batch", async () => {
