@@ -1,9 +1,9 @@
 /**
- * Deliveries that batch several events (SendGrid's event array, Adyen's notificationItems) are claimed as one
- * delivery, deduped by the whole batch (SendGrid's by its bytes, Adyen's by its items' signed keys). So that the
- * audit can still find a delivery by any item's own id, the item ids ride in the receipt's kept headers as one
- * space-separated annotation, which the admin API's `itemId` filter matches token by token. No index and no extra
- * row: the ids live in the row the happy path writes anyway.
+ * A delivery that batches events under one signature (SendGrid's event array) is claimed as one event, deduped by
+ * its bytes. So that the audit can still find it by any item's own id, the item ids ride in the receipt's kept
+ * headers as one space-separated annotation, which the admin API's `itemId` filter matches token by token. No index
+ * and no extra row: the ids live in the row the happy path writes anyway. Adyen signs each item on its own, so each
+ * item is its own receipt (src/providers/adyen.ts), annotated with its own id alone: one `itemId` filter for both.
  */
 
 export const BATCH_ITEM_IDS = "batch-item-ids";
