@@ -5,8 +5,9 @@ import type { StepMeter } from "./steps";
 /**
  * JSONata's work on a body, counted in steps (src/routing/steps.ts) through the hooks the library offers: every
  * evaluation of a node enters `jsonata.__evaluate_entry` (one step) and leaves through `jsonata.__evaluate_exit`
- * (one step per item of a sequence it built); every built-in is wrapped to pay for its input before it reads it,
- * the quadratic `$distinct` and the `n log n` `$sort` at their real rate. Regex literals run on an engine that
+ * (one step per item of a sequence it built, and the whole size of an operand that `=`, `!=`, `in` or `&` reads
+ * in depth); every built-in is wrapped to pay for its input before it reads it, the quadratic `$distinct` and the
+ * `n log n` `$sort` at their real rate. Regex literals run on an engine that
  * refuses a value longer than MAX_REGEX_SUBJECT_CHARS, and an unsafe pattern (one `$eval` built at run time).
  */
 
@@ -73,6 +74,14 @@ function deepSize(value: unknown, cap: number): number {
   return size;
 }
 
+/** The keys of a value's objects, one level down: what `$keys`, `$lookup`, `$merge` and the like read. */
+function keysRead(value: unknown): number {
+  if (!Array.isArray(value)) return 0;
+  let keys = 0;
+  for (const item of value) if (item !== null && typeof item === "object") keys += Object.keys(item).length;
+  return keys;
+}
+
 /** What a built-in costs beyond reading each argument once, for the ones that read more. */
 const EXTRA_COST: Record<string, (args: unknown[], meter: StepMeter) => number> = {
   // Compares each item with every distinct item kept so far, each comparison as deep as the items.
@@ -82,7 +91,41 @@ const EXTRA_COST: Record<string, (args: unknown[], meter: StepMeter) => number> 
   pad: ([, width]) => (typeof width === "number" ? Math.ceil(Math.abs(width) / CHARS_PER_STEP) : 0),
   string: ([value], meter) => deepSize(value, meter.limit),
   clone: ([value], meter) => deepSize(value, meter.limit),
+  join: ([strings], meter) => deepSize(strings, meter.limit),
+  keys: ([value]) => keysRead(value),
+  lookup: ([value]) => keysRead(value),
+  merge: ([value]) => keysRead(value),
+  spread: ([value]) => keysRead(value),
 };
+
+/**
+ * Operators that read their operands whole: `=`, `!=` and `in` compare in depth, `&` writes a non-string operand
+ * out as JSON. Each operand is marked when its operator is entered, and pays for its size when it is evaluated.
+ */
+const DEEP_OPERATORS = new Set(["=", "!=", "in", "&"]);
+const deepOperands = new WeakSet<object>();
+
+interface Node {
+  type?: string;
+  value?: unknown;
+  lhs?: object;
+  rhs?: object;
+}
+
+function enter(node: Node, frame: Frame): void {
+  meterOf(frame).charge(1);
+  if (node.type === "binary" && DEEP_OPERATORS.has(node.value as string) && node.lhs && node.rhs) {
+    deepOperands.add(node.lhs);
+    deepOperands.add(node.rhs);
+  }
+}
+
+function leave(node: Node, frame: Frame, result: unknown): void {
+  if (result === null || typeof result !== "object") return;
+  const meter = meterOf(frame);
+  if (Array.isArray(result)) meter.charge(result.length);
+  if (deepOperands.has(node)) meter.charge(deepSize(result, meter.limit));
+}
 
 /** Every function JSONata binds at its root (jsonata.js, `staticFrame.bind`). */
 const BUILT_IN_NAMES = (
@@ -125,10 +168,8 @@ const bounded = new WeakSet<jsonata.Expression>();
 async function bound(compiled: jsonata.Expression): Promise<void> {
   if (bounded.has(compiled)) return;
   const assign = compiled.assign as (name: string | symbol, value: unknown) => void;
-  assign(EVALUATE_ENTRY, (_node: unknown, _input: unknown, frame: Frame) => meterOf(frame).charge(1));
-  assign(EVALUATE_EXIT, (_node: unknown, _input: unknown, frame: Frame, result: unknown) => {
-    if (Array.isArray(result)) meterOf(frame).charge(result.length);
-  });
+  assign(EVALUATE_ENTRY, (node: Node, _input: unknown, frame: Frame) => enter(node, frame));
+  assign(EVALUATE_EXIT, (node: Node, _input: unknown, frame: Frame, result: unknown) => leave(node, frame, result));
   for (const [name, builtIn] of await builtIns()) compiled.assign(name, builtIn);
   bounded.add(compiled);
 }

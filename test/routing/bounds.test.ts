@@ -69,6 +69,28 @@ describe("a transform's work, counted in steps", () => {
     expect(sorted.steps).toBeGreaterThan(1000 * Math.log2(1000));
   });
 
+  it("charges what operators and key-reading built-ins read in depth, so a loop over them is bounded", async () => {
+    const keyed = (count: number) => Object.fromEntries(numbers(count).map((index) => [`k${index}`, index]));
+    const body = {
+      big: keyed(2000),
+      copy: keyed(2000),
+      rows: numbers(100).map(() => keyed(100)),
+      names: numbers(10).map(() => "n".repeat(6400)),
+      items: numbers(2000),
+    };
+    const stepsOf = async (expression: string) => {
+      const meter = new StepMeter(MAX_ROUTE_STEPS);
+      expect(await transform(expression).run(body, bindings, meter)).toMatchObject({ ok: true });
+      return meter.steps;
+    };
+    // Both objects compared key by key; written out as JSON; 100 rows of 100 keys; 10 strings of 100 steps each.
+    expect(await stepsOf("big = copy")).toBeGreaterThanOrEqual(4000);
+    expect(await stepsOf('$length(big & "")')).toBeGreaterThanOrEqual(2000);
+    expect(await stepsOf("$count($keys(rows))")).toBeGreaterThanOrEqual(10_000);
+    expect(await stepsOf('$length($join(names, ","))')).toBeGreaterThanOrEqual(1000);
+    expect(await transform("items.($$.big = $$.copy)").run(body, bindings)).toEqual({ ok: false, error: OVER_STEPS });
+  });
+
   it("ends deep recursion at the stack bound", async () => {
     const deep = "($down := function($n) { $n = 0 ? 0 : 1 + $down($n - 1) }; $down(100000))";
     expect(await transform(deep).run({}, bindings)).toMatchObject({
