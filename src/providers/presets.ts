@@ -102,11 +102,30 @@ export function decodingOnly(url: string, characters: readonly string[] | undefi
   return url.replace(/%([0-9A-Fa-f]{2})/g, (encoding, hex: string) => decoded.get(hex.toUpperCase()) ?? encoding);
 }
 
+/**
+ * Whether the scheme signs the URL and the body back to back (HubSpot v3: method ‖ URL ‖ body ‖ timestamp), with
+ * nothing between them to say where one ends: bytes can then move between a query string and the body under one
+ * signature (`?a=1` + `[…]` and `?a=` + `1[…]` sign alike), and a changed delivery would verify as genuine.
+ */
+function signsUrlThenBody(spec: PresetSpec): boolean {
+  return spec.signs.some((part, index) => part === "url" && spec.signs[index + 1] === "body");
+}
+
+/**
+ * The URL's end is fixed when it is the source's `public_url`, or when the URL called has no query: the path ends
+ * in the source's name, which the route matched exactly. A query in the URL called leaves it movable, so refused.
+ */
+function signedUrlEndIsFixed(input: DeliveryInput): boolean {
+  return optionString(input.options, "public_url") !== undefined || !input.url.includes("?");
+}
+
 function presetRead(spec: PresetSpec) {
   const headers = typeof spec.signatureHeader === "string" ? [spec.signatureHeader] : spec.signatureHeader;
+  const urlThenBody = signsUrlThenBody(spec);
   return (input: DeliveryInput) => {
     const values = headers.map((name) => readHeader(input.headers, name));
     if (!values[0]) return "missing-signature" as RejectReason;
+    if (urlThenBody && !signedUrlEndIsFixed(input)) return "ambiguous-signed-url" as RejectReason;
     let candidates = values.filter((value): value is string => value !== null);
     let timestampText: string | null = null;
     if (spec.list) {

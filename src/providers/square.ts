@@ -13,18 +13,21 @@ import {
 
 /**
  * Square: `x-square-hmacsha256-signature: <base64>`, HMAC-SHA256 over the subscription's notification URL followed
- * by the body, keyed by the subscription's signature key. The URL must be the one registered with Square, so a
- * source behind a proxy or a custom domain sets `notification_url`; otherwise the request URL is used. The key is
- * the payload's `event_id`. The signature has no timestamp.
+ * by the body, keyed by the subscription's signature key. The URL is the source's `notification_url`, required:
+ * URL and body are signed back to back, so were the URL read from the request, bytes could move between its query
+ * and the body under one signature; a URL fixed by the configuration leaves them nowhere to go. The key is the
+ * payload's `event_id`. The signature has no timestamp.
  */
 export const square = signedAdapter({
   provider: "square",
   keptHeaders: ["square-version", "square-retry-number", "square-retry-reason", "user-agent"],
 
-  read({ headers, rawBody, url, options }) {
+  read({ headers, rawBody, options }) {
     const signature = readHeader(headers, "x-square-hmacsha256-signature");
     if (!signature) return "missing-signature";
-    const notificationUrl = optionString(options, "notification_url") ?? url;
+    const notificationUrl = optionString(options, "notification_url");
+    // validateOptions takes a source without it out of service (503); an adapter called without it verifies nothing.
+    if (!notificationUrl) return "ambiguous-signed-url";
     return {
       signatures: presentedSignatures([signature], "base64", "hmac-sha256"),
       signedContent: concatBytes(utf8Bytes(notificationUrl), rawBody),
@@ -43,7 +46,9 @@ export const square = signedAdapter({
 
   validateOptions(options) {
     const url = options.notification_url;
-    return url === undefined || (typeof url === "string" && /^https?:\/\//.test(url))
+    if (url === undefined)
+      return ["notification_url is required: the http(s) URL registered with Square, exactly as registered"];
+    return typeof url === "string" && /^https?:\/\/[^\s]+$/.test(url)
       ? []
       : ["notification_url must be the http(s) URL registered with Square"];
   },

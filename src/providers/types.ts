@@ -85,7 +85,12 @@ export type RejectReason =
   /** A body read before verification (a form, or JSON carrying its own signature) over src/providers/unverified.ts's limits. */
   | "payload-over-limits"
   /** More signatures × secrets × signed contents than one request may make us check. */
-  | "verification-over-budget";
+  | "verification-over-budget"
+  /**
+   * A scheme that signs the URL and the body back to back, called at a URL whose query could trade bytes with the
+   * body under one signature (src/providers/presets.ts): the source must name the URL it registered (`public_url`).
+   */
+  | "ambiguous-signed-url";
 
 /**
  * How the sender needs an accepted (or duplicate) delivery answered, for senders that read the answer: Discord

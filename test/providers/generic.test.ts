@@ -177,6 +177,11 @@ describe("generic: configured entirely in wrangler.toml", () => {
     expect(problemsOf({ provider: "square", notification_url: "hooks.example.com" })).toEqual([
       "SOURCES.probe: notification_url must be the http(s) URL registered with Square",
     ]);
+    // Square signs URL ‖ body back to back: only a URL fixed by the configuration leaves no bytes to move between them.
+    expect(problemsOf({ provider: "square" })).toEqual([
+      "SOURCES.probe: notification_url is required: the http(s) URL registered with Square, exactly as registered",
+    ]);
+    expect(problemsOf({ provider: "square", notification_url: "https://hooks.example.com/square?a=1" })).toEqual([]);
     expect(problemsOf({ provider: "twilio", public_origin: "hooks.example.com/path" })).toEqual([
       'SOURCES.probe: public_origin must be an origin like "https://hooks.example.com"',
     ]);
@@ -191,7 +196,6 @@ describe("generic: configured entirely in wrangler.toml", () => {
       "twilio",
       "paddle",
       "linear",
-      "square",
       "twitch",
       "zoom",
       "gitlab",

@@ -480,6 +480,7 @@ describe("presets: the table and the docs agree", () => {
   it("HubSpot v3 decodes exactly the listed percent-encodings in the URI before signing (%3A %2F %3F %40 %21 %24 %27 %28 %29 %2A %2C %3B), in either hex case", async () => {
     const secret = secretValue("hubspot", "CURRENT");
     const ms = String(nowSeconds() * 1000);
+    // A URL with a query is signed as the source's public_url (pv-hubspot-encoded's is this one): see the next test.
     const called =
       "https://receiver.test/webhooks/pv-hubspot?back=https%3A%2F%2Fcrm.example%2fdeals%3Fid%3D5&who=Jane%20Doe%2C%20%28sales%29%3b%40%21%24%27%2A";
     const decoded =
@@ -487,7 +488,6 @@ describe("presets: the table and the docs agree", () => {
     const signedOver = (signedUrl: string, marker: string) => {
       const body = JSON.stringify([{ subscriptionType: "contact.propertyChange", objectId: 9, marker }]);
       return {
-        url: called,
         body,
         headers: {
           "x-hubspot-signature-v3": b64(hmac("sha256", secret, "POST", signedUrl, body, ms)),
@@ -495,9 +495,33 @@ describe("presets: the table and the docs agree", () => {
         },
       };
     };
-    await expectAccepted("pv-hubspot", signedOver(decoded, uniqueKey("hs_decoded")));
+    await expectAccepted("pv-hubspot-encoded", signedOver(decoded, uniqueKey("hs_decoded")));
     // The URI as received (nothing decoded) and one decoded too far (%3D, %20 are not on the list) are not what HubSpot signs.
-    await expectRejectedAndNothingWritten("pv-hubspot", signedOver(called, uniqueKey("hs_raw")));
-    await expectRejectedAndNothingWritten("pv-hubspot", signedOver(decodeURIComponent(called), uniqueKey("hs_over")));
+    await expectRejectedAndNothingWritten("pv-hubspot-encoded", signedOver(called, uniqueKey("hs_raw")));
+    await expectRejectedAndNothingWritten(
+      "pv-hubspot-encoded",
+      signedOver(decodeURIComponent(called), uniqueKey("hs_over")),
+    );
+  });
+
+  it("HubSpot v3 called at a URL with a query and no public_url is refused: bytes could move between query and body under one signature", async () => {
+    const secret = secretValue("hubspot", "CURRENT");
+    const ms = String(nowSeconds() * 1000);
+    const body = JSON.stringify([{ subscriptionType: "deal.creation", objectId: 7, marker: uniqueKey("hs_query") }]);
+    const signedUrl = `${url("pv-hubspot")}?portal=1`;
+    const signature = b64(hmac("sha256", secret, "POST", signedUrl, body, ms));
+    const headers = { "x-hubspot-signature-v3": signature, "x-hubspot-request-timestamp": ms };
+    // One signature, two deliveries: "…?portal=1" + "[…]" and "…?portal=" + "1[…]" sign the same bytes.
+    await expectRejectedAndNothingWritten("pv-hubspot", { url: signedUrl, body, headers });
+    await expectRejectedAndNothingWritten("pv-hubspot", {
+      url: `${url("pv-hubspot")}?portal=`,
+      body: `1${body}`,
+      headers,
+    });
+    await expectRejectedAndNothingWritten("pv-hubspot", {
+      url: `${url("pv-hubspot")}?`,
+      body: `portal=1${body}`,
+      headers,
+    });
   });
 });
