@@ -12,14 +12,13 @@ import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-cont
 import {
   type AdminEnv,
   adminToken,
-  adminTokenProblem,
+  adminTokenConfigError,
   hasSession,
   issueSession,
   SESSION_COOKIE,
   SESSION_TTL_MS,
-  SHIPPED_EXAMPLE_MESSAGE,
 } from "../guards/auth";
-import { forgetLoginFailures, loginClient, loginRetryAfterSeconds, recordLoginFailure } from "../guards/login-throttle";
+import { forgetLoginFailures, loginClient, refuseWrongToken } from "../guards/login-throttle";
 import { listAlerts } from "../health/alerts";
 import { systemHealth } from "../health/system-health";
 import { parseCursor, parseLimit, parseWindow } from "../receipts/filters";
@@ -61,23 +60,22 @@ dashboard.get("/login", async (c) => {
 
 dashboard.post("/login", async (c) => {
   const expected = adminToken(c.env);
-  if (adminTokenProblem(c.env) === "shipped-example")
-    return c.html(<LoginPage problem={SHIPPED_EXAMPLE_MESSAGE} />, 503);
+  const configError = adminTokenConfigError(c.env);
+  if (configError) return c.html(<LoginPage problem={configError.message} />, 503);
   if (!expected) return c.html(<LoginPage problem="The dashboard is disabled: set the ADMIN_TOKEN secret." />, 503);
   const client = loginClient(c.req.raw);
-  const now = Date.now();
-  const retryAfter = loginRetryAfterSeconds(client, now);
-  if (retryAfter !== null) {
-    c.header("retry-after", String(retryAfter));
-    return c.html(
-      <LoginPage problem={`Too many failed sign-ins from your address: try again in ${retryAfter} s.`} />,
-      429,
-    );
-  }
   const form = await c.req.parseBody();
   const presented = typeof form.token === "string" ? form.token : "";
+  // The token is checked before the throttle: the right one always signs in (./guards/login-throttle.ts).
   if (!(await tokensEqual(presented, expected))) {
-    recordLoginFailure(client, now);
+    const retryAfter = refuseWrongToken(client, Date.now());
+    if (retryAfter !== null) {
+      c.header("retry-after", String(retryAfter));
+      return c.html(
+        <LoginPage problem={`Too many failed sign-ins from your address: try again in ${retryAfter} s.`} />,
+        429,
+      );
+    }
     return c.html(<LoginPage problem="That token was not accepted." />, 401);
   }
   forgetLoginFailures(client);

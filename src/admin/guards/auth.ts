@@ -5,6 +5,8 @@ import { hmacSign, tokensEqual } from "../../crypto/hmac";
 import { apiError } from "../../lib/errors";
 import { isLocalDevelopment } from "../../lib/local-development";
 import { secretValue } from "../../lib/secrets";
+import { loginClient, refuseWrongToken } from "./login-throttle";
+import { MIN_ADMIN_TOKEN_ENTROPY_BITS, tokenStrength } from "./token-strength";
 
 /**
  * Who may see receipts: whoever holds the ADMIN_TOKEN Worker secret. The API takes it as a bearer token; the
@@ -29,13 +31,19 @@ export const SHIPPED_EXAMPLE_VALUES: readonly string[] = [
   "whsec_Z2F0ZXdheS1zZWNyZXQtZm9yLWxvY2FsLWRldmVsb3BtZW50",
 ];
 
-export type AdminTokenProblem = "unset" | "shipped-example";
+export type AdminTokenProblem = "unset" | "shipped-example" | "weak";
 
-/** Why the admin surface is shut, or null when ADMIN_TOKEN can be used. Short tokens count as unset. */
+/**
+ * Why the admin surface is shut, or null when ADMIN_TOKEN can be used. Short tokens count as unset; a long one made
+ * of few distinct characters (./token-strength.ts) is "weak", anywhere, local development included.
+ */
 export function adminTokenProblem(env: Env): AdminTokenProblem | null {
   const token = secretValue(env, "ADMIN_TOKEN");
-  if (token === null || token.length < 16) return "unset";
+  if (token === null) return "unset";
+  const strength = tokenStrength(token);
+  if (strength === "too-short") return "unset";
   if (SHIPPED_EXAMPLE_VALUES.includes(token) && !isLocalDevelopment(env)) return "shipped-example";
+  if (strength === "low-entropy") return "weak";
   return null;
 }
 
@@ -43,18 +51,42 @@ export const SHIPPED_EXAMPLE_MESSAGE =
   "The admin token is the shipped example value, which anyone can read, so the admin API and dashboard stay shut. " +
   "Set a new one: npm run -s cli -- secret token | npx wrangler secret put ADMIN_TOKEN";
 
+export const WEAK_TOKEN_MESSAGE =
+  `The admin token repeats too few characters to be hard to guess (under ${MIN_ADMIN_TOKEN_ENTROPY_BITS} bits of ` +
+  "Shannon entropy), so the admin API and dashboard stay shut. Set a random one: " +
+  "npm run -s cli -- secret token | npx wrangler secret put ADMIN_TOKEN";
+
+/** The 503 for a configured token that cannot be used, or null when it can (or is simply unset). */
+export function adminTokenConfigError(env: Env): { code: string; message: string } | null {
+  const problem = adminTokenProblem(env);
+  if (problem === "shipped-example") return { code: "admin_token_is_example", message: SHIPPED_EXAMPLE_MESSAGE };
+  if (problem === "weak") return { code: "admin_token_weak", message: WEAK_TOKEN_MESSAGE };
+  return null;
+}
+
 /** The configured token, or null when the admin surface is shut (unset, too short, or a shipped example). */
 export function adminToken(env: Env): string | null {
   return adminTokenProblem(env) === null ? secretValue(env, "ADMIN_TOKEN") : null;
 }
 
+/**
+ * The API's guard. A wrong bearer token counts against its client like a failed sign-in (./login-throttle.ts):
+ * past the limit it is answered 429 with Retry-After. The right token is never refused, throttled or not, so
+ * whoever shares the operator's address cannot lock the operator out.
+ */
 export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
   const expected = adminToken(c.env);
-  if (adminTokenProblem(c.env) === "shipped-example")
-    throw apiError(503, "admin_token_is_example", SHIPPED_EXAMPLE_MESSAGE);
+  const configError = adminTokenConfigError(c.env);
+  if (configError) throw apiError(503, configError.code, configError.message);
   if (!expected) throw apiError(503, "admin_disabled", "The admin API is disabled: set the ADMIN_TOKEN secret.");
   const presented = BEARER.exec(c.req.header("authorization") ?? "")?.[1];
   if (!presented || !(await tokensEqual(presented, expected))) {
+    // Only a token presented and refused is a guess; a request with none (a browser wandering in) is not counted.
+    const retryAfter = presented ? refuseWrongToken(loginClient(c.req.raw), Date.now()) : null;
+    if (retryAfter !== null)
+      throw apiError(429, "too_many_failed_attempts", "Too many wrong admin tokens from this address; retry later.", {
+        "retry-after": String(retryAfter),
+      });
     throw apiError(401, "unauthorized", "A valid admin bearer token is required.", {
       "www-authenticate": 'Bearer realm="admin"',
     });

@@ -1,9 +1,11 @@
 /**
- * A brake on guessing the admin token through the sign-in form: after LOGIN_FAILURES_PER_WINDOW failed sign-ins
- * from one client (CF-Connecting-IP) within a minute, that client's sign-ins answer 429 with Retry-After until the
- * minute is over, right token or not. Kept in memory per isolate, so a sign-in costs no D1 write or Durable Object
- * call; the price is that each isolate counts on its own (a client spread over many isolates, or many addresses,
- * gets more guesses). A 16+ character random token is the real defence; this only makes guessing slower still.
+ * A brake on guessing the admin token, through the sign-in form and as an API bearer token alike: after
+ * LOGIN_FAILURES_PER_WINDOW wrong tokens from one client (CF-Connecting-IP) within a minute, that client's wrong
+ * tokens are answered 429 with Retry-After until the minute is over. The right token is never refused, throttled
+ * or not: whoever shares the operator's address (an office, a carrier's NAT) must not be able to lock them out.
+ * So the brake marks and slows scripted guessing without bounding it; the real defence is a token too random to
+ * guess (./token-strength.ts refuses a short or repetitive one). Kept in memory per isolate, so a sign-in costs
+ * no D1 write or Durable Object call; the price is that each isolate counts on its own.
  */
 
 export const LOGIN_FAILURES_PER_WINDOW = 10;
@@ -28,13 +30,23 @@ function currentWindow(client: string, now: number) {
 }
 
 /** Seconds until this client may try again, or null when it may try now. */
-export function loginRetryAfterSeconds(client: string, now: number): number | null {
+function loginRetryAfterSeconds(client: string, now: number): number | null {
   const entry = currentWindow(client, now);
   if (!entry || entry.count < LOGIN_FAILURES_PER_WINDOW) return null;
   return Math.max(1, Math.ceil((entry.windowStartedAt + LOGIN_WINDOW_MS - now) / 1000));
 }
 
-export function recordLoginFailure(client: string, now: number): void {
+/**
+ * Counts a wrong token from this client. Answers the seconds it must wait when it was already past the limit (the
+ * caller answers 429), else null (an ordinary 401).
+ */
+export function refuseWrongToken(client: string, now: number): number | null {
+  const retryAfter = loginRetryAfterSeconds(client, now);
+  recordLoginFailure(client, now);
+  return retryAfter;
+}
+
+function recordLoginFailure(client: string, now: number): void {
   const entry = currentWindow(client, now);
   if (entry) {
     entry.count += 1;
