@@ -1,7 +1,7 @@
 // Signers for senders that are written out in the receiver rather than as preset tables: Meta's app webhooks,
 // Microsoft Graph's clientState, the HS256 JWTs of monday.com and Netlify, and Adyen's per-item HMAC. Each follows
 // the sender's documented recipe with node:crypto.
-import { createHash, createHmac } from "node:crypto";
+import { createHash, createHmac, randomUUID } from "node:crypto";
 import { withValueAt } from "./payload.mjs";
 
 /** @typedef {import("./signers.mjs").Scheme} Scheme */
@@ -57,9 +57,11 @@ export const appSchemes = {
     sign(input) {
       const body = pretty(withValueAt(input.payload, "event.triggerUuid", input.eventKey));
       const now = Math.floor(input.now.getTime() / 1000);
-      // monday.com's JWT proves the app, not the body, and says when it expires.
+      // monday.com's JWT proves the app, not the body, and says when it expires. The receiver honours a token
+      // once (another body under it is quarantined), so each send mints its own: two sends in one second differ.
       const token = hs256(input.secret, {
         dat: { client_id: "cli", user_id: 1, account_id: 1 },
+        jti: randomUUID(),
         iat: now,
         exp: now + 300,
       });
