@@ -55,6 +55,28 @@ function settings(options: SourceOptions): GenericOptions {
   };
 }
 
+/**
+ * Placeholders written side by side whose boundary the signature does not fix: `{id}{body}` signs the same bytes
+ * for id `ab` and body `c…` as for id `a` and body `bc…`. A timestamp beside the body is the one exception (Discord
+ * and SendGrid sign timestamp ‖ body): moving a digit across multiplies or divides the time by ten, far outside any
+ * tolerance.
+ */
+function ambiguousNeighbours(template: string): string[] {
+  const pairs: string[] = [];
+  let previousName = "";
+  let previousEnd = -1;
+  for (const match of template.matchAll(PLACEHOLDER)) {
+    const name = match[1]!;
+    const timestampBesideBody =
+      new Set([previousName, name]).size === 2 &&
+      [previousName, name].every((each) => each === "timestamp" || each === "body");
+    if (previousEnd === match.index && !timestampBesideBody) pairs.push(`{${previousName}}{${name}}`);
+    previousName = name;
+    previousEnd = match.index! + match[0].length;
+  }
+  return pairs;
+}
+
 /** The template with `{body}` as the exact received bytes and the other placeholders as header values or the URL. */
 function signedContent(template: string, values: Record<string, string>, rawBody: Uint8Array): Uint8Array {
   const parts: Uint8Array[] = [];
@@ -184,6 +206,11 @@ export const generic = signedAdapter({
     if (keyHeader && !keyHeaderSigned(options, keyHeader)) {
       problems.push(
         "event_key_header must be the id_header that signed_content signs as {id} (an unsigned key header lets a replay pass as a new event); or use event_key_path",
+      );
+    }
+    for (const pair of ambiguousNeighbours(config.template)) {
+      problems.push(
+        `signed_content puts ${pair} with nothing between them: the signed bytes split there more than one way, so a captured delivery could be resent as another id or body (put the sender's separator between them)`,
       );
     }
     if (options.event_key_header !== undefined && options.event_key_path !== undefined) {
