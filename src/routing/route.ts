@@ -4,8 +4,8 @@ import { bodyBoundProblem } from "./body-bounds";
 import type { EventFilter, FilterSubject } from "./filter";
 import type { RouteOrdering } from "./ordering";
 import type { EventSchema } from "./schema";
-import { StepMeter } from "./steps";
-import { type EventHeaders, type EventTransform, MAX_ROUTE_STEPS } from "./transform";
+import { MAX_ROUTE_STEPS, StepMeter } from "./steps";
+import type { EventHeaders, EventTransform } from "./transform";
 
 /**
  * What a route does with one event before its destination sees it, as a pure function of the route and the
@@ -88,14 +88,16 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
   const overBound = bodyBoundProblem(subject.body);
   if (overBound) return { kind: "refuse", error: `body over the bounds of route ${rules.name}: ${overBound}` };
   if (rules.filter && !rules.filter(subject)) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
+  // The schema, the headers and the transform share one budget of steps per event.
+  const meter = new StepMeter(MAX_ROUTE_STEPS);
   if (rules.schema) {
-    const verdict = rules.schema.check(subject.body);
-    if (!verdict.ok)
-      return { kind: "refuse", error: `schema mismatch on route ${rules.name}: ${verdict.errors.join("; ")}` };
+    const verdict = rules.schema.check(subject.body, meter);
+    if (!verdict.ok) {
+      const what = verdict.stopped ? "schema check stopped" : "schema mismatch";
+      return { kind: "refuse", error: `${what} on route ${rules.name}: ${verdict.errors.join("; ")}` };
+    }
   }
   const bindings = { type: subject.type, subject: subject.subject, headers: subject.headers };
-  // The headers and the transform share one budget of steps per event.
-  const meter = new StepMeter(MAX_ROUTE_STEPS);
   let headers: Record<string, string> | null = null;
   if (rules.headers) {
     const computed = await rules.headers.run(subject.body, bindings, meter);

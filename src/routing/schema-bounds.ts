@@ -12,9 +12,9 @@ import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
 export const MAX_UNIQUE_ITEMS = 100;
 
 /** Keywords whose values are data, not schemas: their objects are never read as schemas. */
-const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"]);
+export const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"]);
 /** Keywords whose values map names to schemas: the map itself is not a schema (a property may be named `pattern`). */
-const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"]);
+export const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"]);
 
 /** JSON Schema's `if`/`then`/`else`, built as entries: a literal with a `then` key would pass for a promise. */
 function conditional(condition: object, then: object, otherwise?: object): object {

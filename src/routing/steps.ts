@@ -5,6 +5,9 @@
  * step costs in CPU differs by kind, but each kind is linear in its steps, so a budget of steps bounds the work.
  */
 
+/** What a route's schema, headers and transform may spend on one event, together. */
+export const MAX_ROUTE_STEPS = 250_000;
+
 export class StepBudgetExceeded extends Error {
   constructor(readonly limit: number) {
     super(`it took more than ${limit} steps on this event (the bound on a route's work per event)`);

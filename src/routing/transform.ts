@@ -2,7 +2,7 @@
 import jsonata from "jsonata/jsonata.min.js";
 import { BoundedRegExp, evaluateCounted } from "./jsonata-bounds";
 import { regexProblem } from "./regex";
-import { StepBudgetExceeded, StepMeter } from "./steps";
+import { MAX_ROUTE_STEPS, StepBudgetExceeded, StepMeter } from "./steps";
 
 /**
  * A route's transform: a JSONata expression evaluated over the event body, whose result (as JSON) is what the
@@ -11,8 +11,6 @@ import { StepBudgetExceeded, StepMeter } from "./steps";
  * clock, which does not advance while a deployed Worker runs), and the result's size is bounded here.
  */
 
-/** What a route's transform and headers may spend on one event, together (src/routing/steps.ts). */
-export const MAX_ROUTE_STEPS = 250_000;
 const TRANSFORM_MAX_DEPTH = 200;
 const TRANSFORM_MAX_SEQUENCE = 100_000;
 const MAX_EXPRESSION_CHARS = 10_000;

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/process";
 import { MAX_BODY_ITEMS } from "../../src/routing/body-bounds";
 import { MAX_REGEX_SUBJECT_CHARS } from "../../src/routing/regex";
-import { MAX_ROUTE_STEPS } from "../../src/routing/transform";
+import { MAX_ROUTE_STEPS } from "../../src/routing/steps";
 import { attemptRows, envWithSources, receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
 
 /**

@@ -5,8 +5,8 @@ import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "../../src/routing/regex";
 import { applyRoute, type RouteRules } from "../../src/routing/route";
 import { compileSchema, type EventSchema } from "../../src/routing/schema";
 import { MAX_UNIQUE_ITEMS } from "../../src/routing/schema-bounds";
-import { StepMeter } from "../../src/routing/steps";
-import { compileTransform, type EventTransform, MAX_ROUTE_STEPS } from "../../src/routing/transform";
+import { MAX_ROUTE_STEPS, StepMeter } from "../../src/routing/steps";
+import { compileTransform, type EventTransform } from "../../src/routing/transform";
 import { problemsOf } from "../support/source-tables";
 
 /**
@@ -186,6 +186,32 @@ describe("a schema's costly keywords", () => {
     expect(tags.check({ tags: Array.from({ length: 6000 }, () => "same") })).toEqual({
       ok: false,
       errors: [expect.stringMatching(/^#\/tags: .*(too many|maxItems|6000)/i)],
+    });
+  });
+
+  it("counts each schema node applied to each value of the body, and stops a check past the budget", async () => {
+    const integers = schema({ items: { type: "integer" } });
+    const meter = new StepMeter(MAX_ROUTE_STEPS);
+    expect(integers.check(numbers(1000), meter)).toEqual({ ok: true });
+    expect(meter.steps).toBeGreaterThanOrEqual(1000);
+    // Each level applies the schema twice to the level below: 2^20 applications on a body nested 20 deep.
+    const twice = { allOf: [{ items: { $ref: "#/$defs/node" } }, { items: { $ref: "#/$defs/node" } }] };
+    const doubling = compileSchema({ $defs: { node: twice }, $ref: "#/$defs/node" });
+    if (!doubling.ok) throw new Error(doubling.problem);
+    const nested = JSON.stringify(numbers(20).reduce<unknown>((inner) => [inner], 0));
+    const route: RouteRules = {
+      name: "r",
+      filter: null,
+      schema: doubling.schema,
+      transform: null,
+      headers: null,
+      control: null,
+      ordering: null,
+    };
+    const stored = { body: new TextEncoder().encode(nested), keptHeaders: null, eventType: null, subjectId: null };
+    expect(await applyRoute(route, stored)).toEqual({
+      kind: "refuse",
+      error: `schema check stopped on route r: it took more than ${MAX_ROUTE_STEPS} steps on this event (the bound on a route's work per event)`,
     });
   });
 
