@@ -58,6 +58,32 @@ function regexLiteralProblems(node: unknown, problems: string[], seen = new Set<
 
 const encoder = new TextEncoder();
 
+/**
+ * Whether `value` written as JSON is surely longer than `limit` characters, read without writing it: a result may
+ * hold the same large value many times over (`[1..20000].($$)`, each item the whole body), which JSON.stringify
+ * would write out in full before its length could be checked. Counts a lower bound of the text's length, and
+ * stops as soon as it passes `limit`, so the count itself costs at most `limit` steps.
+ */
+function surelyLongerAsJson(value: unknown, limit: number): boolean {
+  let length = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && length <= limit) {
+    const next = pending.pop();
+    if (typeof next === "string") length += next.length + 2;
+    else if (Array.isArray(next)) {
+      length += next.length + 1;
+      for (const item of next) pending.push(item);
+    } else if (next !== null && typeof next === "object") {
+      for (const [key, item] of Object.entries(next)) {
+        length += key.length + 4;
+        pending.push(item);
+      }
+      length += 2;
+    } else length += 1;
+  }
+  return length > limit;
+}
+
 export function compileTransform(
   value: unknown,
 ): { ok: true; transform: EventTransform } | { ok: false; problem: string } {
@@ -97,6 +123,11 @@ export function compileTransform(
         }
         if (result === undefined)
           return { ok: false, error: "transform failed: the expression produced nothing for this event" };
+        if (surelyLongerAsJson(result, MAX_TRANSFORM_OUTPUT_BYTES))
+          return {
+            ok: false,
+            error: `transform failed: the result is over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit`,
+          };
         let text: string | undefined;
         try {
           text = JSON.stringify(result);

@@ -6,7 +6,7 @@ import { applyRoute, type RouteRules } from "../../src/routing/route";
 import { compileSchema, type EventSchema } from "../../src/routing/schema";
 import { MAX_UNIQUE_ITEMS } from "../../src/routing/schema-bounds";
 import { MAX_ROUTE_STEPS, StepMeter } from "../../src/routing/steps";
-import { compileTransform, type EventTransform } from "../../src/routing/transform";
+import { compileTransform, type EventTransform, MAX_TRANSFORM_OUTPUT_BYTES } from "../../src/routing/transform";
 import { problemsOf } from "../support/source-tables";
 
 /**
@@ -91,6 +91,14 @@ describe("a transform's work, counted in steps", () => {
     expect(await transform("items.($$.big = $$.copy)").run(body, bindings)).toEqual({ ok: false, error: OVER_STEPS });
   });
 
+  it("refuses a result holding one large value many times before writing it out", async () => {
+    const body = { text: "x".repeat(100_000) };
+    expect(await transform("[1..20000].($$)").run(body, bindings)).toEqual({
+      ok: false,
+      error: `transform failed: the result is over the ${MAX_TRANSFORM_OUTPUT_BYTES}-byte limit`,
+    });
+  });
+
   it("ends deep recursion at the stack bound", async () => {
     const deep = "($down := function($n) { $n = 0 ? 0 : 1 + $down($n - 1) }; $down(100000))";
     expect(await transform(deep).run({}, bindings)).toMatchObject({
@@ -147,7 +155,11 @@ describe("regular expressions, bounded by their shape and their subject", () => 
       ok: false,
       error: `transform failed: a regular expression was given a value of ${long.length} characters, over the ${MAX_REGEX_SUBJECT_CHARS} it reads (at character 7)`,
     });
+    // Within the bound every regex built-in works as JSONata's own.
     expect(await transform("$contains(text, /a+b/)").run({ text: "aab" }, bindings)).toMatchObject({ value: true });
+    expect(await transform("$split(text, /B/i)").run({ text: "aab" }, bindings)).toMatchObject({ value: ["aa", ""] });
+    expect(await transform('$replace(text, /a+/, "x")').run({ text: "aab" }, bindings)).toMatchObject({ value: "xb" });
+    expect(await transform("$match(text, /a/).index").run({ text: "aab" }, bindings)).toMatchObject({ value: [0, 1] });
     expect(await transform("$eval(expression)").run({ expression: "$match('aaa', /(a|aa)*$/)" }, bindings)).toEqual({
       ok: false,
       error: expect.stringMatching(/^transform failed: .*repeats a group of alternatives/),
