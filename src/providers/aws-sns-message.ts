@@ -117,7 +117,8 @@ export function isSnsSigningName(name: string): boolean {
 
 /**
  * The URL when it is https on an SNS host with no port or user info, else null. `certificate` also requires a
- * `.pem` path, as every SigningCertURL AWS sends has.
+ * `.pem` path, as every SigningCertURL AWS sends has, and drops any query or fragment (AWS sends none): one
+ * certificate then has one URL, so varying a query cannot turn one name into endless cache misses, each a fetch.
  */
 export function pinnedSnsUrl(text: string, kind: "certificate" | "subscribe"): URL | null {
   let url: URL;
@@ -128,6 +129,10 @@ export function pinnedSnsUrl(text: string, kind: "certificate" | "subscribe"): U
   }
   if (url.protocol !== "https:" || url.port !== "" || url.username !== "" || url.password !== "") return null;
   if (!SNS_HOST.test(url.hostname)) return null;
-  if (kind === "certificate" && !url.pathname.endsWith(".pem")) return null;
+  if (kind === "certificate") {
+    if (!url.pathname.endsWith(".pem")) return null;
+    url.search = "";
+    url.hash = "";
+  }
   return url;
 }

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { awsSns } from "../../src/providers/aws-sns";
 import { pinnedSnsUrl, type SnsMessage, snsStringToSign } from "../../src/providers/aws-sns-message";
-import { MAX_FETCHES_IN_FLIGHT } from "../../src/providers/key-cache";
+import { MAX_FETCHES_IN_FLIGHT, MAX_LOADS_PER_WINDOW } from "../../src/providers/key-cache";
 import { redirectKeyFetchesForTests } from "../../src/providers/key-fetch";
 import { SubjectAlternativeNameExtension, X509CertificateGenerator } from "../../src/providers/x509";
 import {
@@ -85,6 +85,9 @@ beforeAll(async () => {
   await serve(certPath, signer.certificatePem);
 });
 afterAll(() => redirectKeyFetchesForTests(env, null));
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 type Unsigned = Omit<SnsMessage, "Signature" | "SignatureVersion" | "SigningCertURL"> &
   Partial<Pick<SnsMessage, "SigningCertURL">>;
@@ -271,6 +274,48 @@ describe("aws-sns: signature against the fetched certificate", () => {
     expect(answers.map((answer) => answer.status)).toEqual(hanging.map(() => 503));
     const fetched = await Promise.all(hanging.map((path) => fetchesOf(path)));
     expect(fetched.reduce((sum, count) => sum + count, 0)).toBe(MAX_FETCHES_IN_FLIGHT);
+  });
+
+  it("reads a SigningCertURL without its query or fragment: 70 variants of one URL cost no fetch of their own", async () => {
+    await expectAccepted(SOURCE, request(await signed(notification())));
+    const certificateFetches = await fetchesOf(certPath);
+    for (let i = 0; i < 70; i++) {
+      // A stranger's signature: the genuine certificate, however its URL is dressed, lets none of them in.
+      const url = i % 2 === 0 ? `${certUrl}?v=${i}` : `${certUrl}#${i}`;
+      await expectRejectedAndNothingWritten(
+        SOURCE,
+        request(await signed(notification({ SigningCertURL: url }), "1", stranger)),
+      );
+      if (i % 2 === 0) expect(await fetchesOf(`${certPath}?v=${i}`)).toBe(0);
+    }
+    expect(await fetchesOf(certPath)).toBe(certificateFetches);
+    expect(pinnedSnsUrl(`${certUrl}?Action=x#y`, "certificate")?.href).toBe(certUrl);
+  });
+
+  it(`after 70 forged certificate URLs at most ${MAX_LOADS_PER_WINDOW} are fetched, and a certificate already verified still verifies`, async () => {
+    // A source of its own: the flood spends its fetch allowance for the minute, and no other test's.
+    const source = "pv-aws-sns-flood";
+    // The clock pinned: the whole flood falls in one allowance window however slowly the machine runs it.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    await expectAccepted(source, request(await signed(notification())));
+    const before = await storedCounts(source);
+    const forgedPaths = Array.from({ length: 70 }, (_, i) => `/${run}-forged-${i}.pem`);
+    const answers = new Set<number>();
+    for (const path of forgedPaths) {
+      const url = `https://sns.us-east-1.amazonaws.com${path}`;
+      const answer = await send(source, request(await signed(notification({ SigningCertURL: url }))));
+      await answer.body?.cancel();
+      answers.add(answer.status);
+    }
+    // Refused (no such certificate) while the allowance lasts, then 503 without a fetch: SNS retries a genuine one.
+    expect([...answers].sort()).toEqual([401, 503]);
+    const fetched = await Promise.all(forgedPaths.map((path) => fetchesOf(path)));
+    expect(fetched.reduce((sum, count) => sum + count, 0)).toBeLessThanOrEqual(MAX_LOADS_PER_WINDOW);
+    expect(await storedCounts(source)).toEqual(before);
+    const genuineFetches = await fetchesOf(certPath);
+    await expectAccepted(source, request(await signed(notification())));
+    expect(await fetchesOf(certPath)).toBe(genuineFetches);
   });
 
   it("pins region-shaped hosts in every partition AWS documents", () => {

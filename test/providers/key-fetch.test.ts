@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Fetched,
   KeyCache,
+  LOAD_WINDOW_MS,
   MAX_FETCHES_IN_FLIGHT,
+  MAX_LOADS_PER_WINDOW,
   MAX_UNPROVEN_ENTRIES,
   REFUSAL_TTL_MS,
 } from "../../src/providers/key-cache";
@@ -96,13 +98,43 @@ describe("KeyCache", () => {
     expect(extraLoads).toBe(2);
   });
 
+  it(`starts at most ${MAX_LOADS_PER_WINDOW} loads per scope per window, whatever the names: past that unavailable without loading, cached keys still found, the next window loads again`, async () => {
+    let now = 5_000_000;
+    const cache = new KeyCache<string>(() => now);
+    await cache.get("genuine", "flooded", found("genuine key"));
+    cache.proved("genuine", "genuine key");
+    let loads = 0;
+    const forgedLoad = async (): Promise<Fetched<string>> => {
+      loads += 1;
+      return { kind: "refused" };
+    };
+    const outcomes = [];
+    for (let i = 0; i < MAX_UNPROVEN_ENTRIES * 2; i++)
+      outcomes.push(await cache.get(`forged-${i}`, "flooded", forgedLoad));
+    expect(loads).toBe(MAX_LOADS_PER_WINDOW - 1);
+    expect(outcomes.slice(MAX_LOADS_PER_WINDOW)).toEqual(
+      Array(MAX_UNPROVEN_ENTRIES * 2 - MAX_LOADS_PER_WINDOW).fill({ kind: "unavailable", busy: true }),
+    );
+    expect(await cache.get("genuine", "flooded", forgedLoad)).toEqual({ kind: "found", value: "genuine key" });
+    expect((await cache.get("elsewhere", "quiet", found("key"))).kind).toBe("found");
+    now += LOAD_WINDOW_MS;
+    expect(await cache.get("published-late", "flooded", found("late key"))).toEqual({
+      kind: "found",
+      value: "late key",
+    });
+  });
+
   it("a key that verified a delivery is never evicted by keys or refusals that have not; an unproven key is", async () => {
-    const cache = new KeyCache<string>();
+    // The flood spread over many windows, so the per-window load cap lets every name be loaded and kept.
+    let now = 0;
+    const cache = new KeyCache<string>(() => now);
     await cache.get("genuine", "source", found("genuine key"));
     cache.proved("genuine", "genuine key");
     await cache.get("fetched-unproven", "source", found("someone's key"));
-    for (let i = 0; i < MAX_UNPROVEN_ENTRIES + 36; i++)
+    for (let i = 0; i < MAX_UNPROVEN_ENTRIES + 36; i++) {
+      now += LOAD_WINDOW_MS;
       await cache.get(`forged-${i}`, "source", i % 2 === 0 ? refused : found(`published-${i}`));
+    }
     let reloads = 0;
     const reload = async (): Promise<Fetched<string>> => {
       reloads += 1;
