@@ -5,10 +5,11 @@ import safeRegex from "safe-regex2";
  * provider's payload carries text anyone can type (an issue title, a customer name). JavaScript's engine
  * backtracks with no time limit, so a pattern such as `(a+)+$` could stall a consumer on one crafted string.
  * Patterns are therefore refused when config loads unless they are short, of star height one (no quantified
- * group that itself holds a quantifier: the shape behind exponential backtracking) and hold at most one unbounded
- * repetition (`a.*a.*b` backtracks in n^3 on a run of a's: each unbounded repetition after the first multiplies
- * the cost by the value's length); and a regex only ever looks at a value up to MAX_REGEX_SUBJECT_CHARS long, so
- * the one repetition left costs at most the square of that.
+ * group that itself holds a quantifier: the shape behind exponential backtracking, nor a repeated group of
+ * alternatives) and their repetitions cannot backtrack more than MAX_REGEX_BACKTRACKING times on a value of
+ * MAX_REGEX_SUBJECT_CHARS characters (`a.*a.*b` backtracks in n^3 on a run of a's: each unbounded repetition, and
+ * the free start of an unanchored pattern, multiplies the cost by the value's length, each bounded one by its
+ * range); and a regex only ever looks at a value up to MAX_REGEX_SUBJECT_CHARS long.
  */
 
 export const MAX_REGEX_PATTERN_CHARS = 200;
@@ -18,35 +19,49 @@ export const MAX_REGEX_SUBJECT_CHARS = 4096;
 const ALLOWED_FLAGS = /^[ims]*$/;
 /** A repetition allowed more times than this (`{0,1000}`) backtracks like an unbounded one on a long value. */
 const MAX_BOUNDED_REPETITION = 64;
+/**
+ * The backtracking a pattern may cost on one value (backtrackingBound): an unanchored pattern with one unbounded
+ * repetition (`refund.*failed`), twice over for one `?` beside it (`https?://\S+`); not two unbounded repetitions
+ * and a free start (`a.*a.*b`: n³), nor one with a wide bounded one beside it (`a*a{0,64}b`: 4 s on 4,096 a's).
+ */
+const MAX_REGEX_BACKTRACKING = 2 * MAX_REGEX_SUBJECT_CHARS ** 2;
 
 interface RepetitionShape {
   /** Repetitions with no upper bound (`*`, `+`, `{n,}`) or one past MAX_BOUNDED_REPETITION. */
   unbounded: number;
+  /** The product of the ways each bounded repetition (`?` 2, `{1,3}` 3, `{4}` 1) and each `a|b|c` (3) may match. */
+  boundedChoices: number;
+  /** Whether the pattern can only match from the value's start (a leading `^`, no `|` beside it, no `m` flag). */
+  anchored: boolean;
   /** A repeated group holding alternatives (`(a|aa)*`): each repetition may take either, 2^n ways to fail. */
   repeatedAlternatives: boolean;
 }
 
-/** The repetition at `index`: none, one that may repeat at most once (`?`, `{0,1}`), bounded, or unbounded. */
-function repetitionAt(pattern: string, index: number): "none" | "once" | "bounded" | "unbounded" {
+/** The repetition at `index`: how many ways it can match (Infinity: unbounded) and how many characters it takes. */
+function repetitionAt(pattern: string, index: number): { choices: number; length: number } | null {
   const char = pattern[index];
-  if (char === "*" || char === "+") return "unbounded";
-  if (char === "?") return "once";
-  if (char !== "{") return "none";
+  if (char === "*" || char === "+") return { choices: Infinity, length: 1 };
+  if (char === "?") return { choices: 2, length: 1 };
+  if (char !== "{") return null;
   const bounds = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(index));
-  if (!bounds) return "none";
-  const most = bounds[2] === undefined ? Number(bounds[1]) : bounds[3] === "" ? Infinity : Number(bounds[3]);
-  if (most > MAX_BOUNDED_REPETITION) return bounds[2] === undefined ? "bounded" : "unbounded";
-  return most <= 1 ? "once" : "bounded";
+  if (!bounds) return null;
+  const least = Number(bounds[1]);
+  const most = bounds[2] === undefined ? least : bounds[3] === "" ? Infinity : Number(bounds[3]);
+  return { choices: most > MAX_BOUNDED_REPETITION ? Infinity : most - least + 1, length: bounds[0].length };
 }
 
 /** Reads the repetitions of a pattern that safe-regex2 lets through (it counts star height and repetitions only). */
-export function repetitionShape(pattern: string): RepetitionShape {
-  const shape: RepetitionShape = { unbounded: 0, repeatedAlternatives: false };
-  // Per open group: whether it holds a `|`, at any depth.
-  const groups: boolean[] = [false];
+export function repetitionShape(pattern: string, flags = ""): RepetitionShape {
+  const shape: RepetitionShape = { unbounded: 0, boundedChoices: 1, anchored: false, repeatedAlternatives: false };
+  // Per open group (the pattern itself first): its `|`s, and whether it holds any at any depth.
+  const groups = [{ bars: 0, holdsAlternatives: false }];
   let inClass = false;
+  // A `?` right after `(` names the group's kind (`(?:`), right after a repetition makes it lazy (`*?`).
+  let previous: "group-open" | "repetition" | "other" = "other";
   for (let index = 0; index < pattern.length; index++) {
     const char = pattern[index];
+    const before = previous;
+    previous = "other";
     if (char === "\\") {
       index++;
       continue;
@@ -55,17 +70,43 @@ export function repetitionShape(pattern: string): RepetitionShape {
       if (char === "]") inClass = false;
       continue;
     }
+    const group = groups[groups.length - 1]!;
     if (char === "[") inClass = true;
-    else if (char === "(") groups.push(false);
-    else if (char === "|") groups[groups.length - 1] = true;
-    else if (char === ")" && groups.length > 1) {
-      const alternatives = groups.pop()!;
-      groups[groups.length - 1] ||= alternatives;
-      const after = repetitionAt(pattern, index + 1);
-      if (alternatives && (after === "bounded" || after === "unbounded")) shape.repeatedAlternatives = true;
-    } else if (repetitionAt(pattern, index) === "unbounded") shape.unbounded++;
+    else if (char === "(") {
+      groups.push({ bars: 0, holdsAlternatives: false });
+      previous = "group-open";
+    } else if (char === "|") {
+      group.bars++;
+      group.holdsAlternatives = true;
+    } else if (char === ")" && groups.length > 1) {
+      groups.pop();
+      // Each alternative is a way to match, as each count of a bounded repetition is.
+      shape.boundedChoices *= group.bars + 1;
+      groups[groups.length - 1]!.holdsAlternatives ||= group.holdsAlternatives;
+      if (group.holdsAlternatives && (repetitionAt(pattern, index + 1)?.choices ?? 1) > 2)
+        shape.repeatedAlternatives = true;
+    } else if (!(char === "?" && before !== "other")) {
+      const repetition = repetitionAt(pattern, index);
+      if (!repetition) continue;
+      if (repetition.choices === Infinity) shape.unbounded++;
+      else shape.boundedChoices *= repetition.choices;
+      index += repetition.length - 1;
+      previous = "repetition";
+    }
   }
+  shape.boundedChoices *= groups[0]!.bars + 1;
+  shape.anchored = pattern.startsWith("^") && groups[0]!.bars === 0 && !flags.includes("m");
   return shape;
+}
+
+/**
+ * About how many steps a backtracking engine may take on a value of MAX_REGEX_SUBJECT_CHARS characters: each
+ * unbounded repetition (and each start position, unless anchored) may be tried at every position, each bounded
+ * one in each of its ways. A bound, not a prediction: patterns whose parts cannot overlap run far faster.
+ */
+function backtrackingBound(shape: RepetitionShape): number {
+  const positions = shape.unbounded + (shape.anchored ? 0 : 1);
+  return MAX_REGEX_SUBJECT_CHARS ** positions * shape.boundedChoices;
 }
 
 /** Why a pattern cannot be used, or null. */
@@ -86,11 +127,16 @@ export function regexProblem(pattern: unknown, flags: unknown = ""): string | nu
   if (!safeRegex(pattern, { limit: MAX_REGEX_REPETITIONS })) {
     return `regular expression ${JSON.stringify(pattern)} could take exponential time (a quantified group holding another quantifier, or more than ${MAX_REGEX_REPETITIONS} repetitions)`;
   }
-  const shape = repetitionShape(pattern);
+  const shape = repetitionShape(pattern, flags);
   if (shape.repeatedAlternatives)
     return `regular expression ${JSON.stringify(pattern)} repeats a group of alternatives, which can take exponential time`;
-  if (shape.unbounded > 1) {
-    return `regular expression ${JSON.stringify(pattern)} has ${shape.unbounded} unbounded repetitions (*, +, {n,} or more than {0,${MAX_BOUNDED_REPETITION}}), which can take polynomial time: keep one and bound the others, as in {1,${MAX_BOUNDED_REPETITION}}`;
+  if (backtrackingBound(shape) > MAX_REGEX_BACKTRACKING) {
+    const parts = [
+      `${shape.unbounded} unbounded repetition${shape.unbounded === 1 ? "" : "s"} (*, +, {n,} or more than {0,${MAX_BOUNDED_REPETITION}})`,
+      ...(shape.boundedChoices > 1 ? [`bounded ones that multiply the ways to match by ${shape.boundedChoices}`] : []),
+      shape.anchored ? "a ^ anchor" : "no ^ anchor, so every position is a start",
+    ];
+    return `regular expression ${JSON.stringify(pattern)} can take polynomial time on a long value: it has ${parts.join(", ")}; keep one unbounded repetition, bound the others (as in {1,${MAX_BOUNDED_REPETITION}}) or anchor it with ^`;
   }
   return null;
 }
