@@ -29,6 +29,22 @@ CREATE TABLE IF NOT EXISTS quarantine_outbox (
 -- The relay's quarantine backlog, found without reading the relayed copies kept until retention (a drain would
 -- otherwise read them all once per batch). Only a quarantine writes it, never an accepted claim.
 CREATE INDEX IF NOT EXISTS quarantine_outbox_unrelayed ON quarantine_outbox (received_at) WHERE relayed_at IS NULL;
+-- A key's copies past the ones quarantine_outbox keeps whole, counted in one row (./quarantine.ts). quarantine_id
+-- names its D1 row, minted with the first copy counted; received_at is that copy's time; relayed_at goes back to
+-- NULL with each copy counted, until the relay has given D1 the new count.
+CREATE TABLE IF NOT EXISTS quarantine_overflow (
+  source TEXT NOT NULL,
+  event_key TEXT NOT NULL,
+  quarantine_id TEXT NOT NULL,
+  original_receipt_id TEXT NOT NULL,
+  original_sha256 TEXT NOT NULL,
+  payload_sha256 TEXT NOT NULL,
+  copies INTEGER NOT NULL,
+  received_at INTEGER NOT NULL,
+  relayed_at INTEGER,
+  PRIMARY KEY (source, event_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quarantine_overflow_unrelayed ON quarantine_overflow (received_at) WHERE relayed_at IS NULL;
 CREATE TABLE IF NOT EXISTS duplicate_counts (
   source TEXT NOT NULL,
   hour INTEGER NOT NULL,

@@ -8,7 +8,6 @@ import {
   claimKeyFixesContent,
   claimKeyOf,
   type PendingClaim,
-  type PendingQuarantine,
   type RelayReport,
 } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
@@ -17,6 +16,14 @@ import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "../sources/registry";
 import { expirePartitions, partitionTable, readPartitions } from "./partitions";
+import {
+  markQuarantineRelayed,
+  pruneQuarantine,
+  quarantineCopy,
+  UNRELAYED_QUARANTINES,
+  WAITING_QUARANTINES,
+  type WaitingQuarantine,
+} from "./quarantine";
 import { relaySettings } from "./relay-settings";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
@@ -172,23 +179,10 @@ export class ClaimShard extends DurableObject<Env> {
       if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
       return { disposition: "duplicate", receiptId: existing.receipt_id };
     }
-    // Same key, different bytes: the sender broke its own contract. Keep it for a human, never process it. (Only a
-    // signed key gets here: under a payload-hash claim key the bytes always match, and D1 compares them instead.)
-    execCounted(
-      this.sql,
-      `INSERT INTO quarantine_outbox (quarantine_id, source, event_key, original_receipt_id, original_sha256,
-         payload_sha256, body, kept_headers, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (source, event_key, payload_sha256) DO NOTHING`,
-      ulid(request.receivedAt),
-      request.source,
-      request.eventKey,
-      existing.receipt_id,
-      existing.payload_sha256,
-      request.payloadSha256,
-      request.body,
-      request.keptHeaders,
-      request.receivedAt,
-    );
+    // Same key, different bytes: the sender broke its own contract. Keep it for a human (the first few copies whole,
+    // the rest counted), never process it. (Only a signed key gets here: under a payload-hash claim key the bytes
+    // always match, and D1 compares them instead.)
+    quarantineCopy(this.sql, request, { receiptId: existing.receipt_id, payloadSha256: existing.payload_sha256 });
     return { disposition: "quarantined", receiptId: existing.receipt_id };
   }
 
@@ -237,14 +231,7 @@ export class ClaimShard extends DurableObject<Env> {
   private async relayBatch(): Promise<RelayReport> {
     this.claimsWaiting = 0;
     const claims = this.pendingClaims();
-    const quarantines = withinBudget<PendingQuarantine>(
-      this.sql,
-      `SELECT quarantine_id AS quarantineId, source, event_key AS eventKey, original_receipt_id AS originalReceiptId,
-         original_sha256 AS originalSha256, payload_sha256 AS payloadSha256, body, kept_headers AS keptHeaders,
-         received_at AS receivedAt
-       FROM quarantine_outbox WHERE relayed_at IS NULL ORDER BY received_at LIMIT ?`,
-      RELAY_BATCH,
-    );
+    const quarantines = withinBudget<WaitingQuarantine>(this.sql, WAITING_QUARANTINES, RELAY_BATCH);
 
     const outcome = await relayToD1(this.env, claims, quarantines, bodyThresholdOf(this.env));
 
@@ -262,15 +249,7 @@ export class ClaimShard extends DurableObject<Env> {
           claim.claimKey,
         );
       }
-      for (const quarantine of quarantines) {
-        // Kept as a relayed row (no body, no headers): a resend of the same mismatching copy is then recognised, not re-quarantined.
-        execCounted(
-          this.sql,
-          "UPDATE quarantine_outbox SET relayed_at = ?, body = NULL, kept_headers = NULL WHERE quarantine_id = ?",
-          relayedAt,
-          quarantine.quarantineId,
-        );
-      }
+      for (const quarantine of quarantines) markQuarantineRelayed(this.sql, quarantine, relayedAt);
     });
     const last = claims.at(-1);
     if (last) this.relayCursor = last.claimKey;
@@ -308,7 +287,7 @@ export class ClaimShard extends DurableObject<Env> {
     const row = execCounted<{ pending: number }>(
       this.sql,
       `SELECT (SELECT COUNT(*) FROM (${this.acrossPartitions((table) => `SELECT 1 FROM ${table} WHERE relay_pending = 1`)} LIMIT ?1))
-            + (SELECT COUNT(*) FROM (SELECT 1 FROM quarantine_outbox WHERE relayed_at IS NULL LIMIT ?1)) AS pending`,
+            + ${UNRELAYED_QUARANTINES} AS pending`,
       cap,
     )[0];
     return row?.pending ?? 0;
@@ -324,7 +303,7 @@ export class ClaimShard extends DurableObject<Env> {
     const pruned = this.relaying
       ? 0
       : expirePartitions(this.ctx.storage, this.partitions, olderThan, new Set(keepKeys));
-    execCounted(this.sql, "DELETE FROM quarantine_outbox WHERE relayed_at IS NOT NULL AND received_at < ?", olderThan);
+    pruneQuarantine(this.sql, olderThan);
     execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
     return pruned;
   }

@@ -190,6 +190,11 @@ export const quarantine = sqliteTable(
     receivedAt: integer("received_at").notNull(),
     /** D1's clock when the relay inserted the row (NULL for rows from before migrations/0012). */
     relayedAt: integer("relayed_at"),
+    /**
+     * How many quarantined deliveries the row stands for: 1 for a copy kept whole; for a key's copies past the
+     * ones kept whole (src/claims/quarantine.ts), one row with no body counting them all (migrations/0020).
+     */
+    copies: integer("copies").notNull().default(1),
   },
   (table) => [
     index("quarantine_source_key").on(table.source, table.eventKey),

@@ -97,6 +97,11 @@ export interface PendingQuarantine {
   body: ArrayBuffer | null;
   keptHeaders: string | null;
   receivedAt: number;
+  /**
+   * The deliveries it stands for: 1 for a copy kept whole; a key's counter of the copies past those
+   * (src/claims/quarantine.ts) carries its count so far, with no body, under the same id each time.
+   */
+  copies: number;
 }
 
 export interface RelayReport {

@@ -151,6 +151,7 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
         body: claim.body,
         keptHeaders: claim.keptHeaders,
         receivedAt: claim.receivedAt,
+        copies: 1,
       },
     ];
   });
@@ -158,23 +159,32 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
 }
 
 function quarantineInsert(db: Database, record: PendingQuarantine) {
-  return db
-    .insert(quarantine)
-    .values({
-      quarantineId: record.quarantineId,
-      source: record.source,
-      eventKey: record.eventKey,
-      reason: "payload-mismatch",
-      originalReceiptId: record.originalReceiptId,
-      originalSha256: record.originalSha256,
-      payloadSha256: record.payloadSha256,
-      body: record.body ? Buffer.from(record.body) : null,
-      keptHeaders: record.keptHeaders,
-      receivedAt: record.receivedAt,
-      // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/quarantine-slice.ts).
-      relayedAt: d1NowMs,
-    })
-    .onConflictDoNothing();
+  return (
+    db
+      .insert(quarantine)
+      .values({
+        quarantineId: record.quarantineId,
+        source: record.source,
+        eventKey: record.eventKey,
+        reason: "payload-mismatch",
+        originalReceiptId: record.originalReceiptId,
+        originalSha256: record.originalSha256,
+        payloadSha256: record.payloadSha256,
+        body: record.body ? Buffer.from(record.body) : null,
+        keptHeaders: record.keptHeaders,
+        receivedAt: record.receivedAt,
+        // D1's clock, so quarantine paging catches up on rows relayed behind a reader (src/admin/receipts/quarantine-slice.ts).
+        relayedAt: d1NowMs,
+        copies: record.copies,
+      })
+      // A repeated relay of a row changes nothing; a key's counter relayed again with a higher count raises it, and
+      // takes a new relayed_at so a reader paging the quarantine sees it again. Never lowered: relays may overlap.
+      .onConflictDoUpdate({
+        target: quarantine.quarantineId,
+        set: { copies: sql`excluded.copies`, payloadSha256: sql`excluded.payload_sha256`, relayedAt: d1NowMs },
+        setWhere: sql`excluded.copies > ${quarantine.copies}`,
+      })
+  );
 }
 
 /**

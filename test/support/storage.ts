@@ -140,7 +140,9 @@ async function unfinishedSince(since: number): Promise<string[]> {
             .exec<{ what: string; source: string; eventKey: string }>(
               `SELECT 'unrelayed claim' AS what, source, event_key AS eventKey FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1 AND received_at >= ?1
                UNION ALL
-               SELECT 'unrelayed quarantine' AS what, source, event_key AS eventKey FROM quarantine_outbox WHERE relayed_at IS NULL AND received_at >= ?1`,
+               SELECT 'unrelayed quarantine' AS what, source, event_key AS eventKey FROM quarantine_outbox WHERE relayed_at IS NULL AND received_at >= ?1
+               UNION ALL
+               SELECT 'unrelayed quarantine count' AS what, source, event_key AS eventKey FROM quarantine_overflow WHERE relayed_at IS NULL`,
               since,
             )
             .toArray(),

@@ -15,6 +15,8 @@ const quarantineColumns = {
   payloadSha256: quarantine.payloadSha256,
   receivedAt: quarantine.receivedAt,
   relayedAt: quarantine.relayedAt,
+  /** Deliveries the row stands for: more than 1 for a key's copies past those kept whole, which keep no body. */
+  copies: quarantine.copies,
   bodyRetained: sql<number>`${quarantine.body} IS NOT NULL`.mapWith(Boolean),
 };
 

@@ -97,7 +97,8 @@ async function readDatabase(db: Database, since: number, onlySource: string | un
       sql`SELECT source, COUNT(*) AS total FROM receipts WHERE status = 'dead' GROUP BY source`,
     ),
     db.all<{ source: string; total: number }>(
-      sql`SELECT source, COUNT(*) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`,
+      // Copies, not rows: past a key's first few, one row counts them all (src/claims/quarantine.ts).
+      sql`SELECT source, SUM(copies) AS total FROM quarantine WHERE id >= ${fromId} GROUP BY source`,
     ),
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),

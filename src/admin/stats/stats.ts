@@ -13,7 +13,8 @@ export type { Percentiles } from "./percentiles";
  * Per-source health over a window. What each number counts, and where it comes from (`origins` in the answer):
  *   received, processed, stale, skipped, dead, dismissed, pending, reconciled, replayed — D1 receipts received in
  *                the window (an id range: receipt ids are ULIDs minted when the delivery was received)
- *   quarantined — D1 quarantine rows received in the window (same key, different payload)
+ *   quarantined — quarantined copies received in the window (same key, different payload): the D1 quarantine rows'
+ *                `copies`, each counted from its id's time
  *   duplicates — live duplicate deliveries tallied per hour by the claim shards (hour-aligned window), because the
  *                acknowledgement path never writes D1. Asking costs one request per shard, so only a single-source
  *                report includes them; the all-sources report says null.

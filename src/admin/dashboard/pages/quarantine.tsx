@@ -7,7 +7,8 @@ export function QuarantinePage(props: { page: QuarantineList }) {
     <Page title="Quarantine" current="/admin/quarantine">
       <h1>Quarantine</h1>
       <p class="muted">
-        Deliveries that reused an event key with different bytes. They are kept for a human and never processed.
+        Deliveries that reused an event key with different bytes. They are kept for a human and never processed: the
+        first few copies of a key whole, and past them one row counting the rest, without their bodies.
       </p>
       {props.page.quarantine.length === 0 ? (
         <p class="muted">Nothing quarantined.</p>
@@ -19,6 +20,7 @@ export function QuarantinePage(props: { page: QuarantineList }) {
               <th>Source</th>
               <th>Event key</th>
               <th>Reason</th>
+              <th class="num">Copies</th>
               <th>Original receipt</th>
               <th>Payload SHA-256</th>
             </tr>
@@ -32,6 +34,9 @@ export function QuarantinePage(props: { page: QuarantineList }) {
                   {record.eventKey}
                 </td>
                 <td data-label="Reason">{record.reason}</td>
+                <td data-label="Copies" class="num">
+                  {record.copies === 1 ? "1" : `${record.copies} (bodies not kept)`}
+                </td>
                 <td data-label="Original receipt" class="mono">
                   {record.originalReceiptId ? (
                     <a href={`/admin/receipts/${record.originalReceiptId}`}>{record.originalReceiptId}</a>

@@ -205,6 +205,7 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
             <div>
               <p>
                 {formatInstant(record.receivedAt)} · {record.reason} · <span class="mono">{record.payloadSha256}</span>
+                {record.copies > 1 && ` · ${record.copies} copies counted, the latest's hash shown, bodies not kept`}
               </p>
               {record.body && <pre>{record.body.text}</pre>}
             </div>
