@@ -535,6 +535,19 @@ describe("check", () => {
       /^FAIL\s+CLI_PADDLE_SECRET \(source cli-paddle\) is not in .*missing\.vars: add CLI_PADDLE_SECRET="…" to /m,
     );
 
+    // An admin token long enough but guessable by shape is refused as the Worker refuses it.
+    const repetitive = writeFile(
+      workDir,
+      "repetitive.vars",
+      testDevVars().replace(/^ADMIN_TOKEN=.*$/m, `ADMIN_TOKEN="${"ab".repeat(16)}"`),
+    );
+    const weakToken = await cli(["check", "--config", project[1], "--dev-vars", repetitive]);
+    assert.equal(weakToken.code, 1);
+    assert.match(
+      weakToken.stdout,
+      /^FAIL\s+ADMIN_TOKEN in .*repetitive\.vars repeats too few characters to be hard to guess .*secret token makes one\)$/m,
+    );
+
     const badConfig = writeFile(
       workDir,
       "bad.toml",

@@ -7,7 +7,24 @@ import { CliError, EXIT } from "../errors.mjs";
 import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
 import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
 
-const MIN_ADMIN_TOKEN_LENGTH = 16;
+/**
+ * Why the admin token cannot be used, as the Worker's own check (src/admin/guards/token-strength.ts) decides it,
+ * or null when it can.
+ * @param {string} token
+ * @returns {Promise<string | null>}
+ */
+async function adminTokenProblem(token) {
+  const strength = await importWorkerCode('export * from "./src/admin/guards/token-strength.ts";');
+  const make = "the admin API stays shut (npm run -s cli -- secret token makes one)";
+  switch (strength.tokenStrength(token)) {
+    case "too-short":
+      return `is shorter than ${strength.MIN_ADMIN_TOKEN_LENGTH} characters: ${make}`;
+    case "low-entropy":
+      return `repeats too few characters to be hard to guess (under ${strength.MIN_ADMIN_TOKEN_ENTROPY_BITS} bits of Shannon entropy): ${make}`;
+    default:
+      return null;
+  }
+}
 
 /**
  * The Worker's own source checks (src/sources/registry.ts), bundled on the fly, so check can never disagree with
@@ -155,14 +172,12 @@ export async function check(options) {
         ? `npx wrangler secret put ${secret.name}${options.env ? ` --env ${options.env}` : ""}`
         : `add ${secret.name}="…" to ${store}`;
       (secret.required ? problems : warnings).push(`${secret.name} (${secret.usedBy}) is not in ${store}: ${hint}`);
-    } else if (
-      secret.name === "ADMIN_TOKEN" &&
-      !options.remote &&
-      localValues.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH
-    ) {
-      problems.push(
-        `ADMIN_TOKEN in ${store} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters: the admin API stays shut (npm run -s cli -- secret token makes one)`,
-      );
+      continue;
+    }
+    const tokenProblem =
+      secret.name === "ADMIN_TOKEN" && !options.remote ? await adminTokenProblem(localValues.ADMIN_TOKEN) : null;
+    if (tokenProblem) {
+      problems.push(`ADMIN_TOKEN in ${store} ${tokenProblem}`);
     } else {
       console.log(`ok    ${secret.name} (${secret.usedBy})`);
     }
