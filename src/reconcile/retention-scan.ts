@@ -21,6 +21,20 @@ export interface ScannedReceipt {
   hasBody: boolean;
 }
 
+/** What a receipt's further deliveries (routes 2–16, `deliveries`) hold it in: one unfinished, else one dead, else nothing. */
+export type FurtherHold = "unfinished" | "dead" | null;
+
+/**
+ * The status retention treats a receipt as having: every delivery of it counts, the receipt row's own and each
+ * further route's. A further delivery still pending or processing keeps the receipt unfinished (body and key kept,
+ * whatever their age), a dead one keeps it a dead letter (body kept for dead-letter retention), exactly as the
+ * receipt's own status would.
+ */
+export function retentionStatus(ownStatus: string, further: FurtherHold): string {
+  if (!TERMINAL.has(ownStatus) || further === null) return ownStatus;
+  return further === "unfinished" ? "pending" : "dead";
+}
+
 /** What a scan does to a receipt below its cutoff: drop its body (payload retention) or delete it (dedupe retention). */
 export type RetentionAction = "drop-body" | "delete";
 

@@ -7,12 +7,14 @@ import { inJsonList } from "../db/id-list";
 import { attempts, deliveries, receipts, replays } from "../db/schema";
 import { ulidFloor, ulidTime } from "../lib/ulid";
 import type { SourceConfig } from "../sources/config";
-import { dropHeldBodies } from "./retention-held";
+import { dropHeldBodies, furtherDeliveryIn } from "./retention-held";
 import {
   advanceCursor,
   dueForAction,
+  type FurtherHold,
   PAYLOAD_EXPIRING_STATUSES,
   type RetentionAction,
+  retentionStatus,
   type ScannedReceipt,
   type ShardKeep,
   shardKeepOf,
@@ -32,7 +34,9 @@ import {
  * time (src/claims/partitions.ts: between one and two windows after the key was received),
  * except the keys this scan could not delete (unfinished work), which it leaves them in `checkpoints` for the next
  * run's sweep (SHARD_KEEP_CHECKPOINT, retention-scan.ts).
- * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age.
+ * Only terminal receipts are touched: pending and processing ones keep body and key whatever their age. A receipt
+ * counts every delivery of it (retentionStatus): one whose further route's delivery is still pending or processing is
+ * unfinished, one whose further delivery is dead is a dead letter, however its own route ended.
  *
  * Work per run follows the backlog: pages of RETENTION_BATCH receipts per source, one D1 batch per page for all
  * sources, until every source is caught up or the run's time budget is spent; the next run goes on from there.
@@ -166,7 +170,13 @@ async function scanBelowCutoffs(
     const pages = (await batchEach(db, active, (scan) => pageOf(db, scan))).map(({ item: scan, result: rows }) => ({
       scan,
       rows,
-      page: rows.map((row): ScannedReceipt => ({ id: row.id, status: row.status, hasBody: row.hasBody === 1 })),
+      page: rows.map(
+        (row): ScannedReceipt => ({
+          id: row.id,
+          status: retentionStatus(row.status, row.further),
+          hasBody: row.hasBody === 1,
+        }),
+      ),
     }));
     const due = pages.flatMap(({ page }) => dueForAction(page, action));
     const done = new Set(due.length > 0 ? await apply(db, action, due) : []);
@@ -203,9 +213,11 @@ async function scanBelowCutoffs(
 
 /**
  * One source's next receipts below its floor, in id order. `+source` keeps the planner on the primary key (the id
- * range) rather than the (source, event_key) index, which would read every receipt the source has.
+ * range) rather than the (source, event_key) index, which would read every receipt the source has. Each receipt's
+ * further deliveries are read through the deliveries primary key (receipt_id first): a receipt without any (every
+ * receipt of a one-route source) costs a seek that finds nothing, one with some reads its own rows, once per action.
  */
-function pageOf(db: Database, scan: SourceScan) {
+export function pageOf(db: Database, scan: Pick<SourceScan, "source" | "position" | "floor">) {
   return db
     .select({
       id: receipts.receiptId,
@@ -213,6 +225,10 @@ function pageOf(db: Database, scan: SourceScan) {
       hasBody: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)`,
       eventKey: receipts.eventKey,
       payloadSha256: receipts.payloadSha256,
+      further: sql<FurtherHold>`(SELECT CASE
+        WHEN MAX(${deliveries.status} IN ('pending', 'processing')) = 1 THEN 'unfinished'
+        WHEN MAX(${deliveries.status} = 'dead') = 1 THEN 'dead' END
+        FROM ${deliveries} WHERE ${deliveries.receiptId} = ${receipts.receiptId})`,
     })
     .from(receipts)
     .where(
@@ -233,7 +249,11 @@ function pageOf(db: Database, scan: SourceScan) {
  * ids done.
  */
 async function apply(db: Database, action: RetentionAction, ids: readonly string[]): Promise<string[]> {
-  const finished = and(inJsonList(receipts.receiptId, ids), inArray(receipts.status, [...TERMINAL_STATUSES]));
+  const finished = and(
+    inJsonList(receipts.receiptId, ids),
+    inArray(receipts.status, [...TERMINAL_STATUSES]),
+    sql`NOT ${furtherDeliveryIn(["pending", "processing"])}`,
+  );
   if (action === "drop-body") {
     const dropped = await db
       .update(receipts)
@@ -242,6 +262,7 @@ async function apply(db: Database, action: RetentionAction, ids: readonly string
         and(
           inJsonList(receipts.receiptId, ids),
           inArray(receipts.status, [...PAYLOAD_EXPIRING_STATUSES]),
+          sql`NOT ${furtherDeliveryIn(["pending", "processing", "dead"])}`,
           or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation)),
         ),
       )
