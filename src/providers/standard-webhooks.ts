@@ -3,6 +3,7 @@ import { hmacSign } from "../crypto/hmac";
 import type { VerificationKey } from "../crypto/verify";
 import { parseJsonBody } from "./json";
 import {
+  DEFAULT_TOLERANCE_SECONDS,
   describePayload,
   event,
   type PresentedSignature,
@@ -11,6 +12,7 @@ import {
   presentedSignatures,
   readHeader,
   signedAdapter,
+  toleranceSeconds,
 } from "./signed";
 
 /**
@@ -37,11 +39,35 @@ function keyFor(secret: string): VerificationKey | null {
   return material && material.length > 0 ? { algorithm: "hmac-sha256", material } : null;
 }
 
+/** A Unix time inside the tolerance, written as `text` (digits only); what a timestamp part could be read as. */
+function timeWithin(text: string, now: number, tolerance: number): boolean {
+  const seconds = parseUnixSeconds(text);
+  return seconds !== null && Math.abs(Math.floor(now / 1000) - seconds) <= tolerance;
+}
+
+/**
+ * Whether `id.timestamp.body` splits another way that would verify as well: an id holding `.` and then a time
+ * inside the tolerance (`evt.1764800000`) signs what id `evt` does with that time and the rest moved to the front of
+ * the body, a new key for the same signed bytes; and a body opening with such a time and a `.` is that moved copy.
+ * Either is refused, so the signed bytes name one id.
+ */
+function splitsAnotherWay(webhookId: string, rawBody: Uint8Array, now: number, tolerance: number): boolean {
+  if (
+    webhookId
+      .split(".")
+      .slice(1)
+      .some((segment) => timeWithin(segment, now, tolerance))
+  )
+    return true;
+  const opening = /^(\d{1,15})\./.exec(new TextDecoder().decode(rawBody.subarray(0, 17)));
+  return opening !== null && timeWithin(opening[1]!, now, tolerance);
+}
+
 export const standardWebhooks = signedAdapter({
   provider: "standard-webhooks",
   keptHeaders: ["webhook-id", "webhook-timestamp", "svix-id", "svix-timestamp", "content-type", "user-agent"],
 
-  read({ headers, rawBody }) {
+  read({ headers, rawBody, now, options }) {
     const webhookId = headerPair(headers, "id");
     const timestampText = headerPair(headers, "timestamp");
     const signatureHeader = headerPair(headers, "signature");
@@ -49,6 +75,8 @@ export const standardWebhooks = signedAdapter({
     const signedAt = parseUnixSeconds(timestampText);
     const entries = parseSignatureList(signatureHeader, " ", ",");
     if (signedAt === null || !entries) return "malformed-signature";
+    if (splitsAnotherWay(webhookId, rawBody, now, toleranceSeconds(options, DEFAULT_TOLERANCE_SECONDS)))
+      return "malformed-signature";
     const signatures: PresentedSignature[] = [
       ...presentedSignatures(
         entries.filter(([version]) => version === "v1").map(([, value]) => value),
