@@ -1,5 +1,5 @@
-import { and, eq, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
-import { type Database, database } from "../db/client";
+import { and, eq, inArray } from "drizzle-orm";
+import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { deliveries } from "../db/schema";
 import { logEvent } from "../lib/log";
@@ -9,6 +9,7 @@ import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
+import { leaseDeliveries, releaseDeliveryLeases } from "./delivery-lease";
 import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
@@ -96,6 +97,7 @@ export async function processDeliveries(
   );
 
   const finished: DeliveryAttempt[] = [];
+  const notStarted: { receiptId: string; generation: number }[] = [];
   const attemptsBegan = Date.now();
   const clock = () => now + (Date.now() - attemptsBegan);
   await Promise.all(
@@ -108,8 +110,11 @@ export async function processDeliveries(
         invocationEndsBy,
         leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
       };
-      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now))
+      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now)) {
+        // Out of time: no attempt was made, so none is counted (its lease goes back below), as for a receipt.
+        if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
         return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+      }
       const policy = retryPolicyOf(source, route);
       const facts = {
         policy,
@@ -158,6 +163,7 @@ export async function processDeliveries(
       });
     }),
   );
+  await releaseDeliveryLeases(db, route, notStarted);
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
   // Once committed, the gate hears how each admitted delivery ended (its slot freed, its breaker told); one that never
   // ran (a lease race, out of time) frees its slot and says nothing about the destination.
@@ -198,40 +204,6 @@ export async function processDeliveries(
       error: attempt.decision.kind === "fail" ? attempt.decision.lastError : null,
     });
   return verdicts;
-}
-
-/** Leases every delivery of `route` among `receiptIds` that is free to take, counting its attempt; returns each generation. */
-async function leaseDeliveries(
-  db: Database,
-  route: string,
-  receiptIds: readonly string[],
-  now: number,
-): Promise<Map<string, number>> {
-  if (receiptIds.length === 0) return new Map();
-  const rows = await db
-    .update(deliveries)
-    .set({
-      status: "processing",
-      leaseUntil: now + LEASE_MS,
-      leaseGeneration: sql`${deliveries.leaseGeneration} + 1`,
-      attempts: sql`${deliveries.attempts} + 1`,
-    })
-    .where(
-      and(
-        inJsonList(deliveries.receiptId, receiptIds),
-        eq(deliveries.route, route),
-        isNull(deliveries.committedAt),
-        or(
-          and(
-            eq(deliveries.status, "pending"),
-            or(isNull(deliveries.nextAttemptAt), lte(deliveries.nextAttemptAt, now)),
-          ),
-          and(eq(deliveries.status, "processing"), lt(deliveries.leaseUntil, now)),
-        ),
-      ),
-    )
-    .returning({ receiptId: deliveries.receiptId, leaseGeneration: deliveries.leaseGeneration });
-  return new Map(rows.map((row) => [row.receiptId, row.leaseGeneration]));
 }
 
 /** Every attempt's outcome in one batch; if it aborts (a guard, a version gate), each on its own. */

@@ -1,0 +1,138 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { processDeliveries } from "../../src/consumers/deliveries";
+import { processBatch } from "../../src/consumers/process";
+import type { QueuedWork } from "../../src/model/work-message";
+import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
+import { seedReceipt } from "../consumers/support/processing";
+import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+
+/**
+ * One delivery model (docs/processing.md, "Deliveries"): every guarantee written for the receipt's own delivery holds
+ * for a further delivery too. Each case runs once per home — the receipt row (route `ledger` of routing-fanout) and a
+ * `deliveries` row (route `audit`) — through the real consumer and the real cron, so a divergence shows.
+ * routing-fanout allows 2 retries: 3 attempts in all.
+ */
+
+interface DeliveryState {
+  status: string;
+  attempts: number;
+  leaseGeneration: number;
+  leaseUntil: number | null;
+  nextAttemptAt: number | null;
+  lastError: string | null;
+}
+
+interface Home {
+  name: string;
+  seed(state: Omit<DeliveryState, "lastError">): Promise<string>;
+  read(receiptId: string): Promise<DeliveryState>;
+  /** The consumer's slice for this home, as queue.ts calls it. */
+  process(receiptIds: string[], now: number, invocationEndsBy: number): Promise<unknown>;
+}
+
+const COLUMNS = `status, attempts, lease_generation AS leaseGeneration, lease_until AS leaseUntil,
+  next_attempt_at AS nextAttemptAt, last_error AS lastError`;
+
+async function seedEvent(status: string): Promise<string> {
+  const receiptId = await seedReceipt({
+    source: "routing-fanout",
+    payload: { type: "account.credited", data: { account: "acct_guarantees", amount: 1 } },
+    eventType: "account.credited",
+    status,
+  });
+  await env.DB.prepare("UPDATE receipts SET route = 'ledger', filtered_routes = '' WHERE id = ?").bind(receiptId).run();
+  return receiptId;
+}
+
+const homes: Home[] = [
+  {
+    name: "the receipt's own delivery",
+    async seed(state) {
+      const receiptId = await seedEvent(state.status);
+      await env.DB.prepare(
+        "UPDATE receipts SET attempts = ?, lease_generation = ?, lease_until = ?, next_attempt_at = ? WHERE id = ?",
+      )
+        .bind(state.attempts, state.leaseGeneration, state.leaseUntil, state.nextAttemptAt, receiptId)
+        .run();
+      return receiptId;
+    },
+    read: async (receiptId) =>
+      (await env.DB.prepare(`SELECT ${COLUMNS} FROM receipts WHERE id = ?`).bind(receiptId).first<DeliveryState>())!,
+    process: (receiptIds, now, invocationEndsBy) => processBatch(env, receiptIds, now, invocationEndsBy),
+  },
+  {
+    name: "a further delivery",
+    async seed(state) {
+      const receiptId = await seedEvent("processed");
+      await env.DB.prepare(
+        `INSERT INTO deliveries (receipt_id, route, status, attempts, lease_generation, lease_until, next_attempt_at)
+         VALUES (?, 'audit', ?, ?, ?, ?, ?)`,
+      )
+        .bind(receiptId, state.status, state.attempts, state.leaseGeneration, state.leaseUntil, state.nextAttemptAt)
+        .run();
+      return receiptId;
+    },
+    read: async (receiptId) =>
+      (await env.DB.prepare(`SELECT ${COLUMNS} FROM deliveries WHERE receipt_id = ? AND route = 'audit'`)
+        .bind(receiptId)
+        .first<DeliveryState>())!,
+    process: (receiptIds, now, invocationEndsBy) => processDeliveries(env, "audit", receiptIds, now, invocationEndsBy),
+  },
+];
+
+/** A queue that records what is sent and delivers nothing: the cron's sends, seen without a consumer racing them. */
+function recordingQueue(sent: QueuedWork[]): Queue {
+  return {
+    send: async (body: QueuedWork) => void sent.push(body),
+    sendBatch: async (messages: Iterable<MessageSendRequest<QueuedWork>>) => {
+      for (const message of messages) sent.push(message.body);
+    },
+  } as unknown as Queue;
+}
+
+const naming = (sent: QueuedWork[], receiptId: string) =>
+  sent.filter((message) => "receiptIds" in message && message.receiptIds.includes(receiptId));
+
+describe.each(homes)("$name", (home) => {
+  it(
+    "is dead-lettered by the cron once an abandoned lease spent its retries, and handed back re-driven while retries are left",
+    async () => {
+      const now = Date.now();
+      const abandoned = {
+        status: "processing",
+        leaseUntil: now - 1000,
+        nextAttemptAt: now - OVERDUE_GRACE_MS - 60_000,
+      };
+      const spent = await home.seed({ ...abandoned, attempts: 5, leaseGeneration: 5 });
+      const left = await home.seed({ ...abandoned, attempts: 1, leaseGeneration: 1 });
+      const sent: QueuedWork[] = [];
+      await runCron(now, { ...env, WORK_QUEUE: recordingQueue(sent) });
+
+      const spentRow = await home.read(spent);
+      expect(spentRow).toMatchObject({ status: "dead", attempts: 5, leaseUntil: null, nextAttemptAt: null });
+      expect(spentRow.lastError).toMatch(/^gave up after 5 attempts: lease expired before the attempt finished/);
+      expect(naming(sent, spent)).toEqual([]);
+
+      expect(await home.read(left)).toMatchObject({ status: "pending", attempts: 1, leaseUntil: null });
+      // Re-driven: its next run is leased (counted) even where it would not need a lease, so a poison cannot loop.
+      expect(naming(sent, left)).toEqual([expect.objectContaining({ redriven: true })]);
+    },
+    CRON_TEST_TIMEOUT_MS,
+  );
+
+  it("an attempt out of time gives back its lease and its count: it never ran, so it is never abandoned", async () => {
+    const now = Date.now();
+    // Its last attempt's lease ran out: this run takes it over (counted), but has no time left to start.
+    const receiptId = await home.seed({
+      status: "processing",
+      attempts: 1,
+      leaseGeneration: 1,
+      leaseUntil: now - 1000,
+      nextAttemptAt: now - 5000,
+    });
+    const verdicts = (await home.process([receiptId], now, now + 1000)) as Map<string, unknown>;
+    expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0 });
+    expect(await home.read(receiptId)).toMatchObject({ status: "pending", attempts: 1, leaseUntil: null });
+  });
+});
