@@ -20,7 +20,8 @@ import {
   createQueryTester,
 } from "sift";
 import { readJsonOption } from "./config-json";
-import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
+import { MAX_REGEX_SUBJECT_CHARS, regexProblem, regexStepCost } from "./regex";
+import type { StepMeter } from "./steps";
 
 /**
  * A route's filter: a MongoDB-style query (sift) over what the receiver knows of an event,
@@ -37,12 +38,19 @@ export interface FilterSubject {
   subject: string | null;
 }
 
-export type EventFilter = (event: FilterSubject) => boolean;
+/** `meter` counts the work of its regular expressions (src/routing/steps.ts); none is counted without one. */
+export type EventFilter = (event: FilterSubject, meter?: StepMeter) => boolean;
 
 const FIELDS = new Set(["body", "headers", "type", "subject"]);
 const LOGICAL = new Set(["$and", "$or", "$nor"]);
 
-/** `$regex`, bounded (src/routing/regex.ts): refused at load when unsafe, and never run on an over-long value. */
+/** The meter of the filter run under way: a filter is synchronous, so no other run can interleave. */
+let counting: StepMeter | null = null;
+
+/**
+ * `$regex`, bounded (src/routing/regex.ts): refused at load when unsafe, never run on an over-long value, and each
+ * run paid for in steps at the value's length.
+ */
 function boundedRegex(
   pattern: unknown,
   ownerQuery: Record<string, unknown>,
@@ -52,8 +60,13 @@ function boundedRegex(
   const problem = regexProblem(pattern, flags);
   if (problem) throw new FilterError(problem);
   const expression = new RegExp(pattern as string, flags as string);
+  const stepCost = regexStepCost(pattern as string, flags as string);
   return createEqualsOperation(
-    (value: unknown) => typeof value === "string" && value.length <= MAX_REGEX_SUBJECT_CHARS && expression.test(value),
+    (value: unknown) => {
+      if (typeof value !== "string" || value.length > MAX_REGEX_SUBJECT_CHARS) return false;
+      counting?.charge(stepCost(value.length));
+      return expression.test(value);
+    },
     ownerQuery,
     options,
   );
@@ -135,7 +148,17 @@ export function compileFilter(value: unknown): { ok: true; filter: EventFilter }
   if (problems.length > 0) return { ok: false, problem: `filter: ${problems.join("; ")}` };
   try {
     const tester = createQueryTester<FilterSubject, unknown>(query, { operations });
-    return { ok: true, filter: (event) => tester(event) };
+    return {
+      ok: true,
+      filter: (event, meter) => {
+        counting = meter ?? null;
+        try {
+          return tester(event);
+        } finally {
+          counting = null;
+        }
+      },
+    };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     return { ok: false, problem: `filter: ${message.replace(/^Unsupported operation: /, "unsupported operator ")}` };

@@ -1,5 +1,5 @@
 import jsonata from "jsonata/jsonata.min.js";
-import { MAX_REGEX_SUBJECT_CHARS, regexProblem } from "./regex";
+import { MAX_REGEX_SUBJECT_CHARS, regexProblem, regexStepCost } from "./regex";
 import type { StepMeter } from "./steps";
 
 /**
@@ -19,7 +19,8 @@ const EVALUATE_EXIT = Symbol.for("jsonata.__evaluate_exit");
 const CHARS_PER_STEP = 64;
 
 interface Frame {
-  base: { lookup(name: string): unknown };
+  /** The evaluation's root frame: its bindings, and the regex engine its literals are built with. */
+  base: { lookup(name: string): unknown; RegexEngine: unknown };
 }
 
 interface BuiltIn {
@@ -30,13 +31,17 @@ interface BuiltIn {
 
 export class RegexSubjectTooLong extends Error {}
 
-/** What JSONata builds each regex literal with (its `RegexEngine` option). */
+/** What JSONata builds each regex literal with (its `RegexEngine` option; per evaluation, meteredRegExp's). */
 export class BoundedRegExp extends RegExp {
+  protected readonly stepCost: (length: number) => number;
+
   constructor(pattern: RegExp | string, flags?: string) {
     super(pattern, flags);
+    const kept = this.flags.replace(/[gu]/g, "");
     // A literal was checked when config loaded; one built at run time (by $eval) meets the same rule here.
-    const problem = regexProblem(this.source, this.flags.replace(/[gu]/g, ""));
+    const problem = regexProblem(this.source, kept);
     if (problem) throw new Error(problem);
+    this.stepCost = regexStepCost(this.source, kept);
   }
 
   override exec(subject: string): RegExpExecArray | null {
@@ -47,6 +52,16 @@ export class BoundedRegExp extends RegExp {
     }
     return super.exec(subject);
   }
+}
+
+/** The engine of one evaluation: each run pays its backtracking bound at the value's length. */
+function meteredRegExp(meter: StepMeter): typeof BoundedRegExp {
+  return class MeteredRegExp extends BoundedRegExp {
+    override exec(subject: string): RegExpExecArray | null {
+      meter.charge(this.stepCost(subject.length));
+      return super.exec(subject);
+    }
+  };
 }
 
 function meterOf(frame: Frame): StepMeter {
@@ -112,8 +127,16 @@ interface Node {
   rhs?: object;
 }
 
+/** The evaluations whose regex engine is already the metered one. */
+const meteredEvaluations = new WeakSet<object>();
+
 function enter(node: Node, frame: Frame): void {
-  meterOf(frame).charge(1);
+  const meter = meterOf(frame);
+  meter.charge(1);
+  if (!meteredEvaluations.has(frame.base)) {
+    meteredEvaluations.add(frame.base);
+    frame.base.RegexEngine = meteredRegExp(meter);
+  }
   if (node.type === "binary" && DEEP_OPERATORS.has(node.value as string) && node.lhs && node.rhs) {
     deepOperands.add(node.lhs);
     deepOperands.add(node.rhs);

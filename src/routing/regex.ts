@@ -109,6 +109,19 @@ function backtrackingBound(shape: RepetitionShape): number {
   return MAX_REGEX_SUBJECT_CHARS ** positions * shape.boundedChoices;
 }
 
+/** Backtracking steps counted as one step of a route's budget (src/routing/steps.ts): about a microsecond's work. */
+const BACKTRACKS_PER_STEP = 1024;
+
+/**
+ * What one run of an accepted pattern costs on a value of a given length, in steps: its backtracking bound at that
+ * length. Charged per run, so a body holding hundreds of long values pays for each.
+ */
+export function regexStepCost(pattern: string, flags = ""): (length: number) => number {
+  const shape = repetitionShape(pattern, flags);
+  const positions = shape.unbounded + (shape.anchored ? 0 : 1);
+  return (length) => Math.ceil((Math.max(length, 1) ** positions * shape.boundedChoices) / BACKTRACKS_PER_STEP);
+}
+
 /** Why a pattern cannot be used, or null. */
 export function regexProblem(pattern: unknown, flags: unknown = ""): string | null {
   if (typeof pattern !== "string") return `a regular expression must be a string (got ${JSON.stringify(pattern)})`;

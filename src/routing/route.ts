@@ -4,7 +4,7 @@ import { bodyBoundProblem } from "./body-bounds";
 import type { EventFilter, FilterSubject } from "./filter";
 import type { RouteOrdering } from "./ordering";
 import type { EventSchema } from "./schema";
-import { MAX_ROUTE_STEPS, StepMeter } from "./steps";
+import { MAX_ROUTE_STEPS, StepBudgetExceeded, StepMeter } from "./steps";
 import type { EventHeaders, EventTransform } from "./transform";
 
 /**
@@ -87,9 +87,16 @@ export async function applyRoute(rules: RouteRules, event: RoutedEvent): Promise
   // Every rule's cost is bounded by the body's shape (src/routing/body-bounds.ts): past it, no rule runs.
   const overBound = bodyBoundProblem(subject.body);
   if (overBound) return { kind: "refuse", error: `body over the bounds of route ${rules.name}: ${overBound}` };
-  if (rules.filter && !rules.filter(subject)) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
-  // The schema, the headers and the transform share one budget of steps per event.
+  // The filter, the schema, the headers and the transform share one budget of steps per event.
   const meter = new StepMeter(MAX_ROUTE_STEPS);
+  let wanted: boolean;
+  try {
+    wanted = rules.filter ? rules.filter(subject, meter) : true;
+  } catch (error) {
+    if (!(error instanceof StepBudgetExceeded)) throw error;
+    return { kind: "refuse", error: `filter stopped on route ${rules.name}: ${error.message}` };
+  }
+  if (!wanted) return { kind: "skip", reason: `filtered out by route ${rules.name}` };
   if (rules.schema) {
     const verdict = rules.schema.check(subject.body, meter);
     if (!verdict.ok) {

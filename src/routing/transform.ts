@@ -96,7 +96,7 @@ export function compileTransform(
     compiled = jsonata(value, {
       stack: TRANSFORM_MAX_DEPTH,
       sequence: TRANSFORM_MAX_SEQUENCE,
-      RegexEngine: BoundedRegExp as RegExpConstructor,
+      RegexEngine: BoundedRegExp as unknown as RegExpConstructor,
     });
   } catch (error) {
     return { ok: false, problem: `transform is not a valid JSONata expression: ${errorText(error)}` };

@@ -162,6 +162,44 @@ describe("regular expressions, bounded by their shape and their subject", () => 
     ]);
   });
 
+  it("charges each run of a filter's or a transform's regex its backtracking bound at the value's length", async () => {
+    const long = "x".repeat(MAX_REGEX_SUBJECT_CHARS);
+    // Unanchored, one unbounded repetition: 4,096 starts times 4,096 positions, 1,024 backtracks a step.
+    const perRun = (MAX_REGEX_SUBJECT_CHARS * MAX_REGEX_SUBJECT_CHARS) / 1024;
+    const compiled = compileFilter({ "body.notes": { $regex: "refund.*failed" } });
+    if (!compiled.ok) throw new Error(compiled.problem);
+    const meter = new StepMeter(MAX_ROUTE_STEPS);
+    expect(compiled.filter({ body: { notes: long }, headers: {}, type: null, subject: null }, meter)).toBe(false);
+    expect(meter.steps).toBe(perRun);
+    const shortRun = new StepMeter(MAX_ROUTE_STEPS);
+    compiled.filter({ body: { notes: "refund has failed" }, headers: {}, type: null, subject: null }, shortRun);
+    expect(shortRun.steps).toBe(1);
+    const transformed = new StepMeter(MAX_ROUTE_STEPS);
+    await transform("$contains(notes, /refund.*failed/)").run({ notes: long }, bindings, transformed);
+    expect(transformed.steps).toBeGreaterThanOrEqual(perRun);
+
+    // 200 such values: each run within the subject bound, all of them together past the budget.
+    const many = JSON.stringify({ notes: numbers(200).map(() => long) });
+    const route: RouteRules = {
+      name: "r",
+      filter: compiled.filter,
+      schema: null,
+      transform: null,
+      headers: null,
+      control: null,
+      ordering: null,
+    };
+    const stored = { body: new TextEncoder().encode(many), keptHeaders: null, eventType: null, subjectId: null };
+    expect(await applyRoute(route, stored)).toEqual({
+      kind: "refuse",
+      error: `filter stopped on route r: it took more than ${MAX_ROUTE_STEPS} steps on this event (the bound on a route's work per event)`,
+    });
+    expect(await transform("notes.$contains($, /refund.*failed/)").run(JSON.parse(many), bindings)).toEqual({
+      ok: false,
+      error: OVER_STEPS,
+    });
+  });
+
   it("never runs a transform's regex on a value past the subject bound, nor one built at run time that is unsafe", async () => {
     const long = "a".repeat(MAX_REGEX_SUBJECT_CHARS + 1);
     expect(await transform("$match(text, /a+b/)").run({ text: long }, bindings)).toEqual({
