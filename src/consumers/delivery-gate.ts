@@ -188,11 +188,14 @@ export async function sendResumed(
       if (last && last.further === further.has(receiptId)) last.receiptIds.push(receiptId);
       else runs.push({ further: further.has(receiptId), receiptIds: [receiptId] });
     }
+    // Due now, never NULL: a resumed delivery whose message is lost stays in the re-drive's indexes
+    // (deliveries_unfinished, receipts_retrying) and is found once overdue (src/reconcile/redrive*.ts).
+    const dueNow = Date.now();
     for (const run of runs) {
       if (run.further) {
         await db
           .update(deliveries)
-          .set({ nextAttemptAt: null })
+          .set({ nextAttemptAt: dueNow })
           .where(
             and(
               inJsonList(deliveries.receiptId, run.receiptIds),
@@ -204,7 +207,7 @@ export async function sendResumed(
       } else {
         await db
           .update(receipts)
-          .set({ nextAttemptAt: null })
+          .set({ nextAttemptAt: dueNow })
           .where(and(inJsonList(receipts.receiptId, run.receiptIds), eq(receipts.status, "pending")));
         await enqueueWork(databaseEnv, source, run.receiptIds);
       }

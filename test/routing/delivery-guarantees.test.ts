@@ -1,10 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { pauseRoute, resumeRoute } from "../../src/admin/actions/route-control";
 import { processDeliveries } from "../../src/consumers/deliveries";
 import { processBatch } from "../../src/consumers/process";
 import type { QueuedWork } from "../../src/model/work-message";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
-import { seedReceipt } from "../consumers/support/processing";
+import { envWithSources, seedReceipt } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 
 /**
@@ -135,4 +136,76 @@ describe.each(homes)("$name", (home) => {
     expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0 });
     expect(await home.read(receiptId)).toMatchObject({ status: "pending", attempts: 1, leaseUntil: null });
   });
+});
+
+/** A source whose route `held` is pausable, as its own route (one-route) or as a further one behind `plain`. */
+const pausable = { name: "held", destination: "http://127.0.0.1:8793/lane/guarantees-held/ok", paused: false };
+const pausableEnv = envWithSources({
+  "guarantees-paused-own": { provider: "standard-webhooks", secrets: ["DEMO_WEBHOOK_SECRET"], routes: [pausable] },
+  "guarantees-paused-further": {
+    provider: "standard-webhooks",
+    secrets: ["DEMO_WEBHOOK_SECRET"],
+    routes: [{ name: "plain", destination: "none" }, pausable],
+  },
+});
+
+const pausedHomes = [
+  {
+    name: "the receipt's own delivery",
+    source: "guarantees-paused-own",
+    async seed() {
+      return seedReceipt({ source: "guarantees-paused-own", payload: { type: "x" } });
+    },
+    hold: (receiptId: string) => processBatch(pausableEnv, [receiptId], Date.now()),
+    read: async (receiptId: string) =>
+      (await env.DB.prepare(`SELECT ${COLUMNS} FROM receipts WHERE id = ?`).bind(receiptId).first<DeliveryState>())!,
+  },
+  {
+    name: "a further delivery",
+    source: "guarantees-paused-further",
+    async seed() {
+      const receiptId = await seedReceipt({
+        source: "guarantees-paused-further",
+        payload: { type: "x" },
+        status: "processed",
+      });
+      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
+        .bind(receiptId)
+        .run();
+      await env.DB.prepare(
+        "INSERT INTO deliveries (receipt_id, route, status, attempts, next_attempt_at) VALUES (?, 'held', 'pending', 0, ?)",
+      )
+        .bind(receiptId, Date.now())
+        .run();
+      return receiptId;
+    },
+    hold: (receiptId: string) => processDeliveries(pausableEnv, "held", [receiptId], Date.now()),
+    read: async (receiptId: string) =>
+      (await env.DB.prepare(`SELECT ${COLUMNS} FROM deliveries WHERE receipt_id = ? AND route = 'held'`)
+        .bind(receiptId)
+        .first<DeliveryState>())!,
+  },
+];
+
+describe.each(pausedHomes)("$name, resumed", (home) => {
+  it(
+    "is due at once, and found by the cron's re-drive when the resume's message is lost",
+    async () => {
+      expect((await pauseRoute(pausableEnv, home.source, "held")).gate).toMatchObject({ paused: true });
+      const receiptId = await home.seed();
+      await home.hold(receiptId);
+      expect(await home.read(receiptId)).toMatchObject({ status: "pending", attempts: 0 });
+      // The resume's message is lost.
+      const resumed = await resumeRoute({ ...pausableEnv, WORK_QUEUE: recordingQueue([]) }, home.source, "held");
+      expect(resumed.resumed).toBe(1);
+      const row = await home.read(receiptId);
+      expect(row.nextAttemptAt).not.toBeNull();
+      expect(row.nextAttemptAt!).toBeLessThanOrEqual(Date.now());
+      // Two hours later, the cron sends it again.
+      const sent: QueuedWork[] = [];
+      await runCron(Date.now() + 2 * 3_600_000, { ...pausableEnv, WORK_QUEUE: recordingQueue(sent) });
+      expect(naming(sent, receiptId)).toHaveLength(1);
+    },
+    CRON_TEST_TIMEOUT_MS,
+  );
 });
