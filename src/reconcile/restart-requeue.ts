@@ -1,10 +1,10 @@
-import { and, asc, gt, inArray } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
 import { clampQueueDelay } from "../consumers/decide";
 import { database } from "../db/client";
-import { receipts } from "../db/schema";
+import { deliveries, receipts } from "../db/schema";
 import { isLocalDevelopment } from "../lib/local-development";
 import { logError, logEvent } from "../lib/log";
-import { enqueueReceipts } from "../relay/enqueue";
+import { enqueueReceipts, enqueueWork } from "../relay/enqueue";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import { loadSources } from "../sources/registry";
 import { sweepShards } from "./redrive";
@@ -66,7 +66,49 @@ export function remainingDelaySeconds(row: UnfinishedRow, now: number): number {
   return until === null || until <= now ? 0 : clampQueueDelay((until - now) / 1000);
 }
 
-/** Every pending or processing receipt, in every receipt database, back on the queue; then every shard swept. */
+/** Every pending or processing further delivery of one database back on the queue, on messages naming its route. */
+async function requeueUnfinishedDeliveries(databaseEnv: Env, now: number): Promise<number> {
+  const db = database(databaseEnv);
+  let sent = 0;
+  let after: [string, string] = ["", ""];
+  for (;;) {
+    const page = await db
+      .select({
+        receiptId: deliveries.receiptId,
+        route: deliveries.route,
+        source: receipts.source,
+        status: deliveries.status,
+        nextAttemptAt: deliveries.nextAttemptAt,
+        leaseUntil: deliveries.leaseUntil,
+      })
+      .from(deliveries)
+      .innerJoin(receipts, eq(receipts.receiptId, deliveries.receiptId))
+      .where(
+        and(
+          sql`(${deliveries.receiptId}, ${deliveries.route}) > (${after[0]}, ${after[1]})`,
+          inArray(deliveries.status, ["pending", "processing"]),
+        ),
+      )
+      .orderBy(asc(deliveries.receiptId), asc(deliveries.route))
+      .limit(PAGE_ROWS);
+    const groups = new Map<string, { source: string; route: string; delaySeconds: number; receiptIds: string[] }>();
+    for (const row of page) {
+      const delaySeconds = remainingDelaySeconds(row, now);
+      const key = `${row.source}\u0000${row.route}\u0000${delaySeconds}`;
+      const group = groups.get(key) ?? { source: row.source, route: row.route, delaySeconds, receiptIds: [] };
+      group.receiptIds.push(row.receiptId);
+      groups.set(key, group);
+    }
+    for (const { source, route, delaySeconds, receiptIds } of groups.values())
+      await enqueueWork(databaseEnv, source, receiptIds, delaySeconds, { route });
+    sent += page.length;
+    if (page.length < PAGE_ROWS) return sent;
+    const last = page.at(-1)!;
+    after = [last.receiptId, last.route];
+  }
+}
+
+/** Every pending or processing receipt (and further delivery), in every receipt database, back on the queue; then every shard swept. */
 export async function requeueUnfinished(env: Env, now: number): Promise<number> {
   let sent = 0;
   for (const { env: databaseEnv } of receiptDatabaseEnvs(env)) {
@@ -95,6 +137,7 @@ export async function requeueUnfinished(env: Env, now: number): Promise<number> 
       if (page.length < PAGE_ROWS) break;
       after = page.at(-1)!.receiptId;
     }
+    sent += await requeueUnfinishedDeliveries(databaseEnv, now);
   }
   let claimsRelayed = 0;
   try {

@@ -5,6 +5,7 @@ import { processDeliveries } from "../../src/consumers/deliveries";
 import { processBatch } from "../../src/consumers/process";
 import type { QueuedWork } from "../../src/model/work-message";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
+import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
 import { envWithSources, seedReceipt } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 
@@ -208,4 +209,22 @@ describe.each(pausedHomes)("$name, resumed", (home) => {
     },
     CRON_TEST_TIMEOUT_MS,
   );
+});
+
+describe.each(homes)("$name, after a local restart", (home) => {
+  it("goes back on the queue (its message died with the dev server's queue)", async () => {
+    const now = Date.now();
+    const receiptId = await home.seed({
+      status: "pending",
+      attempts: 1,
+      leaseGeneration: 1,
+      leaseUntil: null,
+      nextAttemptAt: now - 1000,
+    });
+    const sent: QueuedWork[] = [];
+    await requeueUnfinished({ ...env, WORK_QUEUE: recordingQueue(sent) }, now);
+    expect(naming(sent, receiptId)).toEqual([
+      expect.objectContaining(home.name === "a further delivery" ? { route: "audit" } : { source: "routing-fanout" }),
+    ]);
+  });
 });
