@@ -1,9 +1,9 @@
-import { and, count, eq, inArray, max, min } from "drizzle-orm";
+import { and, count, eq, inArray, max, min, sql } from "drizzle-orm";
 import { batchByName, batchEach } from "../db/batch";
 import { checkpointWrite, parseCursor } from "../db/checkpoints";
 import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
-import { alerts, checkpoints, receipts } from "../db/schema";
+import { alerts, checkpoints, deliveries, receipts } from "../db/schema";
 import { plural } from "../lib/plural";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
@@ -18,7 +18,8 @@ import type { AlertCondition, AlertDetail } from "./alerting";
  *                 the first run that watched it);
  *   dead-letters  the dead count grew since the last run; resolved once it is back to the count before the
  *                 incident (the new dead letters were replayed or expired);
- *   pending-age   the oldest receipt still pending or processing waited longer than alert_pending_after.
+ *   pending-age   the oldest delivery still pending or processing waited longer than alert_pending_after.
+ * Both count every delivery: the one a receipt row carries and each further route's row in `deliveries`.
  */
 
 function minutes(ms: number): string {
@@ -40,6 +41,29 @@ interface Snapshot extends Numbers {
 }
 
 type OpenDeadAlert = { source: string | null; detail: string | null };
+
+/** Dead counts per source, the receipts' own and their further deliveries' added together. */
+function sumBySource(rows: readonly { source: string; dead: number }[]): Map<string, number> {
+  const sums = new Map<string, number>();
+  for (const row of rows) sums.set(row.source, (sums.get(row.source) ?? 0) + row.dead);
+  return sums;
+}
+
+/** The backlog per source over both homes of a delivery: the earliest received, and how many wait. */
+function oldestBySource(
+  rows: readonly { source: string; oldest: number | null; waiting: number }[],
+): Map<string, { oldest: number; waiting: number }> {
+  const merged = new Map<string, { oldest: number; waiting: number }>();
+  for (const row of rows) {
+    if (row.oldest === null) continue;
+    const seen = merged.get(row.source);
+    merged.set(row.source, {
+      oldest: Math.min(seen?.oldest ?? row.oldest, row.oldest),
+      waiting: (seen?.waiting ?? 0) + row.waiting,
+    });
+  }
+  return merged;
+}
 
 /**
  * One database's numbers, read in one D1 batch; from `DB` (`withAlerts`) the same batch also reads the open
@@ -66,6 +90,20 @@ async function readDatabase(
       .from(receipts)
       .where(inArray(receipts.status, ["pending", "processing"]))
       .groupBy(receipts.source),
+    // Further deliveries (routes 2–16) are deliveries like the receipt's own: a dead one counts toward the dead
+    // letters, a waiting one toward the backlog, its age the receipt's. Read through the partial indexes that hold
+    // only those (literal conditions, as the indexes are written), each receipt then by its primary key: rows read
+    // are the dead and waiting further deliveries, never the traffic.
+    // CROSS JOIN keeps the partial index outside: grouped by source, the planner would rather read every receipt.
+    deadDeliveries: db.all<{ source: string; dead: number }>(
+      sql`SELECT r.source AS source, COUNT(*) AS dead FROM ${deliveries} AS d INDEXED BY deliveries_dead
+        CROSS JOIN ${receipts} AS r WHERE r.id = d.receipt_id AND d.status = 'dead' GROUP BY r.source`,
+    ),
+    waitingDeliveries: db.all<{ source: string; oldest: number | null; waiting: number }>(
+      sql`SELECT r.source AS source, MIN(r.received_at) AS oldest, COUNT(*) AS waiting
+        FROM ${deliveries} AS d INDEXED BY deliveries_unfinished CROSS JOIN ${receipts} AS r
+        WHERE r.id = d.receipt_id AND d.status IN ('pending', 'processing') GROUP BY r.source`,
+    ),
     cursors: db
       .select({ source: checkpoints.source, reconciler: checkpoints.reconciler, cursor: checkpoints.cursor })
       .from(checkpoints)
@@ -89,12 +127,8 @@ async function readDatabase(
   return {
     numbers: {
       lastLive: new Map(read.lastLive.map((row) => [row.source, row.lastLive])),
-      dead: new Map(read.dead.map((row) => [row.source, row.dead])),
-      waiting: new Map(
-        read.waiting.flatMap((row) =>
-          row.oldest === null ? [] : [[row.source, { oldest: row.oldest, waiting: row.waiting }] as const],
-        ),
-      ),
+      dead: sumBySource([...read.dead, ...read.deadDeliveries]),
+      waiting: oldestBySource([...read.waiting, ...read.waitingDeliveries]),
       deadSeen: new Map([...cursorOf("dead-letters")].map(([source, cursor]) => [source, cursor.dead ?? 0])),
       watchedSince: new Map([...cursorOf("silence-watch")].map(([source, cursor]) => [source, cursor.since ?? 0])),
     },
@@ -217,7 +251,7 @@ async function watchDatabase(
       source: source.name,
       kind: "dead-letters",
       firing: dead > baseline,
-      message: `${plural(dead, "dead receipt")} (was ${baseline})`,
+      message: `${plural(dead, "dead delivery", "dead deliveries")} (was ${baseline})`,
       facts: { baseline, dead },
     });
 
@@ -228,7 +262,7 @@ async function watchDatabase(
       source: source.name,
       kind: "pending-age",
       firing: ageMs > thresholdMs,
-      message: `${waiting?.waiting ?? 0} receipts waiting, the oldest for ${minutes(ageMs)} (alert after ${minutes(thresholdMs)})`,
+      message: `${waiting?.waiting ?? 0} deliveries waiting, the oldest for ${minutes(ageMs)} (alert after ${minutes(thresholdMs)})`,
     });
   }
   await batchEach(db, cursorWrites, (write) => checkpointWrite(db, write.source, write.reconciler, write.cursor, now));

@@ -119,7 +119,7 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const detail = await env.DB.prepare("SELECT detail FROM alerts WHERE source = ? AND kind = 'dead-letters'")
       .bind(source)
       .first<{ detail: string }>();
-    expect(detail?.detail).toContain("1 dead receipt (was 0)");
+    expect(detail?.detail).toContain("1 dead delivery (was 0)");
 
     // Replayed and finished: both incidents resolve, each announced once each way.
     await env.DB.prepare("UPDATE receipts SET status = 'processed' WHERE source = ? AND event_key IN (?, ?)")
