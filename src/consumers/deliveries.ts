@@ -13,7 +13,7 @@ import { leaseDeliveries, releaseDeliveryLeases } from "./delivery-lease";
 import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
-import { recoveredRoutes, releaseWaiting } from "./release-waiting";
+import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
@@ -187,7 +187,7 @@ export async function processDeliveries(
             source: delivery.source,
             route: routeOf(delivery) ?? null,
             oneRoute: false,
-            waited: delivery.nextAttemptAt !== null,
+            waited: hadWaited(delivery),
             processed: verdict?.kind === "done" && verdict.status === "processed",
           },
         ];

@@ -17,7 +17,7 @@ import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrde
 import { writeHeldFanOuts } from "./held-fan-out";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
-import { recoveredRoutes, releaseWaiting } from "./release-waiting";
+import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 
@@ -252,7 +252,7 @@ export async function processBatch(
           source: receipt.source,
           route: choice?.kind === "recorded" ? choice.route : null,
           oneRoute: sources.get(receipt.source)?.routes.length === 1,
-          waited: receipt.nextAttemptAt !== null,
+          waited: hadWaited(receipt),
           processed: decision?.kind === "commit" && decision.result.status === "processed",
         };
       }),

@@ -11,7 +11,7 @@ import type { SourceRoute } from "../sources/config";
  * same route would otherwise each sit out the rest of their delay, however healthy the destination now is. So they
  * are made due at once and sent back on the queue (docs/processing.md, "When a destination comes back").
  *
- * Only a delivery that waited (a retry, or one its breaker held) can set this off: the happy path's first attempts
+ * Only a delivery that had failed before (a retry, `hadWaited`) can set this off: the happy path's first attempts
  * never do, and cost nothing here. A released delivery is due now with its attempts unchanged: it spends no retry,
  * and the message that was to bring it back later still comes, finds it finished (or leased, or due later) and does
  * what any early or repeated message does. Ordering and every gate still decide when it goes, as on any attempt.
@@ -21,8 +21,8 @@ import type { SourceRoute } from "../sources/config";
 const RELEASED_PER_MESSAGE = 50;
 /**
  * Deliveries one release makes due, per route and table: one consumer invocation's UPDATE and queue sends stay
- * bounded however long the outage was. The rest follow: a released delivery is due `now`, not unscheduled, so it
- * still reads as one that waited, and its own success releases the next ones.
+ * bounded however long the outage was. The rest follow: a released delivery keeps its counted attempts, so it
+ * still reads as one that had waited (`hadWaited`), and its own success releases the next ones.
  */
 export const RELEASED_AT_ONCE = 500;
 
@@ -40,9 +40,19 @@ export interface CommittedDelivery {
   /** The route it went to, as configured; null when no route ran. */
   route: SourceRoute | null;
   oneRoute: boolean;
-  /** It had a due time when it was read: a retry that came due, or a delivery its gate or order had held. */
+  /** It had failed before (see `hadWaited`): only then does its success say the destination came back. */
   waited: boolean;
   processed: boolean;
+}
+
+/**
+ * Whether a delivery read for an attempt had waited for its destination: an earlier attempt of it was counted (it
+ * failed, or was abandoned, or was released after failing). A due time alone says nothing: a first attempt that was
+ * re-driven, resumed, or written due at once by a held fan-out has one too, and its success must not make another
+ * delivery's hour-long Retry-After due at once. The same fact for the receipt's own delivery and a further one. Pure.
+ */
+export function hadWaited(delivery: { attempts: number }): boolean {
+  return delivery.attempts > 0;
 }
 
 /**

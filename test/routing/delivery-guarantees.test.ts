@@ -228,3 +228,30 @@ describe.each(homes)("$name, after a local restart", (home) => {
     ]);
   });
 });
+
+describe.each(homes)("$name, a first attempt that succeeds", (home) => {
+  it("releases nothing: only a delivery that had failed says its destination came back", async () => {
+    const now = Date.now();
+    // Another delivery to the same route failed and was told to wait an hour (its Retry-After).
+    const waitingUntil = now + 3_600_000;
+    const waiting = await home.seed({
+      status: "pending",
+      attempts: 1,
+      leaseGeneration: 1,
+      leaseUntil: null,
+      nextAttemptAt: waitingUntil,
+    });
+    // A first attempt that has a due time all the same (re-driven, resumed, or a fan-out row due at once).
+    const first = await home.seed({
+      status: "pending",
+      attempts: 0,
+      leaseGeneration: 0,
+      leaseUntil: null,
+      nextAttemptAt: now - 1000,
+    });
+    expect((await home.process([first], now, Number.POSITIVE_INFINITY)) as Map<string, unknown>).toEqual(
+      new Map([[first, { kind: "done", status: "processed" }]]),
+    );
+    expect(await home.read(waiting)).toMatchObject({ status: "pending", nextAttemptAt: waitingUntil });
+  });
+});
