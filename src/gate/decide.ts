@@ -148,8 +148,10 @@ export function release(
   finished: readonly { id: string; verdict: AttemptVerdict }[],
   now: number,
 ): Release {
+  // Read before liveState: it closes a breaker the config no longer has, and that close must be reported (its
+  // open alert resolves) rather than pass unseen.
+  const wasOpen = previous.openedAt !== null;
   const state = liveState(previous, control, now);
-  const wasOpen = state.openedAt !== null;
   for (const { id, verdict } of finished) {
     delete state.inFlight[id];
     if (state.probe?.id === id) state.probe = null;

@@ -99,4 +99,14 @@ describe("the gate's decisions", () => {
     );
     expect(once).toMatchObject({ transition: null, state: { failures: 1, openedAt: null } });
   });
+
+  it("a breaker the config no longer has closes, and says so once, so its open alert resolves", () => {
+    const withBreaker = { ...none, breaker: { failures: 1, probeIntervalMs: 10_000 } };
+    const opened = release(EMPTY_GATE, withBreaker, [{ id: "a", verdict: "failure" }], 0);
+    expect(opened.transition).toBe("opened");
+    // A deploy removed `circuit_breaker`: the next finished attempt reports the close the alert waits for.
+    const closed = release(opened.state, none, [{ id: "b", verdict: "neutral" }], 1000);
+    expect(closed).toMatchObject({ transition: "closed", state: { openedAt: null, failures: 0 } });
+    expect(release(closed.state, none, [{ id: "c", verdict: "success" }], 2000).transition).toBeNull();
+  });
 });
