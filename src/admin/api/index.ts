@@ -37,6 +37,7 @@ import { storageSizes } from "../health/storage-sizes";
 import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
+import { deadFurtherDeliveries } from "./dead-deliveries";
 import { keptSecretsApi } from "./kept-secrets";
 import { routeControlApi } from "./route-control";
 
@@ -106,7 +107,12 @@ adminApi.get("/dead", async (c) => {
       'Dead letters are status "dead"; use /admin/api/receipts to filter by status.',
     );
   rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
-  return c.json(await searchReceipts(c.env, parseReceiptFilter({ ...query, status: "dead" })));
+  const filter = parseReceiptFilter({ ...query, status: "dead" });
+  // Receipts whose own delivery is dead, and every further route's dead delivery (./dead-deliveries.ts).
+  return c.json({
+    ...(await searchReceipts(c.env, filter)),
+    deadDeliveries: await deadFurtherDeliveries(c.env, filter.source),
+  });
 });
 
 adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
