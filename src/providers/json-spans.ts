@@ -1,3 +1,4 @@
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from "./json-bytes";
 /**
  * Where values sit in a JSON text's bytes, for an adapter that keeps part of a body exactly as received (an Adyen
  * batch item). It runs only on text JSON.parse has accepted, so it never diagnoses errors: it skips each value by
@@ -11,13 +12,6 @@ export interface Span {
   end: number;
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const OPEN_BRACE = 0x7b;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACE = 0x7d;
-const CLOSE_BRACKET = 0x5d;
 const BOM = [0xef, 0xbb, 0xbf];
 
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });

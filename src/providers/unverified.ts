@@ -1,4 +1,5 @@
 import { parseFormBody, parseJsonBody } from "./json";
+import { AMPERSAND, BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from "./json-bytes";
 
 /**
  * What an adapter may parse before a request is verified (Invariant 10: rejection is cheap). The caller is not
@@ -19,15 +20,6 @@ export const MAX_UNVERIFIED_JSON_DEPTH = 32;
 
 /** Thrown by the parsers below; `refusingOversized` (src/providers/signed.ts) turns it into a rejection. */
 export class PayloadOverLimits extends Error {}
-
-const AMPERSAND = 0x26;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const OPEN_BRACE = 0x7b;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACE = 0x7d;
-const CLOSE_BRACKET = 0x5d;
 
 /** True when the form has at most `maxParams` parameters; counts `&` natively and stops at the first one over. */
 export function formWithinLimits(rawBody: Uint8Array, maxParams = MAX_UNVERIFIED_FORM_PARAMS): boolean {
