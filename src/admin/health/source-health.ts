@@ -2,7 +2,8 @@ import { plural } from "../../lib/plural";
 
 /**
  * A source's health, and the reasons for it. "failing" always comes with at least one reason an operator can
- * act on: dead letters to replay or dismiss, an open alert, a broken config table.
+ * act on: dead letters to replay or dismiss, an open alert, a broken config table. Dead letters and the backlog count
+ * every delivery: a receipt's own, and each further route's (../stats/further-delivery-numbers.ts).
  */
 
 export type Health = "ok" | "backlog" | "failing";
@@ -58,7 +59,7 @@ export function explainHealth(facts: {
     reasons.push({
       reason: "backlog",
       ageMs: facts.oldestPendingAgeMs,
-      message: `The oldest unfinished receipt has waited ${minutes} min.`,
+      message: `The oldest unfinished delivery has waited ${minutes} min.`,
     });
   }
   return { health: failing ? "failing" : reasons.length > 0 ? "backlog" : "ok", reasons };

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { type Database, database } from "../../db/client";
 import { ulidFloor } from "../../lib/ulid";
 import { databasesToRead, ownEntries } from "../receipts/receipt-databases";
+import { deadFurtherBySource, oldestWaitingFurtherBySource } from "./further-delivery-numbers";
 import { attemptDurations, END_TO_END_MS, PICKUP_MS } from "./latency-sql";
 import { type Percentiles, percentilesByGroup } from "./percentiles";
 import type { SourceStats } from "./source-stats";
@@ -24,8 +25,9 @@ export type WindowCounts = Pick<
 /** What the stats read from the receipt databases, by source. */
 export interface ReceiptNumbers {
   counts: Map<string, WindowCounts>;
-  /** received_at of the oldest unfinished receipt (see the query). */
+  /** received_at of the oldest receipt with an unfinished delivery, its own or a further route's (see the queries). */
   oldestPending: Map<string, number>;
+  /** Dead deliveries: receipts whose own delivery is dead, and further routes' dead deliveries. */
   deadTotal: Map<string, number>;
   quarantined: Map<string, number>;
   pickup: Map<string, Percentiles>;
@@ -73,7 +75,17 @@ async function readDatabase(db: Database, since: number, onlySource: string | un
   // `+r.source` keeps SQLite on the id range: the (source, event_key) index would read the source's whole history.
   const bySource = (column: string) => sql.raw(`r.source AS ${column}`);
 
-  const [windowCounts, pendingRows, deadRows, quarantineRows, pickup, processing, attemptDuration] = await Promise.all([
+  const [
+    windowCounts,
+    pendingRows,
+    deadRows,
+    quarantineRows,
+    pickup,
+    processing,
+    attemptDuration,
+    deadFurther,
+    waitingFurther,
+  ] = await Promise.all([
     db.all<WindowCounts>(sql`
       SELECT r.source AS source, COUNT(*) AS received,
         COALESCE(SUM(r.status = 'processed'), 0) AS processed, COALESCE(SUM(r.status = 'stale'), 0) AS stale,
@@ -103,16 +115,39 @@ async function readDatabase(db: Database, since: number, onlySource: string | un
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${PICKUP_MS} AS value FROM receipts r WHERE ${inWindow}`),
     percentilesByGroup(db, sql`SELECT ${bySource("grp")}, ${END_TO_END_MS} AS value FROM receipts r WHERE ${inWindow}`),
     percentilesByGroup(db, attemptDurations(bySource("grp"), inWindow)),
+    // A further route's delivery is a delivery like the receipt's own: dead, it is a dead letter; waiting, it is
+    // backlog aged from the receipt's arrival (./further-delivery-numbers.ts; rows read: those deliveries, twice).
+    deadFurtherBySource(db, onlySource),
+    oldestWaitingFurtherBySource(db, onlySource),
   ]);
   const bySourceName = <T extends { source: string | null }, V>(rows: T[], value: (row: T) => V) =>
     new Map(rows.map((row) => [row.source ?? "", value(row)]));
   return {
     counts: bySourceName(windowCounts, (row) => row),
-    oldestPending: bySourceName(pendingRows, (row) => row.oldest),
-    deadTotal: bySourceName(deadRows, (row) => row.total),
+    oldestPending: mergeBySource([...pendingRows, ...waitingFurther], (row) => row.oldest, Math.min),
+    deadTotal: mergeBySource(
+      [...deadRows, ...deadFurther],
+      (row) => row.total,
+      (a, b) => a + b,
+    ),
     quarantined: bySourceName(quarantineRows, (row) => row.total),
     pickup,
     processing,
     attemptDuration,
   };
+}
+
+/** One value per source out of rows from several reads, `combine` joining a source's values. */
+function mergeBySource<T extends { source: string | null }>(
+  rows: readonly T[],
+  value: (row: T) => number,
+  combine: (a: number, b: number) => number,
+): Map<string, number> {
+  const merged = new Map<string, number>();
+  for (const row of rows) {
+    const source = row.source ?? "";
+    const seen = merged.get(source);
+    merged.set(source, seen === undefined ? value(row) : combine(seen, value(row)));
+  }
+  return merged;
 }

@@ -20,6 +20,8 @@ export type { Percentiles } from "./percentiles";
  *                report includes them; the all-sources report says null.
  *   rejectedSignatures, ackLatencyMs — not in D1 (a rejected delivery writes nothing, the ack path does no extra
  *                write). Filled from Workers Analytics Engine when it is bound and queryable, null otherwise.
+ *   deadTotal, oldestPending — every delivery, whatever its age: receipts whose own delivery is dead (or waits), and
+ *                further routes' deliveries (`deliveries`) that are, read through the partial indexes holding only those
  *   pickupLatencyMs — received → first attempt started (claim → relay → queue → consumer)
  *   processingLatencyMs — received → finished, for receipts that finished (processed, stale, skipped)
  *   attemptDurationMs — each attempt's own duration
@@ -55,7 +57,7 @@ export const STATS_NOTES = {
   ackLatencyMs:
     "Not in D1: the acknowledgement path does no extra write. The METRICS Analytics Engine dataset records it when bound; set METRICS_ACCOUNT_ID and METRICS_API_TOKEN to read it back here (docs/metrics.md), or read the durationMs of each `delivery` log line in Workers Logs.",
   oldestPending:
-    "The oldest pending or processing receipt received in the window or waiting for a retry (the cron's re-drive schedules anything older).",
+    "The arrival of the oldest receipt with a delivery pending or processing: its own delivery, received in the window or waiting for a retry (the cron's re-drive schedules anything older), or any further route's.",
 } as const;
 
 const LOCAL_REJECTIONS_NOTE =
