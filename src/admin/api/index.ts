@@ -5,6 +5,7 @@ import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters, moveRouteDeadL
 import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
 import { type AdminEnv, requireBearer } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
+import { DEAD_DELIVERIES_CURSOR, deadDeliveriesPage, parseDeadDeliveriesCursor } from "../receipts/dead-deliveries";
 import {
   describeUnknown,
   isReceiptId,
@@ -37,7 +38,6 @@ import { storageSizes } from "../health/storage-sizes";
 import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
-import { deadFurtherDeliveries } from "./dead-deliveries";
 import { keptSecretsApi } from "./kept-secrets";
 import { routeControlApi } from "./route-control";
 
@@ -106,13 +106,17 @@ adminApi.get("/dead", async (c) => {
       "invalid_query",
       'Dead letters are status "dead"; use /admin/api/receipts to filter by status.',
     );
-  rejectUnknownParameters(query, RECEIPT_FILTER_PARAMETERS);
-  const filter = parseReceiptFilter({ ...query, status: "dead" });
-  // Receipts whose own delivery is dead, and every further route's dead delivery (./dead-deliveries.ts).
-  return c.json({
-    ...(await searchReceipts(c.env, filter)),
-    deadDeliveries: await deadFurtherDeliveries(c.env, filter.source),
-  });
+  rejectUnknownParameters(query, [...RECEIPT_FILTER_PARAMETERS, DEAD_DELIVERIES_CURSOR]);
+  const { [DEAD_DELIVERIES_CURSOR]: deliveriesBefore, ...receiptQuery } = query;
+  const filter = parseReceiptFilter({ ...receiptQuery, status: "dead" });
+  const deliveriesCursor = parseDeadDeliveriesCursor(deliveriesBefore);
+  // Receipts whose own delivery is dead, and further routes' dead deliveries, each list with its own cursor
+  // (../receipts/dead-deliveries.ts).
+  const [deadReceipts, deadDeliveries] = await Promise.all([
+    searchReceipts(c.env, filter),
+    deadDeliveriesPage(c.env, filter, deliveriesCursor),
+  ]);
+  return c.json({ ...deadReceipts, ...deadDeliveries });
 });
 
 adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
