@@ -3,8 +3,14 @@ import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
 import { MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
-import { MAX_REPLAY_IDS, replayByIds } from "../actions/replay-actions";
+import { MAX_REPLAY_IDS, replayByIds, replayRoute } from "../actions/replay-actions";
 import type { AdminEnv } from "../guards/auth";
+import {
+  DEAD_DELIVERIES_CURSOR,
+  type DeadDeliveriesPage,
+  deadDeliveriesPage,
+  parseDeadDeliveriesCursor,
+} from "../receipts/dead-deliveries";
 import {
   isReceiptId,
   parseReceiptFilter,
@@ -29,6 +35,8 @@ const REPLAY_OUTCOMES: Record<string, string> = {
   in_flight: "Not replayed: the receipt is already pending or processing.",
   payload_expired: "Not replayed: its body is past payload retention.",
   dismissed: "Not replayed: it is dismissed; restore it first.",
+  no_such_route: "Not replayed: the receipt has no delivery to that route.",
+  delivered: "Not replayed: that route's delivery has finished.",
 };
 
 receiptPages.get("/receipts", async (c) => {
@@ -59,22 +67,60 @@ receiptPages.post("/receipts/:receiptId/replay", async (c) => {
   return c.redirect(`/admin/receipts/${receiptId}`, 303);
 });
 
-const DEAD_PARAMETERS = ["source", "type", "eventKey", "since", "until", "before", "after", "limit", "show"] as const;
+/**
+ * One route's delivery of a receipt replayed alone (the dead letters page's further deliveries): the same per-route
+ * replay as POST /admin/api/receipts/<id>/replay?route= (../actions/replay-actions.ts).
+ */
+receiptPages.post("/receipts/:receiptId/routes/:route/replay", async (c) => {
+  const { receiptId, route } = c.req.param();
+  if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
+  const outcome = (await replayRoute(c.env, receiptId, route, "dashboard")).kind;
+  const message = REPLAY_OUTCOMES[outcome] ?? `Replay: ${outcome}.`;
+  setFlash(c, outcome === "replayed" ? `Replayed: route ${route}'s delivery is back on the queue.` : message);
+  return c.redirect("/admin/dead", 303);
+});
+
+const DEAD_PARAMETERS = [
+  "source",
+  "type",
+  "eventKey",
+  "since",
+  "until",
+  "before",
+  "after",
+  "limit",
+  "show",
+  DEAD_DELIVERIES_CURSOR,
+] as const;
 
 receiptPages.get("/dead", async (c) => {
   const query = c.req.query();
   const dismissed = query.show === "dismissed";
   let filter: ReceiptFilter | undefined;
+  let deliveriesCursor: ReturnType<typeof parseDeadDeliveriesCursor> = null;
   const problem = await filterProblem(() => {
     rejectUnknownParameters(query, DEAD_PARAMETERS);
     if (query.show && query.show !== "dismissed")
       throw apiError(400, "invalid_query", 'Query parameter "show" must be empty or "dismissed".');
-    const { show: _show, ...rest } = query;
+    const { show: _show, [DEAD_DELIVERIES_CURSOR]: deliveriesBefore, ...rest } = query;
     filter = parseReceiptFilter({ ...rest, status: dismissed ? "dismissed" : "dead" });
+    deliveriesCursor = parseDeadDeliveriesCursor(deliveriesBefore);
   });
-  const page = filter ? await searchReceipts(c.env, filter) : null;
+  const [page, deliveries]: [Awaited<ReturnType<typeof searchReceipts>> | null, DeadDeliveriesPage | null] = filter
+    ? await Promise.all([
+        searchReceipts(c.env, filter),
+        dismissed ? null : deadDeliveriesPage(c.env, filter, deliveriesCursor),
+      ])
+    : [null, null];
   return c.html(
-    <DeadLettersPage query={query} page={page} dismissed={dismissed} flash={takeFlash(c)} problem={problem} />,
+    <DeadLettersPage
+      query={query}
+      page={page}
+      deliveries={deliveries}
+      dismissed={dismissed}
+      flash={takeFlash(c)}
+      problem={problem}
+    />,
     problem ? 400 : 200,
   );
 });

@@ -1,6 +1,8 @@
+import type { DeadDeliveriesPage } from "../../receipts/dead-deliveries";
 import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-slice";
 import { Flash, Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
+import { DeadDeliveriesSection } from "./dead-deliveries";
 import { FilterProblem, TextFilter } from "./receipts";
 
 type Query = Record<string, string | undefined>;
@@ -8,10 +10,13 @@ type Query = Record<string, string | undefined>;
 /**
  * Dead letters, filterable, with the three things an operator does to them: replay (the cause is fixed and the
  * event should apply), dismiss (it should not, or it was handled another way) and, for dismissed ones, restore.
+ * Below them, further routes' dead deliveries, each replayable alone (./dead-deliveries.tsx).
  */
 export function DeadLettersPage(props: {
   query: Query;
   page: ResultPage<ReceiptSummary> | null;
+  /** Further routes' dead deliveries (none on the dismissed view). */
+  deliveries: DeadDeliveriesPage | null;
   dismissed: boolean;
   flash?: string;
   problem?: string;
@@ -87,6 +92,7 @@ export function DeadLettersPage(props: {
       {props.page && (
         <Pager path="/admin/dead" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />
       )}
+      {props.deliveries && <DeadDeliveriesSection page={props.deliveries} query={query} />}
     </Page>
   );
 }
