@@ -69,6 +69,19 @@ export function shardFor(env: Env, source: string | SourceConfig, eventKey: stri
   return shardStub(env, placementOf(env, source), shardName(name, shardIndex(eventKey, shardCount(env))));
 }
 
+/**
+ * A shard the config no longer names (./shard-layouts.ts), by where it was addressed: its jurisdiction is part of
+ * its id; a location hint only matters when an object is created, and this one exists.
+ */
+export function retiredShardStub(
+  env: Pick<Env, "CLAIM_SHARDS">,
+  source: string,
+  jurisdiction: DurableObjectJurisdiction | null,
+  index: number,
+): DurableObjectStub<ClaimShard> {
+  return shardStub(env, { locationHint: null, jurisdiction }, shardName(source, index));
+}
+
 /** Every shard of a source, for the cron's flush and retention sweeps. */
 export function shardsOf(env: Env, source: string | SourceConfig): DurableObjectStub<ClaimShard>[] {
   const name = typeof source === "string" ? source : source.name;

@@ -66,6 +66,9 @@ export type DuplicateCount = {
   deliveries: number;
 };
 
+/** What one cron visit did: claims relayed, claims still waiting (counted up to a cap), tombstones forgotten. */
+export type SweepReport = { relayed: number; remaining: number; keysPruned: number };
+
 type ClaimRow = {
   receipt_id: string;
   payload_sha256: string;
@@ -348,12 +351,29 @@ export class ClaimShard extends DurableObject<Env> {
    * past the dedupe retention, except `keepKeys` (receipts still unfinished in D1). One call per shard per run, so
    * a run's subrequests stay countable.
    */
-  async sweep(
-    keyCutoff: number,
-    relayRounds: number,
-    keepKeys: readonly string[] = [],
-  ): Promise<{ relayed: number; remaining: number; keysPruned: number }> {
+  async sweep(keyCutoff: number, relayRounds: number, keepKeys: readonly string[] = []): Promise<SweepReport> {
     count("doRequests");
+    return this.visit(keyCutoff, relayRounds, keepKeys);
+  }
+
+  /**
+   * The cron's visit to a retired shard, one the config no longer names (./shard-layouts.ts): the same relay and
+   * prune, and whether it now holds nothing at all (no claim, tombstone, quarantine or tally), after which the
+   * cron stops visiting it. Nobody claims here any more, so nothing is kept past the retention for dedupe's sake.
+   */
+  async drainRetired(keyCutoff: number, relayRounds: number): Promise<SweepReport & { holdsNothing: boolean }> {
+    count("doRequests");
+    const report = await this.visit(keyCutoff, relayRounds, []);
+    const held = execCounted(
+      this.sql,
+      `${this.acrossPartitions((table) => `SELECT 1 FROM ${table}`)}
+       UNION ALL SELECT 1 FROM quarantine_outbox UNION ALL SELECT 1 FROM quarantine_overflow
+       UNION ALL SELECT 1 FROM duplicate_counts LIMIT 1`,
+    );
+    return { ...report, holdsNothing: held.length === 0 };
+  }
+
+  private async visit(keyCutoff: number, relayRounds: number, keepKeys: readonly string[]): Promise<SweepReport> {
     let relayed = 0;
     let remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     let rounds = 0;

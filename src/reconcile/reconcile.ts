@@ -58,6 +58,8 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       claimsRelayed: 0,
       claimsStillUnrelayed: 0,
       shardKeysExpired: 0,
+      retiredShards: 0,
+      retiredShardsDrained: 0,
       shardsFailed: 0,
     },
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
@@ -84,14 +86,14 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
 
   let sources: SourceConfig[] = [];
   let databaseEnvs = [{ binding: DEFAULT_DATABASE_BINDING, env }];
-  await attempt("config", null, async () => {
+  const configRead = await attempt("config", null, async () => {
     sources = [...loadSources(env).values()];
     databaseEnvs = receiptDatabaseEnvs(env);
   });
 
   // The shard sweep goes first: it brings D1 up to date (relaying what the shards still hold) for every later step.
   await attempt("shards", null, async () => {
-    counts.shards = await sweepShards(env, sources, now);
+    counts.shards = await sweepShards(env, sources, now, { visitRetired: configRead });
   });
   // Re-drive and retention go database by database (src/sources/databases.ts): each keeps its own cursors next to
   // the receipts they page through, and a database that fails is recorded while the others still run.

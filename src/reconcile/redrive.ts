@@ -1,5 +1,7 @@
 import { and, asc, eq, isNotNull, isNull, lte, or } from "drizzle-orm";
 import { shardsOf } from "../claims/routing";
+import type { SweepReport } from "../claims/shard";
+import type { RetiredShard } from "../claims/shard-layouts";
 import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { database } from "../db/client";
 import { inJsonList } from "../db/id-list";
@@ -10,6 +12,7 @@ import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { redriveDueAt, settleAbandonedLeases } from "./lease-return";
 import { readShardKeeps, shardPrune } from "./shard-keep";
+import { currentLayouts, forgetDrained, rememberShardLayouts, retiredVisits } from "./shard-layouts";
 import { STUCK_SCAN_CURSOR, scanForStuck } from "./stuck-scan";
 
 /**
@@ -43,6 +46,10 @@ export interface ShardSweepCounts {
   claimsRelayed: number;
   claimsStillUnrelayed: number;
   shardKeysExpired: number;
+  /** Shards the config no longer names that still hold something, as the run found the record (shard-layouts.ts). */
+  retiredShards: number;
+  /** Of those, found holding nothing by this run's visits: no run visits them again. */
+  retiredShardsDrained: number;
 }
 
 export function shardVisitBudget(env: Env): number {
@@ -50,23 +57,33 @@ export function shardVisitBudget(env: Env): number {
   return Number.isInteger(configured) && configured > 0 ? configured : DEFAULT_SHARD_VISITS;
 }
 
+type ShardVisit = { retired: RetiredShard | null; visit: () => Promise<SweepReport & { holdsNothing?: boolean }> };
+
 /**
  * Visits claim shards: each relays what it still holds and prunes keys past its source's dedupe retention. A
  * shard that fails (D1 unreachable from it) is counted, not fatal: its work stays in the shard for the next visit.
+ * Shards the config no longer names (a lower CLAIM_SHARD_COUNT, another jurisdiction, a source removed) are
+ * visited too, in the same budget, until they hold nothing (shard-layouts.ts), when `visitRetired` says `sources` is
+ * the whole config: the cron's run, once the config was read. Against part of it every other shard would look retired.
  */
 export async function sweepShards(
   env: Env,
   sources: readonly SourceConfig[],
   now: number,
+  options: { visitRetired: boolean } = { visitRetired: false },
 ): Promise<ShardSweepCounts & { shardsFailed: number }> {
   const keeps = await readShardKeeps(env);
-  const visits = sources.flatMap((source) => {
+  const visits: ShardVisit[] = sources.flatMap((source) => {
     const stubs = shardsOf(env, source.name);
-    return stubs.map((stub, shard) => ({
-      stub,
-      ...shardPrune(keeps.get(source.name), source, now, shard, stubs.length),
-    }));
+    return stubs.map((stub, shard) => {
+      const { keyCutoff, keepKeys } = shardPrune(keeps.get(source.name), source, now, shard, stubs.length);
+      return { retired: null, visit: () => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, keepKeys) };
+    });
   });
+  const current = currentLayouts(env, sources);
+  const known = options.visitRetired ? await rememberShardLayouts(env, current, now) : null;
+  const retired = known ? retiredVisits(env, known, current, sources, now, SHARD_RELAY_ROUNDS) : [];
+  visits.push(...retired.map(({ shard, visit }) => ({ retired: shard, visit })));
   const budget = shardVisitBudget(env);
   let chosen = visits;
   if (visits.length > budget) {
@@ -76,26 +93,31 @@ export async function sweepShards(
     chosen = Array.from({ length: budget }, (_, step) => visits[(offset + step) % visits.length]!);
     await writeCheckpoint(env, SWEEP_CURSOR_SOURCE, "shard-sweep", { offset: (offset + budget) % visits.length }, now);
   }
-  const results = await Promise.allSettled(
-    chosen.map(({ stub, keyCutoff, keepKeys }) => stub.sweep(keyCutoff, SHARD_RELAY_ROUNDS, keepKeys)),
-  );
+  const results = await Promise.allSettled(chosen.map(({ visit }) => visit()));
   const counts = {
     shardsVisited: chosen.length,
     shardsTotal: visits.length,
     claimsRelayed: 0,
     claimsStillUnrelayed: 0,
     shardKeysExpired: 0,
+    retiredShards: retired.length,
+    retiredShardsDrained: 0,
     shardsFailed: 0,
   };
-  for (const result of results) {
+  const emptied: RetiredShard[] = [];
+  results.forEach((result, index) => {
     if (result.status === "rejected") {
       counts.shardsFailed++;
-      continue;
+      return;
     }
     counts.claimsRelayed += result.value.relayed;
     counts.claimsStillUnrelayed += result.value.remaining;
     counts.shardKeysExpired += result.value.keysPruned;
-  }
+    const retiredShard = chosen[index]!.retired;
+    if (retiredShard && result.value.holdsNothing) emptied.push(retiredShard);
+  });
+  counts.retiredShardsDrained = emptied.length;
+  await forgetDrained(env, emptied, now);
   if (counts.shardsFailed > 0) {
     const firstFailure = results.find((result): result is PromiseRejectedResult => result.status === "rejected");
     logError("reconcile.shard_sweep_failed", firstFailure?.reason, { failed: counts.shardsFailed });

@@ -1,10 +1,8 @@
-import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { receiptDetail } from "../../src/admin/receipts/receipt-detail";
 import { shardFor } from "../../src/claims/routing";
-import type { ClaimShard } from "../../src/claims/shard";
-import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { readCheckpoint, writeCheckpoint } from "../../src/db/checkpoints";
 import { database } from "../../src/db/client";
@@ -12,7 +10,7 @@ import worker from "../../src/index";
 import { ulid } from "../../src/lib/ulid";
 import type { QueuedWork } from "../../src/model/work-message";
 import { account, credit, eventually, waitForStatus } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, receipt, unique } from "./support";
+import { CRON_TEST_TIMEOUT_MS, claimWithLostAlarm, cronRun, cronUntil, receipt, unique } from "./support";
 
 const SOURCE = "reconcile-stuck";
 const MINUTE = 60_000;
@@ -85,26 +83,8 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
   it("flushes a claim whose relay alarm was lost", async () => {
     const eventKey = `msg_unrelayed_${unique()}`;
     const now = Date.now();
-    const body = utf8Bytes(JSON.stringify({ type: "thing.happened" }));
     const stub = shardFor(env, SOURCE, eventKey);
-    // Claim inside the object and delete the alarm before it can fire: the acknowledged claim is now stranded.
-    await runInDurableObject(stub, async (shard: ClaimShard, state) => {
-      await shard.claim({
-        source: SOURCE,
-        eventKey,
-        eventKeySigned: true,
-        payloadSha256: await sha256Hex(body),
-        eventType: "thing.happened",
-        subjectId: null,
-        version: null,
-        occurredAt: null,
-        body,
-        keptHeaders: "{}",
-        receivedAt: now,
-        provenance: "live",
-      });
-      await state.storage.deleteAlarm();
-    });
+    await claimWithLostAlarm(stub, SOURCE, eventKey, now);
     expect(await stub.unrelayedCount()).toBe(1);
     expect(await receipt(SOURCE, eventKey)).toBeNull();
 

@@ -1,5 +1,8 @@
-import { createScheduledController } from "cloudflare:test";
+import { createScheduledController, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import type { ClaimShard } from "../../src/claims/shard";
+import { sha256Hex } from "../../src/crypto/digest";
+import { utf8Bytes } from "../../src/crypto/encoding";
 import worker from "../../src/index";
 import type { ReconcileCounts, StepFailure } from "../../src/reconcile/reconcile";
 import { post, signDemo } from "../support/deliveries";
@@ -14,6 +17,36 @@ export const CRON_TEST_TIMEOUT_MS = 180_000;
 /** Fires the worker's real scheduled handler with the cron's clock set to `now` (and, for one test, altered bindings). */
 export async function runCron(now: number, runEnv: Env = env): Promise<void> {
   await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "*/5 * * * *" }), runEnv);
+}
+
+/**
+ * Claims an event inside the real shard, then deletes the shard's alarm before it can fire: the acknowledged claim
+ * is stranded, and only the cron's visit can relay it.
+ */
+export async function claimWithLostAlarm(
+  stub: DurableObjectStub<ClaimShard>,
+  source: string,
+  eventKey: string,
+  receivedAt: number,
+): Promise<void> {
+  const body = utf8Bytes(JSON.stringify({ type: "thing.happened" }));
+  await runInDurableObject(stub, async (shard: ClaimShard, state) => {
+    await shard.claim({
+      source,
+      eventKey,
+      eventKeySigned: true,
+      payloadSha256: await sha256Hex(body),
+      eventType: "thing.happened",
+      subjectId: null,
+      version: null,
+      occurredAt: null,
+      body,
+      keptHeaders: "{}",
+      receivedAt,
+      provenance: "live",
+    });
+    await state.storage.deleteAlarm();
+  });
 }
 
 export interface RecordedRun {
