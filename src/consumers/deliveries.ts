@@ -4,19 +4,20 @@ import { inJsonList } from "../db/id-list";
 import { deliveries } from "../db/schema";
 import { logEvent } from "../lib/log";
 import { meteredD1 } from "../lib/meter";
-import { enqueueWork } from "../relay/enqueue";
 import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
 import { leaseDeliveries, releaseDeliveryLeases } from "./delivery-lease";
-import { type DeliveryAttempt, deliveryOutcomeStatements, type FannedOut } from "./delivery-rows";
+import { type DeliveryAttempt, deliveryOutcomeStatements } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "./load";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 import { type AttemptRun, runDestination } from "./run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
 import { batchUnlessEmpty } from "./statements";
+
+export { sendDeliveryRetries } from "./delivery-retries";
 
 /**
  * Later attempts of further deliveries (docs/processing.md, "Deliveries"): a queue message that names a route carries
@@ -243,38 +244,6 @@ async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]):
     }
   }
   return verdicts;
-}
-
-/**
- * After a first attempt's commit: each further delivery left pending goes on the queue on its own message, naming
- * its route, with its own delay. Should the send fail, the delivery is pending in D1 with a due time: the cron's
- * re-drive finds it (src/reconcile/redrive.ts).
- */
-export async function sendDeliveryRetries(
-  env: Env,
-  fannedOut: readonly { receipt: ReceiptForWork; fanOut: FannedOut }[],
-): Promise<void> {
-  const groups = new Map<string, { source: string; route: string; delaySeconds: number; receiptIds: string[] }>();
-  for (const { receipt, fanOut } of fannedOut) {
-    for (const delivery of fanOut.further) {
-      const delaySeconds = retryDelayOf(delivery);
-      if (delaySeconds === null) continue;
-      const key = `${receipt.source}\u0000${delivery.route}\u0000${delaySeconds}`;
-      const group = groups.get(key) ?? { source: receipt.source, route: delivery.route, delaySeconds, receiptIds: [] };
-      group.receiptIds.push(receipt.receiptId);
-      groups.set(key, group);
-    }
-  }
-  for (const { source, route, delaySeconds, receiptIds } of groups.values())
-    await enqueueWork(env, source, receiptIds, delaySeconds, { route });
-}
-
-/** The delay of a further delivery's next message, or null when its first attempt finished it. */
-function retryDelayOf(delivery: FannedOut["further"][number]): number | null {
-  const { decision } = delivery;
-  if (decision.kind === "commit")
-    return decision.result.status === "processed" && delivery.run?.plan?.versionGate ? 0 : null;
-  return decision.queue.kind === "retry" ? decision.queue.delaySeconds : null;
 }
 
 /** The dead-letter queue gave up on these deliveries' message: those still waiting or leased are dead (replayable). */

@@ -48,8 +48,8 @@ export interface FannedOut {
   filtered: string[];
   further: FurtherDelivery[];
   /**
-   * Set when the batch aborted on this event's own statements: further effects are then not written with the
-   * fan-out but left to their deliveries' own next attempt (due at once).
+   * Set when the event's commit batch aborted (abort-outcome.ts): further effects are then not written with the
+   * fan-out but left to their deliveries' own next attempt (due at once, on a message of its own).
    */
   deferEffects?: boolean;
 }
@@ -109,12 +109,18 @@ function effectNow(delivery: FurtherDelivery, deferEffects: boolean): boolean {
   );
 }
 
+/** A further delivery that applied, its effect left to its delivery's next attempt: written pending, due at once. */
+export function effectDeferred(delivery: FurtherDelivery, deferEffects: boolean): boolean {
+  const { decision } = delivery;
+  return decision.kind === "commit" && decision.result.status === "processed" && !effectNow(delivery, deferEffects);
+}
+
 /** The first attempt's row of every further route, and the effects of those that applied. */
 export function furtherDeliveryStatements(d1: D1Database, receiptId: string, fanOut: FannedOut): D1PreparedStatement[] {
   const db = database({ DB: d1 });
   return fanOut.further.flatMap((delivery) => {
     const applies = effectNow(delivery, fanOut.deferEffects ?? false);
-    const deferred = delivery.decision.kind === "commit" && delivery.decision.result.status === "processed" && !applies;
+    const deferred = effectDeferred(delivery, fanOut.deferEffects ?? false);
     const { counted, ...columns } = outcomeColumns(delivery.decision, delivery.finishedAt, deferred);
     const row = db.insert(deliveries).values({
       receiptId,

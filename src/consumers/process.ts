@@ -198,7 +198,7 @@ export async function processBatch(
     for (const { notStarted: receipt } of notStarted)
       verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
   }
-  const decisions = await commitAttempts(env, attempts);
+  const { decisions, fannedOut } = await commitAttempts(env, attempts);
   // Free the gates' slots and tell each breaker how its destination answered (once committed: a crash before here
   // leaves the slot to expire, never frees it early).
   const ended = [
@@ -231,15 +231,9 @@ export async function processBatch(
     ],
     clock(),
   );
-  // Further deliveries that failed (or met a lease race) go on the queue on their own, each naming its route.
-  await sendDeliveryRetries(
-    env,
-    attempts.flatMap((finished) =>
-      finished.fanOut && decisions.get(finished.receipt.receiptId)?.kind !== "nothing"
-        ? [{ receipt: finished.receipt, fanOut: finished.fanOut }]
-        : [],
-    ),
-  );
+  // Further deliveries that failed, met a lease race or were left their effect go on the queue on their own, each
+  // naming its route: as their fan-out was written (an aborted commit may have left a route's effect to its delivery).
+  await sendDeliveryRetries(env, fannedOut);
   // A delivery that had waited and now went through says its destination is back: the others waiting for it go now.
   await releaseWaiting(
     env,

@@ -138,7 +138,7 @@ describe("the accounts handler losing a version race", () => {
     // …then v9 commits before v5's commit runs.
     expect(await processReceipt(env, v9, t0)).toEqual({ kind: "done", status: "processed" });
 
-    const decisions = await commitAttempts(env, [planned]);
+    const { decisions } = await commitAttempts(env, [planned]);
     expect(decisions.get(v5)).toMatchObject({ kind: "commit", result: { status: "stale", againstVersion: 9 } });
     expect(await receiptRow(v5)).toMatchObject({ status: "stale", staleAgainstVersion: 9, attempts: 1 });
     expect(await account("acct_race_between")).toMatchObject({ plan: "plan_v9", planVersion: 9 });
