@@ -252,6 +252,23 @@ export const alerts = sqliteTable(
   ],
 );
 
+/**
+ * Every route known to have a gate (src/gate/), so its gate can be forgotten once the route leaves the config: no
+ * Durable Object can be listed, so this is how the cron finds the gate of a route no longer configured. Written by
+ * the cron for each configured route with a control option, by a pause from the admin API, and for the route of an
+ * open `route-breaker-open` alert; `absent_runs` counts the cron runs in a row that found the route absent
+ * (src/reconcile/route-gates.ts; migrations/0021_route_gates.sql). WITHOUT ROWID: one row per route.
+ */
+export const routeGates = sqliteTable(
+  "route_gates",
+  {
+    source: text("source").notNull(),
+    route: text("route").notNull(),
+    absentRuns: integer("absent_runs").notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.source, table.route] })],
+);
+
 /** One row per cron run of the reconciler: what each step did, so "did the cron run, and what did it find?" is a query. */
 export const reconcileRuns = sqliteTable(
   "reconcile_runs",

@@ -128,9 +128,12 @@ function liveState(state: GateState, control: DeliveryControl, now: number): Gat
     inFlight: Object.fromEntries(Object.entries(state.inFlight).filter(([, expiresAt]) => expiresAt > now)),
     probe: state.probe !== null && state.probe.expiresAt > now ? state.probe : null,
     // A breaker the config no longer has is closed.
-    ...(control.breaker ? {} : { failures: 0, openedAt: null, lastProbeAt: null }),
+    ...(control.breaker ? {} : CLOSED_BREAKER),
   };
 }
+
+/** The breaker's part of a gate's state when it is closed and has counted nothing. */
+export const CLOSED_BREAKER = { failures: 0, openedAt: null, lastProbeAt: null } as const satisfies Partial<GateState>;
 
 /** What an attempt's outcome says about the destination: only failures that a retry might cure count against it. */
 export type AttemptVerdict = "success" | "failure" | "neutral";

@@ -2,12 +2,14 @@ import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
 import { count, execCounted } from "../lib/meter";
 import { reportObservations } from "../monitor/report";
+import { breakerReporter } from "./client";
 import type { DeliveryControl } from "./control";
 import {
   type Admission,
   type AdmitOptions,
   type AttemptVerdict,
   admit,
+  CLOSED_BREAKER,
   EMPTY_GATE,
   type GateState,
   release,
@@ -99,7 +101,7 @@ export class DeliveryGate extends DurableObject<Env> {
     // leaves the breaker as it is, and the next transition reports again.
     await reportObservations(
       this.env,
-      [{ kind: "route-breaker-open", reporter: `route:${routeName}`, firing, message }],
+      [{ kind: "route-breaker-open", reporter: breakerReporter(routeName), firing, message }],
       true,
     ).catch((error) => logError("gate.alert_failed", error, { route: routeName }));
   }
@@ -120,6 +122,27 @@ export class DeliveryGate extends DurableObject<Env> {
       .map((row) => ({ id: row.receipt_id, database: row.database }));
     this.sql.exec("DELETE FROM paused_deliveries");
     return { status: this.status(), held };
+  }
+
+  /**
+   * The route left the config (src/reconcile/route-gates.ts): its admin pause, held deliveries and breaker go, so a
+   * route of that name added again starts clean. The held deliveries lose nothing: each is still a row in D1 that
+   * looks again on its own. Answers what the gate held.
+   */
+  forget(): GateStatus {
+    const held = this.status();
+    this.ctx.storage.transactionSync(() => {
+      execCounted(this.sql, "DELETE FROM paused_deliveries");
+      execCounted(this.sql, "DELETE FROM gate_state");
+    });
+    this.state = { ...EMPTY_GATE };
+    return held;
+  }
+
+  /** The route's config has no breaker any more: closed now, not at its next attempt (there may never be one). */
+  closeBreaker(): GateStatus {
+    this.store({ ...this.state, ...CLOSED_BREAKER });
+    return this.status();
   }
 
   status(): GateStatus {

@@ -14,11 +14,12 @@ import { returnExpiredLeases } from "./lease-return";
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
 import { reenqueueLostDeliveries } from "./redrive-deliveries";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
+import { NO_ROUTE_GATE_COUNTS, type RouteGateCounts, tidyRouteGates } from "./route-gates";
 import { catchUpMissing, watchSources } from "./watch";
 
 /**
- * One cron run of the reconciler: re-drive stuck work, apply retention, catch up with provider APIs, evaluate
- * alerts. Each step is bounded (fixed batch sizes and page budgets), safe to run twice at once, and isolated: a
+ * One cron run of the reconciler: re-drive stuck work, apply retention, catch up with provider APIs, forget the
+ * gates of routes that left the config, evaluate alerts. Each step is bounded (fixed batch sizes and page budgets), safe to run twice at once, and isolated: a
  * failing step or source is recorded and the others still run. The run's counts land in `reconcile_runs`.
  */
 
@@ -27,6 +28,8 @@ export interface ReconcileCounts {
   redrive: { overdueReenqueued: number; expiredLeasesReturned: number };
   retention: RetentionCounts;
   catchUp: Record<string, CatchUpCounts>;
+  /** Gates of routes that left the config, forgotten (route-gates.ts). */
+  routeGates: RouteGateCounts;
   alerts: { opened: number; resolved: number; notices: NotifyCounts };
   /** Wall-clock milliseconds per step, summed over sources. */
   durationsMs: Record<string, number>;
@@ -65,6 +68,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
     retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },
     catchUp: {},
+    routeGates: { ...NO_ROUTE_GATE_COUNTS },
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
     durationsMs: {},
   };
@@ -143,6 +147,11 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       conditions.push(catchUpMissing(source, found));
     });
   }
+
+  // Before the alerts: a breaker alert of a route no longer configured resolves in this run's report.
+  await attempt("route-gates", null, async () => {
+    counts.routeGates = await tidyRouteGates(env);
+  });
 
   await attempt("alerts", null, async () => {
     conditions.push(...(await watchSources(env, sources, now)));

@@ -2,8 +2,9 @@ import { sendResumed } from "../../consumers/delivery-gate";
 import { deliveryGate } from "../../gate/client";
 import type { DeliveryControl } from "../../gate/control";
 import type { GateStatus } from "../../gate/gate";
+import { registerGate } from "../../gate/known-gates";
 import { apiError } from "../../lib/errors";
-import { logEvent } from "../../lib/log";
+import { logError, logEvent } from "../../lib/log";
 import { lookupSource } from "../../sources/registry";
 
 /**
@@ -58,6 +59,12 @@ export async function routeControlView(env: Env, sourceName: string, routeName: 
 export async function pauseRoute(env: Env, sourceName: string, routeName: string): Promise<RouteControlView> {
   const { control } = controlledRoute(env, sourceName, routeName);
   const gate = await deliveryGate(env, sourceName, routeName).pause();
+  // Known at once, so a deploy that removes the route before the next cron run still has its pause forgotten
+  // (src/reconcile/route-gates.ts). Only that is at stake, and the cron registers every configured gated route too:
+  // D1 refusing must not refuse the pause.
+  await registerGate(env, sourceName, routeName).catch((error: unknown) =>
+    logError("route.register_failed", error, { source: sourceName, route: routeName }),
+  );
   logEvent("route.paused", { source: sourceName, route: routeName });
   return { source: sourceName, route: routeName, control, pausedInConfig: control.paused, gate };
 }
