@@ -6,8 +6,9 @@ import { logEvent } from "../lib/log";
 import { meteredD1 } from "../lib/meter";
 import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
+import { attemptClock, inAttemptSlots } from "./attempt-slots";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
-import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
+import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
 import { leaseDeliveries, releaseDeliveryLeases } from "./delivery-lease";
 import { type DeliveryAttempt, deliveryOutcomeStatements } from "./delivery-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
@@ -62,30 +63,47 @@ export async function processDeliveries(
       verdicts.set(receiptId, { kind: "retry", delaySeconds: DEFAULT_RETRY.baseDelaySeconds });
     else ready.push(delivery);
   }
+  const routeOf = (delivery: ReceiptForWork) =>
+    sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
+  // A delivery still `processing` was abandoned by a consumer that died: that attempt was counted when it took its
+  // lease, and once the count spends the retries the delivery is dead without another run or a gate's slot (a poison
+  // event cannot loop). One with retries left asks the gate as a pending one does: a paused or limited route never
+  // re-attempts it (held, it is pending again with its count kept: delivery-gate.ts).
+  const abandonedDecision = new Map(
+    ready
+      .filter((delivery) => delivery.status === "processing")
+      .map((delivery) => [
+        delivery.receiptId,
+        decideAbandoned(delivery, retryPolicyOf(sources.get(delivery.source), route), now).decision,
+      ]),
+  );
+  const spent = (delivery: ReceiptForWork) => {
+    const decision = abandonedDecision.get(delivery.receiptId);
+    return decision?.kind === "fail" && decision.receiptStatus === "dead";
+  };
   // The route's gate (when it has delivery control) is asked before any lease is taken, as for a receipt: a delivery
   // that must wait spends no attempt, stays pending with the gate's due time, and comes back on a message of its own.
-  // One still `processing` was admitted once, by the consumer that died: it is taken over.
   const toAdmit = (delivery: ReceiptForWork): DeliveryToAdmit => ({
     receiptId: delivery.receiptId,
     source: delivery.source,
     config: sources.get(delivery.source),
     route,
     row: "delivery",
+    ...abandonedLeaseOf(delivery),
   });
   for (const [{ receiptId }, verdict] of await admitDeliveries(
     env,
     db,
-    ready.filter((delivery) => delivery.status === "pending" && delivery.committedAt === null).map(toAdmit),
+    ready.filter((delivery) => delivery.committedAt === null && !spent(delivery)).map(toAdmit),
     now,
     ATTEMPTS_IN_FLIGHT,
   ))
     verdicts.set(receiptId, verdict);
   const admitted = ready.filter((delivery) => !verdicts.has(delivery.receiptId));
-  const routeOf = (delivery: ReceiptForWork) =>
-    sources.get(delivery.source)?.routes.find(({ rules }) => rules.name === route);
   const needsLease = admitted.filter(
     (delivery) =>
       delivery.committedAt === null &&
+      !spent(delivery) &&
       (options.leaseEveryAttempt ||
         delivery.status === "processing" ||
         routeOf(delivery)?.destination.kind === "forward"),
@@ -99,71 +117,67 @@ export async function processDeliveries(
 
   const finished: DeliveryAttempt[] = [];
   const notStarted: { receiptId: string; generation: number }[] = [];
-  const attemptsBegan = Date.now();
-  const clock = () => now + (Date.now() - attemptsBegan);
-  await Promise.all(
-    admitted.map(async (delivery) => {
-      if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
-        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
-      const source = sources.get(delivery.source);
-      const heldGeneration = leased.get(delivery.receiptId) ?? null;
-      const limits = {
-        invocationEndsBy,
-        leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
-      };
-      if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), now)) {
-        // Out of time: no attempt was made, so none is counted (its lease goes back below), as for a receipt.
-        if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
-        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
-      }
-      const policy = retryPolicyOf(source, route);
-      const facts = {
-        policy,
-        attemptNumberInRun: delivery.attempts + 1,
-        budgetStartedAt: budgetStartOf(delivery),
-      };
-      // A delivery still `processing` was abandoned by a consumer that died: that attempt was counted when it took
-      // its lease, and once the count spends the retries the delivery is dead without another run (a poison event
-      // cannot loop).
-      const abandoned = delivery.status === "processing" ? decideAbandoned(delivery, policy, now).decision : null;
-      const configured = routeOf(delivery);
-      let run: AttemptRun;
-      if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
-      else if (abandoned?.kind === "fail" && abandoned.receiptStatus === "dead")
-        run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
-      else if (!configured)
-        run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
-      else
-        run = await runDestination(
-          env,
-          configured,
-          delivery,
-          now,
-          new LazyLease(
-            async () => (await leaseDeliveries(db, route, [delivery.receiptId], now)).get(delivery.receiptId) ?? null,
-            heldGeneration,
-          ),
-          true,
-          externalCallBudgetMs(limits, Date.now(), now),
-        );
-      const finishedAt = clock();
-      const decision =
-        run.result.status === "unknown" && run.result.error === ABANDONED_ATTEMPT && abandoned
-          ? abandoned
-          : decide(run.result, { ...facts, finishedAt });
-      finished.push({
-        receiptId: delivery.receiptId,
-        route,
-        run,
-        decision,
-        facts: { ...facts, finishedAt },
-        startedAt: now,
-        finishedAt,
-        generation: heldGeneration ?? delivery.leaseGeneration + 1,
-        leased: heldGeneration !== null,
-      });
-    }),
-  );
+  // The same slots and attempt clock as a receipt's (attempt-slots.ts): at most ATTEMPTS_IN_FLIGHT at once, each
+  // signed, leased and timed from its own start.
+  const clock = attemptClock(now);
+  await inAttemptSlots(admitted, now, clock, async (delivery, startedAt) => {
+    if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
+      return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
+    const source = sources.get(delivery.source);
+    const heldGeneration = leased.get(delivery.receiptId) ?? null;
+    const limits = {
+      invocationEndsBy,
+      leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
+    };
+    const isSpent = spent(delivery);
+    if (!isSpent && !mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) {
+      // Out of time: no attempt was made, so none is counted (its lease goes back below), as for a receipt.
+      if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
+      return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+    }
+    const policy = retryPolicyOf(source, route);
+    const facts = {
+      policy,
+      attemptNumberInRun: delivery.attempts + 1,
+      budgetStartedAt: budgetStartOf(delivery),
+    };
+    const configured = routeOf(delivery);
+    let run: AttemptRun;
+    if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
+    else if (isSpent) run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
+    else if (!configured)
+      run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
+    else
+      run = await runDestination(
+        env,
+        configured,
+        delivery,
+        startedAt,
+        new LazyLease(
+          async () =>
+            (await leaseDeliveries(db, route, [delivery.receiptId], startedAt)).get(delivery.receiptId) ?? null,
+          heldGeneration,
+        ),
+        true,
+        externalCallBudgetMs(limits, Date.now(), startedAt),
+      );
+    const finishedAt = clock();
+    const abandoned = abandonedDecision.get(delivery.receiptId);
+    const decision = isSpent && abandoned ? abandoned : decide(run.result, { ...facts, finishedAt });
+    finished.push({
+      receiptId: delivery.receiptId,
+      route,
+      run,
+      decision,
+      facts: { ...facts, finishedAt },
+      // A spent one is decided under the lease it was abandoned with (fenced by it, its count already taken), as
+      // process.ts `abandonedAttempt` does for a receipt.
+      startedAt: isSpent ? (delivery.leaseUntil ?? now) - LEASE_MS : startedAt,
+      finishedAt,
+      generation: isSpent ? delivery.leaseGeneration : (heldGeneration ?? delivery.leaseGeneration + 1),
+      leased: isSpent || heldGeneration !== null,
+    });
+  });
   await releaseDeliveryLeases(db, route, notStarted);
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
   // Once committed, the gate hears how each admitted delivery ended (its slot freed, its breaker told); one that never

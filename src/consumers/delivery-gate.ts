@@ -1,4 +1,5 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, lt, sql } from "drizzle-orm";
+import { batchPerItem, perItem } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { deliveries, receipts } from "../db/schema";
@@ -11,7 +12,7 @@ import type { SourceConfig, SourceRoute } from "../sources/config";
 import { databaseBindingIn, envForDatabase } from "../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
 import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
-import { LEASE_MS } from "./lease";
+import { type AbandonedLease, abandonedAttemptRows, LEASE_MS } from "./lease";
 
 /**
  * The consumer's two calls to the delivery gates (src/gate/): `admitDeliveries` before any lease is taken (so a
@@ -35,6 +36,24 @@ export interface DeliveryToAdmit {
   /** The route's name; its control (if any) is read from `config`. */
   route: string;
   row: DeliveryRow;
+  /**
+   * Set when the delivery is `processing` under a lease that ran out (its consumer died): its attempt was counted when
+   * that lease was taken. It still asks the gate — a paused or limited route never re-attempts it — and, held, goes
+   * back to pending with that count kept.
+   */
+  abandoned?: AbandonedLease;
+}
+
+/** The `abandoned` part of a delivery read `processing` (readiness let it through only once its lease ran out). */
+export function abandonedLeaseOf(delivery: {
+  receiptId: string;
+  status: string;
+  leaseGeneration: number;
+  leaseUntil: number | null;
+}): Pick<DeliveryToAdmit, "abandoned"> {
+  if (delivery.status !== "processing") return {};
+  const { receiptId, leaseGeneration: generation, leaseUntil } = delivery;
+  return { abandoned: { receiptId, generation, leaseUntil } };
 }
 
 export function gatedDelivery(delivery: DeliveryToAdmit): GatedDelivery {
@@ -89,6 +108,7 @@ export async function admitDeliveries(
     const delaySeconds = clampQueueDelay(Math.max(1, waitMs / 1000));
     verdicts.set(delivery, { kind: "retry", delaySeconds });
     logEvent(event, { receipt: delivery.receiptId, route: delivery.route, reason, delaySeconds });
+    if (delivery.abandoned) return; // put back on its own (holdAbandoned), fenced by its lease
     const key = `${delivery.row}\u0000${delivery.route}\u0000${delaySeconds}`;
     const group = toHold.get(key) ?? { row: delivery.row, route: delivery.route, delaySeconds, receiptIds: [] };
     group.receiptIds.push(delivery.receiptId);
@@ -104,7 +124,63 @@ export async function admitDeliveries(
     if (row === "receipt") await holdUntil(db, receiptIds, dueAt);
     else if (row === "delivery") await holdDeliveriesUntil(db, route, receiptIds, dueAt);
   }
+  const abandonedHeld = [...verdicts].flatMap(([delivery, verdict]) =>
+    delivery.abandoned ? [{ delivery, abandoned: delivery.abandoned, dueAt: now + verdict.delaySeconds * 1000 }] : [],
+  );
+  if (abandonedHeld.length > 0) await holdAbandoned(db, abandonedHeld, now);
   return verdicts;
+}
+
+/**
+ * Held deliveries whose last lease ran out: pending again, due when the gate said, the abandoned attempt kept counted
+ * (and, for a receipt, recorded as `unknown`, as a takeover records it: lease.ts). Fenced by the abandoned lease's
+ * generation and expiry, so a lease another consumer has taken since is left alone.
+ */
+async function holdAbandoned(
+  db: Database,
+  held: readonly { delivery: DeliveryToAdmit; abandoned: AbandonedLease; dueAt: number }[],
+  now: number,
+): Promise<void> {
+  const putBack = (dueAt: number) => ({ status: "pending" as const, leaseUntil: null, nextAttemptAt: dueAt });
+  const receiptStillAbandoned = ({ delivery, abandoned }: (typeof held)[number]) =>
+    and(
+      eq(receipts.receiptId, delivery.receiptId),
+      eq(receipts.status, "processing"),
+      eq(receipts.leaseGeneration, abandoned.generation),
+      lt(receipts.leaseUntil, now),
+    );
+  const onReceipts = held.filter(({ delivery }) => delivery.row === "receipt");
+  // Kinds run in the order written: the abandoned attempt is recorded while its receipt is still `processing`.
+  await batchPerItem(db, {
+    furtherPutBack: perItem(
+      held.filter(({ delivery }) => delivery.row === "delivery"),
+      ({ delivery, abandoned, dueAt }) =>
+        db
+          .update(deliveries)
+          .set(putBack(dueAt))
+          .where(
+            and(
+              eq(deliveries.receiptId, delivery.receiptId),
+              eq(deliveries.route, delivery.route),
+              eq(deliveries.status, "processing"),
+              eq(deliveries.leaseGeneration, abandoned.generation),
+              lt(deliveries.leaseUntil, now),
+            ),
+          ),
+    ),
+    abandonedAttempts: perItem(onReceipts, (item) =>
+      abandonedAttemptRows(
+        db,
+        receiptStillAbandoned(item),
+        sql<number>`${item.abandoned.generation}`,
+        sql<number>`${(item.abandoned.leaseUntil ?? now) - LEASE_MS}`,
+        now,
+      ),
+    ),
+    receiptsPutBack: perItem(onReceipts, (item) =>
+      db.update(receipts).set(putBack(item.dueAt)).where(receiptStillAbandoned(item)),
+    ),
+  });
 }
 
 /** Tells the gates how the admitted attempts ended. A gate that does not answer is logged: its slots expire on their own. */

@@ -9,9 +9,16 @@ import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../sources/confi
 import { loadSources, sourceProblems } from "../sources/registry";
 import { commitAttempts } from "./commit";
 import type { FinishedAttempt } from "./commit-statements";
+import { attemptClock, inAttemptSlots } from "./attempt-slots";
 import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { sendDeliveryRetries } from "./deliveries";
-import { admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
+import {
+  abandonedLeaseOf,
+  admitDeliveries,
+  type DeliveryToAdmit,
+  holdUntil,
+  releaseDeliveries,
+} from "./delivery-gate";
 import { type FannedOut, notAttempted } from "./delivery-rows";
 import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "./fan-out";
 import { writeHeldFanOuts } from "./held-fan-out";
@@ -28,22 +35,6 @@ import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAtt
  * lets one run's effect commit, and a lease keeps a second forward out while the first is alive. The state
  * machine is drawn in docs/processing.md.
  */
-
-/** `run` is told whether the item had to wait for an earlier one to finish (the first `limit` never do). */
-async function mapConcurrently<T, R>(
-  items: readonly T[],
-  limit: number,
-  run: (item: T, waited: boolean) => Promise<R>,
-): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    for (let index = next++; index < items.length; index = next++)
-      results[index] = await run(items[index]!, index >= limit);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
-}
 
 /**
  * @param now the slice's start (epoch ms). Injected by tests to step through the retry schedule; elapsed real
@@ -103,8 +94,14 @@ export async function processBatch(
   // Which route each receipt runs: its own, or (a first attempt of a source with several) all that match (fan-out.ts).
   const choices = new Map(unbroken.map((row) => [row.receiptId, routeChoice(sources.get(row.source), row)]));
   // A route with delivery control (rate limit, in-flight limit, breaker, pause) is asked before any lease is taken,
-  // so a delivery that must wait spends no attempt. A lease already abandoned was admitted once: it is taken over.
-  const admissible = unbroken.filter((row) => row.status === "pending" && row.committedAt === null);
+  // so a delivery that must wait spends no attempt. An abandoned lease with retries left asks too: its route may have
+  // been paused or limited since (held, it goes back to pending with its count kept: delivery-gate.ts).
+  const spentIds = new Set(spent.map((attempt) => attempt.receipt.receiptId));
+  const admissible = unbroken.filter(
+    (row) =>
+      row.committedAt === null &&
+      (row.status === "pending" || (row.status === "processing" && !spentIds.has(row.receiptId))),
+  );
   const heldOwn = await admitDeliveries(
     env,
     db,
@@ -124,9 +121,7 @@ export async function processBatch(
         : [];
     }),
   );
-  const runnable = unbroken.filter(
-    (row) => !verdicts.has(row.receiptId) && !spent.some((attempt) => attempt.receipt === row),
-  );
+  const runnable = unbroken.filter((row) => !verdicts.has(row.receiptId) && !spentIds.has(row.receiptId));
   // Then the further deliveries of each fan-out that goes ahead, at their own routes' gates: one that must wait is
   // not attempted, and still gets its row (pending, due when its gate said) and its message.
   const furtherAsked = runnable
@@ -158,18 +153,14 @@ export async function processBatch(
   });
   // Each attempt takes its own start: what a forward is signed with and a lazy lease starts at. A handler's external
   // call takes its lease lazily; losing that race ends the attempt as leased-elsewhere.
-  // The attempt clock reads `now` when the attempts begin and runs on in real time: the first wave starts at `now`
-  // exactly, and an attempt that waited for a free slot starts when it really does.
-  const attemptsBegan = Date.now();
-  const clock = () => now + (Date.now() - attemptsBegan);
-  const started = await mapConcurrently(toRun, ATTEMPTS_IN_FLIGHT, async (receipt, waited) => {
+  const clock = attemptClock(now);
+  const started = await inAttemptSlots(toRun, now, clock, async (receipt, startedAt) => {
     const source = sources.get(receipt.source);
     const heldGeneration = leased.get(receipt.receiptId) ?? null;
     const limits = {
       invocationEndsBy,
       leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
     };
-    const startedAt = waited ? clock() : now;
     if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))
       return { notStarted: receipt, heldGeneration };
     return attempt(
@@ -352,7 +343,16 @@ function ownDelivery(
 ): DeliveryToAdmit[] {
   const route = choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
   if (!route) return [];
-  return [{ receiptId: receipt.receiptId, source: receipt.source, config, route: route.rules.name, row: "receipt" }];
+  return [
+    {
+      receiptId: receipt.receiptId,
+      source: receipt.source,
+      config,
+      route: route.rules.name,
+      row: "receipt",
+      ...abandonedLeaseOf(receipt),
+    },
+  ];
 }
 
 /** A first attempt's further deliveries (its fan-out's other matched routes), which have no row yet. */

@@ -44,35 +44,15 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const verdicts = new Map<string, QueueVerdict>();
   /** Where each receipt was processed: its retry names that database. */
   const processedIn = new Map<string, string>();
-  // In slices of one relay batch: one D1 read and one commit each, and a bounded number of bodies in memory.
-  //
-  // A redelivered (or re-driven) message's last delivery never finished: perhaps one of its receipts killed the isolate. Each of
-  // its receipts then runs, and commits, on its own, under a lease that counts its attempt before it starts: the
-  // batch-mates finish, and a crash is charged to the one receipt that was running (process.ts gives up on it once
-  // its count spends the retry budget).
+  // In slices, or one at a time for a redelivered (or re-driven) message (inSlices, below).
   const processIn = async (binding: string, idsInDatabase: readonly string[], redelivered = false) => {
     const databaseEnv = envForDatabase(env, binding);
-    if (redelivered) {
-      for (const receiptId of new Set(idsInDatabase)) {
-        for (const [id, verdict] of await processBatch(databaseEnv, [receiptId], Date.now(), invocationEndsBy, {
-          leaseEveryAttempt: true,
-        })) {
-          verdicts.set(id, verdict);
-          processedIn.set(id, binding);
-        }
-      }
-      return;
-    }
-    for (let start = 0; start < idsInDatabase.length; start += RECEIPTS_PER_SLICE) {
-      for (const [receiptId, verdict] of await processBatch(
-        databaseEnv,
-        idsInDatabase.slice(start, start + RECEIPTS_PER_SLICE),
-        Date.now(),
-        invocationEndsBy,
-      )) {
-        verdicts.set(receiptId, verdict);
-        processedIn.set(receiptId, binding);
-      }
+    const sliced = await inSlices(idsInDatabase, redelivered, (ids, options) =>
+      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, options),
+    );
+    for (const [receiptId, verdict] of sliced) {
+      verdicts.set(receiptId, verdict);
+      processedIn.set(receiptId, binding);
     }
   };
   try {
@@ -165,13 +145,8 @@ async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocat
   const binding = databaseNamedBy(message.body) ?? databaseBindingOf(env, sourceName(message.body));
   try {
     const databaseEnv = envForDatabase(env, binding);
-    const verdicts = await processDeliveries(
-      databaseEnv,
-      route,
-      receiptIdsOf(message.body),
-      Date.now(),
-      invocationEndsBy,
-      { leaseEveryAttempt: isRedelivered(message) },
+    const verdicts = await inSlices(receiptIdsOf(message.body), isRedelivered(message), (ids, options) =>
+      processDeliveries(databaseEnv, route, ids, Date.now(), invocationEndsBy, options),
     );
     const later = new Map<number, string[]>();
     for (const [receiptId, verdict] of verdicts)
@@ -186,6 +161,30 @@ async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocat
   }
   message.ack();
   count("queueOperations");
+}
+
+/**
+ * A message's work, whichever row its deliveries live in: in slices of one relay batch (one D1 read and one commit
+ * each, a bounded number of bodies in memory) — or, when the message's last delivery never finished, one delivery at
+ * a time, each leased (so counted) before it starts: its batch-mates finish, and a crash is charged to the one that
+ * was running, which is given up on once its count spends the retry budget.
+ */
+async function inSlices(
+  ids: readonly string[],
+  redelivered: boolean,
+  run: (ids: readonly string[], options: { leaseEveryAttempt?: boolean }) => Promise<Map<string, QueueVerdict>>,
+): Promise<Map<string, QueueVerdict>> {
+  const verdicts = new Map<string, QueueVerdict>();
+  const unique = [...new Set(ids)];
+  const slices = redelivered
+    ? unique.map((receiptId) => [receiptId])
+    : Array.from({ length: Math.ceil(unique.length / RECEIPTS_PER_SLICE) }, (_, index) =>
+        unique.slice(index * RECEIPTS_PER_SLICE, (index + 1) * RECEIPTS_PER_SLICE),
+      );
+  for (const slice of slices)
+    for (const [receiptId, verdict] of await run(slice, { leaseEveryAttempt: redelivered }))
+      verdicts.set(receiptId, verdict);
+  return verdicts;
 }
 
 /**
