@@ -7,18 +7,12 @@ import { logEvent, logsSuccesses } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
 import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../sources/config";
 import { loadSources, sourceProblems } from "../sources/registry";
+import { attemptClock, inAttemptSlots } from "./attempt-slots";
 import { commitAttempts } from "./commit";
 import type { FinishedAttempt } from "./commit-statements";
-import { attemptClock, inAttemptSlots } from "./attempt-slots";
 import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
 import { sendDeliveryRetries } from "./deliveries";
-import {
-  abandonedLeaseOf,
-  admitDeliveries,
-  type DeliveryToAdmit,
-  holdUntil,
-  releaseDeliveries,
-} from "./delivery-gate";
+import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
 import { type FannedOut, notAttempted } from "./delivery-rows";
 import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "./fan-out";
 import { writeHeldFanOuts } from "./held-fan-out";

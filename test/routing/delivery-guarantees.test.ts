@@ -3,11 +3,13 @@ import { describe, expect, it } from "vitest";
 import { pauseRoute, resumeRoute } from "../../src/admin/actions/route-control";
 import { processDeliveries } from "../../src/consumers/deliveries";
 import { processBatch } from "../../src/consumers/process";
+import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/slice-budget";
 import type { QueuedWork } from "../../src/model/work-message";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
-import { envWithSources, seedReceipt } from "../consumers/support/processing";
+import { envWithSources, seedReceipt, standinOrigin } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { lane } from "./gate-support";
 
 /**
  * One delivery model (docs/processing.md, "Deliveries"): every guarantee written for the receipt's own delivery holds
@@ -253,5 +255,103 @@ describe.each(homes)("$name, a first attempt that succeeds", (home) => {
       new Map([[first, { kind: "done", status: "processed" }]]),
     );
     expect(await home.read(waiting)).toMatchObject({ status: "pending", nextAttemptAt: waitingUntil });
+  });
+});
+
+/** A paused route's abandoned lease: the same two homes as above, each with an attempt whose consumer died. */
+describe.each(pausedHomes)("$name, abandoned while its route is paused", (home) => {
+  it("asks the gate before it is taken over: held, pending again with its count kept, never re-attempted", async () => {
+    expect((await pauseRoute(pausableEnv, home.source, "held")).gate).toMatchObject({ paused: true });
+    const receiptId = await home.seed();
+    const now = Date.now();
+    // Its consumer took the lease (counted the attempt) and died; the lease ran out.
+    const table = home.name === "a further delivery" ? "deliveries" : "receipts";
+    const key = table === "deliveries" ? "receipt_id = ? AND route = 'held'" : "id = ?";
+    await env.DB.prepare(
+      `UPDATE ${table} SET status = 'processing', attempts = 1, lease_generation = 1, lease_until = ? WHERE ${key}`,
+    )
+      .bind(now - 1000, receiptId)
+      .run();
+    const verdicts = (await home.hold(receiptId)) as Map<string, { kind: string }>;
+    expect(verdicts.get(receiptId)).toMatchObject({ kind: "retry" });
+    const row = await home.read(receiptId);
+    expect(row).toMatchObject({ status: "pending", attempts: 1, leaseGeneration: 1, leaseUntil: null });
+    expect(row.nextAttemptAt!).toBeGreaterThan(now);
+    await resumeRoute({ ...pausableEnv, WORK_QUEUE: recordingQueue([]) }, home.source, "held");
+  });
+});
+
+/** Twelve deliveries to one slow forward in one slice: six reach it at once, the rest start when a slot frees. */
+const SLOW_MS = 400;
+const slotsEnv = () =>
+  envWithSources({
+    "guarantees-slots-own": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      routes: [{ name: "slow", destination: `${standinOrigin()}/lane/guarantees-slots-own/slow/${SLOW_MS}` }],
+    },
+    "guarantees-slots-further": {
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      routes: [
+        { name: "plain", destination: "none" },
+        { name: "slow", destination: `${standinOrigin()}/lane/guarantees-slots-further/slow/${SLOW_MS}` },
+      ],
+    },
+  });
+
+const slotHomes = [
+  {
+    name: "the receipt's own delivery",
+    source: "guarantees-slots-own",
+    table: "receipts",
+    key: "id",
+    seed: () => seedReceipt({ source: "guarantees-slots-own", payload: { type: "x" } }),
+    process: (receiptIds: string[], now: number) => processBatch(slotsEnv(), receiptIds, now),
+  },
+  {
+    name: "a further delivery",
+    source: "guarantees-slots-further",
+    table: "deliveries",
+    key: "receipt_id",
+    async seed() {
+      const receiptId = await seedReceipt({
+        source: "guarantees-slots-further",
+        payload: { type: "x" },
+        status: "processed",
+      });
+      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
+        .bind(receiptId)
+        .run();
+      await env.DB.prepare(
+        "INSERT INTO deliveries (receipt_id, route, status, attempts) VALUES (?, 'slow', 'pending', 0)",
+      )
+        .bind(receiptId)
+        .run();
+      return receiptId;
+    },
+    process: (receiptIds: string[], now: number) => processDeliveries(slotsEnv(), "slow", receiptIds, now),
+  },
+];
+
+describe.each(slotHomes)("$name, many in one slice", (home) => {
+  it("runs at most ATTEMPTS_IN_FLIGHT at once, each attempt started (and signed) when its slot freed", async () => {
+    const receiptIds: string[] = [];
+    for (let n = 0; n < 2 * ATTEMPTS_IN_FLIGHT; n++) receiptIds.push(await home.seed());
+    const now = Date.now();
+    const verdicts = await home.process(receiptIds, now);
+    expect([...verdicts.values()].every((verdict) => verdict.kind === "done")).toBe(true);
+    const requests = await lane(home.source);
+    expect(requests).toHaveLength(2 * ATTEMPTS_IN_FLIGHT);
+    expect(Math.max(...requests.map((request) => request.openOnArrival))).toBeLessThanOrEqual(ATTEMPTS_IN_FLIGHT);
+    const { results } = await env.DB.prepare(
+      `SELECT attempt_started_at AS startedAt FROM ${home.table} WHERE ${home.key} IN (SELECT value FROM json_each(?))`,
+    )
+      .bind(JSON.stringify(receiptIds))
+      .all<{ startedAt: number }>();
+    const starts = results.map((row) => row.startedAt).sort((a, b) => a - b);
+    // The first wave starts with the slice; the second only once a slow answer freed a slot.
+    expect(starts.slice(0, ATTEMPTS_IN_FLIGHT).every((startedAt) => startedAt === now)).toBe(true);
+    expect(starts.slice(ATTEMPTS_IN_FLIGHT).every((startedAt) => startedAt >= now + SLOW_MS)).toBe(true);
   });
 });
