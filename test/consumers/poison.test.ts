@@ -8,7 +8,14 @@ import worker from "../../src/index";
 import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { account } from "../support/deliveries";
 import { hangNextRun, testEnv } from "./support/handlers";
-import { attemptRows, receiptRow, seedReceipt, standinOrigin, standinRequests } from "./support/processing";
+import {
+  attemptRows,
+  envWithSources,
+  receiptRow,
+  seedReceipt,
+  standinOrigin,
+  standinRequests,
+} from "./support/processing";
 
 /**
  * An event whose attempt kills the isolate (it runs out of memory, or of CPU) never gets to record a failure. What
@@ -178,5 +185,74 @@ describe("an event that crashes its consumer every time", () => {
     ]);
     expect(await account("acct_poison_itself")).toBeNull();
     expect((await account("acct_poison_mates"))?.credits).toBe(4);
+  });
+  it("as a further delivery: a redelivered message of its route runs each delivery on its own, so its batch-mates commit", async () => {
+    // The same handler as a second route behind a first that delivered: the message names that route.
+    const source = "proc-fanout-poison";
+    const runEnv = envWithSources({
+      [source]: {
+        provider: "standard-webhooks",
+        secrets: ["DEMO_WEBHOOK_SECRET"],
+        retry: { base_delay_seconds: 1, max_delay_seconds: 1, max_retries: 2 },
+        routes: [
+          { name: "plain", destination: "none" },
+          { name: "credits", destination: "handler:test-scripted" },
+        ],
+      },
+    });
+    const poisonKey = "evt_poison_further";
+    const seedDelivered = async (eventKey: string, payload: Record<string, unknown>) => {
+      const receiptId = await seedReceipt({ source, eventKey, payload, status: "processed" });
+      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
+        .bind(receiptId)
+        .run();
+      await env.DB.prepare(
+        "INSERT INTO deliveries (receipt_id, route, status, attempts) VALUES (?, 'credits', 'pending', 0)",
+      )
+        .bind(receiptId)
+        .run();
+      return receiptId;
+    };
+    const first = await seedDelivered("evt_poison_further_mate_0", { account: "acct_poison_further", amount: 1 });
+    const poison = await seedDelivered(poisonKey, { account: "acct_poison_further_itself", amount: 100 });
+    const last = await seedDelivered("evt_poison_further_mate_1", { account: "acct_poison_further", amount: 1 });
+    const receiptIds = [first, poison, last];
+    const deliver = (attempts: number) => {
+      const batch = createMessageBatch<QueuedWork>("webhook-work", [
+        { id: "msg_poison_further", timestamp: new Date(), attempts, body: { source, receiptIds, route: "credits" } },
+      ]);
+      return worker.queue(batch, runEnv, createExecutionContext());
+    };
+    const statuses = async () =>
+      Promise.all(
+        receiptIds.map(
+          async (receiptId) =>
+            (await env.DB.prepare("SELECT status FROM deliveries WHERE receipt_id = ? AND route = 'credits'")
+              .bind(receiptId)
+              .first<{ status: string }>())!.status,
+        ),
+      );
+
+    // Delivery 1: the three run together; the poison kills the isolate before their shared commit.
+    const crash1 = hangNextRun(poisonKey);
+    void deliver(1);
+    await crash1.entered;
+    expect(await statuses()).toEqual(["pending", "pending", "pending"]);
+
+    // Delivery 2, redelivered: one at a time, each leased (counted) first. The one before the poison commits; the
+    // poison crashes again under its own counted lease; the one after it is not charged with that crash.
+    const crash2 = hangNextRun(poisonKey);
+    void deliver(2);
+    await crash2.entered;
+    expect(await statuses()).toEqual(["processed", "processing", "pending"]);
+    const counts = await env.DB.prepare(
+      "SELECT receipt_id AS receiptId, attempts FROM deliveries WHERE route = 'credits' AND receipt_id IN (?, ?)",
+    )
+      .bind(poison, last)
+      .all<{ receiptId: string; attempts: number }>();
+    expect(Object.fromEntries(counts.results.map((row) => [row.receiptId, row.attempts]))).toEqual({
+      [poison]: 1,
+      [last]: 0,
+    });
   });
 });
