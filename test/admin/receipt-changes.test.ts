@@ -125,6 +125,55 @@ describe("receipts changed since a cursor", () => {
     ).toEqual([]);
   });
 
+  it("lists a receipt when a further route's delivery changes: dead at its attempt's end, processed after a replay", async () => {
+    const source = uniqueSource("changes-further");
+    const now = Date.now();
+    const since = now - 60_000;
+    // Each receipt's own delivery finished long ago; only its further delivery (routes 2–16) changed lately.
+    const ownFinishedLongAgo = (hoursAgo: number) =>
+      seedReceipt({
+        source,
+        receivedAt: now - hoursAgo * HOUR,
+        relayedAt: now - hoursAgo * HOUR,
+        status: "processed",
+        processedAt: now - hoursAgo * HOUR + 100,
+      });
+    const further = (receiptId: string, columns: Record<string, string | number>) =>
+      env.DB.prepare(
+        `INSERT INTO deliveries (receipt_id, route, ${Object.keys(columns).join(", ")})
+         VALUES (?, 'second-destination', ${Object.keys(columns)
+           .map(() => "?")
+           .join(", ")})`,
+      )
+        .bind(receiptId, ...Object.values(columns))
+        .run();
+    const diedLately = await ownFinishedLongAgo(2);
+    await further(diedLately, {
+      status: "dead",
+      attempts: 5,
+      attempt_started_at: now - 12_000,
+      attempt_duration_ms: 2_000,
+    });
+    const replayedAndProcessed = await ownFinishedLongAgo(3);
+    await further(replayedAndProcessed, {
+      status: "processed",
+      attempts: 1,
+      replay_count: 1,
+      replayed_at: now - 8_000,
+      attempt_started_at: now - 7_500,
+      attempt_duration_ms: 500,
+      processed_at: now - 6_000,
+    });
+    const quietSince = await ownFinishedLongAgo(4);
+    await further(quietSince, { status: "dead", attempts: 5, attempt_started_at: now - 2 * HOUR });
+
+    const answer = await changes({ changedSince: String(since), window: "6h", source });
+    expect(answer.receipts.map(({ receiptId, status, changedAt }) => ({ receiptId, status, changedAt }))).toEqual([
+      { receiptId: diedLately, status: "processed", changedAt: now - 10_000 },
+      { receiptId: replayedAndProcessed, status: "processed", changedAt: now - 6_000 },
+    ]);
+  });
+
   it("pages through more changes than a page holds without skipping or repeating, ties included", async () => {
     const source = uniqueSource("changes-paged");
     const now = Date.now();

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, gte, inArray, or, type SQL, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { receipts } from "../../db/schema";
+import { deliveries, receipts } from "../../db/schema";
 import { apiError } from "../../lib/errors";
 import { ulidFloor } from "../../lib/ulid";
 import { parseDuration } from "../../sources/config";
@@ -23,6 +23,15 @@ import { type ReceiptSummary, receiptSummaryColumns } from "./receipt-slice";
  * Changes outside those columns are not seen: a lease taken (status processing) and a return to pending or
  * processed that writes no time. A dead verdict that keeps no time of its own (the work queue's dead-letter
  * consumer) and a dismissal undone (a restore, back to dead) are seen through status_entered_at.
+ *
+ * A receipt's further deliveries (routes 2–16, `deliveries`) change on their own, and their changes are the
+ * receipt's: a receipt is listed at the latest change of its own delivery or any further one. A further delivery's
+ * change times are its attempt's end (the attempt that retried it, or found it dead), processed_at and replayed_at.
+ * They are read by the primary key of `deliveries`, (receipt id, route), over the same id range as the receipts,
+ * once, grouped by receipt (`furtherChanges`): the window's further delivery rows, beside its receipts. A further
+ * delivery's changes that write no time are not seen: one set dead by the work queue's dead-letter consumer (the
+ * deliveries table has no entry stamp; the watch's dead-letters alert and the dead list have it), and a dismissal or
+ * restore of one (it keeps no time either). A status filter is on the receipt's own status.
  *
  * Exact paging. A change time is the clock of whoever decided the change (a consumer's, the relay's D1), and the
  * change commits a moment later: a read at `now` may not yet see a change stamped just before it, but sees every
@@ -66,14 +75,37 @@ export interface ChangesPage {
   settledBefore: number;
 }
 
-/** The latest of the times a change writes. SQLite's max() is NULL if any argument is, hence the COALESCEs. */
-export const changedAt = sql<number>`max(
-  coalesce(${receipts.relayedAt}, 0),
-  coalesce(${receipts.attemptStartedAt} + coalesce(${receipts.attemptDurationMs}, 0), 0),
-  coalesce(${receipts.processedAt}, 0),
-  coalesce(${receipts.replayedAt}, 0),
-  coalesce(${receipts.dismissedAt}, 0),
-  coalesce(${receipts.statusEnteredAt}, 0))`;
+/**
+ * Per receipt with further deliveries, the latest time any of them changed, over the window's id range of the
+ * primary key of `deliveries` (read once, then looked up per receipt). SQLite's max() is NULL if any argument is,
+ * hence the COALESCEs; the outer max() is the aggregate over the receipt's routes.
+ */
+function furtherChanges(db: Database, fromId: string) {
+  return db
+    .select({
+      receiptId: deliveries.receiptId,
+      changedAt: sql<number>`max(max(
+        coalesce(${deliveries.attemptStartedAt} + coalesce(${deliveries.attemptDurationMs}, 0), 0),
+        coalesce(${deliveries.processedAt}, 0),
+        coalesce(${deliveries.replayedAt}, 0)))`.as("further_changed_at"),
+    })
+    .from(deliveries)
+    .where(gte(deliveries.receiptId, fromId))
+    .groupBy(deliveries.receiptId)
+    .as("further_changes");
+}
+
+/** The latest of the times a change writes, the receipt's own and its further deliveries' (`furtherAt`). */
+function latestChange(furtherAt: SQL.Aliased<number>) {
+  return sql<number>`max(
+    coalesce(${receipts.relayedAt}, 0),
+    coalesce(${receipts.attemptStartedAt} + coalesce(${receipts.attemptDurationMs}, 0), 0),
+    coalesce(${receipts.processedAt}, 0),
+    coalesce(${receipts.replayedAt}, 0),
+    coalesce(${receipts.dismissedAt}, 0),
+    coalesce(${receipts.statusEnteredAt}, 0),
+    coalesce(${furtherAt}, 0))`;
+}
 
 function invalid(parameter: string, expectation: string): never {
   throw apiError(400, "invalid_query", `Query parameter "${parameter}" ${expectation}.`);
@@ -128,6 +160,9 @@ export function byChange(a: ChangedReceipt, b: ChangedReceipt): number {
  * (changedAt, id), the one more telling whether another answer follows.
  */
 export async function readChanges(db: Database, query: ChangesQuery, now: number): Promise<ChangedReceipt[]> {
+  const fromId = ulidFloor(now - query.windowMs);
+  const further = furtherChanges(db, fromId);
+  const changedAt = latestChange(further.changedAt);
   const sinceCursor: SQL =
     query.afterId === null
       ? gte(changedAt, query.since)
@@ -135,9 +170,10 @@ export async function readChanges(db: Database, query: ChangesQuery, now: number
   return db
     .select({ ...receiptSummaryColumns, changedAt })
     .from(receipts)
+    .leftJoin(further, eq(further.receiptId, receipts.receiptId))
     .where(
       and(
-        gte(receipts.receiptId, ulidFloor(now - query.windowMs)),
+        gte(receipts.receiptId, fromId),
         // `+source` keeps the planner on the id range rather than the (source, event_key) index.
         query.source === undefined ? undefined : sql`+${receipts.source} = ${query.source}`,
         query.statuses === undefined ? undefined : inArray(receipts.status, query.statuses),
