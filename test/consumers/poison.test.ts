@@ -12,6 +12,7 @@ import {
   attemptRows,
   envWithSources,
   receiptRow,
+  seedFurtherDelivery,
   seedReceipt,
   standinOrigin,
   standinRequests,
@@ -201,18 +202,8 @@ describe("an event that crashes its consumer every time", () => {
       },
     });
     const poisonKey = "evt_poison_further";
-    const seedDelivered = async (eventKey: string, payload: Record<string, unknown>) => {
-      const receiptId = await seedReceipt({ source, eventKey, payload, status: "processed" });
-      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
-        .bind(receiptId)
-        .run();
-      await env.DB.prepare(
-        "INSERT INTO deliveries (receipt_id, route, status, attempts) VALUES (?, 'credits', 'pending', 0)",
-      )
-        .bind(receiptId)
-        .run();
-      return receiptId;
-    };
+    const seedDelivered = (eventKey: string, payload: Record<string, unknown>) =>
+      seedFurtherDelivery({ source, eventKey, payload, ownRoute: "plain", route: "credits" });
     const first = await seedDelivered("evt_poison_further_mate_0", { account: "acct_poison_further", amount: 1 });
     const poison = await seedDelivered(poisonKey, { account: "acct_poison_further_itself", amount: 100 });
     const last = await seedDelivered("evt_poison_further_mate_1", { account: "acct_poison_further", amount: 1 });

@@ -7,7 +7,7 @@ import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/slice-budget";
 import type { QueuedWork } from "../../src/model/work-message";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
-import { envWithSources, seedReceipt, standinOrigin } from "../consumers/support/processing";
+import { envWithSources, seedFurtherDelivery, seedReceipt, standinOrigin } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import { lane } from "./gate-support";
 
@@ -166,22 +166,14 @@ const pausedHomes = [
   {
     name: "a further delivery",
     source: "guarantees-paused-further",
-    async seed() {
-      const receiptId = await seedReceipt({
+    seed: () =>
+      seedFurtherDelivery({
         source: "guarantees-paused-further",
         payload: { type: "x" },
-        status: "processed",
-      });
-      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
-        .bind(receiptId)
-        .run();
-      await env.DB.prepare(
-        "INSERT INTO deliveries (receipt_id, route, status, attempts, next_attempt_at) VALUES (?, 'held', 'pending', 0, ?)",
-      )
-        .bind(receiptId, Date.now())
-        .run();
-      return receiptId;
-    },
+        ownRoute: "plain",
+        route: "held",
+        nextAttemptAt: Date.now(),
+      }),
     hold: (receiptId: string) => processDeliveries(pausableEnv, "held", [receiptId], Date.now()),
     read: async (receiptId: string) =>
       (await env.DB.prepare(`SELECT ${COLUMNS} FROM deliveries WHERE receipt_id = ? AND route = 'held'`)
@@ -314,22 +306,13 @@ const slotHomes = [
     source: "guarantees-slots-further",
     table: "deliveries",
     key: "receipt_id",
-    async seed() {
-      const receiptId = await seedReceipt({
+    seed: () =>
+      seedFurtherDelivery({
         source: "guarantees-slots-further",
         payload: { type: "x" },
-        status: "processed",
-      });
-      await env.DB.prepare("UPDATE receipts SET route = 'plain', filtered_routes = '' WHERE id = ?")
-        .bind(receiptId)
-        .run();
-      await env.DB.prepare(
-        "INSERT INTO deliveries (receipt_id, route, status, attempts) VALUES (?, 'slow', 'pending', 0)",
-      )
-        .bind(receiptId)
-        .run();
-      return receiptId;
-    },
+        ownRoute: "plain",
+        route: "slow",
+      }),
     process: (receiptIds: string[], now: number) => processDeliveries(slotsEnv(), "slow", receiptIds, now),
   },
 ];

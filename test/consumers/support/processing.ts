@@ -116,6 +116,25 @@ export async function standinRequests(idempotencyKey: string): Promise<StandinRe
 }
 
 /** The real bindings with extra sources: for sources whose handler only the test registers. */
+/**
+ * A receipt whose own route (`ownRoute`) is done, with a further delivery to `route` waiting in its own row
+ * (migrations/0014), as the first attempt's fan-out leaves it.
+ */
+export async function seedFurtherDelivery(
+  options: SeedOptions & { ownRoute: string; route: string; nextAttemptAt?: number | null },
+): Promise<string> {
+  const receiptId = await seedReceipt({ ...options, status: "processed" });
+  await env.DB.prepare("UPDATE receipts SET route = ?, filtered_routes = '' WHERE id = ?")
+    .bind(options.ownRoute, receiptId)
+    .run();
+  await env.DB.prepare(
+    "INSERT INTO deliveries (receipt_id, route, status, attempts, next_attempt_at) VALUES (?, ?, 'pending', 0, ?)",
+  )
+    .bind(receiptId, options.route, options.nextAttemptAt ?? null)
+    .run();
+  return receiptId;
+}
+
 export function envWithSources(sources: Record<string, Record<string, unknown>>): Env {
   return { ...env, SOURCES: { ...(env.SOURCES as Record<string, unknown>), ...sources } } as Env;
 }
