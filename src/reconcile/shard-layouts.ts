@@ -11,6 +11,7 @@ import {
 import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
 import { logError } from "../lib/log";
 import { DEFAULT_DEDUPE_RETENTION_MS, type SourceConfig } from "../sources/config";
+import { sourceProblems } from "../sources/registry";
 
 /**
  * The cron's record of every claim shard ever addressed (src/claims/shard-layouts.ts), kept in the default
@@ -55,7 +56,9 @@ export interface RetiredVisit {
 
 /**
  * A visit for every retired shard in the record. Nobody dedupes against a retired shard, so its keys go at the
- * source's retention with none kept back; a source no longer configured goes by the default retention.
+ * source's retention with none kept back; a source no longer configured goes by the default retention. A source
+ * whose table is broken is not retired, only out of service until its fix: its shards wait for it, untouched, as
+ * every shard of it did before this record (its retention is unknown and its tombstones still count once fixed).
  */
 export function retiredVisits(
   env: Env,
@@ -66,14 +69,17 @@ export function retiredVisits(
   relayRounds: number,
 ): RetiredVisit[] {
   const retention = new Map(sources.map((source) => [source.name, source.dedupeRetentionMs]));
-  return retiredShards(known, current).map((shard) => ({
-    shard,
-    visit: () =>
-      retiredShardStub(env, shard.source, shard.jurisdiction, shard.index).drainRetired(
-        now - (retention.get(shard.source) ?? DEFAULT_DEDUPE_RETENTION_MS),
-        relayRounds,
-      ),
-  }));
+  const broken = sourceProblems(env);
+  return retiredShards(known, current)
+    .filter((shard) => !broken.has(shard.source))
+    .map((shard) => ({
+      shard,
+      visit: () =>
+        retiredShardStub(env, shard.source, shard.jurisdiction, shard.index).drainRetired(
+          now - (retention.get(shard.source) ?? DEFAULT_DEDUPE_RETENTION_MS),
+          relayRounds,
+        ),
+    }));
 }
 
 /**

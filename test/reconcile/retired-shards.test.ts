@@ -78,6 +78,29 @@ describe("shards the config no longer names", { timeout: CRON_TEST_TIMEOUT_MS },
   });
 });
 
+describe("a config the cron cannot fully read", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
+  it("retires no shard of a source whose table is broken, nor any when SOURCES itself is unreadable", async () => {
+    const clock = Date.now() + 100 * DAY;
+    const four = deployment(4);
+    expect((await cronRunUnder(four, clock)).failures).toBeNull();
+    const before = await layouts();
+    expect(before?.[SOURCE]?.[""]).toEqual({ shards: 4, drained: [] });
+
+    // SOURCE's table breaks (it answers 503 until fixed): its shards are out of service, not retired.
+    const brokenTable = { ...four, SOURCES: { [SOURCE]: { provider: "no-such-provider" } } };
+    const withBrokenTable = await cronRunUnder(brokenTable, clock + 1);
+    expect(withBrokenTable.counts.shards).toMatchObject({ retiredShards: 0, retiredShardsDrained: 0 });
+    expect(await layouts()).toEqual(before);
+
+    // SOURCES is not a table at all: the run records its config failure and leaves the record alone.
+    const unreadable = { ...four, SOURCES: "not a table" as unknown as object };
+    const withUnreadable = await cronRunUnder(unreadable, clock + 2);
+    expect(withUnreadable.failures).toEqual(expect.arrayContaining([expect.objectContaining({ step: "config" })]));
+    expect(withUnreadable.counts.shards).toMatchObject({ shardsVisited: 0, retiredShards: 0 });
+    expect(await layouts()).toEqual(before);
+  });
+});
+
 async function layouts(): Promise<ShardLayouts | null> {
   return readCheckpoint<ShardLayouts>(env, "*", SHARD_LAYOUTS_CHECKPOINT);
 }
