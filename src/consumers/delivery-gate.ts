@@ -89,7 +89,7 @@ export async function admitDeliveries(
     const fannedOut = (delivery.config?.routes.length ?? 1) > 1;
     return [{ delivery, receiptId: delivery.receiptId, route: delivery.route, ordering, fannedOut }];
   });
-  const waiting = await orderingHolds(db, ordered, now);
+  const waiting = await orderingHolds(env, db, ordered, now);
   const waitingFor = new Map(
     ordered.flatMap(({ delivery, receiptId, route }) => {
       const wait = waiting.get(orderedDeliveryKey(receiptId, route));

@@ -26,16 +26,20 @@ import { loadSources } from "./registry";
 
 /** Which binding an env from `envForDatabase` points `DB` at. A symbol, so it survives `{ ...env }` and no config can set it. */
 const DATABASE_BINDING = Symbol("databaseBinding");
+/** The Worker's own `DB`, kept by an env from `envForDatabase` whose `DB` is another, so it can point back at it. */
+const DEFAULT_DATABASE = Symbol("defaultDatabase");
 
 /**
- * `env` with `DB` pointing at another D1 binding: everything that takes `env` then works on that database.
- * Throws for a binding this Worker does not have (config validation refuses such a source first).
+ * `env` with `DB` pointing at another D1 binding: everything that takes `env` then works on that database. An env
+ * that came from here may be pointed again, `DB` included (the ordering check reads every database from the one its
+ * slice is in). Throws for a binding this Worker does not have (config validation refuses such a source first).
  */
 export function envForDatabase<E extends Pick<Env, "DB">>(env: E, binding: string): E {
-  if (binding === DEFAULT_DATABASE_BINDING) return env;
-  const d1 = (env as Record<string, unknown>)[binding];
+  if (binding === databaseBindingIn(env)) return env;
+  const defaultDatabase = (env as { [DEFAULT_DATABASE]?: D1Database })[DEFAULT_DATABASE] ?? env.DB;
+  const d1 = binding === DEFAULT_DATABASE_BINDING ? defaultDatabase : (env as Record<string, unknown>)[binding];
   if (!isD1Database(d1)) throw new Error(`this Worker has no D1 binding named ${binding}`);
-  return { ...env, DB: d1, [DATABASE_BINDING]: binding };
+  return { ...env, DB: d1, [DATABASE_BINDING]: binding, [DEFAULT_DATABASE]: defaultDatabase };
 }
 
 /** The binding `env.DB` is: `DB` unless `env` came from `envForDatabase`. What a queue message names as its database. */
