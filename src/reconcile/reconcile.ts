@@ -120,12 +120,12 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     await attempt("redrive.deliveries", where, async () => {
       counts.redrive.overdueReenqueued += await reenqueueLostDeliveries(databaseEnv, now, horizon);
     });
-    const inDatabase = sources.filter((source) => source.database === binding);
-    if (binding !== DEFAULT_DATABASE_BINDING && inDatabase.length === 0) continue;
+    // Every database, named by a source or not: one a source moved away from still holds its older receipts, which
+    // expire on that source's retention (applyRetention picks the sources with rows there).
     await attempt("retention", where, async () => {
       const first = retentionDeadline === null;
       retentionDeadline ??= Date.now() + RETENTION_BUDGET_MS;
-      const retained = await applyRetention(databaseEnv, inDatabase, now, Math.max(0, retentionDeadline - Date.now()));
+      const retained = await applyRetention(databaseEnv, sources, now, Math.max(0, retentionDeadline - Date.now()));
       counts.retention = first ? retained : addRetentionCounts(counts.retention, retained);
     });
   }

@@ -136,3 +136,25 @@ export function shardKeepOf(undeleted: readonly UndeletedKey[], checkedBefore: n
     keys: [...new Set(listed.flatMap((row) => [row.eventKey, row.payloadSha256]))],
   };
 }
+
+/**
+ * The sources whose rows retention goes through in the database `binding`: each that lives there, and each other one
+ * that still has rows there (`stillThere`): a source that moved to another database leaves its older receipts and
+ * quarantine behind, and their bodies and keys expire on its retention all the same.
+ */
+export function sourcesRetainedIn<S extends { name: string; database: string }>(
+  binding: string,
+  sources: readonly S[],
+  stillThere: ReadonlySet<string>,
+): S[] {
+  return sources.filter((source) => source.database === binding || stillThere.has(source.name));
+}
+
+/**
+ * One source's ShardKeep from two databases' key scans (a source that moved has receipts in both): the shards may
+ * forget only what both checked, and keep every key either could not delete.
+ */
+export function mergeShardKeeps(a: ShardKeep | undefined, b: ShardKeep): ShardKeep {
+  if (!a) return b;
+  return { checkedBefore: Math.min(a.checkedBefore, b.checkedBefore), keys: [...new Set([...a.keys, ...b.keys])] };
+}

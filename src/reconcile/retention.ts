@@ -21,6 +21,7 @@ import {
   TERMINAL_STATUSES,
   type UndeletedKey,
 } from "./retention-scan";
+import { sourcesToRetain } from "./retention-sources";
 
 /**
  * Retention in D1, for every source at once:
@@ -74,9 +75,13 @@ const CURSOR_NAMES: Record<RetentionAction, string> = { "drop-body": "retention-
 /** Per database (`source = '*'`): per source, the ShardKeep its claim shards prune by. */
 export const SHARD_KEEP_CHECKPOINT = "retention-shard-keep";
 
+/**
+ * Retention in the database `env` points at, for every configured source (`configured`) with rows there: each that
+ * lives there, and each that moved away and left receipts behind (retention-sources.ts).
+ */
 export async function applyRetention(
   env: Env,
-  sources: readonly SourceConfig[],
+  configured: readonly SourceConfig[],
   now: number,
   budgetMs = RETENTION_BUDGET_MS,
 ): Promise<RetentionCounts> {
@@ -87,7 +92,11 @@ export async function applyRetention(
       sql`DELETE FROM reconcile_runs WHERE id IN (SELECT id FROM reconcile_runs WHERE clock < ${now - RUN_HISTORY_MS} LIMIT ${RETENTION_BATCH})`,
     ),
   );
-  if (sources.length === 0)
+  const sources = await sourcesToRetain(env, db, configured);
+  if (sources.length === 0) {
+    // The last source with rows here left them all: what its last key scan told the shards to keep goes too.
+    if (Object.keys((await readCheckpoint(env, "*", SHARD_KEEP_CHECKPOINT)) ?? {}).length > 0)
+      await writeCheckpoint(env, "*", SHARD_KEEP_CHECKPOINT, {}, now);
     return {
       bodiesDropped: 0,
       quarantineBodiesDropped: 0,
@@ -95,6 +104,7 @@ export async function applyRetention(
       runsForgotten: runs.changed,
       caughtUp: runs.caughtUp,
     };
+  }
 
   // Keys first: a deleted receipt takes its body with it.
   const keys = await scanBelowCutoffs(env, db, sources, now, "delete", deadline);

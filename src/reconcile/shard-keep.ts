@@ -4,7 +4,7 @@ import { logError } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import { SHARD_KEEP_CHECKPOINT } from "./retention";
-import type { ShardKeep } from "./retention-scan";
+import { mergeShardKeeps, type ShardKeep } from "./retention-scan";
 
 /**
  * What the shard sweep may forget, from what each database's last key scan left (retention.ts). The sweep runs
@@ -21,7 +21,10 @@ export async function readShardKeeps(env: Env): Promise<Map<string, ShardKeep>> 
     ),
   );
   const keeps = new Map<string, ShardKeep>();
-  for (const bySource of found) for (const [source, keep] of Object.entries(bySource ?? {})) keeps.set(source, keep);
+  // A source that moved has a keep in each database it has receipts in: the shards go by both.
+  for (const bySource of found)
+    for (const [source, keep] of Object.entries(bySource ?? {}))
+      keeps.set(source, mergeShardKeeps(keeps.get(source), keep));
   return keeps;
 }
 
