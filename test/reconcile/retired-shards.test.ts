@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { shardFor, shardIndex } from "../../src/claims/routing";
+import { retiredShardStub, shardFor, shardIndex } from "../../src/claims/routing";
 import {
   markDrained,
   rememberLayouts,
@@ -104,6 +104,35 @@ describe("a config the cron cannot fully read", { timeout: CRON_TEST_TIMEOUT_MS 
 async function layouts(): Promise<ShardLayouts | null> {
   return readCheckpoint<ShardLayouts>(env, "*", SHARD_LAYOUTS_CHECKPOINT);
 }
+
+describe("a retired shard's stub", () => {
+  it("is asked of its old jurisdiction's namespace, by its name, with no location hint", () => {
+    // Local workerd throws on jurisdiction(): a namespace that records the asks and hands the real objects back.
+    const asked: string[] = [];
+    const recording = (scope: string): Env["CLAIM_SHARDS"] =>
+      new Proxy(env.CLAIM_SHARDS, {
+        get(target, property) {
+          if (property === "jurisdiction") return (jurisdiction: string) => recording(jurisdiction);
+          if (property === "idFromName") {
+            return (name: string) => {
+              asked.push(`${scope} ${name}`);
+              return target.idFromName(name);
+            };
+          }
+          if (property === "get") {
+            return (shardId: DurableObjectId, options?: unknown) => {
+              asked.push(`get ${JSON.stringify(options)}`);
+              return target.get(shardId);
+            };
+          }
+          return Reflect.get(target, property);
+        },
+      });
+    retiredShardStub({ CLAIM_SHARDS: recording("global") }, "placed-eu", "eu", 5);
+    retiredShardStub({ CLAIM_SHARDS: recording("global") }, "demo", null, 9);
+    expect(asked).toEqual(["eu placed-eu#5", "get undefined", "global demo#9", "get undefined"]);
+  });
+});
 
 describe("the record of shard layouts", () => {
   const current = (shards: number, jurisdiction: DurableObjectJurisdiction | null = null) => [
