@@ -144,6 +144,11 @@ export const deliveries = sqliteTable(
      * `ordering_key`, copied when the row is written; null for an unordered route, which so never enters the index below.
      */
     orderingKey: text("ordering_key"),
+    /**
+     * When this delivery last entered dead, dismissed, stale or skipped, on D1's clock: stamped by a trigger in the
+     * same write (migrations/0022), as the receipt's own `status_entered_at`. The changes feed reads it.
+     */
+    statusEnteredAt: integer("status_entered_at"),
   },
   (table) => [
     primaryKey({ columns: [table.receiptId, table.route] }),

@@ -1,5 +1,6 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { receiptChanges } from "../../src/admin/receipts/lists";
 import {
@@ -9,7 +10,9 @@ import {
   SETTLE_MS,
 } from "../../src/admin/receipts/receipt-changes";
 import { database } from "../../src/db/client";
-import { receipts } from "../../src/db/schema";
+import { deliveries, receipts } from "../../src/db/schema";
+import worker from "../../src/index";
+import type { QueuedWork } from "../../src/model/work-message";
 import { adminGet, adminPost, seedReceipt, uniqueSource } from "./support";
 
 /** A changes cursor as the route reads it. */
@@ -36,6 +39,17 @@ async function changes(query: Record<string, string>): Promise<ChangesAnswer> {
 }
 
 const HOUR = 3_600_000;
+
+/** Routes first, second and third (test/fixtures/sources/fanout.json): a receipt's further deliveries can be dismissed. */
+const FANOUT_SOURCE = "routing-fanout-rows";
+
+async function furtherStatus(receiptId: string): Promise<string | undefined> {
+  const [row] = await database(env)
+    .select({ status: deliveries.status })
+    .from(deliveries)
+    .where(and(eq(deliveries.receiptId, receiptId), eq(deliveries.route, "second")));
+  return row?.status;
+}
 
 describe("receipts changed since a cursor", () => {
   it("finds older receipts that changed since the cursor — finished, replayed, retried, dismissed — and nothing else", async () => {
@@ -172,6 +186,83 @@ describe("receipts changed since a cursor", () => {
       { receiptId: diedLately, status: "processed", changedAt: now - 10_000 },
       { receiptId: replayedAndProcessed, status: "processed", changedAt: now - 6_000 },
     ]);
+  });
+
+  it("lists a receipt when the dead-letter queue gives up on its further delivery, and when an operator dismisses or restores that delivery", async () => {
+    const now = Date.now();
+    // Its own route long processed; its further delivery to `second` leased and attempted an hour ago, then stuck.
+    const receiptId = await seedReceipt({
+      source: FANOUT_SOURCE,
+      receivedAt: now - 2 * HOUR,
+      relayedAt: now - 2 * HOUR,
+      status: "processed",
+      processedAt: now - 2 * HOUR + 100,
+      route: "first",
+      filteredRoutes: "",
+      attempts: 1,
+    });
+    await database(env)
+      .insert(deliveries)
+      .values({ receiptId, route: "second", status: "processing", attempts: 3, attemptStartedAt: now - HOUR });
+    // When the feed lists the receipt, asked for changes at or after `since`.
+    const listedSince = async (since: number) =>
+      (await changes({ changedSince: String(since), window: "6h", source: FANOUT_SOURCE, limit: "200" })).receipts
+        .filter((receipt) => receipt.receiptId === receiptId)
+        .map(({ changedAt }) => changedAt);
+
+    const beforeDeadLetter = Date.now();
+    expect(await listedSince(beforeDeadLetter)).toEqual([]);
+    // The work queue gave up on the message that carried this delivery to `second`: the dead-letter consumer.
+    const batch = createMessageBatch<QueuedWork>("webhook-work-dead", [
+      {
+        id: `msg_${receiptId}`,
+        timestamp: Date.now(),
+        attempts: 5,
+        body: { source: FANOUT_SOURCE, database: "DB", receiptIds: [receiptId], route: "second" },
+      },
+    ]);
+    const ctx = createExecutionContext();
+    await worker.queue(batch, env, ctx);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual([`msg_${receiptId}`]);
+    expect(await furtherStatus(receiptId)).toBe("dead");
+    let [lastChange] = await listedSince(beforeDeadLetter);
+    expect(lastChange).toBeGreaterThanOrEqual(beforeDeadLetter);
+
+    for (const [action, status] of [
+      ["dismiss", "dismissed"],
+      ["restore", "dead"],
+    ] as const) {
+      // A tail that has seen the last change asks from just after it: nothing, until the operator acts.
+      const cursor = lastChange! + 1;
+      expect(await listedSince(cursor)).toEqual([]);
+      const moved = await adminPost(`/admin/api/dead/${action}`, { receiptIds: [receiptId], route: "second" });
+      expect((await moved.json<{ changed: string[] }>()).changed).toEqual([receiptId]);
+      expect(await furtherStatus(receiptId)).toBe(status);
+      [lastChange] = await listedSince(cursor);
+      expect(lastChange).toBeGreaterThanOrEqual(cursor);
+    }
+  });
+
+  it("stamps a further delivery's entry into a resting status at one more row written, and its happy path at none", async () => {
+    const receiptId = await seedReceipt({ source: uniqueSource("changes-stamp-cost"), receivedAt: Date.now() });
+    const leased = (route: string) =>
+      env.DB.prepare("INSERT INTO deliveries (receipt_id, route, status) VALUES (?, ?, 'processing')")
+        .bind(receiptId, route)
+        .run();
+    const rowsWritten = async (route: string, status: string) =>
+      (
+        await env.DB.prepare("UPDATE deliveries SET status = ? WHERE receipt_id = ? AND route = ?")
+          .bind(status, receiptId, route)
+          .run()
+      ).meta.rows_written;
+    await leased("delivered");
+    await leased("dying");
+    // D1 counts an index entry written as a row. Processed: the row alone, no stamp.
+    expect(await rowsWritten("delivered", "processed")).toBe(1);
+    // Entering dead: the row, its entry in `deliveries_dead`, and the stamp (migrations/0022)...
+    expect(await rowsWritten("dying", "dead")).toBe(3);
+    // ...which the same update, entering nothing, does not write.
+    expect(await rowsWritten("dying", "dead")).toBe(2);
   });
 
   it("pages through more changes than a page holds without skipping or repeating, ties included", async () => {

@@ -26,12 +26,13 @@ import { type ReceiptSummary, receiptSummaryColumns } from "./receipt-slice";
  *
  * A receipt's further deliveries (routes 2–16, `deliveries`) change on their own, and their changes are the
  * receipt's: a receipt is listed at the latest change of its own delivery or any further one. A further delivery's
- * change times are its attempt's end (the attempt that retried it, or found it dead), processed_at and replayed_at.
+ * change times are its attempt's end (the attempt that retried it, or found it dead), processed_at, replayed_at and
+ * its own status_entered_at (D1's stamp on entering a resting status, migrations/0022): so one set dead by the work
+ * queue's dead-letter consumer, and a dismissal or restore of one, are seen though they keep no time of their own.
  * They are read by the primary key of `deliveries`, (receipt id, route), over the same id range as the receipts,
  * once, grouped by receipt (`furtherChanges`): the window's further delivery rows, beside its receipts. A further
- * delivery's changes that write no time are not seen: one set dead by the work queue's dead-letter consumer (the
- * deliveries table has no entry stamp; the watch's dead-letters alert and the dead list have it), and a dismissal or
- * restore of one (it keeps no time either). A status filter is on the receipt's own status.
+ * delivery's lease taken, or a return to pending that writes no time, is not seen, as a receipt's. A status filter
+ * is on the receipt's own status.
  *
  * Exact paging. A change time is the clock of whoever decided the change (a consumer's, the relay's D1), and the
  * change commits a moment later: a read at `now` may not yet see a change stamped just before it, but sees every
@@ -87,7 +88,8 @@ function furtherChanges(db: Database, fromId: string) {
       changedAt: sql<number>`max(max(
         coalesce(${deliveries.attemptStartedAt} + coalesce(${deliveries.attemptDurationMs}, 0), 0),
         coalesce(${deliveries.processedAt}, 0),
-        coalesce(${deliveries.replayedAt}, 0)))`.as("further_changed_at"),
+        coalesce(${deliveries.replayedAt}, 0),
+        coalesce(${deliveries.statusEnteredAt}, 0)))`.as("further_changed_at"),
     })
     .from(deliveries)
     .where(gte(deliveries.receiptId, fromId))
