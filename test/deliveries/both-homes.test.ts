@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/slice-budget";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
+import { enqueueWork } from "../../src/relay/enqueue";
 import { adminGet, adminPost } from "../admin/support";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import {
@@ -13,10 +14,12 @@ import {
   cronLosingWork,
   type DeadList,
   deliveryWhen,
+  failedOnce,
   freshAccount,
   furtherHome,
   heldBack,
   hoursLater,
+  isDead,
   isProcessed,
   losingWork,
   openIncidents,
@@ -75,22 +78,35 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     expect((await requestsFor(home, [receiptId])).map((request) => request.answer)).toEqual([400, 204]);
   });
 
-  it("an abandoned lease past max_retries is dead-lettered by the cron, never handed back for another run", async () => {
+  it("an abandoned lease past max_retries is dead-lettered, by the cron and by the consumer, never run again", async () => {
     const now = Date.now();
-    const receiptId = await sendFailingOnce(home);
-    // Its last attempt took its lease, and its consumer died (a poison event kills it): nothing finished it.
-    await home.abandon(receiptId, {
+    // Each one's last attempt took its lease, and its consumer died (a poison event kills it): nothing finished it.
+    const abandoned = {
       attempts: LAST_ATTEMPT,
       leaseUntil: now - 1000,
       nextAttemptAt: now - OVERDUE_GRACE_MS - 60_000,
-    });
+    };
+    const foundByCron = await sendFailingOnce(home);
+    const redelivered = await sendFailingOnce(home);
+    await home.abandon(foundByCron, abandoned);
+    await home.abandon(redelivered, abandoned);
+
+    // The real consumer gets the second's message (as the re-drive sends it); then the cron finds the first.
+    await enqueueWork(env, home.source, [redelivered], 0, { redriven: true, route: home.messageRoute });
+    await deliveryWhen(home, redelivered, "dead by the consumer", isDead);
     const sent = await cronLosingWork(now);
-    const state = await home.read(receiptId);
-    expect(state).toMatchObject({ status: "dead", attempts: LAST_ATTEMPT, leaseUntil: null, nextAttemptAt: null });
-    expect(state!.lastError).toMatch(/^gave up after 3 attempts: lease expired before the attempt finished/);
-    expect(carrying(home, sent, receiptId)).toEqual([]);
+    for (const receiptId of [foundByCron, redelivered]) {
+      const state = await deliveryWhen(home, receiptId, "dead", isDead);
+      expect(state, receiptId === foundByCron ? "found by the cron" : "redelivered").toMatchObject({
+        attempts: LAST_ATTEMPT,
+        leaseUntil: null,
+        nextAttemptAt: null,
+      });
+      expect(state.lastError).toMatch(/^gave up after 3 attempts: lease expired before the attempt finished/);
+      expect(carrying(home, sent, receiptId)).toEqual([]);
+    }
     // Only the first attempt ever reached the destination.
-    expect(await requestsFor(home, [receiptId])).toHaveLength(1);
+    expect(await requestsFor(home, [foundByCron, redelivered])).toHaveLength(2);
   });
 
   it("the cron's re-drive delivers a due delivery whose message was lost", async () => {
@@ -138,7 +154,7 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     expect(await home.read(later)).toMatchObject({ status: "processed", attempts: 1 });
   });
 
-  it(`never has more than ATTEMPTS_IN_FLIGHT (${ATTEMPTS_IN_FLIGHT}) first attempts at its destination at once`, async () => {
+  it(`never has more than ATTEMPTS_IN_FLIGHT (${ATTEMPTS_IN_FLIGHT}) attempts at its destination at once`, async () => {
     const count = ATTEMPTS_IN_FLIGHT + 4;
     const most = (requests: { openOnArrival: number }[]) =>
       Math.max(...requests.map((request) => request.openOnArrival));
@@ -146,6 +162,17 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     const firsts = await Promise.all(Array.from({ length: count }, () => sendEvent(home)));
     for (const receiptId of firsts) await deliveryWhen(home, receiptId, "processed", isProcessed, 60_000);
     expect(most(await requestsFor(home, firsts)), "first attempts").toBeLessThanOrEqual(ATTEMPTS_IN_FLIGHT);
+
+    // Retries: all failed once, then one cron run re-drives them together (their hour's messages still on their way).
+    await answer(home, 500);
+    const retried = await Promise.all(Array.from({ length: count }, () => sendEvent(home)));
+    for (const receiptId of retried) await deliveryWhen(home, receiptId, "failed once", failedOnce, 60_000);
+    await answer(home, 0);
+    await runCron(hoursLater(Date.now(), 2));
+    for (const receiptId of retried) await deliveryWhen(home, receiptId, "processed", isProcessed, 60_000);
+    const redriven = (await requestsFor(home, retried)).filter((request) => request.answer === 204);
+    expect(redriven).toHaveLength(count);
+    expect(most(redriven), "re-driven retries").toBeLessThanOrEqual(ATTEMPTS_IN_FLIGHT);
   });
 
   it("retention keeps its body while it waits or is dead at 8 days, and keeps its receipt while it waits at 36", async () => {
