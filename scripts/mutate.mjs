@@ -110,10 +110,15 @@ async function runTests(testFiles, changedFile, limitMs = timeoutMs) {
     timer = setTimeout(() => done("timeout"), limitMs);
   });
   lastFailures = [];
-  const run = vitest.runTestFiles(testFiles.map((file) => resolve(file))).then(({ testModules, unhandledErrors }) => {
-    lastFailures = [...failedTests(testModules), ...unhandledErrors.map((error) => `unhandled: ${messageOf(error)}`)];
-    if (testModules.length !== testFiles.length) return "failed";
-    return lastFailures.length > 0 || testModules.some((module) => !module.ok()) ? "failed" : "passed";
+  // The run's answer lists every test module Vitest has seen, earlier runs' included: a module that failed under an
+  // earlier mutant would read as a kill of this one. Stale state is dropped, and only this run's files are judged.
+  vitest.state.filesMap.clear();
+  const requested = new Set(testFiles.map((file) => resolve(file)));
+  const run = vitest.runTestFiles([...requested]).then(({ testModules, unhandledErrors }) => {
+    const ran = testModules.filter((module) => requested.has(module.moduleId));
+    lastFailures = [...failedTests(ran), ...unhandledErrors.map((error) => `unhandled: ${messageOf(error)}`)];
+    if (ran.length !== requested.size) lastFailures.push(`ran ${ran.length} of ${requested.size} test files`);
+    return lastFailures.length > 0 || ran.some((module) => !module.ok()) ? "failed" : "passed";
   });
   const outcome = await Promise.race([run, timedOut]);
   clearTimeout(timer);
