@@ -22,19 +22,40 @@ const CONFIG = "src/sources/config.ts";
 const SECRETS_SET = "src/sources/secrets-set.ts";
 const BODY_THRESHOLD = "src/sources/body-threshold.ts";
 
-const retryTests = ["test/consumers/retry-schedule.test.ts"];
-const budgetTests = ["test/consumers/retry-schedule.test.ts", "test/consumers/max-age.test.ts"];
-const routeRetryTests = ["test/routing/route-retry.test.ts", "test/routing/fan-out.test.ts"];
-const releaseTests = ["test/routing/destination-back.test.ts"];
-const tokenTests = ["test/admin/token-guard.test.ts"];
-const sessionTests = ["test/admin/token-guard.test.ts", "test/admin/dashboard.test.ts"];
-const bodyCapTests = ["test/admin/body-cap.test.ts"];
-const readBodyTests = ["test/ingest/body-read.test.ts", "test/ingest/sources.test.ts"];
-const pipelineTests = ["test/providers/pipeline.test.ts", "test/ingest/verification.test.ts"];
+const retryTests = ["test/consumers/retry-schedule.test.ts", "test/consumers/decide.test.ts"];
+const budgetTests = [
+  "test/consumers/retry-schedule.test.ts",
+  "test/consumers/max-age.test.ts",
+  "test/consumers/decide.test.ts",
+];
+const routeRetryTests = [
+  "test/routing/route-retry.test.ts",
+  "test/routing/fan-out.test.ts",
+  "test/consumers/delivery-lease.test.ts",
+];
+const releaseTests = ["test/routing/destination-back.test.ts", "test/routing/release-edges.test.ts"];
+const tokenTests = ["test/admin/token-guard.test.ts", "test/admin/guard-edges.test.ts"];
+const sessionTests = [
+  "test/admin/token-guard.test.ts",
+  "test/admin/dashboard.test.ts",
+  "test/admin/guard-edges.test.ts",
+];
+const bodyCapTests = ["test/admin/body-cap.test.ts", "test/admin/guard-edges.test.ts"];
+const readBodyTests = [
+  "test/ingest/body-read.test.ts",
+  "test/ingest/sources.test.ts",
+  "test/ingest/body-cap-edges.test.ts",
+];
+const pipelineTests = [
+  "test/providers/pipeline.test.ts",
+  "test/ingest/verification.test.ts",
+  "test/providers/signed-edges.test.ts",
+];
 const budgetCostTests = ["test/ingest/signature-work.test.ts", "test/providers/rejection-cost.test.ts"];
 const standardTests = ["test/providers/standard-webhooks.test.ts", "test/providers/standard-webhooks-split.test.ts"];
 const keyCacheTests = ["test/providers/key-fetch.test.ts"];
-const configTests = ["test/sources/config.test.ts"];
+const crossSiteTests = ["test/admin/cross-site.test.ts", "test/admin/guard-edges.test.ts"];
+const configTests = ["test/sources/config.test.ts", "test/sources/config-edges.test.ts"];
 
 export const MUTANTS = [
   // src/consumers/retry-schedule.ts
@@ -303,7 +324,7 @@ export const MUTANTS = [
     id: "origin.delete-not-guarded",
     class: "dropped guard",
     file: ORIGIN,
-    tests: ["test/admin/cross-site.test.ts"],
+    tests: crossSiteTests,
     from: `["POST", "PUT", "PATCH", "DELETE"]`,
     to: `["POST", "PUT", "PATCH"]`,
   },
@@ -311,7 +332,7 @@ export const MUTANTS = [
     id: "origin.origin-header-ignored",
     class: "dropped guard",
     file: ORIGIN,
-    tests: ["test/admin/cross-site.test.ts"],
+    tests: crossSiteTests,
     from: "return origin !== null && origin !== new URL(requestUrl).origin;",
     to: "return false;",
   },
@@ -319,7 +340,7 @@ export const MUTANTS = [
     id: "origin.fetch-site-case",
     class: "normalisation",
     file: ORIGIN,
-    tests: ["test/admin/cross-site.test.ts"],
+    tests: crossSiteTests,
     from: "!TRUSTED_FETCH_SITES.has(fetchSite.toLowerCase())",
     to: "!TRUSTED_FETCH_SITES.has(fetchSite)",
   },
@@ -483,7 +504,7 @@ export const MUTANTS = [
     id: "signed.v0-prefix-unchecked",
     class: "signature base",
     file: SIGNED,
-    tests: ["test/providers/slack.test.ts", "test/providers/zoom.test.ts"],
+    tests: ["test/providers/slack.test.ts", "test/providers/zoom.test.ts", "test/providers/signed-edges.test.ts"],
     from: ` || !signature.startsWith("v0=")) return "malformed-signature";`,
     to: `) return "malformed-signature";`,
   },
@@ -565,7 +586,7 @@ export const MUTANTS = [
     id: "config.secret-expiry-boundary",
     class: "boundary",
     file: CONFIG,
-    tests: ["test/edges/expired-secrets.test.ts", "test/sources/config.test.ts"],
+    tests: ["test/edges/expired-secrets.test.ts", "test/sources/config.test.ts", "test/sources/config-edges.test.ts"],
     from: "now >= ref.expiresAt) continue;",
     to: "now > ref.expiresAt) continue;",
   },
@@ -589,7 +610,7 @@ export const MUTANTS = [
     id: "config.body-cap-limit-boundary",
     class: "boundary",
     file: CONFIG,
-    tests: ["test/sources/config.test.ts", "test/ingest/sources.test.ts"],
+    tests: ["test/sources/config.test.ts", "test/ingest/sources.test.ts", "test/sources/config-edges.test.ts"],
     from: "cap > MAX_BODY_BYTES_LIMIT",
     to: "cap >= MAX_BODY_BYTES_LIMIT",
   },
@@ -629,7 +650,7 @@ export const MUTANTS = [
     id: "body-threshold.zero-refused",
     class: "boundary",
     file: BODY_THRESHOLD,
-    tests: ["test/bodies/r2-bodies.test.ts", "test/sources/config.test.ts"],
+    tests: ["test/bodies/r2-bodies.test.ts", "test/sources/config.test.ts", "test/sources/config-edges.test.ts"],
     from: "Number.isInteger(value) && value >= 0",
     to: "Number.isInteger(value) && value > 0",
   },
