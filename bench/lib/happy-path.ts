@@ -48,6 +48,8 @@ export interface HappyPathRun {
   padToBytes?: number;
   /** The D1 rows budget printed beside the meter ("≤ 3" by default). */
   d1RowsBudget?: string;
+  /** Also wait for the further routes' deliveries (a source with several routes). */
+  deliveries?: boolean;
 }
 
 /**
@@ -86,7 +88,11 @@ export async function meterHappyPath(
     }),
   );
   sender.close();
-  const waited = await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, startedAt });
+  const waited = await waitUntilFinished(store, keyPrefix, events, {
+    origin: () => runtime.origin,
+    startedAt,
+    deliveries: run.deliveries,
+  });
   // The queue deletes a message when its consumer returns: give the last acknowledgements a moment to land.
   await sleep(3000);
   const cpuMsPerEvent = cpuMsPer(cpuBefore, runtime.cpuSeconds(), events);

@@ -18,8 +18,8 @@ const LARGE_BODY_BYTES = 70 * 1024;
 const LARGE_EVENTS = 40;
 const DAY_MS = 86_400_000;
 /** The receiver's defaults (src/sources/config.ts), which the demo source keeps. */
-const PAYLOAD_RETENTION_DAYS = 7;
-const DEDUPE_RETENTION_DAYS = 35;
+export const PAYLOAD_RETENTION_DAYS = 7;
+export const DEDUPE_RETENTION_DAYS = 35;
 
 /**
  * A source that keeps each body as long as its key: `payload_retention` equal to `dedupe_retention`. Its name and
@@ -86,6 +86,8 @@ export async function meterAllIn(
     lines: cost.lines,
     allInUsdPerMillion: cost.allInUsdPerMillion,
     large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent },
+    /** Retention's units per event, every meter (alarm writes too, which `units` leaves out). */
+    retention: retention.perEvent,
   };
 }
 
@@ -180,7 +182,7 @@ function retentionUnits(per: PerEvent): LifetimeUnits["retention"] {
  * (the shards are swept in the same run as D1, and a second confirms nothing was left). Every unit those runs
  * spent, their fixed work included, is divided by `events`. Also the bytes stored once the bodies were gone.
  */
-async function meterRetention(
+export async function meterRetention(
   context: PhaseContext,
   runtime: Runtime,
   deployment: ReceiverDeployment,

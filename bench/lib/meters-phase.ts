@@ -3,6 +3,7 @@ import type { BenchFlags } from "./flags.ts";
 import { startForwardBackend } from "./forward-backend.ts";
 import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
 import { meterAllIn, meterKeptBodies } from "./lifetime.ts";
+import { formatRowsPerEvent, meterAllRoutesMatched } from "./rows-per-event.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import { ReceiptStore } from "./store.ts";
 
@@ -66,9 +67,15 @@ export async function metersPhase(
     context.failures.push(`meters: the forward backend received ${forwardReceived} of ${forwardEvents} events`);
 
   const fanOut = await meterFanOut(context, deployment, stateDir, backend, forwardEvents, concurrency);
+  const allRoutes = await meterAllRoutesMatched(context, deployment, stateDir, backend, forwardEvents, concurrency);
   await backend.close();
+  const rowsPerEvent = [
+    { source: "one route (demo)", events, happy: handler.per, retention: allIn.retention },
+    allRoutes,
+  ];
+  console.log(formatRowsPerEvent(rowsPerEvent));
   const keptBodies = await meterKeptBodies(context, flags, deployment, stateDir, events, concurrency, allIn.units);
-  return { ...handler, allIn, forward, fanOut, keptBodies };
+  return { ...handler, allIn, forward, fanOut, rowsPerEvent, keptBodies };
 }
 
 /** Per event, a source with one route may write 3 D1 rows; each further matched route at most 2 more, and no D1 call. */

@@ -8,7 +8,7 @@ import { sweepShards } from "../../src/reconcile/redrive";
 import { applyRetention } from "../../src/reconcile/retention";
 import type { SourceConfig } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
-import { credit, deliverDemo } from "../support/deliveries";
+import { credit, deliverDemo, eventually, post, signDemo } from "../support/deliveries";
 import { lateRelays, shardClaim } from "../support/storage";
 
 /**
@@ -43,6 +43,17 @@ const RETENTION_DO_ROWS = 0;
  * updated, the next partition's table created, 2, and catalogued) and dropping it (its catalog row deleted).
  */
 const PARTITION_TURNOVER_DO_ROWS = 5;
+
+/**
+ * A source whose three routes all match every event (test/fixtures/sources/budget-routes.json: the accounts handler,
+ * then two forwards; the bench meters the same shape, bench/lib/rows-per-event.ts). On the happy path, the one-route
+ * rows, the receipt's lease (taken because a route forwards) and one `deliveries` row per further route; at
+ * retention, the one-route rows and each `deliveries` row's delete.
+ */
+const THREE_ROUTES_SOURCE = "budget-three-routes";
+const FURTHER_ROUTES = 2;
+const THREE_ROUTES_HAPPY_D1_ROWS = HAPPY_D1_ROWS + 1 + FURTHER_ROUTES;
+const THREE_ROUTES_KEY_DELETE_D1_ROWS = KEY_DELETE_D1_ROWS + FURTHER_ROUTES;
 
 /**
  * Until every one of this test's events is processed. Not settle(): its after-test check asks every shard for
@@ -160,6 +171,52 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     expect({ early: perEvent(early.d1RowsWritten), atEnd: perEvent(atEnd.d1RowsWritten) }).toEqual({
       early: 0,
       atEnd: KEY_DELETE_D1_ROWS,
+    });
+  });
+
+  it(`writes ${THREE_ROUTES_HAPPY_D1_ROWS} D1 rows per event on the happy path and ${BODY_DROP_D1_ROWS + THREE_ROUTES_KEY_DELETE_D1_ROWS} at retention when a source's three routes all match, and the one-route source's Durable Object rows`, async () => {
+    const source = loadSources(env).get(THREE_ROUTES_SOURCE)!;
+    const keys = Array.from({ length: TALLY_SIZE }, (_, index) => `msg_routes_${index}`);
+    const furtherProcessed = async () =>
+      (
+        await env.DB.prepare(
+          `SELECT COUNT(*) AS n FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
+           WHERE r.event_key LIKE 'msg_routes_%' AND d.status = 'processed'`,
+        ).first<{ n: number }>()
+      )?.n;
+    const happy = await spentDuring(async () => {
+      const answers = await Promise.all(
+        keys.map((key, index) => {
+          const body = JSON.stringify(credit(`acct_routes_${index % 7}`, 1));
+          return post(`/webhooks/${THREE_ROUTES_SOURCE}`, body, signDemo(key, body));
+        }),
+      );
+      expect(answers.map((answer) => answer.status)).toEqual(Array(keys.length).fill(200));
+      await processedAll("msg_routes_", keys.length, 120_000);
+      await eventually(
+        async () => ((await furtherProcessed()) === FURTHER_ROUTES * keys.length ? true : undefined),
+        60_000,
+        "every further delivery processed",
+      );
+    });
+    // As above, a claim relayed late writes one row more on insert and on delete.
+    const late = await lateRelays("event_key LIKE 'msg_routes_%'");
+    expect(happy.d1RowsWritten - happy.d1HandlerRowsWritten).toBe(THREE_ROUTES_HAPPY_D1_ROWS * keys.length + late);
+    expect(happy.doRowsWritten - happy.doAlarmWrites).toBe(HAPPY_DO_ROWS * keys.length);
+
+    const receivedBy = Date.now();
+    const bodies = await spentDuring(() =>
+      applyRetention(env, [source], receivedBy + source.payloadRetentionMs + MINUTE),
+    );
+    expect(await receiptsLeft("msg_routes_", true)).toBe(0);
+    const deletes = await spentDuring(() => expireAt(source, receivedBy + source.dedupeRetentionMs + MINUTE));
+    expect(await receiptsLeft("msg_routes_")).toBe(0);
+    expect(await furtherProcessed()).toBe(0);
+    // As above: each pass's fixed work (its cursors) is fewer rows than there are events.
+    const perEvent = (rows: number) => Math.floor(rows / keys.length);
+    expect({ bodyDrop: perEvent(bodies.d1RowsWritten), keyDelete: perEvent(deletes.d1RowsWritten - late) }).toEqual({
+      bodyDrop: BODY_DROP_D1_ROWS,
+      keyDelete: THREE_ROUTES_KEY_DELETE_D1_ROWS,
     });
   });
 });
