@@ -43,7 +43,7 @@ export interface LifetimeUnits {
   /** Per large body (above the R2 threshold): R2 operations, and the bytes kept for payload retention. */
   largeBody: { r2ClassA: number; r2ClassB: number; bytes: number; payloadRetentionDays: number };
   /**
-   * Bytes an event keeps, measured as pages in the local SQLite files (bench/lib/store.ts storedBytes): in D1 with
+   * Bytes an event keeps, VACUUMed page counts per row held (bench/lib/vacuumed-bytes.ts): in D1 with
    * its body until payload retention, then without it until dedupe retention; in its shard, the tombstone, kept
    * until its time partition is dropped, between one and two dedupe windows after it was received (src/claims/partitions.ts).
    */

@@ -18,6 +18,8 @@ export interface BenchFlags {
   senderConcurrency: number;
   /** The same for the meters phase, where batching under load is what is measured. */
   metersConcurrency: number;
+  /** The meters phase's per-event figures file (bench/lib/per-event-file.ts), relative to the working directory. */
+  perEventOut: string;
   /** The meters phase's all-in figure: the share of events whose body is above the R2 threshold. */
   largeShare: number;
   crashEvents: number;
@@ -68,6 +70,7 @@ const HELP = `npm run bench -- [flags]
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
                         fixed arrival rate for a while with retention scaled down, sampled every 30 s
   --large-share P       meters: share of events with a body above the R2 threshold, for the all-in figure (0.01)
+  --per-event-out FILE  meters: where the per-event figures the capacity model reads go (bench/results/per-event.json)
   --rate R              soak: events per second (20)
   --minutes M           soak: minutes of arrivals (10)
   --payload-retention D soak: the soak source's payload retention ("1m")
@@ -124,6 +127,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     "json",
     "port-base",
     "large-share",
+    "per-event-out",
     "rate",
     "minutes",
     "payload-retention",
@@ -198,6 +202,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     senderConcurrency: integer("sender-concurrency", 16, 1),
     metersConcurrency: integer("sender-concurrency", 64, 1),
     largeShare: chance("large-share", 0.01),
+    perEventOut: given.get("per-event-out") ?? "bench/results/per-event.json",
     crashEvents: integer("crash-events", check ? 300 : 2000, 1),
     fanOutShare: chance("fan-out-share", 0.2),
     kills: integer("kills", check ? 2 : 5, 0),

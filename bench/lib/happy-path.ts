@@ -62,32 +62,13 @@ export async function meterHappyPath(
   deployment: ReceiverDeployment,
   run: HappyPathRun,
 ) {
-  const { path, keyPrefix, events, concurrency, padToBytes = 0, d1RowsBudget = "≤ 3" } = run;
+  const { path, keyPrefix, events, concurrency, d1RowsBudget = "≤ 3" } = run;
   const store = new ReceiptStore(runtime.options.persistDir);
   const storedBefore = storedBytes(store, runtime.options.persistDir);
   const before = await readMeters(runtime.origin, deployment.adminToken);
   const cpuBefore = runtime.cpuSeconds();
-  const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
   const startedAt = performance.now();
-  let next = 0;
-  let deliveries = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let n = next++; n < events; n = next++) {
-        const event = {
-          type: "account.credited",
-          data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
-        };
-        const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
-        for (;;) {
-          deliveries++;
-          const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
-          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
-        }
-      }
-    }),
-  );
-  sender.close();
+  const deliveries = await sendHappyEvents(runtime, deployment, run);
   const waited = await waitUntilFinished(store, keyPrefix, events, {
     origin: () => runtime.origin,
     startedAt,
@@ -135,6 +116,39 @@ export async function meterHappyPath(
     /** What the runtime's D1 and shards store, before the first send and once every event was processed. */
     stored: { before: storedBefore, after: storedBytes(store, runtime.options.persistDir) },
   };
+}
+
+/**
+ * Sends `run.events` signed happy-path events (`account.credited`, about 80 bytes unless padded), `concurrency` at a
+ * time, each resent until a 2xx; returns the deliveries it took.
+ */
+export async function sendHappyEvents(
+  runtime: Runtime,
+  deployment: ReceiverDeployment,
+  run: Pick<HappyPathRun, "path" | "keyPrefix" | "events" | "concurrency" | "padToBytes">,
+): Promise<number> {
+  const { path, keyPrefix, events, concurrency, padToBytes = 0 } = run;
+  const sender = new Sender({ origin: runtime.origin, path, secret: deployment.demoSecret, maxSockets: concurrency });
+  let next = 0;
+  let deliveries = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let n = next++; n < events; n = next++) {
+        const event = {
+          type: "account.credited",
+          data: { account: `meter_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
+        };
+        const body = JSON.stringify(padToBytes > 0 ? { ...event, padding: "x".repeat(padToBytes) } : event);
+        for (;;) {
+          deliveries++;
+          const outcome = await sender.deliver(`${keyPrefix}${n}`, body);
+          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
+        }
+      }
+    }),
+  );
+  sender.close();
+  return deliveries;
 }
 
 export type HappyPathMeters = Awaited<ReturnType<typeof meterHappyPath>>;

@@ -1,10 +1,13 @@
+import { join } from "node:path";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./all-in.ts";
 import type { BenchFlags } from "./flags.ts";
 import { type HappyPathMeters, meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
-import { type PerEvent, perEvent, readMeters } from "./meters.ts";
+import type { PerEvent } from "./meters.ts";
+import { meterRetention } from "./retention.ts";
 import type { Runtime } from "./runtime.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
-import { ReceiptStore, storedBytes } from "./store.ts";
+import { ReceiptStore } from "./store.ts";
+import { d1BytesPerReceipt, formatVacuumedBytes, shardBytesPerTombstone } from "./vacuumed-bytes.ts";
 
 /**
  * The rest of an event's bill after the happy path (bench/lib/all-in.ts prices it): a few large bodies for their
@@ -16,7 +19,6 @@ import { ReceiptStore, storedBytes } from "./store.ts";
 /** Bodies above the demo source's R2 threshold (64 KB by default). */
 const LARGE_BODY_BYTES = 70 * 1024;
 const LARGE_EVENTS = 40;
-const DAY_MS = 86_400_000;
 /** The receiver's defaults (src/sources/config.ts), which the demo source keeps. */
 export const PAYLOAD_RETENTION_DAYS = 7;
 export const DEDUPE_RETENTION_DAYS = 35;
@@ -27,7 +29,14 @@ export const DEDUPE_RETENTION_DAYS = 35;
  */
 export const KEPT_BODIES_SOURCE = "kept";
 
-/** The demo source's whole life: its happy path (already measured), large bodies, retention and storage. */
+/** A body of about 3,000 bytes (a typical Stripe or GitHub event): the demo event padded. */
+const TYPICAL_BODY_PADDING = 2912;
+
+/**
+ * The demo source's whole life: its happy path (already measured, 80-byte bodies), large bodies, as many events
+ * with 3 KB bodies, retention and storage (VACUUMed bytes per receipt for both body sizes, before and after the
+ * body drop, and per shard tombstone: vacuumed-bytes.ts).
+ */
 export async function meterAllIn(
   context: PhaseContext,
   flags: BenchFlags,
@@ -35,6 +44,7 @@ export async function meterAllIn(
   deployment: ReceiverDeployment,
   happy: HappyPathMeters,
   concurrency: number,
+  stateDir: string,
 ) {
   const { events } = happy;
   console.log(`large bodies: ${LARGE_EVENTS} events of ${LARGE_BODY_BYTES / 1024} KB (above the R2 threshold):`);
@@ -45,26 +55,45 @@ export async function meterAllIn(
     concurrency: Math.min(concurrency, 16),
     padToBytes: LARGE_BODY_BYTES,
   });
-
-  const total = events + LARGE_EVENTS;
-  const retention = await meterRetention(context, runtime, deployment, ["meter_evt_", "meter_big_"], total, {
-    payloadDays: PAYLOAD_RETENTION_DAYS,
-    dedupeDays: DEDUPE_RETENTION_DAYS,
+  console.log(`3 KB bodies: ${events} events (for the bytes a receipt keeps):`);
+  await meterHappyPath(context, runtime, deployment, {
+    path: "/webhooks/demo",
+    keyPrefix: "meter_3kb_",
+    events,
+    concurrency,
+    padToBytes: TYPICAL_BODY_PADDING,
   });
-  // Measured once every happy-path event was processed and every claim a tombstone (meterHappyPath waits for both).
-  const { before: storedBefore, after: storedProcessed } = happy.stored;
+
+  const store = new ReceiptStore(runtime.options.persistDir);
+  const scratch = join(stateDir, "vacuumed");
+  const receiptBytes = () => ({
+    small: d1BytesPerReceipt(store, "meter_evt_", scratch),
+    typical: d1BytesPerReceipt(store, "meter_3kb_", scratch),
+  });
+  const withBody = receiptBytes();
+  const tombstone = shardBytesPerTombstone(runtime.options.persistDir, scratch);
+  let withoutBody = withBody;
+  const total = 2 * events + LARGE_EVENTS;
+  const retention = await meterRetention(
+    context,
+    runtime,
+    deployment,
+    ["meter_evt_", "meter_big_", "meter_3kb_"],
+    total,
+    { payloadDays: PAYLOAD_RETENTION_DAYS, dedupeDays: DEDUPE_RETENTION_DAYS },
+    () => {
+      withoutBody = receiptBytes();
+    },
+  );
+  const bytes = { withBody, withoutBody, tombstone };
+  console.log(formatVacuumedBytes(bytes));
   const storage = {
-    d1BytesWithBody: (storedProcessed.d1 - storedBefore.d1) / events,
-    // The large events' receipts are in D1 too by then, their bodies in R2: every receipt without its body.
-    d1BytesWithoutBody: (retention.storedWithoutBodies.d1 - storedBefore.d1) / total,
-    shardBytes: (storedProcessed.shards - storedBefore.shards) / events,
+    d1BytesWithBody: withBody.small.perRow,
+    d1BytesWithoutBody: withoutBody.small.perRow,
+    shardBytes: tombstone.perRow,
     payloadRetentionDays: PAYLOAD_RETENTION_DAYS,
     dedupeRetentionDays: DEDUPE_RETENTION_DAYS,
   };
-  console.log(
-    `storage per event (pages): D1 ${storage.d1BytesWithBody.toFixed(0)} bytes with the body, ${storage.d1BytesWithoutBody.toFixed(0)} ` +
-      `without it; shard tombstone ${storage.shardBytes.toFixed(0)} bytes`,
-  );
 
   const units: LifetimeUnits = {
     happy: happy.per,
@@ -86,8 +115,12 @@ export async function meterAllIn(
     lines: cost.lines,
     allInUsdPerMillion: cost.allInUsdPerMillion,
     large: { perEvent: large.per, cpuMsPerEvent: large.cpuMsPerEvent },
-    /** Retention's units per event, every meter (alarm writes too, which `units` leaves out). */
+    /** Retention's units per event, every meter (alarm writes too, which `units` leaves out); and apart. */
     retention: retention.perEvent,
+    bodyDrop: retention.bodyDrop,
+    deletes: retention.deletes,
+    retentionEvents: total,
+    bytes,
   };
 }
 
@@ -95,7 +128,8 @@ export async function meterAllIn(
  * The same life for a source that keeps bodies until its keys expire (`payload_retention = "35d"`), on a runtime
  * of its own: the cron's delete takes the body with the receipt, so retention writes no separate body drop, and
  * the body is stored 35 days instead of 7. Large bodies are priced as the demo source's run measured them, kept 35
- * days. What a source with small bodies and no reason to drop them early can save (docs/performance.md).
+ * days. What a source with small bodies and no reason to drop them early can save (docs/performance.md). Bytes
+ * VACUUMed, as the demo source's.
  */
 export async function meterKeptBodies(
   context: PhaseContext,
@@ -132,12 +166,14 @@ export async function meterKeptBodies(
       events,
       concurrency,
     });
-    const { before: storedBefore, after: storedProcessed } = happy.stored;
+    const scratch = join(stateDir, "vacuumed");
+    const receipt = d1BytesPerReceipt(new ReceiptStore(runtime.options.persistDir), "meter_kpt_", scratch);
+    const tombstone = shardBytesPerTombstone(runtime.options.persistDir, scratch);
     const retention = await meterRetention(context, runtime, deployment, ["meter_kpt_"], events, {
       payloadDays: DEDUPE_RETENTION_DAYS,
       dedupeDays: DEDUPE_RETENTION_DAYS,
     });
-    const d1BytesWithBody = (storedProcessed.d1 - storedBefore.d1) / events;
+    const d1BytesWithBody = receipt.perRow;
     const units: LifetimeUnits = {
       happy: happy.per,
       retention: retentionUnits(retention.perEvent),
@@ -145,7 +181,7 @@ export async function meterKeptBodies(
       storage: {
         d1BytesWithBody,
         d1BytesWithoutBody: d1BytesWithBody,
-        shardBytes: (storedProcessed.shards - storedBefore.shards) / events,
+        shardBytes: tombstone.perRow,
         payloadRetentionDays: DEDUPE_RETENTION_DAYS,
         dedupeRetentionDays: DEDUPE_RETENTION_DAYS,
       },
@@ -153,7 +189,7 @@ export async function meterKeptBodies(
       cpuMsPerEvent: happy.cpuMsPerEvent.workerd,
     };
     console.log(
-      `storage per event (pages): D1 ${d1BytesWithBody.toFixed(0)} bytes with the body, kept ${DEDUPE_RETENTION_DAYS} days; ` +
+      `storage per event (VACUUMed): D1 ${d1BytesWithBody.toFixed(0)} bytes with the body, kept ${DEDUPE_RETENTION_DAYS} days; ` +
         `shard tombstone ${units.storage.shardBytes.toFixed(0)} bytes`,
     );
     const cost = allInCost(happy.usdPerMillion, units);
@@ -174,67 +210,4 @@ function retentionUnits(per: PerEvent): LifetimeUnits["retention"] {
     logLines: per.logLines,
     analyticsPoints: per.analyticsPoints,
   };
-}
-
-/**
- * Retention over the receipts whose event keys start with one of `prefixes`: the cron fired as if past payload
- * retention until none of them keeps a body, then past dedupe retention until none is left, plus one run more
- * (the shards are swept in the same run as D1, and a second confirms nothing was left). Every unit those runs
- * spent, their fixed work included, is divided by `events`. Also the bytes stored once the bodies were gone.
- */
-export async function meterRetention(
-  context: PhaseContext,
-  runtime: Runtime,
-  deployment: ReceiverDeployment,
-  prefixes: readonly string[],
-  events: number,
-  windows: { payloadDays: number; dedupeDays: number },
-) {
-  const store = new ReceiptStore(runtime.options.persistDir);
-  const ours = prefixes.map((prefix) => `event_key LIKE '${prefix}%'`).join(" OR ");
-  const left = (withBody: boolean) =>
-    store.read(
-      (database) =>
-        (
-          database
-            .prepare(
-              `SELECT COUNT(*) AS n FROM receipts WHERE (${ours})${withBody ? " AND (body IS NOT NULL OR body_location IS NOT NULL)" : ""}`,
-            )
-            .get() as { n: number }
-        ).n,
-    );
-  const before = await readMeters(runtime.origin, deployment.adminToken);
-  const startedAt = Date.now();
-  const bodyRuns = await fireCronUntil(
-    runtime.origin,
-    startedAt + windows.payloadDays * DAY_MS + 60_000,
-    () => left(true) === 0,
-  );
-  const storedWithoutBodies = storedBytes(store, runtime.options.persistDir);
-  const keyRuns =
-    (await fireCronUntil(runtime.origin, startedAt + windows.dedupeDays * DAY_MS + 60_000, () => left(false) === 0)) +
-    (await fireCronUntil(runtime.origin, startedAt + windows.dedupeDays * DAY_MS + 120_000, () => true));
-  const after = await readMeters(runtime.origin, deployment.adminToken);
-  const per = perEvent(before, after, events, 0);
-  console.log(
-    `retention: ${bodyRuns} cron run(s) past payload retention (${windows.payloadDays} days), ${keyRuns} past dedupe retention ` +
-      `(${windows.dedupeDays} days); receipts left ${left(false)}; per event: D1 rows written ${per.d1RowsWritten.toFixed(3)}, ` +
-      `read ${per.d1RowsRead.toFixed(2)}; DO rows written ${per.doRowsWritten.toFixed(3)}, read ${per.doRowsRead.toFixed(2)}; ` +
-      `DO requests ${per.doRequests.toFixed(3)}; log lines ${per.logLines.toFixed(3)}`,
-  );
-  if (left(false) > 0) context.failures.push(`meters: retention left ${left(false)} receipts (${prefixes.join(", ")})`);
-  return { perEvent: per, storedWithoutBodies };
-}
-
-/** Fires the cron as if at `at` until `done()` (at most 10 runs, each a millisecond later); returns the runs. */
-async function fireCronUntil(origin: string, at: number, done: () => boolean): Promise<number> {
-  let runs = 0;
-  do {
-    const response = await fetch(`${origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, {
-      signal: AbortSignal.timeout(120_000),
-    });
-    await response.arrayBuffer();
-    runs++;
-  } while (!done() && runs < 10);
-  return runs;
 }

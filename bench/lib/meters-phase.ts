@@ -1,11 +1,21 @@
-import { FAN_OUT_SOURCE, fanOutSource } from "./fan-out.ts";
+import { resolve } from "node:path";
 import type { BenchFlags } from "./flags.ts";
 import { startForwardBackend } from "./forward-backend.ts";
 import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
 import { meterAllIn, meterKeptBodies } from "./lifetime.ts";
-import { formatRowsPerEvent, meterAllRoutesMatched } from "./rows-per-event.ts";
+import { formatStageTable, perEventFigures, writePerEventFile } from "./per-event-file.ts";
+import {
+  ALL_ROUTES_VARIANT,
+  FAN_OUT_VARIANT,
+  formatRowsPerEvent,
+  meterRouteVariant,
+  type RouteVariant,
+} from "./route-variants.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
-import { ReceiptStore } from "./store.ts";
+import { meterStages } from "./stages.ts";
+
+/** Events per stage runtime: the stage rows are deterministic, so a few hundred say them. */
+const STAGE_EVENTS = 500;
 
 /** A source forwarding every event to the bench's local backend. */
 const FORWARD_SOURCE = "bench-forward";
@@ -13,7 +23,9 @@ const FORWARD_SOURCE = "bench-forward";
 /**
  * Billed units per event on the happy path (every event accepted and processed on its first attempt), read from
  * the receiver's own meters before and after: first through the demo source's in-Worker handler, then, reported
- * apart, through a source that forwards every event to a local backend answering 200. Runs first, on fresh runtimes.
+ * apart, through a source that forwards every event to a local backend answering 200, and sources with three routes.
+ * Then by stage (stages.ts), the bytes a receipt and a tombstone keep (vacuumed-bytes.ts), and the per-event figures
+ * the capacity model reads (per-event-file.ts, written to --per-event-out). Runs first, on fresh runtimes.
  */
 export async function metersPhase(
   flags: BenchFlags,
@@ -26,6 +38,7 @@ export async function metersPhase(
   console.log(
     `\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`,
   );
+  const stages = await meterStages(context, deployment, stateDir, Math.min(events, STAGE_EVENTS), concurrency);
   // A runtime of its own: the all-in count fires the cron weeks ahead, which must not move the shared receiver's clock.
   const meterRuntime = await startMeteredRuntime(context, deployment, stateDir, "meters", 6);
   console.log("handler destination (demo source, handler:accounts):");
@@ -35,7 +48,7 @@ export async function metersPhase(
     events,
     concurrency,
   });
-  const allIn = await meterAllIn(context, flags, meterRuntime, deployment, handler, concurrency);
+  const allIn = await meterAllIn(context, flags, meterRuntime, deployment, handler, concurrency, stateDir);
   await meterRuntime.stop();
 
   const backend = await startForwardBackend();
@@ -66,84 +79,44 @@ export async function metersPhase(
   if (forwardReceived < forwardEvents)
     context.failures.push(`meters: the forward backend received ${forwardReceived} of ${forwardEvents} events`);
 
-  const fanOut = await meterFanOut(context, deployment, stateDir, backend, forwardEvents, concurrency);
-  const allRoutes = await meterAllRoutesMatched(context, deployment, stateDir, backend, forwardEvents, concurrency);
+  const routeVariant = (variant: RouteVariant) =>
+    meterRouteVariant(context, deployment, stateDir, backend, forwardEvents, concurrency, variant);
+  const fanOut = await routeVariant(FAN_OUT_VARIANT);
+  const allRoutes = await routeVariant(ALL_ROUTES_VARIANT);
   await backend.close();
   const rowsPerEvent = [
     { source: "one route (demo)", events, happy: handler.per, retention: allIn.retention },
-    allRoutes,
+    {
+      source: "three routes, all matched",
+      events: forwardEvents,
+      happy: allRoutes.per,
+      retention: allRoutes.retention!,
+    },
   ];
   console.log(formatRowsPerEvent(rowsPerEvent));
   const keptBodies = await meterKeptBodies(context, flags, deployment, stateDir, events, concurrency, allIn.units);
-  return { ...handler, allIn, forward, fanOut, rowsPerEvent, keptBodies };
-}
-
-/** Per event, a source with one route may write 3 D1 rows; each further matched route at most 2 more, and no D1 call. */
-const D1_ROWS_PER_FURTHER_ROUTE = 2;
-
-/**
- * The fan-out variant: a source with three routes (docs/routing.md, "Fan-out"), the ledger handler, a forward to
- * the local backend and a forward whose filter turns every event away, on a runtime of its own. Two matched routes:
- * a budget of 3 + 2 D1 rows per event, the D1 calls of one route.
- */
-async function meterFanOut(
-  context: PhaseContext,
-  deployment: ReceiverDeployment,
-  stateDir: string,
-  backend: Awaited<ReturnType<typeof startForwardBackend>>,
-  events: number,
-  concurrency: number,
-) {
-  const runtime = await startMeteredRuntime(
-    context,
-    deploymentWithSource(deployment, "meters-fanout", FAN_OUT_SOURCE, fanOutSource(backend.port, "account.closed")),
-    stateDir,
-    "meters-fanout",
-    7,
-  );
-  const d1RowsBudget = 3 + D1_ROWS_PER_FURTHER_ROUTE;
-  console.log(
-    `fan-out (a source with three routes: ledger → handler:accounts, backend → the local backend, audit → the local backend ` +
-      `filtered to account.closed, which no event is; ${events} events; budget ≤ ${d1RowsBudget} D1 rows):`,
-  );
-  const seenBefore = backend.received();
-  const fanOut = await meterHappyPath(context, runtime, deployment, {
-    path: `/webhooks/${FAN_OUT_SOURCE}`,
-    keyPrefix: "meter_fan_",
-    events,
-    concurrency,
-    d1RowsBudget: `≤ ${d1RowsBudget}`,
-  });
-  await runtime.stop();
-  const byPath = new Map<string, number>();
-  for (const forward of backend.seen().slice(seenBefore)) byPath.set(forward.path, (byPath.get(forward.path) ?? 0) + 1);
-  const routeRows = new ReceiptStore(runtime.options.persistDir).read(
-    (database) =>
-      database
-        .prepare(
-          `SELECT d.route AS route, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
-           WHERE r.event_key LIKE 'meter_fan_%' GROUP BY d.route`,
-        )
-        .all() as Array<{ route: string; count: number }>,
-  );
-  console.log(
-    `the backend received ${byPath.get("/backend") ?? 0} forwards on the backend route and ${byPath.get("/audit") ?? 0} on the filtered-out ` +
-      `audit route for ${events} events; deliveries rows: ${routeRows.map(({ route, count }) => `${route} ${count}`).join(", ") || "none"}`,
-  );
-  if ((byPath.get("/backend") ?? 0) < events)
-    context.failures.push(
-      `meters (fan-out): the backend route received ${byPath.get("/backend") ?? 0} of ${events} events`,
-    );
-  if ((byPath.get("/audit") ?? 0) > 0)
-    context.failures.push(`meters (fan-out): the filtered-out audit route received ${byPath.get("/audit")} events`);
-  const over = [
-    fanOut.per.d1RowsWritten > d1RowsBudget &&
-      `D1 rows written ${fanOut.per.d1RowsWritten.toFixed(3)} > ${d1RowsBudget}`,
-    fanOut.per.d1Calls > 0.2 && `D1 calls ${fanOut.per.d1Calls.toFixed(3)} > 0.2`,
-    fanOut.per.doRowsWritten > 3 && `DO rows written ${fanOut.per.doRowsWritten.toFixed(3)} > 3`,
-    fanOut.per.doRequests > 1.1 && `DO requests ${fanOut.per.doRequests.toFixed(3)} > 1.1`,
-    fanOut.per.queueOperations > 0.5 && `queue operations ${fanOut.per.queueOperations.toFixed(3)} > 0.5`,
-  ].filter((reason): reason is string => typeof reason === "string");
-  console.log(`fan-out budget: ${over.length === 0 ? "within" : `over (${over.join("; ")})`}`);
-  return { ...fanOut, d1RowsBudget, overBudget: over, forwardsByPath: Object.fromEntries(byPath) };
+  const perEvent = stages
+    ? perEventFigures(
+        {
+          stages,
+          bodyDrop: allIn.bodyDrop,
+          deletes: allIn.deletes,
+          retentionEvents: allIn.retentionEvents,
+          happy: handler.per,
+          happyEvents: events,
+          largeBody: allIn.large.perEvent,
+          largeShare: flags.largeShare,
+          cpuMs: handler.cpuMsPerEvent.workerd,
+          allInUsdPerMillion: allIn.allInUsdPerMillion,
+          bytes: allIn.bytes,
+        },
+        `npm run bench -- ${process.argv.slice(2).join(" ")}`,
+      )
+    : null;
+  if (perEvent) {
+    console.log(formatStageTable(perEvent));
+    writePerEventFile(resolve(flags.perEventOut), perEvent);
+    console.log(`per-event figures written to ${flags.perEventOut}`);
+  }
+  return { ...handler, allIn, forward, fanOut, allRoutes, rowsPerEvent, keptBodies, stages, perEventFigures: perEvent };
 }
