@@ -46,7 +46,7 @@ const PARTITION_TURNOVER_DO_ROWS = 5;
 
 /**
  * A source whose three routes all match every event (test/fixtures/sources/budget-routes.json: the accounts handler,
- * then two forwards; the bench meters the same shape, bench/lib/rows-per-event.ts). On the happy path, the one-route
+ * then two forwards; the bench meters the same shape, bench/lib/route-variants.ts). On the happy path, the one-route
  * rows, the receipt's lease (taken because a route forwards) and one `deliveries` row per further route; at
  * retention, the one-route rows and each `deliveries` row's delete.
  */
