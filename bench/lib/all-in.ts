@@ -6,26 +6,11 @@
  * the shards store for the event over its retention windows, and the runtime's CPU time. Pure arithmetic: every unit comes from a measurement; the rules are in docs/performance.md.
  */
 
-import { type PerEvent, PRICES } from "./meters.ts";
+import { ALL_IN_PRICES, PRICES } from "../../src/capacity/prices.ts";
+import type { PerEvent } from "./meters.ts";
 
-/** Read 2026-12-02, beyond each product's monthly inclusion on Workers Paid. */
-export const ALL_IN_PRICES = {
-  /** Workers Logs: log events beyond 20 million a month. */
-  logLinePerMillion: 0.6,
-  /** Workers Analytics Engine: data points written beyond 10 million a month. */
-  analyticsPointPerMillion: 0.25,
-  /** R2 Standard: Class A (put) beyond 1 million a month, Class B (get) beyond 10 million; deletes are free. */
-  r2ClassAPerMillion: 4.5,
-  r2ClassBPerMillion: 0.36,
-  /** R2 Standard storage beyond 10 GB-month. */
-  r2StoragePerGbMonth: 0.015,
-  /** D1 storage beyond 5 GB (the database's size, tables and indexes). */
-  d1StoragePerGbMonth: 0.75,
-  /** Durable Object SQLite storage beyond 5 GB-month. */
-  durableObjectStoragePerGbMonth: 0.2,
-  /** Workers Standard CPU time beyond 30 million CPU-ms a month. */
-  cpuMsPerMillion: 0.02,
-} as const;
+/** One home for prices, shared with the capacity model; read 2026-12-02. */
+export { ALL_IN_PRICES } from "../../src/capacity/prices.ts";
 
 /** Units per event from the runtime's meters; any of PerEvent's, plus the meters that are not on the happy path's bill. */
 export interface LifetimeUnits {

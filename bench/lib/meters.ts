@@ -4,14 +4,8 @@
  * operations), before and after a run of happy-path events. Nothing here estimates a row.
  */
 
-/** Published prices (USD, Workers Paid, beyond the monthly inclusions), read 2026-11-30; sources in docs/performance.md. */
-export const PRICES = {
-  workersRequestPerMillion: 0.3,
-  durableObjectRequestPerMillion: 0.15,
-  rowsReadPerMillion: 0.001,
-  rowsWrittenPerMillion: 1.0,
-  queueOperationPerMillion: 0.4,
-} as const;
+/** Published prices: one home, shared with the capacity model (docs/performance.md, "4. Cost"). */
+export { PRICES } from "../../src/capacity/prices.ts";
 
 /** What the Workers Paid plan includes each month (D1 and Durable Object SQLite rows alike). */
 export const MONTHLY_INCLUSIONS = {
@@ -24,6 +18,7 @@ export const MONTHLY_INCLUSIONS = {
   queueOperations: 1_000_000,
 } as const;
 
+import { PRICES } from "../../src/capacity/prices.ts";
 import type { MeterTotals } from "../../src/lib/meter-totals.ts";
 
 export interface PerEvent {
