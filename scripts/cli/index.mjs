@@ -107,6 +107,30 @@ program
   .action(run(() => import("./commands/check.mjs"), "check"));
 
 program
+  .command("capacity")
+  .description(
+    "what a sustained rate needs of the claim shards, D1 and R2, each store against its published limit, the binding limit and the monthly cost, from the bench's measured per-event figures",
+  )
+  .option("--rate <events/s>", "sustained events a second of one source")
+  .option("--body-bytes <bytes>", "a typical body's size")
+  .option("--key-retention <duration>", "how long keys are kept (dedupe_retention)", "35d")
+  .option("--payload-retention <duration>", "how long bodies are kept (payload_retention)", "7d")
+  .option(
+    "--sql-window <duration>",
+    "how long receipts stay in D1 before the R2 archive (default: the key retention, no archive)",
+  )
+  .option(
+    "--archive-retention <duration>",
+    "with --sql-window: how long the archive keeps a receipt (default: the key retention)",
+  )
+  .option("--bodies <where>", "r2 (segments in a BODIES bucket) or d1 (no bucket: bodies in the receipt row)", "r2")
+  .option("--shards <n>", "hold the rate against this CLAIM_SHARD_COUNT (default: as many as it needs)")
+  .option("--databases <n>", "with --sql-window: hold the rate against this many partition databases")
+  .option("--figures <file>", "the per-event figures (default: bench/results/per-event.json)")
+  .option("--json", "print the model's report as JSON")
+  .action(run(() => import("./commands/capacity.mjs"), "capacity"));
+
+program
   .command("route")
   .description(
     "route test <source> [sample-or-file]: whether the source's route takes the sample, its schema's verdict and its transform's output; sends and writes nothing | route pause|resume|status <source> <route>: hold a route's deliveries, send them on in received order, or show its gate (paused, circuit breaker)",

@@ -1,6 +1,7 @@
 import { type ShardPlacement, type SourceConfig, SourceConfigError } from "../sources/config";
 import { loadSources } from "../sources/registry";
 import type { ClaimShard } from "./shard";
+import { MAX_SHARD_COUNT, SHIPPED_SHARD_COUNT } from "./shard-layouts";
 
 /**
  * Which shard owns an event key. FNV-1a is stable across isolates and deploys, so every copy of one delivery
@@ -17,7 +18,7 @@ export function shardIndex(eventKey: string, shardCount: number): number {
 
 export function shardCount(env: Pick<Env, "CLAIM_SHARD_COUNT">): number {
   const parsed = Number(env.CLAIM_SHARD_COUNT);
-  return Number.isInteger(parsed) && parsed > 0 && parsed <= 1024 ? parsed : 8;
+  return Number.isInteger(parsed) && parsed > 0 && parsed <= MAX_SHARD_COUNT ? parsed : SHIPPED_SHARD_COUNT;
 }
 
 export function shardName(source: string, index: number): string {

@@ -13,6 +13,8 @@
 
 /** The count a deployment has unless it sets CLAIM_SHARD_COUNT (wrangler.toml, ./routing.ts). */
 export const SHIPPED_SHARD_COUNT = 8;
+/** The most CLAIM_SHARD_COUNT may say (./routing.ts); the capacity model names it when a rate needs more. */
+export const MAX_SHARD_COUNT = 1024;
 
 /** One jurisdiction's shards of one source: indices below `shards` were addressed; `drained` hold nothing now. */
 export interface LayoutRecord {

@@ -4,6 +4,7 @@ import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import type { RouteRules } from "../routing/route";
 import { r2BodyThresholdProblem } from "./body-threshold";
+import { expectedRateProblem } from "./expected-rate";
 import { parseRoutes } from "./routes";
 
 export { parseDuration };
@@ -447,6 +448,8 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
   const r2Problem = r2BodyThresholdProblem(options.r2_body_threshold);
   if (r2Problem) problems.push(`${where}: ${r2Problem}`);
+  const rateProblem = expectedRateProblem(options.expected_rate);
+  if (rateProblem) problems.push(`${where}: ${rateProblem}`);
   problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
   if (problems.length > 0) return { ok: false, problems };
   return {

@@ -53,6 +53,31 @@ async function workerVerdict(sources, d1Bindings) {
 }
 
 /**
+ * The capacity model's warnings for the sources that set `expected_rate` (src/capacity/source-capacity.ts), from the
+ * bench's per-event figures. Bundled only when a source sets one, so a config without any checks as fast as before.
+ * @param {Record<string, any>} sources
+ * @param {Record<string, unknown>} vars
+ * @param {string[]} d1Bindings
+ * @returns {Promise<string[]>}
+ */
+async function capacityWarningsOf(sources, vars, d1Bindings) {
+  if (!Object.values(sources).some((source) => source?.expected_rate !== undefined)) return [];
+  const { capacityCode, FIGURES_PATH, readFigures } = await import("./capacity.mjs");
+  const code = await capacityCode([
+    'export { loadSources } from "./src/sources/registry.ts";',
+    'export { shardCount } from "./src/claims/routing.ts";',
+  ]);
+  let figures;
+  try {
+    figures = readFigures(code, FIGURES_PATH);
+  } catch (error) {
+    return [`expected_rate is not checked: ${/** @type {Error} */ (error).message}`];
+  }
+  const env = { SOURCES: sources, CLAIM_SHARD_COUNT: vars.CLAIM_SHARD_COUNT, ...d1BindingStandIns(d1Bindings) };
+  return code.capacityWarnings(code.loadSources(env).values(), { shardCount: code.shardCount(env) }, figures);
+}
+
+/**
  * Every secret the config depends on, with who needs it.
  * @param {Record<string, any>} sources
  * @param {Record<string, unknown>} vars
@@ -151,6 +176,7 @@ export async function check(options) {
         `ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`,
       );
     problems.push(...verdict.problems);
+    if (verdict.valid.length > 0) warnings.push(...(await capacityWarningsOf(sources, vars, d1Bindings)));
   }
 
   if (options.configOnly) return report(problems, warnings, "config only, secrets not looked at");

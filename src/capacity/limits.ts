@@ -1,0 +1,30 @@
+import { MAX_SHARD_COUNT } from "../claims/shard-layouts";
+import { D1_CAP_BYTES } from "../monitor/conditions";
+
+/**
+ * Cloudflare's published limits the capacity model holds a rate against (Workers Paid; read 2026-12-04 from the D1
+ * and Durable Objects limits pages). Sizes use the same GB as the storage alerts (src/monitor/conditions.ts).
+ */
+export const PUBLISHED_LIMITS = {
+  /** One D1 database's size. */
+  d1DatabaseBytes: D1_CAP_BYTES,
+  /** Every D1 database of one account together. */
+  d1AccountBytes: 1024 ** 4,
+  /** One Durable Object's SQLite storage: a claim shard. */
+  durableObjectBytes: 10 * 1024 ** 3,
+  /** The soft limit of requests a second one Durable Object serves (docs/performance.md, "Acknowledgements"). */
+  durableObjectRequestsPerSecond: 1_000,
+  /** Claim shards of one source (CLAIM_SHARD_COUNT's ceiling, src/claims/routing.ts). */
+  claimShardsPerSource: MAX_SHARD_COUNT,
+  /**
+   * D1 queries one database runs a second: one at a time, about 1 ms each on Cloudflare's guidance, so this is a
+   * throughput ceiling of the database the receipts are written to, not a storage one.
+   */
+  d1QueriesPerSecond: 1_000,
+} as const;
+
+export const DAY_MS = 86_400_000;
+/** Months in the storage prices' GB-month: the bench's all-in figure counts a month as 30 days (bench/lib/all-in.ts). */
+export const DAYS_PER_MONTH = 30;
+/** GB in the storage prices' GB-month (bench/lib/all-in.ts divides bytes by 1e9 too). */
+export const BYTES_PER_PRICED_GB = 1e9;

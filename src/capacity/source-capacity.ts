@@ -1,0 +1,108 @@
+import type { SourceConfig } from "../sources/config";
+import { expectedRate } from "../sources/expected-rate";
+import { DAY_MS, PUBLISHED_LIMITS } from "./limits";
+import { type CapacityReport, capacity } from "./model";
+import type { PerEventFigures } from "./per-event";
+import { byteSize } from "./size";
+
+/**
+ * `cli check`'s capacity warnings: each source that sets `expected_rate`, held by the capacity model (./model.ts)
+ * against what it is configured with: CLAIM_SHARD_COUNT shards of its own, and the database its receipts go to,
+ * which it shares with every source naming the same binding. Receipts only: the body size is not configured, so
+ * bodies kept in D1 come on top of these figures (docs/performance.md, "Capacity").
+ */
+
+export interface DeploymentShape {
+  /** CLAIM_SHARD_COUNT, as the Worker reads it (src/claims/routing.ts shardCount). */
+  shardCount: number;
+}
+
+const days = (ms: number) => `${Number((ms / DAY_MS).toFixed(2))}d`;
+const perSecond = (rate: number) => `${rate.toLocaleString("en-US")}/s`;
+
+export function capacityWarnings(
+  sources: Iterable<SourceConfig>,
+  deployment: DeploymentShape,
+  figures: PerEventFigures,
+): string[] {
+  const warnings: string[] = [];
+  const byDatabase = new Map<string, { source: SourceConfig; rate: number; report: CapacityReport }[]>();
+  for (const source of sources) {
+    const rate = expectedRate(source.options as Record<string, unknown>);
+    if (rate === null) continue;
+    const report = capacity(
+      {
+        eventsPerSecond: rate,
+        bodyBytes: 0,
+        keyRetentionMs: source.dedupeRetentionMs,
+        payloadRetentionMs: source.payloadRetentionMs,
+        sqlWindowMs: null,
+        archiveRetentionMs: null,
+        bodies: "r2",
+        shards: Math.min(deployment.shardCount, PUBLISHED_LIMITS.claimShardsPerSource),
+        databases: null,
+      },
+      figures,
+    );
+    warnings.push(...shardWarnings(source, rate, report, deployment.shardCount, figures));
+    const sharing = byDatabase.get(source.database) ?? [];
+    sharing.push({ source, rate, report });
+    byDatabase.set(source.database, sharing);
+  }
+  for (const [binding, sharing] of byDatabase) {
+    const bytes = sharing.reduce((total, entry) => total + entry.report.d1.bytes, 0);
+    if (bytes <= PUBLISHED_LIMITS.d1DatabaseBytes) continue;
+    const who = sharing.map(
+      ({ source, rate }) => `${source.name} (${perSecond(rate)}, ${days(source.dedupeRetentionMs)})`,
+    );
+    // How many days of these sources' receipts one database holds: what a smaller dedupe_retention would have to be.
+    const rateBytesPerDay = bytes / (sharing[0]?.report.d1.daysHeld ?? 1);
+    const sameRetention = sharing.every((entry) => entry.report.d1.daysHeld === sharing[0]?.report.d1.daysHeld);
+    const holds = sameRetention
+      ? ` (one holds ${days((PUBLISHED_LIMITS.d1DatabaseBytes / rateBytesPerDay) * DAY_MS)} of them at these rates)`
+      : "";
+    warnings.push(
+      `database ${binding}: the expected_rate of ${who.join(", ")} keeps ${byteSize(bytes)} of receipts ` +
+        `(${figures.d1BytesPerReceipt} bytes each for its dedupe_retention, bodies not counted), more than one D1 ` +
+        `database's ${byteSize(PUBLISHED_LIMITS.d1DatabaseBytes)}${holds}: give ` +
+        `${sharing.length === 1 ? "the source a database of its own" : "each source its own database"} (database = "…")` +
+        ", or shorten dedupe_retention",
+    );
+  }
+  const accountBytes = [...byDatabase.values()].flat().reduce((total, entry) => total + entry.report.d1.bytes, 0);
+  if (accountBytes > PUBLISHED_LIMITS.d1AccountBytes)
+    warnings.push(
+      `D1: the expected_rate of every source keeps ${byteSize(accountBytes)} of receipts, more than the ` +
+        `${byteSize(PUBLISHED_LIMITS.d1AccountBytes)} one account may store: shorten dedupe_retention`,
+    );
+  return warnings;
+}
+
+function shardWarnings(
+  source: SourceConfig,
+  rate: number,
+  report: CapacityReport,
+  configured: number,
+  figures: PerEventFigures,
+): string[] {
+  const { shards } = report;
+  const where = `SOURCES.${source.name}: expected_rate ${perSecond(rate)}`;
+  const change =
+    shards.needed > PUBLISHED_LIMITS.claimShardsPerSource
+      ? `more than the ${PUBLISHED_LIMITS.claimShardsPerSource.toLocaleString("en-US")} one source may have: split its traffic over several sources, or shorten dedupe_retention`
+      : `raise CLAIM_SHARD_COUNT to ${shards.needed} (at most ${PUBLISHED_LIMITS.claimShardsPerSource.toLocaleString("en-US")})`;
+  const warnings: string[] = [];
+  if (shards.bytesPerShard > PUBLISHED_LIMITS.durableObjectBytes)
+    warnings.push(
+      `${where} at dedupe_retention ${days(source.dedupeRetentionMs)} keeps ${byteSize(shards.tombstoneBytes)} of ` +
+        `tombstones (${figures.shardBytesPerTombstone} bytes each, for up to two windows): CLAIM_SHARD_COUNT = ${configured} ` +
+        `holds ${byteSize(configured * PUBLISHED_LIMITS.durableObjectBytes)} at ${byteSize(PUBLISHED_LIMITS.durableObjectBytes)} a shard: ${change}`,
+    );
+  if (shards.requestsPerSecondPerShard > PUBLISHED_LIMITS.durableObjectRequestsPerSecond)
+    warnings.push(
+      `${where} asks ${Math.round(shards.requestsPerSecondPerShard).toLocaleString("en-US")} requests a second of each of ` +
+        `its ${configured} claim shards, above the ${PUBLISHED_LIMITS.durableObjectRequestsPerSecond.toLocaleString("en-US")} one ` +
+        `Durable Object serves: ${change}`,
+    );
+  return warnings;
+}
