@@ -38,6 +38,7 @@ import { storageSizes } from "../health/storage-sizes";
 import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
+import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
 import { keptSecretsApi } from "./kept-secrets";
 import { routeControlApi } from "./route-control";
 
@@ -293,6 +294,10 @@ adminApi.route("/sources", keptSecretsApi);
 /** A route's delivery control: its gate's state, pause and resume (./route-control.ts). */
 adminApi.use("/sources/:source/routes/*", accepts());
 adminApi.route("/sources", routeControlApi);
+
+/** The receipt tables' rows from every receipt database, for `npm run cli -- sql` (./audit-rows.ts). */
+adminApi.use("/audit/*", accepts(...AUDIT_ROWS_PARAMETERS));
+adminApi.route("/audit", auditRowsApi);
 
 /** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
 adminApi.all("*", () => {
