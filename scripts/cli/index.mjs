@@ -100,6 +100,25 @@ for (const [action, description] of [
 }
 
 program
+  .command("sql")
+  .description(
+    'run one read-only SQL statement over every receipt database, with the rows one database holding them all would give: sql "<query>" [--source S] [--since T]',
+  )
+  .argument(
+    "<query>",
+    "one SQL statement (SELECT or WITH … SELECT) over receipts, deliveries, attempts, replays, quarantine",
+  )
+  .option("-s, --source <source>", "copy only this source's rows")
+  .option(
+    "--since <time>",
+    "only receipts received at or after: ISO 8601, epoch ms, or a duration back from now (24h, 7d)",
+  )
+  .option("--until <time>", "only receipts received before (same forms)")
+  .option("--max-rows <n>", "refuse to copy more rows than this (narrow --since/--source instead)", "200000")
+  .option("--json", "print the rows as a JSON array")
+  .action(run(() => import("./commands/sql.mjs"), "sql"));
+
+program
   .command("check")
   .description("validate the sources config as the Worker does, and that every secret it names is set")
   .option("--remote", "look for the secrets on the deployed Worker (wrangler secret list) instead of .dev.vars")

@@ -12,7 +12,13 @@ import { adminGet, uniqueSource } from "./support";
  * paged, each row once, restricted by source and by the receipt id's time, bodies only when asked for.
  */
 
-type RowsPage = { table: string; columns: string[]; rows: unknown[][]; nextCursor: string | null };
+type RowsPage = {
+  table: string;
+  columns: string[];
+  base64Columns: string[];
+  rows: unknown[][];
+  nextCursor: string | null;
+};
 
 async function rowsPage(query: string): Promise<RowsPage> {
   const response = await adminGet(`/admin/api/audit/rows?${query}`);
@@ -21,7 +27,7 @@ async function rowsPage(query: string): Promise<RowsPage> {
 }
 
 /** Every row the walk answers, following nextCursor; each page within `limit`. */
-async function allRows(query: string, limit: number): Promise<{ columns: string[]; rows: unknown[][] }> {
+async function allRows(query: string, limit: number): Promise<Omit<RowsPage, "table" | "nextCursor">> {
   const rows: unknown[][] = [];
   let page = await rowsPage(`${query}&limit=${limit}`);
   for (let pages = 0; ; pages++) {
@@ -31,7 +37,7 @@ async function allRows(query: string, limit: number): Promise<{ columns: string[
     page = await rowsPage(`${query}&limit=${limit}&after=${encodeURIComponent(page.nextCursor)}`);
   }
   expect(page.nextCursor).toBeNull();
-  return { columns: page.columns, rows };
+  return { columns: page.columns, base64Columns: page.base64Columns, rows };
 }
 
 /** A receipt with one attempt, in the given database. */
@@ -106,8 +112,10 @@ describe("GET /admin/api/audit/rows", () => {
     const receiptId = await seed("DB_SECOND", source, Date.now() - 1000, '{"amount": 12}');
     const without = await allRows(`table=receipts&source=${source}`, 10);
     expect(without.columns).not.toContain("body");
+    expect(without.base64Columns).toEqual([]);
     const withBodies = await allRows(`table=receipts&source=${source}&bodies=true`, 10);
     expect(column(withBodies, "id")).toEqual([receiptId]);
+    expect(withBodies.base64Columns).toEqual(["body"]);
     const [body] = column(withBodies, "body");
     expect(new TextDecoder().decode(decodeBase64(body as string)!)).toBe('{"amount": 12}');
   });

@@ -2,14 +2,8 @@ import { Hono } from "hono";
 import { apiError } from "../../lib/errors";
 import { receiptDatabaseBindings } from "../../sources/databases";
 import type { AdminEnv } from "../guards/auth";
-import {
-  AUDIT_TABLE_NAMES,
-  AUDIT_TABLES,
-  type AuditRowFilter,
-  auditRowsPage,
-  isAuditTable,
-  type RowKey,
-} from "../receipts/audit-rows";
+import { AUDIT_TABLES, type AuditRowFilter, auditRowsPage, type RowKey } from "../receipts/audit-rows";
+import { AUDIT_TABLE_NAMES, isAuditTable } from "../receipts/audit-table-names";
 import { parseInstant, type Query } from "../receipts/filters";
 
 /**
@@ -19,8 +13,8 @@ import { parseInstant, type Query } from "../receipts/filters";
  *   GET /admin/api/audit/rows?table=receipts[&source=S][&since=T][&until=T][&bodies=true][&limit=N][&after=C]
  *
  * `since`/`until` (epoch ms or ISO 8601) select by receipt id, whose time is when the receipt arrived. Answers
- * `{table, columns, rows, nextCursor}`: rows as arrays in the order of `columns`, a body (only with bodies=true) as
- * base64; repeat with after=nextCursor until it is null. The cursor names the database the walk is in, so a page
+ * `{table, columns, base64Columns, rows, nextCursor}`: rows as arrays in the order of `columns`, a body (only with
+ * bodies=true) as base64 (named in base64Columns); repeat with after=nextCursor until it is null. The cursor names the database the walk is in, so a page
  * never mixes up two databases' keys.
  */
 export const auditRowsApi = new Hono<AdminEnv>();
@@ -63,11 +57,12 @@ auditRowsApi.get("/rows", async (c) => {
     after: null,
   };
   let columns: string[] = [];
+  let base64Columns: string[] = [];
   const rows: unknown[][] = [];
   let nextCursor: AuditCursor | null = null;
   for (;;) {
     const page = await auditRowsPage(c.env, cursor.database, table, filter, cursor.after, limit - rows.length);
-    columns = page.columns;
+    ({ columns, base64Columns } = page);
     rows.push(...page.rows);
     const following = databases[databases.indexOf(cursor.database) + 1];
     if (page.lastKey !== null) {
@@ -81,7 +76,7 @@ auditRowsApi.get("/rows", async (c) => {
       break;
     }
   }
-  return c.json({ table, columns, rows, nextCursor: nextCursor && encodeCursor(nextCursor) });
+  return c.json({ table, columns, base64Columns, rows, nextCursor: nextCursor && encodeCursor(nextCursor) });
 });
 
 function parseFilter(query: Query): AuditRowFilter {

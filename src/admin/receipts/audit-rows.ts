@@ -5,6 +5,7 @@ import { type Database, database } from "../../db/client";
 import { attempts, deliveries, quarantine, receipts, replays } from "../../db/schema";
 import { ulidFloor } from "../../lib/ulid";
 import { envForDatabase } from "../../sources/databases";
+import type { AuditTableName } from "./audit-table-names";
 
 /**
  * The rows of the receipt tables, as they are, for `npm run cli -- sql` (scripts/cli/commands/sql.mjs): the CLI
@@ -56,14 +57,7 @@ export const AUDIT_TABLES = {
     source: quarantine.source,
     body: quarantine.body,
   },
-} satisfies Record<string, AuditTable>;
-
-export type AuditTableName = keyof typeof AUDIT_TABLES;
-export const AUDIT_TABLE_NAMES = Object.keys(AUDIT_TABLES) as AuditTableName[];
-
-export function isAuditTable(name: string): name is AuditTableName {
-  return Object.hasOwn(AUDIT_TABLES, name);
-}
+} satisfies Record<AuditTableName, AuditTable>;
 
 /** Which rows: of one source, of receipts received in [since, until) (epoch ms), bodies or not. */
 export interface AuditRowFilter {
@@ -80,6 +74,8 @@ export interface AuditRowsPage {
   /** SQL column names, in the order of each row's values. */
   columns: string[];
   rows: unknown[][];
+  /** The columns whose values are blobs sent as base64 (a body, when asked for). */
+  base64Columns: string[];
   /** The key of the last row when the database may hold more, else null. */
   lastKey: RowKey | null;
 }
@@ -118,6 +114,7 @@ export async function auditRowsPage(
   return {
     columns: columns.map((column) => column.name),
     rows,
+    base64Columns: columns.filter((column) => column === spec.body).map((column) => column.name),
     lastKey: more && last ? keyIndexes.map((index) => last[index] as string | number) : null,
   };
 }
