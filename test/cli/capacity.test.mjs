@@ -72,12 +72,13 @@ describe("capacity", () => {
   });
 
   test("reads the checked-in figures by default", async () => {
-    const result = await cli(["capacity", "--rate", "10", "--body-bytes", "3000"]);
+    const result = await cli(["capacity", "--rate", "1e1", "--body-bytes", "3000"]);
     assert.equal(result.code, 0, result.stderr);
     assert.match(
       result.stdout,
-      /^per-event figures: bench\/results\/per-event\.json \(npm run bench -- --only meters .*, at [0-9a-f]{7,40}\)$/m,
+      /^per-event figures: bench\/results\/per-event\.json \(npm run bench -- --only meters .*, at [0-9a-f]{7,40}.*\)$/m,
     );
+    assert.match(result.stdout, /^capacity of one source at 10 events\/s, 3,000-byte bodies in R2;/m);
     assert.match(result.stdout, /← binds$/m);
   });
 

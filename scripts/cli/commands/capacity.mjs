@@ -62,7 +62,7 @@ export async function capacity(options) {
   const code = await capacityCode();
   const number = (/** @type {string | undefined} */ value, /** @type {string} */ flag, /** @type {string} */ what) => {
     if (value === undefined) return null;
-    const parsed = /^\s*-?\d+(\.\d+)?\s*$/.test(value) ? Number(value) : Number.NaN;
+    const parsed = /^\s*-?\d+(\.\d+)?(e[+-]?\d+)?\s*$/i.test(value) ? Number(value) : Number.NaN;
     if (!Number.isFinite(parsed))
       throw new CliError(`${flag} must be ${what} (got ${JSON.stringify(value)})`, EXIT.usage);
     return parsed;
