@@ -2,6 +2,7 @@ import { sha256Hex } from "../crypto/digest";
 import { type ClaimRequest, type ClaimResult, claimKeyOf, type Provenance } from "../model/claims";
 import type { EventIdentity } from "../providers/types";
 import type { SourceConfig } from "../sources/config";
+import { previousOwnerOf } from "./epoch-config";
 import { shardFor } from "./routing";
 
 export interface ClaimInput {
@@ -16,7 +17,7 @@ export interface ClaimInput {
 /**
  * Claims a verified event in the shard that owns its claim key (the event key, or the digest of the signed content
  * when the signature does not cover the key: claimKeyOf). The live route, provider catch-up and tests all enter here, so
- * every path to a receipt shares one arbiter.
+ * every path to a receipt shares one arbiter, across a change of shard count or placement too.
  */
 export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResult> {
   const payloadSha256 = await sha256Hex(input.rawBody);
@@ -36,7 +37,11 @@ export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResu
     receivedAt: input.receivedAt,
     provenance: input.provenance,
   };
-  return shardFor(env, input.source, claimKeyOf(request)).claim(request);
+  const claimKey = claimKeyOf(request);
+  // During a shard epoch the new owner consults the key's previous owner (./epoch-config.ts): named here, from
+  // config alone, so the acknowledgement path reads nothing more than it did.
+  const previous = previousOwnerOf(env, input.source, claimKey);
+  return shardFor(env, input.source, claimKey).claim(request, previous ?? undefined);
 }
 
 export function pickHeaders(headers: Headers, names: readonly string[]): Record<string, string> {

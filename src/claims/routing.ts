@@ -71,10 +71,11 @@ export function shardFor(env: Env, source: string | SourceConfig, eventKey: stri
 }
 
 /**
- * A shard the config no longer names (./shard-layouts.ts), by where it was addressed: its jurisdiction is part of
- * its id; a location hint only matters when an object is created, and this one exists.
+ * A shard by where it was addressed, for one the config may no longer name (a retired shard, ./shard-layouts.ts;
+ * a previous owner in a shard epoch, ./epoch-config.ts): its jurisdiction is part of its id; a location hint only
+ * matters when an object is created, and this one exists.
  */
-export function retiredShardStub(
+export function shardAt(
   env: Pick<Env, "CLAIM_SHARDS">,
   source: string,
   jurisdiction: DurableObjectJurisdiction | null,

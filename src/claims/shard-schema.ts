@@ -1,3 +1,4 @@
+import { EPOCHS_SCHEMA } from "./epoch";
 import { PARTITIONS_SCHEMA } from "./partitions";
 
 /**
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS relay_state (
 );
 -- Where a row-by-row prune walk resumed, before claims were kept in time partitions (./partitions.ts).
 DROP TABLE IF EXISTS prune_cursor;
-${PARTITIONS_SCHEMA}`;
+${PARTITIONS_SCHEMA}
+${EPOCHS_SCHEMA}`;
 
 /**
  * Shards created before unsigned keys were keyed by payload hash have no `unsigned_event_key`: added once (a NULL

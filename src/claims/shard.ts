@@ -15,6 +15,16 @@ import { shardThresholds } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "../sources/registry";
+import {
+  type HandoverCursor,
+  handoverPage,
+  insertTombstone,
+  type KnownKey,
+  knownKey,
+  readClosedEpochs,
+  recordClosedEpoch,
+} from "./epoch";
+import type { PreviousOwner } from "./epoch-config";
 import { expirePartitions, partitionTable, readPartitions } from "./partitions";
 import {
   markQuarantineRelayed,
@@ -25,6 +35,7 @@ import {
   type WaitingQuarantine,
 } from "./quarantine";
 import { relaySettings } from "./relay-settings";
+import { shardAt } from "./routing";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
 /**
@@ -69,12 +80,6 @@ export type DuplicateCount = {
 /** What one cron visit did: claims relayed, claims still waiting (counted up to a cap), tombstones forgotten. */
 export type SweepReport = { relayed: number; remaining: number; keysPruned: number };
 
-type ClaimRow = {
-  receipt_id: string;
-  payload_sha256: string;
-  provenance: string;
-};
-
 /** A claim waiting for its relay, and the partition that holds it (where the relay turns it into a tombstone). */
 type WaitingClaim = PendingClaim & { generation: number };
 
@@ -106,6 +111,9 @@ export class ClaimShard extends DurableObject<Env> {
    */
   private readonly relayDelay: number;
   private readonly fullBatchWaits: boolean;
+  /** Shard epochs every key of which this shard now holds: claims no longer consult their previous owner. */
+  private readonly closedEpochs: Set<string>;
+  private epochConsults = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -118,6 +126,7 @@ export class ClaimShard extends DurableObject<Env> {
     }
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
     ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
+    this.closedEpochs = readClosedEpochs(this.sql);
   }
 
   /**
@@ -126,18 +135,21 @@ export class ClaimShard extends DurableObject<Env> {
    * transaction for the turn makes it atomic, and the output gate holds the answer until it is durable; an explicit
    * `transactionSync` would add a savepoint per claim and nothing else.
    */
-  async claim(request: ClaimRequest): Promise<ClaimResult> {
+  async claim(request: ClaimRequest, previous?: PreviousOwner): Promise<ClaimResult> {
     count("doRequests");
     const claimKey = claimKeyOf(request);
-    const existing = execCounted<ClaimRow>(
-      this.sql,
-      this.acrossPartitions(
-        (table) => `SELECT receipt_id, payload_sha256, provenance FROM ${table}
-         WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
-      ),
-      request.source,
-      claimKey,
-    )[0];
+    let existing = knownKey(this.sql, this.partitions, request.source, claimKey);
+    if (!existing && previous && !this.closedEpochs.has(previous.epoch)) {
+      // A shard epoch (./epoch-config.ts): the key may be known to the shard that owned it before the change. Ask
+      // first, then decide here, so this shard stays the key's one arbiter. The await lets other claims in: read
+      // again after it, and a copy claimed here meanwhile stands.
+      const known = await this.consultPrevious(previous, request.source, claimKey);
+      existing = knownKey(this.sql, this.partitions, request.source, claimKey);
+      if (!existing && known) {
+        insertTombstone(this.sql, this.partitions, request.source, known);
+        existing = known;
+      }
+    }
     const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
@@ -148,6 +160,50 @@ export class ClaimShard extends DurableObject<Env> {
       await this.armRelay(0);
     }
     return result;
+  }
+
+  /** One extra Durable Object request, made only for a key this shard has never seen while an epoch is open. */
+  private consultPrevious(previous: PreviousOwner, source: string, claimKey: string): Promise<KnownKey | null> {
+    this.epochConsults++;
+    return shardAt(this.env, source, previous.jurisdiction, previous.index).knownKey(source, claimKey);
+  }
+
+  /** As a previous owner: what this shard knows of a key, for its new owner's claim. */
+  knownKey(source: string, claimKey: string): KnownKey | null {
+    count("doRequests");
+    return knownKey(this.sql, this.partitions, source, claimKey);
+  }
+
+  /** As a previous owner: one page of the keys it holds, for the cron's handover to their new owners. */
+  handoverPage(source: string, cursor: HandoverCursor, limit: number): ReturnType<typeof handoverPage> {
+    count("doRequests");
+    return handoverPage(this.sql, this.partitions, source, cursor, limit);
+  }
+
+  /** As a new owner: keys handed over by their previous owner, kept as tombstones unless held already. */
+  adoptKeys(source: string, keys: readonly KnownKey[]): number {
+    count("doRequests");
+    let adopted = 0;
+    this.ctx.storage.transactionSync(() => {
+      for (const key of keys) {
+        if (knownKey(this.sql, this.partitions, source, key.claimKey)) continue;
+        insertTombstone(this.sql, this.partitions, source, key);
+        adopted++;
+      }
+    });
+    return adopted;
+  }
+
+  /** Every key of the previous layout is here now: claims stop consulting it. */
+  closeEpoch(epoch: string): void {
+    count("doRequests");
+    recordClosedEpoch(this.sql, epoch, Date.now());
+    this.closedEpochs.add(epoch);
+  }
+
+  /** Consults made by this instance and the epochs it holds closed, for the tests and the bench. Not counted. */
+  epochStats(): { consults: number; closedEpochs: string[] } {
+    return { consults: this.epochConsults, closedEpochs: [...this.closedEpochs].sort() };
   }
 
   /** A key no kept partition holds: its claim goes into the open partition. */
@@ -176,17 +232,17 @@ export class ClaimShard extends DurableObject<Env> {
   }
 
   /** A key the shard already holds: the same bytes are a duplicate, other bytes go to quarantine. */
-  private claimExisting(request: ClaimRequest, existing: ClaimRow): ClaimResult {
-    const existingCopy = { payloadSha256: existing.payload_sha256, provenance: existing.provenance };
+  private claimExisting(request: ClaimRequest, existing: KnownKey): ClaimResult {
+    const existingCopy = { payloadSha256: existing.payloadSha256, provenance: existing.provenance };
     if (claimKeyFixesContent(request) || isSameEvent(existingCopy, request)) {
       if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
-      return { disposition: "duplicate", receiptId: existing.receipt_id };
+      return { disposition: "duplicate", receiptId: existing.receiptId };
     }
     // Same key, different bytes: the sender broke its own contract. Keep it for a human (the first few copies whole,
     // the rest counted), never process it. (Only a signed key gets here: under a payload-hash claim key the bytes
     // always match, and D1 compares them instead.)
-    quarantineCopy(this.sql, request, { receiptId: existing.receipt_id, payloadSha256: existing.payload_sha256 });
-    return { disposition: "quarantined", receiptId: existing.receipt_id };
+    quarantineCopy(this.sql, request, { receiptId: existing.receiptId, payloadSha256: existing.payloadSha256 });
+    return { disposition: "quarantined", receiptId: existing.receiptId };
   }
 
   override async alarm(): Promise<void> {

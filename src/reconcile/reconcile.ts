@@ -15,6 +15,7 @@ import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive"
 import { reenqueueLostDeliveries } from "./redrive-deliveries";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
 import { NO_ROUTE_GATE_COUNTS, type RouteGateCounts, tidyRouteGates } from "./route-gates";
+import { NO_HANDOVER } from "./shard-epoch";
 import { catchUpMissing, watchSources } from "./watch";
 
 /**
@@ -64,6 +65,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       retiredShards: 0,
       retiredShardsDrained: 0,
       shardsFailed: 0,
+      ...NO_HANDOVER,
     },
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
     retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },

@@ -11,6 +11,7 @@ import { secretValue } from "../lib/secrets";
 import { enqueueReceipts } from "../relay/enqueue";
 import type { SourceConfig } from "../sources/config";
 import { redriveDueAt, settleAbandonedLeases } from "./lease-return";
+import { type HandoverCounts, handOverEpochs, NO_HANDOVER } from "./shard-epoch";
 import { readShardKeeps, shardPrune } from "./shard-keep";
 import { currentLayouts, forgetDrained, rememberShardLayouts, retiredVisits } from "./shard-layouts";
 import { STUCK_SCAN_CURSOR, scanForStuck } from "./stuck-scan";
@@ -40,7 +41,7 @@ const SHARD_RELAY_ROUNDS = 4;
 export const DEFAULT_SHARD_VISITS = 256;
 const SWEEP_CURSOR_SOURCE = "*";
 
-export interface ShardSweepCounts {
+export interface ShardSweepCounts extends HandoverCounts {
   shardsVisited: number;
   shardsTotal: number;
   claimsRelayed: number;
@@ -65,6 +66,7 @@ type ShardVisit = { retired: RetiredShard | null; visit: () => Promise<SweepRepo
  * Shards the config no longer names (a lower CLAIM_SHARD_COUNT, another jurisdiction, a source removed) are
  * visited too, in the same budget, until they hold nothing (shard-layouts.ts), when `visitRetired` says `sources` is
  * the whole config: the cron's run, once the config was read. Against part of it every other shard would look retired.
+ * The same run hands a declared shard epoch's keys to their new owners (shard-epoch.ts).
  */
 export async function sweepShards(
   env: Env,
@@ -103,6 +105,7 @@ export async function sweepShards(
     retiredShards: retired.length,
     retiredShardsDrained: 0,
     shardsFailed: 0,
+    ...NO_HANDOVER,
   };
   const emptied: RetiredShard[] = [];
   results.forEach((result, index) => {
@@ -118,6 +121,8 @@ export async function sweepShards(
   });
   counts.retiredShardsDrained = emptied.length;
   await forgetDrained(env, emptied, now);
+  // A shard epoch's handover (shard-epoch.ts), against the whole config only, as the retired shards' visits.
+  if (options.visitRetired) Object.assign(counts, await handOverEpochs(env, sources, now));
   if (counts.shardsFailed > 0) {
     const firstFailure = results.find((result): result is PromiseRejectedResult => result.status === "rejected");
     logError("reconcile.shard_sweep_failed", firstFailure?.reason, { failed: counts.shardsFailed });

@@ -1,4 +1,4 @@
-import { retiredShardStub, shardCount } from "../claims/routing";
+import { shardAt, shardCount } from "../claims/routing";
 import type { SweepReport } from "../claims/shard";
 import {
   type CurrentLayout,
@@ -75,7 +75,7 @@ export function retiredVisits(
     .map((shard) => ({
       shard,
       visit: () =>
-        retiredShardStub(env, shard.source, shard.jurisdiction, shard.index).drainRetired(
+        shardAt(env, shard.source, shard.jurisdiction, shard.index).drainRetired(
           now - (retention.get(shard.source) ?? DEFAULT_DEDUPE_RETENTION_MS),
           relayRounds,
         ),

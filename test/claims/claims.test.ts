@@ -128,7 +128,7 @@ describe("one claim per event key", () => {
   });
 });
 
-describe("changing the shard count", () => {
+describe("changing the shard count with no epoch declared (CLAIM_SHARD_PREVIOUS unset)", () => {
   /** An event key whose owning shard differs between the two counts. */
   function keyMovedBetween(prefix: string, fromCount: number, toCount: number): string {
     for (let attempt = 0; ; attempt++) {

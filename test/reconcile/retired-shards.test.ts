@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { retiredShardStub, shardFor, shardIndex } from "../../src/claims/routing";
+import { shardAt, shardFor, shardIndex } from "../../src/claims/routing";
 import {
   markDrained,
   rememberLayouts,
@@ -128,8 +128,8 @@ describe("a retired shard's stub", () => {
           return Reflect.get(target, property);
         },
       });
-    retiredShardStub({ CLAIM_SHARDS: recording("global") }, "placed-eu", "eu", 5);
-    retiredShardStub({ CLAIM_SHARDS: recording("global") }, "demo", null, 9);
+    shardAt({ CLAIM_SHARDS: recording("global") }, "placed-eu", "eu", 5);
+    shardAt({ CLAIM_SHARDS: recording("global") }, "demo", null, 9);
     expect(asked).toEqual(["eu placed-eu#5", "get undefined", "global demo#9", "get undefined"]);
   });
 });

@@ -179,6 +179,8 @@ export async function check(options) {
     if (verdict.valid.length > 0) warnings.push(...(await capacityWarningsOf(sources, vars, d1Bindings)));
   }
 
+  await shardEpochVerdict(vars, problems, warnings);
+
   if (options.configOnly) return report(problems, warnings, "config only, secrets not looked at");
   const present = options.remote
     ? await remoteSecretNames(options)
@@ -209,6 +211,28 @@ export async function check(options) {
     }
   }
   return report(problems, warnings, options.remote ? "remote secrets" : "");
+}
+
+/**
+ * CLAIM_SHARD_PREVIOUS (a shard epoch, src/claims/epoch-config.ts), read by the Worker's own parser: a value it
+ * does not understand is a problem; a declared epoch is a reminder of when it can go, which only the deployed
+ * Worker knows (the cron's handover).
+ * @param {Record<string, unknown>} vars
+ * @param {string[]} problems
+ * @param {string[]} warnings
+ */
+async function shardEpochVerdict(vars, problems, warnings) {
+  if (vars.CLAIM_SHARD_PREVIOUS === undefined) return;
+  const epochs = await importWorkerCode('export * from "./src/claims/epoch-config.ts";');
+  const setting = epochs.shardEpoch({
+    CLAIM_SHARD_PREVIOUS: vars.CLAIM_SHARD_PREVIOUS,
+    CLAIM_SHARD_COUNT: vars.CLAIM_SHARD_COUNT,
+  });
+  problems.push(...setting.problems);
+  if (setting.epoch)
+    warnings.push(
+      `CLAIM_SHARD_PREVIOUS declares a shard epoch since ${new Date(setting.epoch.since).toISOString()} (${setting.epoch.previousShards} shards before): remove it once GET /admin/api/health answers shardEpoch.removable: true (docs/operating.md, "Changing the shard count or a source's placement")`,
+    );
 }
 
 /** The id the shipped config holds until `wrangler d1 create` prints the real one. */

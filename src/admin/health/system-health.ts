@@ -1,7 +1,8 @@
 import { relaySettings } from "../../claims/relay-settings";
 import { healthAnswer } from "../../monitor/health-answer";
 import { systemMonitor } from "../../monitor/report";
-import { sourcesHealth } from "../../sources/registry";
+import { shardEpochStatus } from "../../reconcile/shard-epoch-status";
+import { loadSources, sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { configuredSources, type StorageSizes, storageSizes } from "./storage-sizes";
 
@@ -51,6 +52,8 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
   } catch {
     // A shard that does not answer must not hide the alerts; the sizes come back with it.
   }
+  // A shard epoch (CLAIM_SHARD_PREVIOUS): how its handover stands, and when the setting can go.
+  const shardEpoch = await shardEpochStatus(env, sources.unreadable ? [] : [...loadSources(env).values()], now);
   return {
     ...answer,
     configProblems: sources.unreadable ? { "*": sources.unreadable } : sources.invalid,
@@ -60,6 +63,7 @@ export async function systemHealth(env: Env, onlySource?: string | null) {
     expiredSecrets: Object.fromEntries(expiredSecrets),
     /** Why RELAY_HELD_BACK or RELAY_DELAY_MS is not honoured as written, and what is used instead. */
     relaySettings: relay.problems,
+    shardEpoch,
     systemAlerts: alerts,
     monitorError,
     storage,
