@@ -5,6 +5,9 @@ import type { PerEventFigures } from "./per-event";
 
 export { type CapacityInput, DEFAULT_INPUT } from "./input";
 
+/** How the shard count changes without losing a key: where the model's advice to raise it points. */
+export const SHARD_COUNT_CHANGE = `with [vars.CLAIM_SHARD_PREVIOUS], docs/operating.md "Changing the shard count or a source's placement"`;
+
 /**
  * The capacity model: what a sustained event rate needs of each store, held against Cloudflare's published limits,
  * and what it costs at list prices, from the bench's measured per-event figures (./per-event.ts). Pure arithmetic,
@@ -100,7 +103,7 @@ export function capacity(input: CapacityInput, figures: PerEventFigures): Capaci
     change,
   });
   const shardCountChange = `the source needs ${shardsNeeded} shards: split its traffic over more sources, or shorten its key retention`;
-  const raiseShards = `raise CLAIM_SHARD_COUNT to ${shardsNeeded}`;
+  const raiseShards = `raise CLAIM_SHARD_COUNT to ${shardsNeeded} (${SHARD_COUNT_CHANGE})`;
   // A count the model chose holds its per-object limit by construction: only a configured one is checked against it.
   const checks: LimitCheck[] = [];
   if (input.shards !== null)

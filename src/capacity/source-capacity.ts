@@ -1,7 +1,7 @@
 import type { SourceConfig } from "../sources/config";
 import { expectedRate } from "../sources/expected-rate";
 import { DAY_MS, PUBLISHED_LIMITS } from "./limits";
-import { type CapacityReport, capacity } from "./model";
+import { type CapacityReport, capacity, SHARD_COUNT_CHANGE } from "./model";
 import type { PerEventFigures } from "./per-event";
 import { byteSize } from "./size";
 
@@ -90,7 +90,7 @@ function shardWarnings(
   const change =
     shards.needed > PUBLISHED_LIMITS.claimShardsPerSource
       ? `more than the ${PUBLISHED_LIMITS.claimShardsPerSource.toLocaleString("en-US")} one source may have: split its traffic over several sources, or shorten dedupe_retention`
-      : `raise CLAIM_SHARD_COUNT to ${shards.needed} (at most ${PUBLISHED_LIMITS.claimShardsPerSource.toLocaleString("en-US")})`;
+      : `raise CLAIM_SHARD_COUNT to ${shards.needed} (at most ${PUBLISHED_LIMITS.claimShardsPerSource.toLocaleString("en-US")}; ${SHARD_COUNT_CHANGE})`;
   const warnings: string[] = [];
   if (shards.bytesPerShard > PUBLISHED_LIMITS.durableObjectBytes)
     warnings.push(

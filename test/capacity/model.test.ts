@@ -80,7 +80,9 @@ describe("claim shards", () => {
     const report = at(1000, { shards: 8, sqlWindowMs: DAY_S * 1000 });
     const storage = report.limits.find((entry) => entry.limit.startsWith("one claim shard's storage"));
     expect(storage?.used).toBe(1_512_000_000_000 / 8);
-    expect(storage?.change).toBe("raise CLAIM_SHARD_COUNT to 141");
+    expect(storage?.change).toBe(
+      `raise CLAIM_SHARD_COUNT to 141 (with [vars.CLAIM_SHARD_PREVIOUS], docs/operating.md "Changing the shard count or a source's placement")`,
+    );
     const requests = report.limits.find((entry) => entry.limit.startsWith("one claim shard's request rate"));
     expect(requests?.used).toBe(125);
     expect(report.binding).toBe(storage);
