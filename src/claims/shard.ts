@@ -11,7 +11,7 @@ import {
   type RelayReport,
 } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
-import { shardThresholds } from "../monitor/conditions";
+import { shardThresholds, shardVerdict } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "../sources/registry";
@@ -66,6 +66,11 @@ const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
  * an outage costs one failed D1 call per shard per interval, not one per claim.
  */
 export const RELAY_PROBE_MS = 10_000;
+/**
+ * How long claims held back by a database at its size limit wait before the next try (src/relay/database-room.ts):
+ * the alert is already raised, and room comes from an operator or from retention, not within seconds.
+ */
+export const STORE_FULL_RETRY_MS = 60_000;
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
 const REMAINING_COUNT_CAP = 1000;
 const HOUR_MS = 3_600_000;
@@ -150,6 +155,9 @@ export class ClaimShard extends DurableObject<Env> {
         existing = known;
       }
     }
+    // Synchronous unless refusing: no await between the check above and the write below.
+    const fullAt = existing ? null : this.sizeAtLimit();
+    if (fullAt !== null) await this.refuseAtLimit(fullAt);
     const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
@@ -204,6 +212,24 @@ export class ClaimShard extends DurableObject<Env> {
   /** Consults made by this instance and the epochs it holds closed, for the tests and the bench. Not counted. */
   epochStats(): { consults: number; closedEpochs: string[] } {
     return { consults: this.epochConsults, closedEpochs: [...this.closedEpochs].sort() };
+  }
+
+  /**
+   * A new key at the shard's size limit (SHARD_SIZE_LIMIT_BYTES, src/monitor/store-limits.ts) is refused before
+   * anything is written: the route answers 503 and the sender retries, so nothing acknowledged is lost, and a key
+   * already known still answers (the caller checks this only for a new key). "shard-full" is told once.
+   */
+  private async refuseAtLimit(storageBytes: number): Promise<never> {
+    await this.watch.atLimit(this.env, storageBytes);
+    throw new Error(
+      `This claim shard stores ${storageBytes} bytes, at its limit (SHARD_SIZE_LIMIT_BYTES): new events are refused until it has room.`,
+    );
+  }
+
+  /** The shard's size when it is at its limit, else null. */
+  private sizeAtLimit(): number | null {
+    const storageBytes = this.sql.databaseSize;
+    return shardVerdict(storageBytes, shardThresholds(this.env)) === "refuse" ? storageBytes : null;
   }
 
   /** A key no kept partition holds: its claim goes into the open partition. */
@@ -269,8 +295,11 @@ export class ClaimShard extends DurableObject<Env> {
     }
     this.clearFailures();
     // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
-    // batch still waiting goes at once; the few that came in while this batch was relayed wait for company.
-    if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
+    // batch still waiting goes at once; the few that came in while this batch was relayed wait for company. A
+    // batch that all waits for room in a full database tries again later, never at once.
+    if (report.heldBack > 0 && report.receiptsRelayed + report.quarantinesRelayed === 0)
+      await this.armRelay(STORE_FULL_RETRY_MS);
+    else if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
     else if (report.remaining > 0) await this.armRelay(this.relayDelay);
     else this.relayArmed = false;
     await this.watch.afterSuccess(this.env);
@@ -292,13 +321,20 @@ export class ClaimShard extends DurableObject<Env> {
     const claims = this.pendingClaims();
     const quarantines = withinBudget<WaitingQuarantine>(this.sql, WAITING_QUARANTINES, RELAY_BATCH);
 
-    const outcome = await relayToD1(this.env, claims, quarantines, bodyThresholdOf(this.env));
+    const { held, storeObservations, ...outcome } = await relayToD1(
+      this.env,
+      claims,
+      quarantines,
+      bodyThresholdOf(this.env),
+    );
 
     // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone: the key, hash,
-    // receipt id, time and provenance stay until retention, everything else goes.
+    // receipt id, time and provenance stay until retention, everything else goes. What a full database held back
+    // stays as it is, waiting.
     const relayedAt = Date.now();
     this.ctx.storage.transactionSync(() => {
       for (const claim of claims) {
+        if (held.receiptIds.has(claim.receiptId)) continue;
         execCounted(
           this.sql,
           `UPDATE ${partitionTable(claim.generation)} SET relay_pending = 0, unsigned_event_key = NULL, event_type = NULL, subject = NULL, version = NULL,
@@ -308,13 +344,17 @@ export class ClaimShard extends DurableObject<Env> {
           claim.claimKey,
         );
       }
-      for (const quarantine of quarantines) markQuarantineRelayed(this.sql, quarantine, relayedAt);
+      for (const quarantine of quarantines) {
+        if (!held.quarantineIds.has(quarantine.quarantineId)) markQuarantineRelayed(this.sql, quarantine, relayedAt);
+      }
     });
+    await this.watch.afterRelay(this.env, storeObservations);
     const last = claims.at(-1);
     if (last) this.relayCursor = last.claimKey;
     // Counted only far enough to say "another batch waits": a count per batch over the whole backlog would make
     // draining it quadratic.
-    return { ...outcome, remaining: this.unrelayedCount(RELAY_BATCH) };
+    const heldBack = held.receiptIds.size + held.quarantineIds.size;
+    return { ...outcome, heldBack, remaining: this.unrelayedCount(RELAY_BATCH) };
   }
 
   /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
@@ -437,6 +477,8 @@ export class ClaimShard extends DurableObject<Env> {
       const report = await this.relay();
       relayed += report.receiptsRelayed + report.quarantinesRelayed;
       remaining = report.remaining;
+      // Everything waits for room in a full database: another round now would only be refused again.
+      if (report.heldBack > 0 && report.receiptsRelayed + report.quarantinesRelayed === 0) break;
     }
     if (rounds > 0) {
       // The relay worked: a shard whose alarm had backed off during an outage (or lost its alarm) goes on

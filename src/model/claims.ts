@@ -109,5 +109,7 @@ export interface RelayReport {
   quarantinesRelayed: number;
   /** Keys D1 already held under another receipt (e.g. after a shard-count change): never enqueued twice. */
   duplicatesCaughtByD1: number;
+  /** Claims and quarantines left in the shard because their database is at its size limit (src/relay/database-room.ts). */
+  heldBack: number;
   remaining: number;
 }

@@ -5,6 +5,15 @@
  * down; it is copied into D1's `alerts` table once D1 answers again.
  */
 
+import {
+  bytesVar,
+  databaseLimit,
+  databaseStoreObservations,
+  STORE_CAP_BYTES,
+  type StoreLimit,
+  storeVerdict,
+} from "./store-limits";
+
 export type SystemAlertKind =
   /** A shard or the cron could not reach D1. */
   | "d1-unreachable"
@@ -16,8 +25,12 @@ export type SystemAlertKind =
   | "shard-backlog"
   /** A shard's SQLite is larger than SHARD_STORAGE_ALERT_BYTES. */
   | "shard-storage"
-  /** D1 is above 80 % of its 10 GB cap. */
+  /** A shard's SQLite is at SHARD_SIZE_LIMIT_BYTES: it answers new keys 503 (./store-limits.ts). */
+  | "shard-full"
+  /** A receipt database is above 80 % of its limit (D1_SIZE_LIMIT_BYTES, D1's 10 GB by default). Reporter `database:<binding>`. */
   | "d1-storage"
+  /** A receipt database is at its limit: the relay does not write it, its claims wait in the shards. Reporter `database:<binding>`. */
+  | "d1-full"
   /** A queue message names a D1 binding this Worker no longer has, and no bound database holds its receipts. */
   | "database-unbound"
   /** A route's circuit breaker is open (src/gate/): its deliveries are held. Reporter `route:<source>/<route>`. */
@@ -37,14 +50,13 @@ export const RELAY_FAILURES_ALERT = 3;
 export const SHARD_BACKLOG_ALERT = 10_000;
 /** Half of a Durable Object's 10 GB: room for a day's outage at the rates docs/operating.md names. */
 export const SHARD_STORAGE_ALERT_BYTES = 5 * 1024 ** 3;
-export const D1_CAP_BYTES = 10 * 1024 ** 3;
-export const D1_STORAGE_ALERT_FRACTION = 0.8;
+export { D1_STORAGE_ALERT_FRACTION, STORE_CAP_BYTES as D1_CAP_BYTES } from "./store-limits";
 
 /**
  * Kinds that describe one shared thing (D1, the cron): any reporter seeing it quiet clears it for everyone. The
  * others are per shard: the alert stays open while any shard still reports it.
  */
-const SHARED_KINDS: ReadonlySet<SystemAlertKind> = new Set(["d1-unreachable", "cron-failed", "d1-storage"]);
+const SHARED_KINDS: ReadonlySet<SystemAlertKind> = new Set(["d1-unreachable", "cron-failed"]);
 
 export function isSharedKind(kind: SystemAlertKind): boolean {
   return SHARED_KINDS.has(kind);
@@ -93,31 +105,39 @@ export function relayFailureObservations(
 
 export interface ShardThresholds {
   backlog: number;
+  /** Above it, "shard-storage" warns. */
   storageBytes: number;
+  /** At it, the shard refuses new keys and "shard-full" fires (./store-limits.ts). */
+  limitBytes: number;
 }
 
 /**
- * The shard thresholds: the defaults above, or the vars ALERT_SHARD_BACKLOG and ALERT_SHARD_STORAGE_BYTES (whole
- * numbers) when set.
+ * The shard thresholds: the defaults above, or the vars ALERT_SHARD_BACKLOG, ALERT_SHARD_STORAGE_BYTES and
+ * SHARD_SIZE_LIMIT_BYTES (whole numbers) when set.
  */
 export function shardThresholds(env: object): ShardThresholds {
-  const vars = env as Record<string, unknown>;
-  const whole = (value: unknown, fallback: number) => {
-    const parsed = typeof value === "string" ? Number(value) : Number.NaN;
-    return Number.isSafeInteger(parsed) && parsed > 0 ? parsed : fallback;
-  };
   return {
-    backlog: whole(vars.ALERT_SHARD_BACKLOG, SHARD_BACKLOG_ALERT),
-    storageBytes: whole(vars.ALERT_SHARD_STORAGE_BYTES, SHARD_STORAGE_ALERT_BYTES),
+    backlog: bytesVar(env, "ALERT_SHARD_BACKLOG", SHARD_BACKLOG_ALERT),
+    storageBytes: bytesVar(env, "ALERT_SHARD_STORAGE_BYTES", SHARD_STORAGE_ALERT_BYTES),
+    limitBytes: bytesVar(env, "SHARD_SIZE_LIMIT_BYTES", STORE_CAP_BYTES),
   };
+}
+
+/** What a shard does with a new key at its size: write, write and warn, or refuse (answer 503). */
+export function shardVerdict(storageBytes: number, thresholds: ShardThresholds) {
+  return storeVerdict(storageBytes, {
+    limitBytes: thresholds.limitBytes,
+    warnAboveBytes: Math.min(thresholds.storageBytes, thresholds.limitBytes - 1),
+  });
 }
 
 /** Backlog and storage of one shard, checked on every failed relay and every cron visit. */
 export function storageObservations(
   reporter: string,
   facts: { backlog: number; storageBytes: number },
-  thresholds: ShardThresholds = { backlog: SHARD_BACKLOG_ALERT, storageBytes: SHARD_STORAGE_ALERT_BYTES },
+  thresholds: ShardThresholds = shardThresholds({}),
 ): Observation[] {
+  const verdict = shardVerdict(facts.storageBytes, thresholds);
   return [
     {
       kind: "shard-backlog",
@@ -128,8 +148,14 @@ export function storageObservations(
     {
       kind: "shard-storage",
       reporter,
-      firing: facts.storageBytes > thresholds.storageBytes,
+      firing: verdict !== "write",
       message: `A claim shard stores ${facts.storageBytes} bytes (alert above ${thresholds.storageBytes}; a Durable Object holds 10 GB).`,
+    },
+    {
+      kind: "shard-full",
+      reporter,
+      firing: verdict === "refuse",
+      message: `A claim shard stores ${facts.storageBytes} bytes, at its limit of ${thresholds.limitBytes} (SHARD_SIZE_LIMIT_BYTES): it answers new events 503 until it has room.`,
     },
   ];
 }
@@ -142,14 +168,15 @@ export interface DatabaseAnswer {
 }
 
 /**
- * The cron's observations about one run: whether it failed, whether every receipt database answered, and the
- * fullest database's size against the cap (each D1 database has its own 10 GB: the alert is about the one that
- * reaches it first).
+ * The cron's observations about one run: whether it failed, whether every receipt database answered, and each
+ * sized database against its limit (`limit`, from D1_SIZE_LIMIT_BYTES: the same decision the relay makes before
+ * writing, so a database that shrank back under it, or whose limit was raised, has its alerts cleared here even if
+ * no relay goes to it).
  */
-export function cronObservations(facts: {
-  databases: readonly DatabaseAnswer[];
-  failedSteps: string[];
-}): Observation[] {
+export function cronObservations(
+  facts: { databases: readonly DatabaseAnswer[]; failedSteps: string[] },
+  limit: StoreLimit = databaseLimit({}),
+): Observation[] {
   const unreachable = facts.databases.filter((database) => !database.reachable).map((database) => database.binding);
   const observations: Observation[] = [
     {
@@ -164,23 +191,15 @@ export function cronObservations(facts: {
       firing: facts.failedSteps.length > 0,
       message: `The cron run failed: ${facts.failedSteps.join(", ") || "none"}.`,
     },
+    // "d1-storage" was once reported by "cron" for the fullest database; it is per database now, so a monitor
+    // that still holds that reporter from before the upgrade lets it go.
+    { kind: "d1-storage", reporter: "cron", firing: false, message: "d1-storage is reported per database" },
   ];
   // A database bound (again) has ended its `database-unbound` alert: messages naming it are read there now.
   for (const database of facts.databases) observations.push(unboundDatabaseObservation(database.binding, false));
-  const sized = facts.databases.filter(
-    (database): database is DatabaseAnswer & { sizeBytes: number } => database.sizeBytes !== null,
-  );
-  const fullest = sized.reduce<(typeof sized)[number] | null>(
-    (largest, database) => (largest === null || database.sizeBytes > largest.sizeBytes ? database : largest),
-    null,
-  );
-  if (fullest !== null) {
-    observations.push({
-      kind: "d1-storage",
-      reporter: "cron",
-      firing: fullest.sizeBytes > D1_CAP_BYTES * D1_STORAGE_ALERT_FRACTION,
-      message: `D1 database ${fullest.binding} holds ${megabytes(fullest.sizeBytes)} MB of its ${megabytes(D1_CAP_BYTES)} MB cap.`,
-    });
+  for (const database of facts.databases) {
+    if (database.sizeBytes !== null)
+      observations.push(...databaseStoreObservations(database.binding, database.sizeBytes, limit));
   }
   return observations;
 }
@@ -199,8 +218,4 @@ export function unboundDatabaseObservation(binding: string, firing: boolean, rec
       ? `Queue messages name D1 binding ${binding}, which this Worker no longer has, and ${receipts} of their receipts are in no bound database: bind it again, or they end in the dead-letter queue unprocessed.`
       : `D1 binding ${binding} is bound.`,
   };
-}
-
-function megabytes(bytes: number): number {
-  return Math.round(bytes / 1024 ** 2);
 }

@@ -1,13 +1,14 @@
 import { logError } from "../lib/log";
 import { cronObservations } from "../monitor/conditions";
 import { d1Answers, reportObservations } from "../monitor/report";
+import { databaseLimit } from "../monitor/store-limits";
 import { DEFAULT_DATABASE_BINDING } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
 import { type ReconcileReport, runReconcile } from "./reconcile";
 
 /**
  * The cron run, watched from outside D1: a run that throws (D1 down at its first write) or records failed steps
- * raises "cron-failed" (and "d1-unreachable" when D1 does not answer), D1's size is checked against its cap, and
+ * raises "cron-failed" (and "d1-unreachable" when D1 does not answer), each database's size is checked against its limit, and
  * a run that reaches D1 lets the monitor copy its incidents into D1. One report per run, whatever it found.
  */
 export async function watchedReconcile(env: Env, now: number): Promise<ReconcileReport | null> {
@@ -32,7 +33,7 @@ export async function watchedReconcile(env: Env, now: number): Promise<Reconcile
   const failedSteps =
     thrown !== null ? ["the whole run"] : [...new Set(report!.failures.map((failure) => failure.step))];
   try {
-    await reportObservations(env, cronObservations({ databases, failedSteps }), systemReachable);
+    await reportObservations(env, cronObservations({ databases, failedSteps }, databaseLimit(env)), systemReachable);
   } catch (error) {
     logError("monitor.report_failed", error, { reporter: "cron" });
   }

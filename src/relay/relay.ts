@@ -11,6 +11,7 @@ import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/clai
 import { isSameEvent } from "../model/same-event";
 import { databaseBindingOf, envForDatabase } from "../sources/databases";
 import { orderingKeyOf } from "../sources/registry";
+import { type RelayOutcome, rememberSize, roomIn } from "./database-room";
 import { enqueueReceipts } from "./enqueue";
 
 /**
@@ -25,15 +26,31 @@ export async function relayToD1(
   quarantines: readonly PendingQuarantine[],
   /** Bytes above which a source's bodies go to R2 (the shard passes each source's setting); none by default. */
   bodyThresholdOf: (source: string) => number = () => Number.POSITIVE_INFINITY,
-): Promise<Omit<RelayReport, "remaining">> {
+): Promise<RelayOutcome> {
   // Each source's receipts go to its own database (src/sources/databases.ts). A shard holds one source, so this
   // is one group in practice; several are relayed one database after another, each in its own batch.
   const bindings = new Set([...claims, ...quarantines].map((record) => databaseBindingOf(env, record.source)));
-  const report = { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
+  const report: RelayOutcome = {
+    receiptsRelayed: 0,
+    quarantinesRelayed: 0,
+    duplicatesCaughtByD1: 0,
+    held: { receiptIds: new Set(), quarantineIds: new Set() },
+    storeObservations: [],
+  };
   for (const binding of bindings) {
     const inDatabase = (record: { source: string }) => databaseBindingOf(env, record.source) === binding;
+    const databaseEnv = envForDatabase(env, binding);
+    // A database at its size limit is not written: its claims stay in the shard, acknowledged and durable, and
+    // go on a later relay once it has room.
+    const room = await roomIn(databaseEnv);
+    report.storeObservations.push(...room.observations);
+    if (room.verdict === "refuse") {
+      for (const claim of claims.filter(inDatabase)) report.held.receiptIds.add(claim.receiptId);
+      for (const record of quarantines.filter(inDatabase)) report.held.quarantineIds.add(record.quarantineId);
+      continue;
+    }
     const part = await relayToOneDatabase(
-      envForDatabase(env, binding),
+      databaseEnv,
       claims.filter(inDatabase),
       quarantines.filter(inDatabase),
       bodyThresholdOf,
@@ -50,7 +67,7 @@ async function relayToOneDatabase(
   claims: readonly PendingClaim[],
   quarantines: readonly PendingQuarantine[],
   bodyThresholdOf: (source: string) => number,
-): Promise<Omit<RelayReport, "remaining">> {
+): Promise<Omit<RelayReport, "remaining" | "heldBack">> {
   if (claims.length === 0 && quarantines.length === 0) {
     return { receiptsRelayed: 0, quarantinesRelayed: 0, duplicatesCaughtByD1: 0 };
   }
@@ -82,6 +99,10 @@ async function relayToOneDatabase(
     // In the same batch only to share its one D1 call.
     quarantines: perItem(quarantines, (record) => prepare(d1, quarantineInsert(db, record))),
   });
+  rememberSize(
+    env,
+    [...relayed.receipts, ...relayed.quarantines].map(({ result }) => result),
+  );
   // The insert returns a claim's row (its `id` column) only when the row is the claim's own (a first or a
   // repeated relay).
   const stored = new Set(

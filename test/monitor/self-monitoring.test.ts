@@ -253,18 +253,18 @@ describe("the rules", () => {
     expect(d1).toMatchObject({ transition: "resolve", reporters: new Set() });
   });
 
-  it("fires d1-storage above 80 % of D1's 10 GB cap, and says nothing of size when the size is unknown", () => {
+  it("fires d1-storage above 80 % of D1's 10 GB cap, per database, and says nothing of size when the size is unknown", () => {
     const storage = (sizeBytes: number | null) =>
       cronObservations({ databases: [{ binding: "DB", reachable: true, sizeBytes }], failedSteps: [] }).find(
-        (observation) => observation.kind === "d1-storage",
+        (observation) => observation.kind === "d1-storage" && observation.reporter === "database:DB",
       );
-    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))).toMatchObject({ firing: true, reporter: "cron" });
+    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))).toMatchObject({ firing: true, reporter: "database:DB" });
     expect(storage(Math.floor(D1_CAP_BYTES * 0.79))).toMatchObject({ firing: false });
     expect(storage(null)).toBeUndefined();
-    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))!.message).toMatch(/MB of its 10240 MB cap/);
+    expect(storage(Math.floor(D1_CAP_BYTES * 0.81))!.message).toMatch(/MB of its 10240 MB limit/);
   });
 
-  it("watches every receipt database: the fullest one against its own cap, and any one that does not answer", () => {
+  it("watches every receipt database: each one against its own cap, and any one that does not answer", () => {
     const observations = cronObservations({
       databases: [
         { binding: "DB", reachable: true, sizeBytes: Math.floor(D1_CAP_BYTES * 0.1) },
@@ -273,10 +273,13 @@ describe("the rules", () => {
       ],
       failedSteps: [],
     });
-    expect(observations.find((observation) => observation.kind === "d1-storage")).toMatchObject({
-      firing: true,
-      message: expect.stringMatching(/^D1 database DB_EU holds/),
-    });
+    const storage = observations.filter((observation) => observation.kind === "d1-storage");
+    expect(storage.filter((observation) => observation.firing)).toEqual([
+      expect.objectContaining({
+        reporter: "database:DB_EU",
+        message: expect.stringMatching(/^D1 database DB_EU holds/),
+      }),
+    ]);
     expect(observations.find((observation) => observation.kind === "d1-unreachable")).toMatchObject({
       firing: true,
       message: expect.stringMatching(/\(DB_US\)/),

@@ -91,7 +91,9 @@ const INCIDENT_KINDS: Record<string, string> = {
   "cron-failed": "Cron failed",
   "shard-backlog": "Claim shard backlog",
   "shard-storage": "Claim shard storage",
+  "shard-full": "Claim shard full: new events refused",
   "d1-storage": "Database storage",
+  "d1-full": "Database full: relay held back",
   "database-unbound": "Database no longer bound",
   "route-breaker-open": "Route circuit breaker open",
 };
