@@ -1,17 +1,18 @@
 import { MAX_SHARD_COUNT } from "../claims/shard-layouts";
-import { D1_CAP_BYTES } from "../monitor/conditions";
+import { STORE_CAP_BYTES } from "../monitor/store-limits";
 
 /**
  * Cloudflare's published limits the capacity model holds a rate against (Workers Paid; read 2026-12-04 from the D1
- * and Durable Objects limits pages). Sizes use the same GB as the storage alerts (src/monitor/conditions.ts).
+ * and Durable Objects limits pages). The two 10 GB caps are the ones the relay and the shards stop writing at by default
+ * (src/monitor/store-limits.ts).
  */
 export const PUBLISHED_LIMITS = {
   /** One D1 database's size. */
-  d1DatabaseBytes: D1_CAP_BYTES,
+  d1DatabaseBytes: STORE_CAP_BYTES,
   /** Every D1 database of one account together. */
   d1AccountBytes: 1024 ** 4,
   /** One Durable Object's SQLite storage: a claim shard. */
-  durableObjectBytes: 10 * 1024 ** 3,
+  durableObjectBytes: STORE_CAP_BYTES,
   /** The soft limit of requests a second one Durable Object serves (docs/performance.md, "Acknowledgements"). */
   durableObjectRequestsPerSecond: 1_000,
   /** Claim shards of one source (CLAIM_SHARD_COUNT's ceiling, src/claims/routing.ts). */
