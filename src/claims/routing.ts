@@ -1,3 +1,4 @@
+import { stableBucket } from "../lib/stable-hash";
 import { type ShardPlacement, type SourceConfig, SourceConfigError } from "../sources/config";
 import { loadSources } from "../sources/registry";
 import type { ClaimShard } from "./shard";
@@ -8,12 +9,7 @@ import { MAX_SHARD_COUNT, SHIPPED_SHARD_COUNT } from "./shard-layouts";
  * reaches the same single-threaded owner. Shards are per source: one busy source cannot slow another.
  */
 export function shardIndex(eventKey: string, shardCount: number): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < eventKey.length; i++) {
-    hash ^= eventKey.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) % shardCount;
+  return stableBucket(eventKey, shardCount);
 }
 
 export function shardCount(env: Pick<Env, "CLAIM_SHARD_COUNT">): number {

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import type { SourceConfig } from "../sources/config";
 import { databaseBindingIn } from "../sources/databases";
+import { isPartitionDatabase } from "../sources/partitions";
 import { sourcesRetainedIn } from "./retention-scan";
 
 /**
@@ -16,6 +17,9 @@ export async function sourcesToRetain(
   sources: readonly SourceConfig[],
 ): Promise<SourceConfig[]> {
   const binding = databaseBindingIn(env);
+  // A database of the receipt partitions is emptied whole when its turn comes round (partition-drop.ts): row by row
+  // retention would write the very rows the drop saves.
+  if (isPartitionDatabase(env, binding)) return [];
   const elsewhere = sources.filter((source) => source.database !== binding).map((source) => source.name);
   if (elsewhere.length === 0) return [...sources];
   const rows = await db.all<{ source: string }>(sql`

@@ -3,6 +3,7 @@ import { readCheckpoint } from "../db/checkpoints";
 import { logError } from "../lib/log";
 import type { SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
+import { isPartitioned } from "../sources/partitions";
 import { SHARD_KEEP_CHECKPOINT } from "./retention";
 import { mergeShardKeeps, type ShardKeep } from "./retention-scan";
 
@@ -28,7 +29,11 @@ export async function readShardKeeps(env: Env): Promise<Map<string, ShardKeep>> 
   return keeps;
 }
 
-/** One shard's prune: tombstones received before `keyCutoff` go, except `keepKeys`. Before any key scan, none go. */
+/**
+ * One shard's prune: tombstones received before `keyCutoff` go, except `keepKeys`. Before any key scan, none go,
+ * except for a partitioned source: no key scan visits the ring (its databases are emptied whole), so its keys go on
+ * its retention alone, or on the key scan of the database it lived in before, which still holds some of its receipts.
+ */
 export function shardPrune(
   keep: ShardKeep | undefined,
   source: SourceConfig,
@@ -36,7 +41,7 @@ export function shardPrune(
   shard: number,
   shards: number,
 ): { keyCutoff: number; keepKeys: string[] } {
-  if (!keep) return { keyCutoff: 0, keepKeys: [] };
+  if (!keep) return { keyCutoff: isPartitioned(source) ? now - source.dedupeRetentionMs : 0, keepKeys: [] };
   return {
     keyCutoff: Math.min(now - source.dedupeRetentionMs, keep.checkedBefore),
     keepKeys: keep.keys.filter((key) => shardIndex(key, shards) === shard),

@@ -7,6 +7,7 @@ import { alerts, checkpoints, deliveries, receipts } from "../db/schema";
 import { plural } from "../lib/plural";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
+import { homeDatabaseOf } from "../sources/partitions";
 import { pendingAlertAfterMs } from "../sources/reconciler-settings";
 import type { AlertCondition, AlertDetail } from "./alerting";
 
@@ -206,7 +207,7 @@ export async function watchSources(env: Env, sources: readonly SourceConfig[], n
   );
   const conditions: AlertCondition[] = [];
   for (const { binding, env: databaseEnv } of databases) {
-    const inDatabase = sources.filter((source) => source.database === binding);
+    const inDatabase = sources.filter((source) => homeDatabaseOf(source) === binding);
     if (inDatabase.length === 0) continue;
     const seen: Snapshot = { ...acrossDatabases(binding, perDatabase), deadIncidentBaseline };
     conditions.push(...(await watchDatabase(database(databaseEnv), seen, inDatabase, now)));

@@ -9,7 +9,7 @@ import { prepare, statementTemplate } from "../db/statement-template";
 import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
-import { databaseBindingOf, envForDatabase } from "../sources/databases";
+import { envForDatabase, receiptDatabaseBindingOf } from "../sources/databases";
 import { orderingKeyOf } from "../sources/registry";
 import { type RelayOutcome, rememberSize, roomIn } from "./database-room";
 import { enqueueReceipts } from "./enqueue";
@@ -27,9 +27,17 @@ export async function relayToD1(
   /** Bytes above which a source's bodies go to R2 (the shard passes each source's setting); none by default. */
   bodyThresholdOf: (source: string) => number = () => Number.POSITIVE_INFINITY,
 ): Promise<RelayOutcome> {
-  // Each source's receipts go to its own database (src/sources/databases.ts). A shard holds one source, so this
-  // is one group in practice; several are relayed one database after another, each in its own batch.
-  const bindings = new Set([...claims, ...quarantines].map((record) => databaseBindingOf(env, record.source)));
+  // Each source's receipts go to its own database (src/sources/databases.ts), a partitioned source's to the
+  // ring's database for each receipt id (src/sources/partitions.ts). A shard holds one source, so this is one
+  // group in practice, two when a partitioned source's batch spans a period boundary; each group is relayed in
+  // its own D1 batch with its own queue message naming its database.
+  const claimDatabase = new Map(
+    claims.map((claim) => [claim, receiptDatabaseBindingOf(env, claim.source, claim.receiptId)]),
+  );
+  const quarantineDatabase = new Map(
+    quarantines.map((record) => [record, receiptDatabaseBindingOf(env, record.source, record.quarantineId)]),
+  );
+  const bindings = new Set([...claimDatabase.values(), ...quarantineDatabase.values()]);
   const report: RelayOutcome = {
     receiptsRelayed: 0,
     quarantinesRelayed: 0,
@@ -38,21 +46,22 @@ export async function relayToD1(
     storeObservations: [],
   };
   for (const binding of bindings) {
-    const inDatabase = (record: { source: string }) => databaseBindingOf(env, record.source) === binding;
+    const claimsThere = claims.filter((claim) => claimDatabase.get(claim) === binding);
+    const quarantinesThere = quarantines.filter((record) => quarantineDatabase.get(record) === binding);
     const databaseEnv = envForDatabase(env, binding);
     // A database at its size limit is not written: its claims stay in the shard, acknowledged and durable, and
     // go on a later relay once it has room.
     const room = await roomIn(databaseEnv);
     report.storeObservations.push(...room.observations);
     if (room.verdict === "refuse") {
-      for (const claim of claims.filter(inDatabase)) report.held.receiptIds.add(claim.receiptId);
-      for (const record of quarantines.filter(inDatabase)) report.held.quarantineIds.add(record.quarantineId);
+      for (const claim of claimsThere) report.held.receiptIds.add(claim.receiptId);
+      for (const record of quarantinesThere) report.held.quarantineIds.add(record.quarantineId);
       continue;
     }
     const part = await relayToOneDatabase(
       databaseEnv,
-      claims.filter(inDatabase),
-      quarantines.filter(inDatabase),
+      claimsThere,
+      quarantinesThere,
       bodyThresholdOf,
     );
     report.receiptsRelayed += part.receiptsRelayed;

@@ -1,5 +1,6 @@
-import { DEFAULT_DATABASE_BINDING } from "./config";
+import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "./config";
 import { hasD1Binding, isD1Database } from "./d1-binding";
+import { homeDatabaseOf, isPartitioned, partitionDatabaseOf, receiptPartitionsOf } from "./partitions";
 import { loadSources } from "./registry";
 
 /**
@@ -50,18 +51,41 @@ export function databaseBindingIn(env: object): string {
 /**
  * The database binding a source's receipts live in. A valid source says so in its config; a broken one (or one
  * no longer configured) is read from its raw table when that names a database this Worker has, so its receipts
- * stay readable and its work in flight keeps its place; otherwise `DB`.
+ * stay readable and its work in flight keeps its place; otherwise `DB`. A partitioned source's receipts are spread
+ * over the ring (`receiptDatabaseBindingOf` says which holds one): its own state lives in `DB` (`homeDatabaseOf`).
  */
 export function databaseBindingOf(env: Pick<Env, "SOURCES">, source: string): string {
-  let valid: string | undefined;
-  try {
-    valid = loadSources(env).get(source)?.database;
-  } catch {
-    // SOURCES itself unreadable: fall through to the raw table.
-  }
-  if (valid !== undefined) return valid;
+  const valid = validSource(env, source);
+  if (valid !== undefined) return homeDatabaseOf(valid);
   const raw = rawDatabaseNames(env).get(source);
   return raw !== undefined && hasD1Binding(env, raw) ? raw : DEFAULT_DATABASE_BINDING;
+}
+
+/**
+ * The database a new receipt of `source` goes to: for a partitioned source, the ring's database for its id
+ * (src/sources/partitions.ts); for any other, the source's database.
+ */
+export function receiptDatabaseBindingOf(env: Pick<Env, "SOURCES">, source: string, receiptId: string): string {
+  const valid = validSource(env, source);
+  if (valid === undefined || !isPartitioned(valid)) return databaseBindingOf(env, source);
+  const ring = receiptPartitionsOf(env);
+  // A valid partitioned source implies a valid ring (registry.ts refuses the source otherwise).
+  return ring.ok && ring.partitions ? partitionDatabaseOf(ring.partitions, receiptId) : DEFAULT_DATABASE_BINDING;
+}
+
+/** Whether `source` is valid and keeps its receipts in the ring: then no one database holds all of them. */
+export function isPartitionedSource(env: Pick<Env, "SOURCES">, source: string): boolean {
+  const valid = validSource(env, source);
+  return valid !== undefined && isPartitioned(valid);
+}
+
+function validSource(env: Pick<Env, "SOURCES">, source: string): SourceConfig | undefined {
+  try {
+    return loadSources(env).get(source);
+  } catch {
+    // SOURCES itself unreadable: the caller falls back to the raw table.
+    return undefined;
+  }
 }
 
 /** `env` for one source's work: its `DB` is the source's database. */

@@ -10,6 +10,7 @@ import {
   type SourceTables,
 } from "./config";
 import { hasD1Binding } from "./d1-binding";
+import { isPartitioned, partitionProblems } from "./partitions";
 import { catchUpSettings } from "./reconciler-settings";
 
 /**
@@ -29,16 +30,19 @@ function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
   });
   // The reconciler's settings live in the same tables: a bad catch_up fails loudly here, at first use after a
   // deploy, instead of only as a failure in each cron run's record.
+  // The receipt partitions weigh every valid source at once (the longest retention, who names a ring database).
+  const ringProblems = partitionProblems(env, [...tables.sources.values()]);
   for (const source of [...tables.sources.values()]) {
     const settings = catchUpSettings(source);
     const problems = settings && !settings.ok ? [...settings.problems] : [];
     // A database the Worker has no binding for would fail every relay; refused here, the source alone answers 503.
     // `DB` itself is not checked: without it nothing works at all, and a stand-in for it is not refused.
-    if (source.database !== DEFAULT_DATABASE_BINDING && !hasD1Binding(env, source.database)) {
+    if (source.database !== DEFAULT_DATABASE_BINDING && !isPartitioned(source) && !hasD1Binding(env, source.database)) {
       problems.push(
         `SOURCES.${source.name}: database ${JSON.stringify(source.database)} is not a D1 binding of this Worker (add a [[d1_databases]] entry with binding = "${source.database}")`,
       );
     }
+    problems.push(...(ringProblems.get(source.name) ?? []));
     if (problems.length > 0) {
       tables.sources.delete(source.name);
       tables.problems.set(source.name, problems);

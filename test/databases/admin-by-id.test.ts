@@ -318,13 +318,27 @@ describe("stats across databases", () => {
     }
 
     for (const storage of [one.storage, all.storage]) {
-      expect(storage.d1Databases.map((entry) => entry.binding)).toEqual(["DB", "DB_SECOND"]);
+      expect(storage.d1Databases.map((entry) => entry.binding)).toEqual([
+        "DB",
+        "DB_P0",
+        "DB_P1",
+        "DB_P2",
+        "DB_P3",
+        "DB_SECOND",
+      ]);
       for (const entry of storage.d1Databases) expect(entry.bytes, entry.binding).toBeGreaterThan(0);
       expect(storage.d1Bytes).toBe(Math.max(...storage.d1Databases.map((entry) => entry.bytes)));
       expect(storage.d1UsedFraction).toBeCloseTo(storage.d1Bytes / storage.d1CapBytes, 4);
     }
     const health = await (await adminGet("/admin/api/health?source=second-db")).json<{ storage: Storage }>();
-    expect(health.storage.d1Databases.map((entry) => entry.binding)).toEqual(["DB", "DB_SECOND"]);
+    expect(health.storage.d1Databases.map((entry) => entry.binding)).toEqual([
+      "DB",
+      "DB_P0",
+      "DB_P1",
+      "DB_P2",
+      "DB_P3",
+      "DB_SECOND",
+    ]);
 
     const cookie = await dashboardCookie();
     const received24h = (await env.DB_SECOND.prepare(

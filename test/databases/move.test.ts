@@ -204,6 +204,6 @@ describe("moving a source to another database drains what it left in flight", ()
 
   it("keeps reading a bound database no source names any more", () => {
     const noneInSecond = { ...env, SOURCES: { demo: (env.SOURCES as Record<string, unknown>).demo } } as Env;
-    expect(receiptDatabaseBindings(noneInSecond)).toEqual(["DB", "DB_SECOND"]);
+    expect(receiptDatabaseBindings(noneInSecond)).toEqual(["DB", "DB_P0", "DB_P1", "DB_P2", "DB_P3", "DB_SECOND"]);
   });
 });

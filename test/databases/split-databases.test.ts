@@ -58,7 +58,7 @@ describe("a source on its own database", () => {
   });
 
   it("lists every database that may hold receipts: DB first, then every other D1 binding", () => {
-    expect(receiptDatabaseBindings(env)).toEqual(["DB", "DB_SECOND"]);
+    expect(receiptDatabaseBindings(env)).toEqual(["DB", "DB_P0", "DB_P1", "DB_P2", "DB_P3", "DB_SECOND"]);
   });
 
   it("refuses, alone, a source that names a database the Worker has no binding for", async () => {

@@ -1,5 +1,5 @@
 import { DEFAULT_DATABASE_BINDING } from "../../sources/config";
-import { databaseBindingOf, envForSource, receiptDatabaseEnvs } from "../../sources/databases";
+import { databaseBindingOf, envForSource, isPartitionedSource, receiptDatabaseEnvs } from "../../sources/databases";
 import { receiptHolders } from "../../sources/receipt-homes";
 
 /**
@@ -58,9 +58,12 @@ export async function groupByDatabase(
     .filter((group) => group.receiptIds.length > 0);
 }
 
-/** The databases a per-source read visits: the one source's own when the read is about one source, else every one. */
+/**
+ * The databases a per-source read visits: the one source's own when the read is about one source, else every one
+ * (and every one for a partitioned source, whose receipts are spread over the ring).
+ */
 export function databasesToRead(env: Env, onlySource?: string): DatabaseEnv[] {
-  if (onlySource === undefined) return receiptDatabaseEnvs(env);
+  if (onlySource === undefined || isPartitionedSource(env, onlySource)) return receiptDatabaseEnvs(env);
   const sourceEnv = envForSource(env, onlySource);
   return [{ binding: databaseBindingOf(env, onlySource), env: sourceEnv }];
 }
