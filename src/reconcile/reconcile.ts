@@ -11,6 +11,7 @@ import { loadSources } from "../sources/registry";
 import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotices } from "./alerting";
 import { type CatchUpCounts, catchUp } from "./catch-up";
 import { returnExpiredLeases } from "./lease-return";
+import { NO_PARTITION_COUNTS, type PartitionRingCounts, turnPartitionRing } from "./partition-drop";
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
 import { reenqueueLostDeliveries } from "./redrive-deliveries";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
@@ -28,6 +29,8 @@ export interface ReconcileCounts {
   shards: ShardSweepCounts & { shardsFailed: number };
   redrive: { overdueReenqueued: number; expiredLeasesReturned: number };
   retention: RetentionCounts;
+  /** The receipt partitions readied for the next period: archived to R2, then emptied whole (partition-drop.ts). */
+  partitions: PartitionRingCounts;
   catchUp: Record<string, CatchUpCounts>;
   /** Gates of routes that left the config, forgotten (route-gates.ts). */
   routeGates: RouteGateCounts;
@@ -69,6 +72,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     },
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
     retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },
+    partitions: { ...NO_PARTITION_COUNTS },
     catchUp: {},
     routeGates: { ...NO_ROUTE_GATE_COUNTS },
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
@@ -131,6 +135,11 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       counts.retention = first ? retained : addRetentionCounts(counts.retention, retained);
     });
   }
+
+  // After the databases' own retention, which leaves the ring's databases to this.
+  await attempt("partitions", null, async () => {
+    counts.partitions = await turnPartitionRing(env, sources, now);
+  });
 
   // After the re-drive, so what it sent is ahead of the probe.
   await attempt("redrive.probe", null, () => sendProbe(env, now));
