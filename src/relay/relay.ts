@@ -58,12 +58,7 @@ export async function relayToD1(
       for (const record of quarantinesThere) report.held.quarantineIds.add(record.quarantineId);
       continue;
     }
-    const part = await relayToOneDatabase(
-      databaseEnv,
-      claimsThere,
-      quarantinesThere,
-      bodyThresholdOf,
-    );
+    const part = await relayToOneDatabase(databaseEnv, claimsThere, quarantinesThere, bodyThresholdOf);
     report.receiptsRelayed += part.receiptsRelayed;
     report.quarantinesRelayed += part.quarantinesRelayed;
     report.duplicatesCaughtByD1 += part.duplicatesCaughtByD1;
