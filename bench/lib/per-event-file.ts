@@ -94,6 +94,8 @@ export function perEventFigures(life: MeasuredLife, command: string) {
         `database without the rows, per row held (${bytes.withBody.small.rows} receipts per body size)`,
     },
     events: life.happyEvents,
+    // Where bodies under the R2 threshold were kept: in the receipt row, or elsewhere (R2 segments).
+    bodiesIn: (bytes.withBody.small.meanBodyBytes ?? 0) > 0 ? "d1" : "r2",
     d1BytesPerReceipt: Math.round(bytes.withoutBody.small.perRow),
     shardBytesPerTombstone: Math.round(bytes.tombstone.perRow),
     d1BytesPerReceiptByBody: [bodyRow("small"), bodyRow("typical")],
@@ -105,6 +107,8 @@ export function perEventFigures(life: MeasuredLife, command: string) {
     },
     r2: r2PerEvent(life),
     workersRequests: round(life.happy.workersRequests),
+    /** The happy path's D1 calls (statements and batches): what one database's query time is spent on. */
+    d1Calls: round(life.happy.d1Calls),
     durableObjectRequests: round(life.happy.doRequests + life.bodyDrop.doRequests + life.deletes.doRequests),
     queueOperations: round(life.happy.queueOperations),
     cpuMs: round(life.cpuMs),
