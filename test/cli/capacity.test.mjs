@@ -132,11 +132,11 @@ describe("check with expected_rate", () => {
     assert.equal(result.code, 0, result.stdout + result.stderr);
     assert.match(
       result.stdout,
-      /^warn {2}SOURCES\.cli-busy: expected_rate 1,000\/s at dedupe_retention 35d keeps [\d.]+ TB of tombstones \(\d+ bytes each, for up to two windows\): CLAIM_SHARD_COUNT = 8 holds 80 GB at 10 GB a shard: raise CLAIM_SHARD_COUNT to \d+ \(at most 1,024; with \[vars\.CLAIM_SHARD_PREVIOUS\], docs\/operating\.md "Changing the shard count or a source's placement"\)$/m,
+      /^warn {2}SOURCES\.cli-busy: expected_rate 1,000\/s at dedupe_retention 35d keeps [\d.]+ [GT]B of tombstones \(\d+ bytes each, for up to two windows\): CLAIM_SHARD_COUNT = 8 holds 80 GB at 10 GB a shard: raise CLAIM_SHARD_COUNT to \d+ \(at most 1,024; with \[vars\.CLAIM_SHARD_PREVIOUS\], docs\/operating\.md "Changing the shard count or a source's placement"\)$/m,
     );
     assert.match(
       result.stdout,
-      /^warn {2}database DB: the expected_rate of cli-busy \(1,000\/s, 35d\), cli-quiet \(0\.01\/s, 35d\) keeps [\d.]+ TB of receipts .* more than one D1 database's 10 GB .*: give each source its own database \(database = "…"\), or shorten dedupe_retention$/m,
+      /^warn {2}database DB: the expected_rate of cli-busy \(1,000\/s, 35d\), cli-quiet \(0\.01\/s, 35d\) keeps [\d.]+ [GT]B of receipts .* more than one D1 database's 10 GB .*: give each source its own database \(database = "…"\), or shorten dedupe_retention$/m,
     );
     assert.doesNotMatch(result.stdout, /SOURCES\.cli-quiet: expected_rate/);
   });
