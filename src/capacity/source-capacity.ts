@@ -1,5 +1,6 @@
 import type { SourceConfig } from "../sources/config";
 import { expectedRate } from "../sources/expected-rate";
+import { isPartitioned, type ReceiptPartitions } from "../sources/partitions";
 import { DAY_MS, PUBLISHED_LIMITS } from "./limits";
 import { type CapacityReport, capacity, SHARD_COUNT_CHANGE } from "./model";
 import type { PerEventFigures } from "./per-event";
@@ -15,7 +16,14 @@ import { byteSize } from "./size";
 export interface DeploymentShape {
   /** CLAIM_SHARD_COUNT, as the Worker reads it (src/claims/routing.ts shardCount). */
   shardCount: number;
+  /** The receipt partitions' ring (src/sources/partitions.ts), when the deployment has a valid one. */
+  partitions: Pick<ReceiptPartitions, "periodMs" | "spread" | "periods"> | null;
 }
+
+/** The group of every partitioned source: never a binding name (those are identifiers, this has a space). */
+const RING = "the receipt partitions";
+
+type Sharing = { source: SourceConfig; rate: number; report: CapacityReport }[];
 
 const days = (ms: number) => `${Number((ms / DAY_MS).toFixed(2))}d`;
 const perSecond = (rate: number) => `${rate.toLocaleString("en-US")}/s`;
@@ -26,7 +34,7 @@ export function capacityWarnings(
   figures: PerEventFigures,
 ): string[] {
   const warnings: string[] = [];
-  const byDatabase = new Map<string, { source: SourceConfig; rate: number; report: CapacityReport }[]>();
+  const byDatabase = new Map<string, Sharing>();
   for (const source of sources) {
     const rate = expectedRate(source.options as Record<string, unknown>);
     if (rate === null) continue;
@@ -45,10 +53,15 @@ export function capacityWarnings(
       figures,
     );
     warnings.push(...shardWarnings(source, rate, report, deployment.shardCount, figures));
-    const sharing = byDatabase.get(source.database) ?? [];
+    // Partitioned sources share the ring, whatever its databases are named; the others their own binding.
+    const home = isPartitioned(source) ? RING : source.database;
+    const sharing = byDatabase.get(home) ?? [];
     sharing.push({ source, rate, report });
-    byDatabase.set(source.database, sharing);
+    byDatabase.set(home, sharing);
   }
+  const ring = byDatabase.get(RING);
+  byDatabase.delete(RING);
+  if (ring && deployment.partitions) warnings.push(...ringWarnings(ring, deployment.partitions, figures));
   for (const [binding, sharing] of byDatabase) {
     const bytes = sharing.reduce((total, entry) => total + entry.report.d1.bytes, 0);
     if (bytes <= PUBLISHED_LIMITS.d1DatabaseBytes) continue;
@@ -69,7 +82,9 @@ export function capacityWarnings(
         ", or shorten dedupe_retention",
     );
   }
-  const accountBytes = [...byDatabase.values()].flat().reduce((total, entry) => total + entry.report.d1.bytes, 0);
+  const ringBytes = ring && deployment.partitions ? ringBytesAtFullest(ring, deployment.partitions) : 0;
+  const accountBytes =
+    ringBytes + [...byDatabase.values()].flat().reduce((total, entry) => total + entry.report.d1.bytes, 0);
   if (accountBytes > PUBLISHED_LIMITS.d1AccountBytes)
     warnings.push(
       `D1: the expected_rate of every source keeps ${byteSize(accountBytes)} of receipts, more than the ` +
@@ -105,4 +120,35 @@ function shardWarnings(
         `Durable Object serves: ${change}`,
     );
   return warnings;
+}
+
+/** One period's receipts of the partitioned sources: what a period's databases hold between them. */
+function periodBytes(ring: Sharing, partitions: DeploymentShape["partitions"] & object): number {
+  // A receipt's bytes over the model's days held, times the days of a period: the same rate, a shorter window.
+  return ring.reduce(
+    (total, { report }) => total + (report.d1.bytes / report.d1.daysHeld) * (partitions.periodMs / DAY_MS),
+    0,
+  );
+}
+
+/** At the fullest every database of the ring holds a period's receipts but the one emptied ahead of its turn. */
+function ringBytesAtFullest(ring: Sharing, partitions: DeploymentShape["partitions"] & object): number {
+  return periodBytes(ring, partitions) * (partitions.periods - 1);
+}
+
+function ringWarnings(
+  ring: Sharing,
+  partitions: DeploymentShape["partitions"] & object,
+  figures: PerEventFigures,
+): string[] {
+  const perDatabase = periodBytes(ring, partitions) / partitions.spread;
+  if (perDatabase <= PUBLISHED_LIMITS.d1DatabaseBytes) return [];
+  const spreadNeeded = Math.ceil((perDatabase * partitions.spread) / PUBLISHED_LIMITS.d1DatabaseBytes);
+  const who = ring.map(({ source, rate }) => `${source.name} (${perSecond(rate)})`).join(", ");
+  return [
+    `RECEIPT_PARTITIONS: the expected_rate of ${who} writes ${byteSize(perDatabase)} of receipts (${figures.d1BytesPerReceipt} bytes each) ` +
+      `into each ring database in one period of ${days(partitions.periodMs)} over spread = ${partitions.spread}, more than one ` +
+      `D1 database's ${byteSize(PUBLISHED_LIMITS.d1DatabaseBytes)}: raise spread to ${spreadNeeded} (with ${spreadNeeded} ` +
+      "databases for each period in the ring), or shorten period and add databases so (periods − 2) × period still covers dedupe_retention",
+  ];
 }

@@ -141,6 +141,27 @@ describe("check with expected_rate", () => {
     assert.doesNotMatch(result.stdout, /SOURCES\.cli-quiet: expected_rate/);
   });
 
+  test("holds partitioned sources against one period's receipts in each ring database", async () => {
+    // Four ring databases of 20 days, spread 1: (4 − 2) × 20 days keeps 35 days of keys. 50 events/s of 20 days is
+    // 86.4 million receipts a database, well past 10 GB at any figure above 125 bytes a receipt.
+    const ring = ["DB_P0", "DB_P1", "DB_P2", "DB_P3"];
+    const bindings = ring.map(
+      (binding) =>
+        `\n[[d1_databases]]\nbinding = "${binding}"\ndatabase_name = "${binding.toLowerCase()}"\ndatabase_id = "00000000-0000-0000-0000-00000000000${ring.indexOf(binding)}"\n`,
+    );
+    const partitioned = `\n[vars.SOURCES.cli-ring]\nprovider = "standard-webhooks"\nsecrets = ["DEMO_WEBHOOK_SECRET"]\ndatabase = "partitions"\nexpected_rate = 50\n`;
+    const ringTable = `\n[vars.RECEIPT_PARTITIONS]\ndatabases = ${JSON.stringify(ring)}\nperiod = "20d"\nspread = 1\n`;
+    const config = writeFile(workDir, "ring.toml", testConfig(9) + partitioned + ringTable + bindings.join(""));
+    const result = await cli(["check", "--config-only", "--config", config]);
+    assert.equal(result.code, 0, result.stdout + result.stderr);
+    assert.match(result.stdout, /^ok .*cli-ring/m);
+    assert.match(
+      result.stdout,
+      /^warn {2}RECEIPT_PARTITIONS: the expected_rate of cli-ring \(50\/s\) writes [\d.]+ GB of receipts \(\d+ bytes each\) into each ring database in one period of 20d over spread = 1, more than one D1 database's 10 GB: raise spread to \d+ .*$/m,
+    );
+    assert.doesNotMatch(result.stdout, /database partitions|database DB:/);
+  });
+
   test("says nothing of capacity for a rate its stores hold", async () => {
     const config = writeFile(workDir, "quiet.toml", testConfig(9) + source("cli-quiet", "0.5"));
     const result = await cli(["check", "--config-only", "--config", config]);

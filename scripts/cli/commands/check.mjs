@@ -31,11 +31,12 @@ async function adminTokenProblem(token) {
  * what a deployed Worker would answer 503 for.
  * @param {Record<string, unknown>} sources
  * @param {string[]} d1Bindings the config's [[d1_databases]] bindings: a source's `database` must name one
+ * @param {Record<string, unknown>} vars the other vars the registry reads: RECEIPT_PARTITIONS, for `database = "partitions"`
  * @returns {Promise<{ valid: string[], problems: string[] }>}
  */
-async function workerVerdict(sources, d1Bindings) {
+async function workerVerdict(sources, d1Bindings, vars) {
   const registry = await importWorkerCode('export * from "./src/sources/registry.ts";');
-  const env = { SOURCES: sources, ...d1BindingStandIns(d1Bindings) };
+  const env = { SOURCES: sources, RECEIPT_PARTITIONS: vars.RECEIPT_PARTITIONS, ...d1BindingStandIns(d1Bindings) };
   try {
     const valid = [...registry.loadSources(env).keys()];
     // Per-source problems, where the registry keeps a broken table out of service instead of failing them all.
@@ -66,6 +67,7 @@ async function capacityWarningsOf(sources, vars, d1Bindings) {
   const code = await capacityCode([
     'export { loadSources } from "./src/sources/registry.ts";',
     'export { shardCount } from "./src/claims/routing.ts";',
+    'export { receiptPartitionsOf } from "./src/sources/partitions.ts";',
   ]);
   let figures;
   try {
@@ -73,8 +75,18 @@ async function capacityWarningsOf(sources, vars, d1Bindings) {
   } catch (error) {
     return [`expected_rate is not checked: ${/** @type {Error} */ (error).message}`];
   }
-  const env = { SOURCES: sources, CLAIM_SHARD_COUNT: vars.CLAIM_SHARD_COUNT, ...d1BindingStandIns(d1Bindings) };
-  return code.capacityWarnings(code.loadSources(env).values(), { shardCount: code.shardCount(env) }, figures);
+  const env = {
+    SOURCES: sources,
+    CLAIM_SHARD_COUNT: vars.CLAIM_SHARD_COUNT,
+    RECEIPT_PARTITIONS: vars.RECEIPT_PARTITIONS,
+    ...d1BindingStandIns(d1Bindings),
+  };
+  const ring = code.receiptPartitionsOf(env);
+  return code.capacityWarnings(
+    code.loadSources(env).values(),
+    { shardCount: code.shardCount(env), partitions: ring.ok ? ring.partitions : null },
+    figures,
+  );
 }
 
 /**
@@ -170,7 +182,7 @@ export async function check(options) {
     );
   else {
     const d1Bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
-    const verdict = await workerVerdict(sources, d1Bindings);
+    const verdict = await workerVerdict(sources, d1Bindings, vars);
     if (verdict.valid.length > 0)
       console.log(
         `ok    ${where}: ${verdict.valid.length} valid source${verdict.valid.length === 1 ? "" : "s"} (${verdict.valid.join(", ")})`,
