@@ -44,20 +44,30 @@ export async function storeLargeBodies(
   const bucket = bucketOf(env);
   if (!bucket) return new Set();
   const large = claimsForR2(claims, thresholdOf);
-  count("r2ClassA", large.length);
-  await Promise.all(
-    large.map(async (claim) => {
-      failDuringLocalOutage("r2");
-      await bucket.put(claim.receiptId, claim.body!, {
-        sha256: claim.payloadSha256,
-        customMetadata: objectMetadata(claim),
-      });
-    }),
-  );
+  await Promise.all(large.map((claim) => putOwnBody(bucket, claim, claim.body!)));
   return new Set(large.map((claim) => claim.receiptId));
 }
 
-function objectMetadata(claim: PendingClaim): Record<string, string> {
+/** What an object of its own says of its body: enough to tell what it is without the D1 row. */
+export type OwnBodyFacts = Pick<
+  PendingClaim,
+  "receiptId" | "source" | "eventKey" | "payloadSha256" | "receivedAt" | "keptHeaders"
+>;
+
+/**
+ * Writes one body as an object of its own, keyed by its receipt id: a large body at relay, or a body copied out of
+ * its segment to outlive it (segment-retention.ts). R2 checks the bytes against the payload's SHA-256 on the way in.
+ */
+export async function putOwnBody(bucket: R2Bucket, facts: OwnBodyFacts, body: ArrayBuffer | Uint8Array): Promise<void> {
+  count("r2ClassA");
+  failDuringLocalOutage("r2");
+  await bucket.put(facts.receiptId, body, {
+    sha256: facts.payloadSha256,
+    customMetadata: objectMetadata(facts),
+  });
+}
+
+function objectMetadata(claim: OwnBodyFacts): Record<string, string> {
   const metadata: Record<string, string> = {
     source: claim.source,
     eventKey: claim.eventKey,

@@ -1,8 +1,9 @@
-import { readStoredBodies } from "../bodies/stored-bodies";
+import { BODY_INTEGRITY_FAILED, readBodies } from "../bodies/body-reader";
 import type { Database } from "../db/client";
 import { inJsonList } from "../db/id-list";
 import { receiptEventColumns } from "../db/receipt-columns";
 import { receipts } from "../db/schema";
+import { logEvent } from "../lib/log";
 import type { EventFacts } from "../model/claims";
 import { clampQueueDelay, type QueueVerdict } from "./decide";
 
@@ -10,6 +11,8 @@ import { clampQueueDelay, type QueueVerdict } from "./decide";
 export interface ReceiptForWork extends EventFacts {
   receiptId: string;
   body: Uint8Array | null;
+  /** Why a body kept in R2 cannot be served though it is still there: its bytes fail their payload_sha256. */
+  bodyProblem: string | null;
   keptHeaders: string | null;
   receivedAt: number;
   replayedAt: number | null;
@@ -43,6 +46,7 @@ export async function loadReceipts(
       occurredAt: receipts.occurredAt,
       body: receipts.body,
       bodyLocation: receipts.bodyLocation,
+      payloadSha256: receipts.payloadSha256,
       keptHeaders: receipts.keptHeaders,
       receivedAt: receipts.receivedAt,
       replayedAt: receipts.replayedAt,
@@ -62,13 +66,19 @@ export async function loadReceipts(
   const inR2 = rows.filter(
     (row) => row.bodyLocation !== null && (everyBody || row.status === "pending" || row.status === "processing"),
   );
-  const stored = await readStoredBodies(
+  const stored = await readBodies(
     bodies,
-    inR2.map((row) => row.receiptId),
+    inR2.map((row) => ({
+      receiptId: row.receiptId,
+      bodyLocation: row.bodyLocation!,
+      payloadSha256: row.payloadSha256,
+    })),
   );
-  return rows.map(({ bodyLocation, ...row }) => ({
+  for (const receiptId of stored.corrupt) logEvent("bodies.integrity_failed", { receipt: receiptId });
+  return rows.map(({ bodyLocation, payloadSha256, ...row }) => ({
     ...row,
-    body: bodyLocation === null ? bodyBytes(row.body) : (stored.get(row.receiptId) ?? null),
+    body: bodyLocation === null ? bodyBytes(row.body) : (stored.bodies.get(row.receiptId) ?? null),
+    bodyProblem: stored.corrupt.has(row.receiptId) ? BODY_INTEGRITY_FAILED : null,
   }));
 }
 

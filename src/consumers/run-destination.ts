@@ -60,7 +60,8 @@ async function run(
   const { destination } = route;
   if (destination.kind === "none")
     return { result: { status: "skipped", reason: "source has no destination" }, plan: null };
-  if (!receipt.body) return { result: { status: "dead", error: "payload no longer retained" }, plan: null };
+  if (!receipt.body)
+    return { result: { status: "dead", error: receipt.bodyProblem ?? "payload no longer retained" }, plan: null };
   // The route's filter, schema and transform (src/routing/route.ts); a plain route passes the stored bytes as they are.
   const routed = await applyRoute(route.rules, {
     body: receipt.body,

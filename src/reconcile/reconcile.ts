@@ -1,4 +1,5 @@
 import { eq } from "drizzle-orm";
+import { expireSegments, type SegmentRetentionCounts } from "../bodies/segment-retention";
 import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
 import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
@@ -31,6 +32,8 @@ export interface ReconcileCounts {
   retention: RetentionCounts;
   /** The receipt partitions readied for the next period: archived to R2, then emptied whole (partition-drop.ts). */
   partitions: PartitionRingCounts;
+  /** Bodies in R2 segments: copied out to outlive payload retention, and whole segments deleted (src/bodies/segment-retention.ts). */
+  segments: SegmentRetentionCounts;
   catchUp: Record<string, CatchUpCounts>;
   /** Gates of routes that left the config, forgotten (route-gates.ts). */
   routeGates: RouteGateCounts;
@@ -73,6 +76,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     redrive: { overdueReenqueued: 0, expiredLeasesReturned: 0 },
     retention: { bodiesDropped: 0, quarantineBodiesDropped: 0, keysExpired: 0, runsForgotten: 0, caughtUp: true },
     partitions: { ...NO_PARTITION_COUNTS },
+    segments: { bodiesCopiedOut: 0, segmentsDeleted: 0, caughtUp: true },
     catchUp: {},
     routeGates: { ...NO_ROUTE_GATE_COUNTS },
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
@@ -135,6 +139,13 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
       counts.retention = first ? retained : addRetentionCounts(counts.retention, retained);
     });
   }
+
+  // After every database's retention, within the same budget: a day's segments go only once each database holding
+  // the source's receipts has had its kept bodies copied out.
+  await attempt("retention.segments", null, async () => {
+    retentionDeadline ??= Date.now() + RETENTION_BUDGET_MS;
+    counts.segments = await expireSegments(env, sources, now, retentionDeadline);
+  });
 
   // After the databases' own retention, which leaves the ring's databases to this.
   await attempt("partitions", null, async () => {

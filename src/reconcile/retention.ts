@@ -232,7 +232,8 @@ export function pageOf(db: Database, scan: Pick<SourceScan, "source" | "position
     .select({
       id: receipts.receiptId,
       status: receipts.status,
-      hasBody: sql<number>`(${receipts.body} IS NOT NULL OR ${receipts.bodyLocation} IS NOT NULL)`,
+      // A body in an R2 segment goes with its whole segment (src/bodies/segment-retention.ts): no row to write here.
+      hasBody: sql<number>`(${receipts.body} IS NOT NULL OR (${receipts.bodyLocation} IS NOT NULL AND ${receipts.bodyLocation} NOT LIKE 'seg:%'))`,
       eventKey: receipts.eventKey,
       payloadSha256: receipts.payloadSha256,
       further: sql<FurtherHold>`(SELECT CASE

@@ -1,5 +1,6 @@
 import { and, eq, type Placeholder, sql } from "drizzle-orm";
-import { BODY_LOCATION_R2, deleteStoredBodies, storeLargeBodies } from "../bodies/stored-bodies";
+import { storeBodies } from "../bodies/segment-store";
+import { BODY_LOCATION_R2, deleteStoredBodies } from "../bodies/stored-bodies";
 import { batchEach, batchPreparedPerItem, perItem } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { d1NowMs, relayBatchClock } from "../db/clock";
@@ -77,8 +78,9 @@ async function relayToOneDatabase(
   }
   const db = database(env);
   const d1 = meteredD1(env.DB);
-  // Large bodies go to R2 first: the row then only says where the body is (src/bodies/stored-bodies.ts).
-  const inR2 = await storeLargeBodies(env, claims, bodyThresholdOf);
+  // Bodies go to R2 first (one segment for the batch, large ones on their own): the row then only says where the
+  // body is (src/bodies/segment-store.ts).
+  const bodyLocations = await storeBodies(env, claims, bodyThresholdOf, Date.now());
   const firstReceiptId = claims[0]?.receiptId;
   const relayed = await batchPreparedPerItem(d1, {
     receipts: perItem(claims, (claim) =>
@@ -91,8 +93,8 @@ async function relayToOneDatabase(
         version: claim.version,
         occurredAt: claim.occurredAt,
         payloadSha256: claim.payloadSha256,
-        body: claim.body && !inR2.has(claim.receiptId) ? Buffer.from(claim.body) : null,
-        bodyLocation: inR2.has(claim.receiptId) ? BODY_LOCATION_R2 : null,
+        body: claim.body && !bodyLocations.has(claim.receiptId) ? Buffer.from(claim.body) : null,
+        bodyLocation: bodyLocations.get(claim.receiptId) ?? null,
         keptHeaders: claim.keptHeaders,
         receivedAt: claim.receivedAt,
         provenance: claim.provenance,
@@ -119,10 +121,11 @@ async function relayToOneDatabase(
   // shard had already forgotten). Same bytes: a duplicate, dropped. Other bytes: quarantined, as the shard would.
   const lost = claims.filter((claim) => !stored.has(claim.receiptId));
   if (lost.length > 0) await quarantineMismatches(db, lost);
-  // A lost claim's body went to R2 under a receipt id no row names (quarantine keeps its own copy in D1).
+  // A lost claim's large body went to R2 under a receipt id no row names (quarantine keeps its own copy in D1); its
+  // bytes in the batch's segment are shared with the others and go with the segment.
   await deleteStoredBodies(
     env,
-    lost.filter((claim) => inR2.has(claim.receiptId)).map((claim) => claim.receiptId),
+    lost.filter((claim) => bodyLocations.get(claim.receiptId) === BODY_LOCATION_R2).map((claim) => claim.receiptId),
   );
   await enqueueReceipts(
     env,

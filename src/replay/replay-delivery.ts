@@ -4,6 +4,7 @@ import { inJsonList } from "../db/id-list";
 import { deliveries, receipts } from "../db/schema";
 import { enqueueWork } from "../relay/enqueue";
 import { loadSources } from "../sources/registry";
+import { bodyStillKept } from "./replay-body";
 import {
   checkFilter,
   type DeadReceiptFilter,
@@ -42,6 +43,7 @@ export async function replayDelivery(
       source: receipts.source,
       route: receipts.route,
       bodyRetained: sql<number>`body IS NOT NULL OR body_location IS NOT NULL`,
+      bodyLocation: receipts.bodyLocation,
     })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
@@ -58,7 +60,7 @@ export async function replayDelivery(
   if (delivery.status === "dismissed") return { kind: "dismissed", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(delivery.status))
     return { kind: "delivered", receiptId, status: delivery.status };
-  if (!receipt.bodyRetained) return { kind: "payload_expired", receiptId };
+  if (!bodyStillKept(env, receipt, now)) return { kind: "payload_expired", receiptId };
   const reset = await db
     .update(deliveries)
     .set(resetColumns(now))

@@ -3,6 +3,7 @@ import { batchByName } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { receipts, replays } from "../db/schema";
 import { enqueueReceipts } from "../relay/enqueue";
+import { bodyStillKept } from "./replay-body";
 
 /** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
 const BODY_RETAINED = or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))!;
@@ -48,14 +49,19 @@ export async function replayReceipt(
 ): Promise<ReplayOne> {
   const db = database(env);
   const [current] = await db
-    .select({ status: receipts.status, bodyRetained: sql<number>`${BODY_RETAINED}` })
+    .select({
+      status: receipts.status,
+      source: receipts.source,
+      bodyRetained: sql<number>`${BODY_RETAINED}`,
+      bodyLocation: receipts.bodyLocation,
+    })
     .from(receipts)
     .where(eq(receipts.receiptId, receiptId));
   if (!current) return { kind: "not_found", receiptId };
   if (current.status === "dismissed") return { kind: "dismissed", receiptId };
   if (!(REPLAYABLE as readonly string[]).includes(current.status))
     return { kind: "in_flight", receiptId, status: current.status };
-  if (!current.bodyRetained) return { kind: "payload_expired", receiptId };
+  if (!bodyStillKept(env, current, now)) return { kind: "payload_expired", receiptId };
 
   const unchanged = and(eq(receipts.receiptId, receiptId), eq(receipts.status, current.status), BODY_RETAINED);
   const {

@@ -1,6 +1,6 @@
 /** @module One receipt in full, found by id or event key: body, headers, attempts, replays and route outcomes (bodies only ever come back one receipt at a time). */
 import { and, asc, eq, or } from "drizzle-orm";
-import { readStoredBodies } from "../../bodies/stored-bodies";
+import { BODY_INTEGRITY_FAILED, readBodies } from "../../bodies/body-reader";
 import type { Database } from "../../db/client";
 import { attempts, quarantine, receipts, replays } from "../../db/schema";
 import { bodyDropsAtFor } from "./body-retention";
@@ -44,6 +44,7 @@ export async function receiptDetail(
       attemptHttpStatus: receipts.attemptHttpStatus,
       body: receipts.body,
       bodyLocation: receipts.bodyLocation,
+      payloadSha256: receipts.payloadSha256,
       keptHeaders: receipts.keptHeaders,
     })
     .from(receipts)
@@ -73,7 +74,12 @@ export async function receiptDetail(
         ),
       )
       .orderBy(asc(quarantine.quarantineId)),
-    readStoredBodies(env, receipt.bodyLocation === null ? [] : [receiptId]),
+    readBodies(
+      env,
+      receipt.bodyLocation === null
+        ? []
+        : [{ receiptId, bodyLocation: receipt.bodyLocation, payloadSha256: receipt.payloadSha256 }],
+    ),
     receipt.replayCount === 0 ? [] : replaysOf(db, receiptId),
     routeOutcomes(db, { ...receipt, receiptId }, receipt.attemptHttpStatus),
   ]);
@@ -86,12 +92,18 @@ export async function receiptDetail(
     attemptHttpStatus,
     ...summary
   } = receipt;
-  const body = bodyLocation === null ? rowBody : (stored.get(receiptId) ?? null);
+  const body = bodyLocation === null ? rowBody : (stored.bodies.get(receiptId) ?? null);
+  const corrupt = stored.corrupt.has(receiptId);
+  // A body in R2 whose object is gone was dropped by retention (a segment goes whole, leaving its rows' locations).
+  const bodyRetained = summary.bodyRetained && (bodyLocation === null || body !== null || corrupt);
   return {
     receipt: {
       ...summary,
+      bodyRetained,
       bodyLocation,
-      bodyDropsAt: bodyDropsAtFor(env, summary),
+      /** Set when the stored bytes no longer hash to payload_sha256: the body is not shown (nor sent). */
+      bodyProblem: corrupt ? BODY_INTEGRITY_FAILED : null,
+      bodyDropsAt: bodyDropsAtFor(env, { ...summary, bodyRetained, bodyLocation }),
       keptHeaders: parseHeaders(keptHeaders),
       body: decodeUtf8OrBase64(body),
     },
