@@ -1,7 +1,7 @@
 /**
  * Segments: the bodies of one relay batch written back to back as ONE R2 object, so a body costs 1/batch of an R2
  * write (Class A) instead of one. Pure decisions only (names, layout, expiry); the I/O is segment-store.ts,
- * body-reader.ts and segment-retention.ts.
+ * body-reader.ts and src/reconcile/retention-segments.ts.
  *
  * A receipt whose body is in a segment keeps `body = NULL` and `body_location = 'seg:<key>:<offset>:<length>'`
  * (no extra column: every byte of a receipt row is paid for as long as its key is kept). The key is

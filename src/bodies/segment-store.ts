@@ -8,18 +8,19 @@ import { BODY_LOCATION_R2, storeLargeBodies } from "./stored-bodies";
 
 /**
  * Where the relay puts a batch's bodies when the BODIES bucket is bound: each body above its source's
- * `r2_body_threshold` in an object of its own (as before: a segment then stays bounded by the relay's byte cap,
- * RELAY_BATCH_BYTES, and a large body is read without its neighbours), every other one in the batch's segment
- * (segment-format.ts), one R2 write for all of them. Written before the D1 insert, so a crash between the two only
+ * `r2_body_threshold` in an object of its own (so a segment stays bounded by the relay's byte cap,
+ * RELAY_BATCH_BYTES, and a large body is read without its neighbours), and, for a source with `body_segments`, every
+ * other one in the batch's segment (segment-format.ts), one R2 write for all of them. Written before the D1 insert, so a crash between the two only
  * writes the same object again. Without a bucket every body stays in its D1 row, as it always has.
  *
  * Returns each receipt's `body_location` ('r2' or 'seg:…'); a receipt absent from the map keeps its body in D1
- * (no bucket, or an empty body, which costs nothing to keep).
+ * (no bucket, a source without segments, or an empty body, which costs nothing to keep).
  */
 export async function storeBodies(
   env: { BODIES?: R2Bucket },
   claims: readonly PendingClaim[],
   thresholdOf: (source: string) => number,
+  segmentsOf: (source: string) => boolean,
   now: number,
 ): Promise<Map<string, string>> {
   const locations = new Map<string, string>();
@@ -27,7 +28,8 @@ export async function storeBodies(
   if (!bucket) return locations;
   for (const receiptId of await storeLargeBodies(env, claims, thresholdOf)) locations.set(receiptId, BODY_LOCATION_R2);
   const inSegment = claims.filter(
-    (claim) => !locations.has(claim.receiptId) && claim.body !== null && claim.body.byteLength > 0,
+    (claim) =>
+      segmentsOf(claim.source) && !locations.has(claim.receiptId) && claim.body !== null && claim.body.byteLength > 0,
   );
   // One segment per source: a segment's key and its expiry are its source's.
   for (const source of new Set(inSegment.map((claim) => claim.source))) {

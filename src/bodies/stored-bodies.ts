@@ -56,7 +56,7 @@ export type OwnBodyFacts = Pick<
 
 /**
  * Writes one body as an object of its own, keyed by its receipt id: a large body at relay, or a body copied out of
- * its segment to outlive it (segment-retention.ts). R2 checks the bytes against the payload's SHA-256 on the way in.
+ * its segment to outlive it (src/reconcile/retention-segments.ts). R2 checks the bytes against the payload's SHA-256 on the way in.
  */
 export async function putOwnBody(bucket: R2Bucket, facts: OwnBodyFacts, body: ArrayBuffer | Uint8Array): Promise<void> {
   count("r2ClassA");

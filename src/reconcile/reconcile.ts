@@ -1,5 +1,4 @@
 import { eq } from "drizzle-orm";
-import { expireSegments, type SegmentRetentionCounts } from "../bodies/segment-retention";
 import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
 import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
@@ -16,6 +15,7 @@ import { NO_PARTITION_COUNTS, type PartitionRingCounts, turnPartitionRing } from
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
 import { reenqueueLostDeliveries } from "./redrive-deliveries";
 import { applyRetention, RETENTION_BUDGET_MS, type RetentionCounts } from "./retention";
+import { expireSegments, type SegmentRetentionCounts } from "./retention-segments";
 import { NO_ROUTE_GATE_COUNTS, type RouteGateCounts, tidyRouteGates } from "./route-gates";
 import { NO_HANDOVER } from "./shard-epoch";
 import { catchUpMissing, watchSources } from "./watch";
@@ -32,7 +32,7 @@ export interface ReconcileCounts {
   retention: RetentionCounts;
   /** The receipt partitions readied for the next period: archived to R2, then emptied whole (partition-drop.ts). */
   partitions: PartitionRingCounts;
-  /** Bodies in R2 segments: copied out to outlive payload retention, and whole segments deleted (src/bodies/segment-retention.ts). */
+  /** Bodies in R2 segments: copied out to outlive payload retention, and whole segments deleted (src/reconcile/retention-segments.ts). */
   segments: SegmentRetentionCounts;
   catchUp: Record<string, CatchUpCounts>;
   /** Gates of routes that left the config, forgotten (route-gates.ts). */

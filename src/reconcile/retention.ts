@@ -232,7 +232,7 @@ export function pageOf(db: Database, scan: Pick<SourceScan, "source" | "position
     .select({
       id: receipts.receiptId,
       status: receipts.status,
-      // A body in an R2 segment goes with its whole segment (src/bodies/segment-retention.ts): no row to write here.
+      // A body in an R2 segment goes with its whole segment (src/reconcile/retention-segments.ts): no row to write here.
       hasBody: sql<number>`(${receipts.body} IS NOT NULL OR (${receipts.bodyLocation} IS NOT NULL AND ${receipts.bodyLocation} NOT LIKE 'seg:%'))`,
       eventKey: receipts.eventKey,
       payloadSha256: receipts.payloadSha256,

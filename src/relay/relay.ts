@@ -11,7 +11,7 @@ import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
 import { envForDatabase, receiptDatabaseBindingOf } from "../sources/databases";
-import { orderingKeyOf } from "../sources/registry";
+import { bodySegmentsOf, orderingKeyOf } from "../sources/registry";
 import { type RelayOutcome, rememberSize, roomIn } from "./database-room";
 import { enqueueReceipts } from "./enqueue";
 
@@ -80,7 +80,7 @@ async function relayToOneDatabase(
   const d1 = meteredD1(env.DB);
   // Bodies go to R2 first (one segment for the batch, large ones on their own): the row then only says where the
   // body is (src/bodies/segment-store.ts).
-  const bodyLocations = await storeBodies(env, claims, bodyThresholdOf, Date.now());
+  const bodyLocations = await storeBodies(env, claims, bodyThresholdOf, bodySegmentsOf(env), Date.now());
   const firstReceiptId = claims[0]?.receiptId;
   const relayed = await batchPreparedPerItem(d1, {
     receipts: perItem(claims, (claim) =>

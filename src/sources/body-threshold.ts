@@ -16,3 +16,16 @@ export function r2BodyThreshold(options: Record<string, unknown>): number {
   const value = options.r2_body_threshold;
   return r2BodyThresholdProblem(value) === null && typeof value === "number" ? value : DEFAULT_R2_BODY_THRESHOLD;
 }
+
+/**
+ * Whether a source's bodies go to R2 segments (one object per relay batch, src/bodies/segment-format.ts) rather than
+ * D1 rows: `body_segments = true`. Only applies when the BODIES bucket is bound; off by default.
+ */
+export function bodySegmentsProblem(value: unknown): string | null {
+  if (value === undefined || typeof value === "boolean") return null;
+  return "body_segments must be true or false";
+}
+
+export function bodySegments(options: Record<string, unknown>): boolean {
+  return options.body_segments === true;
+}

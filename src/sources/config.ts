@@ -3,7 +3,7 @@ import { likelyMeant } from "../lib/likely-meant";
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import type { RouteRules } from "../routing/route";
-import { r2BodyThresholdProblem } from "./body-threshold";
+import { bodySegmentsProblem, r2BodyThresholdProblem } from "./body-threshold";
 import { expectedRateProblem } from "./expected-rate";
 import { parseRoutes } from "./routes";
 
@@ -450,6 +450,8 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
   if (r2Problem) problems.push(`${where}: ${r2Problem}`);
   const rateProblem = expectedRateProblem(options.expected_rate);
   if (rateProblem) problems.push(`${where}: ${rateProblem}`);
+  const segmentsProblem = bodySegmentsProblem(options.body_segments);
+  if (segmentsProblem) problems.push(`${where}: ${segmentsProblem}`);
   problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
   if (problems.length > 0) return { ok: false, problems };
   return {

@@ -1,7 +1,7 @@
 import { handlerNames } from "../handlers/registry";
 import { adapterFor, knownProviderNames } from "../providers/registry";
 import { orderingValue } from "../routing/ordering";
-import { DEFAULT_R2_BODY_THRESHOLD, r2BodyThreshold } from "./body-threshold";
+import { bodySegments, DEFAULT_R2_BODY_THRESHOLD, r2BodyThreshold } from "./body-threshold";
 import {
   DEFAULT_DATABASE_BINDING,
   parseSourceTables,
@@ -113,6 +113,14 @@ export function bodyThresholdOf(env: Pick<Env, "SOURCES">): (source: string) => 
     return found.kind === "valid"
       ? r2BodyThreshold(found.source.options as Record<string, unknown>)
       : DEFAULT_R2_BODY_THRESHOLD;
+  };
+}
+
+/** Whether each source's bodies go to R2 segments (`body_segments`), for the relay; a source no longer configured: no. */
+export function bodySegmentsOf(env: Pick<Env, "SOURCES">): (source: string) => boolean {
+  return (name) => {
+    const found = lookupSource(env, name);
+    return found.kind === "valid" && bodySegments(found.source.options as Record<string, unknown>);
   };
 }
 

@@ -1,9 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { moveDeadLetters } from "../../src/admin/actions/dismiss";
-import { sha256Hex } from "../../src/crypto/digest";
-import { ulid } from "../../src/lib/ulid";
-import { relayToD1 } from "../../src/relay/relay";
 import { replayReceipt } from "../../src/replay/replay-receipts";
 import { parseSource } from "../../src/sources/config";
 import { adminGet } from "../admin/support";
@@ -136,7 +133,7 @@ describe("bodies above the threshold live in R2", () => {
     expect(await stored(receipt.receiptId)).toBeNull();
   });
 
-  it("puts a body at or under the threshold in its batch's segment, and honours a source's own threshold", async () => {
+  it("keeps a body at or under the threshold in the D1 row, and honours a source's own threshold", async () => {
     const tag = crypto.randomUUID();
     const underDefault = `msg_small_${tag}`;
     const smallBody = JSON.stringify({ type: "report.ready", data: { tag } });
@@ -146,47 +143,12 @@ describe("bodies above the threshold live in R2", () => {
 
     await waitForStatus(LARGE, underDefault, ["dead"]);
     await waitForStatus(SMALL_THRESHOLD, overOwn, ["skipped", "processed"]);
-    const inSegment = (await row(LARGE, underDefault))!;
-    expect(inSegment).toMatchObject({
-      bodyInRow: 0,
-      bodyLocation: expect.stringMatching(/^seg:segments\/bodies-r2\//),
-    });
-    expect(await stored(inSegment.receiptId)).toBeNull();
+    const inRow = (await row(LARGE, underDefault))!;
+    expect(inRow).toMatchObject({ bodyInRow: 1, bodyLocation: null });
+    expect(await stored(inRow.receiptId)).toBeNull();
     const inR2 = (await row(SMALL_THRESHOLD, overOwn))!;
     expect(inR2).toMatchObject({ bodyInRow: 0, bodyLocation: "r2" });
     expect((await stored(inR2.receiptId))!.bytes).toEqual(new TextEncoder().encode(smallBody));
-  });
-
-  it("keeps every body in its D1 row when no BODIES bucket is bound", async () => {
-    const bytes = new TextEncoder().encode(
-      JSON.stringify({ type: "report.ready", data: { tag: crypto.randomUUID() } }),
-    );
-    const eventKey = `msg_nobucket_${crypto.randomUUID()}`;
-    const receiptId = ulid();
-    const withoutBucket = { ...env, BODIES: undefined } as unknown as Env;
-    await relayToD1(
-      withoutBucket as Env,
-      [
-        {
-          source: SMALL_THRESHOLD,
-          claimKey: eventKey,
-          eventKey,
-          eventType: "report.ready",
-          subjectId: null,
-          version: null,
-          occurredAt: null,
-          receiptId,
-          payloadSha256: await sha256Hex(bytes),
-          body: bytes.slice().buffer,
-          keptHeaders: null,
-          receivedAt: Date.now(),
-          provenance: "live",
-        },
-      ],
-      [],
-      () => 16,
-    );
-    expect(await row(SMALL_THRESHOLD, eventKey)).toMatchObject({ receiptId, bodyInRow: 1, bodyLocation: null });
   });
 
   it("refuses a malformed r2_body_threshold like any other bad setting", () => {

@@ -2,7 +2,6 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { BODY_INTEGRITY_FAILED } from "../../src/bodies/body-reader";
 import { parseSegmentLocation, segmentDayPrefix } from "../../src/bodies/segment-format";
-import { expireSegments } from "../../src/bodies/segment-retention";
 import { loadReceipts } from "../../src/consumers/load";
 import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
@@ -11,8 +10,10 @@ import { difference, meterReading } from "../../src/lib/meter";
 import { ulid } from "../../src/lib/ulid";
 import type { PendingClaim } from "../../src/model/claims";
 import { applyRetention } from "../../src/reconcile/retention";
+import { expireSegments } from "../../src/reconcile/retention-segments";
 import { relayToD1 } from "../../src/relay/relay";
 import { replayReceipt } from "../../src/replay/replay-receipts";
+import { parseSource } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 import { adminGet } from "../admin/support";
 import { standinRequests } from "../consumers/support/processing";
@@ -29,6 +30,8 @@ import { eventually, post, signDemo, waitForStatus } from "../support/deliveries
 const FORWARD = "segments-forward";
 const NONE = "segments-none";
 const CORRUPT = "segments-corrupt";
+/** The same as NONE without `body_segments`. */
+const OFF = "segments-off";
 /** Past the end of today plus 1h of payload retention: every segment written now is due. */
 const PAST_EXPIRY = 2 * 86_400_000;
 
@@ -66,6 +69,27 @@ async function detailOf(receiptId: string) {
       bodyProblem: string | null;
     };
   }>();
+}
+
+/** A claim as a shard hands it to the relay, for relaying a batch of our own making. */
+async function claimOf(source: string, body: string, receivedAt = Date.now()): Promise<PendingClaim> {
+  const bytes = utf8Bytes(body);
+  const eventKey = `seg_direct_${crypto.randomUUID()}`;
+  return {
+    source,
+    claimKey: eventKey,
+    eventKey,
+    eventType: "report.ready",
+    subjectId: null,
+    version: null,
+    occurredAt: null,
+    receiptId: ulid(receivedAt),
+    payloadSha256: await sha256Hex(bytes),
+    body: bytes.slice().buffer,
+    keptHeaders: null,
+    receivedAt,
+    provenance: "live",
+  };
 }
 
 async function segmentKeysOf(source: string): Promise<string[]> {
@@ -112,26 +136,14 @@ describe("bodies in R2 segments", () => {
   }, async () => {
     const events = 50;
     const receivedAt = Date.now();
-    const claims: PendingClaim[] = await Promise.all(
-      Array.from({ length: events }, async (_, index) => {
-        const bytes = utf8Bytes(JSON.stringify({ type: "report.ready", data: { index, pad: "x".repeat(index * 7) } }));
-        const eventKey = `seg_meter_${index}_${crypto.randomUUID()}`;
-        return {
-          source: NONE,
-          claimKey: eventKey,
-          eventKey,
-          eventType: "report.ready",
-          subjectId: null,
-          version: null,
-          occurredAt: null,
-          receiptId: ulid(receivedAt),
-          payloadSha256: await sha256Hex(bytes),
-          body: bytes.slice().buffer,
-          keptHeaders: null,
+    const claims = await Promise.all(
+      Array.from({ length: events }, (_, index) =>
+        claimOf(
+          NONE,
+          JSON.stringify({ type: "report.ready", data: { index, pad: "x".repeat(index * 7) } }),
           receivedAt,
-          provenance: "live" as const,
-        };
-      }),
+        ),
+      ),
     );
     const relayMeter = meterReading();
     await relayToD1(env, claims, []);
@@ -254,5 +266,26 @@ describe("bodies in R2 segments", () => {
     // Only the first forward, with the true bytes: the changed ones never left.
     const forwards = await standinRequests(receipt.receiptId);
     expect(forwards.map((request) => request.body)).toEqual([body]);
+  });
+
+  it("keeps bodies in D1 rows for a source without body_segments, and for every source when no bucket is bound", async () => {
+    const body = JSON.stringify({ type: "report.ready", data: { tag: crypto.randomUUID() } });
+    const withoutSegments = await claimOf(OFF, body);
+    const withoutBucket = await claimOf(NONE, body);
+    await relayToD1(env, [withoutSegments], []);
+    await relayToD1({ ...env, BODIES: undefined } as unknown as Env, [withoutBucket], []);
+    for (const claim of [withoutSegments, withoutBucket])
+      expect(await row(claim.source, claim.eventKey)).toMatchObject({ bodyInRow: 1, bodyLocation: null });
+    const context = { knownProviders: new Set(["standard-webhooks"]), knownHandlers: new Set<string>() };
+    const table = (value: unknown) => ({
+      provider: "standard-webhooks",
+      secrets: ["DEMO_WEBHOOK_SECRET"],
+      body_segments: value,
+    });
+    expect(parseSource("segmented", table("yes"), context)).toEqual({
+      ok: false,
+      problems: [expect.stringMatching(/body_segments must be true or false/)],
+    });
+    expect(parseSource("segmented", table(true), context).ok).toBe(true);
   });
 });

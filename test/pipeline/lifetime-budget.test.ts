@@ -1,8 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { collectMeters } from "../../src/admin/stats/meters";
-import { parseSegmentLocation } from "../../src/bodies/segment-format";
-import { expireSegments } from "../../src/bodies/segment-retention";
 import { shardCount, shardIndex } from "../../src/claims/routing";
 import { TALLY_SIZE } from "../../src/lib/delivery-tally";
 import { difference, type MeterTotals } from "../../src/lib/meter";
@@ -15,8 +13,8 @@ import { lateRelays, shardClaim } from "../support/storage";
 
 /**
  * Every billed write of an event's whole life, read from the runtime's own meters: acceptance, relay and
- * processing through the real route, shard, queue and consumer, then retention as the cron runs it — the body's
- * R2 segment deleted after payload retention, the receipt (with its arbiter key) and the shard's tombstone deleted after
+ * processing through the real route, shard, queue and consumer, then retention as the cron runs it — the body
+ * dropped after payload retention, the receipt (with its arbiter key) and the shard's tombstone deleted after
  * dedupe retention. Row counts are deterministic, so they are held exactly; the bench prices them
  * (`npm run bench -- --only meters`, `allInUsdPerMillion`).
  *
@@ -27,20 +25,16 @@ import { lateRelays, shardClaim } from "../support/storage";
 /** Two tallies' worth: acknowledged deliveries share one Analytics Engine point per TALLY_SIZE (25). */
 const EVENTS = 2 * TALLY_SIZE;
 const MINUTE = 60_000;
-/** A segment goes with its whole day: up to a day after its bodies' payload retention (src/bodies/segment-format.ts). */
-const DAY = 86_400_000;
 
 /** Per event, the happy path: D1 relay insert (row + (source, event_key) arbiter) and commit; claim and tombstone. */
 const HAPPY_D1_ROWS = 3;
 const HAPPY_DO_ROWS = 2;
 /**
- * Per event, retention: the body dropped with its whole R2 segment, a delete of the object that writes no row (the
- * BODIES bucket is bound: src/bodies/segment-retention.ts; a body kept in its D1 row was an update, 1 row each), then
- * the receipt deleted (1: a delete is billed one row, its arbiter key's index entry included); the shard's tombstone
- * forgotten with its whole time partition, a DROP TABLE that writes no row (src/claims/partitions.ts; deleted one by
- * one, it was 1 row each).
+ * Per event, retention: the body dropped (an update, 1), then the receipt deleted (1: a delete is billed one row,
+ * its arbiter key's index entry included); the shard's tombstone forgotten with its whole time partition, a DROP
+ * TABLE that writes no row (src/claims/partitions.ts; deleted one by one, it was 1 row each).
  */
-const BODY_DROP_D1_ROWS = 0;
+const BODY_DROP_D1_ROWS = 1;
 const KEY_DELETE_D1_ROWS = 1;
 const RETENTION_D1_ROWS = BODY_DROP_D1_ROWS + KEY_DELETE_D1_ROWS;
 const RETENTION_DO_ROWS = 0;
@@ -81,27 +75,12 @@ async function processedAll(keyPrefix: string, events: number, timeoutMs: number
 
 /** This test's receipts whose keys start with `keyPrefix` (those still holding a body, with `withBody`). */
 async function receiptsLeft(keyPrefix: string, withBody = false): Promise<number> {
-  const { results } = await env.DB.prepare(
-    "SELECT body IS NOT NULL AS inRow, body_location AS bodyLocation FROM receipts WHERE event_key LIKE ?1 || '%'",
+  const row = await env.DB.prepare(
+    `SELECT COUNT(*) AS n FROM receipts WHERE event_key LIKE ?1 || '%'${withBody ? " AND body IS NOT NULL" : ""}`,
   )
     .bind(keyPrefix)
-    .all<{ inRow: number; bodyLocation: string | null }>();
-  if (!withBody) return results.length;
-  // A body in a segment is held as long as its segment object is.
-  const segmentKept = new Map<string, boolean>();
-  let held = 0;
-  for (const row of results) {
-    const key = parseSegmentLocation(row.bodyLocation)?.key;
-    if (key !== undefined && !segmentKept.has(key)) segmentKept.set(key, (await env.BODIES.head(key)) !== null);
-    if (row.inRow === 1 || row.bodyLocation === "r2" || (key !== undefined && segmentKept.get(key))) held++;
-  }
-  return held;
-}
-
-/** The cron's payload retention for one source, as if run at `at`: the D1 scans, then the segments' days. */
-async function dropBodiesAt(source: SourceConfig, at: number): Promise<void> {
-  await applyRetention(env, [source], at);
-  await expireSegments(env, [source], at, Date.now() + 60_000);
+    .first<{ n: number }>();
+  return row?.n ?? 0;
 }
 
 /** The cron's retention and shard sweep for one source, as if run at `at`. */
@@ -140,7 +119,7 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     });
 
     const receivedBy = Date.now();
-    const bodies = await spentDuring(() => dropBodiesAt(demo, receivedBy + demo.payloadRetentionMs + DAY + MINUTE));
+    const bodies = await spentDuring(() => applyRetention(env, [demo], receivedBy + demo.payloadRetentionMs + MINUTE));
     expect(await receiptsLeft("msg_life_", true)).toBe(0);
 
     const deletes = await spentDuring(() => expireAt(demo, receivedBy + demo.dedupeRetentionMs + MINUTE));
@@ -181,7 +160,9 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     await processedAll("msg_kept_", kept.length, 120_000);
     const receivedBy = Date.now();
     // Past the default payload retention, the bodies stay and nothing of these receipts is written.
-    const early = await spentDuring(() => dropBodiesAt(keeping, receivedBy + demo.payloadRetentionMs + DAY + MINUTE));
+    const early = await spentDuring(() =>
+      applyRetention(env, [keeping], receivedBy + demo.payloadRetentionMs + MINUTE),
+    );
     expect(await receiptsLeft("msg_kept_", true)).toBe(kept.length);
     const atEnd = await spentDuring(() => expireAt(keeping, receivedBy + demo.dedupeRetentionMs + MINUTE));
     expect(await receiptsLeft("msg_kept_")).toBe(0);
@@ -224,7 +205,9 @@ describe("an event's whole life, retention included", { timeout: 300_000 }, () =
     expect(happy.doRowsWritten - happy.doAlarmWrites).toBe(HAPPY_DO_ROWS * keys.length);
 
     const receivedBy = Date.now();
-    const bodies = await spentDuring(() => dropBodiesAt(source, receivedBy + source.payloadRetentionMs + DAY + MINUTE));
+    const bodies = await spentDuring(() =>
+      applyRetention(env, [source], receivedBy + source.payloadRetentionMs + MINUTE),
+    );
     expect(await receiptsLeft("msg_routes_", true)).toBe(0);
     const deletes = await spentDuring(() => expireAt(source, receivedBy + source.dedupeRetentionMs + MINUTE));
     expect(await receiptsLeft("msg_routes_")).toBe(0);

@@ -1,4 +1,13 @@
 import { sql } from "drizzle-orm";
+import { readBodies } from "../bodies/body-reader";
+import {
+  SEGMENT_LOCATION_PREFIX,
+  segmentDay,
+  segmentDayExpired,
+  segmentDayPrefix,
+  segmentSourcePrefix,
+} from "../bodies/segment-format";
+import { BODY_LOCATION_R2, putOwnBody } from "../bodies/stored-bodies";
 import { database } from "../db/client";
 import { HELD_BODY, ORDERED_OUTSTANDING } from "../db/schema";
 import { failDuringLocalOutage } from "../lib/local-faults";
@@ -6,18 +15,9 @@ import { logEvent } from "../lib/log";
 import { count } from "../lib/meter";
 import type { SourceConfig } from "../sources/config";
 import { receiptDatabaseEnvs } from "../sources/databases";
-import { readBodies } from "./body-reader";
-import {
-  SEGMENT_LOCATION_PREFIX,
-  segmentDay,
-  segmentDayExpired,
-  segmentDayPrefix,
-  segmentSourcePrefix,
-} from "./segment-format";
-import { BODY_LOCATION_R2, putOwnBody } from "./stored-bodies";
 
 /**
- * Payload retention of bodies in segments (segment-format.ts), writing no D1 row per event: the cron deletes a
+ * Payload retention of bodies in segments (src/bodies/segment-format.ts), writing no D1 row per event: the cron deletes a
  * source's segments a whole day at a time once the day is past the source's payload_retention (list the day's
  * prefix, delete 1,000 keys per call; deletes are free in R2). A reader that finds a segment gone reports the body
  * dropped. The rows keep their `seg:` location: a location names where a body was, not that it is still there.
