@@ -30,6 +30,8 @@ import { eventually, post, signDemo, waitForStatus } from "../support/deliveries
 const FORWARD = "segments-forward";
 const NONE = "segments-none";
 const CORRUPT = "segments-corrupt";
+/** Two routes: "main" answers 204, "side" 404 (a dead further delivery). */
+const ROUTES = "segments-routes";
 /** The same as NONE without `body_segments`. */
 const OFF = "segments-off";
 /** Past the end of today plus 1h of payload retention: every segment written now is due. */
@@ -236,6 +238,38 @@ describe("bodies in R2 segments", () => {
     const forwards = await standinRequests(receipt.receiptId);
     expect(forwards.map((request) => request.answer)).toEqual([404, 204]);
     expect(forwards.every((request) => request.body === body)).toBe(true);
+  });
+
+  it("copies out the body of a receipt whose further route's delivery is dead, though its own route finished", {
+    timeout: 180_000,
+  }, async () => {
+    const { eventKey, body } = await sendOne(ROUTES, "further");
+    expect(await waitForStatus(ROUTES, eventKey, ["processed"])).toBe("processed");
+    const receipt = await row(ROUTES, eventKey);
+    await eventually(
+      async () =>
+        (
+          await env.DB.prepare("SELECT status FROM deliveries WHERE receipt_id = ? AND route = 'side'")
+            .bind(receipt.receiptId)
+            .first<{ status: string }>()
+        )?.status === "dead"
+          ? true
+          : undefined,
+      30_000,
+      "the side route's delivery to die",
+    );
+    const place = parseSegmentLocation(receipt.bodyLocation)!;
+    await eventually(
+      async () => {
+        await runCron(Date.now() + PAST_EXPIRY, onlySource(ROUTES));
+        return (await env.BODIES.head(place.key)) === null ? true : undefined;
+      },
+      90_000,
+      "the cron to delete the segment",
+    );
+    expect((await row(ROUTES, eventKey)).bodyLocation).toBe("r2");
+    const own = (await env.BODIES.get(receipt.receiptId))!;
+    expect(new Uint8Array(await own.arrayBuffer())).toEqual(utf8Bytes(body));
   });
 
   it("detects a segment whose bytes changed: never shown nor sent, the replay dies saying why", {
