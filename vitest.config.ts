@@ -99,7 +99,8 @@ export default defineConfig(async () => {
           // A second receipt database, so splitting sources across databases is tested end to end
           // (test/fixtures/sources/databases.json puts sources there; docs/operations.md "Past one database").
           // And a ring of four for the receipt partitions (test/fixtures/sources/partitions.json, docs/operating.md
-          // "Receipts in time partitions"): one database a day, so a receipt keeps two days (dedupe_retention 2d).
+          // "Receipts in time partitions"): one database a day, so a receipt stays two days in D1 (keep 2d); the
+          // `partitioned-keys` source keeps its keys ten days in the claim shards, past the drop.
           d1Databases: {
             DB_SECOND: "receiver-second-database",
             DB_P0: "receiver-partition-0",
@@ -108,7 +109,12 @@ export default defineConfig(async () => {
             DB_P3: "receiver-partition-3",
           },
           bindings: {
-            RECEIPT_PARTITIONS: { databases: ["DB_P0", "DB_P1", "DB_P2", "DB_P3"], period: "1d", spread: 1 },
+            RECEIPT_PARTITIONS: {
+              databases: ["DB_P0", "DB_P1", "DB_P2", "DB_P3"],
+              period: "1d",
+              spread: 1,
+              keep: "2d",
+            },
             TEST_MIGRATIONS: await readD1Migrations("./migrations"),
             SOURCES: sources,
             // Tests wait on the pipeline, so the shards relay after a quarter second instead of the default 3 s;

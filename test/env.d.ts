@@ -11,7 +11,7 @@ declare global {
       DB_P1: D1Database;
       DB_P2: D1Database;
       DB_P3: D1Database;
-      RECEIPT_PARTITIONS: { databases: string[]; period: string; spread: number };
+      RECEIPT_PARTITIONS: { databases: string[]; period: string; spread: number; keep?: string };
     }
   }
 }

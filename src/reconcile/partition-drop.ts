@@ -4,17 +4,17 @@ import type { SourceConfig } from "../sources/config";
 import { envForDatabase } from "../sources/databases";
 import {
   databasesOfPeriod,
-  isPartitioned,
   periodOf,
   type ReceiptPartitions,
   receiptPartitionsOf,
+  sqlWindowMs,
 } from "../sources/partitions";
 import { type ArchivePosition, archivePage, archivePrefix, quoted, receiptTablesOf } from "./partition-archive";
 
 /**
  * Retention of the receipt partitions (src/sources/partitions.ts) by drop: while one period is written, the cron
  * readies the databases the next period will write into. Each last held the period a whole ring ago, whose receipts
- * are by then older than every partitioned source's retention. It is archived to R2 first (partition-archive.ts, a
+ * are by then older than the SQL window (`keep`). It is archived to R2 first (partition-archive.ts, a
  * bounded number of pages per run, resumed from a checkpoint), then emptied in one D1 batch: every table dropped and
  * created again from the DDL its own sqlite_master keeps. That writes no row per event: D1 counts only the schema's
  * own rows (each table, index and trigger dropped and created in sqlite_master), the same for 3 receipts as for 3
@@ -23,7 +23,7 @@ import { type ArchivePosition, archivePage, archivePrefix, quoted, receiptTables
  * A database that still holds unfinished work (a receipt or delivery pending or processing), or a receipt of the
  * period it is being readied for, is not emptied: the step fails with PartitionNotReady, which the cron records and
  * raises as its `cron-failed` alert, every run until it is resolved. Nothing is dropped silently; dead letters are
- * finished work (their key's retention is over) and go with the partition, in its archive.
+ * finished work (validation holds dead_letter_retention within `keep`) and go with the partition, in its archive.
  *
  * Its state lives in `DB` (checkpoints, `source = '*'`, reconciler `partition-ring:<binding>`), never in the
  * database it empties.
@@ -63,7 +63,8 @@ export const NO_PARTITION_COUNTS: PartitionRingCounts = {
 
 /**
  * The period whose databases are readied now (the next one), and the period they last held; null while what they
- * hold may still be within some partitioned source's retention (config validation keeps a valid ring out of this).
+ * hold may still be within the SQL window, `keep` (config validation keeps a valid ring out of this). The keys go on
+ * their own dedupe_retention in the claim shards, which answer duplicates past the drop.
  */
 export function periodToReady(
   ring: ReceiptPartitions,
@@ -72,9 +73,8 @@ export function periodToReady(
 ): { next: number; held: number } | null {
   const next = periodOf(ring, now) + 1;
   const held = next - ring.periods;
-  const retention = Math.max(0, ...sources.filter(isPartitioned).map((source) => source.dedupeRetentionMs));
   // The newest receipt the held period can have is just before its end.
-  return (held + 1) * ring.periodMs <= now - retention ? { next, held } : null;
+  return (held + 1) * ring.periodMs <= now - sqlWindowMs(ring, sources) ? { next, held } : null;
 }
 
 /** One cron run's turn of the ring: archive, then empty, each database the next period writes into. */

@@ -26,6 +26,11 @@ export interface ReceiptPartitions {
   spread: number;
   /** `databases.length / spread`: periods the ring holds before a database is written again. */
   periods: number;
+  /**
+   * `keep`: how long a receipt stays in D1 before its partition is archived and emptied (the SQL window); unset, the
+   * longest `dedupe_retention` of the partitioned sources (sqlWindowMs). The claim shards keep keys on their own.
+   */
+  keepMs?: number | null;
 }
 
 export type ParsedPartitions = { ok: true; partitions: ReceiptPartitions | null } | { ok: false; problems: string[] };
@@ -38,7 +43,7 @@ export function receiptPartitionsOf(env: object): ParsedPartitions {
   if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
     return { ok: false, problems: [`${where} must be a table with databases, period and spread`] };
   }
-  const table = raw as { databases?: unknown; period?: unknown; spread?: unknown };
+  const table = raw as { databases?: unknown; period?: unknown; spread?: unknown; keep?: unknown };
   const problems: string[] = [];
   const databases = Array.isArray(table.databases) ? table.databases : [];
   if (databases.length === 0 || !databases.every((name) => typeof name === "string")) {
@@ -75,11 +80,23 @@ export function receiptPartitionsOf(env: object): ParsedPartitions {
       `${where}.spread (${spread}) must divide the number of databases (${names.length}): each period writes ${spread}`,
     );
   }
+  const keepMs = table.keep === undefined ? null : parseDuration(table.keep);
+  if (table.keep !== undefined && (keepMs === null || keepMs <= 0)) {
+    problems.push(
+      `${where}.keep must be a duration longer than zero, how long a receipt stays in D1, like "7d" (got ${JSON.stringify(table.keep)})`,
+    );
+  }
   if (problems.length > 0) return { ok: false, problems };
   const spreadCount = spread as number;
   return {
     ok: true,
-    partitions: { databases: names, periodMs: periodMs!, spread: spreadCount, periods: names.length / spreadCount },
+    partitions: {
+      databases: names,
+      periodMs: periodMs!,
+      spread: spreadCount,
+      periods: names.length / spreadCount,
+      keepMs,
+    },
   };
 }
 
@@ -120,11 +137,24 @@ export function isPartitionDatabase(env: object, binding: string): boolean {
 
 /**
  * How long a receipt is kept at least in a ring: a database is emptied while the period before the one it is
- * about to serve is written, once its newest receipt is older than every partitioned source's retention. Its
+ * about to serve is written, once its newest receipt is older than the SQL window (sqlWindowMs). Its
  * newest receipt is then (periods − 2) periods old at the earliest, so that is what the ring holds.
  */
 export function ringRetentionMs(partitions: ReceiptPartitions): number {
   return (partitions.periods - 2) * partitions.periodMs;
+}
+
+/**
+ * The SQL window: how long the ring keeps a receipt in D1 before it is archived to R2 and its partition emptied.
+ * `keep` when set; else the longest `dedupe_retention` of the partitioned sources, which is what it was before
+ * `keep` existed, so a config without it means the same.
+ */
+export function sqlWindowMs(
+  partitions: Pick<ReceiptPartitions, "keepMs">,
+  sources: readonly Pick<SourceConfig, "database" | "dedupeRetentionMs">[],
+): number {
+  if (partitions.keepMs != null) return partitions.keepMs;
+  return Math.max(0, ...sources.filter(isPartitioned).map((source) => source.dedupeRetentionMs));
 }
 
 /**
@@ -160,12 +190,7 @@ export function partitionProblems(env: object, sources: readonly SourceConfig[])
       );
       continue;
     }
-    if (source.dedupeRetentionMs > ringRetentionMs(ring)) {
-      add(
-        source.name,
-        `${where}: dedupe_retention (${days(source.dedupeRetentionMs)}) is longer than RECEIPT_PARTITIONS keeps a receipt: ${ring.periods} periods of ${days(ring.periodMs)}, one being written and one emptied ahead of its turn, keep (periods − 2) × period = ${days(ringRetentionMs(ring))}; add databases or lengthen period`,
-      );
-    }
+    for (const problem of windowProblems(ring, source)) add(source.name, `${where}: ${problem}`);
     for (const { destination, rules } of source.routes) {
       if (destination.kind !== "handler") continue;
       add(
@@ -174,6 +199,37 @@ export function partitionProblems(env: object, sources: readonly SourceConfig[])
       );
     }
   }
+  return problems;
+}
+
+/**
+ * What the SQL window must hold for one partitioned source: the ring must keep a receipt that long, and a receipt must
+ * stay in D1 while anything of it is still to be answered there: its body (payload_retention) and, dead, its replay
+ * (dead_letter_retention). Unfinished work is never dropped (partition-drop.ts refuses). Its key need not: the claim
+ * shards answer duplicates for the whole dedupe_retention, whatever D1 still holds.
+ */
+function windowProblems(ring: ReceiptPartitions, source: SourceConfig): string[] {
+  const held = `${ring.periods} periods of ${days(ring.periodMs)}, one being written and one emptied ahead of its turn, keep (periods − 2) × period = ${days(ringRetentionMs(ring))}`;
+  if (ring.keepMs == null) {
+    if (source.dedupeRetentionMs <= ringRetentionMs(ring)) return [];
+    return [
+      `dedupe_retention (${days(source.dedupeRetentionMs)}) is longer than RECEIPT_PARTITIONS keeps a receipt: ${held}; add databases or lengthen period, or set RECEIPT_PARTITIONS.keep (how long a receipt stays in D1, the claim shards keep its key) to ${days(ringRetentionMs(ring))} or less`,
+    ];
+  }
+  const keep = `RECEIPT_PARTITIONS.keep (${days(ring.keepMs)})`;
+  const problems: string[] = [];
+  if (ring.keepMs > ringRetentionMs(ring))
+    problems.push(
+      `${keep} is longer than the ring holds a receipt: ${held}; add databases, lengthen period or shorten keep`,
+    );
+  if (source.payloadRetentionMs > ring.keepMs)
+    problems.push(
+      `payload_retention (${days(source.payloadRetentionMs)}) is longer than ${keep}: a receipt's body is answered from its D1 row until payload_retention ends; shorten payload_retention or lengthen keep`,
+    );
+  if (source.deadLetterRetentionMs > ring.keepMs)
+    problems.push(
+      `dead_letter_retention (${days(source.deadLetterRetentionMs)}, unset it is dedupe_retention) is longer than ${keep}: a dead letter stays replayable in D1 that long; set dead_letter_retention to ${days(ring.keepMs)} or less, or lengthen keep`,
+    );
   return problems;
 }
 

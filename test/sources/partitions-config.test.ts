@@ -13,8 +13,11 @@ const partitioned = {
   payload_retention: "1d",
 };
 
+/** The test ring without `keep`: the SQL window is then the longest dedupe_retention, as before `keep` existed. */
+const { keep: _keep, ...RING } = env.RECEIPT_PARTITIONS;
+
 /** `ring` "none": a Worker without RECEIPT_PARTITIONS. */
-function problemsWith(sources: Record<string, unknown>, ring: unknown = env.RECEIPT_PARTITIONS) {
+function problemsWith(sources: Record<string, unknown>, ring: unknown = RING) {
   const { RECEIPT_PARTITIONS: _ring, ...withoutRing } = env;
   const configured = (ring === "none"
     ? { ...withoutRing, SOURCES: sources }
@@ -41,8 +44,7 @@ describe("receipt partition config", () => {
     );
     // The same source fits a ring with a longer period.
     expect(
-      problemsWith({ ringed: { ...partitioned, dedupe_retention: "3d" } }, { ...env.RECEIPT_PARTITIONS, period: "2d" })
-        .valid,
+      problemsWith({ ringed: { ...partitioned, dedupe_retention: "3d" } }, { ...RING, period: "2d" }).valid,
     ).toEqual(["ringed"]);
   });
 
@@ -78,6 +80,31 @@ describe("receipt partition config", () => {
     expect(health.valid).toEqual(["ringed"]);
     expect(health.invalid.squatter?.join(" ")).toMatch(
       /database "DB_P2" is one of RECEIPT_PARTITIONS\.databases, which retention empties whole/,
+    );
+  });
+
+  it("lets keep, the SQL window, be shorter than dedupe_retention: the claim shards keep the keys", () => {
+    const longKeys = { ...partitioned, dedupe_retention: "30d", dead_letter_retention: "2d" };
+    expect(problemsWith({ ringed: longKeys }, { ...RING, keep: "2d" })).toMatchObject({ valid: ["ringed"] });
+    // Without keep the window is the longest dedupe_retention, which the ring of 4 days cannot hold: refused as before.
+    expect(problemsWith({ ringed: longKeys }).invalid.ringed?.join(" ")).toMatch(
+      /dedupe_retention \(30d\) is longer than RECEIPT_PARTITIONS keeps a receipt: .* set RECEIPT_PARTITIONS\.keep .* to 2d or less/,
+    );
+  });
+
+  it("refuses a keep the ring cannot hold, or shorter than what a receipt must still answer in D1", () => {
+    const uncovered = problemsWith({ ringed: partitioned }, { ...RING, keep: "3d" }).invalid.ringed?.join(" ");
+    expect(uncovered).toMatch(
+      /RECEIPT_PARTITIONS\.keep \(3d\) is longer than the ring holds a receipt: 4 periods of 1d, .* = 2d; add databases, lengthen period or shorten keep/,
+    );
+    const short = problemsWith({ ringed: partitioned }, { ...RING, keep: "12h" }).invalid.ringed?.join(" ");
+    expect(short).toMatch(/payload_retention \(1d\) is longer than RECEIPT_PARTITIONS\.keep \(12h\)/);
+    // Unset, dead_letter_retention is the key's 2 days: a dead letter must stay replayable in D1 that long.
+    expect(short).toMatch(
+      /dead_letter_retention \(2d, unset it is dedupe_retention\) is longer than RECEIPT_PARTITIONS\.keep \(12h\): .* set dead_letter_retention to 12h or less, or lengthen keep/,
+    );
+    expect(problemsWith({ ringed: partitioned }, { ...RING, keep: "soon" }).invalid.ringed?.join(" ")).toMatch(
+      /RECEIPT_PARTITIONS\.keep must be a duration longer than zero, how long a receipt stays in D1, like "7d" \(got "soon"\)/,
     );
   });
 });
