@@ -70,19 +70,26 @@ export function databasesToRead(env: Env, onlySource?: string): DatabaseEnv[] {
 
 /**
  * One map per source out of per-database maps: each source's entry comes from its own database, so a source that
- * moved keeps its numbers where its receipts now go. A source no SOURCES table names any more (its receipts
- * outlive its config) is taken from the first database, in `databasesToRead` order, that has it.
+ * moved keeps its numbers where its receipts now go. A partitioned source's receipts are spread over the ring, so
+ * its entries from every database are joined with `combine` (a sum for a count). A source no SOURCES table names
+ * any more (its receipts outlive its config) is taken from the first database, in `databasesToRead` order, that
+ * has it.
  */
 export function ownEntries<V>(
   env: Env,
   perDatabase: readonly { binding: string; entries: Iterable<[string, V]> }[],
+  combine: (a: V, b: V) => V,
 ): Map<string, V> {
   const merged = new Map<string, V>();
   if (perDatabase.length === 1) return new Map(perDatabase[0]!.entries);
   for (const { binding, entries } of perDatabase) {
     for (const [source, value] of entries) {
-      const home = homeDatabase(env, source);
-      if (home === null ? !merged.has(source) : home === binding) merged.set(source, value);
+      const seen = merged.get(source);
+      if (isPartitionedSource(env, source)) merged.set(source, seen === undefined ? value : combine(seen, value));
+      else {
+        const home = homeDatabase(env, source);
+        if (home === null ? !merged.has(source) : home === binding) merged.set(source, value);
+      }
     }
   }
   return merged;

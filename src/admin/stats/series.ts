@@ -59,7 +59,28 @@ export async function sourceSeries(env: Env, options: SeriesOptions = {}): Promi
       entries: await hourlySeries(database(databaseEnv), { ...options, now }),
     })),
   );
-  return ownEntries(env, perDatabase);
+  return ownEntries(env, perDatabase, joinHours);
+}
+
+/**
+ * Two databases' hours of one partitioned source: the counts add up; latencies are the hour's from the database that
+ * has them (an hour lies in one partition period), and the rejections and ack latency are the same Analytics Engine
+ * numbers in both.
+ */
+function joinHours(a: HourPoint[], b: HourPoint[]): HourPoint[] {
+  return a.map((point, index) => {
+    const other = b[index]!;
+    return {
+      ...point,
+      received: point.received + other.received,
+      processed: point.processed + other.processed,
+      dead: point.dead + other.dead,
+      pickupP50: point.pickupP50 ?? other.pickupP50,
+      pickupP95: point.pickupP95 ?? other.pickupP95,
+      processingP50: point.processingP50 ?? other.processingP50,
+      processingP95: point.processingP95 ?? other.processingP95,
+    };
+  });
 }
 
 /**

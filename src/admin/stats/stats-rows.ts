@@ -47,19 +47,55 @@ export async function receiptNumbers(env: Env, since: number, onlySource?: strin
       numbers: await readDatabase(database(databaseEnv), since, onlySource),
     })),
   );
-  const merged = <K extends keyof ReceiptNumbers>(key: K) =>
+  const merged = <V>(pick: (numbers: ReceiptNumbers) => Map<string, V>, combine: (a: V, b: V) => V) =>
     ownEntries(
       env,
-      perDatabase.map(({ binding, numbers }) => ({ binding, entries: numbers[key] as Map<string, unknown> })),
-    ) as ReceiptNumbers[K];
+      perDatabase.map(({ binding, numbers }) => ({ binding, entries: pick(numbers) })),
+      combine,
+    );
+  const sum = (a: number, b: number) => a + b;
   return {
-    counts: merged("counts"),
-    oldestPending: merged("oldestPending"),
-    deadTotal: merged("deadTotal"),
-    quarantined: merged("quarantined"),
-    pickup: merged("pickup"),
-    processing: merged("processing"),
-    attemptDuration: merged("attemptDuration"),
+    counts: merged((numbers) => numbers.counts, sumCounts),
+    oldestPending: merged((numbers) => numbers.oldestPending, Math.min),
+    deadTotal: merged((numbers) => numbers.deadTotal, sum),
+    quarantined: merged((numbers) => numbers.quarantined, sum),
+    pickup: merged((numbers) => numbers.pickup, joinPercentiles),
+    processing: merged((numbers) => numbers.processing, joinPercentiles),
+    attemptDuration: merged((numbers) => numbers.attemptDuration, joinPercentiles),
+  };
+}
+
+/** One source's counts from two databases (a partitioned source's ring): each count is the sum of both. */
+function sumCounts(a: WindowCounts, b: WindowCounts): WindowCounts {
+  const total = { ...a };
+  for (const key of COUNTED) total[key] = a[key] + b[key];
+  return total;
+}
+
+const COUNTED = [
+  "received",
+  "processed",
+  "stale",
+  "skipped",
+  "dead",
+  "dismissed",
+  "pending",
+  "reconciled",
+  "replayed",
+] as const satisfies readonly Exclude<keyof WindowCounts, "source">[];
+
+/**
+ * Two databases' percentiles of one source, without their samples to rank again: the samples add up, the max is the
+ * larger, and p50/p95/p99 are those of the database with more samples (a nearest estimate; a period lives in one
+ * database, so a short window is mostly in one).
+ */
+function joinPercentiles(a: Percentiles, b: Percentiles): Percentiles {
+  const larger = b.samples > a.samples ? b : a;
+  const maxes = [a.max, b.max].filter((value): value is number => value !== null);
+  return {
+    ...larger,
+    samples: a.samples + b.samples,
+    max: maxes.length === 0 ? null : Math.max(...maxes),
   };
 }
 
