@@ -1,6 +1,6 @@
 import type { SourceConfig } from "../sources/config";
 import { expectedRate } from "../sources/expected-rate";
-import { isPartitioned, type ReceiptPartitions } from "../sources/partitions";
+import { isPartitioned, type ReceiptPartitions, sqlWindowMs } from "../sources/partitions";
 import { DAY_MS, PUBLISHED_LIMITS } from "./limits";
 import { type CapacityReport, capacity, SHARD_COUNT_CHANGE } from "./model";
 import type { PerEventFigures } from "./per-event";
@@ -17,7 +17,7 @@ export interface DeploymentShape {
   /** CLAIM_SHARD_COUNT, as the Worker reads it (src/claims/routing.ts shardCount). */
   shardCount: number;
   /** The receipt partitions' ring (src/sources/partitions.ts), when the deployment has a valid one. */
-  partitions: Pick<ReceiptPartitions, "periodMs" | "spread" | "periods"> | null;
+  partitions: Pick<ReceiptPartitions, "periodMs" | "spread" | "periods" | "keepMs"> | null;
 }
 
 /** The group of every partitioned source: never a binding name (those are identifiers, this has a space). */
@@ -35,7 +35,10 @@ export function capacityWarnings(
 ): string[] {
   const warnings: string[] = [];
   const byDatabase = new Map<string, Sharing>();
-  for (const source of sources) {
+  const all = [...sources];
+  // A partitioned source's receipts stay in D1 for the ring's SQL window (`keep`), its keys in the shards for longer.
+  const ringWindowMs = deployment.partitions ? sqlWindowMs(deployment.partitions, all) : null;
+  for (const source of all) {
     const rate = expectedRate(source.options as Record<string, unknown>);
     if (rate === null) continue;
     const report = capacity(
@@ -44,7 +47,8 @@ export function capacityWarnings(
         bodyBytes: 0,
         keyRetentionMs: source.dedupeRetentionMs,
         payloadRetentionMs: source.payloadRetentionMs,
-        sqlWindowMs: null,
+        sqlWindowMs:
+          isPartitioned(source) && ringWindowMs !== null ? Math.min(ringWindowMs, source.dedupeRetentionMs) : null,
         archiveRetentionMs: null,
         bodies: "r2",
         shards: Math.min(deployment.shardCount, PUBLISHED_LIMITS.claimShardsPerSource),
@@ -149,6 +153,6 @@ function ringWarnings(
     `RECEIPT_PARTITIONS: the expected_rate of ${who} writes ${byteSize(perDatabase)} of receipts (${figures.d1BytesPerReceipt} bytes each) ` +
       `into each ring database in one period of ${days(partitions.periodMs)} over spread = ${partitions.spread}, more than one ` +
       `D1 database's ${byteSize(PUBLISHED_LIMITS.d1DatabaseBytes)}: raise spread to ${spreadNeeded} (with ${spreadNeeded} ` +
-      "databases for each period in the ring), or shorten period and add databases so (periods − 2) × period still covers dedupe_retention",
+      "databases for each period in the ring), or shorten period and add databases so (periods − 2) × period still covers keep (unset, the longest dedupe_retention)",
   ];
 }

@@ -1,6 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { ulidTime } from "../../src/lib/ulid";
 import { partitionDatabaseOf, receiptPartitionsOf } from "../../src/sources/partitions";
+import { adminGet } from "../admin/support";
 import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "../reconcile/support";
 import { credit, eventually, post, signDemo } from "../support/deliveries";
 
@@ -69,6 +71,14 @@ describe("the SQL window (keep) shorter than dedupe_retention", () => {
       archived.objects.map(async (object) => (await (await env.BODIES.get(object.key))!.text()).split("\n")),
     );
     expect(lines.flat().filter((line) => line.includes(receiptId)).length).toBeGreaterThan(0);
+    // Shown by id, it is archived, not unknown: the answer names the archive's objects.
+    const shown = await adminGet(`/admin/api/receipts/${receiptId}`);
+    expect(shown.status).toBe(404);
+    const { error } = await shown.json<{ error: { code: string; message: string } }>();
+    expect(error.code).toBe("receipt_archived");
+    expect(error.message).toContain(
+      `archive/${home}/${new Date(Math.floor(ulidTime(receiptId) / DAY_MS) * DAY_MS).toISOString()}/`,
+    );
 
     // D1 no longer holds the key; the claim shard does, for its whole dedupe_retention.
     expect(await send(eventKey, 5)).toEqual({ status: "duplicate", receipt: receiptId });

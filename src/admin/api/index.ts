@@ -20,6 +20,7 @@ import { listQuarantine, receiptChanges, searchReceipts } from "../receipts/list
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipts/receipt-changes";
 import { inFirstDatabase } from "../receipts/receipt-databases";
 import { receiptDetail, receiptIdForEvent } from "../receipts/receipt-detail";
+import { receiptNotFound } from "../receipts/receipt-not-found";
 import { deliveryMetricsFor } from "../stats/analytics-query";
 
 async function replayRouteReport(
@@ -71,7 +72,7 @@ adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const detail = await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env));
-  if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
+  if (!detail) throw await receiptNotFound(c.env, receiptId);
   return c.json(detail);
 });
 

@@ -21,6 +21,7 @@ import {
 import { searchReceipts } from "../receipts/lists";
 import { inFirstDatabase } from "../receipts/receipt-databases";
 import { receiptDetail } from "../receipts/receipt-detail";
+import { receiptNotFound } from "../receipts/receipt-not-found";
 import { filterProblem, setFlash, takeFlash } from "./flash";
 import { DeadLettersPage } from "./pages/dead";
 import { ReceiptPage } from "./pages/receipt";
@@ -55,7 +56,10 @@ receiptPages.get("/receipts/:receiptId", async (c) => {
   const detail = isReceiptId(receiptId)
     ? await inFirstDatabase(c.env, (databaseEnv) => receiptDetail(database(databaseEnv), receiptId, c.env))
     : null;
-  if (!detail) throw apiError(404, "receipt_not_found", "No receipt has this id.");
+  if (!detail)
+    throw isReceiptId(receiptId)
+      ? await receiptNotFound(c.env, receiptId)
+      : apiError(404, "receipt_not_found", "No receipt has this id.");
   return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
 });
 
