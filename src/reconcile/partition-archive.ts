@@ -30,6 +30,8 @@ export interface ArchivePosition {
   page: number;
   /** Rows archived so far. */
   rows: number;
+  /** Rows archived so far by table: what the drop checks the database still holds (partition-guard.ts). */
+  tableRows?: Record<string, number>;
 }
 
 /** The tables of a receipt database: every table but SQLite's, D1's own and the migrations' record. */
@@ -83,6 +85,7 @@ export async function archivePage(
     after: keyColumns.map((_, index) => last[`__key${index}`]),
     page: position.page + 1,
     rows: position.rows + results.length,
+    tableRows: { ...position.tableRows, [table]: (position.tableRows?.[table] ?? 0) + results.length },
   };
 }
 

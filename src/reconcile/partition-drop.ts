@@ -10,6 +10,7 @@ import {
   sqlWindowMs,
 } from "../sources/partitions";
 import { type ArchivePosition, archivePage, archivePrefix, quoted, receiptTablesOf } from "./partition-archive";
+import { deleteStalePages, differsFromArchive, guardChecks, guardEnd } from "./partition-guard";
 
 /**
  * Retention of the receipt partitions (src/sources/partitions.ts) by drop: while one period is written, the cron
@@ -40,6 +41,8 @@ export interface PartitionRingCounts {
   databasesEmptied: number;
   /** D1's `meta.rows_written` of the emptying batches: the schema's rows, a fixed count however many receipts they held. */
   rowsWrittenByDrop: number;
+  /** Drops refused because a database held rows its archive did not (written after it): archived again next run. */
+  dropsRefused: number;
 }
 
 interface RingCheckpoint {
@@ -59,6 +62,7 @@ export const NO_PARTITION_COUNTS: PartitionRingCounts = {
   archivedRows: 0,
   databasesEmptied: 0,
   rowsWrittenByDrop: 0,
+  dropsRefused: 0,
 };
 
 /**
@@ -103,12 +107,12 @@ export async function turnPartitionRing(
         ? checkpoint.archiving
         : { tables: await receiptTablesOf(d1), tableIndex: 0, after: null, page: 0, rows: 0 };
     const prefix = archivePrefix(binding, due.held * ring.periodMs);
-    let rowsHeld = position.rows;
+    let archived: ArchivePosition = position;
     for (let pages = 0; position !== null && pages < pageBudget; ) {
       const before: ArchivePosition = position;
       position = await archivePage(d1, env.BODIES, prefix, before);
       if (position === null) break;
-      rowsHeld = position.rows;
+      archived = position;
       if (position.page > before.page) {
         pages += 1;
         counts.archivePages += 1;
@@ -118,10 +122,18 @@ export async function turnPartitionRing(
     }
     if (position !== null) continue;
     // A database that held nothing (a quiet period) is ready as it is.
-    if (rowsHeld > 0) {
+    if (archived.rows > 0) {
       // Checked again just before the drop: work may have been replayed into it while the archive was written.
       await refuseUnready(d1, binding, ring, due.next);
-      counts.rowsWrittenByDrop += await emptyDatabase(d1);
+      await deleteStalePages(env.BODIES, prefix, archived.page);
+      const written = await emptyDatabase(d1, archived.tableRows ?? {});
+      if (written === null) {
+        // Rows came in after their table was archived: archive the whole database again next run, then drop.
+        counts.dropsRefused += 1;
+        await writeCheckpoint(env, "*", reconciler, {} satisfies RingCheckpoint, now);
+        continue;
+      }
+      counts.rowsWrittenByDrop += written;
       counts.databasesEmptied += 1;
     }
     await writeCheckpoint(env, "*", reconciler, { readyFor: due.next } satisfies RingCheckpoint, now);
@@ -156,9 +168,13 @@ async function refuseUnready(d1: D1Database, binding: string, ring: ReceiptParti
 /**
  * Empties a database in one D1 batch: drops every table (their indexes and triggers go with them) and creates each
  * again from the DDL sqlite_master held, tables first, then indexes, then triggers, each in the order they were
- * created. Returns D1's rows written by the batch.
+ * created. The batch opens with a guard (partition-guard.ts) that fails it, dropping nothing, unless every table holds
+ * exactly its `archived` row count. Returns D1's rows written by the batch, or null when the guard refused.
  */
-export async function emptyDatabase(d1: D1Database): Promise<number> {
+export async function emptyDatabase(
+  d1: D1Database,
+  archived: Readonly<Record<string, number>>,
+): Promise<number | null> {
   const { results: schema } = await d1
     .prepare(
       `SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name <> 'd1_migrations'
@@ -166,6 +182,7 @@ export async function emptyDatabase(d1: D1Database): Promise<number> {
     )
     .all<{ type: "table" | "index" | "trigger" | "view"; name: string; sql: string }>();
   const ofType = (type: string) => schema.filter((entry) => entry.type === type);
+  const tables = ofType("table").map((entry) => entry.name);
   const statements = [
     ...ofType("view").map((entry) => d1.prepare(`DROP VIEW ${quoted(entry.name)}`)),
     ...ofType("table")
@@ -174,6 +191,11 @@ export async function emptyDatabase(d1: D1Database): Promise<number> {
     ...["table", "index", "trigger", "view"].flatMap((type) => ofType(type).map((entry) => d1.prepare(entry.sql))),
   ];
   if (statements.length === 0) return 0;
-  const results = await d1.batch(statements);
-  return results.reduce((sum, result) => sum + (result.meta.rows_written ?? 0), 0);
+  try {
+    const results = await d1.batch([...guardChecks(d1, tables, archived), ...statements, guardEnd(d1)]);
+    return results.reduce((sum, result) => sum + (result.meta.rows_written ?? 0), 0);
+  } catch (error) {
+    if (await differsFromArchive(d1, tables, archived)) return null;
+    throw error;
+  }
 }

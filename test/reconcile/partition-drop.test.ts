@@ -1,10 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { decodeBase64 } from "../../src/crypto/encoding";
-import { ulidFloor } from "../../src/lib/ulid";
-import { ARCHIVE_PAGE_ROWS } from "../../src/reconcile/partition-archive";
+import { decodeBase64, utf8Bytes } from "../../src/crypto/encoding";
+import { ulid, ulidFloor } from "../../src/lib/ulid";
+import { ARCHIVE_PAGE_ROWS, receiptTablesOf } from "../../src/reconcile/partition-archive";
 import { turnPartitionRing } from "../../src/reconcile/partition-drop";
+import { relayToD1 } from "../../src/relay/relay";
 import { loadSources } from "../../src/sources/registry";
+import { credit } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "./support";
 
 /**
@@ -181,5 +183,71 @@ describe("retention of the receipt partitions by drop", () => {
     expect(after.failures).toBeNull();
     expect(after.counts.partitions).toMatchObject({ databasesEmptied: 1 });
     expect(await rowCount(d1, "receipts")).toBe(0);
+  });
+
+  it("refuses the drop when a receipt came in after the archive, archives it next run, then drops", {
+    timeout: CRON_TEST_TIMEOUT_MS,
+  }, async () => {
+    const { now, binding, d1, heldStart } = ringNow();
+    await clearCheckpoint(binding);
+    const ids = await seedHeldDay(d1, heldStart, 3);
+    // Every page archived, the run's page budget spent just as the last is written: the drop is left to the next run.
+    let pagesNeeded = 0;
+    for (const table of await receiptTablesOf(d1))
+      pagesNeeded += Math.ceil((await rowCount(d1, table)) / ARCHIVE_PAGE_ROWS);
+    const sources = [...loadSources(env).values()];
+    expect(await turnPartitionRing(env, sources, now, pagesNeeded)).toMatchObject({
+      archivePages: pagesNeeded,
+      databasesEmptied: 0,
+    });
+
+    // A late relay: a claim minted in the held day, before every archived receipt, written by the real relay into the
+    // held day's database (its work message goes nowhere; the consumer's finish is the UPDATE).
+    const eventKey = `msg_late_${unique()}`;
+    const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
+    const late = ulid(heldStart + 500);
+    const discard = { send: async () => {}, sendBatch: async () => {} } as unknown as Queue;
+    const relayed = await relayToD1(
+      { ...env, WORK_QUEUE: discard },
+      [
+        {
+          source: SOURCE,
+          eventKey,
+          eventType: "account.credited",
+          subjectId: null,
+          version: null,
+          occurredAt: null,
+          claimKey: eventKey,
+          receiptId: late,
+          payloadSha256: "2".repeat(64),
+          body: utf8Bytes(body).buffer as ArrayBuffer,
+          keptHeaders: null,
+          receivedAt: heldStart + 500,
+          provenance: "live",
+        },
+      ],
+      [],
+    );
+    expect(relayed.receiptsRelayed).toBe(1);
+    await d1.prepare("UPDATE receipts SET status = 'processed' WHERE id = ?").bind(late).run();
+
+    const refused = await cronRun(now + 11);
+    expect(refused.failures).toBeNull();
+    expect(refused.counts.partitions).toMatchObject({ dropsRefused: 1, databasesEmptied: 0, rowsWrittenByDrop: 0 });
+    expect(await rowCount(d1, "receipts")).toBe(ids.length + 1);
+
+    const dropped = await cronRun(now + 12);
+    expect(dropped.failures).toBeNull();
+    expect(dropped.counts.partitions).toMatchObject({ dropsRefused: 0, databasesEmptied: 1 });
+    expect(await rowCount(d1, "receipts")).toBe(0);
+    const receipts = (await archived(binding, heldStart)).filter((line) => line.table === "receipts");
+    expect(receipts.map((line) => line.id)).toEqual([late, ...ids]);
+
+    // The guard writes no row per event: a drop of 40 receipts after it writes what this one did.
+    await clearCheckpoint(binding);
+    await seedHeldDay(d1, heldStart, 40);
+    const larger = await cronRun(now + 13);
+    expect(larger.counts.partitions).toMatchObject({ databasesEmptied: 1 });
+    expect(larger.counts.partitions.rowsWrittenByDrop).toBe(dropped.counts.partitions.rowsWrittenByDrop);
   });
 });
