@@ -44,6 +44,7 @@ test("show prints a key, type, subject, header, error and body holding terminal 
       payloadSha256: "0".repeat(64),
       bodyRetained: true,
       bodyLocation: null,
+      bodyProblem: null,
       bodyDropsAt: null,
       keptHeaders: { "user-agent": `agent\r${CLEAR_SCREEN}` },
       body: { encoding: "utf8", text: `not json\n${CLEAR_SCREEN}${RIGHT_TO_LEFT}` },
