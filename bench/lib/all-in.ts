@@ -24,6 +24,9 @@ export interface LifetimeUnits {
     doRequests: number;
     logLines: number;
     analyticsPoints: number;
+    /** R2 operations of retention (partition archive pages, segment listing and copy-outs); 0 when absent. */
+    r2ClassA?: number;
+    r2ClassB?: number;
   };
   /** Per large body (above the R2 threshold): R2 operations, and the bytes kept for payload retention. */
   largeBody: { r2ClassA: number; r2ClassB: number; bytes: number; payloadRetentionDays: number };
@@ -81,6 +84,12 @@ export function allInCost(
         (largeBody.r2ClassA * ALL_IN_PRICES.r2ClassAPerMillion +
           largeBody.r2ClassB * ALL_IN_PRICES.r2ClassBPerMillion +
           storageGbMonths * 1e6 * ALL_IN_PRICES.r2StoragePerGbMonth),
+    },
+    {
+      item: "R2 operations of small bodies (segments) and retention (archive, expiry)",
+      usdPerMillion:
+        (units.happy.r2ClassA + (retention.r2ClassA ?? 0)) * ALL_IN_PRICES.r2ClassAPerMillion +
+        (units.happy.r2ClassB + (retention.r2ClassB ?? 0)) * ALL_IN_PRICES.r2ClassBPerMillion,
     },
     {
       item: "storage over the retention windows (D1 receipt, shard tombstone)",

@@ -33,6 +33,8 @@ export interface BenchFlags {
   phases: Set<Phase>;
   check: boolean;
   keepState: boolean;
+  /** The meters phase measures only the after source (issue 35), keeping the before figures of the file it rewrites. */
+  metersAfterOnly: boolean;
   stateDir: string;
   jsonOut: string | null;
   /** null: pick free ports (the default with --check, so a CI run never collides with a bench in progress). */
@@ -80,6 +82,8 @@ ${FAULTS_HELP}
   --check               assert correctness only (never speed); exit 1 on any wrong number
   --state-dir DIR       where runtime state goes (default .bench/state-<time>)
   --keep-state          keep the state directories afterwards
+  --meters-after-only   meters: only the source configured the issue 35 way (segments, partitions); the file's
+                        before figures are kept
   --json FILE           also write every number as JSON
   --port-base N         first of the ports used (8820, base..base+17; with --check free ports are picked)`;
 
@@ -94,7 +98,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     }
     if (!arg.startsWith("--")) throw new FlagError(`unexpected argument ${JSON.stringify(arg)}`);
     const [name, inline] = arg.slice(2).split("=", 2) as [string, string | undefined];
-    if (name === "check" || name === "keep-state") {
+    if (name === "check" || name === "keep-state" || name === "meters-after-only") {
       switches.add(name);
       continue;
     }
@@ -213,6 +217,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     phases,
     check,
     keepState: switches.has("keep-state"),
+    metersAfterOnly: switches.has("meters-after-only"),
     stateDir: given.get("state-dir") ?? `.bench/state-${new Date().toISOString().replace(/[:.]/g, "-")}`,
     jsonOut: given.get("json") ?? null,
     portBase: given.has("port-base") || !check ? integer("port-base", 8820, 1024) : null,

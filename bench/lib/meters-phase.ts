@@ -1,4 +1,6 @@
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { afterFigures, meterAfterVariant } from "./after-variant.ts";
 import type { BenchFlags } from "./flags.ts";
 import { startForwardBackend } from "./forward-backend.ts";
 import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
@@ -35,6 +37,18 @@ export async function metersPhase(
 ) {
   const events = flags.phases.size === 1 ? flags.events : 2000;
   const concurrency = flags.metersConcurrency;
+  const command = `npm run bench -- ${process.argv.slice(2).join(" ")}`;
+  if (flags.metersAfterOnly) {
+    const backend = await startForwardBackend();
+    try {
+      const after = await meterAfterVariant(context, deployment, stateDir, backend, events, STAGE_EVENTS, concurrency);
+      const figures = afterFigures(after, command);
+      if (figures) writeBeforeAndAfter(resolve(flags.perEventOut), null, figures);
+      return { after, perEventFigures: figures };
+    } finally {
+      await backend.close();
+    }
+  }
   console.log(
     `\n== 0. meters: ${events} happy-path events at concurrency ${concurrency}, billed units read from the runtime's own meters`,
   );
@@ -83,6 +97,16 @@ export async function metersPhase(
     meterRouteVariant(context, deployment, stateDir, backend, forwardEvents, concurrency, variant);
   const fanOut = await routeVariant(FAN_OUT_VARIANT);
   const allRoutes = await routeVariant(ALL_ROUTES_VARIANT);
+  const after = await meterAfterVariant(
+    context,
+    flags,
+    deployment,
+    stateDir,
+    backend,
+    events,
+    STAGE_EVENTS,
+    concurrency,
+  );
   await backend.close();
   const rowsPerEvent = [
     { source: "one route (demo)", events, happy: handler.per, retention: allIn.retention },
@@ -110,13 +134,35 @@ export async function metersPhase(
           allInUsdPerMillion: allIn.allInUsdPerMillion,
           bytes: allIn.bytes,
         },
-        `npm run bench -- ${process.argv.slice(2).join(" ")}`,
+        command,
       )
     : null;
-  if (perEvent) {
-    console.log(formatStageTable(perEvent));
-    writePerEventFile(resolve(flags.perEventOut), perEvent);
-    console.log(`per-event figures written to ${flags.perEventOut}`);
-  }
-  return { ...handler, allIn, forward, fanOut, allRoutes, rowsPerEvent, keptBodies, stages, perEventFigures: perEvent };
+  const afterPerEvent = afterFigures(after, command);
+  if (perEvent) console.log(formatStageTable(perEvent));
+  if (afterPerEvent) writeBeforeAndAfter(resolve(flags.perEventOut), perEvent, afterPerEvent);
+  return {
+    ...handler,
+    allIn,
+    forward,
+    fanOut,
+    allRoutes,
+    rowsPerEvent,
+    keptBodies,
+    stages,
+    perEventFigures: perEvent,
+    after,
+    afterPerEventFigures: afterPerEvent,
+  };
+}
+
+/**
+ * The figures file: the after's at the top level (what the capacity model reads: a source configured the issue 35
+ * way), the before's under `before` — this run's, or when it measured the after alone, the file's own.
+ */
+function writeBeforeAndAfter(path: string, before: object | null, after: NonNullable<ReturnType<typeof afterFigures>>) {
+  console.log(formatStageTable(after));
+  const previous = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as { before?: object }) : null;
+  const kept = before ?? previous?.before ?? (previous && !("configuredAs" in previous) ? previous : null);
+  writePerEventFile(path, { ...after, ...(kept ? { before: kept } : {}) } as typeof after);
+  console.log(`per-event figures (after, and before under "before") written to ${path}`);
 }

@@ -233,14 +233,35 @@ function processesInGroup(group: number): number[] {
   return pids;
 }
 
-/** `wrangler d1 migrations apply DB --local` into this persist directory, before the runtime starts. */
+/** The config's top-level D1 bindings (`DB`, and a receipt partition ring's `DB_P0`… when it binds one). */
+function d1Bindings(configPath: string): string[] {
+  const bindings = [
+    ...readFileSync(configPath, "utf8").matchAll(/^\[\[d1_databases\]\]\s*\nbinding\s*=\s*"([^"]+)"/gm),
+  ];
+  return bindings.length > 0 ? bindings.map((match) => match[1]!) : ["DB"];
+}
+
+/** `wrangler d1 migrations apply <binding> --local` for every D1 binding, into this persist directory, before the runtime starts. */
 export function applyMigrations(configPath: string, persistDir: string, logFile: string): void {
-  const log = openSync(logFile, "a");
-  const result = spawnSync(
-    process.execPath,
-    [wranglerCli, "d1", "migrations", "apply", "DB", "--local", "--config", configPath, "--persist-to", persistDir],
-    { stdio: ["ignore", log, log], env: childEnv },
-  );
-  closeSync(log);
-  if (result.status !== 0) throw new Error(`migrations failed; see ${logFile}`);
+  for (const binding of d1Bindings(configPath)) {
+    const log = openSync(logFile, "a");
+    const result = spawnSync(
+      process.execPath,
+      [
+        wranglerCli,
+        "d1",
+        "migrations",
+        "apply",
+        binding,
+        "--local",
+        "--config",
+        configPath,
+        "--persist-to",
+        persistDir,
+      ],
+      { stdio: ["ignore", log, log], env: childEnv },
+    );
+    closeSync(log);
+    if (result.status !== 0) throw new Error(`migrations of ${binding} failed; see ${logFile}`);
+  }
 }

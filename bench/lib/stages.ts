@@ -80,21 +80,43 @@ export interface StageSplit {
   process: PerEvent;
 }
 
+/** Whose stages: the demo source's (the default), or another source's on runtimes of their own. */
+export interface StageSource {
+  path: string;
+  keyPrefix: string;
+  /** Runtime labels and port offsets: accept's, then relay and process's. */
+  labels: [string, string];
+  portOffsets: [number, number];
+  expected: Record<Exclude<Stage, "retention">, { d1: number; durableObject: number }>;
+}
+
+export const DEMO_STAGES: StageSource = {
+  path: "/webhooks/demo",
+  keyPrefix: STAGE_KEY_PREFIX,
+  labels: ["meters-accept", "meters-stages"],
+  portOffsets: [3, 2],
+  expected: STAGE_ROWS_WRITTEN,
+};
+
 export async function meterStages(
   context: PhaseContext,
   deployment: ReceiverDeployment,
   stateDir: string,
   events: number,
   concurrency: number,
+  source: StageSource = DEMO_STAGES,
 ): Promise<StageSplit | null> {
-  const run = { path: "/webhooks/demo", keyPrefix: STAGE_KEY_PREFIX, events, concurrency };
-  console.log(`stages (${events} events each: accept with the relay held back, then relay and process apart):`);
+  const { keyPrefix } = source;
+  const run = { path: source.path, keyPrefix, events, concurrency };
+  console.log(
+    `stages of ${source.path} (${events} events each: accept with the relay held back, then relay and process apart):`,
+  );
   const heldBack = await startMeteredRuntime(
     context,
     heldBackDeployment(deployment, stateDir),
     stateDir,
-    "meters-accept",
-    3,
+    source.labels[0],
+    source.portOffsets[0],
   );
   const acceptBefore = await readMeters(heldBack.origin, deployment.adminToken);
   const acceptDeliveries = await sendHappyEvents(heldBack, deployment, run);
@@ -104,22 +126,28 @@ export async function meterStages(
     events,
     acceptDeliveries,
   );
-  const reachedD1 = new ReceiptStore(heldBack.options.persistDir).statusCounts(STAGE_KEY_PREFIX);
+  const reachedD1 = new ReceiptStore(heldBack.options.persistDir).statusCounts(keyPrefix);
   await heldBack.stop();
   if (reachedD1.size > 0) context.failures.push("meters (stages): a claim reached D1 while the relay was held back");
 
-  const runtime = await startMeteredRuntime(context, heldConsumerDeployment(deployment), stateDir, "meters-stages", 2);
+  const runtime = await startMeteredRuntime(
+    context,
+    heldConsumerDeployment(deployment),
+    stateDir,
+    source.labels[1],
+    source.portOffsets[1],
+  );
   try {
     const store = new ReceiptStore(runtime.options.persistDir);
     const before = await readMeters(runtime.origin, deployment.adminToken);
     const startedAt = performance.now();
     const deliveries = await sendHappyEvents(runtime, deployment, run);
     const deadline = Date.now() + 45_000;
-    const total = () => [...store.statusCounts(STAGE_KEY_PREFIX).values()].reduce((sum, n) => sum + n, 0);
+    const total = () => [...store.statusCounts(keyPrefix).values()].reduce((sum, n) => sum + n, 0);
     while ((total() < events || unrelayedClaims(runtime.options.persistDir) > 0) && Date.now() < deadline)
       await sleep(200);
     const relayed = await readMeters(runtime.origin, deployment.adminToken);
-    const counts = store.statusCounts(STAGE_KEY_PREFIX);
+    const counts = store.statusCounts(keyPrefix);
     const processedEarly = FINISHED_STATUSES.reduce((sum, status) => sum + (counts.get(status) ?? 0), 0);
     if (total() < events || processedEarly > 0) {
       context.failures.push(
@@ -127,7 +155,7 @@ export async function meterStages(
       );
       return null;
     }
-    await waitUntilFinished(store, STAGE_KEY_PREFIX, events, {
+    await waitUntilFinished(store, keyPrefix, events, {
       origin: () => runtime.origin,
       startedAt,
       cronAfterMs: 120_000,
@@ -148,14 +176,14 @@ export async function meterStages(
           `${units.doRowsWritten.toFixed(3)} (alarms ${units.alarmWrites.toFixed(3)}), read ${units.doRowsRead.toFixed(2)}; ` +
           `DO requests ${units.doRequests.toFixed(3)}; queue operations ${units.queueOperations.toFixed(3)}`,
       );
-      const expected = STAGE_ROWS_WRITTEN[stage];
+      const expected = source.expected[stage];
       const measured = {
         d1: Math.floor(split[stage].d1RowsWritten + 1e-9),
         durableObject: Math.floor(split[stage].doRowsWritten - split[stage].alarmWrites + 1e-9),
       };
       if (measured.d1 !== expected.d1 || measured.durableObject !== expected.durableObject)
         context.failures.push(
-          `meters (stages): ${stage} wrote ${JSON.stringify(measured)} rows per event, expected ${JSON.stringify(expected)}`,
+          `meters (stages of ${source.path}): ${stage} wrote ${JSON.stringify(measured)} rows per event, expected ${JSON.stringify(expected)}`,
         );
     }
     return split;

@@ -14,11 +14,29 @@ export class ReceiptStore {
     this.persistDir = persistDir;
   }
 
-  databaseFile(): string {
+  /** Every local D1 database of the runtime: `DB` alone, or `DB` and a receipt partition ring's databases. */
+  databaseFiles(): string[] {
     const directory = join(this.persistDir, "v3", "d1", "miniflare-D1DatabaseObject");
-    const name = readdirSync(directory).find((entry) => /^[0-9a-f]{64}\.sqlite$/.test(entry));
-    if (!name) throw new Error(`no D1 database under ${directory}`);
-    return join(directory, name);
+    const names = readdirSync(directory).filter((entry) => /^[0-9a-f]{64}\.sqlite$/.test(entry));
+    if (names.length === 0) throw new Error(`no D1 database under ${directory}`);
+    return names.map((name) => join(directory, name));
+  }
+
+  databaseFile(): string {
+    return this.databaseFiles()[0]!;
+  }
+
+  /** Runs `read` on each D1 database in turn (a partitioned source's receipts are spread over several). */
+  readEach<T>(read: (database: DatabaseSync) => T): T[] {
+    return this.databaseFiles().map((file) => {
+      const database = new DatabaseSync(file, { readOnly: true });
+      try {
+        database.exec("PRAGMA busy_timeout = 5000");
+        return read(database);
+      } finally {
+        database.close();
+      }
+    });
   }
 
   /** Runs `read` on a fresh read-only connection, so every poll sees the latest committed state. */
@@ -34,13 +52,22 @@ export class ReceiptStore {
 
   /** Receipts of this run's keys by status, whatever source they came through (each phase's key prefix is its own). */
   statusCounts(keyPrefix: string): Map<string, number> {
-    return this.read((database) => {
-      const rows = database
-        .prepare("SELECT status, COUNT(*) AS count FROM receipts WHERE event_key LIKE ? GROUP BY status")
-        .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>;
-      return new Map(rows.map((row) => [row.status, row.count]));
-    });
+    return summed(
+      this.readEach(
+        (database) =>
+          database
+            .prepare("SELECT status, COUNT(*) AS count FROM receipts WHERE event_key LIKE ? GROUP BY status")
+            .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>,
+      ),
+    );
   }
+}
+
+/** Counts by status over several databases' rows. */
+function summed(perDatabase: Array<Array<{ status: string; count: number }>>): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const row of perDatabase.flat()) counts.set(row.status, (counts.get(row.status) ?? 0) + row.count);
+  return counts;
 }
 
 /**
@@ -48,15 +75,17 @@ export class ReceiptStore {
  * receipt's first outcome, so once every receipt is finished these say whether every route's work is.
  */
 export function deliveryStatusCounts(store: ReceiptStore, keyPrefix: string): Map<string, number> {
-  return store.read((database) => {
-    const rows = database
-      .prepare(
-        `SELECT d.status AS status, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
-         WHERE r.event_key LIKE ? GROUP BY d.status`,
-      )
-      .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>;
-    return new Map(rows.map((row) => [row.status, row.count]));
-  });
+  return summed(
+    store.readEach(
+      (database) =>
+        database
+          .prepare(
+            `SELECT d.status AS status, COUNT(*) AS count FROM deliveries d JOIN receipts r ON r.id = d.receipt_id
+             WHERE r.event_key LIKE ? GROUP BY d.status`,
+          )
+          .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>,
+    ),
+  );
 }
 
 /** Statuses after which nothing more happens to a receipt without a human (replay). */
@@ -106,9 +135,11 @@ function tableBytes(database: DatabaseSync, where: string, ...params: string[]):
  * between two readings over N events is what those events keep. Read-only, so it may be read while the runtime runs.
  */
 export function storedBytes(store: ReceiptStore, persistDir: string): { d1: number; shards: number } {
-  const d1 = store.read((database) =>
-    tableBytes(database, `m.tbl_name IN (${RECEIVER_TABLES.map(() => "?").join(", ")})`, ...RECEIVER_TABLES),
-  );
+  const d1 = store
+    .readEach((database) =>
+      tableBytes(database, `m.tbl_name IN (${RECEIVER_TABLES.map(() => "?").join(", ")})`, ...RECEIVER_TABLES),
+    )
+    .reduce((sum, bytes) => sum + bytes, 0);
   const shards = shardFiles(persistDir).reduce((sum, file) => {
     const database = new DatabaseSync(file, { readOnly: true });
     try {

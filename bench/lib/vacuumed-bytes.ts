@@ -53,9 +53,28 @@ function scratchCopy(file: string, scratchDir: string, label: string): { databas
   };
 }
 
-/** D1: the receipts whose event keys start with `keyPrefix`, with their deliveries, attempts and replays. */
+/**
+ * D1: the receipts whose event keys start with `keyPrefix`, with their deliveries, attempts and replays, over every
+ * database that holds some (a partitioned source's are spread over its ring).
+ */
 export function d1BytesPerReceipt(store: ReceiptStore, keyPrefix: string, scratchDir: string): VacuumedBytes {
-  const { database, remove } = scratchCopy(store.databaseFile(), scratchDir, "d1");
+  const each = store.databaseFiles().map((file) => d1BytesIn(file, keyPrefix, scratchDir));
+  const held = each.filter((measured) => measured.rows > 0);
+  const rows = held.reduce((sum, measured) => sum + measured.rows, 0);
+  const bytes = held.reduce((sum, measured) => sum + measured.bytes, 0);
+  const emptyBytes = held.reduce((sum, measured) => sum + measured.emptyBytes, 0);
+  return {
+    rows,
+    bytes,
+    emptyBytes,
+    perRow: rows > 0 ? (bytes - emptyBytes) / rows : 0,
+    meanBodyBytes:
+      rows > 0 ? held.reduce((sum, measured) => sum + measured.meanBodyBytes! * measured.rows, 0) / rows : 0,
+  };
+}
+
+function d1BytesIn(file: string, keyPrefix: string, scratchDir: string): VacuumedBytes {
+  const { database, remove } = scratchCopy(file, scratchDir, "d1");
   try {
     const dropChildren = () => {
       for (const table of RECEIPT_CHILD_TABLES)
