@@ -786,7 +786,7 @@ await shutdown(flags.keepState || crashed !== null, flags.stateDir);
 if (flags.jsonOut) {
   // The meters phase's figures stand at the top ({perEvent, usdPerMillion}), so a script can read them directly.
   const meters = results.meters as
-    | { perEvent: unknown; usdPerMillion: number; allIn: { allInUsdPerMillion: number } }
+    | { perEvent?: unknown; usdPerMillion?: number; allIn?: { allInUsdPerMillion: number } }
     | undefined;
   const soakResult = results.soak as SoakResult | undefined;
   const top = {
@@ -794,7 +794,8 @@ if (flags.jsonOut) {
       ? {
           perEvent: meters.perEvent,
           usdPerMillion: meters.usdPerMillion,
-          allInUsdPerMillion: meters.allIn.allInUsdPerMillion,
+          // --meters-after-only measures no demo source: its figures are under meters.after.
+          allInUsdPerMillion: meters.allIn?.allInUsdPerMillion,
         }
       : {}),
     // The soak's samples, verdict and losses stand at the top too: {"samples": [...], "steady": …, "lost": 0}.
