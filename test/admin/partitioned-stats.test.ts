@@ -1,13 +1,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sourceSeries } from "../../src/admin/stats/series";
-import { utf8Bytes } from "../../src/crypto/encoding";
-import { ulid } from "../../src/lib/ulid";
-import type { PendingClaim } from "../../src/model/claims";
 import { relayToD1 } from "../../src/relay/relay";
 import { partitionDatabaseOf, receiptPartitionsOf } from "../../src/sources/partitions";
 import { unique } from "../reconcile/support";
-import { credit } from "../support/deliveries";
+import { creditClaimAt } from "../support/claims";
 import { adminGet } from "./support";
 
 /**
@@ -17,25 +14,6 @@ import { adminGet } from "./support";
 
 const SOURCE = "partitioned";
 const HOUR_MS = 3_600_000;
-
-function claimAt(time: number, eventKey: string): PendingClaim {
-  const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
-  return {
-    source: SOURCE,
-    eventKey,
-    eventType: "account.credited",
-    subjectId: null,
-    version: null,
-    occurredAt: null,
-    claimKey: eventKey,
-    receiptId: ulid(time),
-    payloadSha256: unique().padEnd(64, "0"),
-    body: utf8Bytes(body).buffer as ArrayBuffer,
-    keptHeaders: null,
-    receivedAt: time,
-    provenance: "live",
-  };
-}
 
 interface Stats {
   sources: { source: string; received: number; pending: number }[];
@@ -49,7 +27,7 @@ describe("stats of a partitioned source", () => {
     // Two today, three a day earlier: two periods, so two ring databases.
     const token = unique();
     const times = [now - 60_000, now - 50_000, now - 25 * HOUR_MS, now - 25 * HOUR_MS + 1, now - 25 * HOUR_MS + 2];
-    const claims = times.map((time, n) => claimAt(time, `msg_stats_${token}_${n}`));
+    const claims = times.map((time, n) => creditClaimAt(SOURCE, time, `msg_stats_${token}_${n}`));
     const databases = new Set(claims.map((claim) => partitionDatabaseOf(parsed.partitions!, claim.receiptId)));
     expect(databases.size).toBe(2);
     // Relayed, not processed: the work messages go nowhere, so every receipt stays pending where it was written.

@@ -1,13 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
-import type { PendingClaim } from "../../src/model/claims";
 import type { QueuedWork } from "../../src/model/work-message";
 import { relayToD1 } from "../../src/relay/relay";
 import { partitionDatabaseOf, type ReceiptPartitions, receiptPartitionsOf } from "../../src/sources/partitions";
 import { adminGet, adminPost } from "../admin/support";
 import { unique } from "../reconcile/support";
+import { creditClaimAt } from "../support/claims";
 import { credit, eventually, post, signDemo } from "../support/deliveries";
 
 /**
@@ -60,25 +59,6 @@ async function deliver(eventKey: string): Promise<string> {
     `${eventKey} relayed into a partition`,
   );
   return found;
-}
-
-function claimAt(time: number, eventKey: string): PendingClaim {
-  const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
-  return {
-    source: SOURCE,
-    eventKey,
-    eventType: "account.credited",
-    subjectId: null,
-    version: null,
-    occurredAt: null,
-    claimKey: eventKey,
-    receiptId: ulid(time),
-    payloadSha256: unique().padEnd(64, "0"),
-    body: utf8Bytes(body).buffer as ArrayBuffer,
-    keptHeaders: null,
-    receivedAt: time,
-    provenance: "live",
-  };
 }
 
 describe("receipts in time partitions", () => {
@@ -148,9 +128,9 @@ describe("receipts in time partitions", () => {
     const boundary = (Math.floor(Date.now() / DAY_MS) - 1) * DAY_MS;
     const token = unique();
     const claims = [
-      claimAt(boundary - 2, `msg_edge_${token}_a`),
-      claimAt(boundary - 1, `msg_edge_${token}_b`),
-      claimAt(boundary, `msg_edge_${token}_c`),
+      creditClaimAt(SOURCE, boundary - 2, `msg_edge_${token}_a`),
+      creditClaimAt(SOURCE, boundary - 1, `msg_edge_${token}_b`),
+      creditClaimAt(SOURCE, boundary, `msg_edge_${token}_c`),
     ];
     const sent: { database: string; receiptIds: string[] }[] = [];
     const queue = {

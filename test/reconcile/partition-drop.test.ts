@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { decodeBase64, utf8Bytes } from "../../src/crypto/encoding";
-import { ulid, ulidFloor } from "../../src/lib/ulid";
+import { decodeBase64 } from "../../src/crypto/encoding";
+import { ulidFloor } from "../../src/lib/ulid";
 import { ARCHIVE_PAGE_ROWS, receiptTablesOf } from "../../src/reconcile/partition-archive";
 import { turnPartitionRing } from "../../src/reconcile/partition-drop";
 import { relayToD1 } from "../../src/relay/relay";
 import { loadSources } from "../../src/sources/registry";
-import { credit } from "../support/deliveries";
+import { creditClaimAt } from "../support/claims";
 import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "./support";
 
 /**
@@ -204,30 +204,10 @@ describe("retention of the receipt partitions by drop", () => {
     // A late relay: a claim minted in the held day, before every archived receipt, written by the real relay into the
     // held day's database (its work message goes nowhere; the consumer's finish is the UPDATE).
     const eventKey = `msg_late_${unique()}`;
-    const body = JSON.stringify(credit(`acct_${eventKey}`, 1));
-    const late = ulid(heldStart + 500);
+    const lateClaim = creditClaimAt(SOURCE, heldStart + 500, eventKey, "2".repeat(64));
+    const late = lateClaim.receiptId;
     const discard = { send: async () => {}, sendBatch: async () => {} } as unknown as Queue;
-    const relayed = await relayToD1(
-      { ...env, WORK_QUEUE: discard },
-      [
-        {
-          source: SOURCE,
-          eventKey,
-          eventType: "account.credited",
-          subjectId: null,
-          version: null,
-          occurredAt: null,
-          claimKey: eventKey,
-          receiptId: late,
-          payloadSha256: "2".repeat(64),
-          body: utf8Bytes(body).buffer as ArrayBuffer,
-          keptHeaders: null,
-          receivedAt: heldStart + 500,
-          provenance: "live",
-        },
-      ],
-      [],
-    );
+    const relayed = await relayToD1({ ...env, WORK_QUEUE: discard }, [lateClaim], []);
     expect(relayed.receiptsRelayed).toBe(1);
     await d1.prepare("UPDATE receipts SET status = 'processed' WHERE id = ?").bind(late).run();
 
