@@ -97,16 +97,7 @@ export async function metersPhase(
     meterRouteVariant(context, deployment, stateDir, backend, forwardEvents, concurrency, variant);
   const fanOut = await routeVariant(FAN_OUT_VARIANT);
   const allRoutes = await routeVariant(ALL_ROUTES_VARIANT);
-  const after = await meterAfterVariant(
-    context,
-    flags,
-    deployment,
-    stateDir,
-    backend,
-    events,
-    STAGE_EVENTS,
-    concurrency,
-  );
+  const after = await meterAfterVariant(context, deployment, stateDir, backend, events, STAGE_EVENTS, concurrency);
   await backend.close();
   const rowsPerEvent = [
     { source: "one route (demo)", events, happy: handler.per, retention: allIn.retention },
@@ -163,6 +154,6 @@ function writeBeforeAndAfter(path: string, before: object | null, after: NonNull
   console.log(formatStageTable(after));
   const previous = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as { before?: object }) : null;
   const kept = before ?? previous?.before ?? (previous && !("configuredAs" in previous) ? previous : null);
-  writePerEventFile(path, { ...after, ...(kept ? { before: kept } : {}) } as typeof after);
+  writePerEventFile(path, { ...after, ...(kept ? { before: kept } : {}) });
   console.log(`per-event figures (after, and before under "before") written to ${path}`);
 }

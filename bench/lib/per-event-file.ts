@@ -120,13 +120,26 @@ export function perEventFigures(life: MeasuredLife, command: string) {
 
 export type PerEventFigures = ReturnType<typeof perEventFigures>;
 
-export function writePerEventFile(path: string, figures: PerEventFigures): void {
+/** Writes the figures file: the before's shape, or the after's (its retention split by mechanism, not by step). */
+export function writePerEventFile(path: string, figures: object): void {
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, `${JSON.stringify(figures, null, 2)}\n`);
 }
 
 /** The stage table as the phase prints it (and docs/performance.md quotes it). */
-export function formatStageTable(figures: PerEventFigures): string {
+/** The stage table; any figures with the stage rows and the per-event operations (the before's or the after's). */
+export function formatStageTable(
+  figures: Pick<
+    PerEventFigures,
+    | "rowsWritten"
+    | "rowsRead"
+    | "r2"
+    | "queueOperations"
+    | "durableObjectRequests"
+    | "workersRequests"
+    | "allInUsdPerMillion"
+  >,
+): string {
   const line = (cells: (string | number)[]) => `| ${cells.join(" | ")} |`;
   const { rowsWritten, rowsRead } = figures;
   return [
