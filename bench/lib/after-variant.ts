@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./all-in.ts";
 import type { startForwardBackend } from "./forward-backend.ts";
 import { meterHappyPath, type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
-import { DEDUPE_RETENTION_DAYS, PAYLOAD_RETENTION_DAYS } from "./lifetime.ts";
-import { type PerEvent, perEvent, readMeters } from "./meters.ts";
+import { DEDUPE_RETENTION_DAYS, PAYLOAD_RETENTION_DAYS, retentionUnits } from "./lifetime.ts";
+import { perEvent, readMeters } from "./meters.ts";
 import { perEventFigures } from "./per-event-file.ts";
+import { fireCronUntil } from "./retention.ts";
 import type { Runtime } from "./runtime.ts";
 import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
 import { meterStages, type StageSource } from "./stages.ts";
@@ -76,19 +77,6 @@ function afterDeployment(deployment: ReceiverDeployment, backendPort: number): R
   return withSource;
 }
 
-/** Fires the cron as if at `at` (each further run a millisecond later) until `done()`, at most `max` runs. */
-async function fireCronAt(origin: string, at: number, done: () => boolean, max: number): Promise<number> {
-  let runs = 0;
-  do {
-    const response = await fetch(`${origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, {
-      signal: AbortSignal.timeout(120_000),
-    });
-    await response.arrayBuffer();
-    runs++;
-  } while (!done() && runs < max);
-  return runs;
-}
-
 /**
  * Retention by the real cron: past payload retention (segment expiry: whole R2 objects deleted, no D1 row), then in
  * the period that readies the events' partition again (archive to R2, then DROP/CREATE), until none of the events'
@@ -115,12 +103,12 @@ async function meterAfterRetention(
   // The events' period (a ring of 1-day periods from the epoch): they were all sent today or just before.
   const period = Math.floor(Date.now() / DAY_MS);
   const before = await readMeters(runtime.origin, deployment.adminToken);
-  const expiryRuns = await fireCronAt(runtime.origin, (period + 2) * DAY_MS + DAY_MS / 2, () => true, 2);
+  const expiryRuns = await fireCronUntil(runtime.origin, (period + 2) * DAY_MS + DAY_MS / 2, () => true, 2);
   const expired = await readMeters(runtime.origin, deployment.adminToken);
   // The ring readies period p + 4's database (p's own) while period p + 3 is written.
   const dropRuns =
-    (await fireCronAt(runtime.origin, (period + 3) * DAY_MS + DAY_MS / 2, () => left() === 0, 20)) +
-    (await fireCronAt(runtime.origin, (period + 5) * DAY_MS + DAY_MS / 2, () => true, 1));
+    (await fireCronUntil(runtime.origin, (period + 3) * DAY_MS + DAY_MS / 2, () => left() === 0, 20)) +
+    (await fireCronUntil(runtime.origin, (period + 5) * DAY_MS + DAY_MS / 2, () => true, 1));
   const after = await readMeters(runtime.origin, deployment.adminToken);
   const segmentExpiry = perEvent(before, expired, events, 0);
   const partitionDrop = perEvent(expired, after, events, 0);
@@ -188,7 +176,7 @@ export async function meterAfterVariant(
     const retention = await meterAfterRetention(context, runtime, deployment, events);
     const units: LifetimeUnits = {
       happy: happy.per,
-      retention: retentionUnits(retention.perEvent),
+      retention: retentionUnits(retention.perEvent, true),
       // Bodies above the R2 threshold go to their own object as before: no large bodies here, the share priced at 0.
       largeBody: { r2ClassA: 0, r2ClassB: 0, bytes: 0, payloadRetentionDays: PAYLOAD_RETENTION_DAYS },
       storage: {
@@ -207,20 +195,6 @@ export async function meterAfterVariant(
   } finally {
     await runtime.stop();
   }
-}
-
-function retentionUnits(per: PerEvent): LifetimeUnits["retention"] {
-  return {
-    d1RowsWritten: per.d1RowsWritten,
-    d1RowsRead: per.d1RowsRead,
-    doRowsWritten: per.doRowsWritten,
-    doRowsRead: per.doRowsRead,
-    doRequests: per.doRequests,
-    logLines: per.logLines,
-    analyticsPoints: per.analyticsPoints,
-    r2ClassA: per.r2ClassA,
-    r2ClassB: per.r2ClassB,
-  };
 }
 
 /**

@@ -200,7 +200,8 @@ export async function meterKeptBodies(
   }
 }
 
-function retentionUnits(per: PerEvent): LifetimeUnits["retention"] {
+/** Retention's units per event for the all-in; R2 operations only where retention made some (segments, archive). */
+export function retentionUnits(per: PerEvent, withR2 = false): LifetimeUnits["retention"] {
   return {
     d1RowsWritten: per.d1RowsWritten,
     d1RowsRead: per.d1RowsRead,
@@ -209,5 +210,6 @@ function retentionUnits(per: PerEvent): LifetimeUnits["retention"] {
     doRequests: per.doRequests,
     logLines: per.logLines,
     analyticsPoints: per.analyticsPoints,
+    ...(withR2 ? { r2ClassA: per.r2ClassA, r2ClassB: per.r2ClassB } : {}),
   };
 }

@@ -66,8 +66,8 @@ export async function meterRetention(
   };
 }
 
-/** Fires the cron as if at `at` until `done()` (at most 10 runs, each a millisecond later); returns the runs. */
-async function fireCronUntil(origin: string, at: number, done: () => boolean): Promise<number> {
+/** Fires the cron as if at `at` until `done()` (at most `max` runs, each a millisecond later); returns the runs. */
+export async function fireCronUntil(origin: string, at: number, done: () => boolean, max = 10): Promise<number> {
   let runs = 0;
   do {
     const response = await fetch(`${origin}/cdn-cgi/local/scheduled?cron=*/5+*+*+*+*&time=${at + runs}`, {
@@ -75,6 +75,6 @@ async function fireCronUntil(origin: string, at: number, done: () => boolean): P
     });
     await response.arrayBuffer();
     runs++;
-  } while (!done() && runs < 10);
+  } while (!done() && runs < max);
   return runs;
 }
