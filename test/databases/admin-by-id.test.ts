@@ -9,6 +9,9 @@ import { adminGet, adminPost, deliverTo } from "../admin/support";
 import { credit, eventually } from "../support/deliveries";
 import { expectUnchanged, settle, settleEachTest, snapshot } from "../support/storage";
 
+/** Every D1 binding the test config has (vitest.config.ts): DB, the partition ring, DB_SECOND, in name order after DB. */
+const BOUND_DATABASES = ["DB", "DB_P0", "DB_P1", "DB_P2", "DB_P3", "DB_SECOND"];
+
 /**
  * Past one database, seen from the admin surface: a receipt of `second-db` lives in DB_SECOND, and everything that
  * names it by id — detail, event key, replay, dismiss, the dashboard — finds it there; the stats count each source
@@ -318,27 +321,13 @@ describe("stats across databases", () => {
     }
 
     for (const storage of [one.storage, all.storage]) {
-      expect(storage.d1Databases.map((entry) => entry.binding)).toEqual([
-        "DB",
-        "DB_P0",
-        "DB_P1",
-        "DB_P2",
-        "DB_P3",
-        "DB_SECOND",
-      ]);
+      expect(storage.d1Databases.map((entry) => entry.binding)).toEqual(BOUND_DATABASES);
       for (const entry of storage.d1Databases) expect(entry.bytes, entry.binding).toBeGreaterThan(0);
       expect(storage.d1Bytes).toBe(Math.max(...storage.d1Databases.map((entry) => entry.bytes)));
       expect(storage.d1UsedFraction).toBeCloseTo(storage.d1Bytes / storage.d1CapBytes, 4);
     }
     const health = await (await adminGet("/admin/api/health?source=second-db")).json<{ storage: Storage }>();
-    expect(health.storage.d1Databases.map((entry) => entry.binding)).toEqual([
-      "DB",
-      "DB_P0",
-      "DB_P1",
-      "DB_P2",
-      "DB_P3",
-      "DB_SECOND",
-    ]);
+    expect(health.storage.d1Databases.map((entry) => entry.binding)).toEqual(BOUND_DATABASES);
 
     const cookie = await dashboardCookie();
     const received24h = (await env.DB_SECOND.prepare(
