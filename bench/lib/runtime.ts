@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { connect, createServer } from "node:net";
 import { dirname, join } from "node:path";
@@ -33,6 +33,14 @@ export interface RuntimeOptions {
   readyPath: string;
 }
 
+/** How many times a runtime that exits during startup is started again before the bench gives up. */
+const EARLY_EXIT_RETRIES = 2;
+
+/** The runtime's process ended before it answered (a config error, or a start after a crash that died recovering). */
+export class RuntimeExitedEarly extends Error {
+  override name = "RuntimeExitedEarly";
+}
+
 export class Runtime {
   readonly options: RuntimeOptions;
   private child: ChildProcess | null = null;
@@ -48,7 +56,29 @@ export class Runtime {
     return `http://127.0.0.1:${this.options.port}`;
   }
 
+  /**
+   * Starts the runtime and waits until it answers. After a SIGKILL, workerd's first start may die recovering a
+   * SQLite file the killed process left mid-write (SQLITE_BUSY_RECOVERY, seen on a loaded machine): a runtime
+   * that exits during startup is started again, up to `EARLY_EXIT_RETRIES` times, as a supervisor would.
+   */
   async start(timeoutMs = 90_000): Promise<void> {
+    for (let retry = 0; ; retry++) {
+      try {
+        return await this.startOnce(timeoutMs);
+      } catch (error) {
+        if (!(error instanceof RuntimeExitedEarly) || retry >= EARLY_EXIT_RETRIES) throw error;
+        appendFileSync(
+          this.options.logFile,
+          `\n[bench] runtime exited during startup; starting it again (${retry + 1})\n`,
+        );
+        await this.waitForGroupToEnd();
+        this.child = null;
+        await sleep(1000);
+      }
+    }
+  }
+
+  private async startOnce(timeoutMs: number): Promise<void> {
     const { options } = this;
     // Readiness is "the port answers": a leftover server on it would answer for us. A killed runtime can hold
     // its socket for a while on a loaded machine, so wait for the port before refusing.
@@ -87,7 +117,7 @@ export class Runtime {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       if (child.exitCode !== null || child.signalCode !== null) {
-        throw new Error(`${options.label}: wrangler dev exited early; see ${options.logFile}`);
+        throw new RuntimeExitedEarly(`${options.label}: wrangler dev exited early; see ${options.logFile}`);
       }
       try {
         const response = await fetch(`${this.origin}${options.readyPath}`, { signal: AbortSignal.timeout(2000) });
