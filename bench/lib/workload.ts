@@ -107,7 +107,7 @@ export function scheduleDeliveries(flags: BenchFlags, events: readonly BenchEven
   return schedule.sort((a, b) => a.position - b.position || a.event.index - b.event.index);
 }
 
-/** The body the demo source's `accounts` handler understands (docs/architecture.md, DESIGN "example domain"). */
+/** The body the demo source's `accounts` handler understands (docs/architecture.md, "The example domain"). */
 export function eventBody(event: BenchEvent): string {
   return event.kind === "credit"
     ? JSON.stringify({ type: "account.credited", data: { account: event.accountId, amount: event.amount } })

@@ -291,7 +291,7 @@ export const reconcileRuns = sqliteTable(
   (table) => [index("reconcile_runs_started").on(table.startedAt)],
 );
 
-/** The example domain the demo source drives (see docs/architecture.md). Names are fixed: the bench reads them. */
+/** The example domain the demo source drives (docs/architecture.md, "The example domain"). Names are fixed: the bench reads them. */
 export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
   credits: integer("credits").notNull().default(0),
