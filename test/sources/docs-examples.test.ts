@@ -1,7 +1,9 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
 import { handlerNames } from "../../src/handlers/registry";
 import { adapterFor, knownProviderNames } from "../../src/providers/registry";
 import { parseSourceTables } from "../../src/sources/config";
+import { partitionProblems } from "../../src/sources/partitions";
 
 /** Every ```toml block of docs/providers.md, read by wrangler's config reader (test/setup/global/docs-toml.ts). */
 type DocTomlBlock = { block: number; firstLine: string; config: Record<string, unknown> };
@@ -38,21 +40,59 @@ describe("docs/providers.md examples, pasted into wrangler.toml", () => {
   });
 });
 
-describe("the other operator docs' source examples (docs/local.md, deploy.md, reconciler.md), pasted as they say", () => {
+/** A block's vars, top-level or under [env.production] (deploy.md's examples are production's). */
+function varsOf(config: Record<string, unknown>): { SOURCES?: unknown; RECEIPT_PARTITIONS?: unknown } {
+  const production = (config.env as Record<string, { vars?: Record<string, unknown> }> | undefined)?.production;
+  const top = config.vars as Record<string, unknown> | undefined;
+  return { ...production?.vars, ...top };
+}
+
+describe("the other operator docs' source examples (docs/local.md, deploy.md, reconciler.md, operating.md), pasted as they say", () => {
   const docs = inject("operatorDocsToml");
 
   it("each declares sources, top-level or under [env.production], that parse with no problems", () => {
-    expect(Object.keys(docs)).toHaveLength(3);
+    expect(Object.keys(docs)).toHaveLength(4);
     for (const [doc, blocks] of Object.entries(docs)) {
       expect(blocks.length, `${doc} has toml examples`).toBeGreaterThan(0);
       for (const { block, firstLine, config } of blocks) {
-        const production = (config.env as Record<string, { vars?: { SOURCES?: unknown } }> | undefined)?.production;
-        const sources = (config.vars as { SOURCES?: unknown } | undefined)?.SOURCES ?? production?.vars?.SOURCES;
+        const sources = varsOf(config).SOURCES;
         expect(sources, `${doc} block ${block} (${firstLine}) declares no source table`).toBeTypeOf("object");
         const { problems, sources: valid } = parseSourceTables(sources, context);
         expect(Object.fromEntries(problems), `${doc} block ${block} (${firstLine})`).toEqual({});
         expect(valid.size, `${doc} block ${block} (${firstLine})`).toBeGreaterThan(0);
       }
+    }
+  });
+});
+
+describe("the docs' receipt-partition rings ([vars.RECEIPT_PARTITIONS]), on a Worker that binds the databases they name", () => {
+  const docs = inject("operatorDocsToml");
+  const rings = Object.entries(docs).flatMap(([doc, blocks]) =>
+    blocks.flatMap((block) => {
+      const vars = varsOf(block.config);
+      return vars.RECEIPT_PARTITIONS === undefined ? [] : [{ doc, ...block, vars }];
+    }),
+  );
+
+  it("finds the ring examples of deploy.md and operating.md", () => {
+    // A guard on the extraction: a renamed table or a broken fence would otherwise pass vacuously.
+    expect(rings.map(({ doc }) => doc).sort()).toEqual(["docs/deploy.md", "docs/operating.md", "docs/operating.md"]);
+  });
+
+  it("each ring and its partitioned sources are accepted as configured (keep, period, spread, retention)", () => {
+    for (const { doc, block, firstLine, vars } of rings) {
+      const ring = vars.RECEIPT_PARTITIONS as { databases?: unknown };
+      // deploy.md elides the d1_databases entries past the first ("one entry per database"): the Worker is
+      // taken to bind every database the ring names, each a real local D1 binding.
+      const bound = Object.fromEntries(
+        (Array.isArray(ring.databases) ? ring.databases : []).map((name) => [String(name), env.DB_P0]),
+      );
+      const { sources } = parseSourceTables(vars.SOURCES, context);
+      expect(sources.size, `${doc} block ${block} (${firstLine})`).toBeGreaterThan(0);
+      const problems = partitionProblems({ ...bound, RECEIPT_PARTITIONS: vars.RECEIPT_PARTITIONS }, [
+        ...sources.values(),
+      ]);
+      expect(Object.fromEntries(problems), `${doc} block ${block} (${firstLine})`).toEqual({});
     }
   });
 });

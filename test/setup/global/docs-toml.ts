@@ -27,7 +27,7 @@ declare module "vitest" {
 }
 
 /** Docs besides providers.md whose ```toml blocks are sources to paste (routing.md's are run by test/cli/route.test.mjs). */
-export const OPERATOR_DOCS = ["docs/local.md", "docs/deploy.md", "docs/reconciler.md"] as const;
+export const OPERATOR_DOCS = ["docs/local.md", "docs/deploy.md", "docs/reconciler.md", "docs/operating.md"] as const;
 
 export function tomlBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```toml\n([\s\S]*?)^```$/gm)].map((match) => match[1]!);
