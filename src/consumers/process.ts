@@ -26,8 +26,8 @@ import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAtt
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
  * outside D1, run each destination, decide each outcome (decide.ts, pure), and commit them all in one D1 batch
  * (commit.ts). Safe under any number of concurrent or repeated runs for one receipt: the receipt's commit guard
- * lets one run's effect commit, and a lease keeps a second forward out while the first is alive. The state
- * machine is drawn in docs/processing.md.
+ * lets one run's effect commit, and a lease keeps a second forward out while the first is alive. The states
+ * are listed in docs/processing.md, "The state of a receipt".
  */
 
 /**

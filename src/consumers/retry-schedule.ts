@@ -3,7 +3,7 @@ import type { RetryPolicy } from "../sources/config";
 /**
  * Delay before retry number `retryNumber` (1-based): base × 2^(n−1), capped, with ±jitter so that a burst of
  * failures does not come back in lockstep. With the defaults: 30 s, 60 s, 2 min, … 8.5 h, 17 h; twelve retries
- * add up to about 34 hours (see docs/processing.md).
+ * add up to about 34 hours (docs/processing.md, "The retry schedule").
  */
 export function retryDelaySeconds(
   policy: RetryPolicy,
