@@ -34,8 +34,8 @@ const AFTER_WINDOWS = { payloadDays: 1, dedupeDays: 2 };
 
 /**
  * Rows written per event the after must show (alarms apart); retention's is checked apart: 0 in D1. Processing
- * writes 2, not the demo source's 1: a forwarding route takes the receipt's lease first (docs/performance.md, "One
- * delivery model"), as the before's forwarding source does.
+ * writes 2, not the demo source's 1: a forwarding route takes the receipt's lease first (docs/performance.md, "Cost
+ * per event"), as the before's forwarding source does.
  */
 export const AFTER_STAGE_ROWS: StageSource["expected"] = {
   accept: { d1: 0, durableObject: 1 },

@@ -4,7 +4,7 @@
  * operations), before and after a run of happy-path events. Nothing here estimates a row.
  */
 
-/** Published prices: one home, shared with the capacity model (docs/performance.md, "4. Cost"). */
+/** Published prices: one home, shared with the capacity model (docs/performance.md, "Prices"). */
 export { PRICES } from "../../src/capacity/prices.ts";
 
 /** What the Workers Paid plan includes each month (D1 and Durable Object SQLite rows alike). */

@@ -11,7 +11,7 @@ import { ReceiptStore } from "./store.ts";
  * The meters of a source with three routes (docs/routing.md, "Fan-out"; bench/lib/fan-out.ts: `ledger` →
  * handler:accounts, `backend` and `audit` → the local backend, `audit` filtered to one event type), on a runtime of
  * its own: either the audit route filtered out (two matched routes, "fan-out") or taking every event ("three routes,
- * all matched", with its retention, docs/performance.md "One delivery model: rows per event"). Every meters event is
+ * all matched", with its retention, docs/performance.md, "Cost per event"). Every meters event is
  * `account.credited`.
  */
 

@@ -13,7 +13,7 @@ export const PUBLISHED_LIMITS = {
   d1AccountBytes: 1024 ** 4,
   /** One Durable Object's SQLite storage: a claim shard. */
   durableObjectBytes: STORE_CAP_BYTES,
-  /** The soft limit of requests a second one Durable Object serves (docs/performance.md, "Acknowledgements"). */
+  /** The soft limit of requests a second one Durable Object serves (docs/performance.md, "Capacity"). */
   durableObjectRequestsPerSecond: 1_000,
   /** Claim shards of one source (CLAIM_SHARD_COUNT's ceiling, src/claims/routing.ts). */
   claimShardsPerSource: MAX_SHARD_COUNT,

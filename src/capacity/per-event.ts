@@ -1,6 +1,6 @@
 /**
  * The measured per-event figures the capacity model computes from: bench/results/per-event.json, written by the
- * bench's meters phase (docs/performance.md, "0. Meters"). The fields are agreed with the bench in one place, this
+ * bench's meters phase (docs/performance.md, "Meters"). The fields are agreed with the bench in one place, this
  * reader: it ignores fields it does not know (the bench may add more), fills an absent optional one from a stated
  * fallback, and refuses a file without the figures capacity cannot be computed without.
  */

@@ -1,7 +1,7 @@
 /**
  * Cloudflare's published list prices (USD, Workers Paid, beyond each product's monthly inclusion), the one home of
  * every price the project computes with: the bench's meters and all-in figures (bench/lib/meters.ts, all-in.ts) and
- * the capacity model (./model.ts). Sources and the rule each applies: docs/performance.md, "4. Cost". No imports, so
+ * the capacity model (./model.ts). Sources and the rule each applies: docs/performance.md, "Prices". No imports, so
  * Node runs this file as it is (the bench loads it with --experimental-strip-types).
  */
 

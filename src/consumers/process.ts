@@ -406,7 +406,7 @@ function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefin
  * A log line and a metrics point per attempt, from the decision that was committed — except for the routine
  * success: a processed attempt writes no point (the delivery's point already counts the event, and the receipt's
  * status and processed_at in D1 record the outcome), and its line only with LOG_SUCCESSES = "true". That keeps the
- * happy path to one Analytics Engine point per event (docs/performance.md, "What an event costs, all in").
+ * happy path to one Analytics Engine point per event (docs/performance.md, "What the figures decided").
  */
 function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): void {
   const { receipt } = finished;

@@ -7,7 +7,7 @@ export type Database = ReturnType<typeof openDatabase>;
 /**
  * One Drizzle instance per D1 binding for the isolate's life: building one reads the whole schema's relational
  * config, and the consumer asked for one per statement it built (a measurable share of its CPU per event,
- * docs/performance.md). The instance holds no state of its own between calls; the meter counts where it did.
+ * docs/performance.md, "What the figures decided"). The instance holds no state of its own between calls; the meter counts where it did.
  */
 const opened = new WeakMap<D1Database, Database>();
 

@@ -25,7 +25,7 @@ export function prepare(d1: D1Database, query: Buildable): D1PreparedStatement {
 /**
  * A statement Drizzle builds once per isolate, with a `sql.placeholder(name)` for every value that varies, bound per
  * use: building is most of a statement's CPU, and a consumer slice building its commit anew for each of its receipts
- * was the longest stretch the Worker's one thread was busy (docs/performance.md, "(b)'s tail"). The SQL text does
+ * was the longest stretch the Worker's one thread was busy (bench/results/2026-12-02-dd8329b-tail-profile.json). The SQL text does
  * not depend on the D1 binding, so one build serves every binding. The relay's receipt insert is one too
  * (src/relay/relay.ts).
  *

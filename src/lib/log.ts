@@ -12,7 +12,7 @@ export type LogValue = string | number | boolean | null | undefined;
  * `LOG_SUCCESSES = "true"` (a var): those two lines are two Workers Logs lines per event ($0.60 per million beyond
  * the plan's 20 million a month, so $1.20 per million events) and say nothing the receipt does not — its status,
  * attempts and timeline are in D1, the admin API and the dashboard, and the Analytics Engine points count every
- * event. What needs a look always logs: duplicates, rejections, failures, retries (docs/performance.md, "Logging").
+ * event. What needs a look always logs: duplicates, rejections, failures, retries (docs/performance.md, "What the figures decided").
  */
 export function logsSuccesses(env: object): boolean {
   return secretValue(env, "LOG_SUCCESSES") === "true";

@@ -218,7 +218,7 @@ function quarantineInsert(db: Database, record: PendingQuarantine) {
 /**
  * A claim's receipt insert, built by Drizzle once per isolate with a placeholder for every value and bound per
  * claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU cost
- * (docs/performance.md, "Where the background CPU went"). Two shapes: the batch's first receipt takes D1's clock
+ * (docs/performance.md, "What the figures decided"). Two shapes: the batch's first receipt takes D1's clock
  * for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
  */
 const firstReceiptInsert = statementTemplate((db) => receiptInsertQuery(db, null));

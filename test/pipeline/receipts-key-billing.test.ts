@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 
 /**
- * Why the receipts table stays keyed by its id (docs/performance.md, "The dedupe arbiter as the receipts' key,
- * weighed"): the two layouts, side by side in D1, as the runtime meters them. Keyed by id (migrations/0002, WITHOUT
+ * Why the receipts table stays keyed by its id (docs/performance.md, "What the figures
+ * decided"): the two layouts, side by side in D1, as the runtime meters them. Keyed by id (migrations/0002, WITHOUT
  * ROWID) with the UNIQUE (source, event_key) arbiter, an insert writes 2 rows. Keyed by (source, event_key), the
  * arbiter is the key and an insert writes 1 — but every by-id read (the consumer's load, lease and commit, replay,
  * the admin API) then scans the table unless id has an index of its own, and with it the insert writes 2 again.
