@@ -20,13 +20,13 @@ import {
   routeProblems,
   routeTakes,
 } from "./lib/fan-out.ts";
-import { faultableDeployment } from "./lib/faults.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import { startForwardBackend } from "./lib/forward-backend.ts";
+import type { PhaseContext } from "./lib/happy-path.ts";
 import { metersPhase } from "./lib/meters-phase.ts";
 import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
 import { logPlanWrites } from "./lib/plan-writes.ts";
-import { poisonCheck } from "./lib/poison.ts";
+import { poisonPhase } from "./lib/poison-phase.ts";
 import { mulberry32 } from "./lib/random.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
@@ -40,15 +40,8 @@ import {
   receiverRuntime,
   snapshotReceiver,
 } from "./lib/setup.ts";
-import {
-  formatSamples,
-  forwardedKey,
-  runSoak,
-  SOAK_FORWARD_SOURCE,
-  SOAK_SOURCE,
-  type SoakResult,
-  soakDeployment,
-} from "./lib/soak.ts";
+import type { SoakResult } from "./lib/soak.ts";
+import { soakPhase } from "./lib/soak-phase.ts";
 import { ReceiptStore } from "./lib/store.ts";
 import { playSchedule } from "./lib/stream.ts";
 import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
@@ -106,114 +99,13 @@ async function main(flags: BenchFlags): Promise<void> {
     if (flags.phases.has("sim")) logPlanWrites(new ReceiptStore(receiver.options.persistDir));
     await receiver.start();
   }
-  if (flags.phases.has("meters"))
-    results.meters = await metersPhase(flags, deployment, stateDir, {
-      failures,
-      runtimes,
-      portAt: (offset) => portAt(flags, offset),
-    });
+  const context: PhaseContext = { failures, runtimes, portAt: (offset) => portAt(flags, offset) };
+  if (flags.phases.has("meters")) results.meters = await metersPhase(flags, deployment, stateDir, context);
   if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!, fanOut!);
   if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir, fanOut!);
-  if (flags.phases.has("poison")) await poison(flags, deployment, stateDir);
+  if (flags.phases.has("poison")) results.poison = await poisonPhase(deployment, stateDir, context);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
-  if (flags.phases.has("soak")) await soak(flags, deployment, stateDir);
-}
-
-/**
- * A fixed arrival rate for --minutes on a runtime of its own, with the soak source's retention scaled down and
- * the cron fired every --cron-seconds: sizes must go flat once the retention window has passed, and nothing is lost.
- * With --faults (bench/lib/faults.ts) a share of the arrivals is forwarded to a backend of the bench's, the faults
- * play while the rate keeps arriving, and each must keep acks answering where the design says and drain fast after.
- */
-async function soak(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  const settings = flags.soak;
-  const faulted = settings.faults.length > 0;
-  const backend = faulted ? await startForwardBackend(forwardedKey) : null;
-  const runtime = receiverRuntime(
-    soakDeployment(faulted ? faultableDeployment(deployment, stateDir) : deployment, settings, backend?.port ?? null),
-    stateDir,
-    "soak",
-    await portAt(flags, 4),
-    await portAt(flags, 14),
-  );
-  runtimes.push(runtime);
-  await runtime.start();
-  console.log(
-    `\n== 5. soak: ${settings.rate} events/s for ${settings.minutes} min to /webhooks/${SOAK_SOURCE} (payload retention ${settings.payloadRetention}, ` +
-      `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s` +
-      (faulted
-        ? `; faults ${settings.faults.map((fault) => `${fault.kind}@${fault.atS}s+${fault.forS}s`).join(", ")}, one arrival in 5 to /webhooks/${SOAK_FORWARD_SOURCE} (forwarded to the bench's backend)`
-        : ""),
-  );
-  const senderTo = (source: string) =>
-    new Sender({ origin: runtime.origin, path: `/webhooks/${source}`, secret: deployment.demoSecret, maxSockets: 64 });
-  const senders = { soak: senderTo(SOAK_SOURCE), forward: faulted ? senderTo(SOAK_FORWARD_SOURCE) : null };
-  const store = new ReceiptStore(runtime.options.persistDir);
-  let printed = 0;
-  const result: SoakResult = await runSoak(
-    () => runtime.origin,
-    runtime.options.persistDir,
-    senders,
-    store,
-    settings,
-    (sample) => {
-      const lines = formatSamples([sample]).split("\n");
-      console.log((printed++ === 0 ? lines : lines.slice(2)).join("\n"));
-    },
-    backend
-      ? {
-          targets: {
-            origin: () => runtime.origin,
-            kill: () => runtime.kill(),
-            stop: () => runtime.stop(),
-            start: () => runtime.start(),
-            destinationDown: (down) => backend.setDown(down),
-          },
-          forwardedPerKey: () => backend.answeredPerKey(),
-          log: (line) => console.log(line),
-        }
-      : null,
-  );
-  senders.soak.close();
-  senders.forward?.close();
-  await backend?.close();
-  console.log(
-    `acknowledged ${result.acknowledged} events (${result.resends} resends, ${result.lateStarts} sent over a second late), ` +
-      `credited ${result.credited}: lost ${result.lost}, applied twice ${result.duplicated}, unfinished ${result.unfinished}, dead ${result.dead}; ` +
-      `${result.cronRuns} cron runs; steady: ${result.steady ?? "not judged (too few samples outside the faults)"}`,
-  );
-  results.soak = result;
-  if (result.lost > 0 || result.duplicated > 0)
-    failures.push(`soak: ${result.lost} events lost, ${result.duplicated} applied twice`);
-  if (result.unfinished > 0 || result.dead > 0)
-    failures.push(
-      `soak: ${result.unfinished} events still unfinished after the drain, ${result.dead} dead: not applied, so not proven unlost`,
-    );
-  if (result.steady === false)
-    failures.push("soak: no steady state (sizes still growing after the retention window, or a growing backlog)");
-  if (faulted) reportFaults(result, backend!.refused());
-}
-
-function reportFaults(result: SoakResult, refusedForwards: number): void {
-  const { forwarded } = result;
-  console.log(
-    `forwarded: ${forwarded.acknowledged} acknowledged, ${forwarded.delivered} answered 200 by the backend, lost ${forwarded.lost}, ` +
-      `sent again after a 200 ${forwarded.repeated}; ${refusedForwards} forwards answered 503 while it was down; ` +
-      `deliveries not acknowledged outside the faults: ${result.ackFailuresOutsideFaults}`,
-  );
-  console.log(
-    "| fault | started (s) | lasted (s) | ack failures | backlog before | backlog peak | drained after (s) | drain ÷ arrival rate |",
-  );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  for (const fault of result.faults) {
-    console.log(
-      `| ${fault.kind} | ${fault.startedAt} | ${fault.durationS} | ${fault.ackFailures} | ${fault.backlogBefore} | ${fault.backlogPeak} | ` +
-        `${fault.drainedAfterS ?? "not drained"} | ${fault.drainSpeedup === null ? (fault.drainedAfterS === null ? "—" : "within 1 s") : `${fault.drainSpeedup}×`} |`,
-    );
-    failures.push(...fault.problems.map((problem) => `soak faults: ${problem}`));
-  }
-  if ((result.ackFailuresOutsideFaults ?? 0) > 0)
-    failures.push(`soak faults: ${result.ackFailuresOutsideFaults} deliveries not acknowledged outside every fault`);
+  if (flags.phases.has("soak")) results.soak = await soakPhase(flags, deployment, stateDir, context);
 }
 
 function printHeader(flags: BenchFlags, stateDir: string): void {
@@ -478,27 +370,6 @@ async function crashRecovery(
     fanOut: { ...fanResult, cronTriggers: fanWaited.cronTriggers, finishedSeconds: fanWaited.elapsedMs / 1000 },
   };
   await runtime.stop();
-}
-
-/** A poison event under real SIGKILLs (bench/lib/poison.ts): dead alone, its crashes counted, its batch-mates applied once. */
-async function poison(flags: BenchFlags, deployment: ReceiverDeployment, stateDir: string): Promise<void> {
-  console.log(
-    "\n== 2b. poison event: one event whose attempt never returns, sent with 9 batch-mates; the runtime is SIGKILLed mid-attempt until it is dead",
-  );
-  const startedAt = performance.now();
-  const result = await poisonCheck(
-    deployment,
-    stateDir,
-    { port: await portAt(flags, 6), inspectorPort: await portAt(flags, 16) },
-    (runtime) => runtimes.push(runtime),
-  );
-  console.log(
-    `${result.kills} kills; poison ${result.poison.status} after ${result.poison.attempts} counted attempts ` +
-      `(${result.poison.history.map(({ number, outcome }) => `${number}:${outcome}`).join(", ")}); batch-mates: ${result.mates.processed} of ${result.mates.sent} processed, ` +
-      `${result.mates.appliedOnce} applied once, ${result.mates.appliedTwice} more than once; cron fired ${result.cronRuns} times; ${((performance.now() - startedAt) / 1000).toFixed(1)} s`,
-  );
-  results.poison = result;
-  failures.push(...result.failures);
 }
 
 /** One target's req/s and latencies over another's, side by side at one concurrency. */
