@@ -9,30 +9,18 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
-import { costModel, formatCost, type RunCounts } from "./lib/cost.ts";
-import {
-  FAN_OUT_SOURCE,
-  fanOutSource,
-  formatRouteCounts,
-  forwardRouteCounts,
-  type RouteCount,
-  routeProblems,
-  routeTakes,
-} from "./lib/fan-out.ts";
+import { crashPhase } from "./lib/crash-phase.ts";
+import { startFanOutRun } from "./lib/fan-out-run.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
-import { startForwardBackend } from "./lib/forward-backend.ts";
 import type { PhaseContext } from "./lib/happy-path.ts";
 import { metersPhase } from "./lib/meters-phase.ts";
 import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
 import { logPlanWrites } from "./lib/plan-writes.ts";
 import { poisonPhase } from "./lib/poison-phase.ts";
-import { mulberry32 } from "./lib/random.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
 import { Sender } from "./lib/sender.ts";
 import {
   bareRuntime,
-  deploymentWithSource,
   FLOOR_RPC_PATH,
   FLOOR_WRITE_PATH,
   heldBackDeployment,
@@ -40,13 +28,11 @@ import {
   receiverRuntime,
   snapshotReceiver,
 } from "./lib/setup.ts";
+import { simPhase } from "./lib/sim-phase.ts";
 import type { SoakResult } from "./lib/soak.ts";
 import { soakPhase } from "./lib/soak-phase.ts";
 import { ReceiptStore } from "./lib/store.ts";
-import { playSchedule } from "./lib/stream.ts";
-import { correctnessProblems, formatTable, naiveVerdict, receiverVerdict, type VerdictRow } from "./lib/verdict.ts";
 import { waitUntilFinished } from "./lib/wait.ts";
-import { makeWorkload, scheduleDeliveries, type Workload } from "./lib/workload.ts";
 
 const results: Record<string, unknown> = {};
 
@@ -59,32 +45,14 @@ const runtimes: Runtime[] = [];
 /** Local servers the phases started (the forward backend), closed at shutdown. */
 const closers: Array<() => Promise<void>> = [];
 
-/** The fan-out source of the simulation and the crash run: its deployment, and the backend its forwards reach. */
-interface FanOutRun {
-  backend: Awaited<ReturnType<typeof startForwardBackend>>;
-  deployment: ReceiverDeployment;
-}
-
 async function main(flags: BenchFlags): Promise<void> {
   const stateDir = resolve(flags.stateDir);
   mkdirSync(stateDir, { recursive: true });
   printHeader(flags, stateDir);
   const deployment = snapshotReceiver(stateDir);
   // The simulation and the crash run also drive a source with several routes, two of them forwarding here.
-  let fanOut: FanOutRun | null = null;
-  if (flags.phases.has("sim") || flags.phases.has("crash")) {
-    const backend = await startForwardBackend();
-    closers.push(backend.close);
-    fanOut = {
-      backend,
-      deployment: deploymentWithSource(
-        deployment,
-        "fan-out",
-        FAN_OUT_SOURCE,
-        fanOutSource(backend.port, "account.credited"),
-      ),
-    };
-  }
+  const fanOut =
+    flags.phases.has("sim") || flags.phases.has("crash") ? await startFanOutRun(deployment, closers) : null;
 
   let receiver: Runtime | null = null;
   if (flags.phases.has("sim") || flags.phases.has("perf")) {
@@ -101,8 +69,8 @@ async function main(flags: BenchFlags): Promise<void> {
   }
   const context: PhaseContext = { failures, runtimes, portAt: (offset) => portAt(flags, offset) };
   if (flags.phases.has("meters")) results.meters = await metersPhase(flags, deployment, stateDir, context);
-  if (flags.phases.has("sim")) await simulation(flags, deployment, receiver!, fanOut!);
-  if (flags.phases.has("crash")) await crashRecovery(flags, deployment, stateDir, fanOut!);
+  if (flags.phases.has("sim")) Object.assign(results, await simPhase(flags, deployment, receiver!, fanOut!, context));
+  if (flags.phases.has("crash")) results.crash = await crashPhase(flags, deployment, stateDir, fanOut!, context);
   if (flags.phases.has("poison")) results.poison = await poisonPhase(deployment, stateDir, context);
   if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
   if (flags.phases.has("soak")) results.soak = await soakPhase(flags, deployment, stateDir, context);
@@ -119,257 +87,6 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
     `chances: duplicate ${flags.duplicateChance}, response lost after commit ${flags.ackLostChance} (per attempt), ` +
       `concurrent redelivery ${flags.concurrentChance}, shuffled ${flags.shuffleChance} (window ${flags.shuffleWindow}), same-second plan pair ${flags.tieChance}`,
   );
-}
-
-/**
- * The fan-out source's share of a phase (--fan-out-share of its events, at least 20), played alongside the demo
- * source's stream with the same faults at a quarter of its concurrency: the routes' verdict comes from the same run.
- */
-function fanOutStream(
-  flags: BenchFlags,
-  deployment: ReceiverDeployment,
-  origin: string,
-  events: number,
-  keyPrefix: string,
-  accountPrefix: string,
-  timeoutMs?: number,
-) {
-  const workload = makeWorkload(flags, Math.max(20, Math.round(events * flags.fanOutShare)), keyPrefix, accountPrefix);
-  const sender = new Sender({
-    origin,
-    path: `/webhooks/${FAN_OUT_SOURCE}`,
-    secret: deployment.demoSecret,
-    maxSockets: flags.senderConcurrency,
-    ...(timeoutMs ? { timeoutMs } : {}),
-  });
-  const stream = playSchedule(sender, scheduleDeliveries(flags, workload.events), {
-    seed: flags.seed,
-    ackLostChance: flags.ackLostChance,
-    concurrency: Math.max(2, Math.round(flags.senderConcurrency / 4)),
-  }).finally(() => sender.close());
-  return { workload, stream, keyPrefix, accountPrefix };
-}
-
-/**
- * The fan-out source's verdict once every receipt and delivery of it finished: its ledger route's row (the
- * handler's effect, as the demo source's), and each forward route's count from what the backend received.
- */
-function fanOutVerdict(
-  phase: string,
-  store: ReceiptStore,
-  fan: { workload: Workload; keyPrefix: string; accountPrefix: string },
-  stream: Awaited<ReturnType<typeof playSchedule>>,
-  backend: FanOutRun["backend"],
-): { row: VerdictRow; routes: RouteCount[] } {
-  const row = {
-    ...receiverVerdict(store, fan.workload, stream, fan.keyPrefix, fan.accountPrefix, FAN_OUT_SOURCE),
-    handler: "fan-out: ledger route",
-  };
-  const routes = forwardRouteCounts(store, fan.workload, backend.seen(), fan.keyPrefix, routeTakes("account.credited"));
-  assertCorrect(`${phase} (fan-out source, ledger route)`, row);
-  for (const count of routes)
-    for (const problem of routeProblems(count)) failures.push(`${phase} (fan-out source): ${problem}`);
-  if (stream.abandoned > 0) failures.push(`${phase}: the sender gave up on ${stream.abandoned} fan-out events`);
-  return { row, routes };
-}
-
-async function simulation(
-  flags: BenchFlags,
-  deployment: ReceiverDeployment,
-  receiver: Runtime,
-  fanOut: FanOutRun,
-): Promise<void> {
-  const workload = makeWorkload(flags, flags.events, "sim_evt_", "acct_");
-  const schedule = scheduleDeliveries(flags, workload.events);
-  const credits = workload.events.filter((event) => event.kind === "credit").length;
-  const sender = new Sender({
-    origin: receiver.origin,
-    path: "/webhooks/demo",
-    secret: deployment.demoSecret,
-    maxSockets: flags.senderConcurrency * 2,
-  });
-  const startedAt = performance.now();
-  const fan = fanOutStream(flags, deployment, receiver.origin, flags.events, "fansim_evt_", "fansim_acct_");
-  console.log(
-    `\n== 1. correctness simulation: ${workload.events.length} events (${credits} credit, ${workload.events.length - credits} plan), ` +
-      `${flags.accounts} accounts, ${workload.sameSecondPairs} same-second plan pairs, ${schedule.length} scheduled sends; ` +
-      `alongside, ${fan.workload.events.length} events to /webhooks/${FAN_OUT_SOURCE} (routes ledger, backend, audit for credits only)`,
-  );
-  const stream = await playSchedule(sender, schedule, {
-    seed: flags.seed,
-    ackLostChance: flags.ackLostChance,
-    concurrency: flags.senderConcurrency,
-  });
-  sender.close();
-  const fanStream = await fan.stream;
-  const store = new ReceiptStore(receiver.options.persistDir);
-  const waited = await waitUntilFinished(store, "sim_evt_", workload.events.length, {
-    origin: () => receiver.origin,
-    startedAt,
-  });
-  const fanWaited = await waitUntilFinished(store, fan.keyPrefix, fan.workload.events.length, {
-    origin: () => receiver.origin,
-    startedAt,
-    deliveries: true,
-  });
-  const rows = [receiverVerdict(store, workload, stream, "sim_evt_", "acct_"), naiveVerdict(workload, stream)];
-  const fanResult = fanOutVerdict("simulation", store, fan, fanStream, fanOut.backend);
-  console.log(formatTable([...rows, fanResult.row]));
-  console.log(formatRouteCounts(fanResult.routes));
-  console.log(
-    `fan-out source: every receipt and further delivery finished ${(fanWaited.elapsedMs / 1000).toFixed(1)} s after the first send; ` +
-      `cron fired by the bench: ${fanWaited.cronTriggers}`,
-  );
-  console.log(
-    `sender: ${stream.deliveries} requests in ${(stream.elapsedMs / 1000).toFixed(1)} s (${stream.ackLostResends} resent after a lost response, ` +
-      `${stream.connectionErrors} connection errors); every event finished ${(waited.elapsedMs / 1000).toFixed(1)} s ` +
-      `after the first send (${((workload.events.length / waited.elapsedMs) * 1000).toFixed(0)} events/s end to end); cron fired by the bench: ${waited.cronTriggers}`,
-  );
-  console.log(`receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`);
-  assertCorrect("simulation", rows[0]!);
-  const control = rows[1]!;
-  const faultsOn = flags.duplicateChance + flags.concurrentChance + flags.ackLostChance > 0;
-  if (faultsOn && flags.events >= 300 && control.duplicateEvents === 0) {
-    failures.push("simulation: the naive control shows no fault, so the fault injection is not working");
-  }
-  results.simulation = {
-    rows,
-    stream: { ...stream, arrivals: undefined },
-    wait: { ...waited, counts: Object.fromEntries(waited.counts) },
-    fanOut: { ...fanResult, finishedSeconds: fanWaited.elapsedMs / 1000 },
-  };
-
-  const counts: RunCounts = store.read((database) => ({
-    accepted: workload.events.length,
-    httpDeliveries: stream.deliveries,
-    ...(database
-      .prepare(
-        `SELECT COUNT(DISTINCT relayed_at) AS relayBatches,
-           SUM(attempts) AS processingAttempts,
-           SUM(CASE WHEN event_type = 'account.plan_changed' THEN 1 ELSE 0 END) AS planEvents
-         FROM receipts WHERE source = 'demo' AND event_key LIKE 'sim_evt_%'`,
-      )
-      .get() as { relayBatches: number; processingAttempts: number; planEvents: number }),
-  }));
-  const cost = costModel(counts);
-  console.log(
-    `\n== 4. cost cross-check: derived from the statements and the simulation's counts (the meters phase is the measurement)\n${formatCost(cost)}`,
-  );
-  results.cost = cost;
-}
-
-async function crashRecovery(
-  flags: BenchFlags,
-  deployment: ReceiverDeployment,
-  stateDir: string,
-  fanOut: FanOutRun,
-): Promise<void> {
-  const runtime = receiverRuntime(
-    fanOut.deployment,
-    stateDir,
-    "crash",
-    await portAt(flags, 2),
-    await portAt(flags, 12),
-  );
-  runtimes.push(runtime);
-  logPlanWrites(new ReceiptStore(runtime.options.persistDir));
-  await runtime.start();
-  const workload = makeWorkload(flags, flags.crashEvents, "crash_evt_", "crash_acct_");
-  const schedule = scheduleDeliveries(flags, workload.events);
-  const fan = fanOutStream(
-    flags,
-    deployment,
-    runtime.origin,
-    flags.crashEvents,
-    "fancrash_evt_",
-    "fancrash_acct_",
-    10_000,
-  );
-  console.log(
-    `\n== 2. crash recovery: ${workload.events.length} events, and ${fan.workload.events.length} to /webhooks/${FAN_OUT_SOURCE} alongside, ` +
-      `${flags.kills} SIGKILLs of the runtime (wrangler + workerd) at seeded random moments`,
-  );
-  const sender = new Sender({
-    origin: runtime.origin,
-    path: "/webhooks/demo",
-    secret: deployment.demoSecret,
-    maxSockets: flags.senderConcurrency * 2,
-    timeoutMs: 10_000,
-  });
-  const startedAt = performance.now();
-  const streamDone = playSchedule(sender, schedule, {
-    seed: flags.seed,
-    ackLostChance: flags.ackLostChance,
-    concurrency: flags.senderConcurrency,
-  });
-  let streaming = true;
-  void streamDone.then(
-    () => (streaming = false),
-    () => (streaming = false),
-  );
-
-  const random = mulberry32(flags.seed ^ 0x5eed);
-  const killTimes: number[] = [];
-  const restartSeconds: number[] = [];
-  for (let kill = 0; kill < flags.kills; kill++) {
-    // Spread over the sending phase when it is still going, and into the processing tail otherwise.
-    await sleep(streaming ? 1500 + random() * 3500 : 200 + random() * 1500);
-    killTimes.push((performance.now() - startedAt) / 1000);
-    await runtime.kill();
-    const restartAt = performance.now();
-    await runtime.start();
-    restartSeconds.push((performance.now() - restartAt) / 1000);
-  }
-  const stream = await streamDone;
-  sender.close();
-  const fanStream = await fan.stream;
-  const store = new ReceiptStore(runtime.options.persistDir);
-  const waited = await waitUntilFinished(store, "crash_evt_", workload.events.length, {
-    origin: () => runtime.origin,
-    startedAt,
-    stallMs: 180_000,
-    cronLeadMs: flags.cronLeadMinutes * 60_000,
-  });
-  const fanWaited = await waitUntilFinished(store, fan.keyPrefix, fan.workload.events.length, {
-    origin: () => runtime.origin,
-    startedAt,
-    stallMs: 180_000,
-    cronLeadMs: flags.cronLeadMinutes * 60_000,
-    deliveries: true,
-  });
-  const row = {
-    ...receiverVerdict(store, workload, stream, "crash_evt_", "crash_acct_"),
-    handler: "receiver, with kills",
-  };
-  const fanResult = fanOutVerdict("crash recovery", store, fan, fanStream, fanOut.backend);
-  console.log(formatTable([row, fanResult.row]));
-  console.log(formatRouteCounts(fanResult.routes));
-  console.log(
-    `fan-out source: every receipt and further delivery finished ${(fanWaited.elapsedMs / 1000).toFixed(1)} s after the first send; ` +
-      `cron fired by the bench: ${fanWaited.cronTriggers}`,
-  );
-  console.log(
-    `kills at ${killTimes.map((t) => `${t.toFixed(1)} s`).join(", ")}; restarts took ${restartSeconds.map((t) => t.toFixed(1)).join(", ")} s; ` +
-      `sender saw ${stream.connectionErrors} refused/timed-out requests and ${stream.status5xx} 5xx, retried until acknowledged` +
-      (stream.abandoned ? ` (${stream.abandoned} abandoned!)` : ""),
-  );
-  console.log(
-    `after recovery: events lost ${row.lost}, applied twice ${row.duplicateEvents} (extra applies ${row.extraApplies}); ` +
-      `finished ${(waited.elapsedMs / 1000).toFixed(1)} s after the first send; cron fired by the bench: ${waited.cronTriggers} ` +
-      `(each as if ${flags.cronLeadMinutes} min later); ` +
-      `receipts by status: ${[...waited.counts].map(([status, count]) => `${status} ${count}`).join(", ")}`,
-  );
-  assertCorrect("crash recovery", row);
-  if (stream.abandoned > 0) failures.push(`crash recovery: the sender gave up on ${stream.abandoned} events`);
-  results.crash = {
-    row,
-    kills: killTimes,
-    restartSeconds,
-    stream: { ...stream, arrivals: undefined },
-    cronTriggers: waited.cronTriggers,
-    fanOut: { ...fanResult, cronTriggers: fanWaited.cronTriggers, finishedSeconds: fanWaited.elapsedMs / 1000 },
-  };
-  await runtime.stop();
 }
 
 /** One target's req/s and latencies over another's, side by side at one concurrency. */
@@ -620,10 +337,6 @@ async function sideBySide(
     `peak RSS (VmHWM of the largest workerd process): receiver ${memory.receiverPeakRssMiB.toFixed(0)} MiB, bare Worker ${memory.bareWorkerPeakRssMiB.toFixed(0)} MiB`,
   );
   results.performance = { levels, e2e, memory, ackOnlyRelayed };
-}
-
-function assertCorrect(phase: string, row: VerdictRow): void {
-  for (const problem of correctnessProblems(row)) failures.push(`${phase}: ${problem}`);
 }
 
 async function shutdown(keepState: boolean, stateDir: string): Promise<void> {

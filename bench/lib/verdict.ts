@@ -162,6 +162,11 @@ export function correctnessProblems(row: VerdictRow): string[] {
   return problems;
 }
 
+/** Each of the row's correctness problems, as a failure of `phase`. */
+export function recordCorrectness(failures: string[], phase: string, row: VerdictRow): void {
+  for (const problem of correctnessProblems(row)) failures.push(`${phase}: ${problem}`);
+}
+
 export function formatTable(rows: readonly VerdictRow[]): string {
   const header = [
     "handler",
