@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run deploy`: deploy the [env.production] Worker, but only after the two checks that catch a broken first
-// deploy before Cloudflare does: the config and its secrets (`check --remote`), then a local build
+// deploy before Cloudflare does: the config, then its secrets (`check --remote`, which reports every config problem
+// before it lists the secrets, the one step that needs a login), then a local build
 // (`wrangler deploy --dry-run`). Extra arguments go to the final `wrangler deploy`.
 //   npm run deploy -- --env staging     another environment
 //   npm run deploy -- --skip-secrets    skip the remote secret lookup (e.g. a CI token without that permission)

@@ -79,6 +79,33 @@ test("the placeholder database_id in [env.production] stops the deploy, naming t
   assert.deepEqual(result.npx, [], "wrangler was never run");
 });
 
+test("without --skip-secrets, every config problem is named before anything needs a login: the placeholder id and a missing binding, and no secret list", async () => {
+  // No R2 block in [env.production]: the Worker would deploy without BODIES. And the database id still the placeholder.
+  const path = config("unready.toml", (text) =>
+    text
+      .replace(/^\[\[env\.production\.r2_buckets\]\]\nbinding = "BODIES"\n.*\n/m, "")
+      .replace(/^SOURCES = \{\}$/m, "")
+      .concat(STRIPE_TABLE),
+  );
+  assert.doesNotMatch(readFileSync(path, "utf8"), /env\.production\.r2_buckets/);
+  const result = await deploy(["--config", path]);
+  assert.notEqual(result.code, 0);
+  assert.match(
+    result.stdout,
+    new RegExp(
+      `^FAIL\\s+\\S+:${lineOf(path, /^database_id = "0{8}-.*replace with/)}: .*placeholder database_id ${PLACEHOLDER}`,
+      "m",
+    ),
+  );
+  assert.match(
+    result.stdout,
+    /^FAIL\s+\[env\.production\] has no r2_buckets entry BODIES .*: add a \[\[env\.production\.r2_buckets\]\] table with binding = "BODIES"$/m,
+  );
+  assert.match(result.stderr, /check failed: 2 problems above \(the deployed Worker's secrets were not looked at/);
+  assert.doesNotMatch(result.stdout + result.stderr, /could not list the Worker's secrets/);
+  assert.deepEqual(result.npx, [], "neither wrangler secret list nor anything else that needs a login ran");
+});
+
 test("SOURCES = {} left next to a production source table stops the deploy, naming both lines and the fix", async () => {
   const path = config("redefined.toml", (text) => withRealId(text).concat(STRIPE_TABLE));
   const result = await deploy(["--skip-secrets", "--config", path]);

@@ -1,8 +1,8 @@
 // `check [--remote] [--env E]`: the config parses exactly as the Worker parses it, and every secret it names is
 // set — in .dev.vars locally, or among the deployed Worker's secrets with --remote.
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
+import { missingBindings, placeholderDatabaseIds } from "../environment-checks.mjs";
 import { CliError, EXIT } from "../errors.mjs";
 import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
 import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
@@ -174,7 +174,12 @@ export async function check(options) {
   /** @type {string[]} */
   const warnings = [];
 
-  if (options.env) problems.push(...placeholderDatabaseIds(config, options));
+  if (options.env) {
+    problems.push(...placeholderDatabaseIds(config, options));
+    const bindings = missingBindings(config, await readWranglerConfig({ ...options, env: undefined }), options.env);
+    problems.push(...bindings.problems);
+    warnings.push(...bindings.warnings);
+  }
   // A fresh production config has no source yet: it deploys and serves the admin API, and accepts nothing.
   if (Object.keys(sources).length === 0)
     warnings.push(
@@ -194,6 +199,9 @@ export async function check(options) {
   await shardEpochVerdict(vars, problems, warnings);
 
   if (options.configOnly) return report(problems, warnings, "config only, secrets not looked at");
+  // Listing the deployed Worker's secrets needs a login: a config that cannot deploy anyway is reported whole first.
+  if (options.remote && problems.length > 0)
+    return report(problems, warnings, "", "the deployed Worker's secrets were not looked at until these are fixed");
   const present = options.remote
     ? await remoteSecretNames(options)
     : new Set(
@@ -247,52 +255,19 @@ async function shardEpochVerdict(vars, problems, warnings) {
     );
 }
 
-/** The id the shipped config holds until `wrangler d1 create` prints the real one. */
-const PLACEHOLDER_DATABASE_ID = /^0{8}-0{4}-0{4}-0{4}-0{12}$/;
-
-/**
- * A deployed environment whose D1 database still has the placeholder id: wrangler would fail on it mid-deploy (or
- * bind nothing). Names the file, the line of that database_id and what to paste there.
- * @param {{ d1_databases?: { binding: string, database_name?: string, database_id?: string }[] }} config
- * @param {import("../project.mjs").ProjectOptions} options
- */
-function placeholderDatabaseIds(config, options) {
-  const path = configPath(options);
-  const lines = readFileSync(path, "utf8").split(/\r?\n/);
-  return (config.d1_databases ?? [])
-    .filter((database) => PLACEHOLDER_DATABASE_ID.test(database.database_id ?? ""))
-    .map((database) => {
-      const table = `[[env.${options.env}.d1_databases]]`;
-      const line = placeholderLine(lines, table, database.binding);
-      const name = database.database_name ?? "<name>";
-      return `${path}${line ? `:${line}` : ""}: ${table} ${database.binding} still has the placeholder database_id ${database.database_id}: paste the id npx wrangler d1 create ${name} printed (or npx wrangler d1 list shows) there`;
-    });
-}
-
-/** The 1-based line of the placeholder database_id in the `table` block that binds `binding`, or 0. */
-function placeholderLine(/** @type {string[]} */ lines, /** @type {string} */ table, /** @type {string} */ binding) {
-  let inTable = false;
-  let bindsIt = false;
-  let idLine = 0;
-  for (let index = 0; index <= lines.length; index++) {
-    const line = (lines[index] ?? "[end]").trim();
-    if (line.startsWith("[")) {
-      if (inTable && bindsIt && idLine) return idLine;
-      inTable = line === table;
-      bindsIt = false;
-      idLine = 0;
-    } else if (inTable && new RegExp(`^binding\\s*=\\s*"${binding}"`).test(line)) bindsIt = true;
-    else if (inTable && /^database_id\s*=\s*"0{8}-0{4}-0{4}-0{4}-0{12}"/.test(line)) idLine = index + 1;
-  }
-  return 0;
-}
-
 /** Prints the verdict; answers the exit code. */
-function report(/** @type {string[]} */ problems, /** @type {string[]} */ warnings, /** @type {string} */ scope) {
+function report(
+  /** @type {string[]} */ problems,
+  /** @type {string[]} */ warnings,
+  /** @type {string} */ scope,
+  /** @type {string} */ unchecked = "",
+) {
   for (const warning of warnings) console.log(`warn  ${warning}`);
   for (const problem of problems) console.log(`FAIL  ${problem}`);
   if (problems.length > 0) {
-    console.error(`check failed: ${problems.length} problem${problems.length === 1 ? "" : "s"} above`);
+    console.error(
+      `check failed: ${problems.length} problem${problems.length === 1 ? "" : "s"} above${unchecked ? ` (${unchecked})` : ""}`,
+    );
     return 1;
   }
   console.log(`check passed${scope ? ` (${scope})` : ""}`);
