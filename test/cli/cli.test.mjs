@@ -18,6 +18,7 @@ import {
   stopLeftoverCommands,
   testConfig,
   testDevVars,
+  WAIT,
   writeFile,
 } from "./receiver.mjs";
 
@@ -33,7 +34,7 @@ let adminToken = "";
 
 /** Straight from the admin API, not through the CLI: the receipt recorded for a source's event key, once relayed. */
 async function recordedReceipt(/** @type {string} */ source, /** @type {string} */ eventKey) {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + WAIT.output;
   for (;;) {
     const response = await fetch(`${receiver.url}/admin/api/sources/${source}/events/${encodeURIComponent(eventKey)}`, {
       headers: { authorization: `Bearer ${adminToken}` },
@@ -78,7 +79,7 @@ function assertOneLineError(
 
 /** Polls `show` until the receipt is in D1 (the relay moves it there shortly after the 200) and finished. */
 async function showWhenFinished(/** @type {string[]} */ args, statuses = /processed|skipped|dead|stale/) {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + WAIT.output;
   for (;;) {
     const result = await cli(["show", ...args, ...project], env);
     if (result.code === 0 && new RegExp(`^status\\s+(${statuses.source})`, "m").test(result.stdout))
@@ -278,7 +279,7 @@ describe("tail, show, replay", () => {
       assert.ok(idle.length <= 6, `${idle.length} requests in 12 s of nothing new:\n${idle.join("\n")}`);
       const sent = await cli(["send", "cli-stripe", ...project], env);
       const eventKey = /follow it: npm run cli -- show cli-stripe (\S+)$/m.exec(sent.stdout)?.[1];
-      await tail.waitFor(new RegExp(`cli-stripe  \\S+  payment_intent\\.succeeded  key ${eventKey}`), 20_000);
+      await tail.waitFor(new RegExp(`cli-stripe  \\S+  payment_intent\\.succeeded  key ${eventKey}`));
       assert.equal(await tail.interrupt(), 0);
     } finally {
       await new Promise((done) => proxy.close(done));
@@ -301,7 +302,7 @@ describe("tail, show, replay", () => {
             /cli-paddle {2}(\d+) duplicate deliver(?:y|ies) \(answered with the first receipt; a duplicate stores nothing\)/g,
           ),
       ].reduce((sum, match) => sum + Number(match[1]), 0);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + WAIT.output;
     while (shown() < 2 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 250));
     assert.equal(shown(), 2, tail.output());
     assert.equal(await tail.interrupt(), 0);
@@ -374,7 +375,7 @@ describe("tail, show, replay", () => {
     assert.match(replayed, /attempt 2: dead/);
     // A second replay: the receipt's own counter restarts with each replay, the header counts every attempt listed.
     assert.equal((await cli(["replay", receipt, ...project], env)).code, 0);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + WAIT.output;
     let twice = "";
     while (!/attempt 3: dead/.test(twice) && Date.now() < deadline) {
       await new Promise((done) => setTimeout(done, 300));

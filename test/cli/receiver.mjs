@@ -17,6 +17,20 @@ const WRANGLER = join(ROOT, "node_modules", ".bin", "wrangler");
 const CLI = join(ROOT, "scripts", "cli", "index.mjs");
 const quietEnv = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
 
+/**
+ * How long the tests wait for anything, named once and generous: they assert what happens, never how fast, and a
+ * loaded machine (a load average of 8 and more on 2 cores) is many times slower than a quiet one. A command reads
+ * the config with wrangler's own reader, about 2 CPU-seconds alone: at a load of 25 one `send` took over a minute.
+ */
+export const WAIT = {
+  /** One CLI command run to completion. */
+  command: 300_000,
+  /** `wrangler dev` (or `npm start`) answering /health. */
+  receiverStart: 300_000,
+  /** A long-running command (tail, echo) printing what a test waits for, or the pipeline finishing an event. */
+  output: 120_000,
+};
+
 /** A port nobody listens on right now. */
 export async function freePort() {
   const server = createServer();
@@ -221,7 +235,7 @@ export async function startReceiver(files) {
   worker.stdout.on("data", (chunk) => (log += chunk));
   worker.stderr.on("data", (chunk) => (log += chunk));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
+  const deadline = Date.now() + WAIT.receiverStart;
   for (;;) {
     if (worker.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
     // A Worker that fails at startup leaves connections hanging: each probe gets its own deadline.
@@ -294,7 +308,7 @@ export function startDevScript(
 export async function answering(
   /** @type {ReturnType<typeof startDevScript>} */ run,
   /** @type {number} */ port,
-  deadlineMs = 300_000,
+  deadlineMs = WAIT.receiverStart,
 ) {
   const deadline = Date.now() + deadlineMs;
   for (;;) {
@@ -332,15 +346,17 @@ export async function cli(args, env = {}) {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
       cwd: ROOT,
       env: { ...quietEnv, ...env },
-      timeout: 60_000,
+      timeout: WAIT.command,
     });
     return { code: 0, stdout, stderr };
   } catch (error) {
-    const failed = /** @type {{ code?: number, stdout?: string, stderr?: string }} */ (error);
+    const failed = /** @type {{ code?: number, killed?: boolean, stdout?: string, stderr?: string }} */ (error);
+    // Killed at WAIT.command: said in the output, so a failure names the wait rather than an exit code of -1.
+    const killed = failed.killed ? `\n(npm run cli -- ${args.join(" ")} killed after ${WAIT.command} ms)` : "";
     return {
       code: typeof failed.code === "number" ? failed.code : -1,
       stdout: failed.stdout ?? "",
-      stderr: failed.stderr ?? "",
+      stderr: `${failed.stderr ?? ""}${killed}`,
     };
   }
 }
@@ -370,7 +386,7 @@ export function cliProcess(args, env = {}) {
   child.stderr.on("data", (chunk) => (output += chunk));
   return {
     output: () => output,
-    async waitFor(/** @type {RegExp} */ pattern, timeoutMs = 30_000) {
+    async waitFor(/** @type {RegExp} */ pattern, timeoutMs = WAIT.output) {
       const deadline = Date.now() + timeoutMs;
       while (!pattern.test(output)) {
         if (child.exitCode !== null)

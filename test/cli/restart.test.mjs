@@ -17,6 +17,7 @@ import {
   stopLeftoverCommands,
   testConfig,
   testDevVars,
+  WAIT,
   writeFile,
 } from "./receiver.mjs";
 
@@ -61,7 +62,7 @@ test("a retry pending when npm start stops is delivered soon after it starts aga
     const receipt = /"receipt":"(\w+)"/.exec(sent.stdout)?.[1];
     assert.ok(receipt, `not accepted:\n${sent.stdout}${sent.stderr}`);
     // The first attempt fails (connection refused) and a retry is scheduled about 30 s later.
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + WAIT.output;
     for (;;) {
       const shown = await cli(["show", receipt, ...project], env);
       if (/^status\s+pending/m.test(shown.stdout) && /next attempt due/.test(shown.stdout)) break;
@@ -78,7 +79,7 @@ test("a retry pending when npm start stops is delivered soon after it starts aga
     const echo = cliProcess(["echo", "--port", String(echoPort), ...project], env);
     await echo.waitFor(/echo backend on http:\/\/127\.0\.0\.1:\d+/);
     // Its retry was due within 30 s; the requeue asks every 10 s. Without it, nothing would ever come.
-    await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`), 90_000).catch(async (error) => {
+    await echo.waitFor(new RegExp(`receipt ${receipt}  source cli-forward`)).catch(async (error) => {
       const shown = await cli(["show", receipt, ...project], env);
       throw new Error(
         `${error.message}\nthe receipt:\n${shown.stdout}${shown.stderr}\nnpm start:\n${run.output().stdout.slice(-3000)}${run.output().stderr.slice(-2000)}`,

@@ -7,7 +7,16 @@ import { rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { answering, freePort, makeWorkDir, startDevScript, testConfig, testDevVars, writeFile } from "./receiver.mjs";
+import {
+  answering,
+  freePort,
+  makeWorkDir,
+  startDevScript,
+  testConfig,
+  testDevVars,
+  WAIT,
+  writeFile,
+} from "./receiver.mjs";
 
 const workDir = makeWorkDir();
 after(() => rmSync(workDir, { recursive: true, force: true }));
@@ -67,7 +76,7 @@ test("a port already taken is one line naming it and how to pick another, before
       const run = start([...args, ...projectArgs()], env);
       const code = await Promise.race([
         run.exited,
-        new Promise((done) => setTimeout(() => done("still running"), 30_000)),
+        new Promise((done) => setTimeout(() => done("still running"), WAIT.command)),
       ]);
       await run.stop();
       const { stdout, stderr } = run.output();
