@@ -1,0 +1,75 @@
+// Runs npm scripts side by side, a few at a time, for `npm test`: the suites that start their own `wrangler dev`
+// (test:http, test:browser, test:cli, test:sim) spend most of their time waiting on it, so two of them share a
+// 2-core machine well. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
+// take each other's requests or queue messages. A suite's output is printed whole when it ends (never interleaved),
+// with its wall time; the exit code is 1 if any suite failed, after every suite has run.
+//
+//   node scripts/test-suites.mjs test:http test:browser test:cli test:sim
+//   TEST_SUITES_AT_ONCE=1 node scripts/test-suites.mjs …   # one after another, as before
+import { spawn } from "node:child_process";
+import { resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dirname, "..");
+/** Two at a time: every suite starts workerd, which is what a 2-core machine can hold without starving them. */
+const DEFAULT_AT_ONCE = 2;
+
+const suites = process.argv.slice(2);
+if (suites.length === 0) {
+  console.error("usage: node scripts/test-suites.mjs <npm script>…");
+  process.exit(2);
+}
+const atOnce = Number(process.env.TEST_SUITES_AT_ONCE ?? DEFAULT_AT_ONCE);
+if (!Number.isInteger(atOnce) || atOnce < 1) {
+  console.error(`TEST_SUITES_AT_ONCE must be a whole number of at least 1, not ${process.env.TEST_SUITES_AT_ONCE}`);
+  process.exit(2);
+}
+
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+/** @type {Set<import("node:child_process").ChildProcess>} */
+const running = new Set();
+
+/** @returns {Promise<{ suite: string, code: number | null, seconds: number }>} */
+function runSuite(/** @type {string} */ suite) {
+  const startedAt = Date.now();
+  console.log(`[${suite}] started`);
+  // Own process group: an interrupt of this runner ends the suite and every wrangler it started.
+  const child = spawn(npm, ["run", "--silent", suite], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(child);
+  /** @type {Buffer[]} */
+  const output = [];
+  child.stdout.on("data", (chunk) => output.push(chunk));
+  child.stderr.on("data", (chunk) => output.push(chunk));
+  return new Promise((done) => {
+    child.once("close", (code) => {
+      running.delete(child);
+      const seconds = Math.round((Date.now() - startedAt) / 1000);
+      process.stdout.write(`\n===== ${suite} (${seconds} s, exit ${code}) =====\n`);
+      process.stdout.write(Buffer.concat(output));
+      done({ suite, code, seconds });
+    });
+  });
+}
+
+for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) {
+  process.once(signal, () => {
+    for (const child of running) if (child.pid) process.kill(-child.pid, "SIGTERM");
+    process.exit(130);
+  });
+}
+
+const queue = [...suites];
+/** @type {{ suite: string, code: number | null, seconds: number }[]} */
+const results = [];
+await Promise.all(
+  Array.from({ length: Math.min(atOnce, queue.length) }, async () => {
+    for (let suite = queue.shift(); suite !== undefined; suite = queue.shift()) results.push(await runSuite(suite));
+  }),
+);
+
+console.log("\nsuites:");
+for (const { suite, code, seconds } of results) console.log(`  ${code === 0 ? "ok  " : "FAIL"} ${suite}  ${seconds} s`);
+process.exit(results.every(({ code }) => code === 0) ? 0 : 1);
