@@ -15,6 +15,12 @@ export const HELD_BODY = sql`(status IN ('dead', 'dismissed') OR replay_count > 
 export const ORDERED_OUTSTANDING = sql`ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead')`;
 
 /**
+ * A receipt in the (source, event_key) arbiter (migrations/0023): every one but a shard-arbitrated one. Literal, as
+ * the index is: a lookup by key must repeat it word for word or SQLite does not use the partial index.
+ */
+export const KEY_INDEXED = sql`shard_arbitrated IS NULL`;
+
+/**
  * The audit trail. Every accepted delivery becomes one receipt. Times are epoch milliseconds (INTEGER) so that
  * SQL comparisons need no date parsing. The table is WITHOUT ROWID (migrations/0002_lean_receipts.sql) and
  * carries only indexes the happy path never touches beyond the (source, event_key) arbiter: every index a write
@@ -93,9 +99,15 @@ export const receipts = sqliteTable(
      * source without an ordered route (which so never enters the index below) and for an event without a value.
      */
     orderingKey: text("ordering_key"),
+    /**
+     * 1 when the claim shard is this key's only arbiter (migrations/0023): a partitioned source's receipt whose claim
+     * key is its event key (src/relay/receipt-insert.ts). It then has no entry in receipts_source_event_key, one billed row
+     * less per receipt; null for every other receipt, which the D1 index still arbitrates.
+     */
+    shardArbitrated: integer("shard_arbitrated"),
   },
   (table) => [
-    uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey),
+    uniqueIndex("receipts_source_event_key").on(table.source, table.eventKey).where(KEY_INDEXED),
     index("receipts_dead").on(table.source, table.receiptId).where(sql`status = 'dead'`),
     index("receipts_held_bodies").on(table.source, table.receiptId).where(HELD_BODY),
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),

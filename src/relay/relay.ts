@@ -1,25 +1,26 @@
-import { and, eq, type Placeholder, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { storeBodies } from "../bodies/segment-store";
 import { BODY_LOCATION_R2, deleteStoredBodies } from "../bodies/stored-bodies";
 import { batchEach, batchPreparedPerItem, perItem } from "../db/batch";
 import { type Database, database } from "../db/client";
-import { d1NowMs, relayBatchClock } from "../db/clock";
-import { inJsonList } from "../db/id-list";
+import { d1NowMs } from "../db/clock";
+import { underIndexedKeys } from "../db/receipt-keys";
 import { quarantine, receipts } from "../db/schema";
-import { prepare, statementTemplate } from "../db/statement-template";
+import { prepare } from "../db/statement-template";
 import { meteredD1 } from "../lib/meter";
 import type { PendingClaim, PendingQuarantine, RelayReport } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
-import { envForDatabase, receiptDatabaseBindingOf } from "../sources/databases";
+import { databaseBindingIn, envForDatabase, receiptDatabaseBindingOf } from "../sources/databases";
 import { bodySegmentsOf, orderingKeyOf } from "../sources/registry";
 import { type RelayOutcome, rememberSize, roomIn } from "./database-room";
 import { enqueueReceipts } from "./enqueue";
+import { isShardArbitrated, receiptInsert } from "./receipt-insert";
 
 /**
  * Moves a shard's accepted claims into D1 and onto the work queue: one D1 batch and one queue message per relay
- * batch. Every step is safe to repeat: the insert is keyed on (source, event_key), and a claim whose receipt is
- * already in D1 under its own id comes back from the insert's RETURNING and is enqueued again (processing is
- * idempotent). A crash anywhere here leaves the shard's copy in place, and the next alarm does the same work again.
+ * batch. Every step is safe to repeat: the insert is keyed on (source, event_key), or on the receipt id alone where
+ * the claim shard is the key's only arbiter (./receipt-insert.ts), and a claim whose receipt is already in D1 under
+ * its own id comes back from the insert's RETURNING and is enqueued again (processing is idempotent). A crash anywhere here leaves the shard's copy in place, and the next alarm does the same work again.
  */
 export async function relayToD1(
   env: Env,
@@ -78,13 +79,14 @@ async function relayToOneDatabase(
   }
   const db = database(env);
   const d1 = meteredD1(env.DB);
+  const binding = databaseBindingIn(env);
   // Bodies go to R2 first (one segment for the batch, large ones on their own): the row then only says where the
   // body is (src/bodies/segment-store.ts).
   const bodyLocations = await storeBodies(env, claims, bodyThresholdOf, bodySegmentsOf(env), Date.now());
   const firstReceiptId = claims[0]?.receiptId;
   const relayed = await batchPreparedPerItem(d1, {
     receipts: perItem(claims, (claim) =>
-      (claim.receiptId === firstReceiptId ? firstReceiptInsert : receiptInsert)(d1, {
+      receiptInsert(claim.receiptId === firstReceiptId, isShardArbitrated(env, binding, claim))(d1, {
         receiptId: claim.receiptId,
         source: claim.source,
         eventKey: claim.eventKey,
@@ -151,14 +153,12 @@ async function quarantineMismatches(db: Database, lost: readonly PendingClaim[])
             provenance: receipts.provenance,
           })
           .from(receipts)
-          // By (source, event_key): the arbiter's own index, never a scan.
+          // By (source, event_key): the arbiter's own index, never a scan. Only a receipt in the index can have
+          // beaten a claim to its key (a shard-arbitrated claim never loses), so its condition costs nothing.
           .where(
-            and(
-              eq(receipts.source, source),
-              inJsonList(
-                receipts.eventKey,
-                lost.filter((claim) => claim.source === source).map((claim) => claim.eventKey),
-              ),
+            underIndexedKeys(
+              source,
+              lost.filter((claim) => claim.source === source).map((claim) => claim.eventKey),
             ),
           ),
       ),
@@ -212,51 +212,5 @@ function quarantineInsert(db: Database, record: PendingQuarantine) {
         set: { copies: sql`excluded.copies`, payloadSha256: sql`excluded.payload_sha256`, relayedAt: d1NowMs },
         setWhere: sql`excluded.copies > ${quarantine.copies}`,
       })
-  );
-}
-
-/**
- * A claim's receipt insert, built by Drizzle once per isolate with a placeholder for every value and bound per
- * claim: building the same statement anew for each of a batch's 50 claims was the relay's largest CPU cost
- * (docs/performance.md, "What the figures decided"). Two shapes: the batch's first receipt takes D1's clock
- * for `relayed_at`, every other one copies it from that first row (src/db/clock.ts).
- */
-const firstReceiptInsert = statementTemplate((db) => receiptInsertQuery(db, null));
-const receiptInsert = statementTemplate((db) => receiptInsertQuery(db, sql.placeholder("firstReceiptId")));
-
-function receiptInsertQuery(db: Database, firstReceiptId: Placeholder | null) {
-  const value = (name: string) => sql.placeholder(name);
-  return (
-    db
-      .insert(receipts)
-      .values({
-        receiptId: value("receiptId"),
-        source: value("source"),
-        eventKey: value("eventKey"),
-        eventType: value("eventType"),
-        subjectId: value("subjectId"),
-        version: value("version"),
-        occurredAt: value("occurredAt"),
-        payloadSha256: value("payloadSha256"),
-        body: value("body"),
-        bodyLocation: value("bodyLocation"),
-        keptHeaders: value("keptHeaders"),
-        receivedAt: value("receivedAt"),
-        // D1's clock, not the shard's: relayed_at then follows commit order, which paging relies on.
-        relayedAt: relayBatchClock(firstReceiptId),
-        provenance: value("provenance"),
-        status: "pending",
-        orderingKey: value("orderingKey"),
-      })
-      // A second relay of the same claim (its shard crashed before recording the first) returns the row, so it
-      // is enqueued again; a claim that lost the key to another receipt returns nothing. Only the repeat pays a
-      // written row.
-      .onConflictDoUpdate({
-        target: [receipts.source, receipts.eventKey],
-        set: { relayedAt: sql`${receipts.relayedAt}` },
-        setWhere: sql`${receipts.receiptId} = excluded.id`,
-      })
-      // Read raw (batchPreparedPerItem), so by the column's own name: `id`.
-      .returning({ id: receipts.receiptId })
   );
 }

@@ -80,6 +80,11 @@ describe("the SQL window (keep) shorter than dedupe_retention", () => {
       `archive/${home}/${new Date(Math.floor(ulidTime(receiptId) / DAY_MS) * DAY_MS).toISOString()}/`,
     );
 
+    // Shown by its event key, the same: its claim shard still names the receipt, and the receipt's archive.
+    const byKey = await adminGet(`/admin/api/sources/${SOURCE}/events/${eventKey}`);
+    expect(byKey.status).toBe(404);
+    expect((await byKey.json<{ error: { code: string } }>()).error.code).toBe("receipt_archived");
+
     // D1 no longer holds the key; the claim shard does, for its whole dedupe_retention.
     expect(await send(eventKey, 5)).toEqual({ status: "duplicate", receipt: receiptId });
     const other = await send(eventKey, 6);

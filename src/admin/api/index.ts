@@ -17,9 +17,10 @@ import {
   rejectUnknownParameters,
 } from "../receipts/filters";
 import { listQuarantine, receiptChanges, searchReceipts } from "../receipts/lists";
+import { receiptByEventKey } from "../receipts/receipt-by-key";
 import { CHANGE_PARAMETERS, parseChangesQuery } from "../receipts/receipt-changes";
 import { inFirstDatabase } from "../receipts/receipt-databases";
-import { receiptDetail, receiptIdForEvent } from "../receipts/receipt-detail";
+import { receiptDetail } from "../receipts/receipt-detail";
 import { receiptNotFound } from "../receipts/receipt-not-found";
 import { deliveryMetricsFor } from "../stats/analytics-query";
 
@@ -31,7 +32,6 @@ async function replayRouteReport(
   return { receiptId, route, outcome: (await replayRoute(env, receiptId, route, "api")).kind };
 }
 
-import { databaseBindingOf } from "../../sources/databases";
 import { sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { parseBulkReplayRequest } from "../actions/replay-request";
@@ -77,28 +77,12 @@ adminApi.get("/receipts/:receiptId", accepts(), async (c) => {
 });
 
 /**
- * The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source): in the
- * source's database first, then the others (a source that moved left its older receipts where they were).
+ * The same detail, looked up by what the provider calls the event (its dedupe key, scoped by source): through the
+ * key index of each database, the source's own first, or a partitioned source's claim shard (../receipts/receipt-by-key.ts).
  */
-adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) => {
-  const source = c.req.param("source");
-  const detail = await inFirstDatabase(
-    c.env,
-    async (databaseEnv) => {
-      const db = database(databaseEnv);
-      const receiptId = await receiptIdForEvent(db, source, c.req.param("eventKey"));
-      return receiptId ? receiptDetail(db, receiptId, c.env) : null;
-    },
-    databaseBindingOf(c.env, source),
-  );
-  if (!detail)
-    throw apiError(
-      404,
-      "event_not_found",
-      "No receipt for this event key under this source (never accepted, or not yet relayed).",
-    );
-  return c.json(detail);
-});
+adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) =>
+  c.json(await receiptByEventKey(c.env, c.req.param("source"), c.req.param("eventKey"))),
+);
 
 adminApi.get("/dead", async (c) => {
   const query = c.req.query();

@@ -1,6 +1,7 @@
 import { database } from "../../db/client";
 // Every bound database, a source filter or not: a source that moved left receipts in the database it moved from.
 import { receiptDatabaseEnvs } from "../../sources/databases";
+import { isPartitionDatabase } from "../../sources/partitions";
 import type { ReceiptFilter } from "./filters";
 import { type QuarantineList, readQuarantineSlice } from "./quarantine-slice";
 import { byChange, type ChangesPage, type ChangesQuery, changesPage, readChanges } from "./receipt-changes";
@@ -29,9 +30,9 @@ export async function searchReceipts(env: Env, filter: ReceiptFilter): Promise<P
   // Paging towards newer receipts reads upwards from the cursor and turns the page round.
   const direction: Direction = after && !before ? "newer" : "older";
   const cursor = direction === "newer" ? after : before;
-  const matching = receiptsMatching(filter);
   const slices = await Promise.all(
     receiptDatabaseEnvs(env).map(async ({ binding, env: databaseEnv }) => {
+      const matching = receiptsMatching(filter, !isPartitionDatabase(env, binding));
       const readWith = cursor ? cursorIn(cursor, binding) : null;
       const at = {
         direction,

@@ -2,18 +2,22 @@
 import { and, asc, eq, or } from "drizzle-orm";
 import { BODY_INTEGRITY_FAILED, readBodies } from "../../bodies/body-reader";
 import type { Database } from "../../db/client";
+import { underIndexedKeys } from "../../db/receipt-keys";
 import { attempts, quarantine, receipts, replays } from "../../db/schema";
 import { bodyDropsAtFor } from "./body-retention";
 import { decodeUtf8OrBase64 } from "./payload";
 import { receiptSummaryColumns } from "./receipt-slice";
 import { routeOutcomes } from "./route-outcomes";
 
-/** The receipt id for a provider's event key, so "what happened to event X?" is one call. */
+/**
+ * The receipt id for a provider's event key, so "what happened to event X?" is one call: one seek in the (source,
+ * event_key) index. A shard-arbitrated receipt is not in it; ./receipt-by-key.ts asks its claim shard first.
+ */
 export async function receiptIdForEvent(db: Database, source: string, eventKey: string): Promise<string | null> {
   const [row] = await db
     .select({ receiptId: receipts.receiptId })
     .from(receipts)
-    .where(and(eq(receipts.source, source), eq(receipts.eventKey, eventKey)));
+    .where(underIndexedKeys(source, [eventKey]));
   return row?.receiptId ?? null;
 }
 

@@ -3,7 +3,7 @@ import { and, asc, desc, eq, gt, gte, inArray, lt, or, type SQL, sql } from "dri
 import type { Database } from "../../db/client";
 import { d1NowMs } from "../../db/clock";
 import { receiptEventColumns } from "../../db/receipt-columns";
-import { receipts } from "../../db/schema";
+import { KEY_INDEXED, receipts } from "../../db/schema";
 import { ulidFloor } from "../../lib/ulid";
 import type { ReceiptFilter } from "./filters";
 import { type CaughtUp, caughtUpConditions, type Direction, mergeCaughtUp, type ReceiptCursor } from "./receipt-cursor";
@@ -64,13 +64,19 @@ export interface Page<T> {
   prevCursor: string | null;
 }
 
-/** The filter's conditions on receipts, apart from paging. */
-export function receiptsMatching(filter: ReceiptFilter): SQL | undefined {
+/**
+ * The filter's conditions on receipts, apart from paging. `keyIndexed`: every receipt of the database read is in
+ * the (source, event_key) index, as in any database but the ring's (migrations/0023), so an event-key filter names
+ * the index's condition and SQLite seeks it. A ring database's receipts are mostly not in it: there the filter reads
+ * the source's rows in the other conditions' range (docs/audit.md says to give since and until).
+ */
+export function receiptsMatching(filter: ReceiptFilter, keyIndexed = false): SQL | undefined {
   return and(
     filter.source !== undefined ? eq(receipts.source, filter.source) : undefined,
     filter.statuses?.length ? inArray(receipts.status, filter.statuses) : undefined,
     filter.eventType !== undefined ? eq(receipts.eventType, filter.eventType) : undefined,
     filter.eventKey !== undefined ? eq(receipts.eventKey, filter.eventKey) : undefined,
+    filter.eventKey !== undefined && keyIndexed ? KEY_INDEXED : undefined,
     filter.subjectId !== undefined ? eq(receipts.subjectId, filter.subjectId) : undefined,
     // A token of the batch-item-ids annotation; no index, so give source and since to bound the rows read.
     filter.itemId !== undefined

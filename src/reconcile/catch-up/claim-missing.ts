@@ -1,10 +1,13 @@
-import { and, eq } from "drizzle-orm";
 import { claimEvent } from "../../claims/claim-event";
+import { receiptIdsFromShards } from "../../claims/key-lookup";
 import { database } from "../../db/client";
-import { inJsonList } from "../../db/id-list";
+import { underIndexedKeys } from "../../db/receipt-keys";
 import { receipts } from "../../db/schema";
 import type { EventIdentity } from "../../providers/types";
 import type { SourceConfig } from "../../sources/config";
+import { receiptDatabaseEnvs } from "../../sources/databases";
+import { isPartitioned } from "../../sources/partitions";
+import { loadSources } from "../../sources/registry";
 
 export interface CatchUpCounts {
   pages: number;
@@ -25,18 +28,38 @@ export interface ListedEvent {
   rawBody: Uint8Array;
 }
 
-/** Keys of this source that D1 already holds, out of `eventKeys`: one query for a whole page. */
+/**
+ * Keys of this source already received, out of `eventKeys`: one index seek per key in D1. A partitioned source's
+ * receipts are spread over the ring and those its claim shard arbitrates have no entry in the index
+ * (migrations/0023): every receipt database is asked for the keys it indexes (one query each for a whole page), and
+ * the claim shards for the keys none of them holds, never a scan of a ring database.
+ */
 export async function keysAlreadyStored(
   env: Env,
   sourceName: string,
   eventKeys: readonly string[],
 ): Promise<Set<string>> {
   if (eventKeys.length === 0) return new Set();
+  const source = loadSources(env).get(sourceName);
+  if (!source || !isPartitioned(source)) return indexedKeysIn(env, sourceName, eventKeys);
+  const indexed = await Promise.all(
+    receiptDatabaseEnvs(env).map(({ env: databaseEnv }) => indexedKeysIn(databaseEnv, sourceName, eventKeys)),
+  );
+  const stored = new Set(indexed.flatMap((keys) => [...keys]));
+  const fromShards = await receiptIdsFromShards(
+    env,
+    source,
+    eventKeys.filter((eventKey) => !stored.has(eventKey)),
+  );
+  return new Set([...stored, ...fromShards.keys()]);
+}
+
+/** The keys out of `eventKeys` that one database's (source, event_key) index holds: one query for a whole page. */
+async function indexedKeysIn(env: Env, sourceName: string, eventKeys: readonly string[]): Promise<Set<string>> {
   const stored = await database(env)
     .select({ eventKey: receipts.eventKey })
     .from(receipts)
-    // By (source, event_key): the arbiter's own index.
-    .where(and(eq(receipts.source, sourceName), inJsonList(receipts.eventKey, eventKeys)));
+    .where(underIndexedKeys(sourceName, eventKeys));
   return new Set(stored.map((row) => row.eventKey));
 }
 
