@@ -196,6 +196,23 @@ describe("dashboard pages", () => {
     });
     expect(crossSite.status).toBe(403);
   });
+
+  it("says why a receipt offers no action, instead of an empty Actions heading (as right after a replay)", async () => {
+    const cookie = await sessionCookie();
+    const source = uniqueSource("dash-actions");
+    const pending = await seedReceipt({ source, receivedAt: Date.now(), status: "pending" });
+    const bodyDropped = await seedReceipt({ source, receivedAt: Date.now(), status: "processed" });
+    const actions = async (receiptId: string) =>
+      /<h2>Actions<\/h2>\s*(<[^>]*>[^<]*)/.exec(
+        await (await page(`/admin/receipts/${receiptId}`, { headers: { cookie } })).text(),
+      )?.[1];
+    expect(await actions(pending)).toBe(
+      '<p class="muted" id="no-actions">None while it is pending: reload to see how it finishes.',
+    );
+    expect(await actions(bodyDropped)).toBe(
+      '<p class="muted" id="no-actions">None: its body is no longer kept, so it cannot be replayed.',
+    );
+  });
 });
 
 describe("dashboard: health, dead letters, alerts, charts", () => {

@@ -266,6 +266,98 @@ test("sources with their health, and open alerts", async () => {
   await page.close();
 });
 
+test("charts keep their labels inside and draw every series' points; sparklines read as bars on a baseline", async () => {
+  // A processing time of 80 ms puts "100 ms" on the processing chart's axis: written straight into D1, as no
+  // demo consumer takes that long.
+  wrangler([
+    "d1",
+    "execute",
+    "DB",
+    "--local",
+    "--persist-to",
+    persistTo,
+    "--command",
+    `UPDATE receipts SET attempt_duration_ms = 80 WHERE id = '${receipts.credited}'`,
+  ]);
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/sources/demo`);
+  assert.match((await page.locator("#chart-processing svg").textContent()) ?? "", /100 ms/);
+  const outside = await page.locator("#charts svg").evaluateAll((charts) =>
+    charts.flatMap((chart) => {
+      const frame = chart.getBoundingClientRect();
+      return Array.from(chart.querySelectorAll("text"))
+        .filter((label) => {
+          const box = label.getBoundingClientRect();
+          return box.left < frame.left - 0.5 || box.right > frame.right + 0.5 || box.top < frame.top - 0.5;
+        })
+        .map((label) => `${chart.parentElement!.id}: "${label.textContent}"`);
+    }),
+  );
+  const problems = outside.map((label) => `label cut off at the chart's edge: ${label}`);
+
+  // One hour of data: each series is one point, which a path alone does not draw. The p95 mark must be seen
+  // beside the p50 one, not hidden under it (with one sample they are equal).
+  for (const id of ["chart-pickup", "chart-processing"]) {
+    const marks = await page.locator(`#${id} svg`).evaluate((chart) => {
+      const painted = (element: Element) => {
+        const style = getComputedStyle(element);
+        return (style.fill !== "none" || style.stroke !== "none") && style.visibility === "visible";
+      };
+      const boxes = (selector: string) =>
+        Array.from(chart.querySelectorAll(selector))
+          .filter(painted)
+          .map((element) => element.getBoundingClientRect());
+      const p50 = boxes(".p50");
+      return boxes(".p95")
+        .filter((box) => box.width > 0 && box.height > 0)
+        .filter(
+          (box) =>
+            !p50.some(
+              (cover) =>
+                cover.left <= box.left &&
+                cover.right >= box.right &&
+                cover.top <= box.top &&
+                cover.bottom >= box.bottom,
+            ),
+        ).length;
+    });
+    if (marks === 0) problems.push(`${id}: no visible p95 mark`);
+  }
+
+  await page.goto(`${BASE}/admin`);
+  const spark = await page.locator('#sources tr[data-source="demo"] svg.spark').evaluate((svg) => {
+    const frame = svg.getBoundingClientRect();
+    const baseline = svg.querySelector(".baseline");
+    const marks = Array.from(svg.querySelectorAll(":scope > :not(.baseline)")).map((mark) =>
+      mark.getBoundingClientRect(),
+    );
+    const cell = svg.closest("td")!;
+    const count = document.createRange();
+    count.selectNodeContents(cell.firstChild!);
+    const text = count.getBoundingClientRect();
+    return {
+      height: frame.height,
+      tallest: Math.max(0, ...marks.map((mark) => mark.height)),
+      baselineWidth: baseline?.getBoundingClientRect().width ?? 0,
+      baselineColour: baseline ? getComputedStyle(baseline).stroke : "",
+      markColour: svg.querySelector(":scope > :not(.baseline)")
+        ? getComputedStyle(svg.querySelector(":scope > :not(.baseline)")!).fill
+        : "",
+      cell: cell.dataset.label,
+      sameLine: frame.top < text.bottom && frame.bottom > text.top,
+    };
+  });
+  // Three receipts in the latest hour and none before: not flat, so the marks stand well above the baseline.
+  if (spark.tallest < spark.height / 2) problems.push(`sparkline marks ${spark.tallest} px of ${spark.height}`);
+  if (spark.baselineWidth < spark.height * 3) problems.push("the sparkline has no baseline across its width");
+  if (spark.baselineColour === spark.markColour) problems.push("the sparkline's baseline looks like its data");
+  if (spark.cell !== "Received") problems.push(`the sparkline is in the ${spark.cell} cell, not by its count`);
+  if (!spark.sameLine) problems.push("the sparkline is not on its count's line");
+  assert.deepEqual(problems, []);
+  await shoot(page, "overview-spark");
+  await page.close();
+});
+
 test("the receipts table filters, and a receipt shows its attempt timeline and body", async () => {
   const page = await context!.newPage();
   await page.goto(`${BASE}/admin/receipts`);
@@ -312,6 +404,12 @@ test("a dead letter is replayed from the dashboard and its timeline shows the se
   await page.click("#replay");
   await page.waitForURL(`${BASE}/admin/receipts/${receipts.broken}`);
   assert.match((await page.textContent(".flash")) ?? "", /Replayed/);
+  // Pending again, so there is nothing to do: the Actions heading says so rather than standing over nothing.
+  const underActions = await page.locator("h2", { hasText: "Actions" }).evaluate((heading) => {
+    const next = heading.nextElementSibling;
+    return next && !/^H\d$/.test(next.tagName) ? next.getBoundingClientRect().height : 0;
+  });
+  assert.ok(underActions > 0, "the Actions heading is empty");
   await page.close();
 });
 

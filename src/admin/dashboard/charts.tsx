@@ -8,12 +8,25 @@ import { formatDuration } from "./format";
 
 const WIDTH = 320;
 const HEIGHT = 140;
-const LEFT = 38;
 const RIGHT = 8;
 const TOP = 10;
 const BOTTOM = 22;
-const PLOT_W = WIDTH - LEFT - RIGHT;
 const PLOT_H = HEIGHT - TOP - BOTTOM;
+/** Width of one character of the 11 px axis labels, rounded up ("m" is the widest the labels use). */
+const LABEL_CHAR_W = 7;
+
+/**
+ * Where the plot starts: right of the widest value label, which ends 4 units left of it. A fixed margin cut
+ * "100 ms" to "00 ms".
+ */
+export function plotLeft(labels: string[]): number {
+  return Math.max(24, 8 + Math.ceil(Math.max(0, ...labels.map((label) => label.length)) * LABEL_CHAR_W));
+}
+
+/** The value labels of an axis from 0 to `max`: counts get a middle one only where it is a whole number. */
+function ticks(max: number, whole: boolean): number[] {
+  return whole && max % 2 !== 0 ? [0, max] : [0, max / 2, max];
+}
 
 function hourLabel(hour: number): string {
   return `${new Date(hour).toISOString().slice(11, 13)}:00`;
@@ -27,19 +40,24 @@ export function niceCeiling(value: number): number {
   return 10 * magnitude;
 }
 
-function Axes(props: { points: HourPoint[]; max: number; format: (value: number) => string; whole?: boolean }) {
-  // Counts get a middle line only where it falls on a whole number.
-  const ticks = props.whole && props.max % 2 !== 0 ? [0, props.max] : [0, props.max / 2, props.max];
-  const step = PLOT_W / props.points.length;
+/** The plot's frame: value labels, where the plot starts, and the width of one hour. */
+function frame(points: HourPoint[], max: number, format: (value: number) => string, whole: boolean) {
+  const labels = ticks(max, whole).map((tick) => ({ tick, label: format(tick) }));
+  const left = plotLeft(labels.map(({ label }) => label));
+  return { labels, left, step: (WIDTH - left - RIGHT) / points.length };
+}
+
+function Axes(props: { points: HourPoint[]; max: number; frame: ReturnType<typeof frame> }) {
+  const { labels, left, step } = props.frame;
   return (
     <g class="axes">
-      {ticks.map((tick) => {
+      {labels.map(({ tick, label }) => {
         const y = TOP + PLOT_H - (tick / props.max) * PLOT_H;
         return (
           <>
-            <line x1={LEFT} x2={WIDTH - RIGHT} y1={y} y2={y} class="grid" />
-            <text x={LEFT - 4} y={y + 4} text-anchor="end">
-              {props.format(tick)}
+            <line x1={left} x2={WIDTH - RIGHT} y1={y} y2={y} class="grid" />
+            <text x={left - 4} y={y + 4} text-anchor="end">
+              {label}
             </text>
           </>
         );
@@ -47,7 +65,7 @@ function Axes(props: { points: HourPoint[]; max: number; format: (value: number)
       {props.points.map((point, index) =>
         // Every sixth hour, and none so close to the right edge that it would collide with "now".
         index % 6 === 0 && index < props.points.length - 3 ? (
-          <text x={LEFT + index * step + step / 2} y={HEIGHT - 6} text-anchor="middle">
+          <text x={left + index * step + step / 2} y={HEIGHT - 6} text-anchor="middle">
             {hourLabel(point.hour)}
           </text>
         ) : null,
@@ -78,7 +96,8 @@ export function HourlyBars(props: {
   const known = values.filter((value): value is number => value !== null);
   const total = known.reduce((sum, value) => sum + value, 0);
   const max = niceCeiling(Math.max(0, ...known));
-  const step = PLOT_W / props.points.length;
+  const axes = frame(props.points, max, String, true);
+  const { left, step } = axes;
   const summary =
     known.length === 0
       ? "not available"
@@ -94,7 +113,7 @@ export function HourlyBars(props: {
         aria-label={`${props.title}: ${summary}`}
         preserveAspectRatio="xMidYMid meet"
       >
-        <Axes points={props.points} max={max} format={(value) => String(value)} whole />
+        <Axes points={props.points} max={max} frame={axes} />
         {props.points.map((point, index) => {
           const value = values[index];
           if (value === null || value === undefined || value === 0) return null;
@@ -102,7 +121,7 @@ export function HourlyBars(props: {
           return (
             <rect
               class={`bar ${props.tone}`}
-              x={LEFT + index * step + 1}
+              x={left + index * step + 1}
               y={TOP + PLOT_H - height}
               width={Math.max(1, step - 2)}
               height={height}
@@ -135,8 +154,9 @@ export function HourlyLatency(props: {
   const p50 = props.points.map(props.p50);
   const known = [...p95, ...p50].filter((value): value is number => value !== null);
   const max = niceCeiling(Math.max(0, ...known));
-  const step = PLOT_W / props.points.length;
-  const x = (index: number) => LEFT + index * step + step / 2;
+  const axes = frame(props.points, max, formatDuration, false);
+  const { left, step } = axes;
+  const x = (index: number) => left + index * step + step / 2;
   const y = (value: number) => TOP + PLOT_H - (value / max) * PLOT_H;
   const path = (values: (number | null)[]) => {
     let d = "";
@@ -167,45 +187,30 @@ export function HourlyLatency(props: {
         aria-label={`${props.title}, p50 and p95 per hour`}
         preserveAspectRatio="xMidYMid meet"
       >
-        <Axes points={props.points} max={max} format={(value) => formatDuration(value)} />
+        <Axes points={props.points} max={max} frame={axes} />
         <path class="line p95" d={path(p95)} />
         <path class="line p50" d={path(p50)} />
-        {props.points.map((point, index) =>
-          p50[index] !== null ? (
-            <circle class="dot p50" cx={x(index)} cy={y(p50[index]!)} r={2.5}>
-              <title>{`${hourLabel(point.hour)} UTC: p50 ${formatDuration(p50[index])}, p95 ${formatDuration(p95[index])}`}</title>
-            </circle>
-          ) : null,
-        )}
+        {/* Every point gets a mark, or an hour with no neighbour is a one-point path that draws nothing. The p95
+            mark is a ring larger than the p50 dot: with one sample the two are equal and the dot would hide it. */}
+        {props.points.map((point, index) => {
+          const title = `${hourLabel(point.hour)} UTC: p50 ${formatDuration(p50[index])}, p95 ${formatDuration(p95[index])}`;
+          return (
+            <>
+              {p95[index] !== null && (
+                <circle class="dot p95" cx={x(index)} cy={y(p95[index]!)} r={4}>
+                  <title>{title}</title>
+                </circle>
+              )}
+              {p50[index] !== null && (
+                <circle class="dot p50" cx={x(index)} cy={y(p50[index]!)} r={2.5}>
+                  <title>{title}</title>
+                </circle>
+              )}
+            </>
+          );
+        })}
       </svg>
       {props.note && <p class="muted chart-note">{props.note}</p>}
     </figure>
-  );
-}
-
-/** A tiny received-per-hour line for the sources table. */
-export function Sparkline(props: { points: HourPoint[]; label: string }) {
-  const w = 96;
-  const h = 22;
-  const max = Math.max(1, ...props.points.map((point) => point.received));
-  const step = w / Math.max(1, props.points.length - 1);
-  const d = props.points
-    .map(
-      (point, index) =>
-        `${index === 0 ? "M" : "L"}${(index * step).toFixed(1)},${(h - 1 - (point.received / max) * (h - 2)).toFixed(1)}`,
-    )
-    .join(" ");
-  const dead = props.points.some((point) => point.dead > 0);
-  return (
-    <svg
-      class={`spark${dead ? " has-dead" : ""}`}
-      viewBox={`0 0 ${w} ${h}`}
-      width={w}
-      height={h}
-      role="img"
-      aria-label={props.label}
-    >
-      <path d={d} />
-    </svg>
   );
 }

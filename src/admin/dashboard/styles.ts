@@ -51,11 +51,11 @@ figure.chart text { font-size:11px; fill:var(--muted); font-variant-numeric:tabu
 figure.chart .grid { stroke:#eceef2; }
 .bar.ink { fill:#4a6fd8; } .bar.ok { fill:var(--ok); } .bar.bad { fill:var(--bad); } .bar.warn { fill:#c98a12; }
 .line { fill:none; stroke-width:2; } .line.p50 { stroke:#4a6fd8; } .line.p95 { stroke:#c98a12; stroke-dasharray:4 3; }
-.dot.p50 { fill:#4a6fd8; }
+.dot.p50 { fill:#4a6fd8; } .dot.p95 { fill:#fff; stroke:#c98a12; stroke-width:1.5; }
 .legend { margin-left:auto; font-size:12px; color:var(--muted); }
 .key { display:inline-block; width:12px; height:3px; vertical-align:middle; margin-left:6px; } .key.p50 { background:#4a6fd8; } .key.p95 { background:#c98a12; }
 .chart-note { font-size:12px; margin:4px 0 0; }
-svg.spark { vertical-align:middle; margin-left:6px; } svg.spark path { fill:none; stroke:#4a6fd8; stroke-width:1.5; } svg.spark.has-dead path { stroke:var(--bad); }
+td.spark-cell { white-space:nowrap; } svg.spark { vertical-align:middle; margin-left:6px; } svg.spark .baseline { stroke:#c3c9d4; stroke-width:1; } svg.spark .spark-bar { fill:#4a6fd8; } svg.spark .spark-bar.has-dead { fill:var(--bad); }
 .pager { display:flex; gap:16px; margin:12px 0; }
 #system-quiet { margin:0 0 10px; } ul.system-resolved { margin:0 0 10px; padding-left:18px; font-size:12px; }
 #database-sizes { max-width:480px; margin-bottom:12px; } #database-sizes tr.near-cap td, #database-sizes tr.silent td { background:#fde2df; color:var(--bad); font-weight:600; }

@@ -2,10 +2,10 @@ import type { SourcesHealth } from "../../../sources/registry";
 import type { ReadableAlert } from "../../health/alerts";
 import type { SourceSeries } from "../../stats/series";
 import type { Percentiles, StatsReport } from "../../stats/stats";
-import { Sparkline } from "../charts";
 import { AlertsTable, HealthReasons, ProblemList } from "../components";
 import { formatDuration, formatInstant } from "../format";
 import { Badge, Page } from "../layout";
+import { Sparkline } from "../sparkline";
 import type { SystemSummary } from "../system-summary";
 import { SystemPanel } from "./system-panel";
 
@@ -130,9 +130,6 @@ export function OverviewPage(props: {
                   <span>
                     <a href={`/admin/sources/${name}`}>{source.source}</a>
                     <ConfigNote configured={source.configured} problems={props.config.invalid[source.source]} />
-                    {points && (
-                      <Sparkline points={points} label={`${source.source}: received per hour, last 24 hours`} />
-                    )}
                   </span>
                 </td>
                 <td data-label="Health">
@@ -141,8 +138,10 @@ export function OverviewPage(props: {
                     <HealthReasons source={source.source} reasons={source.healthReasons} />
                   </span>
                 </td>
-                <td data-label="Received" class="num">
+                {/* The sparkline beside the count it charts, on one line: under the name it read as an underline. */}
+                <td data-label="Received" class="num spark-cell">
                   {source.received}
+                  {points && <Sparkline points={points} label={`${source.source}: received per hour, last 24 hours`} />}
                 </td>
                 <td data-label="Processed" class="num">
                   {source.processed}

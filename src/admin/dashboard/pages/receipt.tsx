@@ -90,10 +90,22 @@ function BodyRetention(props: { receipt: ReceiptDetail["receipt"] }) {
   );
 }
 
+/** Why a receipt offers no action: the heading alone, left empty after a replay, read as a page that broke. */
+function noActionReason(receipt: ReceiptDetail["receipt"]): string {
+  if (receipt.status === "pending" || receipt.status === "processing")
+    return `None while it is ${receipt.status}: reload to see how it finishes.`;
+  return "None: its body is no longer kept, so it cannot be replayed.";
+}
+
 function Actions(props: { receipt: ReceiptDetail["receipt"] }) {
   const { receipt } = props;
   const replayable = ["dead", "processed", "stale", "skipped"].includes(receipt.status) && receipt.bodyRetained;
-  if (!replayable && receipt.status !== "dead" && receipt.status !== "dismissed") return null;
+  if (!replayable && receipt.status !== "dead" && receipt.status !== "dismissed")
+    return (
+      <p class="muted" id="no-actions">
+        {noActionReason(receipt)}
+      </p>
+    );
   return (
     <div class="actions">
       {replayable && (
