@@ -52,7 +52,11 @@ export async function tail(options) {
   /** @type {import("../../../src/admin/receipts/receipt-slice").Page<import("../../../src/admin/receipts/receipt-slice").ReceiptSummary>} */
   const first = await adminRequest(options, `/receipts?${query}`);
   const backlog = [...first.receipts].reverse();
-  for (const receipt of backlog.slice(Math.max(0, backlog.length - history))) await report(receipt, seen, options);
+  /** @type {Line[]} */
+  const shown = [];
+  for (const receipt of backlog.slice(Math.max(0, backlog.length - history)))
+    shown.push(...(await report(receipt, seen, options)).lines);
+  printInTimeOrder(shown);
   // The rest of the first page is history: from now on only what happens to them is news.
   const watchedFrom = Date.now();
   for (const receipt of backlog) {
@@ -91,12 +95,19 @@ export async function tail(options) {
     });
     if (stopped) break;
     let news = false;
+    /** @type {Line[]} every line of this look, printed in time order at its end */
+    const lines = [];
+    const look = async (/** @type {Parameters<typeof report>} */ ...args) => {
+      const reported = await report(...args);
+      lines.push(...reported.lines);
+      return reported.changed;
+    };
     try {
       /** @type {import("../../../src/admin/receipts/receipt-slice").Page<import("../../../src/admin/receipts/receipt-slice").ReceiptSummary>} */
       const newest = await adminRequest(options, `/receipts?${query}`);
       if (lostSince) console.log(dim(`receiver back at ${clock(Date.now())}`));
       lostSince = 0;
-      for (const receipt of [...newest.receipts].reverse()) news = (await report(receipt, seen, options)) || news;
+      for (const receipt of [...newest.receipts].reverse()) news = (await look(receipt, seen, options)) || news;
       if (Date.now() - changesAskedAt >= Math.max(intervalMs, CHANGES_EVERY_MS)) {
         changesAskedAt = Date.now();
         let more = true;
@@ -105,7 +116,7 @@ export async function tail(options) {
           /** @type {import("../../../src/admin/receipts/receipt-changes").ChangesPage} */
           const changed = await adminRequest(options, `/receipts?${changes}`);
           for (const receipt of changed.receipts)
-            news = (await report(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
+            news = (await look(receipt, seen, options, Number(changesCursor.split(".")[0]))) || news;
           ({ changesCursor, more } = changed);
         }
       }
@@ -113,13 +124,16 @@ export async function tail(options) {
         duplicatesAskedAt = Date.now();
         const fresh = await duplicates.fresh();
         if (fresh > 0) {
-          console.log(
-            `${clock(Date.now())}  ${options.source}  ${fresh} duplicate deliver${fresh === 1 ? "y" : "ies"} ${dim("(answered with the first receipt; a duplicate stores nothing)")}`,
-          );
+          lines.push([
+            Date.now(),
+            `${options.source}  ${fresh} duplicate deliver${fresh === 1 ? "y" : "ies"} ${dim("(answered with the first receipt; a duplicate stores nothing)")}`,
+          ]);
           news = true;
         }
       }
+      printInTimeOrder(lines);
     } catch (error) {
+      printInTimeOrder(lines);
       // A restart of npm start should not end the feed: say so once and keep looking.
       if (!(error instanceof CliError)) throw error;
       if (!lostSince) console.log(dim(`${error.message} — still trying`));
@@ -178,7 +192,8 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
 /**
  * Prints a receipt the first time it is seen, and each attempt, replay and status change after that. An older
  * receipt first seen because it changed (`changedFrom`, the changes cursor's time) shows only what happened since
- * then, not its whole history (`show` has that). Answers whether anything about it changed.
+ * then, not its whole history (`show` has that). Answers whether anything about it changed, and the lines to print
+ * (the caller prints a whole look's lines in time order).
  * @param {import("../../../src/admin/receipts/receipt-slice").ReceiptSummary} receipt a receipt summary from the API
  * @param {Map<string, Seen>} seen
  * @param {import("../project.mjs").ProjectOptions} options
@@ -187,14 +202,18 @@ const stateOf = (receipt) => `${receipt.status}/${receipt.attempts}/${receipt.re
 async function report(receipt, seen, options, changedFrom) {
   const before = seen.get(receipt.receiptId);
   const state = stateOf(receipt);
-  if (before?.state === state) return false;
+  /** @type {Line[]} */
+  const lines = [];
+  if (before?.state === state) return { changed: false, lines };
   const who = `${receipt.source}  ${receipt.receiptId}`;
   if (before === undefined) {
     const older = changedFrom !== undefined ? dim(" (received earlier, changed now)") : "";
-    console.log(
-      `${clock(receipt.receivedAt)}  ${who}  ${receipt.eventType ? printable(receipt.eventType) : "—"}  key ${printable(receipt.eventKey)}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`,
-    );
+    lines.push([
+      receipt.receivedAt,
+      `${who}  ${receipt.eventType ? printable(receipt.eventType) : "—"}  key ${printable(receipt.eventKey)}  ${status(receipt.status)}${receipt.provenance !== "live" ? ` (${receipt.provenance})` : ""}${older}`,
+    ]);
   }
+  const statusChanged = before !== undefined && before.status !== receipt.status;
   const from = before?.from ?? changedFrom ?? 0;
   const next = {
     state,
@@ -203,11 +222,12 @@ async function report(receipt, seen, options, changedFrom) {
     replays: before?.replays ?? 0,
     from,
   };
-  if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays) {
+  /** @type {number | null} */
+  let replayedAt = null;
+  if (receipt.attempts > 0 || (receipt.replayCount ?? 0) > next.replays || statusChanged) {
     /** @type {import("../../../src/admin/receipts/receipt-detail").ReceiptDetail} */
     const detail = await adminRequest(options, `/receipts/${receipt.receiptId}`);
-    /** @type {[number, string][]} */
-    const lines = [];
+    replayedAt = detail.receipt.replayedAt ?? null;
     for (const replay of detail.replays ?? []) {
       const fresh = replay.replayNumber > next.replays && replay.replayedAt >= from;
       if (fresh)
@@ -227,13 +247,38 @@ async function report(receipt, seen, options, changedFrom) {
       ]);
     }
     next.lastAttempt = Math.max(next.lastAttempt, ...detail.attempts.map((attempt) => attempt.attemptNumber));
-    for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
   }
-  if (before !== undefined && before.status !== receipt.status) {
-    console.log(
-      `${clock(receipt.processedAt ?? Date.now())}  ${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`,
-    );
+  if (statusChanged) {
+    lines.push([
+      statusEnteredAt(receipt, replayedAt, Date.now()),
+      `${who}  ${status(receipt.status)}${receipt.status === "dead" && receipt.lastError ? ` — ${printable(receipt.lastError)}` : ""}`,
+    ]);
   }
   seen.set(receipt.receiptId, next);
-  return true;
+  return { changed: true, lines };
+}
+
+/** @typedef {[number, string]} Line a line of the feed and the time it is stamped with */
+
+/** Prints a look's lines by their time, whichever receipt or query they came from. */
+function printInTimeOrder(/** @type {Line[]} */ lines) {
+  for (const [at, line] of lines.sort((a, b) => a[0] - b[0])) console.log(`${clock(at)}  ${line}`);
+  lines.length = 0;
+}
+
+const FINISHED = new Set(["processed", "stale", "skipped", "dead", "dismissed"]);
+
+/**
+ * When a receipt entered the status it has now, as far as the receipt says: a replay puts it back to pending at
+ * its replay time (processed_at still holds the run before it), a finished status is stamped with processed_at
+ * when that is after the last replay; otherwise (processing, or a finish not recorded yet) the time tail saw it.
+ * @param {{ status: string, processedAt: number | null }} receipt
+ * @param {number | null} replayedAt
+ * @param {number} seenAt
+ */
+export function statusEnteredAt(receipt, replayedAt, seenAt) {
+  if (receipt.status === "pending" && replayedAt !== null) return replayedAt;
+  if (FINISHED.has(receipt.status) && receipt.processedAt !== null && receipt.processedAt >= (replayedAt ?? 0))
+    return receipt.processedAt;
+  return seenAt;
 }
