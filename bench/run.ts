@@ -14,25 +14,15 @@ import { startFanOutRun } from "./lib/fan-out-run.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
 import type { PhaseContext } from "./lib/happy-path.ts";
 import { metersPhase } from "./lib/meters-phase.ts";
-import { type CpuMs, cpuMsPer, type LevelResult, measureLevel } from "./lib/perf.ts";
+import { perfPhase } from "./lib/perf-phase.ts";
 import { logPlanWrites } from "./lib/plan-writes.ts";
 import { poisonPhase } from "./lib/poison-phase.ts";
 import { freePort, type Runtime } from "./lib/runtime.ts";
-import { Sender } from "./lib/sender.ts";
-import {
-  bareRuntime,
-  FLOOR_RPC_PATH,
-  FLOOR_WRITE_PATH,
-  heldBackDeployment,
-  type ReceiverDeployment,
-  receiverRuntime,
-  snapshotReceiver,
-} from "./lib/setup.ts";
+import { receiverRuntime, snapshotReceiver } from "./lib/setup.ts";
 import { simPhase } from "./lib/sim-phase.ts";
 import type { SoakResult } from "./lib/soak.ts";
 import { soakPhase } from "./lib/soak-phase.ts";
 import { ReceiptStore } from "./lib/store.ts";
-import { waitUntilFinished } from "./lib/wait.ts";
 
 const results: Record<string, unknown> = {};
 
@@ -72,7 +62,7 @@ async function main(flags: BenchFlags): Promise<void> {
   if (flags.phases.has("sim")) Object.assign(results, await simPhase(flags, deployment, receiver!, fanOut!, context));
   if (flags.phases.has("crash")) results.crash = await crashPhase(flags, deployment, stateDir, fanOut!, context);
   if (flags.phases.has("poison")) results.poison = await poisonPhase(deployment, stateDir, context);
-  if (flags.phases.has("perf")) await sideBySide(flags, deployment, receiver!, stateDir);
+  if (flags.phases.has("perf")) results.performance = await perfPhase(flags, deployment, receiver!, stateDir, context);
   if (flags.phases.has("soak")) results.soak = await soakPhase(flags, deployment, stateDir, context);
 }
 
@@ -87,256 +77,6 @@ function printHeader(flags: BenchFlags, stateDir: string): void {
     `chances: duplicate ${flags.duplicateChance}, response lost after commit ${flags.ackLostChance} (per attempt), ` +
       `concurrent redelivery ${flags.concurrentChance}, shuffled ${flags.shuffleChance} (window ${flags.shuffleWindow}), same-second plan pair ${flags.tieChance}`,
   );
-}
-
-/** One target's req/s and latencies over another's, side by side at one concurrency. */
-interface RatioResult {
-  requestsPerSecond: number;
-  p50: number;
-  p95: number;
-  p99: number;
-}
-
-function ratioOf(result: LevelResult, base: LevelResult): RatioResult {
-  return {
-    requestsPerSecond: result.requestsPerSecond / base.requestsPerSecond,
-    p50: result.p50 / base.p50,
-    p95: result.p95 / base.p95,
-    p99: result.p99 / base.p99,
-  };
-}
-
-async function sideBySide(
-  flags: BenchFlags,
-  deployment: ReceiverDeployment,
-  receiver: Runtime,
-  stateDir: string,
-): Promise<void> {
-  const bare = bareRuntime(stateDir, await portAt(flags, 1), await portAt(flags, 11));
-  const heldBack = receiverRuntime(
-    heldBackDeployment(deployment, stateDir),
-    stateDir,
-    "held-back",
-    await portAt(flags, 3),
-    await portAt(flags, 13),
-  );
-  runtimes.push(bare, heldBack);
-  await bare.start();
-  await heldBack.start();
-  console.log(
-    `\n== 3. performance: ${flags.perfSeconds} s per target and level after 1 s warm-up, closed loop, one new signed event per request`,
-  );
-  console.log(
-    "(b) is the whole system: its relay and consumer share the runtime. (c) is the ack path alone: the same receiver with its relay held back.",
-  );
-  console.log(
-    "(d) and (e) are the floor of one Durable Object call before the 2xx: the bare Worker making one RPC with the body to a trivial object, " +
-      "(d) storing nothing, (e) inserting one row before it answers. (c), (d) and (e) start once (b)'s events are processed.",
-  );
-  const levels: Array<{
-    bare: LevelResult;
-    receiver: LevelResult;
-    ackOnly: LevelResult;
-    doCall: LevelResult;
-    doWrite: LevelResult;
-    ratios: Record<string, RatioResult>;
-    /** (b)'s CPU from its warm-up until every event it accepted was processed, per event: its whole life. */
-    receiverLifetimeCpuMsPerEvent: CpuMs;
-  }> = [];
-  const header = `${"concurrency".padEnd(12)}${"target".padEnd(26)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"p99 ms".padStart(9)}${"non-2xx".padStart(9)}`;
-  console.log(header);
-  const print = (result: LevelResult) =>
-    console.log(
-      `${String(result.concurrency).padEnd(12)}${result.target.padEnd(26)}${result.requestsPerSecond.toFixed(0).padStart(9)}` +
-        `${result.p50.toFixed(1).padStart(9)}${result.p95.toFixed(1).padStart(9)}${result.p99.toFixed(1).padStart(9)}${String(result.non2xx).padStart(9)}`,
-    );
-  const printRatio = (label: string, result: LevelResult, base: LevelResult): RatioResult => {
-    const ratio = ratioOf(result, base);
-    console.log(
-      `${"".padEnd(12)}${label.padEnd(26)}${ratio.requestsPerSecond.toFixed(2).padStart(9)}` +
-        `${ratio.p50.toFixed(1).padStart(9)}${ratio.p95.toFixed(1).padStart(9)}${ratio.p99.toFixed(1).padStart(9)}`,
-    );
-    return ratio;
-  };
-  const receiverStore = new ReceiptStore(receiver.options.persistDir);
-  for (const concurrency of flags.perfLevels) {
-    const common = {
-      path: "/webhooks/demo",
-      secret: deployment.demoSecret,
-      concurrency,
-      seconds: flags.perfSeconds,
-      accountPrefix: "perf_acct_",
-    };
-    const bareCpu = () => bare.cpuSeconds();
-    const bareResult = await measureLevel({
-      ...common,
-      target: "(a) bare Worker",
-      origin: bare.origin,
-      keyPrefix: `perf_bare_c${concurrency}_`,
-      cpu: bareCpu,
-    });
-    print(bareResult);
-    const receiverCpuBefore = receiver.cpuSeconds();
-    const receiverResult = await measureLevel({
-      ...common,
-      target: "(b) receiver, whole system",
-      origin: receiver.origin,
-      keyPrefix: `perf_ack_c${concurrency}_`,
-      cpu: () => receiver.cpuSeconds(),
-    });
-    print(receiverResult);
-    // The whole system goes on relaying and processing what (b) accepted: let it finish first, or that background
-    // work on the shared cores would be measured as the cost of the targets after it.
-    await waitUntilFinished(receiverStore, `perf_ack_c${concurrency}_`, receiverResult.handled, {
-      origin: () => receiver.origin,
-      stallMs: 5000,
-      cronAfterMs: 60_000,
-    });
-    const receiverLifetimeCpu = cpuMsPer(receiverCpuBefore, receiver.cpuSeconds(), receiverResult.handled);
-    const ackOnlyResult = await measureLevel({
-      ...common,
-      target: "(c) receiver, ack path alone",
-      origin: heldBack.origin,
-      keyPrefix: `perf_held_c${concurrency}_`,
-      cpu: () => heldBack.cpuSeconds(),
-    });
-    print(ackOnlyResult);
-    const doCallResult = await measureLevel({
-      ...common,
-      target: "(d) bare + one DO call",
-      origin: bare.origin,
-      path: FLOOR_RPC_PATH,
-      keyPrefix: `perf_floor_rpc_c${concurrency}_`,
-      cpu: bareCpu,
-    });
-    print(doCallResult);
-    const doWriteResult = await measureLevel({
-      ...common,
-      target: "(e) bare + DO call + row",
-      origin: bare.origin,
-      path: FLOOR_WRITE_PATH,
-      keyPrefix: `perf_floor_row_c${concurrency}_`,
-      cpu: bareCpu,
-    });
-    print(doWriteResult);
-    const ratios = {
-      "(b)/(a)": printRatio("(b)/(a)", receiverResult, bareResult),
-      "(c)/(a)": printRatio("(c)/(a)", ackOnlyResult, bareResult),
-      "(d)/(a)": printRatio("(d)/(a)", doCallResult, bareResult),
-      "(e)/(a)": printRatio("(e)/(a)", doWriteResult, bareResult),
-      "(c)/(e)": printRatio("(c)/(e)", ackOnlyResult, doWriteResult),
-      "(b)/(e)": printRatio("(b)/(e)", receiverResult, doWriteResult),
-    };
-    const cpuLine = (label: string, cpu: CpuMs | null) =>
-      console.log(
-        `${"".padEnd(12)}${label.padEnd(44)}${(cpu?.workerd ?? NaN).toFixed(2).padStart(9)}${(cpu?.wrangler ?? NaN).toFixed(2).padStart(11)}`,
-      );
-    console.log(
-      `${"".padEnd(12)}${"CPU ms per event (warm-up included)".padEnd(44)}${"workerd".padStart(9)}${"wrangler".padStart(11)}`,
-    );
-    cpuLine("(a) bare Worker", bareResult.cpuMsPerEvent);
-    cpuLine("(b) whole system, while acknowledging", receiverResult.cpuMsPerEvent);
-    cpuLine("(b) whole system, until processed", receiverLifetimeCpu);
-    cpuLine("(c) ack path alone", ackOnlyResult.cpuMsPerEvent);
-    cpuLine("(e) bare + DO call + row", doWriteResult.cpuMsPerEvent);
-    levels.push({
-      bare: bareResult,
-      receiver: receiverResult,
-      ackOnly: ackOnlyResult,
-      doCall: doCallResult,
-      doWrite: doWriteResult,
-      ratios,
-      receiverLifetimeCpuMsPerEvent: receiverLifetimeCpu,
-    });
-  }
-  // Held back means nothing reached D1: a relayed claim would mean (c) measured relay and consumer work as well.
-  const ackOnlyRelayed = [...new ReceiptStore(heldBack.options.persistDir).statusCounts("perf_held_").values()].reduce(
-    (sum, count) => sum + count,
-    0,
-  );
-  console.log(`(c)'s runtime relayed ${ackOnlyRelayed} of its claims to D1 while it was measured (held back: 0)`);
-  if (ackOnlyRelayed > 0)
-    failures.push(
-      `perf: the ack-path-alone runtime relayed ${ackOnlyRelayed} claims, so (c) is not the ack path alone`,
-    );
-  await heldBack.stop();
-
-  // End to end: fresh events at the highest level, timed from the first send until every one is processed.
-  const store = new ReceiptStore(receiver.options.persistDir);
-  await waitUntilFinished(store, "perf_ack_", Number.MAX_SAFE_INTEGER, {
-    origin: () => receiver.origin,
-    stallMs: 5000,
-    cronAfterMs: 60_000,
-  });
-  const concurrency = Math.max(...flags.perfLevels);
-  const sender = new Sender({
-    origin: receiver.origin,
-    path: "/webhooks/demo",
-    secret: deployment.demoSecret,
-    maxSockets: concurrency,
-  });
-  const startedAt = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let n = next++; n < flags.e2eEvents; n = next++) {
-        const body = JSON.stringify({
-          type: "account.credited",
-          data: { account: `e2e_acct_${String(n % 500).padStart(4, "0")}`, amount: 100 },
-        });
-        for (;;) {
-          const outcome = await sender.deliver(`e2e_evt_${n}`, body);
-          if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
-        }
-      }
-    }),
-  );
-  const ackedMs = performance.now() - startedAt;
-  sender.close();
-  const waited = await waitUntilFinished(store, "e2e_evt_", flags.e2eEvents, {
-    origin: () => receiver.origin,
-    startedAt,
-  });
-  // Commit times of the run's receipts: the consumers' own pace, from the first commit to the last, without the
-  // relay delay the last partial batch waits out after the last acknowledgement.
-  const commits = store.read(
-    (database) =>
-      database
-        .prepare(
-          "SELECT MIN(processed_at) AS first, MAX(processed_at) AS last FROM receipts WHERE event_key LIKE 'e2e_evt_%'",
-        )
-        .get() as {
-        first: number;
-        last: number;
-      },
-  );
-  const ackedPerSecond = (flags.e2eEvents / ackedMs) * 1000;
-  const sustainedPerSecond = (waited.finished / Math.max(1, commits.last - commits.first)) * 1000;
-  const e2e = {
-    events: flags.e2eEvents,
-    concurrency,
-    ackedSeconds: ackedMs / 1000,
-    processedSeconds: waited.elapsedMs / 1000,
-    ackedPerSecond,
-    eventsPerSecond: (waited.finished / waited.elapsedMs) * 1000,
-    sustainedPerSecond,
-    finished: waited.finished,
-    /** Processed per second over acknowledged per second, side by side in one run, the relay delay's tail included. */
-    processedToAckedRatio: ((waited.finished / waited.elapsedMs) * 1000) / ackedPerSecond,
-    /** The same from the first commit to the last: whether processing keeps pace while events arrive (>= 0.8). */
-    sustainedToAckedRatio: sustainedPerSecond / ackedPerSecond,
-  };
-  console.log(
-    `end to end: ${e2e.events} events at concurrency ${concurrency}: all acknowledged after ${e2e.ackedSeconds.toFixed(1)} s ` +
-      `(${e2e.ackedPerSecond.toFixed(0)} acks/s), ${e2e.finished} processed after ${e2e.processedSeconds.toFixed(1)} s ` +
-      `(${e2e.eventsPerSecond.toFixed(0)} events/s until every event is processed); processed/acknowledged = ${e2e.processedToAckedRatio.toFixed(2)}; ` +
-      `from the first commit to the last ${e2e.sustainedPerSecond.toFixed(0)} events/s, = ${e2e.sustainedToAckedRatio.toFixed(2)} of the ack rate`,
-  );
-  const memory = { receiverPeakRssMiB: receiver.peakRssMiB(), bareWorkerPeakRssMiB: bare.peakRssMiB() };
-  console.log(
-    `peak RSS (VmHWM of the largest workerd process): receiver ${memory.receiverPeakRssMiB.toFixed(0)} MiB, bare Worker ${memory.bareWorkerPeakRssMiB.toFixed(0)} MiB`,
-  );
-  results.performance = { levels, e2e, memory, ackOnlyRelayed };
 }
 
 async function shutdown(keepState: boolean, stateDir: string): Promise<void> {
