@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { connect, createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { unstable_readConfig } from "wrangler";
 
 /**
  * One local workerd runtime started through `wrangler dev`, in its own process group so that the bench can
@@ -263,12 +264,15 @@ function processesInGroup(group: number): number[] {
   return pids;
 }
 
-/** The config's top-level D1 bindings (`DB`, and a receipt partition ring's `DB_P0`… when it binds one). */
+/**
+ * The config's top-level D1 bindings (`DB`, and a receipt partition ring's `DB_P0`… when it binds one), read by
+ * wrangler's own config reader (setup.ts reads the sources with it too) rather than matched in the TOML text.
+ */
 function d1Bindings(configPath: string): string[] {
-  const bindings = [
-    ...readFileSync(configPath, "utf8").matchAll(/^\[\[d1_databases\]\]\s*\nbinding\s*=\s*"([^"]+)"/gm),
-  ];
-  return bindings.length > 0 ? bindings.map((match) => match[1]!) : ["DB"];
+  const bindings = unstable_readConfig({ config: configPath }).d1_databases.map(
+    (database: { binding: string }) => database.binding,
+  );
+  return bindings.length > 0 ? bindings : ["DB"];
 }
 
 /** `wrangler d1 migrations apply <binding> --local` for every D1 binding, into this persist directory, before the runtime starts. */
