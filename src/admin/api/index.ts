@@ -41,6 +41,7 @@ import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
 import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
 import { keptSecretsApi } from "./kept-secrets";
+import { metricsApi } from "./metrics";
 import { routeControlApi } from "./route-control";
 
 /**
@@ -271,6 +272,10 @@ adminApi.get("/health", accepts("source"), async (c) =>
  * as counted since each isolate started; `npm run bench -- --only meters` reads this before and after a run.
  */
 adminApi.get("/meters", accepts(), async (c) => c.json(await collectMeters(c.env)));
+
+/** OpenMetrics text for Prometheus or Grafana Agent (./metrics.ts). */
+adminApi.use("/metrics", accepts("window"));
+adminApi.route("/metrics", metricsApi);
 
 /** Kept handshake secrets (Asana, Notion): list, approve, revoke (./kept-secrets.ts). */
 adminApi.use("/sources/:source/kept-secrets/*", accepts());
