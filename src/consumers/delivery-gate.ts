@@ -107,7 +107,13 @@ export async function admitDeliveries(
   const hold = (delivery: DeliveryToAdmit, event: string, { waitMs, reason }: { waitMs: number; reason: string }) => {
     const delaySeconds = clampQueueDelay(Math.max(1, waitMs / 1000));
     verdicts.set(delivery, { kind: "retry", delaySeconds });
-    logEvent(event, { receipt: delivery.receiptId, route: delivery.route, reason, delaySeconds });
+    logEvent(event, {
+      receipt: delivery.receiptId,
+      source: delivery.source,
+      route: delivery.route,
+      reason,
+      delaySeconds,
+    });
     if (delivery.abandoned) return; // put back on its own (holdAbandoned), fenced by its lease
     const key = `${delivery.row}\u0000${delivery.route}\u0000${delaySeconds}`;
     const group = toHold.get(key) ?? { row: delivery.row, route: delivery.route, delaySeconds, receiptIds: [] };

@@ -433,6 +433,7 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
     eventKey: receipt.eventKey,
     eventType: receipt.eventType,
     receipt: receipt.receiptId,
+    route: receipt.route,
     attempt: finished.generation,
     outcome,
     httpStatus,

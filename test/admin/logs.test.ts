@@ -112,6 +112,9 @@ describe("structured logs", () => {
         durationMs: expect.any(Number),
       }),
     ]);
+    // The route is an attribute of every attempt line, the receipt's own route too (null for a one-route source),
+    // so an OTLP backend can group attempts by source and route alike.
+    expect(attempts[0]).toHaveProperty("route");
 
     const everything = logs.raw.join("\n");
     const secret = env.DEMO_WEBHOOK_SECRET;

@@ -62,7 +62,15 @@ export async function replayByIds(
     results.push({ receiptId, outcome: outcome.kind });
   }
   const replayed = results.filter((result) => result.outcome === "replayed").length;
-  logEvent("admin.replay", { mode: "ids", requested: receiptIds.length, replayed });
+  // One receipt (POST /admin/api/receipts/<id>/replay) names it, so its replay is found by its id in the logs.
+  const [only] = receiptIds.length === 1 ? results : [];
+  logEvent("admin.replay", {
+    mode: "ids",
+    receipt: only?.receiptId,
+    outcome: only?.outcome,
+    requested: receiptIds.length,
+    replayed,
+  });
   return { replayed, more: false, cursor: null, results };
 }
 
@@ -75,7 +83,13 @@ export async function replayRoute(
 ): Promise<ReplayDelivery> {
   const [group] = await groupByDatabase(env, [receiptId]);
   const outcome = await replayDelivery(group?.env ?? env, receiptId, route, Date.now(), requestedBy);
-  logEvent("admin.replay", { mode: "route", route, replayed: outcome.kind === "replayed" ? 1 : 0 });
+  logEvent("admin.replay", {
+    mode: "route",
+    receipt: receiptId,
+    route,
+    outcome: outcome.kind,
+    replayed: outcome.kind === "replayed" ? 1 : 0,
+  });
   return outcome;
 }
 
