@@ -191,5 +191,7 @@ describe("GET /admin/api/metrics", () => {
     // Per receipt database: the stats' nine reads and its size; plus the open alerts, from `DB`.
     expect(scrape.calls).toBe(10 * receiptDatabaseEnvs(env).length + 1);
     expect(scrape).toEqual(statsRead);
-  });
+    // Slow only here: the scrape and GET /admin/api/meters each ask every claim shard of every fixture source
+    // (dozens of sources), and a first ask creates the Durable Object.
+  }, 600_000);
 });
