@@ -21,7 +21,7 @@ export async function postWebhook(url, request) {
   } catch (error) {
     throw unreachable(new URL(url).origin, error);
   }
-  return { status: response.status, text: await response.text() };
+  return { status: response.status, text: await response.text(), headers: response.headers };
 }
 
 /**

@@ -3,6 +3,7 @@
  * a user runs it (a child process reading the config and .dev.vars). `npm run test:cli`.
  */
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { chmodSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
@@ -146,31 +147,41 @@ describe("send", () => {
       "demo",
       ...PROVIDER_SOURCES.filter((source) => !(source.provider in SIGNED_BY_FETCHED_KEYS)).map((source) => source.name),
     ];
-    // Two at a time: each run loads wrangler's config reader; the machine is shared.
+    // Each source twice: a second send is a new event too, also where the sender's signature does not cover its
+    // id (GitHub, Shopify, …) and the receiver dedupes by the signed content. Two sources at a time: each run loads
+    // wrangler's config reader; the machine is shared.
     const results = [];
     for (let index = 0; index < sources.length; index += 2) {
       results.push(
         ...(await Promise.all(
-          sources
-            .slice(index, index + 2)
-            .map(async (source) => ({ source, result: await cli(["send", source, ...project], env) })),
+          sources.slice(index, index + 2).map(async (source) => {
+            const first = await cli(["send", source, ...project], env);
+            return { source, sends: [first, await cli(["send", source, ...project], env)] };
+          }),
         )),
       );
     }
-    for (const { source, result } of results) {
-      assert.equal(result.code, 0, `${source}: ${result.stdout}${result.stderr}`);
-      // Most answer {"status":"accepted"}; Discord, Twilio, Adyen and Graph senders get an answer in their own format.
-      const answer = /^(20[02]) (.*)$/m.exec(result.stdout);
-      assert.ok(answer, `${source}: ${result.stdout}`);
-      if (answer[2].startsWith('{"status"'))
-        assert.equal(JSON.parse(answer[2]).status, "accepted", `${source}: ${result.stdout}`);
-      const eventKey = new RegExp(`follow it: npm run cli -- show ${source} (\\S+)$`, "m").exec(result.stdout)?.[1];
-      assert.ok(eventKey, `${source}: no event key in\n${result.stdout}`);
-      // Verified, claimed and recorded under the source and the key the CLI announced.
-      assert.deepEqual(await recordedReceipt(source, eventKey).then(({ source, eventKey }) => ({ source, eventKey })), {
-        source,
-        eventKey,
-      });
+    for (const { source, sends } of results) {
+      const eventKeys = [];
+      for (const result of sends) {
+        assert.equal(result.code, 0, `${source}: ${result.stdout}${result.stderr}`);
+        // Most answer {"status":"accepted"}; Discord, Twilio, Adyen and Graph senders get an answer in their own format.
+        const answer = /^(20[02]) (.*)$/m.exec(result.stdout);
+        assert.ok(answer, `${source}: ${result.stdout}`);
+        if (answer[2].startsWith('{"status"'))
+          assert.equal(JSON.parse(answer[2]).status, "accepted", `${source}: ${result.stdout}`);
+        assert.doesNotMatch(result.stdout, /duplicate/, `${source}: ${result.stdout}`);
+        const eventKey = new RegExp(`follow it: npm run cli -- show ${source} (\\S+)$`, "m").exec(result.stdout)?.[1];
+        assert.ok(eventKey, `${source}: no event key in\n${result.stdout}`);
+        eventKeys.push(eventKey);
+      }
+      assert.notEqual(eventKeys[0], eventKeys[1], `${source}: the second send reused the first one's key`);
+      // Verified, claimed and recorded under the source and the key the CLI announced, both times.
+      for (const eventKey of eventKeys)
+        assert.deepEqual(
+          await recordedReceipt(source, eventKey).then(({ source, eventKey }) => ({ source, eventKey })),
+          { source, eventKey },
+        );
     }
   });
 
@@ -189,6 +200,21 @@ describe("send", () => {
     const second = await cli(["send", "cli-stripe", "--id", id, ...project], env);
     assert.equal(second.code, 0, second.stderr);
     assert.match(second.stdout, new RegExp(`^200 \\{"status":"duplicate","receipt":"${receipt}"\\}$`, "m"));
+    // Said in words, with the first receipt to follow: the key just sent names no receipt of its own.
+    assert.match(
+      second.stdout,
+      new RegExp(
+        `^duplicate of receipt ${receipt}: the receiver already holds this event .* · follow it: npm run cli -- show ${receipt}$`,
+        "m",
+      ),
+    );
+    assert.doesNotMatch(second.stdout, /follow it: npm run cli -- show cli-stripe/);
+    // A sender answered in its own format (Twilio's TwiML) is read from the x-webhook-* headers the same way.
+    const twilioId = randomUUID();
+    await cli(["send", "cli-twilio", "--id", twilioId, ...project], env);
+    const twilioAgain = await cli(["send", "cli-twilio", "--id", twilioId, ...project], env);
+    assert.match(twilioAgain.stdout, /^200 <\?xml/m);
+    assert.match(twilioAgain.stdout, /^duplicate of receipt (\w{26}): .* follow it: npm run cli -- show \1$/m);
     const shown = await showWhenFinished(["cli-stripe", id]);
     assert.match(shown, new RegExp(`^receipt\\s+${receipt}$`, "m"));
     assert.match(shown, /type payment_intent\.succeeded/);

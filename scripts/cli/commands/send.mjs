@@ -1,5 +1,6 @@
 // `send <source> [sample-or-file] [--id ID]`: sign a sample the way the source's provider signs and post it.
 import { CliError, EXIT } from "../errors.mjs";
+import { freshSample } from "../fresh-sample.mjs";
 import { postWebhook } from "../http.mjs";
 import { devVarsPath, readDevVars, readSources, receiverUrl } from "../project.mjs";
 import { freshEventKey, loadSample } from "../samples.mjs";
@@ -48,8 +49,11 @@ export async function send(sourceName, sampleOrFile, options) {
   const scheme = await schemeFor(provider, source);
   const vars = readDevVars(options);
   const secret = signingSecret(sourceName, source, vars, devVarsPath(options));
-  const { payload } = loadSample(provider, sampleOrFile);
+  const sample = loadSample(provider, sampleOrFile).payload;
   const eventKey = options.id ?? freshEventKey(provider);
+  const now = new Date();
+  // A made-up key makes a new event; a given --id resends the same one, so the sample goes out as it is.
+  const payload = options.id === undefined ? freshSample(provider, sample, { eventKey, now }) : sample;
   const url = `${receiverUrl(options)}/webhooks/${encodeURIComponent(sourceName)}`;
   const request = await scheme.sign({
     payload,
@@ -69,7 +73,7 @@ export async function send(sourceName, sampleOrFile, options) {
     },
     url,
     options: source,
-    now: new Date(),
+    now,
   });
   for (const header of options.header ?? []) {
     const at = header.indexOf(":");
@@ -85,6 +89,17 @@ export async function send(sourceName, sampleOrFile, options) {
       : `event key ${recordedKey}`;
   // Microsoft Graph is answered 202, as it asks; every other sender 200.
   if (response.status === 200 || response.status === 202) {
+    const duplicates = answersOf(response)
+      .filter((answer) => answer.status === "duplicate")
+      .map((answer) => answer.receipt);
+    // A duplicate stores nothing: the key above names no receipt, the first delivery's receipt is the one to follow.
+    if (duplicates.length > 0) {
+      for (const receipt of duplicates)
+        console.log(
+          `duplicate of receipt ${receipt}: the receiver already holds this event (the same event key, or the same signed content where ${provider}'s signature does not cover its id) and stored nothing new · follow it: npm run cli -- show ${receipt}`,
+        );
+      return 0;
+    }
     console.log(`${keyNote} · follow it: npm run cli -- show ${sourceName} ${recordedKey}`);
     return 0;
   }
@@ -94,6 +109,34 @@ export async function send(sourceName, sampleOrFile, options) {
       : adviceFor(response.status, sourceName, secret.name),
   );
   return 1;
+}
+
+/**
+ * Each event's disposition and receipt, from the receiver's own answer ({status, receipt}, or {events: […]} for a
+ * batch) or, where the sender is answered in its own format (Twilio, Discord, Adyen, Graph), from the
+ * x-webhook-disposition and x-webhook-receipt headers (src/ingest/acknowledge.ts).
+ * @param {{ text: string, headers: Headers }} response
+ * @returns {{ status: string, receipt: string }[]}
+ */
+export function answersOf(response) {
+  try {
+    const answer = JSON.parse(response.text);
+    const listed = Array.isArray(answer?.events) ? answer.events : [answer];
+    if (
+      listed.every(
+        (/** @type {any} */ entry) => typeof entry?.status === "string" && typeof entry?.receipt === "string",
+      )
+    )
+      return listed;
+  } catch {
+    // Not the receiver's JSON: the headers below say the same.
+  }
+  const split = (/** @type {string} */ name) =>
+    (response.headers.get(name) ?? "").split(",").map((part) => part.trim());
+  const receipts = split("x-webhook-receipt");
+  return split("x-webhook-disposition")
+    .map((status, index) => ({ status, receipt: receipts[index] ?? "" }))
+    .filter((answer) => answer.status && answer.receipt);
 }
 
 /** What to do about a refusal, in one line. */
