@@ -1,5 +1,5 @@
 import { app } from "./app";
-import { consumeWork } from "./consumers/queue";
+import { consumeWork } from "./consumers/queue/queue";
 import { LOCAL_FAULT_CRON_PREFIX, switchLocalFault } from "./lib/local-faults";
 import type { QueuedWork } from "./model/work-message";
 import { watchedReconcile } from "./reconcile/cron-watch";

@@ -3,10 +3,10 @@
 // plausible bug: `from` (an exact snippet, found once in `file`) becomes `to`, and `tests` are the one to three test
 // files of that area expected to notice. `class` groups them in the report.
 
-const RETRY = "src/consumers/retry-schedule.ts";
-const DECIDE = "src/consumers/decide.ts";
-const LEASE = "src/consumers/delivery-lease.ts";
-const RELEASE = "src/consumers/release-waiting.ts";
+const RETRY = "src/consumers/decide/retry-schedule.ts";
+const DECIDE = "src/consumers/decide/decide.ts";
+const LEASE = "src/consumers/lease/delivery-lease.ts";
+const RELEASE = "src/consumers/deliveries/release-waiting.ts";
 const AUTH = "src/admin/guards/auth.ts";
 const THROTTLE = "src/admin/guards/login-throttle.ts";
 const ORIGIN = "src/admin/guards/same-origin.ts";
@@ -58,7 +58,7 @@ const crossSiteTests = ["test/admin/cross-site.test.ts", "test/admin/guard-edges
 const configTests = ["test/sources/config.test.ts", "test/sources/config-edges.test.ts"];
 
 export const MUTANTS = [
-  // src/consumers/retry-schedule.ts
+  // src/consumers/decide/retry-schedule.ts
   {
     id: "retry.exponent-off-by-one",
     class: "off-by-one",
@@ -108,7 +108,7 @@ export const MUTANTS = [
     to: "Math.ceil((date - now) / 1000)",
   },
 
-  // src/consumers/decide.ts
+  // src/consumers/decide/decide.ts
   {
     id: "decide.max-retries-boundary",
     class: "boundary",
@@ -168,7 +168,7 @@ export const MUTANTS = [
     to: "Math.max(0, Math.floor(seconds))",
   },
 
-  // src/consumers/delivery-lease.ts
+  // src/consumers/lease/delivery-lease.ts
   {
     id: "lease.due-boundary",
     class: "boundary",
@@ -203,7 +203,7 @@ export const MUTANTS = [
     to: "leaseUntil: null }",
   },
 
-  // src/consumers/release-waiting.ts
+  // src/consumers/deliveries/release-waiting.ts
   {
     id: "release.first-attempt-counts-as-waited",
     class: "boundary",

@@ -113,7 +113,7 @@ export const receipts = sqliteTable(
     index("receipts_retrying").on(table.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
     // Only receipts relayed more than 10 s after they arrived enter it (migrations/0007): paging finds them here.
     index("receipts_late_relays").on(table.relayedAt).where(sql`relayed_at > received_at + 10000`),
-    // Only ordered deliveries not yet finished (or dead): the ordering check's one seek (src/consumers/delivery-order.ts).
+    // Only ordered deliveries not yet finished (or dead): the ordering check's one seek (src/consumers/gate/delivery-order.ts).
     index("receipts_ordered_outstanding")
       .on(table.source, table.orderingKey, table.receiptId)
       .where(ORDERED_OUTSTANDING),
@@ -167,7 +167,7 @@ export const deliveries = sqliteTable(
     index("deliveries_unfinished").on(table.nextAttemptAt).where(sql`status IN ('pending', 'processing')`),
     index("deliveries_dead").on(table.route, table.receiptId).where(sql`status = 'dead'`),
     // Only ordered further deliveries not yet finished (or dead): the ordering check's seek for routes other than the
-    // receipt's own (src/consumers/delivery-order.ts).
+    // receipt's own (src/consumers/gate/delivery-order.ts).
     index("deliveries_ordered_outstanding")
       .on(table.route, table.orderingKey, table.receiptId)
       .where(ORDERED_OUTSTANDING),
@@ -219,7 +219,7 @@ export const quarantine = sqliteTable(
   ],
 );
 
-/** Never holds a row: a guard statement inserts NULL here to abort its D1 batch (see src/consumers/commit.ts). */
+/** Never holds a row: a guard statement inserts NULL here to abort its D1 batch (see src/consumers/commit/commit.ts). */
 export const batchAborts = sqliteTable("batch_aborts", {
   reason: text("reason").notNull(),
 });

@@ -2,7 +2,7 @@
  * Optional metrics export to Workers Analytics Engine, written to the `METRICS` dataset binding when it is configured
  * and skipped when it is not: one data point per delivery refused at the door (rejected, too large, unreadable), one
  * per 25 deliveries answered 200 of a source and disposition in this isolate, or fewer at the first delivery a
- * minute after the tally opened (./delivery-tally.ts), and one per processing attempt that did not simply succeed (src/consumers/process.ts skips
+ * minute after the tally opened (./delivery-tally.ts), and one per processing attempt that did not simply succeed (src/consumers/receipts/process.ts skips
  * a processed one). A point's double2 is the number of deliveries it counts, so counts are SUM(_sample_interval *
  * double2); deliveries still in a tally when the isolate is evicted are never written (at most 24 per source and
  * disposition, answered 200 and counted in D1 and the shards all the same). `writeDataPoint` queues the point and

@@ -35,7 +35,7 @@ export interface LegacyWorkMessage {
   receiptId: string;
 }
 
-/** The cron's probe (src/consumers/queue-probe.ts): names no receipt, says how far the consumer has come. */
+/** The cron's probe (src/consumers/queue/queue-probe.ts): names no receipt, says how far the consumer has come. */
 export interface QueueProbe {
   probeSentAt: number;
 }

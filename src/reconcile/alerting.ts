@@ -1,5 +1,5 @@
 import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
-import { sendOutbound } from "../consumers/outbound";
+import { sendOutbound } from "../consumers/attempt/outbound";
 import { utf8Bytes } from "../crypto/encoding";
 import { batchEach } from "../db/batch";
 import { database } from "../db/client";

@@ -1,6 +1,6 @@
 import { and, eq, isNotNull, lt, lte, sql } from "drizzle-orm";
-import { decideAbandoned } from "../consumers/decide";
-import { abandonedAttemptRows } from "../consumers/lease";
+import { decideAbandoned } from "../consumers/decide/decide";
+import { abandonedAttemptRows } from "../consumers/lease/lease";
 import { database } from "../db/client";
 import { inJsonList, inJsonPairs } from "../db/id-list";
 import { receipts } from "../db/schema";

@@ -1,5 +1,5 @@
 import { eq } from "drizzle-orm";
-import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue-probe";
+import { readProbeState, redriveHorizon, sendProbe } from "../consumers/queue/queue-probe";
 import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
 import { logError, logEvent } from "../lib/log";

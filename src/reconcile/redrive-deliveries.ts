@@ -1,5 +1,5 @@
 import { and, asc, eq, lt, lte, or, sql } from "drizzle-orm";
-import { decideAbandoned } from "../consumers/decide";
+import { decideAbandoned } from "../consumers/decide/decide";
 import { database } from "../db/client";
 import { deliveries, receipts } from "../db/schema";
 import { logEvent } from "../lib/log";

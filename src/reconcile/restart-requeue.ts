@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, inArray, sql } from "drizzle-orm";
-import { clampQueueDelay } from "../consumers/decide";
+import { clampQueueDelay } from "../consumers/decide/decide";
 import { database } from "../db/client";
 import { deliveries, receipts } from "../db/schema";
 import { isLocalDevelopment } from "../lib/local-development";

@@ -17,7 +17,7 @@ export const RECEIPTS_PER_MESSAGE = 500;
  * call sends one message per RECEIPTS_PER_MESSAGE receipts of one source, so a relay batch costs one queue write.
  * The receipts are in `env`'s database (each caller works in the database it found them in), and the message says
  * which: their consumer reads that one even if the source's `database` has changed since. With `route`, the message
- * carries those receipts' deliveries to that route alone (further deliveries, src/consumers/deliveries.ts).
+ * carries those receipts' deliveries to that route alone (further deliveries, src/consumers/deliveries/deliveries.ts).
  */
 export async function enqueueWork(
   env: Pick<Env, "WORK_QUEUE">,

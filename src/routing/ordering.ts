@@ -4,7 +4,7 @@ import { parseJsonBody, valueAtPath } from "../providers/json";
  * Per-route ordering (docs/routing.md "Ordering"): a route with `ordered_by` delivers the events that share an
  * ordering value one at a time, in received order (receipt id order). Pure: what the config says, the value an event
  * has, and whether a delivery must wait for the earlier ones still outstanding. The D1 read is in
- * src/consumers/delivery-order.ts.
+ * src/consumers/gate/delivery-order.ts.
  */
 
 export interface RouteOrdering {

@@ -10,7 +10,7 @@ import type { EventHeaders, EventTransform } from "./transform";
 /**
  * What a route does with one event before its destination sees it, as a pure function of the route and the
  * stored event: filter (does the route want it?), schema (is the body what the route expects?), transform (what
- * the route is given). The destination itself is the consumer's business (src/consumers/run-destination.ts).
+ * the route is given). The destination itself is the consumer's business (src/consumers/attempt/run-destination.ts).
  */
 
 export interface RouteRules {

@@ -120,7 +120,7 @@ export const DEFAULT_DEDUPE_RETENTION_MS = 35 * DAY_MS;
 export const DEFAULT_PAYLOAD_RETENTION_MS = 7 * DAY_MS;
 const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
 /**
- * The processing lease: a receipt whose lease has run out is handed to another consumer. src/consumers/lease.ts
+ * The processing lease: a receipt whose lease has run out is handed to another consumer. src/consumers/lease/lease.ts
  * takes it as LEASE_MS; it is defined here so configuration never imports the consumer.
  */
 export const PROCESSING_LEASE_MS = 5 * 60_000;

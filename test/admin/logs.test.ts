@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
-import { processBatch } from "../../src/consumers/process";
+import { processBatch } from "../../src/consumers/receipts/process";
 import { seedReceipt } from "../consumers/support/processing";
 import { signDemo, waitForStatus } from "../support/deliveries";
 

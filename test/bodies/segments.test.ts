@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { BODY_INTEGRITY_FAILED } from "../../src/bodies/body-reader";
 import { parseSegmentLocation, segmentDayPrefix } from "../../src/bodies/segment-format";
-import { loadReceipts } from "../../src/consumers/load";
+import { loadReceipts } from "../../src/consumers/load/load";
 import { sha256Hex } from "../../src/crypto/digest";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { database } from "../../src/db/client";

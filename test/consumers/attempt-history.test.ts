@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { LEASE_MS } from "../../src/consumers/lease";
-import { processReceipt } from "../../src/consumers/process";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
 import { account } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";

@@ -199,7 +199,7 @@ describe("the dead-letter queue", () => {
   it("names the handler a source needs when it no longer exists, and dead-letters the receipt", async () => {
     const { registerHandler } = await import("../../src/handlers/registry");
     const { envWithSources, handlerSource } = await import("./support/processing");
-    const { processReceipt } = await import("../../src/consumers/process");
+    const { processReceipt } = await import("../../src/consumers/receipts/process");
     const unregister = registerHandler("test-removed-later", async () => ({ outcome: "skip", reason: "unused" }));
     const runEnv = envWithSources({ "proc-removed": handlerSource("test-removed-later") });
     const receiptId = await seedReceipt({ source: "proc-removed", payload: {} });

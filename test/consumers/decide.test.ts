@@ -1,10 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { type AttemptFacts, budgetStartOf, clampQueueDelay, decide, decideAbandoned } from "../../src/consumers/decide";
-import { parseRetryAfter, QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "../../src/consumers/retry-schedule";
+import {
+  type AttemptFacts,
+  budgetStartOf,
+  clampQueueDelay,
+  decide,
+  decideAbandoned,
+} from "../../src/consumers/decide/decide";
+import { parseRetryAfter, QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "../../src/consumers/decide/retry-schedule";
 import { DEFAULT_RETRY, type RetryPolicy } from "../../src/sources/config";
 
 /**
- * The consumer's verdict after an attempt (src/consumers/decide.ts) at the edges of the retry budget: the last retry
+ * The consumer's verdict after an attempt (src/consumers/decide/decide.ts) at the edges of the retry budget: the last retry
  * the budget allows, a retry falling exactly on max_age, and the units and rounding of what the queue is told.
  * Pure, so each edge is pinned exactly; the end-to-end runs are test/consumers/retry-schedule.test.ts and
  * test/consumers/max-age.test.ts.

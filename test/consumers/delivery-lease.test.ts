@@ -1,14 +1,14 @@
 import { env } from "cloudflare:workers";
 import { and, eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { leaseDeliveries, releaseDeliveryLeases } from "../../src/consumers/delivery-lease";
-import { LEASE_MS } from "../../src/consumers/lease";
+import { leaseDeliveries, releaseDeliveryLeases } from "../../src/consumers/lease/delivery-lease";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
 import { database } from "../../src/db/client";
 import { deliveries } from "../../src/db/schema";
 import { ulid } from "../../src/lib/ulid";
 
 /**
- * A further delivery's lease (src/consumers/delivery-lease.ts) at its edges, against the real D1 table: due at
+ * A further delivery's lease (src/consumers/lease/delivery-lease.ts) at its edges, against the real D1 table: due at
  * exactly now, a lease expiring exactly now, and a lease given back (its counted attempt with it) only while it
  * is still the one taken and the delivery is not committed.
  */

@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { externalCallsFor, externalCallTimeoutMs, outboundIdempotencyKey } from "../../src/consumers/external-calls";
+import {
+  externalCallsFor,
+  externalCallTimeoutMs,
+  outboundIdempotencyKey,
+} from "../../src/consumers/attempt/external-calls";
 import { OutcomeUnknown, TransientFailure } from "../../src/handlers/types";
 import { MAX_DESTINATION_TIMEOUT_MS, PROCESSING_LEASE_MS } from "../../src/sources/config";
 import { standinOrigin, standinRequests } from "./support/processing";

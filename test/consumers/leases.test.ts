@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
-import { LEASE_MS } from "../../src/consumers/lease";
-import { processReceipt } from "../../src/consumers/process";
+import { outboundIdempotencyKey } from "../../src/consumers/attempt/external-calls";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { replayReceipt } from "../../src/replay/replay-receipts";
 import { account, eventually } from "../support/deliveries";
 import { lossyQueue } from "../support/failpoints";

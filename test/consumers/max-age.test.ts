@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { replayReceipt } from "../../src/replay/replay-receipts";
 import { lossyQueue } from "../support/failpoints";
 import { receiptRow, seedReceipt } from "./support/processing";

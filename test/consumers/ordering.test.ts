@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processBatch, processReceipt } from "../../src/consumers/process";
+import { processBatch, processReceipt } from "../../src/consumers/receipts/process";
 import { account, deliverDemo, planChange, waitForStatus } from "../support/deliveries";
 import { plannedOutcomes, testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, seedReceipt } from "./support/processing";

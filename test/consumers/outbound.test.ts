@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
-import { processReceipt } from "../../src/consumers/process";
+import { outboundIdempotencyKey } from "../../src/consumers/attempt/external-calls";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { account } from "../support/deliveries";
 import { testEnv } from "./support/handlers";
 import { attemptRows, receiptRow, SECOND, seedReceipt, standinOrigin, standinRequests } from "./support/processing";

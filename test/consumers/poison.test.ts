@@ -1,9 +1,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
-import { LEASE_MS } from "../../src/consumers/lease";
-import { processReceipt } from "../../src/consumers/process";
+import { outboundIdempotencyKey } from "../../src/consumers/attempt/external-calls";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import worker from "../../src/index";
 import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { account } from "../support/deliveries";

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
 import {
   nextRetryDelaySeconds,
   parseRetryAfter,
   QUEUE_MAX_DELAY_SECONDS,
   retryDelaySeconds,
-} from "../../src/consumers/retry-schedule";
+} from "../../src/consumers/decide/retry-schedule";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { DEFAULT_RETRY, parseSources, SourceConfigError } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 import { attemptRows, receiptRow, SECOND, seedReceipt } from "./support/processing";

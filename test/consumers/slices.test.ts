@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { LEASE_MS } from "../../src/consumers/lease";
-import { processBatch } from "../../src/consumers/process";
-import { COMMIT_MARGIN_MS, externalCallBudgetMs, mayStartAttempt } from "../../src/consumers/slice-budget";
+import { COMMIT_MARGIN_MS, externalCallBudgetMs, mayStartAttempt } from "../../src/consumers/attempt/slice-budget";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
+import { processBatch } from "../../src/consumers/receipts/process";
 import { difference, meterReading } from "../../src/lib/meter";
 import { MAX_DESTINATION_TIMEOUT_MS } from "../../src/sources/config";
 import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { commitAttempts } from "../../src/consumers/commit";
-import type { FinishedAttempt } from "../../src/consumers/commit-statements";
-import { loadReceipts } from "../../src/consumers/load";
-import { processBatch, processReceipt } from "../../src/consumers/process";
+import { commitAttempts } from "../../src/consumers/commit/commit";
+import type { FinishedAttempt } from "../../src/consumers/commit/commit-statements";
+import { loadReceipts } from "../../src/consumers/load/load";
+import { processBatch, processReceipt } from "../../src/consumers/receipts/process";
 import { database } from "../../src/db/client";
 import { accountsHandler } from "../../src/handlers/accounts";
 import type { HandlerPlan } from "../../src/handlers/types";

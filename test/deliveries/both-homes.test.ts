@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/slice-budget";
+import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/attempt/slice-budget";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
 import { enqueueWork } from "../../src/relay/enqueue";

@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { standinRequests } from "../consumers/support/processing";
 import { send, storedReceipt, uniqueKey } from "./support/contract";
 import { sha256Hex } from "./support/signers";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { outboundIdempotencyKey } from "../../src/consumers/external-calls";
-import { LEASE_MS } from "../../src/consumers/lease";
-import { processReceipt } from "../../src/consumers/process";
+import { outboundIdempotencyKey } from "../../src/consumers/attempt/external-calls";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
 import { hangNextRun, testEnv } from "../consumers/support/handlers";
 import { attemptRows, receiptRow, seedReceipt, standinOrigin, standinRequests } from "../consumers/support/processing";

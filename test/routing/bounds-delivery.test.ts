@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { MAX_BODY_ITEMS } from "../../src/routing/body-bounds";
 import { MAX_REGEX_SUBJECT_CHARS } from "../../src/routing/regex";
 import { MAX_ROUTE_STEPS } from "../../src/routing/steps";

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { processReceipt } from "../../src/consumers/process";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
 import { reenqueueLostDeliveries } from "../../src/reconcile/redrive-deliveries";

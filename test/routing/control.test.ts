@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { meterReading } from "../../src/lib/meter";
 import { systemMonitor } from "../../src/monitor/report";
 import { ADMIN, adminGet, DASHBOARD_ORIGIN, dashboardPage, dashboardSession } from "../admin/support";

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { pauseRoute, resumeRoute } from "../../src/admin/actions/route-control";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { processBatch } from "../../src/consumers/process";
-import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/slice-budget";
+import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/attempt/slice-budget";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import { processBatch } from "../../src/consumers/receipts/process";
 import type { QueuedWork } from "../../src/model/work-message";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";

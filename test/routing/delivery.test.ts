@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { replayReceipt } from "../../src/replay/replay-receipts";
 import { attemptRows, envWithSources, receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
 import { account, eventually, post, signDemo, waitForStatus } from "../support/deliveries";

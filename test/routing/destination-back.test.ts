@@ -1,8 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { processReceipt } from "../../src/consumers/process";
-import { type CommittedDelivery, recoveredRoutes, releaseStatements } from "../../src/consumers/release-waiting";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import {
+  type CommittedDelivery,
+  recoveredRoutes,
+  releaseStatements,
+} from "../../src/consumers/deliveries/release-waiting";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { database } from "../../src/db/client";
 import type { DeliveryControl } from "../../src/gate/control";
 import type { SourceRoute } from "../../src/sources/config";

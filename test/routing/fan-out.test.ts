@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { difference, meterReading } from "../../src/lib/meter";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { reenqueueLostDeliveries } from "../../src/reconcile/redrive-deliveries";

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { notAttempted } from "../../src/consumers/delivery-rows";
-import { writeHeldFanOuts } from "../../src/consumers/held-fan-out";
-import { loadReceipts } from "../../src/consumers/load";
-import { processReceipt } from "../../src/consumers/process";
+import { notAttempted } from "../../src/consumers/commit/delivery-rows";
+import { writeHeldFanOuts } from "../../src/consumers/deliveries/held-fan-out";
+import { loadReceipts } from "../../src/consumers/load/load";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { database } from "../../src/db/client";
 import { receiptRow, seedReceipt } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";

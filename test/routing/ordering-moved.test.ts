@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { processBatch } from "../../src/consumers/process";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import { processBatch } from "../../src/consumers/receipts/process";
 import { utf8Bytes } from "../../src/crypto/encoding";
 import { ulid } from "../../src/lib/ulid";
 import { envForDatabase } from "../../src/sources/databases";

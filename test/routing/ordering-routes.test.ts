@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { processBatch } from "../../src/consumers/process";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import { processBatch } from "../../src/consumers/receipts/process";
 import { ADMIN, adminPost } from "../admin/support";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../src/consumers/process";
+import { processBatch } from "../../src/consumers/receipts/process";
 import { ADMIN, adminPost } from "../admin/support";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { hadWaited, releaseStatements } from "../../src/consumers/release-waiting";
+import { hadWaited, releaseStatements } from "../../src/consumers/deliveries/release-waiting";
 import { database } from "../../src/db/client";
 import { deliveries } from "../../src/db/schema";
 import { seedReceipt, uniqueSource } from "../admin/support";
 
 /**
- * What a destination coming back releases (src/consumers/release-waiting.ts), at its edges: a first attempt never
+ * What a destination coming back releases (src/consumers/deliveries/release-waiting.ts), at its edges: a first attempt never
  * counts as one that had waited, and only pending receipts waiting for the route are made due, never a dead one.
  * The whole release through the consumers is test/routing/destination-back.test.ts.
  */

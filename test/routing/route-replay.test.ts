@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processReceipt } from "../../src/consumers/process";
+import { processReceipt } from "../../src/consumers/receipts/process";
 import { adminPost } from "../admin/support";
 import { receiptRow, seedReceipt, standinRequests } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";

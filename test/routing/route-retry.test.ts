@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processDeliveries } from "../../src/consumers/deliveries";
-import { LEASE_MS } from "../../src/consumers/lease";
+import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
+import { LEASE_MS } from "../../src/consumers/lease/lease";
 import { returnExpiredLeases } from "../../src/reconcile/lease-return";
 import {
   envWithSources,

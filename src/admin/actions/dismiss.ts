@@ -16,7 +16,7 @@ import { groupByDatabase } from "../receipts/receipt-databases";
  *
  * With a route (docs/routing.md, "Fan-out"), the action is that route's delivery of each receipt: the receipt itself
  * when its own delivery is the route's, else the route's further delivery in `deliveries`, whose status alone moves
- * (a dismissed one no longer holds its ordered route's later deliveries, src/consumers/delivery-order.ts).
+ * (a dismissed one no longer holds its ordered route's later deliveries, src/consumers/gate/delivery-order.ts).
  */
 
 export const MAX_DISMISS_IDS = 100;

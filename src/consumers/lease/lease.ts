@@ -1,9 +1,9 @@
 import { and, eq, isNull, lt, lte, or, type SQL, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { inJsonList, inJsonPairs } from "../db/id-list";
-import { attempts, receipts } from "../db/schema";
-import { PROCESSING_LEASE_MS } from "../sources/config";
-import { ABANDONED_ATTEMPT } from "./decide";
+import type { Database } from "../../db/client";
+import { inJsonList, inJsonPairs } from "../../db/id-list";
+import { attempts, receipts } from "../../db/schema";
+import { PROCESSING_LEASE_MS } from "../../sources/config";
+import { ABANDONED_ATTEMPT } from "../decide/decide";
 
 /**
  * Leases: taken only where an attempt does something outside D1 (a forward, a handler's external call), because

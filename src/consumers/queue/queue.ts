@@ -1,5 +1,5 @@
-import { logError } from "../lib/log";
-import { count } from "../lib/meter";
+import { logError } from "../../lib/log";
+import { count } from "../../lib/meter";
 import {
   databaseNamedBy,
   isRedriven,
@@ -7,24 +7,24 @@ import {
   type QueuedWork,
   receiptIdsOf,
   routeNamedBy,
-} from "../model/work-message";
-import { unboundDatabaseObservation } from "../monitor/conditions";
-import { reportObservations } from "../monitor/report";
-import { enqueueReceipts, enqueueWork } from "../relay/enqueue";
-import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
-import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../sources/databases";
-import { receiptHolders } from "../sources/receipt-homes";
-import { loadSources } from "../sources/registry";
-import { clampQueueDelay, type QueueVerdict } from "./decide";
-import { markDeliveriesDead, processDeliveries } from "./deliveries";
+} from "../../model/work-message";
+import { unboundDatabaseObservation } from "../../monitor/conditions";
+import { reportObservations } from "../../monitor/report";
+import { enqueueReceipts, enqueueWork } from "../../relay/enqueue";
+import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
+import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../../sources/databases";
+import { receiptHolders } from "../../sources/receipt-homes";
+import { loadSources } from "../../sources/registry";
+import { clampQueueDelay, type QueueVerdict } from "../decide/decide";
+import { markDeliveriesDead, processDeliveries } from "../deliveries/deliveries";
 import { recordProbesHandled } from "./queue-probe";
 
 /** Receipts processed together: a relay batch's worth (whose bodies the relay already bounded to 4 MB). */
 const RECEIPTS_PER_SLICE = 50;
 
-import { markDead, processBatch } from "./process";
-import { retryDelaySeconds } from "./retry-schedule";
-import { CONSUMER_WALL_MS } from "./slice-budget";
+import { CONSUMER_WALL_MS } from "../attempt/slice-budget";
+import { retryDelaySeconds } from "../decide/retry-schedule";
+import { markDead, processBatch } from "../receipts/process";
 
 /**
  * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:

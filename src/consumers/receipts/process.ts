@@ -1,26 +1,39 @@
 import { and, inArray } from "drizzle-orm";
-import { database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { receipts } from "../db/schema";
-import { recordAttempt } from "../lib/analytics";
-import { logEvent, logsSuccesses } from "../lib/log";
-import type { SourceConfig } from "../sources/config";
-import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../sources/config";
-import { loadSources, sourceProblems } from "../sources/registry";
-import { attemptClock, inAttemptSlots } from "./attempt-slots";
-import { commitAttempts } from "./commit";
-import type { FinishedAttempt } from "./commit-statements";
-import { ABANDONED_ATTEMPT, budgetStartOf, type Decision, decide, decideAbandoned, type QueueVerdict } from "./decide";
-import { sendDeliveryRetries } from "./deliveries";
-import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, holdUntil, releaseDeliveries } from "./delivery-gate";
-import { type FannedOut, notAttempted } from "./delivery-rows";
-import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "./fan-out";
-import { writeHeldFanOuts } from "./held-fan-out";
-import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "./lease";
-import { loadReceipts, type ReceiptForWork, readiness } from "./load";
-import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
-import { type AttemptRun, runDestination } from "./run-destination";
-import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
+import { database } from "../../db/client";
+import { inJsonList } from "../../db/id-list";
+import { receipts } from "../../db/schema";
+import { recordAttempt } from "../../lib/analytics";
+import { logEvent, logsSuccesses } from "../../lib/log";
+import type { SourceConfig } from "../../sources/config";
+import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../../sources/config";
+import { loadSources, sourceProblems } from "../../sources/registry";
+import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
+import { type AttemptRun, runDestination } from "../attempt/run-destination";
+import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
+import { commitAttempts } from "../commit/commit";
+import type { FinishedAttempt } from "../commit/commit-statements";
+import { type FannedOut, notAttempted } from "../commit/delivery-rows";
+import {
+  ABANDONED_ATTEMPT,
+  budgetStartOf,
+  type Decision,
+  decide,
+  decideAbandoned,
+  type QueueVerdict,
+} from "../decide/decide";
+import { sendDeliveryRetries } from "../deliveries/delivery-retries";
+import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "../deliveries/fan-out";
+import { writeHeldFanOuts } from "../deliveries/held-fan-out";
+import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
+import {
+  abandonedLeaseOf,
+  admitDeliveries,
+  type DeliveryToAdmit,
+  holdUntil,
+  releaseDeliveries,
+} from "../gate/delivery-gate";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
+import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -35,7 +48,7 @@ import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAtt
  * time is added to it for each attempt's own start and end, so a forward late in a slice is signed with the time
  * it is sent, and durations stay true.
  * @param invocationEndsBy real time (Date.now()) by which the consumer invocation must be done: no attempt starts
- * that could outlast it (src/consumers/slice-budget.ts).
+ * that could outlast it (src/consumers/attempt/slice-budget.ts).
  * @param options.leaseEveryAttempt lease (and so count) every attempt, D1-only ones too: for receipts whose last
  * delivery died mid-attempt, run one at a time (queue.ts), so that a crash is charged to the receipt that caused it.
  */

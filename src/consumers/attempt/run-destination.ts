@@ -1,15 +1,15 @@
-import { handlerFor } from "../handlers/registry";
-import { type HandlerPlan, OutcomeUnknown, PermanentFailure, TransientFailure } from "../handlers/types";
-import { meteredD1 } from "../lib/meter";
-import { secretValue } from "../lib/secrets";
-import { parseJsonBody } from "../providers/json";
-import { applyRoute } from "../routing/route";
-import { MAX_DESTINATION_TIMEOUT_MS, type SourceRoute } from "../sources/config";
-import type { AttemptResult } from "./decide";
+import { handlerFor } from "../../handlers/registry";
+import { type HandlerPlan, OutcomeUnknown, PermanentFailure, TransientFailure } from "../../handlers/types";
+import { meteredD1 } from "../../lib/meter";
+import { secretValue } from "../../lib/secrets";
+import { parseJsonBody } from "../../providers/json";
+import { applyRoute } from "../../routing/route";
+import { MAX_DESTINATION_TIMEOUT_MS, type SourceRoute } from "../../sources/config";
+import type { AttemptResult } from "../decide/decide";
+import { type LazyLease, LEASE_RACE_RETRY_SECONDS, LeasedElsewhere } from "../lease/lease";
+import type { ReceiptForWork } from "../load/load";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
-import { type LazyLease, LEASE_RACE_RETRY_SECONDS, LeasedElsewhere } from "./lease";
-import type { ReceiptForWork } from "./load";
 
 /** What one attempt produced: its result, and for an applied handler plan the statements to commit with it. */
 export interface AttemptRun {

@@ -1,11 +1,11 @@
-import { BODY_INTEGRITY_FAILED, readBodies } from "../bodies/body-reader";
-import type { Database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { receiptEventColumns } from "../db/receipt-columns";
-import { receipts } from "../db/schema";
-import { logEvent } from "../lib/log";
-import type { EventFacts } from "../model/claims";
-import { clampQueueDelay, type QueueVerdict } from "./decide";
+import { BODY_INTEGRITY_FAILED, readBodies } from "../../bodies/body-reader";
+import type { Database } from "../../db/client";
+import { inJsonList } from "../../db/id-list";
+import { receiptEventColumns } from "../../db/receipt-columns";
+import { receipts } from "../../db/schema";
+import { logEvent } from "../../lib/log";
+import type { EventFacts } from "../../model/claims";
+import { clampQueueDelay, type QueueVerdict } from "../decide/decide";
 
 /** Everything an attempt needs from a receipt, read for a whole consumer batch in one D1 call. */
 export interface ReceiptForWork extends EventFacts {
@@ -22,7 +22,7 @@ export interface ReceiptForWork extends EventFacts {
   nextAttemptAt: number | null;
   leaseUntil: number | null;
   committedAt: number | null;
-  /** The route whose delivery the receipt row carries, and the routes filtered out (migrations/0014; src/consumers/fan-out.ts). */
+  /** The route whose delivery the receipt row carries, and the routes filtered out (migrations/0014; src/consumers/deliveries/fan-out.ts). */
   route: string | null;
   filteredRoutes: string | null;
   /** The event's value for its source's `ordered_by` (migrations/0017), null when unordered: a further delivery's row copies it. */

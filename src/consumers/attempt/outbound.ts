@@ -1,4 +1,4 @@
-import { parseRetryAfter } from "./retry-schedule";
+import { parseRetryAfter } from "../decide/retry-schedule";
 
 /**
  * Every call that leaves the Worker with a side effect — a forward to the user's backend, or an external API

@@ -1,6 +1,6 @@
-import { filterSubject, type RoutedEvent } from "../routing/route";
-import type { SourceConfig, SourceRoute } from "../sources/config";
-import { type FannedOut, notAttempted } from "./delivery-rows";
+import { filterSubject, type RoutedEvent } from "../../routing/route";
+import type { SourceConfig, SourceRoute } from "../../sources/config";
+import { type FannedOut, notAttempted } from "../commit/delivery-rows";
 
 /**
  * Which route an attempt runs, as a pure function of the source's routes and what the receipt has recorded

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
-import { batchAborts } from "../db/schema";
-import { statementTemplate } from "../db/statement-template";
-import { count } from "../lib/meter";
+import { batchAborts } from "../../db/schema";
+import { statementTemplate } from "../../db/statement-template";
+import { count } from "../../lib/meter";
 
 /** The raw D1 statements a consumer commit is built of (commit.ts for receipts, delivery-commit.ts for further deliveries). */
 

@@ -1,12 +1,12 @@
 import { and, eq, inArray, isNotNull, isNull, type SQL, sql } from "drizzle-orm";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
-import { type Database, database } from "../db/client";
-import { attempts, receipts } from "../db/schema";
-import { placeholder, prepare, statementTemplate } from "../db/statement-template";
-import type { AttemptFacts, Decision } from "./decide";
+import { type Database, database } from "../../db/client";
+import { attempts, receipts } from "../../db/schema";
+import { placeholder, prepare, statementTemplate } from "../../db/statement-template";
+import type { AttemptRun } from "../attempt/run-destination";
+import type { AttemptFacts, Decision } from "../decide/decide";
+import type { ReceiptForWork } from "../load/load";
 import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
-import type { ReceiptForWork } from "./load";
-import type { AttemptRun } from "./run-destination";
 import { abortUnlessChanged, effectStatements } from "./statements";
 
 /**

@@ -1,4 +1,4 @@
-import { type Destination, MAX_DESTINATION_TIMEOUT_MS, type SourceConfig } from "../sources/config";
+import { type Destination, MAX_DESTINATION_TIMEOUT_MS, type SourceConfig } from "../../sources/config";
 
 /**
  * How long a consumer may go on starting attempts. A queue consumer invocation is stopped after 15 minutes of wall

@@ -1,4 +1,4 @@
-import type { RetryPolicy } from "../sources/config";
+import type { RetryPolicy } from "../../sources/config";
 
 /**
  * Delay before retry number `retryNumber` (1-based): base × 2^(n−1), capped, with ±jitter so that a burst of

@@ -1,4 +1,4 @@
-import { signStandardWebhook } from "../providers/standard-webhooks";
+import { signStandardWebhook } from "../../providers/standard-webhooks";
 import { type OutboundResult, sendOutbound } from "./outbound";
 
 /**

@@ -4,8 +4,8 @@ import {
   OutcomeUnknown,
   PermanentFailure,
   TransientFailure,
-} from "../handlers/types";
-import { MAX_DESTINATION_TIMEOUT_MS } from "../sources/config";
+} from "../../handlers/types";
+import { MAX_DESTINATION_TIMEOUT_MS } from "../../sources/config";
 import { sendOutbound } from "./outbound";
 
 const DEFAULT_EXTERNAL_TIMEOUT_MS = 10_000;

@@ -1,4 +1,4 @@
-import type { RetryPolicy } from "../sources/config";
+import type { RetryPolicy } from "../../sources/config";
 import { nextRetryDelaySeconds, QUEUE_MAX_DELAY_SECONDS } from "./retry-schedule";
 
 /**

@@ -1,9 +1,9 @@
 import { and, eq, gt, inArray, isNotNull, isNull, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { deliveries, receipts } from "../db/schema";
-import { logError, logEvent } from "../lib/log";
-import { enqueueWork, type SendOptions } from "../relay/enqueue";
-import type { SourceRoute } from "../sources/config";
+import type { Database } from "../../db/client";
+import { deliveries, receipts } from "../../db/schema";
+import { logError, logEvent } from "../../lib/log";
+import { enqueueWork, type SendOptions } from "../../relay/enqueue";
+import type { SourceRoute } from "../../sources/config";
 
 /**
  * A destination that is back releases the deliveries still waiting for it. While a destination is down, every

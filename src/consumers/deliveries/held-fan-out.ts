@@ -1,13 +1,13 @@
 import { and, eq, isNull } from "drizzle-orm";
-import { database } from "../db/client";
-import { receipts } from "../db/schema";
-import { prepare } from "../db/statement-template";
-import { logEvent } from "../lib/log";
-import { meteredD1 } from "../lib/meter";
-import { sendDeliveryRetries } from "./deliveries";
-import { type FannedOut, furtherDeliveryStatements } from "./delivery-rows";
-import type { ReceiptForWork } from "./load";
-import { abortUnlessChanged, batchUnlessEmpty } from "./statements";
+import { database } from "../../db/client";
+import { receipts } from "../../db/schema";
+import { prepare } from "../../db/statement-template";
+import { logEvent } from "../../lib/log";
+import { meteredD1 } from "../../lib/meter";
+import { type FannedOut, furtherDeliveryStatements } from "../commit/delivery-rows";
+import { abortUnlessChanged, batchUnlessEmpty } from "../commit/statements";
+import type { ReceiptForWork } from "../load/load";
+import { sendDeliveryRetries } from "./delivery-retries";
 
 /**
  * Writing the fan-out of an event whose own route's gate held its first consumption (fan-out.ts, `heldFanOut`), so

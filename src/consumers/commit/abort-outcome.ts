@@ -1,5 +1,5 @@
+import { type Decision, decide } from "../decide/decide";
 import type { FinishedAttempt } from "./commit-statements";
-import { type Decision, decide } from "./decide";
 import { effectDeferred, type FannedOut } from "./delivery-rows";
 
 /**

@@ -1,7 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
-import { type Database, database } from "../db/client";
-import { type EarlierDelivery, orderingWait, type RouteOrdering } from "../routing/ordering";
-import { databaseBindingIn, receiptDatabaseEnvs } from "../sources/databases";
+import { type Database, database } from "../../db/client";
+import { type EarlierDelivery, orderingWait, type RouteOrdering } from "../../routing/ordering";
+import { databaseBindingIn, receiptDatabaseEnvs } from "../../sources/databases";
 
 /**
  * The ordering check of an ordered route (docs/routing.md "Ordering"): before an attempt, is an earlier-received

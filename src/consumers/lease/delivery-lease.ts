@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, lte, or, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
-import { inJsonList, inJsonPairs } from "../db/id-list";
-import { deliveries } from "../db/schema";
+import type { Database } from "../../db/client";
+import { inJsonList, inJsonPairs } from "../../db/id-list";
+import { deliveries } from "../../db/schema";
 import { LEASE_MS } from "./lease";
 
 /**

@@ -1,6 +1,6 @@
-import { enqueueWork } from "../relay/enqueue";
-import { effectDeferred, type FannedOut, type FurtherDelivery } from "./delivery-rows";
-import type { ReceiptForWork } from "./load";
+import { enqueueWork } from "../../relay/enqueue";
+import { effectDeferred, type FannedOut, type FurtherDelivery } from "../commit/delivery-rows";
+import type { ReceiptForWork } from "../load/load";
 
 /**
  * After a first attempt's commit (or a held fan-out's write): each further delivery its fan-out left pending goes on

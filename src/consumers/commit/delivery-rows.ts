@@ -1,9 +1,9 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
-import { database } from "../db/client";
-import { deliveries } from "../db/schema";
-import { prepare } from "../db/statement-template";
-import type { AttemptFacts, Decision } from "./decide";
-import type { AttemptRun } from "./run-destination";
+import { database } from "../../db/client";
+import { deliveries } from "../../db/schema";
+import { prepare } from "../../db/statement-template";
+import type { AttemptRun } from "../attempt/run-destination";
+import type { AttemptFacts, Decision } from "../decide/decide";
 import { abortUnlessChanged, effectStatements } from "./statements";
 
 /**

@@ -1,18 +1,18 @@
 import { and, eq, lt, sql } from "drizzle-orm";
-import { batchPerItem, perItem } from "../db/batch";
-import { type Database, database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { deliveries, receipts } from "../db/schema";
-import { askGates, type GatedDelivery, gateName, type Hold, tellGates } from "../gate/client";
-import type { AttemptVerdict } from "../gate/decide";
-import type { GateDelivery } from "../gate/gate";
-import { logError, logEvent } from "../lib/log";
-import { enqueueWork } from "../relay/enqueue";
-import type { SourceConfig, SourceRoute } from "../sources/config";
-import { databaseBindingIn, envForDatabase } from "../sources/databases";
-import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "./decide";
+import { batchPerItem, perItem } from "../../db/batch";
+import { type Database, database } from "../../db/client";
+import { inJsonList } from "../../db/id-list";
+import { deliveries, receipts } from "../../db/schema";
+import { askGates, type GatedDelivery, gateName, type Hold, tellGates } from "../../gate/client";
+import type { AttemptVerdict } from "../../gate/decide";
+import type { GateDelivery } from "../../gate/gate";
+import { logError, logEvent } from "../../lib/log";
+import { enqueueWork } from "../../relay/enqueue";
+import type { SourceConfig, SourceRoute } from "../../sources/config";
+import { databaseBindingIn, envForDatabase } from "../../sources/databases";
+import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "../decide/decide";
+import { type AbandonedLease, abandonedAttemptRows, LEASE_MS } from "../lease/lease";
 import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
-import { type AbandonedLease, abandonedAttemptRows, LEASE_MS } from "./lease";
 
 /**
  * The consumer's two calls to the delivery gates (src/gate/): `admitDeliveries` before any lease is taken (so a

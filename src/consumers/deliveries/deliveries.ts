@@ -1,24 +1,22 @@
 import { and, eq, inArray } from "drizzle-orm";
-import { database } from "../db/client";
-import { inJsonList } from "../db/id-list";
-import { deliveries } from "../db/schema";
-import { logEvent } from "../lib/log";
-import { meteredD1 } from "../lib/meter";
-import { DEFAULT_RETRY, retryPolicyOf } from "../sources/config";
-import { loadSources, sourceProblems } from "../sources/registry";
-import { attemptClock, inAttemptSlots } from "./attempt-slots";
-import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "./decide";
-import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "./delivery-gate";
-import { leaseDeliveries, releaseDeliveryLeases } from "./delivery-lease";
-import { type DeliveryAttempt, deliveryOutcomeStatements } from "./delivery-rows";
-import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "./lease";
-import { loadReceipts, type ReceiptForWork, readiness } from "./load";
+import { database } from "../../db/client";
+import { inJsonList } from "../../db/id-list";
+import { deliveries } from "../../db/schema";
+import { logEvent } from "../../lib/log";
+import { meteredD1 } from "../../lib/meter";
+import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
+import { loadSources, sourceProblems } from "../../sources/registry";
+import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
+import { type AttemptRun, runDestination } from "../attempt/run-destination";
+import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
+import { type DeliveryAttempt, deliveryOutcomeStatements } from "../commit/delivery-rows";
+import { batchUnlessEmpty } from "../commit/statements";
+import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "../decide/decide";
+import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "../gate/delivery-gate";
+import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
+import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "../lease/lease";
+import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
-import { type AttemptRun, runDestination } from "./run-destination";
-import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "./slice-budget";
-import { batchUnlessEmpty } from "./statements";
-
-export { sendDeliveryRetries } from "./delivery-retries";
 
 /**
  * Later attempts of further deliveries (docs/processing.md, "Deliveries"): a queue message that names a route carries

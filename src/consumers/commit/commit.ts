@@ -1,14 +1,14 @@
 import { eq } from "drizzle-orm";
-import { database } from "../db/client";
-import { receipts } from "../db/schema";
-import type { VersionGate } from "../handlers/types";
-import { logError } from "../lib/log";
-import { meteredD1 } from "../lib/meter";
+import { database } from "../../db/client";
+import { receipts } from "../../db/schema";
+import type { VersionGate } from "../../handlers/types";
+import { logError } from "../../lib/log";
+import { meteredD1 } from "../../lib/meter";
+import { type Decision, decide } from "../decide/decide";
+import type { ReceiptForWork } from "../load/load";
 import { type AttemptToWrite, abortOutcome, furtherEffectMayAbort } from "./abort-outcome";
 import { type FinishedAttempt, statementsFor } from "./commit-statements";
-import { type Decision, decide } from "./decide";
 import type { FannedOut } from "./delivery-rows";
-import type { ReceiptForWork } from "./load";
 import { batchUnlessEmpty } from "./statements";
 
 /**

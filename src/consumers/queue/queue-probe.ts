@@ -1,5 +1,5 @@
-import { readCheckpoint, writeCheckpoint } from "../db/checkpoints";
-import type { QueueProbe } from "../model/work-message";
+import { readCheckpoint, writeCheckpoint } from "../../db/checkpoints";
+import type { QueueProbe } from "../../model/work-message";
 
 /**
  * How far the consumer has come through the queue, for the cron's re-drive. Each cron run sends a probe, a message
