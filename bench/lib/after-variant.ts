@@ -1,4 +1,3 @@
-import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { allInCost, formatAllIn, type LifetimeUnits } from "./all-in.ts";
 import type { startForwardBackend } from "./forward-backend.ts";
@@ -8,7 +7,7 @@ import { perEvent, readMeters } from "./meters.ts";
 import { perEventFigures } from "./per-event-file.ts";
 import { fireCronUntil } from "./retention.ts";
 import type { Runtime } from "./runtime.ts";
-import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment, withReceiptRing } from "./setup.ts";
 import { meterStages, type StageSource } from "./stages.ts";
 import { ReceiptStore } from "./store.ts";
 import { d1BytesPerReceipt, shardBytesPerTombstone } from "./vacuumed-bytes.ts";
@@ -56,27 +55,7 @@ function afterDeployment(deployment: ReceiverDeployment, backendPort: number): R
     payload_retention: `${AFTER_WINDOWS.payloadDays}d`,
     dedupe_retention: `${AFTER_WINDOWS.dedupeDays}d`,
   });
-  const config = readFileSync(withSource.configPath, "utf8");
-  const ring = [
-    "[vars.RECEIPT_PARTITIONS]",
-    `databases = ${JSON.stringify(RING)}`,
-    'period = "1d"',
-    "",
-    ...RING.flatMap((binding, index) => [
-      "[[d1_databases]]",
-      `binding = "${binding}"`,
-      `database_name = "webhook-receipts-p${index}"`,
-      `database_id = "00000000-0000-0000-0000-0000000000${String(index + 10)}"`,
-      'migrations_dir = "migrations"',
-      "",
-    ]),
-  ].join("\n");
-  const at = config.search(/^\[env\./m);
-  writeFileSync(
-    withSource.configPath,
-    at < 0 ? `${config}\n${ring}\n` : `${config.slice(0, at)}${ring}\n${config.slice(at)}`,
-  );
-  return withSource;
+  return withReceiptRing(withSource, { bindings: RING, period: "1d" });
 }
 
 /**

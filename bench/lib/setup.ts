@@ -117,6 +117,37 @@ export function deploymentWithSource(
   return { ...deployment, configPath };
 }
 
+/**
+ * The deployment with a ring of local D1 databases bound for `database = "partitions"` sources
+ * (`[vars.RECEIPT_PARTITIONS]`, src/sources/partitions.ts): `bindings` named in order, one `period` each.
+ */
+export function withReceiptRing(
+  deployment: ReceiverDeployment,
+  ring: { bindings: readonly string[]; period: string },
+): ReceiverDeployment {
+  const config = readFileSync(deployment.configPath, "utf8");
+  const table = [
+    "[vars.RECEIPT_PARTITIONS]",
+    `databases = ${JSON.stringify(ring.bindings)}`,
+    `period = "${ring.period}"`,
+    "",
+    ...ring.bindings.flatMap((binding, index) => [
+      "[[d1_databases]]",
+      `binding = "${binding}"`,
+      `database_name = "webhook-receipts-p${index}"`,
+      `database_id = "00000000-0000-0000-0000-0000000000${String(index + 10)}"`,
+      'migrations_dir = "migrations"',
+      "",
+    ]),
+  ].join("\n");
+  const at = config.search(/^\[env\./m);
+  writeFileSync(
+    deployment.configPath,
+    at < 0 ? `${config}\n${table}\n` : `${config.slice(0, at)}${table}\n${config.slice(at)}`,
+  );
+  return deployment;
+}
+
 export function receiverRuntime(
   deployment: ReceiverDeployment,
   stateDir: string,

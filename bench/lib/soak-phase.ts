@@ -43,7 +43,7 @@ export async function soakPhase(
     `\n== 5. soak: ${settings.rate} events/s for ${settings.minutes} min to /webhooks/${SOAK_SOURCE} (payload retention ${settings.payloadRetention}, ` +
       `dedupe retention ${settings.dedupeRetention}), cron every ${settings.cronSeconds} s, a sample every 30 s` +
       (faulted
-        ? `; faults ${settings.faults.map((fault) => `${fault.kind}@${fault.atS}s+${fault.forS}s`).join(", ")}, one arrival in 5 to /webhooks/${SOAK_FORWARD_SOURCE} (forwarded to the bench's backend)`
+        ? `; faults ${settings.faults.map((fault) => `${fault.kind}@${fault.atS}s+${fault.forS}s`).join(", ")}, one arrival in 5 to /webhooks/${SOAK_FORWARD_SOURCE} (forwarded to the bench's backend; bodies in R2 segments, receipts in a ring of 4 partitions)`
         : ""),
   );
   const senderTo = (source: string) =>

@@ -9,7 +9,7 @@ import {
   TRACKER_RESOLUTION_S,
 } from "./faults.ts";
 import type { Sender } from "./sender.ts";
-import { deploymentWithSource, type ReceiverDeployment } from "./setup.ts";
+import { deploymentWithSource, type ReceiverDeployment, withReceiptRing } from "./setup.ts";
 import {
   backlogNow,
   backlogTotal,
@@ -52,6 +52,8 @@ const LARGE_BODY_BYTES = 70 * 1024;
  * retries (over 15 minutes at 5 s) outlast any outage a soak plays: with the default 12, a 2-minute outage sends
  * deliveries dead after about a minute, and the scaled-down retention then deletes them.
  */
+/** The forward source's ring of receipt databases (src/sources/partitions.ts). */
+const SOAK_RING = ["DB_P0", "DB_P1", "DB_P2", "DB_P3"];
 const FORWARD_RETRY = { base_delay_seconds: 1, max_delay_seconds: 5, max_retries: 200 };
 
 /**
@@ -75,7 +77,10 @@ export function soakDeployment(
     dedupe_retention: settings.dedupeRetention,
   });
   if (forwardPort === null) return soak;
-  return deploymentWithSource(soak, "soak", SOAK_FORWARD_SOURCE, {
+  // The forward source stores the issue-35 way, so the faults' recovery is measured on that path too: bodies in R2
+  // segments, receipts in a ring of four databases, one key window a period (the ring keeps two: (4 − 2) periods),
+  // archived and dropped by the soak's own cron while the rate keeps arriving.
+  const forward = deploymentWithSource(soak, "soak", SOAK_FORWARD_SOURCE, {
     provider: "standard-webhooks",
     secrets: ["DEMO_WEBHOOK_SECRET"],
     destination: `http://127.0.0.1:${forwardPort}/hooks`,
@@ -83,7 +88,10 @@ export function soakDeployment(
     payload_retention: settings.payloadRetention,
     dedupe_retention: settings.dedupeRetention,
     retry: FORWARD_RETRY,
+    body_segments: true,
+    database: "partitions",
   });
+  return withReceiptRing(forward, { bindings: SOAK_RING, period: settings.dedupeRetention });
 }
 
 /** The key the forward backend counts a forwarded soak event under (the event key it was sent with). */
