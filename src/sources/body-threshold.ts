@@ -5,27 +5,19 @@
 
 export const DEFAULT_R2_BODY_THRESHOLD = 64 * 1024;
 
-export function r2BodyThresholdProblem(value: unknown): string | null {
-  if (value === undefined) return null;
-  if (typeof value === "number" && Number.isInteger(value) && value >= 0) return null;
-  return "r2_body_threshold must be a whole number of bytes";
-}
-
-/** The threshold for a source's options; the default when unset (a malformed value is a config problem). */
+/**
+ * The threshold for a source's options; the default when unset. Only for a table ./config.ts accepted: a malformed
+ * value is refused there (SourceTableSchema, ./source-schema.ts).
+ */
 export function r2BodyThreshold(options: Record<string, unknown>): number {
   const value = options.r2_body_threshold;
-  return r2BodyThresholdProblem(value) === null && typeof value === "number" ? value : DEFAULT_R2_BODY_THRESHOLD;
+  return typeof value === "number" ? value : DEFAULT_R2_BODY_THRESHOLD;
 }
 
 /**
  * Whether a source's bodies go to R2 segments (one object per relay batch, src/bodies/segment-format.ts) rather than
  * D1 rows: `body_segments = true`. Only applies when the BODIES bucket is bound; off by default.
  */
-export function bodySegmentsProblem(value: unknown): string | null {
-  if (value === undefined || typeof value === "boolean") return null;
-  return "body_segments must be true or false";
-}
-
 export function bodySegments(options: Record<string, unknown>): boolean {
   return options.body_segments === true;
 }

@@ -1,25 +1,37 @@
+import * as v from "valibot";
 import { parseDuration } from "../lib/duration";
 import { likelyMeant } from "../lib/likely-meant";
 import { secretValue } from "../lib/secrets";
 import type { SourceOptions, SourceSecret } from "../providers/types";
 import type { RouteRules } from "../routing/route";
-import { bodySegmentsProblem, r2BodyThresholdProblem } from "./body-threshold";
-import { expectedRateProblem } from "./expected-rate";
-import { parseRoutes } from "./routes";
+import {
+  DEFAULT_MAX_BODY_BYTES,
+  type DestinationTarget,
+  type RetryTable,
+  type SecretRef,
+  SOURCE_NAME,
+} from "./config-schema";
+import { parseRoutes, routeWhere } from "./routes";
+import { type SourceTable, SourceTableSchema } from "./source-schema";
 
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  forwardUrlProblem,
+  JURISDICTIONS,
+  LOCATION_HINTS,
+  MAX_BODY_BYTES_LIMIT,
+  MAX_DESTINATION_TIMEOUT_MS,
+  PROCESSING_LEASE_MS,
+  type SecretRef,
+} from "./config-schema";
 export { parseDuration };
 
 /**
  * Sources are declared in wrangler.toml under [vars.SOURCES.<name>]; adding one is a config change, never a
- * code change. This module turns that table into checked, typed settings once per isolate.
+ * code change. This module turns that table into checked, typed settings once per isolate: SourceTableSchema
+ * (./source-schema.ts) reads each key, then the defaults, inheritance and cross-key checks below resolve it.
+ * The types here are what resolution makes; the table's own types are the schema's (v.InferOutput).
  */
-
-export interface SecretRef {
-  /** The Worker secret's name (`wrangler secret put NAME`); the value never appears in config. */
-  name: string;
-  /** After this instant (epoch ms) the secret is refused: the end of a rotation's overlap. */
-  expiresAt: number | null;
-}
 
 export interface RetryPolicy {
   baseDelaySeconds: number;
@@ -31,10 +43,10 @@ export interface RetryPolicy {
   maxAgeMs: number;
 }
 
+/** Where a route's deliveries go: a forward carries the source's `forward_timeout`. */
 export type Destination =
-  | { kind: "handler"; handlerName: string }
-  | { kind: "forward"; url: string; timeoutMs: number }
-  | { kind: "none" };
+  | Exclude<DestinationTarget, { kind: "forward" }>
+  | (Extract<DestinationTarget, { kind: "forward" }> & { timeoutMs: number });
 
 /** One route of a source: where its deliveries go, the rules applied first, and how a failed one is retried. */
 export interface SourceRoute {
@@ -84,28 +96,6 @@ export interface ShardPlacement {
   jurisdiction: DurableObjectJurisdiction | null;
 }
 
-/** Cloudflare's documented Durable Object location hints. */
-export const LOCATION_HINTS: readonly DurableObjectLocationHint[] = [
-  "wnam",
-  "enam",
-  "sam",
-  "weur",
-  "eeur",
-  "apac",
-  "oc",
-  "afr",
-  "me",
-];
-export const JURISDICTIONS: readonly DurableObjectJurisdiction[] = ["eu", "fedramp", "fedramp-high"];
-
-export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
-/**
- * The largest cap a source may set. D1 and Durable Object SQLite both refuse a row over 2,000,000 bytes, and the
- * body shares its row with the key, hash and kept headers: a larger cap would accept deliveries the claim shard
- * cannot store (503 forever) or the relay cannot move into D1. Local workerd does not enforce that limit, so
- * this check is the only place it is caught before production.
- */
-export const MAX_BODY_BYTES_LIMIT = 1_900_000;
 const DAY_MS = 86_400_000;
 /** Three days: longer than the default schedule's 34 hours, and as long as Stripe's own automatic retries. */
 export const DEFAULT_RETRY: RetryPolicy = {
@@ -119,17 +109,6 @@ export const DEFAULT_RETRY: RetryPolicy = {
 export const DEFAULT_DEDUPE_RETENTION_MS = 35 * DAY_MS;
 export const DEFAULT_PAYLOAD_RETENTION_MS = 7 * DAY_MS;
 const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
-/**
- * The processing lease: a receipt whose lease has run out is handed to another consumer. src/consumers/lease/lease.ts
- * takes it as LEASE_MS; it is defined here so configuration never imports the consumer.
- */
-export const PROCESSING_LEASE_MS = 5 * 60_000;
-/**
- * The longest any call to a destination (a forward, a handler's external call) may wait. One minute below the
- * lease, so a call that times out still leaves time to record its attempt before the lease can pass to a second
- * consumer; a longer timeout would let two attempts of one receipt run at once.
- */
-export const MAX_DESTINATION_TIMEOUT_MS = PROCESSING_LEASE_MS - 60_000;
 
 export class SourceConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -138,190 +117,62 @@ export class SourceConfigError extends Error {
   }
 }
 
-const SOURCE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
 /** The binding every source uses unless its table names another: also where system-wide tables live. */
 export const DEFAULT_DATABASE_BINDING = "DB";
-/** A Worker binding name as wrangler accepts it (a JavaScript identifier). */
-const BINDING_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
-function databaseBinding(value: unknown, where: string, problems: string[]): string {
-  if (value === undefined) return DEFAULT_DATABASE_BINDING;
-  if (typeof value === "string" && BINDING_NAME.test(value)) return value;
-  problems.push(
-    `${where}: database must name a D1 binding of this Worker, such as "DB_EU" (got ${JSON.stringify(value)})`,
-  );
-  return DEFAULT_DATABASE_BINDING;
-}
+const isTable = (value: unknown): value is Record<string, unknown> =>
+  !!value && typeof value === "object" && !Array.isArray(value);
 
-function parseSecretRef(entry: unknown, where: string, problems: string[]): SecretRef | null {
-  if (typeof entry === "string" && entry.length > 0) return { name: entry, expiresAt: null };
-  if (entry && typeof entry === "object" && typeof (entry as { name?: unknown }).name === "string") {
-    const { name, expires } = entry as { name: string; expires?: unknown };
-    if (expires === undefined) return { name, expiresAt: null };
-    const expiresAt = typeof expires === "string" ? Date.parse(expires) : NaN;
-    if (Number.isNaN(expiresAt)) {
-      problems.push(`${where}: secret ${name} has an unreadable expires (want an ISO date)`);
-      return null;
-    }
-    return { name, expiresAt };
+/** A schema issue as a problem line: the source (and the route, for a key of one) in front of the key's message. */
+function issueProblem(issue: v.BaseIssue<unknown>, where: string, options: SourceOptions): string {
+  const keys = issue.path?.map(({ key }) => key) ?? [];
+  if (keys[0] === "routes" && typeof keys[1] === "number" && Array.isArray(options.routes)) {
+    return `${routeWhere(where, keys[1], options.routes[keys[1]])}: ${issue.message}`;
   }
-  problems.push(`${where}: each secret is a name or { name, expires }`);
-  return null;
+  return `${where}: ${issue.message}`;
 }
 
 /**
- * A duration key of the source table: absent → the default; present but unreadable or out of range → a problem.
- * Never a silent fallback: a typo such as "3 days" must not quietly become the default.
+ * Takes every refused value out of the parsed table (in place: it is the parser's own copy), so what is resolved
+ * after it sees a refused key as unset and falls back to its default instead of reading the raw value.
  */
-function durationSetting(
-  value: unknown,
-  fallback: number,
-  where: string,
-  problems: string[],
-  bounds: { positive?: boolean; max?: number; maxText?: string } = {},
-): number {
-  if (value === undefined) return fallback;
-  const parsed = parseDuration(value);
-  if (parsed === null) {
-    problems.push(`${where} must be a duration like "90s", "15m", "1h" or "3d" (got ${JSON.stringify(value)})`);
-    return fallback;
+function dropRefused(table: unknown, issues: readonly v.BaseIssue<unknown>[]): void {
+  for (const issue of issues) {
+    const keys = issue.path?.map(({ key }) => key) ?? [];
+    let parent: unknown = table;
+    for (const key of keys.slice(0, -1))
+      parent =
+        isTable(parent) || Array.isArray(parent) ? (parent as Record<PropertyKey, unknown>)[key as PropertyKey] : null;
+    const last = keys.at(-1) as string | number | undefined;
+    if (last === undefined) continue;
+    if (Array.isArray(parent)) parent[last as number] = undefined;
+    else if (isTable(parent)) delete parent[last as string];
   }
-  if (bounds.positive && parsed <= 0) {
-    problems.push(`${where} must be longer than zero`);
-    return fallback;
-  }
-  if (bounds.max !== undefined && parsed > bounds.max) {
-    problems.push(`${where} must be at most ${bounds.maxText ?? `${bounds.max} ms`}`);
-    return fallback;
-  }
-  return parsed;
 }
 
-function parseDestination(value: unknown, where: string, options: SourceOptions, problems: string[]): Destination {
-  // Read even when the destination is not a forward: a bad value is a mistake worth reporting either way.
-  const timeoutMs = durationSetting(
-    options.forward_timeout,
-    DEFAULT_FORWARD_TIMEOUT_MS,
-    `${where}: forward_timeout`,
-    problems,
-    {
-      positive: true,
-      max: MAX_DESTINATION_TIMEOUT_MS,
-      maxText: `${MAX_DESTINATION_TIMEOUT_MS / 60_000}m, to end inside the ${PROCESSING_LEASE_MS / 60_000}-minute processing lease (a longer call would overlap the next consumer's attempt)`,
-    },
-  );
-  if (value === undefined || value === "none") return { kind: "none" };
-  if (typeof value !== "string") {
-    problems.push(`${where}: destination must be "handler:<name>", an https URL or "none"`);
-    return { kind: "none" };
-  }
-  if (value.startsWith("handler:") && value.length > "handler:".length) {
-    return { kind: "handler", handlerName: value.slice("handler:".length) };
-  }
-  if (/^https?:\/\//i.test(value)) {
-    const problem = forwardUrlProblem(value);
-    if (problem === null) return { kind: "forward", url: value, timeoutMs };
-    problems.push(`${where}: destination ${JSON.stringify(value)} ${problem}`);
-    return { kind: "none" };
-  }
-  problems.push(`${where}: destination ${JSON.stringify(value)} is neither handler:<name> nor a URL`);
-  return { kind: "none" };
-}
-
-/** 127.0.0.0/8, localhost (and its subdomains) and [::1]: hosts only the machine itself can reach. */
-function isLoopbackHost(hostname: string): boolean {
-  return (
-    /^127(\.\d{1,3}){3}$/.test(hostname) ||
-    hostname === "localhost" ||
-    hostname.endsWith(".localhost") ||
-    hostname === "[::1]"
-  );
-}
-
-/**
- * Why a forward URL cannot be used, or null. Events leave the receiver signed but readable, so only https: plain
- * http is allowed to a loopback address alone, which is local development (`npm run cli -- echo`, test
- * stand-ins); a deployed Worker can reach no loopback address, so that exception opens nothing in production.
- */
-export function forwardUrlProblem(value: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return "is not a valid URL";
-  }
-  if (url.protocol === "https:") return null;
-  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return null;
-  return "must be an https URL (plain http only to a loopback address such as http://127.0.0.1:8080, for local development)";
-}
-
-function positiveNumber(value: unknown, fallback: number, where: string, problems: string[]): number {
-  if (value === undefined) return fallback;
-  if (typeof value === "number" && Number.isFinite(value) && value > 0) return value;
-  problems.push(`${where} must be a positive number`);
-  return fallback;
-}
-
-/** A count such as max_retries: 2.5 retries means nothing, and rounding it either way would be a guess. */
-function wholeCount(value: unknown, fallback: number, where: string, problems: string[]): number {
-  if (value === undefined) return fallback;
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
-  problems.push(`${where} must be a whole number, 0 or more (got ${JSON.stringify(value)})`);
-  return fallback;
-}
-
-/** A share between 0 and 1 inclusive (retry jitter: 0.2 means ±20 %). */
-function fraction(value: unknown, fallback: number, where: string, problems: string[]): number {
-  if (value === undefined) return fallback;
-  if (typeof value === "number" && Number.isFinite(value) && value >= 0 && value <= 1) return value;
-  problems.push(`${where} must be a number from 0 to 1`);
-  return fallback;
-}
-
-function bodyCap(value: unknown, where: string, problems: string[]): number {
-  const cap = positiveNumber(value, DEFAULT_MAX_BODY_BYTES, where, problems);
-  if (!Number.isInteger(cap) || cap > MAX_BODY_BYTES_LIMIT) {
-    problems.push(`${where} must be a whole number of bytes up to ${MAX_BODY_BYTES_LIMIT}`);
-    return DEFAULT_MAX_BODY_BYTES;
-  }
-  return cap;
-}
-
-/**
- * A `retry` table. A source's is read over DEFAULT_RETRY; a route's over its source's, so a route names only what
- * it changes. `keyWhere` says where each key is, for the problems.
- */
-function parseRetry(
-  value: unknown,
-  where: string,
-  problems: string[],
-  inherited: RetryPolicy = DEFAULT_RETRY,
-  keyWhere: (key: string) => string = (key) => `${where}.retry.${key}`,
-): RetryPolicy {
-  if (value === undefined) return inherited;
-  if (!value || typeof value !== "object" || Array.isArray(value)) {
-    problems.push(`${where}: retry must be a table`);
-    return inherited;
-  }
-  const table = value as Record<string, unknown>;
+/** A `retry` table read over the policy it refines (DEFAULT_RETRY for a source's, the source's for a route's). */
+function resolveRetry(own: RetryTable | undefined, inherited: RetryPolicy): RetryPolicy {
+  if (!own) return inherited;
   return {
-    baseDelaySeconds: positiveNumber(
-      table.base_delay_seconds,
-      inherited.baseDelaySeconds,
-      keyWhere("base_delay_seconds"),
-      problems,
-    ),
-    maxDelaySeconds: positiveNumber(
-      table.max_delay_seconds,
-      inherited.maxDelaySeconds,
-      keyWhere("max_delay_seconds"),
-      problems,
-    ),
-    maxRetries: wholeCount(table.max_retries, inherited.maxRetries, keyWhere("max_retries"), problems),
-    jitter: fraction(table.jitter, inherited.jitter, keyWhere("jitter"), problems),
-    maxAgeMs: durationSetting(table.max_age, inherited.maxAgeMs, keyWhere("max_age"), problems, { positive: true }),
+    baseDelaySeconds: own.base_delay_seconds ?? inherited.baseDelaySeconds,
+    maxDelaySeconds: own.max_delay_seconds ?? inherited.maxDelaySeconds,
+    maxRetries: own.max_retries ?? inherited.maxRetries,
+    jitter: own.jitter ?? inherited.jitter,
+    maxAgeMs: own.max_age ?? inherited.maxAgeMs,
   };
+}
+
+/** The three retentions weighed against each other: a dead letter's body lives between the payload and the key. */
+function retentionProblems(table: SourceTable, dedupeMs: number, payloadMs: number): string[] {
+  const problems: string[] = [];
+  if (payloadMs > dedupeMs) problems.push("payload_retention cannot outlast dedupe_retention");
+  const deadLetterMs = table.dead_letter_retention;
+  // Unset, it is the key's lifetime, which the payload_retention check above already holds against.
+  if (deadLetterMs !== undefined && deadLetterMs > dedupeMs)
+    problems.push("dead_letter_retention cannot outlast dedupe_retention");
+  if (deadLetterMs !== undefined && deadLetterMs < payloadMs)
+    problems.push("dead_letter_retention cannot be shorter than payload_retention");
+  return problems;
 }
 
 /**
@@ -336,21 +187,6 @@ export function retryPolicyOf(source: SourceConfig | undefined, route: string | 
   return configured?.retry ?? source.retry;
 }
 
-/** One of a fixed set of words, or absent. */
-function oneOf<T extends string>(value: unknown, allowed: readonly T[], where: string, problems: string[]): T | null {
-  if (value === undefined) return null;
-  if (typeof value === "string" && (allowed as readonly string[]).includes(value)) return value as T;
-  problems.push(`${where} must be one of ${allowed.join(", ")} (got ${JSON.stringify(value)})`);
-  return null;
-}
-
-function parsePlacement(options: SourceOptions, where: string, problems: string[]): ShardPlacement {
-  return {
-    locationHint: oneOf(options.location_hint, LOCATION_HINTS, `${where}: location_hint`, problems),
-    jurisdiction: oneOf(options.jurisdiction, JURISDICTIONS, `${where}: jurisdiction`, problems),
-  };
-}
-
 export interface ParseContext {
   /** Provider names an adapter exists for; anything else fails validation instead of accepting traffic. */
   knownProviders: ReadonlySet<string>;
@@ -362,13 +198,15 @@ export interface ParseContext {
 /** One source's table, checked: the settings when it is valid, every problem found otherwise. */
 export type ParsedSource = { ok: true; source: SourceConfig } | { ok: false; problems: string[] };
 
+/**
+ * Reads one table with SourceTableSchema (./source-schema.ts), then resolves what the schema cannot know alone:
+ * the provider and handlers this build has, defaults and inheritance, and the keys weighed against each other.
+ */
 export function parseSource(name: string, value: unknown, context: ParseContext): ParsedSource {
   const where = `SOURCES.${name}`;
   const problems: string[] = [];
   if (!SOURCE_NAME.test(name)) problems.push(`${where}: name must match ${SOURCE_NAME}`);
-  if (!value || typeof value !== "object" || Array.isArray(value)) {
-    return { ok: false, problems: [...problems, `${where}: must be a table`] };
-  }
+  if (!isTable(value)) return { ok: false, problems: [...problems, `${where}: must be a table`] };
   const options = value as SourceOptions;
   const provider = options.provider;
   if (typeof provider !== "string" || !context.knownProviders.has(provider)) {
@@ -381,23 +219,21 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
       ],
     };
   }
-  const secretList = options.secrets;
-  const secrets: SecretRef[] = [];
-  if (!Array.isArray(secretList) || secretList.length === 0) {
-    problems.push(`${where}: secrets must name at least one Worker secret`);
-  } else {
-    for (const entry of secretList) {
-      const ref = parseSecretRef(entry, where, problems);
-      if (ref) secrets.push(ref);
-    }
+  const checked = v.safeParse(SourceTableSchema, options, { abortPipeEarly: true });
+  const table = checked.output as SourceTable;
+  if (!checked.success) {
+    problems.push(...checked.issues.map((issue) => issueProblem(issue, where, options)));
+    dropRefused(table, checked.issues);
   }
-  const retry = parseRetry(options.retry, where, problems);
+  const retry = resolveRetry(table.retry, DEFAULT_RETRY);
+  const timeoutMs = table.forward_timeout ?? DEFAULT_FORWARD_TIMEOUT_MS;
   const routes: SourceRoute[] = parseRoutes(
     options,
+    table,
     where,
     problems,
-    (value, routeWhere) => parseDestination(value, routeWhere, options, problems),
-    (value, routeWhere) => parseRetry(value, routeWhere, problems, retry, (key) => `${routeWhere}: retry.${key}`),
+    (target): Destination => (target?.kind === "forward" ? { ...target, timeoutMs } : (target ?? { kind: "none" })),
+    (own) => resolveRetry(own, retry),
   );
   for (const { destination, rules: route } of routes) {
     if (route.headers && destination.kind !== "forward")
@@ -407,51 +243,9 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     }
   }
   const { destination, rules: route } = routes[0]!;
-  const expectWithin = durationSetting(options.expect_within, -1, `${where}: expect_within`, problems, {
-    positive: true,
-  });
-  // Read by the reconciler (src/sources/reconciler-settings.ts); checked here so a typo is refused with everything else.
-  durationSetting(options.alert_pending_after, 0, `${where}: alert_pending_after`, problems, { positive: true });
-  const dedupeRetentionMs = durationSetting(
-    options.dedupe_retention,
-    DEFAULT_DEDUPE_RETENTION_MS,
-    `${where}: dedupe_retention`,
-    problems,
-    { positive: true },
-  );
-  const payloadRetentionMs = durationSetting(
-    options.payload_retention,
-    DEFAULT_PAYLOAD_RETENTION_MS,
-    `${where}: payload_retention`,
-    problems,
-    { positive: true },
-  );
-  if (payloadRetentionMs > dedupeRetentionMs) {
-    problems.push(`${where}: payload_retention cannot outlast dedupe_retention`);
-  }
-  const deadLetterRetentionMs = durationSetting(
-    options.dead_letter_retention,
-    dedupeRetentionMs,
-    `${where}: dead_letter_retention`,
-    problems,
-    { positive: true },
-  );
-  // Unset, it is the key's lifetime, which the payload_retention check above already holds against.
-  if (options.dead_letter_retention !== undefined && deadLetterRetentionMs > dedupeRetentionMs) {
-    problems.push(`${where}: dead_letter_retention cannot outlast dedupe_retention`);
-  }
-  if (options.dead_letter_retention !== undefined && deadLetterRetentionMs < payloadRetentionMs) {
-    problems.push(`${where}: dead_letter_retention cannot be shorter than payload_retention`);
-  }
-  const placement = parsePlacement(options, where, problems);
-  const database = databaseBinding(options.database, where, problems);
-  const maxBodyBytes = bodyCap(options.max_body_bytes, `${where}.max_body_bytes`, problems);
-  const r2Problem = r2BodyThresholdProblem(options.r2_body_threshold);
-  if (r2Problem) problems.push(`${where}: ${r2Problem}`);
-  const rateProblem = expectedRateProblem(options.expected_rate);
-  if (rateProblem) problems.push(`${where}: ${rateProblem}`);
-  const segmentsProblem = bodySegmentsProblem(options.body_segments);
-  if (segmentsProblem) problems.push(`${where}: ${segmentsProblem}`);
+  const dedupeRetentionMs = table.dedupe_retention ?? DEFAULT_DEDUPE_RETENTION_MS;
+  const payloadRetentionMs = table.payload_retention ?? DEFAULT_PAYLOAD_RETENTION_MS;
+  problems.push(...retentionProblems(table, dedupeRetentionMs, payloadRetentionMs).map((p) => `${where}: ${p}`));
   problems.push(...(context.validateProviderOptions?.(provider, options) ?? []).map((p) => `${where}: ${p}`));
   if (problems.length > 0) return { ok: false, problems };
   return {
@@ -459,18 +253,18 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     source: {
       name,
       provider,
-      secrets,
+      secrets: table.secrets,
       routes,
       destination,
       route,
-      maxBodyBytes,
-      expectWithinMs: expectWithin < 0 ? null : expectWithin,
+      maxBodyBytes: table.max_body_bytes ?? DEFAULT_MAX_BODY_BYTES,
+      expectWithinMs: table.expect_within ?? null,
       retry,
       payloadRetentionMs,
       dedupeRetentionMs,
-      deadLetterRetentionMs,
-      placement,
-      database,
+      deadLetterRetentionMs: table.dead_letter_retention ?? dedupeRetentionMs,
+      placement: { locationHint: table.location_hint ?? null, jurisdiction: table.jurisdiction ?? null },
+      database: table.database ?? DEFAULT_DATABASE_BINDING,
       options,
     },
   };

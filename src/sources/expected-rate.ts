@@ -2,15 +2,8 @@
  * `expected_rate`: the events a second a source is expected to sustain, optional. Nothing on the delivery path reads
  * it: `npm run cli -- check` holds it against the claim shards and the database the source is configured with
  * (src/capacity/source-capacity.ts), so a source that would fill its stores within its retention is named before it
- * does. Checked with the rest of the source's table (./config.ts), read here.
+ * does. Checked with the rest of the source's table (SourceTableSchema, ./source-schema.ts), read here.
  */
-
-/** Why the value cannot be used, or null (also when absent). */
-export function expectedRateProblem(value: unknown): string | null {
-  if (value === undefined) return null;
-  if (typeof value === "number" && Number.isFinite(value) && value > 0) return null;
-  return `expected_rate must be a number of events a second above 0, such as 25 or 0.5 (got ${JSON.stringify(value)})`;
-}
 
 /** The source's expected events a second, or null when it sets none. Only for a table ./config.ts accepted. */
 export function expectedRate(options: Record<string, unknown>): number | null {

@@ -4,29 +4,18 @@ import { ORDERING_KEYS, parseOrdering } from "../routing/ordering";
 import type { RouteRules } from "../routing/route";
 import { compileSchema } from "../routing/schema";
 import { compileHeaders, compileTransform } from "../routing/transform";
+import { type DestinationTarget, type RetryTable, ROUTE_NAME, type RouteTable } from "./config-schema";
+import type { SourceTable } from "./source-schema";
 
 /**
  * A source's routes: the `destination` it names directly (one route, `default`), or the `[[vars.SOURCES.<name>.routes]]`
  * entries, each with its own name, destination and optional filter, schema, transform and headers. Every event gets
  * one delivery per route that matches it (docs/processing.md, "Deliveries"), retried on the route's own `retry` table
- * when it has one, and held for its turn when the route has `ordered_by` (src/routing/ordering.ts).
+ * when it has one, and held for its turn when the route has `ordered_by` (src/routing/ordering.ts). The route table's
+ * keys and their types are in RouteTableSchema (./config-schema.ts); MAX_ROUTES is in ./source-schema.ts.
  */
 
-const ROUTE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_ROUTE_NAME = "default";
-const ROUTE_KEYS = new Set([
-  "name",
-  "destination",
-  "filter",
-  "transform",
-  "schema",
-  "headers",
-  "retry",
-  ...CONTROL_KEYS,
-  ...ORDERING_KEYS,
-]);
-/** Routes one source may list: each matched one costs its events up to two D1 rows. */
-export const MAX_ROUTES = 16;
 const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS, ...ORDERING_KEYS] as const;
 const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null, ordering: null };
 
@@ -37,17 +26,26 @@ export interface ParsedRoute<D, R> {
   retry: R;
 }
 
+/** How problems name the route at `index`: by its name when it has a valid one, else by its place in the list. */
+export function routeWhere(where: string, index: number, entry: unknown): string {
+  const name = entry && typeof entry === "object" ? (entry as { name?: unknown }).name : undefined;
+  return typeof name === "string" && ROUTE_NAME.test(name) ? `${where} route ${name}` : `${where}.routes[${index}]`;
+}
+
 /**
- * @param readDestination the source's own destination parser, so a route's destination is read exactly as a
- * source's is (handler:<name>, a URL, or none) and reports its problems under the route's name.
+ * The source's routes from its table as SourceTableSchema read it (`table`: each route's name, destination and
+ * retry, refused values taken out); the route rules are compiled here from the raw table (`options`) by their own
+ * modules, and the checks across routes made.
+ * @param readDestination the source's own reading of a destination (a forward takes the source's timeout).
  * @param readRetry the same for a route's `retry` table (undefined when the route has none: the source's applies).
  */
 export function parseRoutes<D, R>(
   options: Record<string, unknown>,
+  table: SourceTable,
   where: string,
   problems: string[],
-  readDestination: (value: unknown, where: string) => D,
-  readRetry: (value: unknown, where: string) => R,
+  readDestination: (target: DestinationTarget | undefined) => D,
+  readRetry: (own: RetryTable | undefined) => R,
 ): ParsedRoute<D, R>[] {
   for (const key of ROUTE_ONLY_KEYS) {
     if (options[key] !== undefined)
@@ -55,43 +53,29 @@ export function parseRoutes<D, R>(
         `${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`,
       );
   }
-  const list = options.routes;
-  if (list === undefined) {
-    return [
-      {
-        destination: readDestination(options.destination, where),
-        rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES },
-        retry: readRetry(undefined, where),
-      },
-    ];
-  }
-  const fallback = () => [
+  const fallback = (target: DestinationTarget | undefined) => [
     {
-      destination: readDestination(undefined, where),
+      destination: readDestination(target),
       rules: { name: DEFAULT_ROUTE_NAME, ...NO_RULES },
-      retry: readRetry(undefined, where),
+      retry: readRetry(undefined),
     },
   ];
-  if (!Array.isArray(list) || list.some((entry) => !entry || typeof entry !== "object" || Array.isArray(entry))) {
-    problems.push(`${where}: routes must be a list of tables ([[vars.SOURCES.<name>.routes]])`);
-    return fallback();
-  }
+  if (options.routes === undefined) return fallback(table.destination);
   if (options.destination !== undefined) {
     problems.push(
       `${where}: give the destination in the route, not beside routes (a source's own destination is its one route)`,
     );
   }
-  if (list.length === 0) {
-    problems.push(`${where}: routes is empty; name one route, or drop routes and give destination`);
-    return fallback();
-  }
-  if (list.length > MAX_ROUTES) {
-    problems.push(`${where}: routes lists ${list.length} routes; a source takes at most ${MAX_ROUTES}`);
-    return fallback();
-  }
-  const parsed = list.map((entry, index) =>
-    parseRoute(entry as Record<string, unknown>, `${where}.routes[${index}]`, problems, readDestination, readRetry),
+  // Absent here when the list itself was refused (not a list, empty, too long): the schema named the problem.
+  const list = table.routes as (RouteTable | undefined)[] | undefined;
+  const raw = options.routes as Record<string, unknown>[];
+  if (!list) return fallback(undefined);
+  const parsed = list.flatMap((entry, index) =>
+    entry
+      ? [parseRoute(raw[index]!, entry, routeWhere(where, index, raw[index]), problems, readDestination, readRetry)]
+      : [],
   );
+  if (parsed.length === 0) return fallback(undefined);
   // An event carries one ordering value (the relay stores it with the receipt, before any route is chosen), so the
   // ordered routes of one source must agree on what it is; each still keeps its own order and its own on_dead.
   const ordered = parsed.filter(({ rules }) => rules.ordering !== null);
@@ -101,9 +85,7 @@ export function parseRoutes<D, R>(
     problems.push(
       `${where} route ${rules.name}: ordered_by ${JSON.stringify(rules.ordering!.text)} differs from route ${ordered[0]!.rules.name}'s ${JSON.stringify(ordered[0]!.rules.ordering!.text)}: the ordered routes of one source order by one value`,
     );
-  const names = list
-    .map((entry) => (entry as Record<string, unknown>).name)
-    .filter((name): name is string => typeof name === "string");
+  const names = raw.map((entry) => entry?.name).filter((name): name is string => typeof name === "string");
   for (const name of new Set(names.filter((name, index) => names.indexOf(name) !== index))) {
     problems.push(
       `${where}: route name ${JSON.stringify(name)} is used twice (each route's deliveries are kept under its name)`,
@@ -112,51 +94,37 @@ export function parseRoutes<D, R>(
   return parsed;
 }
 
+/** One route: its rules compiled from the raw entry, under the route's name in every problem. */
 function parseRoute<D, R>(
-  table: Record<string, unknown>,
-  where: string,
+  raw: Record<string, unknown>,
+  entry: RouteTable,
+  routeWhere: string,
   problems: string[],
-  readDestination: (value: unknown, where: string) => D,
-  readRetry: (value: unknown, where: string) => R,
+  readDestination: (target: DestinationTarget | undefined) => D,
+  readRetry: (own: RetryTable | undefined) => R,
 ): ParsedRoute<D, R> {
-  for (const key of Object.keys(table)) {
-    if (!ROUTE_KEYS.has(key))
-      problems.push(
-        `${where}: unknown route option ${JSON.stringify(key)} (a route takes ${[...ROUTE_KEYS].join(", ")})`,
-      );
-  }
-  const name = table.name;
-  if (typeof name !== "string" || !ROUTE_NAME.test(name))
-    problems.push(`${where}: name must match ${ROUTE_NAME} (got ${JSON.stringify(name)})`);
-  const routeWhere =
-    typeof name === "string" && ROUTE_NAME.test(name)
-      ? `${where.replace(/\.routes\[\d+\]$/, "")} route ${name}`
-      : where;
-  if (table.destination === undefined)
-    problems.push(`${routeWhere}: destination is required ("handler:<name>", an https URL, or "none")`);
-  const destination = readDestination(table.destination, routeWhere);
-  const rules: RouteRules = { name: typeof name === "string" ? name : DEFAULT_ROUTE_NAME, ...NO_RULES };
-  if (table.filter !== undefined) {
-    const compiled = compileFilter(table.filter);
+  const rules: RouteRules = { name: entry.name ?? DEFAULT_ROUTE_NAME, ...NO_RULES };
+  if (raw.filter !== undefined) {
+    const compiled = compileFilter(raw.filter);
     if (compiled.ok) rules.filter = compiled.filter;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
-  if (table.schema !== undefined) {
-    const compiled = compileSchema(table.schema);
+  if (raw.schema !== undefined) {
+    const compiled = compileSchema(raw.schema);
     if (compiled.ok) rules.schema = compiled.schema;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
-  if (table.transform !== undefined) {
-    const compiled = compileTransform(table.transform);
+  if (raw.transform !== undefined) {
+    const compiled = compileTransform(raw.transform);
     if (compiled.ok) rules.transform = compiled.transform;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
-  if (table.headers !== undefined) {
-    const compiled = compileHeaders(table.headers);
+  if (raw.headers !== undefined) {
+    const compiled = compileHeaders(raw.headers);
     if (compiled.ok) rules.headers = compiled.headers;
     else problems.push(`${routeWhere}: ${compiled.problem}`);
   }
-  rules.control = parseDeliveryControl(table, routeWhere, problems);
-  rules.ordering = parseOrdering(table, routeWhere, problems);
-  return { destination, rules, retry: readRetry(table.retry, routeWhere) };
+  rules.control = parseDeliveryControl(raw, routeWhere, problems);
+  rules.ordering = parseOrdering(raw, routeWhere, problems);
+  return { destination: readDestination(entry.destination), rules, retry: readRetry(entry.retry) };
 }

@@ -46,7 +46,7 @@ describe("retry policy", () => {
     expect(parsed({ retry: { max_retries: 5 } }).retry.maxRetries).toBe(5);
     for (const bad of [2.5, -1, "3", Number.NaN]) {
       expect(problemsOf({ retry: { max_retries: bad } }), String(bad)).toEqual([
-        expect.stringContaining("SOURCES.example.retry.max_retries must be a whole number"),
+        expect.stringContaining("SOURCES.example: retry.max_retries must be a whole number"),
       ]);
     }
   });

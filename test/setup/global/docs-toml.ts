@@ -23,6 +23,8 @@ declare module "vitest" {
     providersDocToml: DocTomlBlock[];
     /** The other operator docs whose examples declare sources: file name → its toml blocks. */
     operatorDocsToml: Record<string, DocTomlBlock[]>;
+    /** The shipped wrangler.toml, as wrangler reads it (test/sources/config-schema.test.ts checks its sources). */
+    wranglerToml: Record<string, unknown>;
   }
 }
 
@@ -45,6 +47,10 @@ export default function setup(project: TestProject): void {
   try {
     project.provide("providersDocToml", read("docs/providers.md"));
     project.provide("operatorDocsToml", Object.fromEntries(OPERATOR_DOCS.map((doc) => [doc, read(doc)])));
+    project.provide(
+      "wranglerToml",
+      experimental_readRawConfig({ config: "wrangler.toml" }).rawConfig as Record<string, unknown>,
+    );
   } finally {
     rmSync(directory, { recursive: true, force: true });
   }
