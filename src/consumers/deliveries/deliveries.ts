@@ -3,14 +3,13 @@ import { database } from "../../db/client";
 import { inJsonList } from "../../db/id-list";
 import { deliveries } from "../../db/schema";
 import { logEvent } from "../../lib/log";
-import { meteredD1 } from "../../lib/meter";
 import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
 import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
 import { type AttemptRun, runDestination } from "../attempt/run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
-import { type DeliveryAttempt, deliveryOutcomeStatements } from "../commit/delivery-rows";
-import { batchUnlessEmpty } from "../commit/statements";
+import { commitDeliveries } from "../commit/delivery-commit";
+import type { DeliveryAttempt } from "../commit/delivery-rows";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "../decide/decide";
 import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "../gate/delivery-gate";
 import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
@@ -216,45 +215,6 @@ export async function processDeliveries(
       outcome: attempt.run.result.status,
       error: attempt.decision.kind === "fail" ? attempt.decision.lastError : null,
     });
-  return verdicts;
-}
-
-/** Every attempt's outcome in one batch; if it aborts (a guard, a version gate), each on its own. */
-async function commitDeliveries(env: Env, finished: readonly DeliveryAttempt[]): Promise<Map<string, QueueVerdict>> {
-  const d1 = meteredD1(env.DB);
-  const verdicts = new Map<string, QueueVerdict>();
-  try {
-    await batchUnlessEmpty(
-      d1,
-      finished.flatMap((attempt) => deliveryOutcomeStatements(d1, attempt)),
-    );
-    for (const attempt of finished) verdicts.set(attempt.receiptId, attempt.decision.queue);
-    return verdicts;
-  } catch {
-    // One delivery's guard aborted the shared batch: each on its own.
-  }
-  for (const attempt of finished) {
-    try {
-      await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, attempt));
-      verdicts.set(attempt.receiptId, attempt.decision.queue);
-    } catch (error) {
-      const [row] = await database(env)
-        .select({ committedAt: deliveries.committedAt })
-        .from(deliveries)
-        .where(and(eq(deliveries.receiptId, attempt.receiptId), eq(deliveries.route, attempt.route)));
-      if (row?.committedAt != null) {
-        verdicts.set(attempt.receiptId, { kind: "done", status: "duplicate" });
-        continue;
-      }
-      // The effect could not be written (its version gate, or D1): retried on the delivery's schedule (its route's).
-      const failed = decide(
-        { status: "retry", error: `commit failed: ${error instanceof Error ? error.message : String(error)}` },
-        attempt.facts,
-      );
-      await batchUnlessEmpty(d1, deliveryOutcomeStatements(d1, { ...attempt, decision: failed }));
-      verdicts.set(attempt.receiptId, failed.queue);
-    }
-  }
   return verdicts;
 }
 
