@@ -2,8 +2,7 @@
 import { receiptIdsFromShards } from "../../claims/key-lookup";
 import { database } from "../../db/client";
 import { type ApiError, apiError } from "../../lib/errors";
-import { databaseBindingOf, receiptDatabaseBindingOf } from "../../sources/databases";
-import { isPartitioned } from "../../sources/partitions";
+import { databaseBindingOf, isPartitionedSource, receiptDatabaseBindingOf } from "../../sources/databases";
 import { loadSources } from "../../sources/registry";
 import { inFirstDatabase } from "./receipt-databases";
 import { type ReceiptDetail, receiptDetail, receiptIdForEvent } from "./receipt-detail";
@@ -57,12 +56,7 @@ export async function receiptByEventKey(env: Env, source: string, eventKey: stri
 
 /** The valid partitioned source named, or null. */
 function partitionedSource(env: Env, source: string) {
-  try {
-    const config = loadSources(env).get(source);
-    return config && isPartitioned(config) ? config : null;
-  } catch {
-    return null;
-  }
+  return isPartitionedSource(env, source) ? (loadSources(env).get(source) ?? null) : null;
 }
 
 /**
