@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { appendFileSync, closeSync, openSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { connect, createServer } from "node:net";
 import { dirname, join } from "node:path";
@@ -277,7 +277,9 @@ function d1Bindings(configPath: string): string[] {
 
 /** `wrangler d1 migrations apply <binding> --local` for every D1 binding, into this persist directory, before the runtime starts. */
 export function applyMigrations(configPath: string, persistDir: string, logFile: string): void {
+  const files = localD1Files(persistDir);
   for (const binding of d1Bindings(configPath)) {
+    const before = new Set(d1FileNames(persistDir));
     const log = openSync(logFile, "a");
     const result = spawnSync(
       process.execPath,
@@ -297,5 +299,28 @@ export function applyMigrations(configPath: string, persistDir: string, logFile:
     );
     closeSync(log);
     if (result.status !== 0) throw new Error(`migrations of ${binding} failed; see ${logFile}`);
+    // Miniflare names a database's file by a hash: the file this binding's first migration created is its own.
+    const created = d1FileNames(persistDir).filter((name) => !before.has(name));
+    if (created.length === 1) files[binding] = created[0]!;
   }
+  writeFileSync(join(persistDir, D1_FILES), `${JSON.stringify(files, null, 2)}\n`);
+}
+
+/** Under the persist directory: which local D1 file (by name) holds which binding, as applyMigrations saw them made. */
+export const D1_FILES = "d1-files.json";
+
+/** Where workerd keeps the local D1 databases of a persist directory. */
+export function d1Directory(persistDir: string): string {
+  return join(persistDir, "v3", "d1", "miniflare-D1DatabaseObject");
+}
+
+function d1FileNames(persistDir: string): string[] {
+  const directory = d1Directory(persistDir);
+  return existsSync(directory) ? readdirSync(directory).filter((entry) => /^[0-9a-f]{64}\.sqlite$/.test(entry)) : [];
+}
+
+/** The binding → file map applyMigrations wrote for this persist directory; empty before the first. */
+export function localD1Files(persistDir: string): Record<string, string> {
+  const path = join(persistDir, D1_FILES);
+  return existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, string>) : {};
 }

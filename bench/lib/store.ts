@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { D1_FILES, d1Directory, localD1Files } from "./runtime.ts";
 
 /**
  * Read-only view of the receiver's local D1 database: the SQLite file workerd keeps under the persist
@@ -16,14 +17,24 @@ export class ReceiptStore {
 
   /** Every local D1 database of the runtime: `DB` alone, or `DB` and a receipt partition ring's databases. */
   databaseFiles(): string[] {
-    const directory = join(this.persistDir, "v3", "d1", "miniflare-D1DatabaseObject");
+    const directory = d1Directory(this.persistDir);
     const names = readdirSync(directory).filter((entry) => /^[0-9a-f]{64}\.sqlite$/.test(entry));
     if (names.length === 0) throw new Error(`no D1 database under ${directory}`);
     return names.map((name) => join(directory, name));
   }
 
+  /**
+   * `DB`'s file: the system tables, the example domain and every receipt of a source that is not partitioned. With
+   * a ring bound beside it, the file applyMigrations saw `DB`'s migrations create (the names are hashes).
+   */
   databaseFile(): string {
-    return this.databaseFiles()[0]!;
+    const files = this.databaseFiles();
+    if (files.length === 1) return files[0]!;
+    const name = localD1Files(this.persistDir).DB;
+    const file = name ? join(d1Directory(this.persistDir), name) : null;
+    if (!file || !files.includes(file))
+      throw new Error(`${files.length} local D1 databases and none known as DB (${D1_FILES} under ${this.persistDir})`);
+    return file;
   }
 
   /** Runs `read` on each D1 database in turn (a partitioned source's receipts are spread over several). */
