@@ -47,6 +47,21 @@ function wrangler(args: string[]): string {
   });
 }
 
+/** One SQL statement on the local `DB`, as an operator runs it (`--json` for the rows). */
+function d1Execute(command: string, options: { json?: boolean } = {}): string {
+  return wrangler([
+    "d1",
+    "execute",
+    "DB",
+    "--local",
+    "--persist-to",
+    persistTo,
+    ...(options.json ? ["--json"] : []),
+    "--command",
+    command,
+  ]);
+}
+
 async function waitForHealth(timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -165,16 +180,9 @@ before(async () => {
   await waitForStatus(receipts.plan, ["processed"]);
   await waitForStatus(receipts.broken, ["dead"]);
   // An alert, written the way an operator would look at one: straight into D1 with wrangler.
-  wrangler([
-    "d1",
-    "execute",
-    "DB",
-    "--local",
-    "--persist-to",
-    persistTo,
-    "--command",
+  d1Execute(
     `INSERT INTO alerts (id, source, kind, state, detail, opened_at) VALUES ('01KBROWSERALERT00000000001', 'demo', 'silence', 'open', '{"message":"The demo source has had no live delivery for 1 h.","facts":{"lastLive":0}}', ${Date.now()})`,
-  ]);
+  );
 
   context = await chromium.launchPersistentContext(join(workDir, "profile"), {
     executablePath: CHROMIUM,
@@ -269,16 +277,7 @@ test("sources with their health, and open alerts", async () => {
 test("charts keep their labels inside and draw every series' points; sparklines read as bars on a baseline", async () => {
   // A processing time of 80 ms puts "100 ms" on the processing chart's axis: written straight into D1, as no
   // demo consumer takes that long.
-  wrangler([
-    "d1",
-    "execute",
-    "DB",
-    "--local",
-    "--persist-to",
-    persistTo,
-    "--command",
-    `UPDATE receipts SET attempt_duration_ms = 80 WHERE id = '${receipts.credited}'`,
-  ]);
+  d1Execute(`UPDATE receipts SET attempt_duration_ms = 80 WHERE id = '${receipts.credited}'`);
   const page = await context!.newPage();
   await page.goto(`${BASE}/admin/sources/demo`);
   assert.match((await page.locator("#chart-processing svg").textContent()) ?? "", /100 ms/);
@@ -543,17 +542,7 @@ test("the audit recipes run through wrangler d1 execute, verbatim from docs/audi
   const doc = readFileSync("docs/audit.md", "utf8");
   const deadSince = /<!-- recipe: dead-since -->\s*```sql\n([\s\S]*?)```/.exec(doc)?.[1]?.trim();
   assert.ok(deadSince);
-  const output = wrangler([
-    "d1",
-    "execute",
-    "DB",
-    "--local",
-    "--persist-to",
-    persistTo,
-    "--json",
-    "--command",
-    deadSince,
-  ]);
+  const output = d1Execute(deadSince, { json: true });
   const [{ results }] = JSON.parse(output) as [{ results: { event_key: string }[] }];
   assert.ok(
     results.some((row) => row.event_key === events.broken),
