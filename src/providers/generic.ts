@@ -13,7 +13,7 @@ import {
   type SignatureEncoding,
   signedAdapter,
 } from "./signed";
-import type { DeliveryInput, SourceOptions } from "./types";
+import type { DeliveryInput, ProviderOptions } from "./types";
 
 /**
  * A sender described entirely in wrangler.toml: which header holds the signature, the algorithm and encoding,
@@ -40,7 +40,7 @@ interface GenericOptions {
   secretEncoding: (typeof SECRET_ENCODINGS)[number];
 }
 
-function settings(options: SourceOptions): GenericOptions {
+function settings(options: ProviderOptions): GenericOptions {
   return {
     signatureHeader: optionString(options, "signature_header") ?? "",
     algorithm: (optionString(options, "algorithm") ?? "hmac-sha256") as SignatureAlgorithm,
@@ -90,7 +90,7 @@ function signedContent(template: string, values: Record<string, string>, rawBody
   return concatBytes(...parts);
 }
 
-function keyFor(secret: string, options: SourceOptions): VerificationKey | null {
+function keyFor(secret: string, options: ProviderOptions): VerificationKey | null {
   const { algorithm, secretEncoding } = settings(options);
   if (algorithm === "ed25519") {
     const publicKey = /^[0-9a-fA-F]{64}$/.test(secret) ? decodeHex(secret) : decodeBase64(secret);
@@ -141,7 +141,7 @@ function read(input: DeliveryInput) {
  * Whether the signature covers the key: a JSON path always is (the signed content must include {body}); a header
  * only when it is the `id_header` the template signs as {id}.
  */
-function keyHeaderSigned(options: SourceOptions, keyHeader: string | undefined): boolean {
+function keyHeaderSigned(options: ProviderOptions, keyHeader: string | undefined): boolean {
   if (keyHeader === undefined) return true;
   const { idHeader, template } = settings(options);
   return idHeader !== undefined && idHeader.toLowerCase() === keyHeader.toLowerCase() && template.includes("{id}");

@@ -5,7 +5,7 @@ import { parseJsonBody, stringAtPath } from "./json";
 import { type Fetched, KeyCache } from "./key-cache";
 import { fetchPinned } from "./key-fetch";
 import { eventKeyOf, optionString, readHeader, rejected } from "./signed";
-import type { DeliveryInput, ProviderAdapter, SourceOptions, VerifyResult } from "./types";
+import type { DeliveryInput, ProviderAdapter, ProviderOptions, VerifyResult } from "./types";
 
 /**
  * Plaid: `Plaid-Verification` is an ES256 JWT whose `kid` names a key fetched from Plaid's
@@ -29,7 +29,7 @@ const keys = new KeyCache<CryptoKey>();
 /** Plaid's key ids are UUIDs; any other `kid` is a forgery refused before anything is fetched. */
 const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function keyUrl(options: SourceOptions): URL {
+function keyUrl(options: ProviderOptions): URL {
   return new URL(
     `https://${PLAID_HOSTS[optionString(options, "environment") ?? "production"]}/webhook_verification_key/get`,
   );

@@ -2,12 +2,13 @@ import { sha256Hex } from "../crypto/digest";
 import { concatBytes, decodeBase64, decodeBase64Url, decodeHex, utf8Bytes } from "../crypto/encoding";
 import { anySignatureVerifies, isHmac, type SignatureAlgorithm, type VerificationKey } from "../crypto/verify";
 import { stringAtPath, timeAtPath, versionAtPath } from "./json";
+import type { ProviderOptionKey } from "./option-keys";
 import type {
   DeliveryInput,
   EventIdentity,
   ProviderAdapter,
+  ProviderOptions,
   RejectReason,
-  SourceOptions,
   SourceSecret,
   VerifyResult,
 } from "./types";
@@ -120,12 +121,12 @@ export function parseUnixSeconds(text: string | null | undefined, unit: "s" | "m
   return unit === "ms" ? Math.floor(value / 1000) : value;
 }
 
-export function toleranceSeconds(options: SourceOptions, fallback: number): number {
+export function toleranceSeconds(options: ProviderOptions, fallback: number): number {
   const value = options.tolerance_seconds;
   return typeof value === "number" && value > 0 ? value : fallback;
 }
 
-export function optionString(options: SourceOptions, name: string): string | undefined {
+export function optionString(options: ProviderOptions, name: ProviderOptionKey): string | undefined {
   const value = options[name];
   return typeof value === "string" && value.length > 0 ? value : undefined;
 }
@@ -164,10 +165,10 @@ export interface SignedScheme {
    * How a listed secret verifies this scheme; null for a secret in the wrong shape (it then verifies nothing).
    * Several keys when one secret may sign with several algorithms (Twilio's SHA-1 and SHA-256 rules).
    */
-  keyFor(secret: string, options: SourceOptions): VerificationKey | readonly VerificationKey[] | null;
+  keyFor(secret: string, options: ProviderOptions): VerificationKey | readonly VerificationKey[] | null;
   /** Runs only after verification: the event's identity, or the handshake answer. */
   identify(delivery: VerifiedDelivery): VerifyResult | Promise<VerifyResult>;
-  validateOptions?(options: SourceOptions): string[];
+  validateOptions?(options: ProviderOptions): string[];
 }
 
 /**
@@ -279,7 +280,7 @@ export interface PayloadPaths {
   occurredAt?: string;
 }
 
-export function describePayload(payload: unknown, options: SourceOptions, defaults: PayloadPaths) {
+export function describePayload(payload: unknown, options: ProviderOptions, defaults: PayloadPaths) {
   return {
     eventType: stringAtPath(payload, optionString(options, "type_path") ?? defaults.type),
     subjectId: stringAtPath(payload, optionString(options, "subject_path") ?? defaults.subject),
@@ -290,7 +291,7 @@ export function describePayload(payload: unknown, options: SourceOptions, defaul
 
 /** A type the provider sends in a header (X-GitHub-Event, X-Shopify-Topic…), unless the source set `type_path`. */
 export function headerTypeUnlessConfigured(
-  options: SourceOptions,
+  options: ProviderOptions,
   describedType: string | null,
   headerType: string | null,
 ): string | null {

@@ -14,7 +14,7 @@ import {
   signedFormKeyOf,
   utf8Key,
 } from "./signed";
-import type { SourceOptions } from "./types";
+import type { ProviderOptions } from "./types";
 import { parseUnverifiedForm } from "./unverified";
 
 /**
@@ -38,7 +38,7 @@ const TYPE_PARAMS = ["EventType", "MessageStatus", "SmsStatus", "CallStatus", "R
  * The URL Twilio signed: the source's `public_url` (the full URL Twilio was configured with) when set, with the
  * `bodySHA256` Twilio appends to it for JSON bodies; else `public_origin` plus the path called; else the URL called.
  */
-function signedUrl(url: string, options: SourceOptions): string {
+function signedUrl(url: string, options: ProviderOptions): string {
   const received = new URL(url);
   const publicUrl = optionString(options, "public_url");
   if (publicUrl) {

@@ -5,6 +5,7 @@
  * fetch a key its sender publishes, from the sender's pinned hosts only (src/providers/key-fetch.ts).
  */
 import type { SignedContentDigest } from "../model/claims";
+import type { ProviderOptions } from "./option-keys";
 
 /** A secret as the source config names it, already resolved from the Worker's secrets and not yet expired. */
 export interface SourceSecret {
@@ -25,7 +26,7 @@ export interface DeliveryInput {
   /** Epoch milliseconds; injected so tolerance windows are testable. */
   now: number;
   /** The source's table from wrangler.toml, for adapters that read options (tolerance, JSON paths, …). */
-  options: SourceOptions;
+  options: ProviderOptions;
   /**
    * How long the source remembers a key (its `dedupe_retention`, resolved with its default by src/sources/config.ts):
    * a sender whose signed time is the only thing telling a replay from a new event refuses anything older, since
@@ -160,8 +161,12 @@ export interface ProviderAdapter {
   /** The sender hands its signing secret over in a handshake: the route loads kept ones into `keptSecrets`. */
   readonly keptSecrets?: boolean;
   /** Deploy-time validation of the source's options: a list of problems, empty when fine. */
-  validateOptions?(options: SourceOptions): string[];
+  validateOptions?(options: ProviderOptions): string[];
 }
 
-/** A source's raw table from wrangler.toml `[vars.SOURCES.<name>]`. Adapter-specific keys live here too. */
+/**
+ * A source's raw table from wrangler.toml `[vars.SOURCES.<name>]`. Adapter-specific keys live here too; an adapter
+ * reads them through ProviderOptions (./option-keys.ts).
+ */
 export type SourceOptions = Readonly<Record<string, unknown>>;
+export type { ProviderOptions } from "./option-keys";

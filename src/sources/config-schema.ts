@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { parseDuration } from "../lib/duration";
+import { likelyMeant } from "../lib/likely-meant";
 
 /**
  * The `[vars.SOURCES.<name>]` table as one valibot schema: each key's type, form, range and problem text, read into
@@ -188,7 +189,7 @@ export const compiledElsewhere = (description: string, jsonSchema: Record<string
   v.optional(v.pipe(v.unknown(), v.metadata({ description, ...jsonSchema })));
 
 /** One `[[vars.SOURCES.<name>.routes]]` entry. Any other key is a typo, refused by name. */
-const ROUTE_ENTRIES = {
+export const ROUTE_ENTRIES = {
   name: v.pipe(
     v.string((issue) => `name must match ${ROUTE_NAME} ${got(issue.input)}`),
     v.regex(ROUTE_NAME, (issue) => `name must match ${ROUTE_NAME} ${got(issue.input)}`),
@@ -208,8 +209,10 @@ const ROUTE_ENTRIES = {
 };
 /** A route's own problems with its table: an unknown key (by name), a required one missing, or not a table at all. */
 function routeTableProblem(issue: { expected: string | null; input: unknown }): string {
-  if (issue.expected === "never")
-    return `unknown route option ${JSON.stringify(issue.input)} (a route takes ${Object.keys(ROUTE_ENTRIES).join(", ")})`;
+  if (issue.expected === "never") {
+    const meant = typeof issue.input === "string" ? likelyMeant(issue.input, Object.keys(ROUTE_ENTRIES)) : null;
+    return `unknown route option ${JSON.stringify(issue.input)} (${meant ? `did you mean "${meant}"? ` : ""}a route takes ${Object.keys(ROUTE_ENTRIES).join(", ")})`;
+  }
   if (issue.expected === '"name"') return `name must match ${ROUTE_NAME} ${got(undefined)}`;
   if (issue.expected === '"destination"') return 'destination is required ("handler:<name>", an https URL, or "none")';
   return "routes must be a list of tables ([[vars.SOURCES.<name>.routes]])";

@@ -12,7 +12,7 @@ import {
   SOURCE_NAME,
 } from "./config-schema";
 import { parseRoutes, routeWhere } from "./routes";
-import { type SourceTable, SourceTableSchema } from "./source-schema";
+import { type SourceTable, SourceTableSchema, unknownKeyProblems } from "./source-schema";
 
 export {
   DEFAULT_MAX_BODY_BYTES,
@@ -225,6 +225,7 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     problems.push(...checked.issues.map((issue) => issueProblem(issue, where, options)));
     dropRefused(table, checked.issues);
   }
+  problems.push(...unknownKeyProblems(options).map((problem) => `${where}: ${problem}`));
   const retry = resolveRetry(table.retry, DEFAULT_RETRY);
   const timeoutMs = table.forward_timeout ?? DEFAULT_FORWARD_TIMEOUT_MS;
   const routes: SourceRoute[] = parseRoutes(

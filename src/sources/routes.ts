@@ -1,6 +1,6 @@
-import { CONTROL_KEYS, parseDeliveryControl } from "../gate/control";
+import { parseDeliveryControl } from "../gate/control";
 import { compileFilter } from "../routing/filter";
-import { ORDERING_KEYS, parseOrdering } from "../routing/ordering";
+import { parseOrdering } from "../routing/ordering";
 import type { RouteRules } from "../routing/route";
 import { compileSchema } from "../routing/schema";
 import { compileHeaders, compileTransform } from "../routing/transform";
@@ -16,7 +16,6 @@ import type { SourceTable } from "./source-schema";
  */
 
 export const DEFAULT_ROUTE_NAME = "default";
-const ROUTE_ONLY_KEYS = ["filter", "transform", "schema", ...CONTROL_KEYS, ...ORDERING_KEYS] as const;
 const NO_RULES = { filter: null, schema: null, transform: null, headers: null, control: null, ordering: null };
 
 export interface ParsedRoute<D, R> {
@@ -47,12 +46,6 @@ export function parseRoutes<D, R>(
   readDestination: (target: DestinationTarget | undefined) => D,
   readRetry: (own: RetryTable | undefined) => R,
 ): ParsedRoute<D, R>[] {
-  for (const key of ROUTE_ONLY_KEYS) {
-    if (options[key] !== undefined)
-      problems.push(
-        `${where}: ${key} belongs to a route: put it in a [[vars.SOURCES.<name>.routes]] entry with the destination`,
-      );
-  }
   const fallback = (target: DestinationTarget | undefined) => [
     {
       destination: readDestination(target),

@@ -1,6 +1,6 @@
 import { secretValue } from "../lib/secrets";
 import { adapterFor } from "../providers/registry";
-import type { SourceOptions, SourceSecret } from "../providers/types";
+import type { ProviderOptions, SourceSecret } from "../providers/types";
 import { type SourceConfig, SourceConfigError, usableSecrets } from "./config";
 import { loadSources } from "./registry";
 
@@ -48,7 +48,7 @@ export function sourceKeys(source: SourceConfig, env: object, now: number): Sour
 }
 
 /** The Worker secret names a source's `verify_token` names: one name, or a list during a rotation. */
-function verifyTokenNames(options: SourceOptions): string[] {
+function verifyTokenNames(options: ProviderOptions): string[] {
   const named =
     typeof options.verify_token === "string"
       ? [options.verify_token]

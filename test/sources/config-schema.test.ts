@@ -42,7 +42,7 @@ describe("docs/sources.schema.json", () => {
     }
   });
 
-  it("refuses what an editor should flag: a mistyped key in a route, a duration in words, an unknown location", () => {
+  it("refuses what an editor should flag: a mistyped key in a route or a source, a duration in words, an unknown location", () => {
     const config = (source: Record<string, unknown>) => ({
       vars: { SOURCES: { example: { provider: "standard-webhooks", secrets: ["S"], ...source } } },
     });
@@ -55,6 +55,8 @@ describe("docs/sources.schema.json", () => {
       { secrets: [] },
       { destination: "ftp://example.com" },
       { retry: { max_retries: 2.5 } },
+      { destinaton: "handler:accounts" },
+      { secret: ["S"] },
     ]) {
       expect(refusals(config(bad)), JSON.stringify(bad)).not.toEqual([]);
     }

@@ -3,6 +3,7 @@ import {
   DEFAULT_RETRY,
   MAX_DESTINATION_TIMEOUT_MS,
   PROCESSING_LEASE_MS,
+  parseSource,
   parseSources,
   parseSourceTables,
   SourceConfigError,
@@ -31,6 +32,38 @@ describe("each source table is checked on its own", () => {
     expect(() => parseSources({ good: base, bad: { ...base, destination: "handler:billing" } }, context)).toThrow(
       SourceConfigError,
     );
+  });
+});
+
+describe("a key no source or provider reads", () => {
+  it("is refused by name with the key it was probably meant to be, instead of ignored (issue 37: a typo'd destination)", () => {
+    expect(parseSource("example", { ...base, destinaton: "handler:accounts" }, context)).toEqual({
+      ok: false,
+      problems: ['SOURCES.example: unknown option "destinaton" (did you mean "destination"?)'],
+    });
+  });
+
+  it("names `secrets` for `secret`, alongside the missing secrets, and every unknown key at once", () => {
+    expect(parseSource("example", { provider: "stripe", secret: ["S"], destination: "none" }, context)).toEqual({
+      ok: false,
+      problems: [
+        "SOURCES.example: secrets must name at least one Worker secret",
+        'SOURCES.example: unknown option "secret" (did you mean "secrets"?)',
+      ],
+    });
+    expect(problemsOf({ destination: "none", tolerance_secnds: 60, colour: "blue" })).toEqual([
+      'SOURCES.example: unknown option "tolerance_secnds" (did you mean "tolerance_seconds"?)',
+      expect.stringMatching(
+        /^SOURCES\.example: unknown option "colour" \(neither a source key nor any provider's option/,
+      ),
+    ]);
+  });
+
+  it("takes every provider's own keys (src/providers/option-keys.ts) and a route's mistyped key with a suggestion", () => {
+    expect(problemsOf({ destination: "none", tolerance_seconds: 60, type_path: "kind" })).toEqual([]);
+    expect(problemsOf({ routes: [{ name: "r", destination: "none", ordred_by: "subject" }] })).toEqual([
+      expect.stringMatching(/unknown route option "ordred_by" \(did you mean "ordered_by"\? a route takes/),
+    ]);
   });
 });
 

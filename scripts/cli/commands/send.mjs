@@ -7,6 +7,22 @@ import { freshEventKey, loadSample } from "../samples.mjs";
 import { payloadHash, schemeFor } from "../signers.mjs";
 
 /**
+ * Why no listed secret can sign: the source lists none (its table is broken: `check` says how), every one it lists
+ * is past its expires, or none of the usable ones is set locally.
+ * @param {string} sourceName
+ * @param {{ name: string, expires?: string }[]} names
+ * @param {{ name: string, expires?: string }[]} usable
+ * @param {string} varsPath
+ */
+function noSigningSecret(sourceName, names, usable, varsPath) {
+  if (names.length === 0)
+    return `source ${sourceName} lists no secrets: give its table secrets = ["<NAME>"] (npm run cli -- check names what else is wrong with it)`;
+  if (usable.length === 0)
+    return `source ${sourceName} lists ${names.map((ref) => ref.name).join(", ")}, all past their expires: list a fresh secret`;
+  return `source ${sourceName} lists ${usable.map((ref) => ref.name).join(", ")} but none is set in ${varsPath}: add ${usable[0]?.name}="…" there, then restart npm start`;
+}
+
+/**
  * The first listed secret that is both unexpired and present locally: the one a real sender would sign with.
  * @param {string} sourceName
  * @param {Record<string, unknown>} source
@@ -22,13 +38,7 @@ export function signingSecret(sourceName, source, vars, varsPath) {
   );
   const usable = names.filter((ref) => !ref.expires || Date.parse(ref.expires) > Date.now());
   const found = usable.find((ref) => vars[ref.name]);
-  if (!found) {
-    const listed = names.map((ref) => ref.name).join(", ") || "(none)";
-    throw new CliError(
-      `source ${sourceName} lists ${listed} but none is set in ${varsPath}: add ${names[0]?.name ?? "<NAME>"}="…" there, then restart npm start`,
-      EXIT.setup,
-    );
-  }
+  if (!found) throw new CliError(noSigningSecret(sourceName, names, usable, varsPath), EXIT.setup);
   return { name: found.name, value: vars[found.name] };
 }
 
