@@ -80,6 +80,18 @@ function pointDestination(table: Record<string, Json>, origin: string): Record<s
   return { ...table, destination: origin + destination.slice(FIXTURE_STANDIN_ORIGIN.length) };
 }
 
+/** A secret naming the stand-in (an issue notice channel's URL) is pointed at this run's stand-in the same way. */
+function pointSecretsAtStandin(secrets: Record<string, Json>, origin: string): Record<string, Json> {
+  return Object.fromEntries(
+    Object.entries(secrets).map(([name, value]) => [
+      name,
+      typeof value === "string" && value.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)
+        ? origin + value.slice(FIXTURE_STANDIN_ORIGIN.length)
+        : value,
+    ]),
+  );
+}
+
 const globalSetup = readdirSync("./test/setup/global")
   .filter((name) => name.endsWith(".ts"))
   .sort()
@@ -120,7 +132,7 @@ export default defineConfig(async () => {
             // Tests wait on the pipeline, so the shards relay after a quarter second instead of the default 3 s;
             // batching itself is tested by filling batches, not by waiting out the delay.
             RELAY_DELAY_MS: "250",
-            ...mergeJsonFiles("./test/fixtures/secrets"),
+            ...pointSecretsAtStandin(mergeJsonFiles("./test/fixtures/secrets"), `http://127.0.0.1:${standinPort}`),
           },
         },
       }),

@@ -10,6 +10,7 @@ import { catchUpSettings } from "../sources/reconciler-settings";
 import { loadSources } from "../sources/registry";
 import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotices } from "./alerting";
 import { type CatchUpCounts, catchUp } from "./catch-up";
+import { evaluateIssues } from "./issue-evaluation";
 import { returnExpiredLeases } from "./lease-return";
 import { NO_PARTITION_COUNTS, type PartitionRingCounts, turnPartitionRing } from "./partition-drop";
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
@@ -175,14 +176,22 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     counts.routeGates = await tidyRouteGates(env);
   });
 
+  // The watch's conditions, for the issues: null while unread (the config or the watch failed).
+  let watched: AlertCondition[] | null = null;
   await attempt("alerts", null, async () => {
-    conditions.push(...(await watchSources(env, sources, now)));
+    const read = await watchSources(env, sources, now);
+    conditions.push(...read);
+    if (configRead) watched = read;
     const changed = await applyConditions(env, conditions, now);
     counts.alerts.opened = changed.opened;
     counts.alerts.resolved = changed.resolved;
   });
   await attempt("alerts.notify", null, async () => {
     counts.alerts.notices = await sendAlertNotices(env, now);
+  });
+  // Issues (docs/operating.md "Issues and notices"): after the watch, from what it read.
+  await attempt("issues", null, async () => {
+    if (configRead) await evaluateIssues(env, sources, watched, now);
   });
 
   const finishedAt = Date.now();

@@ -6,7 +6,10 @@ import { alerts } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import { nextState, type Observation, type SystemAlertKind } from "../monitor/conditions";
+import type { IssueCondition, IssueKind } from "../monitor/issues/types";
 import { type AlertRow, notify } from "./alerting";
+import { SYSTEM_ISSUE_KINDS, systemIssueConditions } from "./issue-conditions";
+import { type IssueAction, IssueDesk, type IssueListing } from "./issue-desk";
 
 /**
  * The one place that remembers which system alerts are open (src/monitor/conditions.ts), in its own SQLite: it
@@ -69,11 +72,42 @@ type AlertRecord = {
 
 export class SystemMonitor extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  private readonly desk: IssueDesk;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(SCHEMA);
+    this.desk = new IssueDesk(ctx.storage, env);
+  }
+
+  /**
+   * The cron's evaluation of issues (src/monitor/issues/): the conditions it read from D1, which kinds it read in
+   * full, and the monitor's own alerts (breakers, stores), which it always knows in full.
+   */
+  async evaluateIssues(firing: IssueCondition[], observed: IssueKind[], now: number): Promise<number> {
+    return this.desk.evaluate(
+      [...firing, ...systemIssueConditions(this.list())],
+      [...observed, ...SYSTEM_ISSUE_KINDS],
+      now,
+    );
+  }
+
+  issues(options: { all?: boolean } = {}): IssueListing {
+    return this.desk.list(options);
+  }
+
+  acknowledgeIssue(issueKey: string, note: string, now: number): Promise<IssueAction> {
+    return this.desk.acknowledge(issueKey, note, now);
+  }
+
+  resolveIssue(issueKey: string, note: string | null, now: number): Promise<IssueAction> {
+    return this.desk.resolve(issueKey, note, now);
+  }
+
+  /** Issue notices due (first attempts and retries). */
+  override async alarm(): Promise<void> {
+    await this.desk.sendDue();
   }
 
   /**
@@ -86,6 +120,10 @@ export class SystemMonitor extends DurableObject<Env> {
   ): Promise<SystemAlert[]> {
     const now = options.now ?? Date.now();
     for (const observation of observations) this.apply(observation, now);
+    // A breaker or a store issue opens (or resolves) with the report, not at the next cron run.
+    await this.desk
+      .evaluate(systemIssueConditions(this.list()), SYSTEM_ISSUE_KINDS, now)
+      .catch((error) => logError("monitor.issues_failed", error, {}));
     await this.announce(now);
     if (options.d1Reachable) await this.recordInD1().catch((error) => logError("monitor.record_failed", error, {}));
     return this.list();

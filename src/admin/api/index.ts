@@ -40,6 +40,7 @@ import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
 import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
+import { issuesApi } from "./issues";
 import { keptSecretsApi } from "./kept-secrets";
 import { metricsApi } from "./metrics";
 import { routeControlApi } from "./route-control";
@@ -284,6 +285,11 @@ adminApi.route("/sources", keptSecretsApi);
 /** A route's delivery control: its gate's state, pause and resume (./route-control.ts). */
 adminApi.use("/sources/:source/routes/*", accepts());
 adminApi.route("/sources", routeControlApi);
+
+/** Issues: list, acknowledge, resolve (./issues.ts). */
+adminApi.use("/issues", accepts("all"));
+adminApi.use("/issues/:issueKey/*", accepts());
+adminApi.route("/issues", issuesApi);
 
 /** The receipt tables' rows from every receipt database, for `npm run cli -- sql` (./audit-rows.ts). */
 adminApi.use("/audit/*", accepts(...AUDIT_ROWS_PARAMETERS));

@@ -1,0 +1,33 @@
+import { logError } from "../lib/log";
+import type { IssueCondition, IssueKind } from "../monitor/issues/types";
+import { systemMonitor } from "../monitor/report";
+import type { SourceConfig } from "../sources/config";
+import type { AlertCondition } from "./alerting";
+import { deadLettersByRoute } from "./dead-by-route";
+import { deadLetterConditions, sourceIssueConditions } from "./issue-conditions";
+
+/**
+ * The cron's part in issues: what its watch read (`watched` null when the watch failed, so none of its kinds is
+ * judged cleared) and the dead letters per route, handed to the system monitor, which adds its own alerts and
+ * stores the outcome. A kind whose read failed is left out of `observed`: its issues stay as they are.
+ */
+export async function evaluateIssues(
+  env: Env,
+  sources: readonly SourceConfig[],
+  watched: readonly AlertCondition[] | null,
+  now: number,
+): Promise<number> {
+  const firing: IssueCondition[] = [];
+  const observed: IssueKind[] = [];
+  if (watched !== null) {
+    firing.push(...sourceIssueConditions(watched));
+    observed.push("silence", "backlog-age");
+  }
+  try {
+    firing.push(...deadLetterConditions(await deadLettersByRoute(env, sources)));
+    observed.push("dead-letters");
+  } catch (error) {
+    logError("issues.dead_letters_unread", error, {});
+  }
+  return systemMonitor(env).evaluateIssues(firing, observed, now);
+}
