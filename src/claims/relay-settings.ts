@@ -10,7 +10,10 @@ import { secretValue } from "../lib/secrets";
  * ("relay-settings-refused") and explained by GET /admin/api/health. A refused value never holds the relay.
  */
 
-/** How long a shard gathers claims before relaying them, unless a full batch is waiting first. */
+/**
+ * How long a busy shard gathers claims before relaying them, unless a full batch is waiting first; an idle one relays
+ * a claim at once (./relay-timing.ts).
+ */
 export const DEFAULT_RELAY_DELAY_MS = 3000;
 /**
  * The longest relay delay a deployed Worker takes. A receipt relayed more than LATE_RELAY_MS (10 s,

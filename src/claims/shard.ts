@@ -35,6 +35,7 @@ import {
   type WaitingQuarantine,
 } from "./quarantine";
 import { relaySettings } from "./relay-settings";
+import { relayDelayForClaim } from "./relay-timing";
 import { shardAt } from "./routing";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
@@ -107,11 +108,13 @@ export class ClaimShard extends DurableObject<Env> {
   /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
   private relayCursor = "";
   private relaying: Promise<RelayReport> | null = null;
+  /** When this instance's last relay finished: an idle shard relays a claim at once, a busy one gathers (./relay-timing.ts). */
+  private lastRelayEndedAt: number | null = null;
   /** Tells the system monitor what a failed relay revealed (D1 unreachable, backlog, size), once per change. */
   private readonly watch: ShardWatch;
   /**
-   * How long claims gather before a relay (a longer wait means fewer alarms, D1 calls and queue operations per
-   * event, at the price of that much pickup latency), and whether a full batch waits it out too (the bench's
+   * How long claims gather before a relay at a busy shard (a longer wait means fewer alarms, D1 calls and queue
+   * operations per event under load; an idle shard relays at once, ./relay-timing.ts), and whether a full batch waits it out too (the bench's
    * held-back receiver): RELAY_DELAY_MS and RELAY_HELD_BACK, read strictly and bounded (./relay-settings.ts).
    */
   private readonly relayDelay: number;
@@ -161,13 +164,23 @@ export class ClaimShard extends DurableObject<Env> {
     const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
-    if (!this.relayArmed) await this.armRelay(this.relayDelay);
+    if (!this.relayArmed) await this.armRelay(this.delayForClaim());
     else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing && !this.fullBatchWaits) await this.armRelay(0);
     else if (this.probeDue(Date.now())) {
       this.backedOffUntil = 0;
       await this.armRelay(0);
     }
     return result;
+  }
+
+  /** A lone claim at an idle shard goes at once; claims at a busy one gather for the window (./relay-timing.ts). */
+  private delayForClaim(): number {
+    return relayDelayForClaim({
+      now: Date.now(),
+      lastRelayEndedAt: this.lastRelayEndedAt,
+      gatherMs: this.relayDelay,
+      fullBatchWaits: this.fullBatchWaits,
+    });
   }
 
   /** One extra Durable Object request, made only for a key this shard has never seen while an epoch is open. */
@@ -348,6 +361,7 @@ export class ClaimShard extends DurableObject<Env> {
         if (!held.quarantineIds.has(quarantine.quarantineId)) markQuarantineRelayed(this.sql, quarantine, relayedAt);
       }
     });
+    this.lastRelayEndedAt = relayedAt;
     await this.watch.afterRelay(this.env, storeObservations);
     const last = claims.at(-1);
     if (last) this.relayCursor = last.claimKey;
