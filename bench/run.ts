@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { crashPhase } from "./lib/crash-phase.ts";
 import { startFanOutRun } from "./lib/fan-out-run.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
+import { latencyPhase } from "./lib/latency-phase.ts";
 import { metersPhase } from "./lib/meters-phase.ts";
 import { perfPhase } from "./lib/perf-phase.ts";
 import { poisonPhase } from "./lib/poison-phase.ts";
@@ -37,6 +38,7 @@ async function runPhases(flags: BenchFlags, session: BenchSession, results: Reco
   if (phases.has("crash")) results.crash = await crashPhase(flags, deployment, stateDir, fanOut!, session);
   if (phases.has("poison")) results.poison = await poisonPhase(deployment, stateDir, session);
   if (phases.has("perf")) results.performance = await perfPhase(flags, deployment, receiver!, stateDir, session);
+  if (phases.has("latency")) results.latency = await latencyPhase(flags, deployment, stateDir, session);
   if (phases.has("soak")) results.soak = await soakPhase(flags, deployment, stateDir, session);
 }
 

@@ -30,6 +30,9 @@ export interface BenchFlags {
   perfSeconds: number;
   perfLevels: number[];
   e2eEvents: number;
+  /** The latency phase: arrival rates in events per second, and seconds of arrivals at each. */
+  latencyRates: number[];
+  latencySeconds: number;
   phases: Set<Phase>;
   check: boolean;
   keepState: boolean;
@@ -43,7 +46,7 @@ export interface BenchFlags {
   soak: SoakSettings;
 }
 
-export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak";
+export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak" | "latency";
 
 const HELP = `npm run bench -- [flags]
   --events N            simulation events (default 10000; 500 with --check)
@@ -66,11 +69,14 @@ const HELP = `npm run bench -- [flags]
   --perf-seconds S      measured seconds per target and concurrency (5)
   --perf-levels a,b,c   concurrency levels (1,16,64)
   --e2e-events N        events for the end-to-end throughput run (5000)
-  --only sim,crash,poison,perf,meters,soak
+  --latency-rates a,b   latency: arrival rates in events per second (1,100)
+  --latency-seconds S   latency: seconds of arrivals at each rate (30)
+  --only sim,crash,poison,perf,meters,soak,latency
                         phases to run (default all but soak; --check runs sim, crash and poison: real SIGKILLs). poison: one event
                         whose attempt never returns, killed with the runtime until it is dead, its batch-mates applied once. meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
-                        fixed arrival rate for a while with retention scaled down, sampled every 30 s
+                        fixed arrival rate for a while with retention scaled down, sampled every 30 s. latency:
+                        send to processed, p50 and p99, open loop at each --latency-rates
   --large-share P       meters: share of events with a body above the R2 threshold, for the all-in figure (0.01)
   --per-event-out FILE  meters: where the per-event figures the capacity model reads go (bench/results/per-event.json)
   --rate R              soak: events per second (20)
@@ -126,6 +132,8 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     "perf-seconds",
     "perf-levels",
     "e2e-events",
+    "latency-rates",
+    "latency-seconds",
     "only",
     "state-dir",
     "json",
@@ -164,7 +172,8 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
       phase !== "poison" &&
       phase !== "perf" &&
       phase !== "meters" &&
-      phase !== "soak"
+      phase !== "soak" &&
+      phase !== "latency"
     )
       throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
@@ -183,6 +192,10 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
   const perfLevels = (given.get("perf-levels") ?? "1,16,64").split(",").map(Number);
   if (perfLevels.some((level) => !Number.isInteger(level) || level < 1 || level > 512)) {
     throw new FlagError("--perf-levels must be integers between 1 and 512");
+  }
+  const latencyRates = (given.get("latency-rates") ?? "1,100").split(",").map(Number);
+  if (latencyRates.some((level) => !Number.isFinite(level) || level <= 0 || level > 1000)) {
+    throw new FlagError("--latency-rates must be events per second above 0 and at most 1000");
   }
   const minutes = integer("minutes", 10, 1);
   let faults: FaultSpec[] = [];
@@ -214,6 +227,8 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     perfSeconds: integer("perf-seconds", 5, 1),
     perfLevels,
     e2eEvents: integer("e2e-events", 5000, 1),
+    latencyRates,
+    latencySeconds: integer("latency-seconds", 30, 1),
     phases,
     check,
     keepState: switches.has("keep-state"),
