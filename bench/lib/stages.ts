@@ -39,7 +39,7 @@ export function minus(after: PerEvent, before: PerEvent): PerEvent {
 function heldConsumerDeployment(deployment: ReceiverDeployment): ReceiverDeployment {
   const config = readFileSync(deployment.configPath, "utf8");
   const held = config.replace(
-    /(\[\[queues\.consumers\]\]\nqueue = "webhook-work"\n)max_batch_size = \d+\nmax_batch_timeout = \d+\n/,
+    /(\[\[queues\.consumers\]\]\nqueue = "webhook-work"\n)max_batch_size = \d+\nmax_batch_timeout = [\d.]+\n/,
     "$1max_batch_size = 100\nmax_batch_timeout = 60\n",
   );
   if (held === config)
