@@ -366,3 +366,22 @@ export const replays = sqliteTable(
   },
   (table) => [primaryKey({ columns: [table.receiptId, table.replayNumber] })],
 );
+
+/**
+ * The operator audit log (src/admin/audit-log/): one row per operator action through the admin API or the dashboard
+ * — replay, dismiss, restore, pause, resume, approve, revoke, acknowledge — who (the Access identity, or
+ * "admin-token"), with which role, through which door, on what, how many it affected, and whether it was allowed or
+ * refused for the role. The id is a ULID minted at `at`, so newest-first paging and the cron's time-bounded delete
+ * both read the primary key (migrations/0024_operator_actions.sql). Never written by the happy path.
+ */
+export const operatorActions = sqliteTable("operator_actions", {
+  actionId: text("id").primaryKey(),
+  at: integer("at").notNull(),
+  actor: text("actor").notNull(),
+  role: text("role").notNull(),
+  via: text("via").notNull(),
+  action: text("action").notNull(),
+  target: text("target").notNull(),
+  affected: integer("affected").notNull(),
+  outcome: text("outcome", { enum: ["allowed", "refused"] }).notNull(),
+});

@@ -60,6 +60,7 @@ export function redirectKeyFetchesForTests(env: object, origin: string | null): 
   testStandinOrigin = origin;
 }
 
-function redirectedForTests(url: URL): string {
+/** The URL a pinned fetch goes to: itself, or in tests the stand-in (also src/admin/access/access-token.ts's certificates). */
+export function redirectedForTests(url: URL): string {
   return testStandinOrigin === null ? url.href : `${testStandinOrigin}${url.pathname}${url.search}`;
 }

@@ -12,6 +12,7 @@ import { type AlertCondition, applyConditions, type NotifyCounts, sendAlertNotic
 import { type CatchUpCounts, catchUp } from "./catch-up";
 import { evaluateIssues } from "./issue-evaluation";
 import { returnExpiredLeases } from "./lease-return";
+import { forgetOldOperatorActions } from "./operator-actions-retention";
 import { NO_PARTITION_COUNTS, type PartitionRingCounts, turnPartitionRing } from "./partition-drop";
 import { reenqueueOverdue, type ShardSweepCounts, sweepShards } from "./redrive";
 import { reenqueueLostDeliveries } from "./redrive-deliveries";
@@ -39,6 +40,8 @@ export interface ReconcileCounts {
   /** Gates of routes that left the config, forgotten (route-gates.ts). */
   routeGates: RouteGateCounts;
   alerts: { opened: number; resolved: number; notices: NotifyCounts };
+  /** Operator audit log rows past OPERATOR_ACTIONS_RETENTION, deleted (operator-actions-retention.ts). */
+  auditLog: { actionsForgotten: number };
   /** Wall-clock milliseconds per step, summed over sources. */
   durationsMs: Record<string, number>;
 }
@@ -81,6 +84,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     catchUp: {},
     routeGates: { ...NO_ROUTE_GATE_COUNTS },
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
+    auditLog: { actionsForgotten: 0 },
     durationsMs: {},
   };
   const failures: StepFailure[] = [];
@@ -151,6 +155,10 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
   // After the databases' own retention, which leaves the ring's databases to this.
   await attempt("partitions", null, async () => {
     counts.partitions = await turnPartitionRing(env, sources, now);
+  });
+
+  await attempt("audit-log", null, async () => {
+    counts.auditLog.actionsForgotten = await forgetOldOperatorActions(env, now);
   });
 
   // After the re-drive, so what it sent is ahead of the probe.

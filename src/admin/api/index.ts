@@ -1,9 +1,13 @@
-import { Hono, type MiddlewareHandler } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
+import { requireRole } from "../access/require-role";
+import { signInApi } from "../access/sign-in";
 import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters, moveRouteDeadLetters } from "../actions/dismiss";
 import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
-import { type AdminEnv, requireBearer } from "../guards/auth";
+import { type OperatorAction, recordOperatorAction } from "../audit-log/record";
+import { filterTarget, receiptsTarget } from "../audit-log/targets";
+import type { AdminEnv } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
 import { DEAD_DELIVERIES_CURSOR, deadDeliveriesPage, parseDeadDeliveriesCursor } from "../receipts/dead-deliveries";
 import {
@@ -35,10 +39,12 @@ async function replayRouteReport(
 import { sourcesHealth } from "../../sources/registry";
 import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { parseBulkReplayRequest } from "../actions/replay-request";
+import { AUDIT_LOG_PARAMETERS } from "../audit-log/list";
 import { storageSizes } from "../health/storage-sizes";
 import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
+import { auditLogApi } from "./audit-log";
 import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
 import { issuesApi } from "./issues";
 import { keptSecretsApi } from "./kept-secrets";
@@ -51,7 +57,7 @@ import { routeControlApi } from "./route-control";
  */
 export const adminApi = new Hono<AdminEnv>();
 
-adminApi.use("*", requireBearer);
+adminApi.use("*", signInApi);
 
 /** The query parameters a route reads; any other is a typo, answered 400 naming it instead of being ignored. */
 function accepts(...allowed: readonly string[]): MiddlewareHandler<AdminEnv> {
@@ -107,7 +113,7 @@ adminApi.get("/dead", async (c) => {
   return c.json({ ...deadReceipts, ...deadDeliveries });
 });
 
-adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
+adminApi.post("/receipts/:receiptId/replay", accepts("route"), requireRole("operator", "replay"), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const route = c.req.query("route");
@@ -116,6 +122,13 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
     route !== undefined
       ? await replayRouteReport(c.env, receiptId, route)
       : (await replayByIds(c.env, [receiptId], "api")).results[0];
+  await recordOperatorAction(c.env, {
+    actor: c.get("actor"),
+    action: "replay",
+    target: receiptsTarget([receiptId], route),
+    affected: report?.outcome === "replayed" ? 1 : 0,
+    outcome: "allowed",
+  });
   switch (report?.outcome) {
     case "replayed":
       return c.json(report, 202);
@@ -160,7 +173,7 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), async (c) => {
  * "since", "until", "limit" — since inclusive, until exclusive, at most 1000 per call; repeat while the answer says
  * "more": true. Unknown keys are refused.
  */
-adminApi.post("/dead/replay", accepts(), async (c) => {
+adminApi.post("/dead/replay", accepts(), requireRole("operator", bulkReplayAction), async (c) => {
   let body: unknown;
   try {
     body = await c.req.json();
@@ -172,9 +185,25 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
     );
   }
   const request = parseBulkReplayRequest(body);
-  if (request.kind === "ids") return c.json(await replayByIds(c.env, request.receiptIds, "api"));
-  return c.json(await replayDeadMatching(c.env, request.filter, "api", request.route));
+  const report =
+    request.kind === "ids"
+      ? await replayByIds(c.env, request.receiptIds, "api")
+      : await replayDeadMatching(c.env, request.filter, "api", request.route);
+  await recordOperatorAction(c.env, {
+    actor: c.get("actor"),
+    action: request.kind === "ids" ? "replay" : "bulk-replay",
+    target: request.kind === "ids" ? receiptsTarget(request.receiptIds) : filterTarget(request.filter, request.route),
+    affected: report.replayed,
+    outcome: "allowed",
+  });
+  return c.json(report);
 });
+
+/** By ids, a replay; by a filter, a bulk replay: what a refusal is logged as, read from the body as sent. */
+async function bulkReplayAction(c: Context<AdminEnv>): Promise<OperatorAction> {
+  const body: unknown = await c.req.json().catch(() => null);
+  return body && typeof body === "object" && "receiptIds" in body ? "replay" : "bulk-replay";
+}
 
 /**
  * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
@@ -182,14 +211,23 @@ adminApi.post("/dead/replay", accepts(), async (c) => {
  * "route": that route's delivery of each receipt (its own, or a further one), e.g. a dead further delivery that
  * holds its ordered route.
  */
-adminApi.post("/dead/:action{dismiss|restore}", accepts(), async (c) => {
-  const action = c.req.param("action") as DeadLetterAction;
+const deadLetterAction = (c: Context<AdminEnv>) => c.req.param("action") as DeadLetterAction;
+
+adminApi.post("/dead/:action{dismiss|restore}", accepts(), requireRole("operator", deadLetterAction), async (c) => {
+  const action = deadLetterAction(c);
   const { receiptIds, route } = await dismissBody(c.req.raw);
-  return c.json(
+  const report =
     route === undefined
       ? await moveDeadLetters(c.env, action, receiptIds)
-      : await moveRouteDeadLetters(c.env, action, receiptIds, route),
-  );
+      : await moveRouteDeadLetters(c.env, action, receiptIds, route);
+  await recordOperatorAction(c.env, {
+    actor: c.get("actor"),
+    action,
+    target: receiptsTarget(receiptIds, route),
+    affected: report.changed.length,
+    outcome: "allowed",
+  });
+  return c.json(report);
 });
 
 async function dismissBody(request: Request): Promise<{ receiptIds: string[]; route?: string }> {
@@ -294,6 +332,10 @@ adminApi.route("/issues", issuesApi);
 /** The receipt tables' rows from every receipt database, for `npm run cli -- sql` (./audit-rows.ts). */
 adminApi.use("/audit/*", accepts(...AUDIT_ROWS_PARAMETERS));
 adminApi.route("/audit", auditRowsApi);
+
+/** The operator audit log: who did what, allowed or refused (./audit-log.ts). */
+adminApi.use("/audit-log", accepts(...AUDIT_LOG_PARAMETERS));
+adminApi.route("/audit-log", auditLogApi);
 
 /** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
 adminApi.all("*", () => {

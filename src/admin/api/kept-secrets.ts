@@ -1,15 +1,18 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { changeKeptSecret, listKeptSecrets } from "../../ingest/kept-secrets";
 import { apiError } from "../../lib/errors";
 import { adapterFor } from "../../providers/registry";
 import { lookupSource } from "../../sources/registry";
+import { requireRole } from "../access/require-role";
+import { recordOperatorAction } from "../audit-log/record";
 import type { AdminEnv } from "../guards/auth";
 
 /**
  * /admin/api/sources/:source/kept-secrets — the secrets Asana and Notion handed over in a handshake
  * (src/ingest/kept-secrets.ts), by fingerprint, never by value. A source's first one is active at once (once ever);
  * one handed over while another is active waits as "pending" until approved here. Revoke removes either.
- * Mounted behind requireBearer by ./index.ts.
+ * Mounted behind the sign-in by ./index.ts; approving and revoking change what verifies deliveries, so they need the
+ * admin role, and each is written to the audit log.
  */
 export const keptSecretsApi = new Hono<AdminEnv>();
 
@@ -45,10 +48,24 @@ keptSecretsApi.get("/:source/kept-secrets", async (c) => {
   return c.json({ source, keptSecrets: await listKeptSecrets(c.env, source) });
 });
 
-keptSecretsApi.post("/:source/kept-secrets/:fingerprint/:change{approve|revoke}", async (c) => {
-  const source = keptSecretSource(c.env, c.req.param("source"));
-  const change = c.req.param("change") as "approve" | "revoke";
-  const changed = await changeKeptSecret(c.env, source, fingerprintParam(c.req.param("fingerprint")), change);
-  if (!changed) throw apiError(404, "kept_secret_not_found", "This source keeps no secret with this fingerprint.");
-  return c.json(change === "approve" ? { source, approved: changed } : { source, revoked: changed });
-});
+const keptSecretChange = (c: Context<AdminEnv>) => c.req.param("change") as "approve" | "revoke";
+
+keptSecretsApi.post(
+  "/:source/kept-secrets/:fingerprint/:change{approve|revoke}",
+  requireRole("admin", keptSecretChange),
+  async (c) => {
+    const source = keptSecretSource(c.env, c.req.param("source"));
+    const change = keptSecretChange(c);
+    const fingerprint = fingerprintParam(c.req.param("fingerprint"));
+    const changed = await changeKeptSecret(c.env, source, fingerprint, change);
+    await recordOperatorAction(c.env, {
+      actor: c.get("actor"),
+      action: change,
+      target: `source ${source}, kept secret ${fingerprint}`,
+      affected: changed ? 1 : 0,
+      outcome: "allowed",
+    });
+    if (!changed) throw apiError(404, "kept_secret_not_found", "This source keeps no secret with this fingerprint.");
+    return c.json(change === "approve" ? { source, approved: changed } : { source, revoked: changed });
+  },
+);

@@ -8,7 +8,11 @@ import { ApiError, apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
 import { lookupSource, sourcesHealth } from "../../sources/registry";
+import { requireRole } from "../access/require-role";
+import { signInDashboard } from "../access/sign-in";
 import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-control";
+import { recordOperatorAction } from "../audit-log/record";
+import { routeTarget } from "../audit-log/targets";
 import {
   type AdminEnv,
   adminToken,
@@ -26,6 +30,7 @@ import { listQuarantine } from "../receipts/lists";
 import { deliveryMetricsFor } from "../stats/analytics-query";
 import { emptySeries, sourceSeries } from "../stats/series";
 import { sourceStats } from "../stats/stats";
+import { auditLogPages } from "./audit-log-route";
 import { setFlash, takeFlash } from "./flash";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage } from "./pages/alerts";
@@ -94,11 +99,8 @@ dashboard.post("/logout", (c) => {
   return c.redirect("/admin/login", 303);
 });
 
-dashboard.use("*", async (c, next) => {
-  if (await hasSession(c)) return next();
-  if (c.req.method === "GET") return c.redirect("/admin/login", 303);
-  throw apiError(401, "unauthorized", "Sign in first.");
-});
+// The session, or Cloudflare Access's assertion (../access/sign-in.ts); else off to the sign-in form.
+dashboard.use("*", signInDashboard);
 
 dashboard.get("/", async (c) => {
   const db = database(c.env);
@@ -184,22 +186,39 @@ dashboard.get("/sources/:source", async (c) => {
 });
 
 /** The source page's Pause / Resume button (../route-control.ts). */
-dashboard.post("/sources/:source/routes/:route/:change{pause|resume}", async (c) => {
-  const { source, route, change } = c.req.param();
-  if (change === "pause") {
-    await pauseRoute(c.env, source, route);
-    setFlash(c, `Route ${route} paused: its deliveries are held until it is resumed.`);
-  } else {
-    const { resumed } = await resumeRoute(c.env, source, route);
-    setFlash(
-      c,
-      `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`,
-    );
-  }
-  return c.redirect(`/admin/sources/${encodeURIComponent(source)}`, 303);
-});
+const routeChange = (c: Context<AdminEnv>) => c.req.param("change") as "pause" | "resume";
+
+dashboard.post(
+  "/sources/:source/routes/:route/:change{pause|resume}",
+  requireRole("operator", routeChange),
+  async (c) => {
+    const { source, route } = c.req.param();
+    const change = routeChange(c);
+    let affected = 1;
+    if (change === "pause") {
+      await pauseRoute(c.env, source, route);
+      setFlash(c, `Route ${route} paused: its deliveries are held until it is resumed.`);
+    } else {
+      const { resumed } = await resumeRoute(c.env, source, route);
+      affected = resumed;
+      setFlash(
+        c,
+        `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`,
+      );
+    }
+    await recordOperatorAction(c.env, {
+      actor: c.get("actor"),
+      action: change,
+      target: routeTarget(source, route),
+      affected,
+      outcome: "allowed",
+    });
+    return c.redirect(`/admin/sources/${encodeURIComponent(source)}`, 303);
+  },
+);
 
 dashboard.route("/", receiptPages);
+dashboard.route("/", auditLogPages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();

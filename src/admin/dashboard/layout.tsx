@@ -20,6 +20,7 @@ const SECTIONS = [
   { path: "/admin/quarantine", label: "Quarantine" },
   { path: "/admin/alerts", label: "Alerts" },
   { path: "/admin/system", label: "System" },
+  { path: "/admin/audit-log", label: "Audit log" },
 ] as const;
 
 /**

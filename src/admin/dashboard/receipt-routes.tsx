@@ -1,9 +1,12 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
+import { requireRole } from "../access/require-role";
 import { MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
 import { MAX_REPLAY_IDS, replayByIds, replayRoute } from "../actions/replay-actions";
+import { type OperatorAction, recordOperatorAction } from "../audit-log/record";
+import { receiptsTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 import {
   DEAD_DELIVERIES_CURSOR,
@@ -63,10 +66,11 @@ receiptPages.get("/receipts/:receiptId", async (c) => {
   return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
 });
 
-receiptPages.post("/receipts/:receiptId/replay", async (c) => {
+receiptPages.post("/receipts/:receiptId/replay", requireRole("operator", "replay"), async (c) => {
   const receiptId = c.req.param("receiptId");
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const [report] = (await replayByIds(c.env, [receiptId], "dashboard")).results;
+  await recordAllowed(c, "replay", receiptsTarget([receiptId]), report?.outcome === "replayed" ? 1 : 0);
   setFlash(c, REPLAY_OUTCOMES[report?.outcome ?? "not_found"] ?? `Replay: ${report?.outcome}.`);
   return c.redirect(`/admin/receipts/${receiptId}`, 303);
 });
@@ -75,10 +79,11 @@ receiptPages.post("/receipts/:receiptId/replay", async (c) => {
  * One route's delivery of a receipt replayed alone (the dead letters page's further deliveries): the same per-route
  * replay as POST /admin/api/receipts/<id>/replay?route= (../actions/replay-actions.ts).
  */
-receiptPages.post("/receipts/:receiptId/routes/:route/replay", async (c) => {
+receiptPages.post("/receipts/:receiptId/routes/:route/replay", requireRole("operator", "replay"), async (c) => {
   const { receiptId, route } = c.req.param();
   if (!isReceiptId(receiptId)) throw apiError(400, "invalid_receipt_id", "A receipt id is a 26-character ULID.");
   const outcome = (await replayRoute(c.env, receiptId, route, "dashboard")).kind;
+  await recordAllowed(c, "replay", receiptsTarget([receiptId], route), outcome === "replayed" ? 1 : 0);
   const message = REPLAY_OUTCOMES[outcome] ?? `Replay: ${outcome}.`;
   setFlash(c, outcome === "replayed" ? `Replayed: route ${route}'s delivery is back on the queue.` : message);
   return c.redirect("/admin/dead", 303);
@@ -130,7 +135,7 @@ receiptPages.get("/dead", async (c) => {
 });
 
 /** Every dead-letter action posts here: replay (selected or the whole page), dismiss, restore. */
-receiptPages.post("/dead/action", async (c) => {
+receiptPages.post("/dead/action", requireRole("operator", deadLettersAction), async (c) => {
   const form = await c.req.parseBody({ all: true });
   const action = form.action;
   const field = action === "replay-page" ? form.pageReceiptId : form.receiptId;
@@ -154,6 +159,7 @@ receiptPages.post("/dead/action", async (c) => {
       if (receiptIds.length > MAX_REPLAY_IDS)
         throw apiError(400, "invalid_body", `At most ${MAX_REPLAY_IDS} receipts per replay.`);
       const report = await replayByIds(c.env, receiptIds, "dashboard");
+      await recordAllowed(c, "replay", receiptsTarget(receiptIds), report.replayed);
       setFlash(c, `${plural(report.replayed, "receipt")} replayed.`);
       return c.redirect(back, 303);
     }
@@ -161,6 +167,7 @@ receiptPages.post("/dead/action", async (c) => {
       if (receiptIds.length > MAX_DISMISS_IDS)
         throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
       const report = await moveDeadLetters(c.env, "dismiss", receiptIds);
+      await recordAllowed(c, "dismiss", receiptsTarget(receiptIds), report.changed.length);
       setFlash(
         c,
         `${plural(report.changed.length, "dead letter")} dismissed${report.unchanged.length ? ` (${report.unchanged.length} no longer dead)` : ""}.`,
@@ -171,6 +178,7 @@ receiptPages.post("/dead/action", async (c) => {
       if (receiptIds.length > MAX_DISMISS_IDS)
         throw apiError(400, "invalid_body", `At most ${MAX_DISMISS_IDS} receipts at once.`);
       const report = await moveDeadLetters(c.env, "restore", receiptIds);
+      await recordAllowed(c, "restore", receiptsTarget(receiptIds), report.changed.length);
       setFlash(c, `${plural(report.changed.length, "receipt")} restored to the dead letters.`);
       return c.redirect(single, 303);
     }
@@ -178,3 +186,13 @@ receiptPages.post("/dead/action", async (c) => {
       throw apiError(400, "invalid_body", "Unknown action: replay, replay-page, dismiss or restore.");
   }
 });
+
+/** The dead letters form's action, as the audit log names it (a refusal is logged before the handler reads the form). */
+async function deadLettersAction(c: Context<AdminEnv>): Promise<OperatorAction> {
+  const action = (await c.req.parseBody({ all: true })).action;
+  return action === "dismiss" || action === "restore" ? action : "replay";
+}
+
+function recordAllowed(c: Context<AdminEnv>, action: OperatorAction, target: string, affected: number): Promise<void> {
+  return recordOperatorAction(c.env, { actor: c.get("actor"), action, target, affected, outcome: "allowed" });
+}

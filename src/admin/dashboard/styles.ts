@@ -24,9 +24,9 @@ code, pre, .mono { font-family:ui-monospace, SFMono-Regular, Menlo, monospace; f
 pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto; max-height:360px; white-space:pre-wrap; word-break:break-all; }
 a { color:var(--accent); }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; background:#e8ebf0; color:var(--muted); white-space:nowrap; }
-.badge.ok, .badge.processed, .badge.resolved { background:#dcf3e6; color:var(--ok); }
+.badge.ok, .badge.processed, .badge.resolved, .badge.allowed { background:#dcf3e6; color:var(--ok); }
 .badge.backlog, .badge.pending, .badge.processing, .badge.retry, .badge.unknown, .badge.stale, .badge.skipped { background:#fdf0d5; color:var(--warn); }
-.badge.failing, .badge.dead, .badge.open { background:#fde2df; color:var(--bad); }
+.badge.failing, .badge.dead, .badge.open, .badge.refused { background:#fde2df; color:var(--bad); }
 .filters { display:flex; flex-wrap:wrap; gap:8px; align-items:end; margin-bottom:12px; background:#fff; border:1px solid var(--line); padding:10px; }
 .filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
 input, select, button { font:inherit; padding:4px 8px; border:1px solid #c3c9d4; border-radius:4px; background:#fff; max-width:100%; }

@@ -5,6 +5,7 @@ import { hmacSign, tokensEqual } from "../../crypto/hmac";
 import { apiError } from "../../lib/errors";
 import { isLocalDevelopment } from "../../lib/local-development";
 import { secretValue } from "../../lib/secrets";
+import { type Actor, ADMIN_TOKEN_ACTOR } from "./actor";
 import { loginClient, refuseWrongToken } from "./login-throttle";
 import { MIN_ADMIN_TOKEN_ENTROPY_BITS, tokenStrength } from "./token-strength";
 
@@ -14,7 +15,8 @@ import { MIN_ADMIN_TOKEN_ENTROPY_BITS, tokenStrength } from "./token-strength";
  * URL, a page or script-readable storage. Without the secret configured, both stay shut rather than open.
  */
 
-export type AdminEnv = { Bindings: Env };
+/** `actor`: who signed in, set by the sign-in guards (src/admin/access/sign-in.ts) before any route runs. */
+export type AdminEnv = { Bindings: Env; Variables: { actor: Actor } };
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 export const SESSION_COOKIE = "admin_session";
@@ -91,6 +93,7 @@ export const requireBearer: MiddlewareHandler<AdminEnv> = async (c, next) => {
       "www-authenticate": 'Bearer realm="admin"',
     });
   }
+  c.set("actor", { name: ADMIN_TOKEN_ACTOR, role: "admin", via: "api" });
   await next();
   // Answers carry payload bodies: no shared cache may keep them.
   c.header("cache-control", "no-store");
