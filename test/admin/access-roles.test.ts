@@ -69,6 +69,9 @@ describe("Access roles on the admin API", () => {
     });
     const bulk = await post("/admin/api/dead/replay", token, { source: "anything" });
     expect(bulk.status).toBe(403);
+    expect((await post("/admin/api/issues/dead-letters:demo/acknowledge", token, { note: "mine" })).status).toBe(403);
+    // Every role reads the audit log.
+    expect((await apiCall("/admin/api/audit-log?limit=1", token)).status).toBe(200);
 
     expect(await receiptState(receiptId)).toEqual({ status: "dead", replayCount: 0 });
     expect(
@@ -97,6 +100,14 @@ describe("Access roles on the admin API", () => {
         affected: 0,
         outcome: "refused",
       },
+      {
+        role: "viewer",
+        via: "api",
+        action: "acknowledge",
+        target: "/admin/api/issues/dead-letters:demo/acknowledge",
+        affected: 0,
+        outcome: "refused",
+      },
     ]);
   });
 
@@ -109,6 +120,8 @@ describe("Access roles on the admin API", () => {
     expect(await dismissed.json()).toEqual({ changed: [receiptId], unchanged: [] });
     const approve = await post(`/admin/api/sources/demo/kept-secrets/${"0".repeat(16)}/approve`, token, {});
     expect(approve.status).toBe(403);
+    // Past the role check: no such issue is open, which the route itself answers.
+    expect((await post(`/admin/api/issues/none-${run}/acknowledge`, token, { note: "looking" })).status).toBe(404);
     expect(
       (await actionsBy(OPERATOR)).map(({ action, target, affected, outcome, role }) => ({
         action,

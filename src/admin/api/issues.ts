@@ -1,6 +1,8 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { apiError } from "../../lib/errors";
+import { requireRole } from "../access/require-role";
 import { changeIssue, issueNote, listIssues } from "../actions/issues";
+import { recordOperatorAction } from "../audit-log/record";
 import type { AdminEnv } from "../guards/auth";
 import { describeUnknown } from "../receipts/filters";
 
@@ -10,7 +12,8 @@ import { describeUnknown } from "../receipts/filters";
  *                                                     each with its history, and each notice channel's state;
  *   POST /admin/api/issues/:issueKey/acknowledge      {"note": "..."} (required);
  *   POST /admin/api/issues/:issueKey/resolve          {"note": "..."} (optional).
- * Mounted behind requireBearer by ./index.ts.
+ * Mounted behind the sign-in by ./index.ts; acknowledging and resolving need the operator role, and each is written
+ * to the audit log.
  */
 export const issuesApi = new Hono<AdminEnv>();
 
@@ -21,11 +24,21 @@ issuesApi.get("/", async (c) => {
   return c.json(await listIssues(c.env, { all: all !== undefined }));
 });
 
-issuesApi.post("/:issueKey/:change{acknowledge|resolve}", async (c) => {
-  const change = c.req.param("change") as "acknowledge" | "resolve";
+const issueChange = (c: Context<AdminEnv>) => c.req.param("change") as "acknowledge" | "resolve";
+
+issuesApi.post("/:issueKey/:change{acknowledge|resolve}", requireRole("operator", issueChange), async (c) => {
+  const change = issueChange(c);
   const body = await noteBody(c.req.raw);
   const note = issueNote(body.note, change === "acknowledge");
-  return c.json({ issue: await changeIssue(c.env, c.req.param("issueKey"), change, note) });
+  const issue = await changeIssue(c.env, c.req.param("issueKey"), change, note);
+  await recordOperatorAction(c.env, {
+    actor: c.get("actor"),
+    action: change,
+    target: `issue ${c.req.param("issueKey")}`,
+    affected: 1,
+    outcome: "allowed",
+  });
+  return c.json({ issue });
 });
 
 async function noteBody(request: Request): Promise<{ note?: unknown }> {

@@ -18,6 +18,7 @@ export const OPERATOR_ACTIONS = [
   "pause",
   "resume",
   "acknowledge",
+  "resolve",
   "approve",
   "revoke",
 ] as const;

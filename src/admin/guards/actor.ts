@@ -3,7 +3,7 @@
  * a Cloudflare Access identity has the role ACCESS_ROLES gives it (src/admin/access/roles.ts). Roles are ordered:
  * each may do everything the ones below it may.
  *   viewer    reads: receipts, dead letters, stats, health, the audit log
- *   operator  replay, dismiss and restore, pause and resume a route, acknowledge an issue
+ *   operator  replay, dismiss and restore, pause and resume a route, acknowledge and resolve an issue
  *   admin     approve and revoke kept secrets, and whatever changes config
  */
 export const ROLES = ["viewer", "operator", "admin"] as const;

@@ -10,8 +10,8 @@ export function AuditLogPage(props: { page: AuditLogRows; query: AuditLogQuery }
     <Page title="Audit log" current="/admin/audit-log">
       <h1>Audit log</h1>
       <p class="muted">
-        Operator actions — replay, dismiss, restore, pause, resume, acknowledge, approve, revoke — through the API, the
-        CLI or this dashboard, allowed or refused for the role of whoever asked.
+        Operator actions — replay, dismiss, restore, pause, resume, acknowledge, resolve, approve, revoke — through the
+        API, the CLI or this dashboard, allowed or refused for the role of whoever asked.
       </p>
       <form class="filters" method="get" action="/admin/audit-log">
         <label>
