@@ -7,6 +7,7 @@ import { RESTART_REQUEUE_CRON, requeueAfterRestart } from "./reconcile/restart-r
 
 export { ClaimShard } from "./claims/shard";
 export { DeliveryGate } from "./gate/gate";
+export { ListenHub } from "./listen/hub";
 export { SystemMonitor } from "./reconcile/system-monitor";
 
 export default {

@@ -24,6 +24,9 @@ export class CliError extends Error {
   }
 }
 
+/** The receiver could not be reached at all (refused, not found, no answer): a command that waits may try again. */
+export class ReceiverUnreachable extends CliError {}
+
 /**
  * Turns a failed fetch into the one line a person needs. Node's fetch throws `TypeError: fetch failed` with the
  * socket error as its cause, which says nothing useful on its own.
@@ -36,15 +39,18 @@ export function unreachable(baseUrl, error) {
   // localhost resolves to both ::1 and 127.0.0.1, and then the refusal arrives as an AggregateError of both.
   const code = cause?.code ?? cause?.errors?.[0]?.code ?? /** @type {{ code?: string }} */ (error)?.code;
   if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ECONNRESET") {
-    return new CliError(`no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`, EXIT.setup);
+    return new ReceiverUnreachable(
+      `no receiver at ${baseUrl}: run npm start (or set RECEIVER_URL to where it runs)`,
+      EXIT.setup,
+    );
   }
   if (/** @type {{ name?: string }} */ (error)?.name === "TimeoutError") {
-    return new CliError(
+    return new ReceiverUnreachable(
       `the receiver at ${baseUrl} did not answer in time: is it stuck? Restart npm start`,
       EXIT.setup,
     );
   }
-  return new CliError(
+  return new ReceiverUnreachable(
     `could not reach ${baseUrl} (${code ?? cause?.message ?? /** @type {Error} */ (error)?.message ?? "unknown error"}): check RECEIVER_URL`,
     EXIT.setup,
   );

@@ -25,6 +25,17 @@ export async function postWebhook(url, request) {
 }
 
 /**
+ * A receiver behind Cloudflare Access: its service token (CF_ACCESS_CLIENT_ID and CF_ACCESS_CLIENT_SECRET in the
+ * environment) on every admin request, so Access lets the CLI through to the admin token's own check.
+ * @returns {Record<string, string>}
+ */
+export function accessHeaders() {
+  const id = process.env.CF_ACCESS_CLIENT_ID;
+  const secret = process.env.CF_ACCESS_CLIENT_SECRET;
+  return id && secret ? { "cf-access-client-id": id, "cf-access-client-secret": secret } : {};
+}
+
+/**
  * One admin API call; answers the parsed JSON, or throws one line built from the error envelope.
  * @param {import("./project.mjs").ProjectOptions} options
  * @param {string} path e.g. `/receipts?source=demo`
@@ -39,6 +50,7 @@ export async function adminRequest(options, path, init = {}) {
       method: init.method ?? "GET",
       headers: {
         authorization: `Bearer ${token}`,
+        ...accessHeaders(),
         ...(init.body === undefined ? {} : { "content-type": "application/json" }),
       },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),

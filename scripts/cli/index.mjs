@@ -175,6 +175,16 @@ program
   .action(run(() => import("./commands/kept.mjs"), "kept"));
 
 program
+  .command("listen")
+  .description(
+    "a receiver's deliveries to a listen:<name> route, posted to your local server and answered with its status: listen <source> [--route R] --forward http://127.0.0.1:3000/hooks",
+  )
+  .argument("<source>", "a source with a route whose destination is listen:<name>")
+  .option("--route <route>", "which listen: route, when the source has several")
+  .option("--forward <url>", "your local server, where each delivery is posted")
+  .action(run(() => import("./commands/listen.mjs"), "listen"));
+
+program
   .command("echo")
   .description("a local backend for forward destinations: prints each delivery and verifies its gateway signature")
   .option("-p, --port <port>", "port to listen on", "8789")

@@ -164,20 +164,39 @@ export function forwardUrlProblem(value: string): string | null {
 export type DestinationTarget =
   | { kind: "handler"; handlerName: string }
   | { kind: "forward"; url: string }
+  /** Whoever runs `npm run cli -- listen` on it: a signed forward pushed over a WebSocket (src/listen/). */
+  | { kind: "listen"; listenName: string }
   | { kind: "none" };
 
+/** A `listen:<name>` destination's name: it names a ListenHub, and the CLI prints it. */
+export const LISTEN_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
 export const DestinationSchema = v.pipe(
-  v.string('destination must be "handler:<name>", an https URL or "none"'),
+  v.string('destination must be "handler:<name>", an https URL, "listen:<name>" or "none"'),
   v.metadata({
-    description: '"handler:<name>" (a handler registered in code), an https URL to forward to, or "none"',
-    anyOf: [{ const: "none" }, { pattern: "^handler:." }, { pattern: "^[Hh][Tt][Tt][Pp][Ss]?://" }],
+    description:
+      '"handler:<name>" (a handler registered in code), an https URL to forward to, "listen:<name>" (to whoever runs `npm run cli -- listen`), or "none"',
+    anyOf: [
+      { const: "none" },
+      { pattern: "^handler:." },
+      { pattern: "^listen:[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" },
+      { pattern: "^[Hh][Tt][Tt][Pp][Ss]?://" },
+    ],
   }),
   v.rawTransform(({ dataset, addIssue, NEVER }): DestinationTarget => {
     const value = dataset.value;
     if (value === "none") return { kind: "none" };
     if (value.startsWith("handler:") && value.length > "handler:".length)
       return { kind: "handler", handlerName: value.slice("handler:".length) };
-    const problem = /^https?:\/\//i.test(value) ? forwardUrlProblem(value) : "is neither handler:<name> nor a URL";
+    if (value.startsWith("listen:")) {
+      const listenName = value.slice("listen:".length);
+      if (LISTEN_NAME.test(listenName)) return { kind: "listen", listenName };
+      addIssue({ message: `destination ${JSON.stringify(value)}: a listen name must match ${LISTEN_NAME}` });
+      return NEVER;
+    }
+    const problem = /^https?:\/\//i.test(value)
+      ? forwardUrlProblem(value)
+      : "is neither handler:<name>, listen:<name> nor a URL";
     if (problem === null) return { kind: "forward", url: value };
     addIssue({ message: `destination ${JSON.stringify(value)} ${problem}` });
     return NEVER;
@@ -214,7 +233,8 @@ function routeTableProblem(issue: { expected: string | null; input: unknown }): 
     return `unknown route option ${JSON.stringify(issue.input)} (${meant ? `did you mean "${meant}"? ` : ""}a route takes ${Object.keys(ROUTE_ENTRIES).join(", ")})`;
   }
   if (issue.expected === '"name"') return `name must match ${ROUTE_NAME} ${got(undefined)}`;
-  if (issue.expected === '"destination"') return 'destination is required ("handler:<name>", an https URL, or "none")';
+  if (issue.expected === '"destination"')
+    return 'destination is required ("handler:<name>", an https URL, "listen:<name>", or "none")';
   return "routes must be a list of tables ([[vars.SOURCES.<name>.routes]])";
 }
 export const RouteTableSchema = v.strictObject(ROUTE_ENTRIES, routeTableProblem);

@@ -43,10 +43,18 @@ export interface RetryPolicy {
   maxAgeMs: number;
 }
 
-/** Where a route's deliveries go: a forward carries the source's `forward_timeout`. */
+/** Where a route's deliveries go: a forward (to a URL or a listener) carries the source's `forward_timeout`. */
 export type Destination =
-  | Exclude<DestinationTarget, { kind: "forward" }>
-  | (Extract<DestinationTarget, { kind: "forward" }> & { timeoutMs: number });
+  | Exclude<DestinationTarget, { kind: "forward" | "listen" }>
+  | (Extract<DestinationTarget, { kind: "forward" | "listen" }> & { timeoutMs: number });
+
+/**
+ * Whether an attempt to this destination may act outside D1 before it commits (a forward to a URL or to a listener):
+ * only those take a lease up front and may carry route headers.
+ */
+export function reachesOutsideD1(destination: Destination | undefined): boolean {
+  return destination?.kind === "forward" || destination?.kind === "listen";
+}
 
 /** One route of a source: where its deliveries go, the rules applied first, and how a failed one is retried. */
 export interface SourceRoute {
@@ -233,11 +241,12 @@ export function parseSource(name: string, value: unknown, context: ParseContext)
     table,
     where,
     problems,
-    (target): Destination => (target?.kind === "forward" ? { ...target, timeoutMs } : (target ?? { kind: "none" })),
+    (target): Destination =>
+      target?.kind === "forward" || target?.kind === "listen" ? { ...target, timeoutMs } : (target ?? { kind: "none" }),
     (own) => resolveRetry(own, retry),
   );
   for (const { destination, rules: route } of routes) {
-    if (route.headers && destination.kind !== "forward")
+    if (route.headers && !reachesOutsideD1(destination))
       problems.push(`${where}: route ${route.name}: headers apply to a forward (an https destination) only`);
     if (destination.kind === "handler" && !context.knownHandlers.has(destination.handlerName)) {
       problems.push(`${where}: no handler named ${JSON.stringify(destination.handlerName)} is registered`);

@@ -5,6 +5,7 @@ import type { GateStatus } from "../../gate/gate";
 import { registerGate } from "../../gate/known-gates";
 import { apiError } from "../../lib/errors";
 import { logError, logEvent } from "../../lib/log";
+import type { SourceConfig, SourceRoute } from "../../sources/config";
 import { lookupSource } from "../../sources/registry";
 
 /**
@@ -22,8 +23,8 @@ export interface RouteControlView {
   gate: GateStatus;
 }
 
-/** The source's route by name, when it has a gate; else the 4xx saying why not. */
-export function controlledRoute(env: Env, sourceName: string, routeName: string): { control: DeliveryControl } {
+/** The source's valid config by name; else the 4xx saying why there is none. */
+export function configuredSource(env: Env, sourceName: string): SourceConfig {
   const lookup = lookupSource(env, sourceName);
   if (lookup.kind === "unknown")
     throw apiError(404, "unknown_source", "No webhook source is configured under this name.");
@@ -33,13 +34,24 @@ export function controlledRoute(env: Env, sourceName: string, routeName: string)
       "source_config_invalid",
       "This source's config is refused; fix it first (GET /admin/api/sources names the problems).",
     );
-  const route = lookup.source.routes.find(({ rules }) => rules.name === routeName)?.rules;
+  return lookup.source;
+}
+
+/** The source's route by name; else the 404 naming the routes it has. */
+export function namedRoute(source: SourceConfig, routeName: string): SourceRoute {
+  const route = source.routes.find(({ rules }) => rules.name === routeName);
   if (!route)
     throw apiError(
       404,
       "unknown_route",
-      `This source has no route named ${routeName}; its routes are ${lookup.source.routes.map(({ rules }) => rules.name).join(", ")}.`,
+      `This source has no route named ${routeName}; its routes are ${source.routes.map(({ rules }) => rules.name).join(", ")}.`,
     );
+  return route;
+}
+
+/** The source's route by name, when it has a gate; else the 4xx saying why not. */
+export function controlledRoute(env: Env, sourceName: string, routeName: string): { control: DeliveryControl } {
+  const route = namedRoute(configuredSource(env, sourceName), routeName).rules;
   if (route.control === null) {
     throw apiError(
       409,

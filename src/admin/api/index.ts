@@ -48,6 +48,7 @@ import { auditLogApi } from "./audit-log";
 import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
 import { issuesApi } from "./issues";
 import { keptSecretsApi } from "./kept-secrets";
+import { listenApi } from "./listen";
 import { metricsApi } from "./metrics";
 import { routeControlApi } from "./route-control";
 
@@ -330,6 +331,9 @@ adminApi.use("/issues/:issueKey/*", accepts());
 adminApi.route("/issues", issuesApi);
 
 /** The receipt tables' rows from every receipt database, for `npm run cli -- sql` (./audit-rows.ts). */
+adminApi.use("/listen/*", accepts("route"));
+adminApi.route("/listen", listenApi);
+
 adminApi.use("/audit/*", accepts(...AUDIT_ROWS_PARAMETERS));
 adminApi.route("/audit", auditRowsApi);
 

@@ -37,29 +37,41 @@ export function eventHeader(name: string, value: string): Record<string, string>
   return PLAIN_HEADER_VALUE.test(value) ? { [name]: value } : { [`${name}-encoded`]: encodeURIComponent(value) };
 }
 
+/**
+ * The headers a forward carries: the route's own, then the Standard Webhooks signature under the gateway secret and
+ * the event's names. A listener (src/listen/) gets the same, so a local server verifies what a deployed one would.
+ */
+export async function forwardHeaders(
+  request: Omit<ForwardRequest, "url" | "timeoutMs">,
+  signingSecret: string,
+  now: number,
+): Promise<Record<string, string>> {
+  const timestamp = Math.floor(now / 1000);
+  const signature = await signStandardWebhook(signingSecret, request.deliveryId, timestamp, request.body);
+  return {
+    ...request.routeHeaders,
+    "content-type": request.contentType,
+    "webhook-id": request.deliveryId,
+    "webhook-timestamp": String(timestamp),
+    "webhook-signature": signature,
+    "x-webhook-source": request.source,
+    ...eventHeader("x-webhook-event-key", request.eventKey),
+    ...(request.eventType ? eventHeader("x-webhook-event-type", request.eventType) : {}),
+  };
+}
+
 export async function forward(
   request: ForwardRequest,
   signingSecret: string,
   now = Date.now(),
 ): Promise<ForwardResult> {
-  const timestamp = Math.floor(now / 1000);
-  const signature = await signStandardWebhook(signingSecret, request.deliveryId, timestamp, request.body);
   const result = await sendOutbound(
     {
       url: request.url,
       body: request.body,
       timeoutMs: request.timeoutMs,
       idempotencyKey: request.deliveryId,
-      headers: {
-        ...request.routeHeaders,
-        "content-type": request.contentType,
-        "webhook-id": request.deliveryId,
-        "webhook-timestamp": String(timestamp),
-        "webhook-signature": signature,
-        "x-webhook-source": request.source,
-        ...eventHeader("x-webhook-event-key", request.eventKey),
-        ...(request.eventType ? eventHeader("x-webhook-event-type", request.eventType) : {}),
-      },
+      headers: await forwardHeaders(request, signingSecret, now),
     },
     now,
   );

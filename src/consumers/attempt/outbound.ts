@@ -52,10 +52,10 @@ export async function sendOutbound(request: OutboundRequest, now = Date.now()): 
     };
   }
   const status = response.status;
-  if (status >= 200 && status < 300) return { kind: "delivered", httpStatus: status, response };
+  if (statusVerdict(status) === "delivered") return { kind: "delivered", httpStatus: status, response };
   // Error bodies are never read into a record: they may echo the payload back.
   await response.body?.cancel();
-  if (status === 408 || status === 429 || status >= 500) {
+  if (statusVerdict(status) === "transient") {
     return {
       kind: "transient",
       httpStatus: status,
@@ -64,6 +64,13 @@ export async function sendOutbound(request: OutboundRequest, now = Date.now()): 
     };
   }
   return { kind: "permanent", httpStatus: status, error: `destination answered ${status}` };
+}
+
+/** What a destination's HTTP status says of the delivery: 2xx took it; 408, 429 and 5xx may take it later; the rest refuse it. Pure. */
+export function statusVerdict(status: number): "delivered" | "transient" | "permanent" {
+  if (status >= 200 && status < 300) return "delivered";
+  if (status === 408 || status === 429 || status >= 500) return "transient";
+  return "permanent";
 }
 
 function errorText(error: unknown): string {

@@ -10,6 +10,7 @@ import { type LazyLease, LEASE_RACE_RETRY_SECONDS, LeasedElsewhere } from "../le
 import type { ReceiptForWork } from "../load/load";
 import { externalCallsFor } from "./external-calls";
 import { forward } from "./forward";
+import { deliverToListener } from "./listen-attempt";
 
 /** What one attempt produced: its result, and for an applied handler plan the statements to commit with it. */
 export interface AttemptRun {
@@ -71,26 +72,24 @@ async function run(
   });
   if (routed.kind === "skip") return { result: { status: "skipped", reason: routed.reason }, plan: null };
   if (routed.kind === "refuse") return { result: { status: "dead", error: routed.error }, plan: null };
-  if (destination.kind === "forward") {
+  if (destination.kind === "forward" || destination.kind === "listen") {
     const signingSecret = secretValue(env, env.GATEWAY_SIGNING_SECRET_NAME);
     if (signingSecret === null)
       return { result: { status: "retry", error: `secret ${env.GATEWAY_SIGNING_SECRET_NAME} is not set` }, plan: null };
     const headers = receipt.keptHeaders ? (JSON.parse(receipt.keptHeaders) as Record<string, string>) : {};
-    const forwarded = await forward(
-      {
-        url: destination.url,
-        timeoutMs: destination.timeoutMs,
-        deliveryId,
-        source: receipt.source,
-        eventKey: receipt.eventKey,
-        eventType: receipt.eventType,
-        body: routed.transformed?.body ?? receipt.body,
-        contentType: routed.transformed ? "application/json" : (headers["content-type"] ?? "application/json"),
-        routeHeaders: routed.headers,
-      },
-      signingSecret,
-      now,
-    );
+    const request = {
+      deliveryId,
+      source: receipt.source,
+      eventKey: receipt.eventKey,
+      eventType: receipt.eventType,
+      body: routed.transformed?.body ?? receipt.body,
+      contentType: routed.transformed ? "application/json" : (headers["content-type"] ?? "application/json"),
+      routeHeaders: routed.headers,
+    };
+    const forwarded =
+      destination.kind === "listen"
+        ? await deliverToListener(env, destination, request, signingSecret, now)
+        : await forward({ ...request, url: destination.url, timeoutMs: destination.timeoutMs }, signingSecret, now);
     switch (forwarded.kind) {
       case "delivered":
         return {

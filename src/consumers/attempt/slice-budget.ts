@@ -51,6 +51,7 @@ function longestCallMs(destination: Destination): number {
     case "none":
       return 0;
     case "forward":
+    case "listen":
       return destination.timeoutMs;
     case "handler":
       return LEAST_HANDLER_BUDGET_MS;

@@ -3,7 +3,7 @@ import { database } from "../../db/client";
 import { inJsonList } from "../../db/id-list";
 import { deliveries } from "../../db/schema";
 import { logEvent } from "../../lib/log";
-import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
+import { DEFAULT_RETRY, reachesOutsideD1, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
 import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
 import { type AttemptRun, runDestination } from "../attempt/run-destination";
@@ -103,7 +103,7 @@ export async function processDeliveries(
       !spent(delivery) &&
       (options.leaseEveryAttempt ||
         delivery.status === "processing" ||
-        routeOf(delivery)?.destination.kind === "forward"),
+        reachesOutsideD1(routeOf(delivery)?.destination)),
   );
   const leased = await leaseDeliveries(
     db,

@@ -5,7 +5,7 @@ import { receipts } from "../../db/schema";
 import { recordAttempt } from "../../lib/analytics";
 import { logEvent, logsSuccesses } from "../../lib/log";
 import type { SourceConfig } from "../../sources/config";
-import { DEFAULT_RETRY, type RetryPolicy, retryPolicyOf } from "../../sources/config";
+import { DEFAULT_RETRY, type RetryPolicy, reachesOutsideD1, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
 import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
 import { type AttemptRun, runDestination } from "../attempt/run-destination";
@@ -394,8 +394,8 @@ function routeChoice(source: SourceConfig | undefined, receipt: ReceiptForWork):
 /** Whether the route(s) an attempt runs may act outside D1 (a forward): only those take a lease up front. */
 function reachesOutside(choice: RouteChoice | null): boolean {
   if (choice === null || choice.kind === "gone") return false;
-  if (choice.kind === "recorded") return choice.route.destination.kind === "forward";
-  return [choice.fanOut.primary, ...choice.fanOut.further].some((route) => route?.destination.kind === "forward");
+  if (choice.kind === "recorded") return reachesOutsideD1(choice.route.destination);
+  return [choice.fanOut.primary, ...choice.fanOut.further].some((route) => reachesOutsideD1(route?.destination));
 }
 
 /**
