@@ -120,7 +120,9 @@ program
 
 program
   .command("check")
-  .description("validate the sources config as the Worker does, and that every secret it names is set")
+  .description(
+    "validate the sources config as the Worker does, that every secret it names is set, and (for a source listing several) which still verify",
+  )
   .option("--remote", "look for the secrets on the deployed Worker (wrangler secret list) instead of .dev.vars")
   .option("--config-only", "validate the config only, without looking for secrets")
   .action(run(() => import("./commands/check.mjs"), "check"));

@@ -12,6 +12,8 @@ export interface ClaimInput {
   keptHeaders: Record<string, string>;
   receivedAt: number;
   provenance: Provenance;
+  /** The secret whose use the shard stamps (src/claims/secret-use.ts); only when the source had several. */
+  verifiedBy?: string;
 }
 
 /**
@@ -36,6 +38,7 @@ export async function claimEvent(env: Env, input: ClaimInput): Promise<ClaimResu
     keptHeaders: JSON.stringify({ ...input.keptHeaders, ...identity.annotations }),
     receivedAt: input.receivedAt,
     provenance: input.provenance,
+    ...(input.verifiedBy !== undefined ? { verifiedBy: input.verifiedBy } : {}),
   };
   const claimKey = claimKeyOf(request);
   // During a shard epoch the new owner consults the key's previous owner (./epoch-config.ts): named here, from

@@ -1,5 +1,6 @@
 import { EPOCHS_SCHEMA } from "./epoch";
 import { PARTITIONS_SCHEMA } from "./partitions";
+import { SECRET_USE_SCHEMA } from "./secret-use";
 
 /**
  * The claim shard's SQLite schema. Claims live in time partitions of one shape (./partitions.ts: `event_claims`,
@@ -59,7 +60,8 @@ CREATE TABLE IF NOT EXISTS relay_state (
 -- Where a row-by-row prune walk resumed, before claims were kept in time partitions (./partitions.ts).
 DROP TABLE IF EXISTS prune_cursor;
 ${PARTITIONS_SCHEMA}
-${EPOCHS_SCHEMA}`;
+${EPOCHS_SCHEMA}
+${SECRET_USE_SCHEMA}`;
 
 /**
  * Shards created before unsigned keys were keyed by payload hash have no `unsigned_event_key`: added once (a NULL

@@ -37,6 +37,7 @@ import {
 import { relaySettings } from "./relay-settings";
 import { relayDelayForClaim } from "./relay-timing";
 import { shardAt } from "./routing";
+import { type SecretUse, SecretUseStamps } from "./secret-use";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
 /**
@@ -122,6 +123,8 @@ export class ClaimShard extends DurableObject<Env> {
   /** Shard epochs every key of which this shard now holds: claims no longer consult their previous owner. */
   private readonly closedEpochs: Set<string>;
   private epochConsults = 0;
+  /** When each secret of a rotation last verified a claim here, stamped at most once an hour (./secret-use.ts). */
+  private readonly secretUse: SecretUseStamps;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -135,6 +138,7 @@ export class ClaimShard extends DurableObject<Env> {
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
     ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
     this.closedEpochs = readClosedEpochs(this.sql);
+    this.secretUse = new SecretUseStamps(this.sql);
   }
 
   /**
@@ -162,6 +166,7 @@ export class ClaimShard extends DurableObject<Env> {
     const fullAt = existing ? null : this.sizeAtLimit();
     if (fullAt !== null) await this.refuseAtLimit(fullAt);
     const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
+    if (request.verifiedBy !== undefined) this.secretUse.stamp(request.source, request.verifiedBy, request.receivedAt);
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
     if (!this.relayArmed) await this.armRelay(this.delayForClaim());
@@ -438,6 +443,12 @@ export class ClaimShard extends DurableObject<Env> {
   storageBytes(): number {
     count("doRequests");
     return this.sql.databaseSize;
+  }
+
+  /** Every secret of `source` seen verifying a claim here, for the verification health. */
+  secretUseOf(source: string): SecretUse[] {
+    count("doRequests");
+    return this.secretUse.read(source);
   }
 
   /** This isolate's meter reading, for the bench and the budget test. Not itself counted as a request. */

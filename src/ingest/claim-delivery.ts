@@ -36,7 +36,15 @@ export async function claimDelivery(
     adapter,
     rawBody,
     verdict,
-  }: { source: SourceConfig; adapter: ProviderAdapter; rawBody: Uint8Array; verdict: Event },
+    stampedSecret,
+  }: {
+    source: SourceConfig;
+    adapter: ProviderAdapter;
+    rawBody: Uint8Array;
+    verdict: Event;
+    /** The secret whose use the shard stamps (./secret-choice.ts), when there was one to tell apart. */
+    stampedSecret: string | undefined;
+  },
 ) {
   const keptHeaders = pickHeaders(request.headers, adapter.keptHeaders);
   // A failed claim is logged and comes back null, so every claim has settled before the answer: none is still in
@@ -51,6 +59,7 @@ export async function claimDelivery(
           keptHeaders,
           receivedAt: delivery.startedAt,
           provenance: "live",
+          ...(stampedSecret !== undefined ? { verifiedBy: stampedSecret } : {}),
         });
         return { identity, ...claimed };
       } catch (error) {
@@ -95,6 +104,7 @@ export function acknowledgeClaims(
       source,
       disposition: claimed.disposition,
       signature: "valid",
+      verifiedBy: verdict.verifiedBy,
       ackMs: Date.now() - startedAt,
     });
   }

@@ -1,4 +1,6 @@
 import { and, desc, eq } from "drizzle-orm";
+import { sha256Hex } from "../crypto/digest";
+import { utf8Bytes } from "../crypto/encoding";
 import { database } from "../db/client";
 import { keptSecrets } from "../db/schema";
 import type { SourceSecret } from "../providers/types";
@@ -39,9 +41,21 @@ export function keptSecretsRead(cached: CachedList | undefined, now: number, aga
   return age < (cached.secrets.length > 0 ? FOUND_TTL_MS : EMPTY_TTL_MS) ? "use-cached" : "read";
 }
 
-function asSecrets(rows: { secret: string; receivedAt: number }[]): SourceSecret[] {
-  // The name is what logs and annotations could ever see: never the value.
-  return rows.map((row) => ({ name: `handshake@${row.receivedAt}`, value: row.secret }));
+/** 16 hex characters of the secret's SHA-256: enough to tell kept secrets apart and to name one, useless to forge with. */
+export async function secretFingerprint(secret: string): Promise<string> {
+  return (await sha256Hex(utf8Bytes(secret))).slice(0, 16);
+}
+
+/** A kept secret's name where a listed one has its binding name: what the verification health counts it under. */
+export function keptSecretName(fingerprint: string): string {
+  return `kept:${fingerprint}`;
+}
+
+function asSecrets(rows: { secret: string }[]): Promise<SourceSecret[]> {
+  // The name is what logs, metrics and the admin API could ever see: never the value.
+  return Promise.all(
+    rows.map(async (row) => ({ name: keptSecretName(await secretFingerprint(row.secret)), value: row.secret })),
+  );
 }
 
 /**
@@ -63,7 +77,7 @@ export async function activeKeptSecrets(
     .where(and(eq(keptSecrets.source, source), eq(keptSecrets.status, "active")))
     .orderBy(desc(keptSecrets.receivedAt))
     .limit(KEPT_PER_SOURCE);
-  const secrets = asSecrets(rows);
+  const secrets = await asSecrets(rows);
   cache.set(source, { secrets, readAt: now });
   return { secrets, rereadable: false };
 }

@@ -1,10 +1,8 @@
 import { and, desc, eq, sql } from "drizzle-orm";
-import { sha256Hex } from "../crypto/digest";
-import { utf8Bytes } from "../crypto/encoding";
 import { batchByName } from "../db/batch";
 import { database } from "../db/client";
 import { keptSecretInstalls, keptSecrets } from "../db/schema";
-import { forgetCachedKeptSecrets } from "./kept-secret-reads";
+import { forgetCachedKeptSecrets, secretFingerprint } from "./kept-secret-reads";
 
 /**
  * Kept secrets: the ones senders hand over in a handshake (Asana's X-Hook-Secret, Notion's verification_token),
@@ -51,11 +49,6 @@ export function handshakeClient(headers: Headers): HandshakeClient {
     clientAddress: headers.get("cf-connecting-ip")?.slice(0, MAX_CLIENT_ADDRESS_CHARS) ?? null,
     userAgent: headers.get("user-agent")?.slice(0, MAX_USER_AGENT_CHARS) ?? null,
   };
-}
-
-/** 16 hex characters of the secret's SHA-256: enough to tell kept secrets apart and to name one, useless to forge with. */
-export async function secretFingerprint(secret: string): Promise<string> {
-  return (await sha256Hex(utf8Bytes(secret))).slice(0, 16);
 }
 
 /**

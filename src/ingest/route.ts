@@ -8,9 +8,10 @@ import { type SourceConfig, SourceConfigError } from "../sources/config";
 import { lookupSource } from "../sources/registry";
 import { sourceKeys } from "../sources/secrets-set";
 import { acknowledgeClaims, claimDelivery } from "./claim-delivery";
-import { activeKeptSecrets } from "./kept-secret-reads";
-import { handshakeClient, keepSecret, secretFingerprint } from "./kept-secrets";
+import { activeKeptSecrets, secretFingerprint } from "./kept-secret-reads";
+import { handshakeClient, keepSecret } from "./kept-secrets";
 import { readBodyWithCap } from "./read-body";
+import { secretToStamp } from "./secret-choice";
 
 /**
  * POST /webhooks/:source — the acknowledgement path, in named steps: look up the source, read the bytes, resolve
@@ -84,11 +85,17 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   const { source, adapter } = lookUp(delivery);
   const rawBody = await readBody(delivery, request, source.maxBodyBytes);
   const keys = keysOf(delivery, source);
-  const verdict = await verify(delivery, request, c.req.url, { source, adapter, keys, rawBody });
+  const { verdict, secretsToChooseFrom } = await verify(delivery, request, c.req.url, {
+    source,
+    adapter,
+    keys,
+    rawBody,
+  });
   if (verdict.kind === "handshake") return answerHandshake(delivery, request, verdict);
   // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
   if (method !== "POST") throw signatureInvalid();
-  const claims = await claimDelivery(delivery, request, { source, adapter, rawBody, verdict });
+  const stampedSecret = secretToStamp(verdict.verifiedBy, secretsToChooseFrom);
+  const claims = await claimDelivery(delivery, request, { source, adapter, rawBody, verdict, stampedSecret });
   return acknowledgeClaims(delivery, claims, verdict);
 }
 
@@ -172,11 +179,16 @@ interface VerifyWith {
 }
 
 /** 4. Verify: an event or a handshake comes back; a forgery (401) or an unfetchable key (503) is thrown here. */
-async function verify(delivery: Delivery, request: Request, url: string, input: VerifyWith): Promise<Verified> {
-  let { verdict, rereadable } = await verifyOnce(delivery, request, url, input, false);
+async function verify(
+  delivery: Delivery,
+  request: Request,
+  url: string,
+  input: VerifyWith,
+): Promise<{ verdict: Verified; secretsToChooseFrom: number }> {
+  let { verdict, rereadable, secretsToChooseFrom } = await verifyOnce(delivery, request, url, input, false);
   // A handshake secret handed over in another isolate since this one cached the list: read it once more.
   if (verdict.kind === "rejected" && verdict.reason === "signature-mismatch" && rereadable)
-    ({ verdict } = await verifyOnce(delivery, request, url, input, true));
+    ({ verdict, secretsToChooseFrom } = await verifyOnce(delivery, request, url, input, true));
   const { env, sourceName: source, requestId, startedAt } = delivery;
   if (verdict.kind === "rejected") {
     logEvent("delivery.rejected", {
@@ -199,7 +211,7 @@ async function verify(delivery: Delivery, request: Request, url: string, input: 
       { "retry-after": "5" },
     );
   }
-  return verdict;
+  return { verdict, secretsToChooseFrom };
 }
 
 async function verifyOnce(
@@ -233,7 +245,9 @@ async function verifyOnce(
     verifyTokens: keys.verifyTokens,
     keptSecrets: kept?.secrets,
   });
-  return { verdict, rereadable: kept?.rereadable ?? false };
+  // A kept-secret adapter verifies with the kept secrets only; its listed ones prove handshakes.
+  const secretsToChooseFrom = kept ? kept.secrets.length : keys.secrets.length;
+  return { verdict, rereadable: kept?.rereadable ?? false, secretsToChooseFrom };
 }
 
 /** One answer for every failed check: which part failed is for the operator's logs, not the caller. */

@@ -12,13 +12,16 @@
  * Like the log lines, a data point carries named fields only: never a secret, a signature, a header or a body.
  * The layout, and SQL API queries over it: docs/metrics.md.
  *
- *   delivery  blobs [ "delivery", source, disposition, signature result ]   doubles [ ack latency ms, count, max ms ]
+ *   delivery  blobs [ "delivery", source, disposition, signature result, verifying secret ]
+ *             doubles [ ack latency ms, count, max ms ]
+ *   (the verifying secret is the name of the secret that verified an answered delivery, never its value; "" for a
+ *   refusal, or an adapter that names none: the verification health, docs/operating.md)
  *   attempt   blobs [ "attempt", source, outcome, HTTP status or "" ]       doubles [ duration ms, attempt number ]
  *   index1 is the source in both, so queries for one source read only its rows.
  */
 
 import { type DeliveryTally, tallyDelivery } from "./delivery-tally";
-import { countLocalRejection } from "./local-rejections";
+import { countLocalOutcome } from "./local-rejections";
 import { count } from "./meter";
 
 /** Any Worker env: the binding is optional, so it is read by name rather than required by the type. */
@@ -30,6 +33,8 @@ export interface DeliveryMetric {
   disposition: string;
   /** "valid", the reason a signature was refused (e.g. "signature-mismatch"), or "unchecked". */
   signature: string;
+  /** The name of the secret that verified it (VerifyResult's verifiedBy), for deliveries answered 200. */
+  verifiedBy?: string;
   /** From the request's arrival to the answer, in ms. */
   ackMs: number;
 }
@@ -63,9 +68,12 @@ function write(env: MetricsEnv, point: AnalyticsEngineDataPoint): void {
  *   recordDelivery(c.env, { source: "stripe", disposition: "accepted", signature: "valid", ackMs: 12 });
  */
 export function recordDelivery(env: MetricsEnv, fields: DeliveryMetric, now = Date.now()): void {
-  // Analytics Engine keeps nothing under wrangler dev: the dev server counts its rejections itself.
-  if (fields.disposition === "rejected") countLocalRejection(env, fields.source);
-  const blobs = ["delivery", fields.source, fields.disposition, fields.signature];
+  // Analytics Engine keeps nothing under wrangler dev: the dev server counts rejections and verifications itself.
+  if (fields.disposition === "rejected")
+    countLocalOutcome(env, fields.source, { kind: "rejected", reason: fields.signature }, now);
+  else if (ANSWERED_200.has(fields.disposition))
+    countLocalOutcome(env, fields.source, { kind: "verified", secret: fields.verifiedBy ?? "" }, now);
+  const blobs = ["delivery", fields.source, fields.disposition, fields.signature, fields.verifiedBy ?? ""];
   if (!ANSWERED_200.has(fields.disposition)) {
     // A refusal keeps a point of its own: its count is what the stats report, and it is never on the happy path.
     write(env, { indexes: [fields.source], blobs, doubles: [fields.ackMs, 1, fields.ackMs] });

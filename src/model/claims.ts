@@ -33,6 +33,11 @@ export interface ClaimRequest extends EventFacts {
   keptHeaders: string;
   receivedAt: number;
   provenance: Provenance;
+  /**
+   * The secret that verified the delivery, sent only when the source had several to choose from: the shard stamps
+   * its last use at most once an hour (src/claims/secret-use.ts). Its name, never its value.
+   */
+  verifiedBy?: string;
 }
 
 /**

@@ -83,8 +83,12 @@ export const adyen: ProviderAdapter = {
     const items = wrapped.map((entry) => valueAtPath(entry, "NotificationRequestItem"));
     const keys = input.secrets.flatMap((secret) => {
       const material = decodeHex(secret.value);
-      return material && material.length > 0 ? [{ algorithm: "hmac-sha256" as const, material }] : [];
+      return material && material.length > 0
+        ? [{ name: secret.name, algorithm: "hmac-sha256" as const, material }]
+        : [];
     });
+    // The secret that verified the first item names the delivery's: one batch is signed under one secret.
+    let verifiedBy: string | undefined;
     if (items.length * keys.length > MAX_VERIFICATION_STEPS) return rejected("verification-over-budget");
     for (const item of items) {
       const signatureText = stringAtPath(item, "additionalData.hmacSignature");
@@ -93,16 +97,19 @@ export const adyen: ProviderAdapter = {
       if (!signature || signature.length === 0) return rejected("malformed-signature");
       let verified = false;
       for (const key of keys)
-        if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) verified = true;
+        if (await anySignatureVerifies(key, [signature], utf8Bytes(signingString(item)))) {
+          verified = true;
+          verifiedBy ??= key.name;
+        }
       if (!verified) return rejected("signature-mismatch");
     }
     const events = itemEvents(items);
     if (!events) return rejected("malformed-payload");
     const acknowledgement = { status: 200, text: "[accepted]" } as const;
-    if (events.length === 1) return { kind: "event", identity: events[0]!.identity, acknowledgement };
+    if (events.length === 1) return { kind: "event", identity: events[0]!.identity, acknowledgement, verifiedBy };
     const bodies = itemBodies(input.rawBody, wrapped);
     if (!bodies) return rejected("malformed-payload");
     const carried = events.map((event, index) => ({ ...event, storedBody: bodies[index] }));
-    return { kind: "event", ...carried[0]!, events: carried, acknowledgement };
+    return { kind: "event", ...carried[0]!, events: carried, acknowledgement, verifiedBy };
   },
 };

@@ -107,16 +107,14 @@ function maxAgeMs(input: DeliveryInput): number {
   return Math.min(input.dedupeRetentionMs ?? Number.POSITIVE_INFINITY, maxAge ?? Number.POSITIVE_INFINITY);
 }
 
-/** The topic ARNs the source's secrets hold. */
-function acceptedTopics(input: DeliveryInput): Set<string> {
-  return new Set(
-    input.secrets.flatMap((secret) =>
-      secret.value
-        .split(",")
-        .map((arn) => arn.trim())
-        .filter((arn) => arn.length > 0),
-    ),
-  );
+/** The listed secret holding this topic ARN (each holds one or several, comma-separated), or undefined. */
+function secretAccepting(input: DeliveryInput, topicArn: string): string | undefined {
+  return input.secrets.find((secret) =>
+    secret.value
+      .split(",")
+      .map((arn) => arn.trim())
+      .some((arn) => arn.length > 0 && arn === topicArn),
+  )?.name;
 }
 
 async function confirmSubscription(message: SnsMessage): Promise<VerifyResult> {
@@ -179,7 +177,8 @@ export const awsSns: ProviderAdapter = {
       };
     if (certificate.kind === "refused") return rejected("signature-mismatch");
     if (!(await signatureVerifies(message, certificate.value, input.now))) return rejected("signature-mismatch");
-    if (!acceptedTopics(input).has(message.TopicArn)) return rejected("signature-mismatch");
+    const verifiedBy = secretAccepting(input, message.TopicArn);
+    if (verifiedBy === undefined) return rejected("signature-mismatch");
     certificates.proved(certificateUrl.href, certificate.value);
 
     if (message.Type === "SubscriptionConfirmation") return confirmSubscription(message);
@@ -187,6 +186,7 @@ export const awsSns: ProviderAdapter = {
     const occurredAt = Date.parse(message.Timestamp);
     return {
       kind: "event",
+      verifiedBy,
       storedBody: utf8Bytes(snsSignedBody(message)),
       timestampAgeSeconds: Math.round((input.now - occurredAt) / 1000),
       identity: {

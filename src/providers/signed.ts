@@ -258,8 +258,9 @@ async function verifySigned(scheme: SignedScheme, input: DeliveryInput): Promise
   if (secret === "over-budget") return rejected("verification-over-budget");
   if (!secret) return rejected("signature-mismatch");
 
-  const result = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
-  if (result.kind !== "event") return result;
+  const identified = await scheme.identify({ input, presented, secret, timestampAgeSeconds });
+  if (identified.kind !== "event") return identified;
+  const result = { ...identified, verifiedBy: secret.name };
   const { identity } = result;
   if (identity.eventKey.length > MAX_EVENT_KEY_CHARS) return rejected("malformed-payload");
   if (identity.eventKeyOrigin === "payload-sha256") {

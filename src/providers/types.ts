@@ -119,6 +119,12 @@ export type VerifyResult =
   | {
       kind: "event";
       identity: EventIdentity;
+      /**
+       * Which secret verified it: the listed secret's Worker binding name, or a kept secret's `kept:<fingerprint>`
+       * (src/ingest/kept-secret-reads.ts); never a value. Absent where no secret of ours decides (Plaid checks a key
+       * its API hands out), so the verification health counts it unattributed (docs/operating.md).
+       */
+      verifiedBy?: string;
       /** seconds between the signed timestamp and now */
       timestampAgeSeconds?: number;
       acknowledgement?: Acknowledgement;

@@ -538,6 +538,58 @@ test("the stylesheet applies as written: body font, unstretched badges on a phon
   await page.close();
 });
 
+test("the source page's Verification section: secrets by name, advice badges coloured as written, cards on a phone", async () => {
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/sources/demo`);
+  const section = page.locator("#verification");
+  // The demo lists one secret: named, never shown by value, and with nothing to tell apart.
+  assert.equal((await section.locator('td[data-label="Secret"]').textContent())?.trim(), "DEMO_WEBHOOK_SECRET");
+  assert.ok(
+    !((await section.textContent()) ?? "").includes(DEMO_SECRET.slice("whsec_".length)),
+    "a secret's value shown",
+  );
+  const badge = await section.locator(".badge").evaluate((element) => {
+    const style = getComputedStyle(element);
+    return { text: element.textContent, display: style.display, radius: style.borderRadius, weight: style.fontWeight };
+  });
+  assert.deepEqual(badge, { text: "only secret", display: "inline-block", radius: "10px", weight: "600" });
+  // Each advice a rotation can get, as its badge and warning line would be drawn: read what the browser computed.
+  const advice = await section.evaluate((element) => {
+    const colours: Record<string, { badge: string; border: string }> = {};
+    for (const kind of ["still-verifying", "not-seen-yet", "safe-to-remove", "current"]) {
+      const badgeProbe = document.createElement("span");
+      badgeProbe.className = `badge ${kind}`;
+      const list = document.createElement("ul");
+      list.className = "reasons";
+      const line = document.createElement("li");
+      line.className = kind;
+      list.append(line);
+      element.append(badgeProbe, list);
+      colours[kind] = { badge: getComputedStyle(badgeProbe).color, border: getComputedStyle(line).borderLeftColor };
+      badgeProbe.remove();
+      list.remove();
+    }
+    return colours;
+  });
+  assert.deepEqual(advice, {
+    "still-verifying": { badge: "rgb(154, 100, 0)", border: "rgb(154, 100, 0)" },
+    "not-seen-yet": { badge: "rgb(154, 100, 0)", border: "rgb(154, 100, 0)" },
+    "safe-to-remove": { badge: "rgb(31, 122, 77)", border: "rgb(31, 122, 77)" },
+    current: { badge: "rgb(91, 100, 117)", border: "rgb(154, 100, 0)" },
+  });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  const cell = await section
+    .locator('td[data-label="Secret"]')
+    .evaluate((element) => ({
+      display: getComputedStyle(element).display,
+      row: getComputedStyle(element.parentElement!).display,
+    }));
+  assert.deepEqual(cell, { display: "grid", row: "block" }, "the secrets table turns into cards on a phone");
+  await shoot(page, "phone-source-verification");
+  await page.close();
+});
+
 test("the audit recipes run through wrangler d1 execute, verbatim from docs/audit.md", () => {
   const doc = readFileSync("docs/audit.md", "utf8");
   const deadSince = /<!-- recipe: dead-since -->\s*```sql\n([\s\S]*?)```/.exec(doc)?.[1]?.trim();

@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { missingBindings, placeholderDatabaseIds } from "../environment-checks.mjs";
 import { CliError, EXIT } from "../errors.mjs";
 import { configPath, devVarsPath, firstLine, readDevVars, readWranglerConfig } from "../project.mjs";
+import { rotationVerdicts } from "../verification-health.mjs";
 import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
 
 /**
@@ -173,6 +174,8 @@ export async function check(options) {
   const problems = [];
   /** @type {string[]} */
   const warnings = [];
+  /** @type {string[]} */
+  let valid = [];
 
   if (options.env) {
     problems.push(...placeholderDatabaseIds(config, options));
@@ -194,6 +197,7 @@ export async function check(options) {
       );
     problems.push(...verdict.problems);
     if (verdict.valid.length > 0) warnings.push(...(await capacityWarningsOf(sources, vars, d1Bindings)));
+    valid = verdict.valid;
   }
 
   await shardEpochVerdict(vars, problems, warnings);
@@ -230,6 +234,10 @@ export async function check(options) {
       console.log(`ok    ${secret.name} (${secret.usedBy})`);
     }
   }
+  // A rotation under way: what the receiver has seen of each secret's use (../verification-health.mjs).
+  const rotations = await rotationVerdicts(sources, valid, options);
+  for (const line of rotations.ok) console.log(`ok    ${line}`);
+  warnings.push(...rotations.warnings);
   return report(problems, warnings, options.remote ? "remote secrets" : "");
 }
 

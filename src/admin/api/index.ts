@@ -51,6 +51,7 @@ import { keptSecretsApi } from "./kept-secrets";
 import { listenApi } from "./listen";
 import { metricsApi } from "./metrics";
 import { routeControlApi } from "./route-control";
+import { sourceDetailApi } from "./source-detail";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
@@ -324,6 +325,9 @@ adminApi.route("/sources", keptSecretsApi);
 /** A route's delivery control: its gate's state, pause and resume (./route-control.ts). */
 adminApi.use("/sources/:source/routes/*", accepts());
 adminApi.route("/sources", routeControlApi);
+/** One source and its verification health (./source-detail.ts). */
+adminApi.use("/sources/:source", accepts("window"));
+adminApi.route("/sources", sourceDetailApi);
 
 /** Issues: list, acknowledge, resolve (./issues.ts). */
 adminApi.use("/issues", accepts("all"));

@@ -25,6 +25,7 @@ import {
 import { forgetLoginFailures, loginClient, refuseWrongToken } from "../guards/login-throttle";
 import { listAlerts } from "../health/alerts";
 import { systemHealth } from "../health/system-health";
+import { verificationReport } from "../health/verification-report";
 import { parseCursor, parseLimit, parseWindow } from "../receipts/filters";
 import { listQuarantine } from "../receipts/lists";
 import { deliveryMetricsFor } from "../stats/analytics-query";
@@ -164,14 +165,17 @@ dashboard.get("/sources/:source", async (c) => {
   if (note) report.notes.analyticsEngine = note;
   // Each route with delivery control has a gate to show (one Durable Object request each); any other route has none.
   const lookup = lookupSource(c.env, onlySource);
-  const routes =
+  const [routes, verification] =
     lookup.kind === "valid"
-      ? await Promise.all(
-          lookup.source.routes
-            .filter(({ rules }) => rules.control !== null)
-            .map(({ rules }) => routeControlView(c.env, onlySource, rules.name)),
-        )
-      : [];
+      ? await Promise.all([
+          Promise.all(
+            lookup.source.routes
+              .filter(({ rules }) => rules.control !== null)
+              .map(({ rules }) => routeControlView(c.env, onlySource, rules.name)),
+          ),
+          verificationReport(c.env, lookup.source, windowMs),
+        ])
+      : [[], undefined];
   return c.html(
     <SourcePage
       name={onlySource}
@@ -180,6 +184,8 @@ dashboard.get("/sources/:source", async (c) => {
       alerts={alerts}
       problems={problems}
       routes={routes}
+      verification={verification}
+      now={now}
       flash={takeFlash(c)}
     />,
   );

@@ -42,6 +42,8 @@ button.danger { background:#fff; color:var(--bad); border-color:#f3b1a9; }
 .reasons { list-style:none; margin:0 0 12px; padding:0; }
 .reasons li { background:#fff; border:1px solid var(--line); border-left:4px solid var(--bad); padding:6px 10px; margin-bottom:6px; }
 .reasons li.backlog { border-left-color:var(--warn); }
+.reasons li.still-verifying, .reasons li.current, .reasons li.not-seen-yet { border-left-color:var(--warn); } .reasons li.safe-to-remove { border-left-color:var(--ok); }
+.badge.safe-to-remove { background:#dcf3e6; color:var(--ok); } .badge.still-verifying, .badge.not-seen-yet { background:#fdf0d5; color:var(--warn); }
 td .reasons { margin:4px 0 0; font-size:12px; } td .reasons li { padding:2px 6px; margin-bottom:2px; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill, minmax(320px, 1fr)); gap:10px; margin-bottom:12px; }
 figure.chart { margin:0; background:#fff; border:1px solid var(--line); padding:8px 10px; min-width:0; }

@@ -14,7 +14,7 @@ import type { DeliveryMetrics } from "./stats";
 
 const DEFAULT_DATASET = "webhook_receiver_metrics";
 const DATASET_NAME = /^[A-Za-z0-9_]{1,64}$/;
-const SOURCE_NAME = /^[A-Za-z0-9._-]{1,128}$/;
+export const SOURCE_NAME = /^[A-Za-z0-9._-]{1,128}$/;
 
 interface QuerySettings {
   accountId: string;
@@ -32,7 +32,7 @@ export function metricsQuerySettings(env: object): QuerySettings | null {
   return { accountId, token, dataset };
 }
 
-async function query<T>(settings: QuerySettings, sqlText: string, fetcher: typeof fetch): Promise<T[]> {
+export async function query<T>(settings: QuerySettings, sqlText: string, fetcher: typeof fetch): Promise<T[]> {
   const response = await fetcher(
     `https://api.cloudflare.com/client/v4/accounts/${encodeURIComponent(settings.accountId)}/analytics_engine/sql`,
     {

@@ -1,5 +1,6 @@
 import type { RouteControlView } from "../../actions/route-control";
 import type { ReadableAlert } from "../../health/alerts";
+import type { VerificationReport } from "../../health/verification-report";
 import type { HourPoint } from "../../stats/series";
 import type { SourceStats, StatsReport } from "../../stats/stats";
 import { HourlyBars, HourlyLatency } from "../charts";
@@ -8,6 +9,7 @@ import { formatDuration } from "../format";
 import { Badge, Page } from "../layout";
 import { OriginNote } from "./overview";
 import { RouteControlPanel } from "./route-control";
+import { VerificationPanel } from "./verification";
 
 /** One source: why its health is what it is, its last 24 hours as charts, its numbers, its alerts. */
 export function SourcePage(props: {
@@ -17,6 +19,9 @@ export function SourcePage(props: {
   alerts: ReadableAlert[];
   problems: string[] | undefined;
   routes?: readonly RouteControlView[];
+  /** Absent for a source that is not configured (only recorded): it has no secrets to show. */
+  verification?: VerificationReport;
+  now?: number;
   flash?: string;
 }) {
   const name = encodeURIComponent(props.name);
@@ -57,6 +62,7 @@ export function SourcePage(props: {
         <p class="muted">Nothing recorded for this source yet.</p>
       )}
       <OriginNote report={props.report} />
+      {props.verification && <VerificationPanel report={props.verification} now={props.now ?? Date.now()} />}
       <h2>Alerts</h2>
       <AlertsTable alerts={props.alerts} />
     </Page>
