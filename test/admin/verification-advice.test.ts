@@ -51,7 +51,7 @@ describe("verification health advice", () => {
     ];
     const health = verificationHealth(rotation, uses, counts, NOW);
     expect(health.secrets[1]).toMatchObject({ advice: "still-verifying", deliveries: 4, share: 0.04 });
-    expect(health.warnings).toEqual(["`STRIPE_SECRET_OLD` still verifies 4 % of deliveries; last used 71 hours ago"]);
+    expect(health.warnings).toEqual(["`STRIPE_SECRET_OLD` still verifies 4 % of deliveries; last used 2 days ago"]);
     expect(health.rejectionRate).toBeCloseTo(25 / 125);
     expect(health.hourly).toEqual([
       { hour: NOW - HOUR, verified: 100, rejected: { "timestamp-out-of-tolerance": 25 } },
