@@ -579,12 +579,10 @@ test("the source page's Verification section: secrets by name, advice badges col
   });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.reload();
-  const cell = await section
-    .locator('td[data-label="Secret"]')
-    .evaluate((element) => ({
-      display: getComputedStyle(element).display,
-      row: getComputedStyle(element.parentElement!).display,
-    }));
+  const cell = await section.locator('td[data-label="Secret"]').evaluate((element) => ({
+    display: getComputedStyle(element).display,
+    row: getComputedStyle(element.parentElement!).display,
+  }));
   assert.deepEqual(cell, { display: "grid", row: "block" }, "the secrets table turns into cards on a phone");
   await shoot(page, "phone-source-verification");
   await page.close();
