@@ -385,3 +385,35 @@ export const operatorActions = sqliteTable("operator_actions", {
   affected: integer("affected").notNull(),
   outcome: text("outcome", { enum: ["allowed", "refused"] }).notNull(),
 });
+
+/**
+ * Bulk replay jobs (docs/operating.md, "Bulk replay by filter"; migrations/0025): one row per job in each receipt
+ * database, since each database walks its own receipts and a step's resets and the row's cursor commit in one D1
+ * batch, so a job resumed after a crash or a redeploy goes on from its cursor and never replays a delivery twice.
+ * Written only by an operator's replay or a route's recovery (src/replay/replay-jobs.ts): never on the happy path.
+ */
+export const replayJobs = sqliteTable(
+  "replay_jobs",
+  {
+    jobKey: text("job_key").primaryKey(),
+    source: text("source").notNull(),
+    route: text("route"),
+    /** The whole filter as given (JSON: src/replay/replay-filter.ts), read back by every step. */
+    filter: text("filter").notNull(),
+    /** Who started it: "api" (the admin API, the CLI too), "dashboard", or "recovery" (a route's breaker closed). */
+    origin: text("origin", { enum: ["api", "dashboard", "recovery"] }).notNull(),
+    state: text("state", { enum: ["running", "done"] })
+      .notNull()
+      .default("running"),
+    /** The newest receipt id walked so far: the next step starts after it. */
+    cursor: text("cursor"),
+    scanned: integer("scanned").notNull().default(0),
+    replayed: integer("replayed").notNull().default(0),
+    /** Matched, but its body is past payload retention: nothing left to send. */
+    expired: integer("expired").notNull().default(0),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    finishedAt: integer("finished_at"),
+  },
+  (table) => [index("replay_jobs_running").on(table.state).where(sql`state = 'running'`)],
+);

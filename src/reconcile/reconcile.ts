@@ -4,6 +4,7 @@ import { database } from "../db/client";
 import { reconcileRuns } from "../db/schema";
 import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
+import { advanceJobs } from "../replay/replay-jobs";
 import { DEFAULT_DATABASE_BINDING, type SourceConfig } from "../sources/config";
 import { envForSource, receiptDatabaseEnvs } from "../sources/databases";
 import { catchUpSettings } from "../sources/reconciler-settings";
@@ -39,6 +40,8 @@ export interface ReconcileCounts {
   catchUp: Record<string, CatchUpCounts>;
   /** Gates of routes that left the config, forgotten (route-gates.ts). */
   routeGates: RouteGateCounts;
+  /** Deliveries replayed by bulk replay jobs' steps (src/replay/replay-jobs.ts). */
+  replayJobs: { replayed: number };
   alerts: { opened: number; resolved: number; notices: NotifyCounts };
   /** Operator audit log rows past OPERATOR_ACTIONS_RETENTION, deleted (operator-actions-retention.ts). */
   auditLog: { actionsForgotten: number };
@@ -83,6 +86,7 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     segments: { bodiesCopiedOut: 0, segmentsDeleted: 0, caughtUp: true },
     catchUp: {},
     routeGates: { ...NO_ROUTE_GATE_COUNTS },
+    replayJobs: { replayed: 0 },
     alerts: { opened: 0, resolved: 0, notices: { sent: 0, logged: 0, failed: 0 } },
     auditLog: { actionsForgotten: 0 },
     durationsMs: {},
@@ -134,6 +138,10 @@ export async function runReconcile(env: Env, options: { now: number }): Promise<
     });
     await attempt("redrive.deliveries", where, async () => {
       counts.redrive.overdueReenqueued += await reenqueueLostDeliveries(databaseEnv, now, horizon);
+    });
+    // A running replay job goes on from its cursor: a crash or a redeploy since its last step loses nothing.
+    await attempt("replay-jobs", where, async () => {
+      counts.replayJobs.replayed += await advanceJobs(databaseEnv, now);
     });
     // Every database, named by a source or not: one a source moved away from still holds its older receipts, which
     // expire on that source's retention (applyRetention picks the sources with rows there).

@@ -158,7 +158,7 @@ async function deadDeliveriesMatching(
     .limit(limit);
 }
 
-function resetColumns(now: number) {
+export function resetColumns(now: number) {
   return {
     status: "pending" as const,
     attempts: 0,

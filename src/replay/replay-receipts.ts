@@ -6,7 +6,7 @@ import { enqueueReceipts } from "../relay/enqueue";
 import { bodyStillKept } from "./replay-body";
 
 /** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
-const BODY_RETAINED = or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))!;
+export const BODY_RETAINED = or(isNotNull(receipts.body), isNotNull(receipts.bodyLocation))!;
 
 /**
  * Replay: put finished receipts back through the normal path — reset to pending (replay_count and replayed_at
@@ -219,7 +219,7 @@ export function eventMatching(filter: DeadReceiptFilter): SQL | undefined {
  * attempts table carry on; last_error and stale_against_version stay as history until the next attempt decides
  * otherwise.
  */
-function resetColumns(now: number) {
+export function resetColumns(now: number) {
   return {
     status: "pending" as const,
     replayCount: sql`${receipts.replayCount} + 1`,
@@ -234,7 +234,7 @@ function resetColumns(now: number) {
  * One `replays` row per receipt the reset that follows it in the batch will take: the same condition, read before
  * the reset, so previous_status is the status replayed from and replay_number the replay_count it is about to get.
  */
-function logReplays(db: Database, resetting: SQL | undefined, now: number, requestedBy: ReplayRequester | null) {
+export function logReplays(db: Database, resetting: SQL | undefined, now: number, requestedBy: ReplayRequester | null) {
   return db.insert(replays).select(
     db
       .select({

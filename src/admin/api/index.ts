@@ -50,6 +50,7 @@ import { issuesApi } from "./issues";
 import { keptSecretsApi } from "./kept-secrets";
 import { listenApi } from "./listen";
 import { metricsApi } from "./metrics";
+import { replayJobsApi } from "./replay-jobs";
 import { routeControlApi } from "./route-control";
 import { sourceDetailApi } from "./source-detail";
 
@@ -344,6 +345,11 @@ adminApi.route("/audit", auditRowsApi);
 /** The operator audit log: who did what, allowed or refused (./audit-log.ts). */
 adminApi.use("/audit-log", accepts(...AUDIT_LOG_PARAMETERS));
 adminApi.route("/audit-log", auditLogApi);
+
+/** Bulk replay jobs by filter (./replay-jobs.ts). */
+adminApi.use("/replays/*", accepts());
+adminApi.use("/replays", accepts());
+adminApi.route("/replays", replayJobsApi);
 
 /** After authentication, an unknown admin path is a JSON 404, not the dashboard's sign-in redirect. */
 adminApi.all("*", () => {

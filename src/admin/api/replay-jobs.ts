@@ -1,0 +1,45 @@
+import { Hono } from "hono";
+import { apiError } from "../../lib/errors";
+import { logEvent } from "../../lib/log";
+import { JobFilterError } from "../../replay/replay-filter";
+import { dryRun, JobConflictError, jobView, startJob } from "../../replay/replay-jobs";
+import { parseReplayJobRequest } from "../actions/replay-job-request";
+import type { AdminEnv } from "../guards/auth";
+
+/**
+ * /admin/api/replays — bulk replay jobs (docs/operating.md, "Bulk replay by filter"). POST {filter, dryRun} answers a
+ * dry run's count and sample, or starts one job (idempotent by `jobKey`) and answers its progress; GET /:jobKey
+ * answers a job's progress. Mounted behind requireBearer by ./index.ts.
+ */
+export const replayJobsApi = new Hono<AdminEnv>();
+
+replayJobsApi.post("/", async (c) => {
+  let body: unknown;
+  try {
+    body = await c.req.json();
+  } catch {
+    throw apiError(400, "invalid_body", 'Send a JSON object: {"filter": {"source": "..."}, "dryRun": true}.');
+  }
+  const request = parseReplayJobRequest(body);
+  try {
+    if (request.dryRun) return c.json({ dryRun: true, ...(await dryRun(c.env, request.filter)) });
+    const job = await startJob(c.env, { filter: request.filter, jobKey: request.jobKey, origin: "api" });
+    logEvent("admin.replay", { mode: "job", job: job.jobKey, source: job.source, route: job.route ?? undefined });
+    return c.json({ job }, 202);
+  } catch (error) {
+    throw jobError(error);
+  }
+});
+
+replayJobsApi.get("/:jobKey", async (c) => {
+  const job = await jobView(c.env, c.req.param("jobKey"));
+  if (!job) throw apiError(404, "job_not_found", "No replay job has that key.");
+  return c.json({ job });
+});
+
+/** A job request's refusal as the API answers it; anything else is thrown on. */
+export function jobError(error: unknown): unknown {
+  if (error instanceof JobFilterError) return apiError(400, "invalid_body", `Replay filter: ${error.message}.`);
+  if (error instanceof JobConflictError) return apiError(409, "job_conflict", `${error.message}.`);
+  return error;
+}
