@@ -71,15 +71,19 @@ program
 program
   .command("replay")
   .description(
-    "replay one finished receipt, or dead letters by filter: replay <receipt-id> [--route R] | replay --dead --source S [--route R] [--since T]",
+    "replay one finished receipt, or by filter as one job: replay <receipt-id> [--route R] | replay --source S [--route R] [--status dead|skipped|processed] [--type T] [--since T] [--until T] [--error TEXT] [--dry-run] | replay --job KEY",
   )
   .argument("[receipt-id]")
-  .option("--dead", "replay dead letters matching the filters")
-  .option("-s, --source <source>", "with --dead: the source (required)")
-  .option("--since <time>", "with --dead: received at or after (ISO 8601 or epoch ms)")
-  .option("--until <time>", "with --dead: received before")
-  .option("--type <type>", "with --dead: only this event type")
-  .option("--route <route>", "only that route's delivery (of the receipt, or with --dead of every dead letter)")
+  .option("--dead", "replay dead letters matching the filters, page by page (without a job)")
+  .option("-s, --source <source>", "replay by filter: the source (required)")
+  .option("--status <status>", "with --source: replay deliveries in this status: dead (default), skipped, processed")
+  .option("--error <text>", "with --source: only deliveries whose last error contains this text")
+  .option("--dry-run", "with --source: print how many would be replayed, and a sample, and replay nothing")
+  .option("--job <key>", "a replay job's progress (the key `replay --source` printed)")
+  .option("--since <time>", "by filter: received at or after (ISO 8601 or epoch ms)")
+  .option("--until <time>", "by filter: received before")
+  .option("--type <type>", "by filter: only this event type")
+  .option("--route <route>", "only that route's delivery (of the receipt, or by filter of every receipt)")
   .option("--json", "print the API's answer as JSON")
   .action(run(() => import("./commands/replay.mjs"), "replay"));
 

@@ -385,6 +385,8 @@ describe("tail, show, replay", () => {
   });
 
   test("replay one receipt, then every dead letter of a source; a receipt id that does not exist is one line", async () => {
+    // This test's receipts only, for the replay job's sample (the receiver's clock is this machine's).
+    const testStart = new Date(Date.now() - 1000).toISOString();
     const broken = writeFile(
       workDir,
       "broken-replay.json",
@@ -441,6 +443,20 @@ describe("tail, show, replay", () => {
       await cli(["replay", "--dead", "--source", "demo", "--route", "nosuch", ...project], env),
       /^error: Source "demo" has no route "nosuch" \(its routes: default\)\.$/,
     );
+
+    // By filter as one job: a dry run counts and samples and replays nothing; the job replays; its key shows it.
+    await showWhenFinished([receipt], /dead/);
+    const dry = await cli(["replay", "--source", "demo", "--since", testStart, "--dry-run", ...project], env);
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, /^would replay [1-9]\d* dead deliveries of demo \(dry run: nothing replayed\)$/m);
+    assert.match(dry.stdout, new RegExp(`^  ${receipt}  \\(its own route\\)  receipt$`, "m"));
+    const job = await cli(["replay", "--source", "demo", "--since", testStart, ...project], env);
+    assert.equal(job.code, 0, job.stderr);
+    const jobKey = /^replay job (\S+) done: replayed [1-9]\d* of demo /m.exec(job.stdout)?.[1];
+    assert.ok(jobKey, job.stdout);
+    const progress = await cli(["replay", "--job", jobKey, ...project], env);
+    assert.equal(progress.code, 0, progress.stderr);
+    assert.match(progress.stdout, new RegExp(`^replay job ${jobKey} done: replayed [1-9]`, "m"));
 
     // Dismissed by an operator: the timeline says when, and how to undo it.
     await showWhenFinished([receipt], /dead/);

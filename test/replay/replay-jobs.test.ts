@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/receipts/process";
 import { type JobRow, stepJob } from "../../src/replay/replay-job-step";
 import { advanceJobs } from "../../src/replay/replay-jobs";
-import { adminGet, adminPost } from "../admin/support";
+import { adminGet, adminPost, DASHBOARD_ORIGIN, dashboardPage, dashboardSession } from "../admin/support";
 import { envWithSources, receiptRow, seedReceipt } from "../consumers/support/processing";
 import { deliveryRow, keysOf, lane, sendCredit, setLane } from "../routing/gate-support";
 import { eventually } from "../support/deliveries";
@@ -136,45 +136,99 @@ describe("replay jobs", () => {
     ).toEqual(sent);
   });
 
-  it("resumes from its cursor after a stopped step, and a step read before another moved the job changes nothing", {
+  it("resumes from its cursor after its runner stopped: the cron's step replays each once", {
     timeout: 120_000,
   }, async () => {
     const since = Date.now();
     const dead = await deadOnMain(3, "acct_resume");
-    const filter = JSON.stringify({ source: SOURCE, status: "dead", since });
     // A job whose runner stopped after its creation (a crash, a redeploy): the row alone, at its start.
     await env.DB.prepare(
       "INSERT INTO replay_jobs (job_key, source, filter, origin, created_at, updated_at) VALUES ('rj-resume', ?, ?, 'api', ?, ?)",
     )
-      .bind(SOURCE, filter, since, since)
+      .bind(SOURCE, JSON.stringify({ source: SOURCE, status: "dead", since }), since, since)
       .run();
-    const before = (await env.DB.prepare("SELECT * FROM replay_jobs WHERE job_key = 'rj-resume'").first())!;
-    const stale: JobRow = {
-      jobKey: "rj-resume",
+    expect(await advanceJobs(env, Date.now())).toBe(3);
+    await processed(dead);
+    expect(await advanceJobs(env, Date.now())).toBe(0);
+    const arrived = keysOf(await lane("rj-main"))
+      .map(receiptOf)
+      .filter((key) => dead.includes(key));
+    expect(arrived.sort()).toEqual([...dead, ...dead].sort());
+    expect((await adminGet("/admin/api/replays/rj-resume")).status).toBe(200);
+  });
+
+  it("a step read before another step moved the job (two runners at once) replays nothing", {
+    timeout: 120_000,
+  }, async () => {
+    await setLane("rj-main", 204);
+    const since = Date.now();
+    const sent = [await sendCredit(SOURCE, { account: "acct_stale", amount: 1 })];
+    sent.push(await sendCredit(SOURCE, { account: "acct_stale", amount: 2 }));
+    await processed(sent);
+    // Processed receipts match again once their replay is processed: only the job's guard keeps them from a second.
+    const filter = { source: SOURCE, status: "processed", since };
+    const started = await adminPost("/admin/api/replays", { filter, jobKey: "rj-stale" });
+    expect((await started.json<JobAnswer>()).job).toMatchObject({ state: "done", replayed: 2 });
+    await processed(sent);
+    const row = (await env.DB.prepare(
+      "SELECT filter, created_at AS createdAt FROM replay_jobs WHERE job_key = 'rj-stale'",
+    ).first<{
+      filter: string;
+      createdAt: number;
+    }>())!;
+    const readBeforeTheStep: JobRow = {
+      jobKey: "rj-stale",
       source: SOURCE,
       route: null,
-      filter,
+      filter: row.filter,
       origin: "api",
       state: "running",
       cursor: null,
       scanned: 0,
       replayed: 0,
       expired: 0,
-      createdAt: since,
-      updatedAt: since,
+      createdAt: row.createdAt,
+      updatedAt: row.createdAt,
       finishedAt: null,
     };
-    expect(before).toMatchObject({ state: "running", cursor: null });
+    expect(await stepJob(env, readBeforeTheStep, Date.now())).toMatchObject({ moved: false, replayed: 0 });
+    for (const receiptId of sent)
+      expect(await receiptRow(receiptId)).toMatchObject({ status: "processed", replayCount: 1 });
+  });
 
-    // The cron's step goes on from the row: every dead letter replayed once.
-    expect(await advanceJobs(env, Date.now())).toBe(3);
+  it("on the dashboard: a plain form under the receipts list, a dry run with its count and sample, then the job's page", {
+    timeout: 120_000,
+  }, async () => {
+    const since = Date.now();
+    const dead = await deadOnMain(2, "acct_dashboard");
+    const cookie = await dashboardSession();
+    const list = await (await dashboardPage("/admin/receipts", { headers: { cookie } })).text();
+    expect(list).toContain('<form class="filters" method="post" action="/admin/replays" id="replay-by-filter">');
+    const post = (fields: Record<string, string>) =>
+      dashboardPage("/admin/replays", {
+        method: "POST",
+        body: new URLSearchParams({ source: SOURCE, status: "dead", since: String(since), ...fields }),
+        headers: { cookie, origin: DASHBOARD_ORIGIN, "content-type": "application/x-www-form-urlencoded" },
+      });
+
+    const dry = await post({ intent: "dry-run" });
+    expect(dry.status).toBe(200);
+    const page = await dry.text();
+    expect(page).toContain("Would replay 2 deliveries.");
+    for (const receiptId of dead) expect(page).toContain(`<a href="/admin/receipts/${receiptId}">`);
+    expect(page).toContain('<button type="submit" name="intent" value="replay">');
+    for (const receiptId of dead) expect((await receiptRow(receiptId)).status).toBe("dead");
+
+    const started = await post({ intent: "replay" });
+    expect(started.status).toBe(303);
+    const jobPage = await (await dashboardPage(started.headers.get("location")!, { headers: { cookie } })).text();
+    expect(jobPage).toContain("<dd>done</dd>");
+    expect(jobPage).toContain("<dd>dashboard</dd>");
     await processed(dead);
-    // A runner that read the job before that step (two cron runs at once) finds it moved, and replays nothing.
-    expect(await stepJob(env, stale, Date.now())).toMatchObject({ moved: false, replayed: 0 });
-    const arrived = keysOf(await lane("rj-main"))
-      .map(receiptOf)
-      .filter((key) => dead.includes(key));
-    expect(arrived.sort()).toEqual([...dead, ...dead].sort());
+
+    const typo = await post({ intent: "dry-run", route: "nope" });
+    expect(typo.status).toBe(400);
+    expect(await typo.text()).toContain("has no route");
   });
 
   it("refuses a filter with no source, an unknown key, or a route the source does not have", async () => {

@@ -1,13 +1,17 @@
-// `replay <receipt-id> [--route R]` and `replay --dead --source S [--route R] [--since T]`: put finished receipts (or one
-// route's deliveries of them) back on the queue.
+// `replay <receipt-id> [--route R]`, `replay --source S [filters] [--dry-run]` (one job: replay-job.mjs) and
+// `replay --dead --source S [--route R] [--since T]`: put finished receipts (or one route's deliveries of them) back on
+// the queue.
 import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
+import { replayJob, showReplayJob } from "./replay-job.mjs";
 
 /**
  * @param {string | undefined} receiptId
- * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, route?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
+ * @param {{ dead?: boolean, source?: string, since?: string, until?: string, type?: string, route?: string, status?: string, error?: string, dryRun?: boolean, job?: string, json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
 export async function replay(receiptId, options) {
+  if (options.job !== undefined) return showReplayJob(options.job, options);
+  if (receiptId === undefined && !options.dead && options.source !== undefined) return replayJob(options);
   if (receiptId !== undefined && options.dead)
     throw new CliError("give either a receipt id or --dead with filters, not both", EXIT.usage);
   if (receiptId !== undefined) {
@@ -27,7 +31,7 @@ export async function replay(receiptId, options) {
   }
   if (!options.dead)
     throw new CliError(
-      "say what to replay: replay <receipt-id> [--route <route>], or replay --dead --source <source> [--route <route>] [--since <time>]",
+      "say what to replay: replay <receipt-id> [--route <route>], or replay --source <source> [--route <route>] [--status <status>] [--since <time>] [--dry-run]",
       EXIT.usage,
     );
   if (!options.source)

@@ -41,6 +41,7 @@ import { QuarantinePage } from "./pages/quarantine";
 import { SourcePage } from "./pages/source";
 import { OverviewWithoutStatsPage, SystemPage } from "./pages/system";
 import { receiptPages } from "./receipt-routes";
+import { replayJobPages } from "./replay-job-routes";
 import { shardTotals, summarizeSystem } from "./system-summary";
 
 /**
@@ -225,6 +226,7 @@ dashboard.post(
 
 dashboard.route("/", receiptPages);
 dashboard.route("/", auditLogPages);
+dashboard.route("/", replayJobPages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();

@@ -2,6 +2,7 @@ import { PROVENANCES, RECEIPT_STATUSES } from "../../receipts/filters";
 import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-slice";
 import { Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
+import { ReplayByFilterForm } from "./replay-job";
 
 type Query = Record<string, string | undefined>;
 
@@ -78,6 +79,7 @@ export function ReceiptsPage(props: { query: Query; page: ResultPage<ReceiptSumm
           />
         </>
       )}
+      <ReplayByFilterForm query={{ source: query.source, type: query.type, since: query.since, until: query.until }} />
     </Page>
   );
 }

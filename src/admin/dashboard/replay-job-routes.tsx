@@ -1,0 +1,36 @@
+import { Hono } from "hono";
+import { ApiError, apiError } from "../../lib/errors";
+import { dryRun, jobView, startJob } from "../../replay/replay-jobs";
+import { JOB_FILTER_KEYS, parseJobFilter } from "../actions/replay-job-request";
+import { jobError } from "../api/replay-jobs";
+import type { AdminEnv } from "../guards/auth";
+import { ReplayDryRunPage, ReplayJobPage } from "./pages/replay-job";
+
+/** The dashboard's bulk replay by filter: the receipts page's form posts here (./pages/replay-job.tsx). */
+export const replayJobPages = new Hono<AdminEnv>();
+
+replayJobPages.post("/replays", async (c) => {
+  const form = await c.req.parseBody();
+  const query: Record<string, string | undefined> = {};
+  for (const name of JOB_FILTER_KEYS) {
+    const value = form[name];
+    if (typeof value === "string" && value.trim() !== "") query[name] = value.trim();
+  }
+  try {
+    const filter = parseJobFilter(query);
+    if (form.intent !== "replay")
+      return c.html(<ReplayDryRunPage query={query} dryRun={await dryRun(c.env, filter)} />);
+    const job = await startJob(c.env, { filter, origin: "dashboard" });
+    return c.redirect(`/admin/replays/${encodeURIComponent(job.jobKey)}`, 303);
+  } catch (error) {
+    const refused = jobError(error);
+    if (!(refused instanceof ApiError) || refused.status !== 400) throw refused;
+    return c.html(<ReplayDryRunPage query={query} dryRun={null} problem={refused.message} />, 400);
+  }
+});
+
+replayJobPages.get("/replays/:jobKey", async (c) => {
+  const job = await jobView(c.env, c.req.param("jobKey"));
+  if (!job) throw apiError(404, "job_not_found", "No replay job has that key.");
+  return c.html(<ReplayJobPage job={job} />);
+});
