@@ -72,6 +72,10 @@ describe("replay jobs", () => {
     expect(started.status).toBe(202);
     expect((await started.json<JobAnswer>()).job).toMatchObject({ jobKey: "rj-dry-once", state: "done", replayed: 3 });
     await processed(dead);
+    const audited = await env.DB.prepare(
+      "SELECT action, affected, outcome FROM operator_actions WHERE target LIKE 'job rj-dry-once:%'",
+    ).all();
+    expect(audited.results).toEqual([{ action: "bulk-replay", affected: 3, outcome: "allowed" }]);
     // The same job key again is the same job: nothing more is replayed, and the cron's step has nothing to do.
     const again = await adminPost("/admin/api/replays", { filter, jobKey: "rj-dry-once" });
     expect((await again.json<JobAnswer>()).job).toMatchObject({ state: "done", replayed: 3 });

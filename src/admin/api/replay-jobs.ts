@@ -2,8 +2,11 @@ import { Hono } from "hono";
 import { apiError } from "../../lib/errors";
 import { logEvent } from "../../lib/log";
 import { JobFilterError } from "../../replay/replay-filter";
-import { dryRun, JobConflictError, jobView, startJob } from "../../replay/replay-jobs";
+import { dryRun, JobConflictError, type JobView, jobView, startJob } from "../../replay/replay-jobs";
+import { requireRole } from "../access/require-role";
 import { parseReplayJobRequest } from "../actions/replay-job-request";
+import { recordOperatorAction } from "../audit-log/record";
+import { filterTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 
 /**
@@ -13,7 +16,8 @@ import type { AdminEnv } from "../guards/auth";
  */
 export const replayJobsApi = new Hono<AdminEnv>();
 
-replayJobsApi.post("/", async (c) => {
+// A dry run changes nothing, but it is the first half of the operator's action: one role for both.
+replayJobsApi.post("/", requireRole("operator", "bulk-replay"), async (c) => {
   let body: unknown;
   try {
     body = await c.req.json();
@@ -25,6 +29,7 @@ replayJobsApi.post("/", async (c) => {
     if (request.dryRun) return c.json({ dryRun: true, ...(await dryRun(c.env, request.filter)) });
     const job = await startJob(c.env, { filter: request.filter, jobKey: request.jobKey, origin: "api" });
     logEvent("admin.replay", { mode: "job", job: job.jobKey, source: job.source, route: job.route ?? undefined });
+    await recordJobStart(c.env, c.get("actor"), job);
     return c.json({ job }, 202);
   } catch (error) {
     throw jobError(error);
@@ -42,4 +47,20 @@ export function jobError(error: unknown): unknown {
   if (error instanceof JobFilterError) return apiError(400, "invalid_body", `Replay filter: ${error.message}.`);
   if (error instanceof JobConflictError) return apiError(409, "job_conflict", `${error.message}.`);
   return error;
+}
+
+/** The audit log's row of a started job (a job key started again is recorded again, with what it has replayed by then). */
+export function recordJobStart(env: Env, actor: AdminEnv["Variables"]["actor"], job: JobView): Promise<void> {
+  const { filter } = job;
+  const scope = filterTarget(
+    { source: filter.source, eventType: filter.eventType, receivedFrom: filter.since, receivedBefore: filter.until },
+    filter.route,
+  );
+  return recordOperatorAction(env, {
+    actor,
+    action: "bulk-replay",
+    target: `job ${job.jobKey}: ${scope}, status ${filter.status}${filter.error === undefined ? "" : `, error "${filter.error}"`}`,
+    affected: job.replayed,
+    outcome: "allowed",
+  });
 }

@@ -1,15 +1,16 @@
 import { Hono } from "hono";
 import { ApiError, apiError } from "../../lib/errors";
 import { dryRun, jobView, startJob } from "../../replay/replay-jobs";
+import { requireRole } from "../access/require-role";
 import { JOB_FILTER_KEYS, parseJobFilter } from "../actions/replay-job-request";
-import { jobError } from "../api/replay-jobs";
+import { jobError, recordJobStart } from "../api/replay-jobs";
 import type { AdminEnv } from "../guards/auth";
 import { ReplayDryRunPage, ReplayJobPage } from "./pages/replay-job";
 
 /** The dashboard's bulk replay by filter: the receipts page's form posts here (./pages/replay-job.tsx). */
 export const replayJobPages = new Hono<AdminEnv>();
 
-replayJobPages.post("/replays", async (c) => {
+replayJobPages.post("/replays", requireRole("operator", "bulk-replay"), async (c) => {
   const form = await c.req.parseBody();
   const query: Record<string, string | undefined> = {};
   for (const name of JOB_FILTER_KEYS) {
@@ -21,6 +22,7 @@ replayJobPages.post("/replays", async (c) => {
     if (form.intent !== "replay")
       return c.html(<ReplayDryRunPage query={query} dryRun={await dryRun(c.env, filter)} />);
     const job = await startJob(c.env, { filter, origin: "dashboard" });
+    await recordJobStart(c.env, c.get("actor"), job);
     return c.redirect(`/admin/replays/${encodeURIComponent(job.jobKey)}`, 303);
   } catch (error) {
     const refused = jobError(error);
