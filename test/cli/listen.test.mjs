@@ -12,6 +12,7 @@ import { connect, createServer as createTcpServer } from "node:net";
 import { after, before, test } from "node:test";
 import { Webhook } from "standardwebhooks";
 import {
+  cli,
   cliProcess,
   freePort,
   makeWorkDir,
@@ -199,4 +200,21 @@ test("listen delivers every event across a dropped connection, each processed ou
   assert.ok(received.every((delivery) => delivery.type === "account.credited" && delivery.verified));
   assert.equal(await listener.interrupt(), 0);
   assert.match(listener.output(), /stopped\n$/);
+});
+
+test("listen ends with one line when it cannot listen: a refused token, an unknown source, a route that is not listen:", async () => {
+  const env = { RECEIVER_DEV_VARS: `${workDir}/.dev.vars`, RECEIVER_URL: receiver.url };
+  const forward = ["--forward", targetUrl];
+  const refused = await cli(["listen", "cli-listen", ...forward], { ...env, ADMIN_TOKEN: "not-the-receivers-token" });
+  assert.equal(refused.code, 4, refused.stdout + refused.stderr);
+  assert.match(refused.stderr, /^error: the admin API refused the token/m);
+  const unknown = await cli(["listen", "no-such-source", ...forward], env);
+  assert.equal(unknown.code, 3, unknown.stdout + unknown.stderr);
+  assert.match(unknown.stderr, /^error: No webhook source is configured under this name\.$/m);
+  const notListen = await cli(["listen", "cli-forward", ...forward], env);
+  assert.equal(notListen.code, 1, notListen.stdout + notListen.stderr);
+  assert.match(notListen.stderr, /^error: Source cli-forward has no route whose destination is listen:<name>/m);
+  const noTarget = await cli(["listen", "cli-listen"], env);
+  assert.equal(noTarget.code, 2, noTarget.stdout + noTarget.stderr);
+  assert.match(noTarget.stderr, /^error: --forward <url> is required/m);
 });

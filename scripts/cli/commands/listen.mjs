@@ -76,7 +76,12 @@ function connection(socket, target, onConfirmed) {
   let finish = () => {};
   const ended = new Promise((resolve) => (finish = resolve));
   const keepAlive = setInterval(() => {
-    if (Date.now() - lastPong > 2 * PING_EVERY_MS) return socket.close(4000, "no pong");
+    if (Date.now() - lastPong > 2 * PING_EVERY_MS) {
+      // A dead link may never complete a close handshake: the connection is over now, whatever the socket says.
+      clearInterval(keepAlive);
+      socket.close(4000, "no pong");
+      return finish(`no answer to the keep-alive for ${duration(2 * PING_EVERY_MS)}`);
+    }
     if (socket.readyState === WebSocket.OPEN) socket.send("ping");
   }, PING_EVERY_MS);
   socket.addEventListener("message", async (event) => {
@@ -105,7 +110,8 @@ function connection(socket, target, onConfirmed) {
   });
   socket.addEventListener("close", (event) => {
     clearInterval(keepAlive);
-    finish(event.reason ? `${event.code} ${event.reason}` : `code ${event.code}`);
+    // 1006 is the WebSocket's word for a connection that ended without a close frame: the link dropped.
+    finish(event.code === 1006 ? "connection lost" : `${event.code}${event.reason ? ` ${event.reason}` : ""}`);
   });
   socket.addEventListener("error", () => {});
   return ended;
