@@ -191,6 +191,20 @@ program
   .action(run(() => import("./commands/listen.mjs"), "listen"));
 
 program
+  .command("audit-log")
+  .description("the operator audit log, newest first: who replayed, dismissed, paused, approved …, allowed or refused")
+  .option("--actor <name>", "only this actor: an Access email, service:<client id>, or admin-token")
+  .option(
+    "--action <action>",
+    "only this action: replay, bulk-replay, dismiss, restore, pause, resume, acknowledge, resolve, approve, revoke",
+  )
+  .option("--outcome <outcome>", "only allowed or refused ones")
+  .option("--limit <n>", "how many (1-200, default 50)")
+  .option("--before <cursor>", "older than this: the cursor the previous page printed")
+  .option("--json", "print the API's answer as JSON")
+  .action(run(() => import("./commands/audit-log.mjs"), "auditLog"));
+
+program
   .command("echo")
   .description("a local backend for forward destinations: prints each delivery and verifies its gateway signature")
   .option("-p, --port <port>", "port to listen on", "8789")

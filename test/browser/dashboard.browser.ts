@@ -439,6 +439,59 @@ test("a fixed incident stops showing red: dismissing the dead letter clears that
   await page.close();
 });
 
+test("the audit log lists the dashboard's replays, dismissal and restore, its outcomes as coloured badges", async () => {
+  // A refusal, as a viewer signed in through Access would leave one (test/admin/access-roles.test.ts makes them).
+  d1Execute(
+    `INSERT INTO operator_actions (id, at, actor, role, via, action, target, affected, outcome) VALUES ('01KBR0WSERREFVSED000000001', ${Date.now()}, 'viewer@example.com', 'viewer', 'dashboard', 'replay', '/admin/dead/action', 0, 'refused')`,
+  );
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin`);
+  await page.click('header nav a[href="/admin/audit-log"]');
+  await page.waitForURL(`${BASE}/admin/audit-log`);
+  const rows = await page.locator("#audit-log tbody tr").evaluateAll((trs) =>
+    trs.map((tr) => {
+      const cell = (label: string) => tr.querySelector(`td[data-label="${label}"]`)?.textContent?.trim();
+      return `${cell("Actor")} ${cell("Via")} ${cell("Action")} ${cell("Affected")} ${cell("Outcome")}`;
+    }),
+  );
+  // Newest first: the restore, the dismissal and the two replays done above; and the refusal written here.
+  assert.deepEqual(
+    rows.filter((row) => row.startsWith("admin-token")),
+    [
+      "admin-token dashboard restore 1 allowed",
+      "admin-token dashboard dismiss 1 allowed",
+      "admin-token dashboard replay 1 allowed",
+      "admin-token dashboard replay 1 allowed",
+    ],
+  );
+  assert.ok(rows.includes("viewer@example.com dashboard replay 0 refused"), rows.join("\n"));
+  const colours = async (outcome: string) =>
+    page
+      .locator(`#audit-log tr[data-outcome="${outcome}"] .badge`)
+      .first()
+      .evaluate((badge) => {
+        const style = getComputedStyle(badge);
+        return { background: style.backgroundColor, colour: style.color, radius: style.borderRadius };
+      });
+  assert.deepEqual(await colours("allowed"), {
+    background: "rgb(220, 243, 230)",
+    colour: "rgb(31, 122, 77)",
+    radius: "10px",
+  });
+  assert.deepEqual(await colours("refused"), {
+    background: "rgb(253, 226, 223)",
+    colour: "rgb(180, 35, 24)",
+    radius: "10px",
+  });
+
+  await page.selectOption('select[name="outcome"]', "refused");
+  await page.click(".filters button[type=submit]");
+  await page.waitForURL(/outcome=refused/);
+  assert.equal(await page.locator("#audit-log tbody tr").count(), 1);
+  await shoot(page, "audit-log");
+  await page.close();
+});
+
 test("a filter the server cannot read keeps the form and what was typed", async () => {
   const page = await context!.newPage();
   const response = await page.goto(`${BASE}/admin/receipts?source=demo&since=last-tuesday`);
@@ -475,6 +528,7 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     ["phone-receipt", `/admin/receipts/${receipts.broken}`],
     ["phone-dead", "/admin/dead"],
     ["phone-alerts", "/admin/alerts"],
+    ["phone-audit-log", "/admin/audit-log"],
   ] as const) {
     await page.goto(`${BASE}${path}`);
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
@@ -484,7 +538,7 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
       .evaluateAll((links) => new Set(links.map((link) => (link as HTMLElement).offsetTop)).size);
     assert.equal(rows, 1, `${path}: the navigation wraps`);
     // The line is cut at the screen's edge: a light edge on the right says more sections lie past it, and the
-    // cover that scrolls with the links hides it once the last one ("System") is in view.
+    // cover that scrolls with the links hides it once the last one ("Audit log") is in view.
     const nav = await page.locator("header nav").evaluate((element) => ({
       overflows: element.scrollWidth > element.clientWidth,
       attachments: getComputedStyle(element).backgroundAttachment,
@@ -493,13 +547,16 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     assert.ok(nav.overflows, `${path}: the navigation fits, so this check says nothing`);
     assert.equal(nav.attachments, "local, scroll", `${path}: no scroll cue on the navigation`);
     assert.match(nav.images, /linear-gradient.*linear-gradient/, path);
-    const system = await page.locator("header nav a", { hasText: "System" }).evaluate((link) => {
-      const nav = link.parentElement!;
-      nav.scrollLeft = nav.scrollWidth;
-      const box = link.getBoundingClientRect();
-      return box.right <= nav.getBoundingClientRect().right + 1;
-    });
-    assert.ok(system, `${path}: System cannot be scrolled fully into view`);
+    const last = await page
+      .locator("header nav a")
+      .last()
+      .evaluate((link) => {
+        const nav = link.parentElement!;
+        nav.scrollLeft = nav.scrollWidth;
+        const box = link.getBoundingClientRect();
+        return box.right <= nav.getBoundingClientRect().right + 1;
+      });
+    assert.ok(last, `${path}: the last section cannot be scrolled fully into view`);
     await shoot(page, name);
   }
   await page.close();

@@ -1,6 +1,7 @@
 /**
  * `kept list|approve|revoke` against a real receiver (`wrangler dev`): an Asana source's first handshake keeps its
- * secret, a second one waits as pending, and the CLI lists them by fingerprint, approves and revokes.
+ * secret, a second one waits as pending, and the CLI lists them by fingerprint, approves and revokes; `audit-log`
+ * then lists those actions.
  */
 import assert from "node:assert/strict";
 import { createHash, createHmac, randomBytes } from "node:crypto";
@@ -123,5 +124,30 @@ describe("kept", () => {
       assert.match(result.stderr.trim(), /** @type {RegExp} */ (pattern));
       assert.equal(result.stderr.trim().split("\n").length, 1, result.stderr);
     }
+  });
+
+  test("audit-log lists the approval and the revocation as the admin token's, and refuses a bad filter in one line", async () => {
+    const listed = await cli(["audit-log", "--action", "approve", ...project], env);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^WHEN\s+ACTOR\s+ROLE\s+VIA\s+ACTION\s+OUTCOME\s+AFFECTED\s+TARGET$/m);
+    const rows = listed.stdout.trim().split("\n").slice(1);
+    assert.equal(rows.length, 1, listed.stdout);
+    assert.match(
+      rows[0] ?? "",
+      /^\d{4}-\S+\s+admin-token\s+admin\s+api\s+approve\s+allowed\s+1\s+source cli-asana-kept, kept secret [0-9a-f]{16}$/,
+    );
+
+    const json = await cli(["audit-log", "--action", "revoke", "--json", ...project], env);
+    const revocations = JSON.parse(json.stdout).actions.map((/** @type {any} */ row) => [row.actor, row.affected]);
+    // The revocation that changed something, and the one of an unknown fingerprint, which changed nothing.
+    assert.deepEqual(revocations, [
+      ["admin-token", 0],
+      ["admin-token", 1],
+    ]);
+
+    const bad = await cli(["audit-log", "--outcome", "maybe", ...project], env);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr.trim(), /"outcome" must be allowed or refused/);
+    assert.equal(bad.stderr.trim().split("\n").length, 1, bad.stderr);
   });
 });

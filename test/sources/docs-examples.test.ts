@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
+import { accessSettings } from "../../src/admin/access/access-settings";
 import { handlerNames } from "../../src/handlers/registry";
 import { adapterFor, knownProviderNames } from "../../src/providers/registry";
 import { parseSourceTables } from "../../src/sources/config";
@@ -41,7 +42,11 @@ describe("docs/providers.md examples, pasted into wrangler.toml", () => {
 });
 
 /** A block's vars, top-level or under [env.production] (deploy.md's examples are production's). */
-function varsOf(config: Record<string, unknown>): { SOURCES?: unknown; RECEIPT_PARTITIONS?: unknown } {
+function varsOf(config: Record<string, unknown>): {
+  SOURCES?: unknown;
+  RECEIPT_PARTITIONS?: unknown;
+  ACCESS_ROLES?: unknown;
+} {
   const production = (config.env as Record<string, { vars?: Record<string, unknown> }> | undefined)?.production;
   const top = config.vars as Record<string, unknown> | undefined;
   return { ...production?.vars, ...top };
@@ -55,6 +60,8 @@ describe("the other operator docs' source examples (docs/local.md, deploy.md, re
     for (const [doc, blocks] of Object.entries(docs)) {
       expect(blocks.length, `${doc} has toml examples`).toBeGreaterThan(0);
       for (const { block, firstLine, config } of blocks) {
+        // The Access sign-in example declares roles, not sources: checked below.
+        if (varsOf(config).ACCESS_ROLES !== undefined && varsOf(config).SOURCES === undefined) continue;
         const sources = varsOf(config).SOURCES;
         expect(sources, `${doc} block ${block} (${firstLine}) declares no source table`).toBeTypeOf("object");
         const { problems, sources: valid } = parseSourceTables(sources, context);
@@ -94,5 +101,19 @@ describe("the docs' receipt-partition rings ([vars.RECEIPT_PARTITIONS]), on a Wo
       ]);
       expect(Object.fromEntries(problems), `${doc} block ${block} (${firstLine})`).toEqual({});
     }
+  });
+});
+
+describe("docs/operating.md's Cloudflare Access example ([vars] ACCESS_TEAM_DOMAIN, ACCESS_AUD, ACCESS_ROLES)", () => {
+  it("turns Access sign-in on, with every entry accepted", () => {
+    const examples = Object.values(inject("operatorDocsToml"))
+      .flat()
+      .map(({ config }) => varsOf(config))
+      .filter((vars) => vars.ACCESS_ROLES !== undefined);
+    expect(examples).toHaveLength(1);
+    expect(accessSettings(examples[0]!)).toMatchObject({
+      kind: "on",
+      teamOrigin: "https://your-team.cloudflareaccess.com",
+    });
   });
 });
