@@ -1,5 +1,6 @@
 import type { DeliveryControl } from "./control";
 import type { AdmitOptions, AttemptVerdict, HoldReason } from "./decide";
+import type { GateDelivery } from "./gate";
 
 /**
  * The caller's side of the gates (gate.ts): one Durable Object per (source, route), asked once per consumer slice
@@ -66,22 +67,35 @@ export async function askGates(
   return holds;
 }
 
-/** Frees the slots of finished attempts and tells each gate how its destination answered. */
+/** Deliveries a gate woke with the slots a release freed, for the caller to send on at once. */
+export interface WokenDeliveries {
+  source: string;
+  route: string;
+  woken: GateDelivery[];
+}
+
+/**
+ * Frees the slots of finished attempts and tells each gate how its destination answered. Answers, per gate that woke
+ * any, the deliveries given the freed slots (src/gate/decide.ts, `wake`).
+ */
 export async function tellGates(
   env: Pick<Env, "DELIVERY_GATES">,
   finished: readonly (GatedDelivery & { verdict: AttemptVerdict })[],
   now: number,
-): Promise<void> {
-  await Promise.all(
-    [...byRoute(finished)].map(([name, group]) =>
-      deliveryGate(env, group[0]!.source, group[0]!.route).release(
-        group[0]!.control!,
+): Promise<WokenDeliveries[]> {
+  const answers = await Promise.all(
+    [...byRoute(finished)].map(async ([name, group]) => {
+      const { source, route, control } = group[0]!;
+      const woken = await deliveryGate(env, source, route).release(
+        control!,
         group.map(({ id, verdict }) => ({ id, verdict })),
         now,
         name,
-      ),
-    ),
+      );
+      return { source, route, woken };
+    }),
   );
+  return answers.filter((answer) => answer.woken.length > 0);
 }
 
 /** The controlled deliveries, grouped by gate; uncontrolled ones are left out. */

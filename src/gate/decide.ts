@@ -43,8 +43,19 @@ export interface Admission {
 
 /** How long a paused route's deliveries wait before they look again (a resume sends them at once, in order). */
 export const PAUSED_RECHECK_MS = 15 * 60_000;
-/** A delivery held for a free slot looks again after the queue's shortest delay. */
+/** A delivery held for the next probe or a consumer's next batch looks again after the queue's shortest delay. */
 export const IN_FLIGHT_RECHECK_MS = 1000;
+/**
+ * A delivery held for a free slot under max_in_flight is woken by the release that frees one (`wake`), so it does not
+ * poll; it looks again on its own only after this long, should the slot's holder have died (its slot expires after
+ * the lease time) or the wake's message have been lost.
+ */
+export const SLOT_WAIT_FALLBACK_MS = 60_000;
+/**
+ * How long a slot reserved for a woken delivery waits for it to arrive: long enough for its message, short enough
+ * that a wake which never arrives (its delivery finished meanwhile) does not keep the route's slot for a lease time.
+ */
+export const WOKEN_SLOT_MS = 30_000;
 /**
  * Rate windows are kept this much longer than configured: an admitted delivery reaches its destination a little
  * after its admission, and not always equally soon, so spacing admissions by window + guard keeps what the
@@ -71,7 +82,9 @@ export function admit(
   const admitted: string[] = [];
   const held: Admission["held"] = [];
   for (const id of ids) {
-    const wait = holdFor(state, control, now, admitted.length, options);
+    // A delivery woken by a freed slot (`wake`) already holds it: the cap does not count it twice.
+    const holdsSlot = id in state.inFlight;
+    const wait = holdFor(state, control, now, admitted.length, options, holdsSlot);
     if (wait) {
       held.push({ id, ...wait });
       continue;
@@ -94,6 +107,7 @@ function holdFor(
   now: number,
   admittedNow: number,
   options: AdmitOptions,
+  holdsSlot: boolean,
 ): { waitMs: number; reason: HoldReason } | null {
   if (control.paused || state.paused) return { waitMs: PAUSED_RECHECK_MS, reason: "paused" };
   if (state.openedAt !== null && control.breaker) {
@@ -101,8 +115,8 @@ function holdFor(
     if (state.probe !== null || now < nextProbeAt)
       return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, nextProbeAt - now), reason: "circuit-open" };
   }
-  if (control.maxInFlight !== null && Object.keys(state.inFlight).length >= control.maxInFlight) {
-    return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "max-in-flight" };
+  if (!holdsSlot && control.maxInFlight !== null && Object.keys(state.inFlight).length >= control.maxInFlight) {
+    return { waitMs: SLOT_WAIT_FALLBACK_MS, reason: "max-in-flight" };
   }
   if (control.rateLimit) {
     const { count, windowMs } = control.rateLimit;
@@ -173,4 +187,25 @@ export function release(
   }
   const isOpen = state.openedAt !== null;
   return { state, transition: isOpen === wasOpen ? null : isOpen ? "opened" : "closed" };
+}
+
+/**
+ * Hands the slots free after a release to the deliveries waiting for one (`waiting`, oldest first), each reserved for
+ * WOKEN_SLOT_MS until it arrives: the caller sends them on at once, so an in-flight-capped route keeps its cap busy
+ * instead of leaving a slot idle until a held delivery looks again. Nothing wakes while paused or while the breaker
+ * is open (a probe decides then).
+ */
+export function wake(
+  previous: GateState,
+  control: DeliveryControl,
+  waiting: readonly string[],
+  now: number,
+): { state: GateState; woken: string[] } {
+  if (control.maxInFlight === null || control.paused || previous.paused || previous.openedAt !== null)
+    return { state: previous, woken: [] };
+  const state = liveState(previous, control, now);
+  const free = control.maxInFlight - Object.keys(state.inFlight).length;
+  const woken = waiting.filter((id) => !(id in state.inFlight)).slice(0, Math.max(0, free));
+  for (const id of woken) state.inFlight[id] = now + WOKEN_SLOT_MS;
+  return { state: woken.length > 0 ? state : previous, woken };
 }

@@ -13,19 +13,21 @@ import {
   EMPTY_GATE,
   type GateState,
   release,
+  wake,
 } from "./decide";
 
 /**
  * One route's gate (docs/routing.md "Delivery control"): a Durable Object per (source, route), named
  * `<source>/<route>`, asked only by routes that configure a control option. Its whole state is one small value
  * (decide.ts decides; this stores), plus the deliveries held while the route is paused, so a resume can send them
- * in received order. The route's control comes with every call, from the config the caller loaded: the gate never
+ * in received order, and those held for a slot under max_in_flight, so the release that frees one wakes the oldest. The route's control comes with every call, from the config the caller loaded: the gate never
  * reads config of its own.
  */
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS gate_state (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS paused_deliveries (receipt_id TEXT PRIMARY KEY, database TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS slot_waiting (receipt_id TEXT PRIMARY KEY, database TEXT NOT NULL) WITHOUT ROWID;
 `;
 
 /** A delivery as the consumer asks about it: its receipt id (a ULID, so it sorts in received order) and its database. */
@@ -71,6 +73,7 @@ export class DeliveryGate extends DurableObject<Env> {
     );
     this.store(state);
     const paused = new Set(held.filter((hold) => hold.reason === "paused").map((hold) => hold.id));
+    const waitingForSlot = new Set(held.filter((hold) => hold.reason === "max-in-flight").map((hold) => hold.id));
     for (const delivery of deliveries) {
       if (paused.has(delivery.id))
         execCounted(
@@ -79,7 +82,21 @@ export class DeliveryGate extends DurableObject<Env> {
           delivery.id,
           delivery.database,
         );
+      if (waitingForSlot.has(delivery.id))
+        execCounted(
+          this.sql,
+          "INSERT OR IGNORE INTO slot_waiting (receipt_id, database) VALUES (?, ?)",
+          delivery.id,
+          delivery.database,
+        );
     }
+    // Admitted, by a wake or on its own: no longer waiting for a slot.
+    if (control.maxInFlight !== null && admitted.length > 0)
+      execCounted(
+        this.sql,
+        "DELETE FROM slot_waiting WHERE receipt_id IN (SELECT value FROM json_each(?))",
+        JSON.stringify(admitted),
+      );
     return { admitted, held };
   }
 
@@ -88,11 +105,13 @@ export class DeliveryGate extends DurableObject<Env> {
     finished: readonly { id: string; verdict: AttemptVerdict }[],
     now: number,
     routeName: string,
-  ): Promise<void> {
+  ): Promise<GateDelivery[]> {
     count("doRequests");
-    const { state, transition } = release(this.state, control, finished, now);
+    const released = release(this.state, control, finished, now);
+    const { state, woken } = this.wakeWaiting(released.state, control, now);
     this.store(state);
-    if (transition === null) return;
+    const { transition } = released;
+    if (transition === null) return woken;
     const firing = transition === "opened";
     const message = firing
       ? `Route ${routeName}: ${state.failures} attempts failed in a row; its deliveries are held, one probe per ${Math.round(control.breaker!.probeIntervalMs / 1000)} s, until one succeeds.`
@@ -104,6 +123,42 @@ export class DeliveryGate extends DurableObject<Env> {
       [{ kind: "route-breaker-open", reporter: breakerReporter(routeName), firing, message }],
       true,
     ).catch((error) => logError("gate.alert_failed", error, { route: routeName }));
+    return woken;
+  }
+
+  /**
+   * The oldest deliveries waiting for a slot, as many as the release left free, each given a slot and taken off the
+   * list: the caller sends them on at once (src/consumers/gate/delivery-gate.ts). A send that fails loses nothing:
+   * each still looks again on its own (SLOT_WAIT_FALLBACK_MS).
+   */
+  private wakeWaiting(
+    state: GateState,
+    control: DeliveryControl,
+    now: number,
+  ): { state: GateState; woken: GateDelivery[] } {
+    if (control.maxInFlight === null) return { state, woken: [] };
+    const waiting = execCounted<{ receipt_id: string; database: string }>(
+      this.sql,
+      "SELECT receipt_id, database FROM slot_waiting ORDER BY receipt_id LIMIT ?",
+      control.maxInFlight,
+    );
+    const woken = wake(
+      state,
+      control,
+      waiting.map((row) => row.receipt_id),
+      now,
+    );
+    if (woken.woken.length === 0) return { state, woken: [] };
+    execCounted(
+      this.sql,
+      "DELETE FROM slot_waiting WHERE receipt_id IN (SELECT value FROM json_each(?))",
+      JSON.stringify(woken.woken),
+    );
+    const databaseOf = new Map(waiting.map((row) => [row.receipt_id, row.database]));
+    return {
+      state: woken.state,
+      woken: woken.woken.map((id) => ({ id, database: databaseOf.get(id)! })),
+    };
   }
 
   pause(): GateStatus {
@@ -133,6 +188,7 @@ export class DeliveryGate extends DurableObject<Env> {
     const held = this.status();
     this.ctx.storage.transactionSync(() => {
       execCounted(this.sql, "DELETE FROM paused_deliveries");
+      execCounted(this.sql, "DELETE FROM slot_waiting");
       execCounted(this.sql, "DELETE FROM gate_state");
     });
     this.state = { ...EMPTY_GATE };

@@ -189,7 +189,11 @@ async function holdAbandoned(
   });
 }
 
-/** Tells the gates how the admitted attempts ended. A gate that does not answer is logged: its slots expire on their own. */
+/**
+ * Tells the gates how the admitted attempts ended, and sends on at once the deliveries a freed slot woke (an
+ * in-flight-capped route's next ones, oldest first). A gate that does not answer is logged: its slots expire on their
+ * own; a woken delivery whose send fails looks again on its own (src/gate/decide.ts, SLOT_WAIT_FALLBACK_MS).
+ */
 export async function releaseDeliveries(
   env: Env,
   finished: readonly (DeliveryToAdmit & { result: AttemptResult | null })[],
@@ -197,9 +201,14 @@ export async function releaseDeliveries(
 ): Promise<void> {
   const gated = finished.map((delivery) => ({ ...gatedDelivery(delivery), verdict: attemptVerdict(delivery.result) }));
   if (gated.every((delivery) => delivery.control === null)) return;
-  await tellGates(env, gated, now).catch((error) =>
-    logError("gate.release_failed", error, { deliveries: gated.length }),
-  );
+  const woken = await tellGates(env, gated, now).catch((error) => {
+    logError("gate.release_failed", error, { deliveries: gated.length });
+    return [];
+  });
+  for (const { source, route, woken: deliveries } of woken)
+    await sendResumed(env, source, route, deliveries).catch((error) =>
+      logError("gate.wake_failed", error, { route: gateName(source, route), deliveries: deliveries.length }),
+    );
 }
 
 /**
@@ -241,7 +250,8 @@ async function holdDeliveriesUntil(
 }
 
 /**
- * A resumed route's held deliveries (src/gate/gate.ts `resume`), sent on at once in received order: each is due now
+ * A resumed route's held deliveries (src/gate/gate.ts `resume`), or those a freed slot woke (`releaseDeliveries`),
+ * sent on at once in received order: each is due now
  * and goes back on the queue, in one message per run of deliveries that share a database and a kind. A further
  * delivery (one with its own row for this route) goes in a message naming the route; the delivery a receipt row
  * carries, in a message of receipts. Should a send fail, each still comes back by itself within the pause's recheck
