@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { crashPhase } from "./lib/crash-phase.ts";
 import { startFanOutRun } from "./lib/fan-out-run.ts";
 import { type BenchFlags, FlagError, parseFlags } from "./lib/flags.ts";
+import { heldWorkPhase } from "./lib/held-work-phase.ts";
 import { latencyPhase } from "./lib/latency-phase.ts";
 import { metersPhase } from "./lib/meters-phase.ts";
 import { perfPhase } from "./lib/perf-phase.ts";
@@ -39,6 +40,7 @@ async function runPhases(flags: BenchFlags, session: BenchSession, results: Reco
   if (phases.has("poison")) results.poison = await poisonPhase(deployment, stateDir, session);
   if (phases.has("perf")) results.performance = await perfPhase(flags, deployment, receiver!, stateDir, session);
   if (phases.has("latency")) results.latency = await latencyPhase(flags, deployment, stateDir, session);
+  if (phases.has("held")) results.held = await heldWorkPhase(flags, deployment, stateDir, session);
   if (phases.has("soak")) results.soak = await soakPhase(flags, deployment, stateDir, session);
 }
 

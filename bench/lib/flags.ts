@@ -33,6 +33,8 @@ export interface BenchFlags {
   /** The latency phase: arrival rates in events per second, and seconds of arrivals at each. */
   latencyRates: number[];
   latencySeconds: number;
+  /** The held-work phase: the backlog given at once to each controlled route. */
+  heldEvents: number;
   phases: Set<Phase>;
   check: boolean;
   keepState: boolean;
@@ -46,7 +48,7 @@ export interface BenchFlags {
   soak: SoakSettings;
 }
 
-export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak" | "latency";
+export type Phase = "sim" | "crash" | "poison" | "perf" | "meters" | "soak" | "latency" | "held";
 
 const HELP = `npm run bench -- [flags]
   --events N            simulation events (default 10000; 500 with --check)
@@ -71,12 +73,14 @@ const HELP = `npm run bench -- [flags]
   --e2e-events N        events for the end-to-end throughput run (5000)
   --latency-rates a,b   latency: arrival rates in events per second (1,100)
   --latency-seconds S   latency: seconds of arrivals at each rate (30)
-  --only sim,crash,poison,perf,meters,soak,latency
+  --held-events N       held: the backlog sent at once to a rate-limited and an in-flight-capped route (30)
+  --only sim,crash,poison,perf,meters,soak,latency,held
                         phases to run (default all but soak; --check runs sim, crash and poison: real SIGKILLs). poison: one event
                         whose attempt never returns, killed with the runtime until it is dead, its batch-mates applied once. meters: billed units per event from
                         the receiver's own meters, for --events happy-path events (default 2000 there). soak: a
                         fixed arrival rate for a while with retention scaled down, sampled every 30 s. latency:
-                        send to processed, p50 and p99, open loop at each --latency-rates
+                        send to processed, p50 and p99, open loop at each --latency-rates. held: the pace of a
+                        backlog through rate_limit = "5/s" and max_in_flight = 1
   --large-share P       meters: share of events with a body above the R2 threshold, for the all-in figure (0.01)
   --per-event-out FILE  meters: where the per-event figures the capacity model reads go (bench/results/per-event.json)
   --rate R              soak: events per second (20)
@@ -134,6 +138,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     "e2e-events",
     "latency-rates",
     "latency-seconds",
+    "held-events",
     "only",
     "state-dir",
     "json",
@@ -173,7 +178,8 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
       phase !== "perf" &&
       phase !== "meters" &&
       phase !== "soak" &&
-      phase !== "latency"
+      phase !== "latency" &&
+      phase !== "held"
     )
       throw new FlagError(`--only: unknown phase ${phase}`);
     phases.add(phase);
@@ -229,6 +235,7 @@ export function parseFlags(argv: readonly string[]): BenchFlags {
     e2eEvents: integer("e2e-events", 5000, 1),
     latencyRates,
     latencySeconds: integer("latency-seconds", 30, 1),
+    heldEvents: integer("held-events", 30, 2),
     phases,
     check,
     keepState: switches.has("keep-state"),

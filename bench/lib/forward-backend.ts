@@ -8,6 +8,8 @@ export interface ForwardSeen {
   idempotencyKey: string;
   /** `x-webhook-event-key`: the sender's key of the event forwarded. */
   eventKey: string;
+  /** When it arrived (performance.now(), ms). */
+  at: number;
 }
 
 /**
@@ -48,6 +50,7 @@ export async function startForwardBackend(keyOf?: (body: string) => string | nul
         path: new URL(request.url ?? "/", "http://backend").pathname,
         idempotencyKey: String(request.headers["idempotency-key"] ?? ""),
         eventKey: String(request.headers["x-webhook-event-key"] ?? ""),
+        at: performance.now(),
       });
       const key = keyOf ? keyOf(Buffer.concat(chunks).toString("utf8")) : null;
       if (key !== null) perKey.set(key, (perKey.get(key) ?? 0) + 1);
