@@ -25,14 +25,19 @@ export async function postWebhook(url, request) {
 }
 
 /**
- * A receiver behind Cloudflare Access: its service token (CF_ACCESS_CLIENT_ID and CF_ACCESS_CLIENT_SECRET in the
- * environment) on every admin request, so Access lets the CLI through to the admin token's own check.
+ * How the CLI signs in to the admin API. Behind Cloudflare Access, its service token (CF_ACCESS_CLIENT_ID and
+ * CF_ACCESS_CLIENT_SECRET in the environment) goes on every request; the admin token goes too only when ADMIN_TOKEN
+ * is exported, since the Worker reads a bearer token first and Access's assertion only without one
+ * (src/admin/access/sign-in.ts). Without a service token, the admin token as ever (.dev.vars locally).
+ * @param {import("./project.mjs").ProjectOptions} options
  * @returns {Record<string, string>}
  */
-export function accessHeaders() {
+export function adminAuthHeaders(options) {
   const id = process.env.CF_ACCESS_CLIENT_ID;
   const secret = process.env.CF_ACCESS_CLIENT_SECRET;
-  return id && secret ? { "cf-access-client-id": id, "cf-access-client-secret": secret } : {};
+  const access = id && secret ? { "cf-access-client-id": id, "cf-access-client-secret": secret } : null;
+  if (access && !process.env.ADMIN_TOKEN) return access;
+  return { authorization: `Bearer ${adminToken(options)}`, ...access };
 }
 
 /**
@@ -43,14 +48,12 @@ export function accessHeaders() {
  */
 export async function adminRequest(options, path, init = {}) {
   const base = receiverUrl(options);
-  const token = adminToken(options);
   let response;
   try {
     response = await fetch(`${base}/admin/api${path}`, {
       method: init.method ?? "GET",
       headers: {
-        authorization: `Bearer ${token}`,
-        ...accessHeaders(),
+        ...adminAuthHeaders(options),
         ...(init.body === undefined ? {} : { "content-type": "application/json" }),
       },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),

@@ -4,8 +4,8 @@
 // retries by the route's rules. The connection's state is always printed; a dropped one is reconnected with backoff.
 import { CliError, EXIT, ReceiverUnreachable } from "../errors.mjs";
 import { clock, dim, duration, printable } from "../format.mjs";
-import { accessHeaders, adminRequest } from "../http.mjs";
-import { adminToken, receiverUrl } from "../project.mjs";
+import { adminAuthHeaders, adminRequest } from "../http.mjs";
+import { receiverUrl } from "../project.mjs";
 import { deliverLocally, eventLine, waitingLines } from "./listen-delivery.mjs";
 
 /** Backoff between reconnects: doubled from the first to the last, reset once a connection is confirmed. */
@@ -27,7 +27,7 @@ export async function listen(source, options) {
   /** @type {{ source: string, route: string, listen: string }} */
   const described = await adminRequest(options, path);
   const socketUrl = `${receiverUrl(options).replace(/^http/, "ws")}/admin/api${path}`;
-  const headers = { authorization: `Bearer ${adminToken(options)}`, ...accessHeaders() };
+  const headers = adminAuthHeaders(options);
   console.log(
     `listen:${printable(described.listen)} (source ${printable(described.source)}, route ${printable(described.route)}) → ${target}`,
   );
