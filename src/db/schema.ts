@@ -363,6 +363,12 @@ export const replays = sqliteTable(
     previousStatus: text("previous_status").notNull(),
     /** Which door the replay came through: "api" (the admin API, the CLI too) or "dashboard"; null when called directly. */
     requestedBy: text("requested_by"),
+    /**
+     * When the run this replay ended had finished well (the receipt's processed_at then, which the replayed run
+     * overwrites): so replay 1 keeps the first run's finish, "received → finished" (src/db/receipt-runs.ts).
+     * Null when that run went dead, or the replay predates this column (migrations/0025).
+     */
+    previousProcessedAt: integer("previous_processed_at"),
   },
   (table) => [primaryKey({ columns: [table.receiptId, table.replayNumber] })],
 );

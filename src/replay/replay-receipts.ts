@@ -3,6 +3,7 @@ import { batchByName } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { receipts, replays } from "../db/schema";
 import { enqueueReceipts } from "../relay/enqueue";
+import { keepOwnAttempt } from "./kept-attempt";
 import { bodyStillKept } from "./replay-body";
 
 /** A body is retained in the row, or in R2 with the row saying so (src/bodies/stored-bodies.ts). */
@@ -68,6 +69,7 @@ export async function replayReceipt(
     reset: [reset],
   } = await batchByName(db, {
     logged: logReplays(db, unchanged, now, requestedBy),
+    kept: keepOwnAttempt(db, unchanged),
     reset: db.update(receipts).set(resetColumns(now)).where(unchanged).returning({ source: receipts.source }),
   });
   // Changed between the read and the reset (another replay, a consumer): report what it is now.
@@ -149,6 +151,7 @@ export async function replayDeadReceipts(
   );
   const { reset } = await batchByName(db, {
     logged: logReplays(db, chosen, now, requestedBy),
+    kept: keepOwnAttempt(db, chosen),
     reset: db
       .update(receipts)
       .set(resetColumns(now))
@@ -243,6 +246,7 @@ export function logReplays(db: Database, resetting: SQL | undefined, now: number
         replayedAt: sql<number>`${now}`.as("replayed_at"),
         previousStatus: receipts.status,
         requestedBy: sql<string | null>`${requestedBy}`.as("requested_by"),
+        previousProcessedAt: receipts.processedAt,
       })
       .from(receipts)
       .where(resetting),

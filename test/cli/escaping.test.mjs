@@ -25,6 +25,8 @@ test("show prints a key, type, subject, header, error and body holding terminal 
       status: "dead",
       provenance: "live",
       attempts: 1,
+      attemptsSinceReplay: null,
+      receivedToFinishedMs: null,
       receivedAt: 1_800_000_000_000,
       occurredAt: null,
       relayedAt: 1_800_000_000_050,

@@ -64,23 +64,43 @@ describe("the replay log", () => {
     expect(await settled(receiptId)).toBe("processed");
 
     expect(await logOf(receiptId)).toEqual([
-      { receiptId, replayNumber: 1, replayedAt: first, previousStatus: "dead", requestedBy: "api" },
-      { receiptId, replayNumber: 2, replayedAt: second, previousStatus: "processed", requestedBy: "dashboard" },
+      {
+        receiptId,
+        replayNumber: 1,
+        replayedAt: first,
+        previousStatus: "dead",
+        requestedBy: "api",
+        previousProcessedAt: null,
+      },
+      {
+        receiptId,
+        replayNumber: 2,
+        replayedAt: second,
+        previousStatus: "processed",
+        requestedBy: "dashboard",
+        // Replay 2 keeps when replay 1's run finished: the processed_at the run it starts will overwrite.
+        previousProcessedAt: expect.any(Number),
+      },
     ]);
 
     const detail = (await receiptDetail(database(env), receiptId))!;
-    expect(detail.replays).toEqual([
+    expect(detail.replays).toMatchObject([
       { replayNumber: 1, replayedAt: first, previousStatus: "dead", requestedBy: "api" },
       { replayNumber: 2, replayedAt: second, previousStatus: "processed", requestedBy: "dashboard" },
     ]);
     const replayEntries = timeline(detail).filter((entry) => entry.state === "replay");
     expect(replayEntries).toEqual([
-      { at: first, label: "Replay 1 of 2: enqueued again", state: "replay", detail: "was dead, through the admin API" },
+      {
+        at: first,
+        label: "Replay 1 of 2: enqueued again",
+        state: "replay",
+        detail: expect.stringMatching(/^was dead, through the admin API, its run finished in \d/),
+      },
       {
         at: second,
         label: "Replay 2 of 2: enqueued again",
         state: "replay",
-        detail: "was processed, from the dashboard",
+        detail: expect.stringMatching(/^was processed, from the dashboard, its run finished in \d/),
       },
     ]);
     // Each replay sits before the attempt it started.
@@ -133,7 +153,14 @@ describe("the replay log", () => {
     expect(page).toMatchObject({ replayed: 2, more: true });
     for (const id of page.receiptIds)
       expect(await logOf(id)).toEqual([
-        { receiptId: id, replayNumber: 1, replayedAt: now, previousStatus: "dead", requestedBy: "api" },
+        {
+          receiptId: id,
+          replayNumber: 1,
+          replayedAt: now,
+          previousStatus: "dead",
+          requestedBy: "api",
+          previousProcessedAt: null,
+        },
       ]);
     const untouched = ids.filter((id) => !page.receiptIds.includes(id));
     expect(untouched).toHaveLength(1);
@@ -146,7 +173,15 @@ describe("the replay log", () => {
     await settled(receiptId);
     const detail = (await (await adminGet(`/admin/api/receipts/${receiptId}`)).json()) as { replays: unknown[] };
     expect(detail.replays).toEqual([
-      { replayNumber: 1, replayedAt: expect.any(Number), previousStatus: "dead", requestedBy: "api" },
+      {
+        replayNumber: 1,
+        replayedAt: expect.any(Number),
+        previousStatus: "dead",
+        requestedBy: "api",
+        // Its run processed the receipt: when, and how long after the replay (src/db/receipt-runs.ts).
+        finishedAt: expect.any(Number),
+        durationMs: expect.any(Number),
+      },
     ]);
   });
 
@@ -157,7 +192,14 @@ describe("the replay log", () => {
       .set({ replayCount: 3, replayedAt: 1_790_000_000_000 })
       .where(eq(receipts.receiptId, receiptId));
     expect((await receiptDetail(database(env), receiptId))!.replays).toEqual([
-      { replayNumber: 3, replayedAt: 1_790_000_000_000, previousStatus: null, requestedBy: null },
+      {
+        replayNumber: 3,
+        replayedAt: 1_790_000_000_000,
+        previousStatus: null,
+        requestedBy: null,
+        finishedAt: null,
+        durationMs: null,
+      },
     ]);
   });
 

@@ -47,17 +47,13 @@ export function describe(detail, withBody) {
       `subject   ${receipt.subjectId === null || receipt.subjectId === undefined ? "—" : printable(receipt.subjectId)}${receipt.version !== null && receipt.version !== undefined ? `   version ${receipt.version}` : ""}`,
     );
   }
-  // The receipt's own counter restarts with each replay; attempt numbers go on across them.
-  const attemptsEver = Math.max(
-    receipt.attempts ?? 0,
-    ...(detail.attempts ?? []).map((attempt) => attempt.attemptNumber),
-  );
+  // attempts counts every attempt ever; since the last replay is the API's figure too (src/db/receipt-runs.ts).
   const sinceReplay =
-    (receipt.replayCount ?? 0) > 0 && attemptsEver !== receipt.attempts
-      ? ` (${receipt.attempts} since the last replay)`
+    receipt.attemptsSinceReplay !== null && receipt.attemptsSinceReplay !== undefined
+      ? ` (${receipt.attemptsSinceReplay} since the last replay)`
       : "";
   lines.push(
-    `status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${attemptsEver}${sinceReplay}`,
+    `status    ${status(receipt.status)}   provenance ${receipt.provenance}   attempts ${receipt.attempts}${sinceReplay}`,
     "",
     "timeline",
   );
@@ -73,9 +69,13 @@ export function describe(detail, withBody) {
     ]
       .filter(Boolean)
       .join(", ");
+    const took =
+      replay.durationMs !== null && replay.durationMs !== undefined
+        ? `, finished in ${duration(replay.durationMs)}`
+        : "";
     events.push([
       replay.replayedAt,
-      `replay ${replay.replayNumber} of ${receipt.replayCount}: queued again${how ? ` (${how})` : ""}`,
+      `replay ${replay.replayNumber} of ${receipt.replayCount}: queued again${how ? ` (${how})` : ""}${took}`,
     ]);
   }
   for (const attempt of detail.attempts ?? []) {
@@ -113,10 +113,15 @@ export function describe(detail, withBody) {
       );
     }
   }
-  if (receipt.receivedAt && receipt.processedAt)
+  // The first run's: a replay's own run is reported with its replay in the timeline.
+  const firstFinish =
+    receipt.receivedToFinishedMs === null || receipt.receivedToFinishedMs === undefined
+      ? null
+      : receipt.receivedAt + receipt.receivedToFinishedMs;
+  if (firstFinish !== null)
     lines.push(
       dim(
-        `          received → finished in ${duration(receipt.processedAt - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(receipt.processedAt)})`,
+        `          received → finished in ${duration(firstFinish - receipt.receivedAt)} (${clock(receipt.receivedAt)} → ${clock(firstFinish)})`,
       ),
     );
   for (const copy of detail.quarantine ?? []) {

@@ -3,6 +3,7 @@ import { and, asc, eq, or } from "drizzle-orm";
 import { BODY_INTEGRITY_FAILED, readBodies } from "../../bodies/body-reader";
 import type { Database } from "../../db/client";
 import { underIndexedKeys } from "../../db/receipt-keys";
+import { receiptFigures } from "../../db/receipt-runs";
 import { attempts, quarantine, receipts, replays } from "../../db/schema";
 import { bodyDropsAtFor } from "./body-retention";
 import { decodeUtf8OrBase64 } from "./payload";
@@ -100,9 +101,14 @@ export async function receiptDetail(
   const corrupt = stored.corrupt.has(receiptId);
   // A body in R2 whose object is gone was dropped by retention (a segment goes whole, leaving its rows' locations).
   const bodyRetained = summary.bodyRetained && (bodyLocation === null || body !== null || corrupt);
+  const attemptsListed = withLatestAttempt(attemptRows, receipt);
+  const replaysListed = withLatestReplay(replayRows, receipt);
+  const { runs, ...figures } = receiptFigures(receipt, replaysListed, attemptsListed);
   return {
     receipt: {
       ...summary,
+      /** attempts (ever), attemptsSinceReplay and receivedToFinishedMs, as src/db/receipt-runs.ts defines them. */
+      ...figures,
       bodyRetained,
       bodyLocation,
       /** Set when the stored bytes no longer hash to payload_sha256: the body is not shown (nor sent). */
@@ -111,12 +117,16 @@ export async function receiptDetail(
       keptHeaders: parseHeaders(keptHeaders),
       body: decodeUtf8OrBase64(body),
     },
-    attempts: withLatestAttempt(attemptRows, receipt),
+    attempts: attemptsListed,
     /** Each route's delivery and its outcome, and the status across them (route-outcomes.ts). */
     routes: routes.routes,
     summary: routes.summary,
-    /** Every replay, oldest first (see replaysOf). */
-    replays: withLatestReplay(replayRows, receipt),
+    /** Every replay, oldest first (see replaysOf), with when its run finished well and how long it took. */
+    replays: replaysListed.map(({ previousProcessedAt: _, ...replay }, index) => ({
+      ...replay,
+      finishedAt: runs[index + 1]!.finishedAt,
+      durationMs: runs[index + 1]!.durationMs,
+    })),
     quarantine: quarantineRows.map(({ body: quarantinedBody, keptHeaders: quarantinedHeaders, ...record }) => ({
       ...record,
       keptHeaders: parseHeaders(quarantinedHeaders),
@@ -137,6 +147,7 @@ async function replaysOf(db: Database, receiptId: string): Promise<ReplayRow[]> 
       replayedAt: replays.replayedAt,
       previousStatus: replays.previousStatus,
       requestedBy: replays.requestedBy,
+      previousProcessedAt: replays.previousProcessedAt,
     })
     .from(replays)
     .where(eq(replays.receiptId, receiptId))
@@ -148,6 +159,7 @@ export type ReplayRow = {
   replayedAt: number;
   previousStatus: string | null;
   requestedBy: string | null;
+  previousProcessedAt: number | null;
 };
 
 export function withLatestReplay(
@@ -162,7 +174,13 @@ export function withLatestReplay(
     return rows;
   return [
     ...rows,
-    { replayNumber: receipt.replayCount, replayedAt: receipt.replayedAt, previousStatus: null, requestedBy: null },
+    {
+      replayNumber: receipt.replayCount,
+      replayedAt: receipt.replayedAt,
+      previousStatus: null,
+      requestedBy: null,
+      previousProcessedAt: null,
+    },
   ];
 }
 

@@ -3,6 +3,7 @@ import { and, asc, desc, eq, gt, gte, inArray, lt, or, type SQL, sql } from "dri
 import type { Database } from "../../db/client";
 import { d1NowMs } from "../../db/clock";
 import { receiptEventColumns } from "../../db/receipt-columns";
+import { ATTEMPTS_EVER } from "../../db/receipt-runs";
 import { KEY_INDEXED, receipts } from "../../db/schema";
 import { ulidFloor } from "../../lib/ulid";
 import type { ReceiptFilter } from "./filters";
@@ -12,7 +13,8 @@ export const receiptSummaryColumns = {
   ...receiptEventColumns,
   status: receipts.status,
   provenance: receipts.provenance,
-  attempts: receipts.attempts,
+  /** Every attempt ever, replays included (src/db/receipt-runs.ts). */
+  attempts: ATTEMPTS_EVER,
   receivedAt: receipts.receivedAt,
   relayedAt: receipts.relayedAt,
   processedAt: receipts.processedAt,

@@ -23,7 +23,8 @@ export type { Percentiles } from "./percentiles";
  *   deadTotal, oldestPending — every delivery, whatever its age: receipts whose own delivery is dead (or waits), and
  *                further routes' deliveries (`deliveries`) that are, read through the partial indexes holding only those
  *   pickupLatencyMs — received → first attempt started (claim → relay → queue → consumer)
- *   processingLatencyMs — received → finished, for receipts that finished (processed, stale, skipped)
+ *   processingLatencyMs — received → finished: the first run's, for receipts whose first run finished well
+ *                (processed, stale, skipped); a replay's run is not folded in (src/db/receipt-runs.ts)
  *   attemptDurationMs — each attempt's own duration
  */
 

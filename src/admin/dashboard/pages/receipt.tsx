@@ -25,6 +25,7 @@ export function timeline(detail: ReceiptDetail): TimelineEntry[] {
     const parts = [
       replay.previousStatus && `was ${replay.previousStatus}`,
       replay.requestedBy && REQUESTED_BY[replay.requestedBy],
+      replay.durationMs !== null && `its run finished in ${formatDuration(replay.durationMs)}`,
     ].filter(Boolean);
     entries.push({
       at: replay.replayedAt,
@@ -161,6 +162,13 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
         </dd>
         <dt>Provenance</dt>
         <dd>{receipt.provenance}</dd>
+        <dt>Attempts</dt>
+        <dd id="attempts">
+          {receipt.attempts}
+          {receipt.attemptsSinceReplay !== null && ` (${receipt.attemptsSinceReplay} since the last replay)`}
+        </dd>
+        <dt>Received → finished</dt>
+        <dd id="received-to-finished">{formatDuration(receipt.receivedToFinishedMs)}</dd>
         <dt>Replays</dt>
         <dd>
           {receipt.replayCount === 0
