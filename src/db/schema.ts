@@ -366,7 +366,7 @@ export const replays = sqliteTable(
     /**
      * When the run this replay ended had finished well (the receipt's processed_at then, which the replayed run
      * overwrites): so replay 1 keeps the first run's finish, "received → finished" (src/db/receipt-runs.ts).
-     * Null when that run went dead, or the replay predates this column (migrations/0025).
+     * Null when that run went dead, or the replay predates this column (migrations/0026).
      */
     previousProcessedAt: integer("previous_processed_at"),
   },

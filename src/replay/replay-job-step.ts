@@ -6,6 +6,7 @@ import { inJsonList } from "../db/id-list";
 import { deliveries, receipts, replayJobs } from "../db/schema";
 import { enqueueWork } from "../relay/enqueue";
 import { loadSources } from "../sources/registry";
+import { keepOwnAttempt } from "./kept-attempt";
 import { bodyStillKept } from "./replay-body";
 import { resetColumns as deliveryResetColumns } from "./replay-delivery";
 import {
@@ -146,6 +147,7 @@ export async function stepJob(env: Env, job: JobRow, now: number, limit = JOB_PA
   const orderingOf = new Map(page.map((row) => [row.receiptId, row.orderingKey]));
   const statements = {
     logged: logReplays(db, resetting, now, requestedBy),
+    kept: keepOwnAttempt(db, resetting),
     reset: db
       .update(receipts)
       .set(receiptResetColumns(now))
