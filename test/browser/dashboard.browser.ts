@@ -141,6 +141,8 @@ before(async () => {
       "--env-file",
       envFile,
       "--show-interactive-dev-session=false",
+      // GET /__scheduled runs the cron, which opens the issues (docs/operating.md "Issues and notices").
+      "--test-scheduled",
       "--log-level",
       "warn",
     ],
@@ -518,6 +520,61 @@ test("alerts read as sentences, linked to what they concern", async () => {
   await page.close();
 });
 
+test("issues: the dead letter's issue shows in its colours, and is acknowledged with a note from a plain form", async () => {
+  const issueKey = "dead-letters:demo:default";
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    assert.equal((await fetch(`${BASE}/__scheduled?cron=*/5+*+*+*+*`)).status, 200);
+    const { issues } = await adminApi<{ issues: { issueKey: string }[] }>("/issues");
+    if (issues.some((issue) => issue.issueKey === issueKey)) break;
+    if (Date.now() > deadline) throw new Error(`no issue ${issueKey} after the cron:\n${workerLog.slice(-3000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  const page = await context!.newPage();
+  await page.goto(`${BASE}/admin/issues`);
+  const row = page.locator(`#issues tr[data-issue="${issueKey}"]`);
+  assert.match((await row.locator(".issue-message").textContent()) ?? "", /^1 dead delivery on route default/);
+  const colours = (selector: string) =>
+    row.locator(selector).evaluate((badge) => {
+      const style = getComputedStyle(badge);
+      return { text: badge.textContent, background: style.backgroundColor, color: style.color };
+    });
+  assert.deepEqual(await colours('td[data-label="Severity"] .badge'), {
+    text: "warning",
+    background: "rgb(253, 240, 213)",
+    color: "rgb(154, 100, 0)",
+  });
+  assert.deepEqual(await colours('td[data-label="State"] .badge'), {
+    text: "open",
+    background: "rgb(253, 226, 223)",
+    color: "rgb(180, 35, 24)",
+  });
+  // The note field and its button share one line in the row's cell, the field taking the room left.
+  const form = await row
+    .locator("form.issue-action")
+    .first()
+    .evaluate((element) => {
+      const input = element.querySelector("input")!.getBoundingClientRect();
+      const button = element.querySelector("button")!.getBoundingClientRect();
+      return { display: getComputedStyle(element).display, sameLine: Math.abs(input.top - button.top) < 4 };
+    });
+  assert.deepEqual(form, { display: "flex", sameLine: true });
+  await shoot(page, "issues");
+
+  await row.locator('input[name="note"]').fill("replaying once the ledger is fixed");
+  await row.locator('button:has-text("Acknowledge")').click();
+  await page.waitForURL(`${BASE}/admin/issues`);
+  assert.equal((await page.textContent(".flash"))?.trim(), `Issue ${issueKey} acknowledged.`);
+  assert.equal((await row.locator(".issue-note").textContent())?.trim(), "Note: replaying once the ledger is fixed");
+  assert.deepEqual(await colours('td[data-label="State"] .badge'), {
+    text: "acknowledged",
+    background: "rgb(253, 240, 213)",
+    color: "rgb(154, 100, 0)",
+  });
+  assert.equal(await row.locator('input[name="note"]').count(), 0, "an acknowledged issue has no acknowledge form");
+  await page.close();
+});
+
 test("at 390 px the navigation stays on one line and nothing is wider than the screen", async () => {
   const page = await context!.newPage();
   await page.setViewportSize({ width: 390, height: 844 });
@@ -529,6 +586,7 @@ test("at 390 px the navigation stays on one line and nothing is wider than the s
     ["phone-dead", "/admin/dead"],
     ["phone-alerts", "/admin/alerts"],
     ["phone-audit-log", "/admin/audit-log"],
+    ["phone-issues", "/admin/issues"],
   ] as const) {
     await page.goto(`${BASE}${path}`);
     const width = await page.evaluate(() => document.documentElement.scrollWidth);

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { adminGet, adminPost, seedReceipt } from "../admin/support";
+import { adminGet, adminPost, DASHBOARD_ORIGIN, dashboardPage, dashboardSession, seedReceipt } from "../admin/support";
 import { standinOrigin } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
 import { eventually } from "../support/deliveries";
@@ -193,6 +193,35 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect((await received("pagerduty", ledgerKey, 3)).map((request) => JSON.parse(request.body).event_action)).toEqual(
       ["trigger", "resolve", "trigger"],
     );
+  });
+
+  it("the dashboard lists an issue and acknowledges it with a plain form, refusing one without a note", async () => {
+    const source = "issues-dashboard";
+    const issueKey = `dead-letters:${source}:default`;
+    const now = Date.now();
+    await seedReceipt({ source, receivedAt: now - HOUR, status: "dead", attempts: 5 });
+    await runCron(now);
+    const cookie = await dashboardSession();
+    const page = await (await dashboardPage("/admin/issues", { headers: { cookie } })).text();
+    expect(page).toContain(`data-issue="${issueKey}"`);
+    expect(page).toContain(`action="/admin/issues/${encodeURIComponent(issueKey)}/acknowledge"`);
+    const post = (body: Record<string, string>) =>
+      dashboardPage(`/admin/issues/${encodeURIComponent(issueKey)}/acknowledge`, {
+        method: "POST",
+        body: new URLSearchParams(body),
+        headers: { cookie, origin: DASHBOARD_ORIGIN, "content-type": "application/x-www-form-urlencoded" },
+      });
+    const refused = await post({ note: "  " });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain("note");
+    const acknowledged = await post({ note: "looking into it" });
+    expect(acknowledged.status).toBe(303);
+    expect(acknowledged.headers.get("location")).toBe("/admin/issues");
+    const flash = acknowledged.headers.get("set-cookie")!.split(";")[0]!;
+    const after = await (await dashboardPage("/admin/issues", { headers: { cookie: `${cookie}; ${flash}` } })).text();
+    expect(after).toContain(`Issue ${issueKey} acknowledged.`);
+    expect(after).toContain("Note: looking into it");
+    expect(await issue(issueKey)).toMatchObject({ state: "acknowledged", acknowledgeNote: "looking into it" });
   });
 
   it("refuses an unknown issue and a bad note", async () => {

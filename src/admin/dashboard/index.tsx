@@ -33,6 +33,7 @@ import { emptySeries, sourceSeries } from "../stats/series";
 import { sourceStats } from "../stats/stats";
 import { auditLogPages } from "./audit-log-route";
 import { setFlash, takeFlash } from "./flash";
+import { issuePages } from "./issue-routes";
 import { DASHBOARD_CSP } from "./layout";
 import { AlertsPage } from "./pages/alerts";
 import { LoginPage, ProblemPage } from "./pages/login";
@@ -227,6 +228,7 @@ dashboard.post(
 dashboard.route("/", receiptPages);
 dashboard.route("/", auditLogPages);
 dashboard.route("/", replayJobPages);
+dashboard.route("/", issuePages);
 
 dashboard.get("/quarantine", async (c) => {
   const query = c.req.query();

@@ -18,6 +18,7 @@ const SECTIONS = [
   { path: "/admin/receipts", label: "Receipts" },
   { path: "/admin/dead", label: "Dead letters" },
   { path: "/admin/quarantine", label: "Quarantine" },
+  { path: "/admin/issues", label: "Issues" },
   { path: "/admin/alerts", label: "Alerts" },
   { path: "/admin/system", label: "System" },
   { path: "/admin/audit-log", label: "Audit log" },

@@ -25,8 +25,8 @@ pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto
 a { color:var(--accent); }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; background:#e8ebf0; color:var(--muted); white-space:nowrap; }
 .badge.ok, .badge.processed, .badge.resolved, .badge.allowed { background:#dcf3e6; color:var(--ok); }
-.badge.backlog, .badge.pending, .badge.processing, .badge.retry, .badge.unknown, .badge.stale, .badge.skipped { background:#fdf0d5; color:var(--warn); }
-.badge.failing, .badge.dead, .badge.open, .badge.refused { background:#fde2df; color:var(--bad); }
+.badge.backlog, .badge.acknowledged, .badge.warning, .badge.pending, .badge.processing, .badge.retry, .badge.unknown, .badge.stale, .badge.skipped { background:#fdf0d5; color:var(--warn); }
+.badge.failing, .badge.dead, .badge.open, .badge.refused, .badge.critical { background:#fde2df; color:var(--bad); }
 .filters { display:flex; flex-wrap:wrap; gap:8px; align-items:end; margin-bottom:12px; background:#fff; border:1px solid var(--line); padding:10px; }
 .filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
 input, select, button { font:inherit; padding:4px 8px; border:1px solid #c3c9d4; border-radius:4px; background:#fff; max-width:100%; }
@@ -34,6 +34,8 @@ button { background:var(--accent); color:#fff; border-color:var(--accent); curso
 button.secondary { background:#fff; color:var(--ink); border-color:#c3c9d4; }
 button.danger { background:#fff; color:var(--bad); border-color:#f3b1a9; }
 .actions { display:flex; flex-wrap:wrap; gap:8px; margin:0 0 12px; }
+form.issue-action { display:flex; flex-wrap:wrap; gap:6px; margin:0 0 6px; } form.issue-action input { flex:1 1 10em; min-width:0; }
+ol.issue-history { margin:4px 0 0; padding-left:18px; font-size:12px; color:var(--muted); }
 .flash { padding:8px 12px; background:#dcf3e6; border:1px solid #a6dcbc; margin-bottom:12px; }
 .error { padding:8px 12px; background:#fde2df; border:1px solid #f3b1a9; margin-bottom:12px; }
 .muted { color:var(--muted); }
