@@ -205,6 +205,18 @@ program
   .action(run(() => import("./commands/audit-log.mjs"), "auditLog"));
 
 program
+  .command("issues")
+  .description(
+    "what the receiver found wrong: issues [--all] lists them (and each notice channel) | issues ack <key> --note <text> | issues resolve <key> [--note <text>]",
+  )
+  .argument("[action]", "list (default) | ack | resolve")
+  .argument("[key]", "for ack and resolve: the issue's key, as issues lists it")
+  .option("--all", "list resolved issues too")
+  .option("--note <text>", "ack: what is being done about it (required); resolve: why (optional)")
+  .option("--json", "print the API's answer as JSON")
+  .action(run(() => import("./commands/issues.mjs"), "issues"));
+
+program
   .command("echo")
   .description("a local backend for forward destinations: prints each delivery and verifies its gateway signature")
   .option("-p, --port <port>", "port to listen on", "8789")

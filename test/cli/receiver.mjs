@@ -193,8 +193,8 @@ export function testDevVars() {
 }
 
 /**
- * Starts the receiver; answers its URL and a stop function.
- * @param {{ configPath: string, envFile: string, workDir: string }} files
+ * Starts the receiver; answers its URL and a stop function. `testScheduled` opens GET /__scheduled, which runs the cron.
+ * @param {{ configPath: string, envFile: string, workDir: string, testScheduled?: boolean }} files
  */
 export async function startReceiver(files) {
   const port = await freePort();
@@ -224,6 +224,7 @@ export async function startReceiver(files) {
       "--show-interactive-dev-session=false",
       "--log-level",
       "warn",
+      ...(files.testScheduled ? ["--test-scheduled"] : []),
     ],
     {
       detached: true,
