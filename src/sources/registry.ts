@@ -4,6 +4,7 @@ import { orderingValue } from "../routing/ordering";
 import { bodySegments, DEFAULT_R2_BODY_THRESHOLD, r2BodyThreshold } from "./body-threshold";
 import {
   DEFAULT_DATABASE_BINDING,
+  type ParseContext,
   parseSourceTables,
   type SourceConfig,
   SourceConfigError,
@@ -18,16 +19,21 @@ import { catchUpSettings } from "./reconciler-settings";
  * out of service (its deliveries answer 503 so the sender retries); every other source keeps accepting.
  */
 
+/** What this build knows when it checks a source table: its providers, its handlers, each provider's own options. */
+export function sourceParseContext(): ParseContext {
+  return {
+    knownProviders: knownProviderNames(),
+    knownHandlers: handlerNames(),
+    validateProviderOptions: (provider, options) => adapterFor(provider)?.validateOptions?.(options) ?? [],
+  };
+}
+
 /** Parsed once per isolate when every table is valid: the SOURCES var is fixed for a deployment. */
 let cached: { raw: unknown; tables: SourceTables } | undefined;
 
 function loadTables(env: Pick<Env, "SOURCES">): SourceTables {
   if (cached && cached.raw === env.SOURCES) return cached.tables;
-  const tables = parseSourceTables(env.SOURCES, {
-    knownProviders: knownProviderNames(),
-    knownHandlers: handlerNames(),
-    validateProviderOptions: (provider, options) => adapterFor(provider)?.validateOptions?.(options) ?? [],
-  });
+  const tables = parseSourceTables(env.SOURCES, sourceParseContext());
   // The reconciler's settings live in the same tables: a bad catch_up fails loudly here, at first use after a
   // deploy, instead of only as a failure in each cron run's record.
   // The receipt partitions weigh every valid source at once (the longest retention, who names a ring database).

@@ -53,6 +53,7 @@ import { metricsApi } from "./metrics";
 import { replayJobsApi } from "./replay-jobs";
 import { routeControlApi } from "./route-control";
 import { sourceDetailApi } from "./source-detail";
+import { routeTestApi } from "./route-test";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
@@ -329,6 +330,9 @@ adminApi.route("/sources", routeControlApi);
 /** One source and its verification health (./source-detail.ts). */
 adminApi.use("/sources/:source", accepts("window"));
 adminApi.route("/sources", sourceDetailApi);
+/** A source's stored events through its routes, now's or a draft's, without sending anything (./route-test.ts). */
+adminApi.use("/sources/:source/route-test", accepts());
+adminApi.route("/sources", routeTestApi);
 
 /** Issues: list, acknowledge, resolve (./issues.ts). */
 adminApi.use("/issues", accepts("all"));
