@@ -158,13 +158,18 @@ program
 program
   .command("route")
   .description(
-    "route test <source> [sample-or-file]: whether the source's route takes the sample, its schema's verdict and its transform's output; sends and writes nothing | route pause|resume|status <source> <route>: hold a route's deliveries, send them on in received order, or show its gate (paused, circuit breaker)",
+    "route test <source> [sample-or-file]: whether each of the source's routes takes the sample, its schema's verdict and its transform's output; route test <source> --last N [--config draft.toml]: the receiver's newest N stored events through the routes now or as in a draft, counted per route, with the changed outputs; both send and write nothing | route pause|resume|status <source> <route>: hold a route's deliveries, send them on in received order, or show its gate (paused, circuit breaker)",
   )
   .argument("<action>", "test | pause | resume | status")
   .argument("<source>", "a source from [vars.SOURCES]")
   .argument(
     "[sample-or-file-or-route]",
     "test: a bundled sample name or a file, as for send (default: the provider's sample); pause, resume, status: the route's name",
+  )
+  .option("--route <route>", "test: only this route (default: every route of the source)")
+  .option(
+    "--last <n>",
+    "test: the receiver's newest n stored events (at most 1000) instead of a sample; with --config, as that config's routes would take them",
   )
   .option("--json", "print the result as JSON")
   .action(run(() => import("./commands/route.mjs"), "route"));

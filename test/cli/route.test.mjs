@@ -35,6 +35,10 @@ before(async () => {
     `destination = "http://127.0.0.1:${port}/hooks"`,
     'transform = \'{ "kind": $type, "who": data.account }\'',
     'headers = { "x-account" = "data.account" }',
+    "[[vars.SOURCES.cli-route-local.routes]]",
+    'name = "archive"',
+    'destination = "none"',
+    'filter = { type = "account.plan_changed" }',
   ].join("\n");
   const config = writeFile(workDir, "wrangler.toml", [testConfig(port), ...docsBlocks, local].join("\n\n"));
   project = ["--config", config, "--dev-vars", writeFile(workDir, ".dev.vars", testDevVars())];
@@ -82,7 +86,7 @@ describe("route test", () => {
     );
     const big = await cli(["route", "test", "demo-slack", bigFile, "--json", ...project]);
     assert.equal(big.code, 0, big.stdout + big.stderr);
-    const answer = JSON.parse(big.stdout);
+    const [answer] = JSON.parse(big.stdout).routes;
     assert.equal(answer.filterMatches, true);
     assert.deepEqual(answer.transform, {
       ok: true,
@@ -114,6 +118,36 @@ describe("route test", () => {
     assert.match(result.stdout, /^ {2}verdict {4}forwarded: the transform's output$/m);
     assert.match(result.stdout, /^nothing was sent or written$/m);
     assert.deepEqual(destinationRequests, []);
+  });
+
+  test("runs every route of the source, or the one --route names", async () => {
+    const every = await cli(["route", "test", "cli-route-local", "plan-changed", ...project]);
+    assert.equal(every.code, 0, every.stdout + every.stderr);
+    assert.match(every.stdout, /^route backend → http:\/\/127\.0\.0\.1:\d+\/hooks$/m);
+    assert.match(every.stdout, /^route archive → none\n {2}filter {5}matches$/m);
+    assert.match(every.stdout, /^ {2}verdict {4}skipped: the route has no destination$/m);
+
+    const one = await cli([
+      "route",
+      "test",
+      "cli-route-local",
+      "plan-changed",
+      "--route",
+      "archive",
+      "--json",
+      ...project,
+    ]);
+    assert.equal(one.code, 0, one.stdout + one.stderr);
+    assert.deepEqual(
+      JSON.parse(one.stdout).routes.map((/** @type {{ name: string }} */ route) => route.name),
+      ["archive"],
+    );
+    const none = await cli(["route", "test", "cli-route-local", "credit", "--route", "archiv", ...project]);
+    assert.equal(none.code, 3);
+    assert.match(
+      none.stderr,
+      /^error: source cli-route-local has no route "archiv": its routes are backend, archive$/m,
+    );
   });
 
   test("names a broken route's problem, as check does, and fails", async () => {

@@ -1,6 +1,7 @@
-// `route test <source> [sample-or-file]`: what the source's route would do with an event — whether its filter
-// matches, its schema's verdict, its transform's output — run by the Worker's own code. Sends and writes nothing.
-import { CliError } from "../errors.mjs";
+// `route test <source> [sample-or-file]`: what each of the source's routes would do with an event — whether its
+// filter matches, its schema's verdict, its transform's output — run by the Worker's own code. Sends and writes
+// nothing. With `--last N`, the receiver's stored events instead (./route-last.mjs).
+import { CliError, EXIT } from "../errors.mjs";
 import { devVarsPath, readDevVars, readWranglerConfig } from "../project.mjs";
 import { freshEventKey, loadSample } from "../samples.mjs";
 import { schemeFor } from "../signers.mjs";
@@ -15,22 +16,11 @@ export { explainRoute } from "./src/routing/route.ts";
 `;
 
 /**
- * The event's identity (type, subject) is what the source's provider adapter reads from a verified delivery, so the
- * sample is signed as `send` signs it (with the local secret) and verified in-process, exactly as the route would.
- * @param {string} action
+ * A source of the config as the deployed Worker would read it, or its problems printed and a failure (as `check`).
+ * @param {import("../project.mjs").ProjectOptions} options
  * @param {string} sourceName
- * @param {string | undefined} sampleOrFile
- * @param {{ json?: boolean } & import("../project.mjs").ProjectOptions} options
  */
-export async function route(action, sourceName, sampleOrFile, options) {
-  if (action === "pause" || action === "resume" || action === "status") {
-    const { routeControl } = await import("./route-control.mjs");
-    return routeControl(action, sourceName, sampleOrFile, options);
-  }
-  if (action !== "test")
-    throw new CliError(
-      `unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file], or route pause|resume|status <source> <route>`,
-    );
+export async function validSource(options, sourceName) {
   const config = await readWranglerConfig(options);
   const sources = /** @type {Record<string, Record<string, unknown>>} */ (config.vars?.SOURCES ?? {});
   const table = sources[sourceName];
@@ -48,7 +38,45 @@ export async function route(action, sourceName, sampleOrFile, options) {
       `source ${sourceName} is out of service: fix the problems above (npm run cli -- check says the same)`,
     );
   }
-  const source = lookup.source;
+  return { table, source: lookup.source, worker };
+}
+
+/**
+ * The event's identity (type, subject) is what the source's provider adapter reads from a verified delivery, so the
+ * sample is signed as `send` signs it (with the local secret) and verified in-process, exactly as the route would.
+ * @param {string} action
+ * @param {string} sourceName
+ * @param {string | undefined} sampleOrFile
+ * @param {{ json?: boolean, route?: string, last?: string } & import("../project.mjs").ProjectOptions} options
+ */
+export async function route(action, sourceName, sampleOrFile, options) {
+  if (action === "pause" || action === "resume" || action === "status") {
+    const { routeControl } = await import("./route-control.mjs");
+    return routeControl(action, sourceName, sampleOrFile, options);
+  }
+  if (action !== "test")
+    throw new CliError(
+      `unknown route action ${JSON.stringify(action)}: use route test <source> [sample-or-file], or route pause|resume|status <source> <route>`,
+    );
+  if (options.last !== undefined) {
+    if (sampleOrFile !== undefined)
+      throw new CliError(
+        `route test --last runs the stored events, not a sample: drop ${JSON.stringify(sampleOrFile)} or --last`,
+        EXIT.usage,
+      );
+    const { routeTestLast } = await import("./route-last.mjs");
+    return routeTestLast(sourceName, options);
+  }
+  const { table, source, worker } = await validSource(options, sourceName);
+  const routes = source.routes.filter(
+    (/** @type {{ rules: { name: string } }} */ { rules }) =>
+      options.route === undefined || rules.name === options.route,
+  );
+  if (routes.length === 0)
+    throw new CliError(
+      `source ${sourceName} has no route ${JSON.stringify(options.route)}: its routes are ${source.routes.map((/** @type {{ rules: { name: string } }} */ { rules }) => rules.name).join(", ")}`,
+      EXIT.notFound,
+    );
   const provider = String(table.provider);
   const vars = readDevVars(options);
   const secret = signingSecret(sourceName, table, vars, devVarsPath(options));
@@ -97,18 +125,14 @@ export async function route(action, sourceName, sampleOrFile, options) {
   // What the receipt would store (an adapter may keep other bytes than it received: Graph's clientState is dropped).
   const storedBody = verdict.storedBody ?? rawBody;
   const keptHeaders = JSON.stringify(worker.pickHeaders(headers, adapter.keptHeaders));
-  const explanation = await worker.explainRoute(source.route, { body: storedBody, keptHeaders, eventType, subjectId });
+  const event = { body: storedBody, keptHeaders, eventType, subjectId };
+  const explained = [];
+  for (const { rules, destination } of routes)
+    explained.push({ destination, ...(await worker.explainRoute(rules, event)) });
   if (options.json) {
     console.log(
       JSON.stringify(
-        {
-          source: sourceName,
-          sample: from,
-          type: eventType,
-          subject: subjectId,
-          destination: source.destination,
-          ...explanation,
-        },
+        { source: sourceName, sample: from, type: eventType, subject: subjectId, routes: explained },
         null,
         2,
       ),
@@ -118,7 +142,15 @@ export async function route(action, sourceName, sampleOrFile, options) {
   console.log(
     `source ${sourceName} · sample ${from} · type ${eventType ?? "(none)"} · subject ${subjectId ?? "(none)"}`,
   );
-  console.log(`route ${explanation.name} → ${describeDestination(source.destination)}`);
+  for (const explanation of explained) printExplanation(explanation);
+  console.log("nothing was sent or written");
+  return 0;
+}
+
+/** One route's block: its filter's, schema's and transform's results, and what the consumer would do. */
+function printExplanation(/** @type {any} */ explanation) {
+  const { destination } = explanation;
+  console.log(`route ${explanation.name} → ${describeDestination(destination)}`);
   console.log(
     `  filter     ${explanation.filterMatches === null ? "none (takes every event)" : explanation.filterMatches ? "matches" : "does not match"}`,
   );
@@ -137,12 +169,10 @@ export async function route(action, sourceName, sampleOrFile, options) {
           .join("\n             ") || "(none for this event)"
       }`,
     );
-  console.log(`  verdict    ${describeVerdict(explanation.verdict, source.destination)}`);
-  console.log("nothing was sent or written");
-  return 0;
+  console.log(`  verdict    ${describeVerdict(explanation.verdict, destination)}`);
 }
 
-function describeDestination(/** @type {{ kind: string, handlerName?: string, url?: string }} */ destination) {
+export function describeDestination(/** @type {{ kind: string, handlerName?: string, url?: string }} */ destination) {
   if (destination.kind === "handler") return `handler:${destination.handlerName}`;
   if (destination.kind === "forward") return destination.url;
   return "none";
