@@ -65,12 +65,12 @@ type SourceTable = { routes: Record<string, unknown>[] };
 /** The report or the error envelope, read as either (each test knows which it asked for). */
 type RouteTestAnswer = Required<RouteTestReport> & { error: { code: string; message: string } };
 
-/** The source's table with ledger's transform changed, checked taken out and audit added. */
+/** The source's table with ledger's transform changed, checked taken out and audit (to a listener) added. */
 function draft(): SourceTable {
   const table = structuredClone((env.SOURCES as Record<string, SourceTable>)[SOURCE]!);
   table.routes = [
     { ...table.routes[0], transform: '{ "account": data.account, "credits": data.amount * 10 }' },
-    { name: "audit", destination: OK_DESTINATION, filter: { type: "plan.changed" } },
+    { name: "audit", destination: "listen:trial-audit", filter: { type: "plan.changed" } },
     table.routes[2]!,
   ];
   return table;
@@ -144,6 +144,7 @@ describe("POST /admin/api/sources/:source/route-test", () => {
       ["audit", 1],
       ["quiet", 0],
     ]);
+    expect(json.routes[1]!.destination).toBe("listen:trial-audit");
     expect(json.currentRoutes.map((tally: { route: string }) => tally.route)).toEqual(["ledger", "checked", "quiet"]);
     // Every event changes: ledger's output for each of the 4 credits, checked gone and audit new for all 5.
     expect(json.changes.events).toBe(5);

@@ -172,9 +172,12 @@ function printExplanation(/** @type {any} */ explanation) {
   console.log(`  verdict    ${describeVerdict(explanation.verdict, destination)}`);
 }
 
-export function describeDestination(/** @type {{ kind: string, handlerName?: string, url?: string }} */ destination) {
+function describeDestination(
+  /** @type {{ kind: string, handlerName?: string, url?: string, listenName?: string }} */ destination,
+) {
   if (destination.kind === "handler") return `handler:${destination.handlerName}`;
   if (destination.kind === "forward") return destination.url;
+  if (destination.kind === "listen") return `listen:${destination.listenName}`;
   return "none";
 }
 
@@ -186,6 +189,7 @@ function describeVerdict(
   if (verdict.kind === "skip") return `skipped (${verdict.reason})`;
   if (verdict.kind === "refuse") return `dead-lettered: ${verdict.error}`;
   const what = verdict.transformed ? "the transform's output" : "the original bytes";
+  if (destination.kind === "listen") return `sent to whoever runs listen: ${what}`;
   return destination.kind === "forward"
     ? `forwarded: ${what}`
     : `handed to the handler: ${verdict.transformed ? "the transform's output as its payload" : "the event as received"}`;

@@ -55,9 +55,16 @@ function described(outcome: RouteOutcome, sent: string | null = null): Evaluated
   return { outcome, comparable: JSON.stringify([kind, why, sent, headers]) };
 }
 
-/** A destination as the config spells it: the URL, `handler:<name>`, or `none`. */
+/** A destination as the config spells it: the URL, `handler:<name>`, `listen:<name>` or `none`. */
 export function destinationText(destination: Destination): string {
-  if (destination.kind === "forward") return destination.url;
-  if (destination.kind === "handler") return `handler:${destination.handlerName}`;
-  return "none";
+  switch (destination.kind) {
+    case "forward":
+      return destination.url;
+    case "handler":
+      return `handler:${destination.handlerName}`;
+    case "listen":
+      return `listen:${destination.listenName}`;
+    case "none":
+      return "none";
+  }
 }
