@@ -52,8 +52,8 @@ import { listenApi } from "./listen";
 import { metricsApi } from "./metrics";
 import { replayJobsApi } from "./replay-jobs";
 import { routeControlApi } from "./route-control";
-import { sourceDetailApi } from "./source-detail";
 import { routeTestApi } from "./route-test";
+import { sourceDetailApi } from "./source-detail";
 
 /**
  * /admin/api — JSON for operators and scripts, behind the ADMIN_TOKEN bearer token. Read endpoints never
