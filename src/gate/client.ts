@@ -74,28 +74,43 @@ export interface WokenDeliveries {
   woken: GateDelivery[];
 }
 
+/** A route whose breaker just closed with `recover = "auto"`, and when its run of failures began. */
+export interface RouteRecovery {
+  source: string;
+  route: string;
+  failingSince: number;
+}
+
 /**
  * Frees the slots of finished attempts and tells each gate how its destination answered. Answers, per gate that woke
- * any, the deliveries given the freed slots (src/gate/decide.ts, `wake`).
+ * any, the deliveries given the freed slots (src/gate/decide.ts, `wake`), and the routes whose breaker closed again
+ * with `recover = "auto"`, for the caller to start their recovery.
  */
 export async function tellGates(
   env: Pick<Env, "DELIVERY_GATES">,
   finished: readonly (GatedDelivery & { verdict: AttemptVerdict })[],
   now: number,
-): Promise<WokenDeliveries[]> {
+): Promise<{ woken: WokenDeliveries[]; recoveries: RouteRecovery[] }> {
   const answers = await Promise.all(
     [...byRoute(finished)].map(async ([name, group]) => {
       const { source, route, control } = group[0]!;
-      const woken = await deliveryGate(env, source, route).release(
+      const { woken, recoverFrom } = await deliveryGate(env, source, route).release(
         control!,
         group.map(({ id, verdict }) => ({ id, verdict })),
         now,
         name,
       );
-      return { source, route, woken };
+      return { source, route, woken, recoverFrom };
     }),
   );
-  return answers.filter((answer) => answer.woken.length > 0);
+  return {
+    woken: answers
+      .filter((answer) => answer.woken.length > 0)
+      .map(({ source, route, woken }) => ({ source, route, woken })),
+    recoveries: answers.flatMap(({ source, route, recoverFrom }) =>
+      recoverFrom === null ? [] : [{ source, route, failingSince: recoverFrom }],
+    ),
+  };
 }
 
 /** The controlled deliveries, grouped by gate; uncontrolled ones are left out. */

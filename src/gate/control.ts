@@ -24,10 +24,15 @@ export interface DeliveryControl {
   breaker: CircuitBreaker | null;
   /** Paused in config: held until the config says otherwise (the admin pause is the gate's own state). */
   paused: boolean;
+  /**
+   * `recover = "auto"`: when the breaker closes again, the deliveries that died while it was failing are replayed as one
+   * job (src/replay/route-recovery.ts). Needs a circuit breaker; off by default.
+   */
+  recover?: boolean;
 }
 
 /** The route options this module reads. */
-export const CONTROL_KEYS = ["rate_limit", "max_in_flight", "circuit_breaker", "paused"] as const;
+export const CONTROL_KEYS = ["rate_limit", "max_in_flight", "circuit_breaker", "paused", "recover"] as const;
 
 export const DEFAULT_BREAKER_FAILURES = 10;
 export const DEFAULT_PROBE_INTERVAL_MS = 30_000;
@@ -60,7 +65,24 @@ export function parseDeliveryControl(
     maxInFlight: table.max_in_flight === undefined ? null : parseMaxInFlight(table.max_in_flight, where, problems),
     breaker: table.circuit_breaker === undefined ? null : parseBreaker(table.circuit_breaker, where, problems),
     paused: parsePaused(table.paused, where, problems),
+    recover: parseRecover(table, where, problems),
   };
+}
+
+function parseRecover(table: Record<string, unknown>, where: string, problems: string[]): boolean {
+  const value = table.recover;
+  if (value === undefined || value === "off") return false;
+  if (value !== "auto") {
+    problems.push(`${where}: recover must be "auto" or "off" (got ${JSON.stringify(value)})`);
+    return false;
+  }
+  if (table.circuit_breaker === undefined) {
+    problems.push(
+      `${where}: recover = "auto" re-drives what died while the circuit breaker was open: set circuit_breaker too`,
+    );
+    return false;
+  }
+  return true;
 }
 
 function parseRateLimit(value: unknown, where: string, problems: string[]): RateLimit | null {

@@ -21,6 +21,13 @@ export interface GateState {
   lastProbeAt: number | null;
   /** The probe in flight, if any, and when its slot expires. */
   probe: { id: string; expiresAt: number } | null;
+  /**
+   * When the current run of failures began (its first failed attempt); absent while none is counted, so a gate that
+   * never fails stores what it always stored. A route's recovery replays what died from then on.
+   */
+  failingSince?: number;
+  /** The latest recovery a closing breaker started (src/replay/route-recovery.ts): its job, for the admin API. */
+  recovery?: { jobKey: string; startedAt: number };
 }
 
 export const EMPTY_GATE: GateState = {
@@ -156,6 +163,8 @@ export interface Release {
   state: GateState;
   /** The breaker opened or closed with these outcomes: announced once, by the caller. */
   transition: "opened" | "closed" | null;
+  /** When it closed: when the run of failures it ends began (what a recovery replays from). */
+  failingSince: number | null;
 }
 
 /** Frees the slots of finished attempts and counts their outcomes against the breaker, in the order given. */
@@ -168,6 +177,7 @@ export function release(
   // Read before liveState: it closes a breaker the config no longer has, and that close must be reported (its
   // open alert resolves) rather than pass unseen.
   const wasOpen = previous.openedAt !== null;
+  const failingSince = previous.failingSince ?? null;
   const state = liveState(previous, control, now);
   for (const { id, verdict } of finished) {
     delete state.inFlight[id];
@@ -177,7 +187,9 @@ export function release(
       state.failures = 0;
       state.openedAt = null;
       state.lastProbeAt = null;
+      delete state.failingSince;
     } else {
+      if (state.failures === 0) state.failingSince = now;
       state.failures += 1;
       if (state.openedAt === null && state.failures >= control.breaker.failures) {
         state.openedAt = now;
@@ -186,7 +198,8 @@ export function release(
     }
   }
   const isOpen = state.openedAt !== null;
-  return { state, transition: isOpen === wasOpen ? null : isOpen ? "opened" : "closed" };
+  const transition = isOpen === wasOpen ? null : isOpen ? "opened" : "closed";
+  return { state, transition, failingSince: transition === "closed" ? failingSince : null };
 }
 
 /**

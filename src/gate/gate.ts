@@ -43,6 +43,8 @@ export interface GateStatus {
   failures: number;
   inFlight: number;
   held: number;
+  /** The latest recovery its closing breaker started (`recover = "auto"`): the replay job's key, and when. */
+  recovery: { jobKey: string; startedAt: number } | null;
 }
 
 export class DeliveryGate extends DurableObject<Env> {
@@ -105,13 +107,13 @@ export class DeliveryGate extends DurableObject<Env> {
     finished: readonly { id: string; verdict: AttemptVerdict }[],
     now: number,
     routeName: string,
-  ): Promise<GateDelivery[]> {
+  ): Promise<{ woken: GateDelivery[]; recoverFrom: number | null }> {
     count("doRequests");
     const released = release(this.state, control, finished, now);
     const { state, woken } = this.wakeWaiting(released.state, control, now);
     this.store(state);
-    const { transition } = released;
-    if (transition === null) return woken;
+    const { transition, failingSince } = released;
+    if (transition === null) return { woken, recoverFrom: null };
     const firing = transition === "opened";
     const message = firing
       ? `Route ${routeName}: ${state.failures} attempts failed in a row; its deliveries are held, one probe per ${Math.round(control.breaker!.probeIntervalMs / 1000)} s, until one succeeds.`
@@ -123,7 +125,8 @@ export class DeliveryGate extends DurableObject<Env> {
       [{ kind: "route-breaker-open", reporter: breakerReporter(routeName), firing, message }],
       true,
     ).catch((error) => logError("gate.alert_failed", error, { route: routeName }));
-    return woken;
+    // Closed again with `recover = "auto"`: the caller replays what died since the failures began (route-recovery.ts).
+    return { woken, recoverFrom: !firing && control.recover ? failingSince : null };
   }
 
   /**
@@ -159,6 +162,12 @@ export class DeliveryGate extends DurableObject<Env> {
       state: woken.state,
       woken: woken.woken.map((id) => ({ id, database: databaseOf.get(id)! })),
     };
+  }
+
+  /** Records the recovery job a closing breaker started, so the route's view shows it. */
+  noteRecovery(jobKey: string, startedAt: number): GateStatus {
+    this.store({ ...this.state, recovery: { jobKey, startedAt } });
+    return this.status();
   }
 
   pause(): GateStatus {
@@ -210,6 +219,7 @@ export class DeliveryGate extends DurableObject<Env> {
       failures: this.state.failures,
       inFlight: Object.keys(this.state.inFlight).length + (this.state.probe ? 1 : 0),
       held,
+      recovery: this.state.recovery ?? null,
     };
   }
 

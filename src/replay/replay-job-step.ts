@@ -1,5 +1,4 @@
 import { and, asc, eq, gt, gte, isNull, lt, type SQL, sql } from "drizzle-orm";
-import { routeOrderingKey } from "../consumers/deliveries/fan-out";
 import { batchByName } from "../db/batch";
 import { type Database, database } from "../db/client";
 import { inJsonList } from "../db/id-list";
@@ -159,7 +158,8 @@ export async function stepJob(env: Env, job: JobRow, now: number, limit = JOB_PA
     ...Object.fromEntries(
       added.map((choice, index) => {
         const route = configured?.routes.find(({ rules }) => rules.name === choice.route);
-        const orderingKey = route ? routeOrderingKey(route, orderingOf.get(choice.receiptId) ?? null) : null;
+        // An ordered route keeps the event's ordering value, as the fan-out writes it (src/consumers/deliveries/fan-out.ts).
+        const orderingKey = route?.rules.ordering ? (orderingOf.get(choice.receiptId) ?? null) : null;
         return [`added${index}`, addDelivery(db, choice.receiptId, choice.route, orderingKey, now, unmoved)];
       }),
     ),

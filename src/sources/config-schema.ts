@@ -223,6 +223,10 @@ export const ROUTE_ENTRIES = {
   max_in_flight: compiledElsewhere("Deliveries of this route in flight at once", { type: "integer" }),
   circuit_breaker: compiledElsewhere("true, or { failures, probe_interval }", { type: ["boolean", "object"] }),
   paused: compiledElsewhere("Hold this route's deliveries", { type: "boolean" }),
+  recover: compiledElsewhere(
+    '"auto": when the circuit breaker closes again, re-drive the deliveries that died while it was open; "off" (the default)',
+    { enum: ["auto", "off"] },
+  ),
   ordered_by: compiledElsewhere('"subject" or "body.<path>"', { type: "string" }),
   on_dead: compiledElsewhere('"block" or "skip"', { enum: ["block", "skip"] }),
 };

@@ -8,6 +8,7 @@ import type { AttemptVerdict } from "../../gate/decide";
 import type { GateDelivery } from "../../gate/gate";
 import { logError, logEvent } from "../../lib/log";
 import { enqueueWork } from "../../relay/enqueue";
+import { startRecoveries } from "../../replay/route-recovery";
 import type { SourceConfig, SourceRoute } from "../../sources/config";
 import { databaseBindingIn, envForDatabase } from "../../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "../decide/decide";
@@ -201,14 +202,16 @@ export async function releaseDeliveries(
 ): Promise<void> {
   const gated = finished.map((delivery) => ({ ...gatedDelivery(delivery), verdict: attemptVerdict(delivery.result) }));
   if (gated.every((delivery) => delivery.control === null)) return;
-  const woken = await tellGates(env, gated, now).catch((error) => {
+  const told = await tellGates(env, gated, now).catch((error) => {
     logError("gate.release_failed", error, { deliveries: gated.length });
-    return [];
+    return { woken: [], recoveries: [] };
   });
-  for (const { source, route, woken: deliveries } of woken)
+  for (const { source, route, woken: deliveries } of told.woken)
     await sendResumed(env, source, route, deliveries).catch((error) =>
       logError("gate.wake_failed", error, { route: gateName(source, route), deliveries: deliveries.length }),
     );
+  if (told.recoveries.length > 0)
+    await startRecoveries(env, told.recoveries).catch((error) => logError("gate.recovery_failed", error, {}));
 }
 
 /**
