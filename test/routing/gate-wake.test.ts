@@ -54,14 +54,14 @@ describe("a freed slot wakes the oldest delivery waiting for one", () => {
       options,
     );
     expect(asked.admitted).toEqual([ids[0]]);
-    const woken = await gate.release(capOne, [{ id: ids[0]!, verdict: "success" }], now + 1, name);
+    const { woken } = await gate.release(capOne, [{ id: ids[0]!, verdict: "success" }], now + 1, name);
     expect(woken).toEqual([{ id: ids[1], database: "DB" }]);
     // The woken delivery arrives and is admitted; the next release wakes the one after it, and then nobody.
     expect((await gate.admit(capOne, [{ id: ids[1]!, database: "DB" }], now + 2, options)).admitted).toEqual([ids[1]]);
-    expect(await gate.release(capOne, [{ id: ids[1]!, verdict: "success" }], now + 3, name)).toEqual([
+    expect((await gate.release(capOne, [{ id: ids[1]!, verdict: "success" }], now + 3, name)).woken).toEqual([
       { id: ids[2], database: "DB" },
     ]);
     expect((await gate.admit(capOne, [{ id: ids[2]!, database: "DB" }], now + 4, options)).admitted).toEqual([ids[2]]);
-    expect(await gate.release(capOne, [{ id: ids[2]!, verdict: "success" }], now + 5, name)).toEqual([]);
+    expect((await gate.release(capOne, [{ id: ids[2]!, verdict: "success" }], now + 5, name)).woken).toEqual([]);
   });
 });
