@@ -111,6 +111,25 @@ describe("Access roles on the admin API", () => {
     ]);
   });
 
+  it("refuses a viewer's listener 403 (its answers would mark deliveries processed) and lets an operator describe it", async () => {
+    const viewer = await asUser(team.sign, { email: VIEWER });
+    const refused = await apiCall("/admin/api/listen/listen-laptop", viewer);
+    expect(refused.status).toBe(403);
+    const operator = await asUser(team.sign, { email: OPERATOR });
+    const described = await apiCall("/admin/api/listen/listen-laptop", operator);
+    expect(described.status).toBe(200);
+    expect(await described.json()).toEqual({
+      source: "listen-laptop",
+      route: expect.any(String),
+      listen: "laptop-test",
+    });
+    expect(
+      (await actionsBy(VIEWER))
+        .filter(({ action }) => action === "listen")
+        .map(({ action, target, outcome }) => ({ action, target, outcome })),
+    ).toEqual([{ action: "listen", target: "/admin/api/listen/listen-laptop", outcome: "refused" }]);
+  });
+
   it("lets an operator dismiss (logged with what it affected) and refuses it a kept secret's approval", async () => {
     // The email matches whatever its case: ACCESS_ROLES lists it lowercased.
     const token = await asUser(team.sign, { email: OPERATOR });

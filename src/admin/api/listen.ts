@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { apiError } from "../../lib/errors";
 import { listenHub } from "../../listen/client";
 import type { SourceConfig } from "../../sources/config";
+import { requireRole } from "../access/require-role";
 import { configuredSource, namedRoute } from "../actions/route-control";
 import type { AdminEnv } from "../guards/auth";
 
@@ -13,7 +14,9 @@ import type { AdminEnv } from "../guards/auth";
  */
 export const listenApi = new Hono<AdminEnv>();
 
-listenApi.get("/:source", async (c) => {
+// A listener's answers mark deliveries processed, so listening is an operator's action, like a replay; the CLI's
+// first plain GET is refused the same way, so a viewer reads one clear line rather than a socket that never opens.
+listenApi.get("/:source", requireRole("operator", "listen"), async (c) => {
   const source = configuredSource(c.env, c.req.param("source"));
   const { routeName, listenName } = listenRoute(source, c.req.query("route"));
   // Without an upgrade, what a listener would reach: the CLI asks first, so a refused token or a route that is not

@@ -21,6 +21,7 @@ export const OPERATOR_ACTIONS = [
   "resolve",
   "approve",
   "revoke",
+  "listen",
 ] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 
