@@ -69,7 +69,7 @@ export class IssueDesk {
       logError("issue.notice_failed", new Error(outcome.error), {
         issue: notice.issue.issueKey,
         channel: notice.channel,
-        event: notice.event,
+        notice: notice.event,
         retry: next !== null,
       });
     }

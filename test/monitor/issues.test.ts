@@ -2,9 +2,8 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { adminGet, adminPost, DASHBOARD_ORIGIN, dashboardPage, dashboardSession, seedReceipt } from "../admin/support";
-import { standinOrigin } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
-import { eventually } from "../support/deliveries";
+import { issue, received } from "./issue-support";
 
 /**
  * Issues through the real routes: the cron (worker.scheduled) reads the dead letters per route and hands them to
@@ -15,57 +14,6 @@ import { eventually } from "../support/deliveries";
 
 const SOURCE = "issues-routes";
 const HOUR = 3_600_000;
-
-interface IssueView {
-  issueKey: string;
-  kind: string;
-  source: string | null;
-  route: string | null;
-  state: string;
-  severity: string;
-  message: string;
-  episodes: number;
-  acknowledgeNote: string | null;
-  resolvedBy: string | null;
-  history: { event: string; detail: string }[];
-}
-
-interface Listing {
-  issues: IssueView[];
-  channels: { channel: string; waiting: number; gaveUp: number; lastError: string | null; lastSentAt: number | null }[];
-}
-
-async function listing(all = false): Promise<Listing> {
-  const response = await adminGet(`/admin/api/issues${all ? "?all=1" : ""}`);
-  expect(response.status).toBe(200);
-  return response.json<Listing>();
-}
-
-async function issue(issueKey: string, all = true): Promise<IssueView | undefined> {
-  return (await listing(all)).issues.find((entry) => entry.issueKey === issueKey);
-}
-
-/** One request a channel's stand-in (a lane of the forward stand-in) received. */
-interface ChannelRequest {
-  headers: Record<string, string>;
-  body: string;
-  answer: number;
-}
-
-/** What a lane received for one issue, parsed; waits until there are `count` of them. */
-async function received(channel: "slack" | "webhook" | "pagerduty", match: string, count: number) {
-  return eventually(
-    async () => {
-      const lane = await (await fetch(`${standinOrigin()}/__lane/issues-${channel}`)).json<ChannelRequest[]>();
-      const requests = lane.filter(
-        (request) => request.body.includes(`"${match}"`) || request.body.includes(`${match})`),
-      );
-      return requests.length >= count ? requests : undefined;
-    },
-    20_000,
-    `${count} ${channel} notices for ${match}`,
-  );
-}
 
 async function seedDeadLetters(now: number): Promise<{ own: string; further: string }> {
   // The receipt's own delivery (route null: the source's first route, ledger) and a further route's (crm).

@@ -13,7 +13,9 @@ import type { TestProject } from "vitest/node";
  *   /poison                     500 when the body contains "poison", 200 otherwise
  *   /when/<marker>/<steps>      a body containing <marker> follows the script <steps> (as /script/), any other 204
  *   /slow/<ms>                  204, answered only after <ms> (a destination that is slow but answers in time)
- *   /lane/<name>/<path>         as <path> above, unless PUT /__lane/<name>?status=<code> set the lane's answer;
+ *   /lane/<name>/<path>         as <path> above, unless PUT /__lane/<name>?status=<code> set the lane's answer
+ *                               (with &match=<text>, only for bodies containing <text>: lanes are shared by test
+ *                               files running at once; status=0 clears it);
  *                               each request is also recorded per lane with how many of the lane's requests were
  *                               open when it arrived (itself included), for tests of delivery control
  *   GET /__lane/<name>          what arrived in that lane, in arrival order
@@ -67,13 +69,15 @@ interface Lane {
   requests: RecordedRequest[];
   open: number;
   status: number | null;
+  /** The set status answers only bodies containing this (null: every body). */
+  match: string | null;
 }
 
 function standinHandler(): RequestListener {
   const byKey = new Map<string, RecordedRequest[]>();
   const lanes = new Map<string, Lane>();
   const laneNamed = (name: string) =>
-    lanes.get(name) ?? lanes.set(name, { requests: [], open: 0, status: null }).get(name)!;
+    lanes.get(name) ?? lanes.set(name, { requests: [], open: 0, status: null, match: null }).get(name)!;
   return async (request, response) => {
     // No keep-alive: a pooled socket that the server closes just as workerd reuses it shows up as a spurious
     // "Network connection lost", and the tests assert exact attempt histories.
@@ -86,7 +90,9 @@ function standinHandler(): RequestListener {
     const laneControl = /^\/__lane\/([a-z0-9-]+)$/.exec(url.pathname);
     if (laneControl && request.method === "GET") return json(response, 200, laneNamed(laneControl[1]!).requests);
     if (laneControl && request.method === "PUT") {
-      laneNamed(laneControl[1]!).status = Number(url.searchParams.get("status"));
+      const controlled = laneNamed(laneControl[1]!);
+      controlled.status = Number(url.searchParams.get("status"));
+      controlled.match = url.searchParams.get("match");
       return json(response, 200, { ok: true });
     }
     const laneMatch = /^\/lane\/([a-z0-9-]+)(\/.*)$/.exec(url.pathname);
@@ -111,9 +117,10 @@ function standinHandler(): RequestListener {
       record.openOnArrival = lane.open;
       lane.requests.push(record);
     }
-    const step = lane?.status
-      ? { status: lane.status }
-      : chooseStep(laneMatch ? laneMatch[2]! : url.pathname, seen.length, body);
+    const step =
+      lane?.status && (lane.match === null || body.includes(lane.match))
+        ? { status: lane.status }
+        : chooseStep(laneMatch ? laneMatch[2]! : url.pathname, seen.length, body);
     if (typeof step === "object" && step.afterMs !== undefined) {
       record.answer = step.status;
       setTimeout(() => {
