@@ -17,6 +17,7 @@ import { answerChannel, type ChannelName, type ChannelView, listing, received } 
 
 const SOURCE = "issues-channels";
 const ISSUE_KEY = `dead-letters:${SOURCE}:default`;
+const GIVEN_UP_SOURCE = "issues-channels-given-up";
 const HOUR = 3_600_000;
 
 type NoticeRow = {
@@ -28,27 +29,27 @@ type NoticeRow = {
 };
 
 /** The monitor's notice rows for the issue, read in its own storage. */
-function notices(): Promise<NoticeRow[]> {
+function notices(issueKey = ISSUE_KEY): Promise<NoticeRow[]> {
   return runInDurableObject(systemMonitor(env), (_monitor, state) =>
     state.storage.sql
       .exec<NoticeRow>(
         "SELECT channel, attempts, next_attempt_at, last_failed_at, sent_at FROM issue_notices WHERE issue_key = ? ORDER BY notice_id",
-        ISSUE_KEY,
+        issueKey,
       )
       .toArray(),
   );
 }
 
 /** The waiting retry is due now; then the monitor's alarm (set for the retry) runs, as it would once the wait is up. */
-async function runRetryNow(): Promise<void> {
+async function runRetryNow(issueKey = ISSUE_KEY): Promise<boolean> {
   await runInDurableObject(systemMonitor(env), (_monitor, state) => {
     state.storage.sql.exec(
       "UPDATE issue_notices SET next_attempt_at = ? WHERE issue_key = ? AND next_attempt_at IS NOT NULL",
       Date.now(),
-      ISSUE_KEY,
+      issueKey,
     );
   });
-  expect(await runDurableObjectAlarm(systemMonitor(env))).toBe(true);
+  return runDurableObjectAlarm(systemMonitor(env));
 }
 
 async function channel(name: ChannelName): Promise<ChannelView> {
@@ -111,7 +112,7 @@ describe("a failing notice channel", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       const spy = vi
         .spyOn(console, "error")
         .mockImplementation((...args: unknown[]) => void errors.push(args.map(String).join(" ")));
-      await runRetryNow().finally(() => spy.mockRestore());
+      expect(await runRetryNow().finally(() => spy.mockRestore())).toBe(true);
       // One error line, under its own event name (the notice's event is a field beside it, never in its place).
       expect(errors.map((line) => JSON.parse(line))).toEqual([
         {
@@ -132,7 +133,7 @@ describe("a failing notice channel", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
       // Slack answers again: the next retry delivers, and the channel reads ok everywhere.
       await answerChannel("slack", 200, ISSUE_KEY);
-      await runRetryNow();
+      expect(await runRetryNow()).toBe(true);
       expect((await received("slack", ISSUE_KEY, 3)).map((request) => request.answer)).toEqual([503, 503, 200]);
       const [delivered] = await notices();
       expect(delivered).toMatchObject({ channel: "slack", attempts: 3, next_attempt_at: null });
@@ -146,6 +147,48 @@ describe("a failing notice channel", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       expect(await received("pagerduty", ISSUE_KEY, 1)).toHaveLength(1);
     } finally {
       await answerChannel("slack", 0, ISSUE_KEY);
+    }
+  });
+
+  it("waits 30 s, 2 min, 10 min, 30 min and 1 h between retries, then gives the notice up and shows it given up", async () => {
+    const issueKey = `dead-letters:${GIVEN_UP_SOURCE}:default`;
+    await answerChannel("slack", 503, issueKey);
+    try {
+      const now = Date.now();
+      await seedReceipt({ source: GIVEN_UP_SOURCE, receivedAt: now - HOUR, status: "dead", attempts: 5 });
+      await runCron(now);
+      await received("slack", issueKey, 1);
+      const waits: number[] = [];
+      for (let attempt = 1; attempt <= 5; attempt++) {
+        const [waiting] = await eventually(
+          async () => {
+            const rows = await notices(issueKey);
+            return rows[0]?.attempts === attempt ? rows : undefined;
+          },
+          20_000,
+          `slack attempt ${attempt} recorded`,
+        );
+        waits.push(waiting!.next_attempt_at! - waiting!.last_failed_at!);
+        expect(await runRetryNow(issueKey)).toBe(true);
+      }
+      expect(waits).toEqual([30_000, 2 * 60_000, 10 * 60_000, 30 * 60_000, 60 * 60_000]);
+      expect((await received("slack", issueKey, 6)).map((request) => request.answer)).toEqual([
+        503, 503, 503, 503, 503, 503,
+      ]);
+      const [givenUp] = await notices(issueKey);
+      expect(givenUp).toMatchObject({ channel: "slack", attempts: 6, next_attempt_at: null, sent_at: null });
+      expect(await channel("slack")).toMatchObject({
+        waiting: 0,
+        gaveUp: 1,
+        lastError: "slack: destination answered 503",
+      });
+      const cookie = await dashboardSession();
+      expect(await dashboardRow(cookie, "slack")).toMatch(/^slack failing 0 1 .+: slack: destination answered 503$/);
+      // Given up means no alarm is left for it: nothing more reaches the lane.
+      expect(await runRetryNow(issueKey)).toBe(false);
+      expect(await received("slack", issueKey, 6)).toHaveLength(6);
+    } finally {
+      await answerChannel("slack", 0, issueKey);
     }
   });
 });
