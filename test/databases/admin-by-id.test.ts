@@ -148,8 +148,17 @@ describe("admin by id across databases", () => {
     await waitForStatusIn("DB_SECOND", dead.receiptId);
     expect(await credits("DB_SECOND", dead.accountId)).toBe(5);
     expect(await replayRows("DB_SECOND", dead.receiptId)).toEqual([{ previousStatus: "dead", requestedBy: "api" }]);
-    // DB (every table) and the claim shards are exactly as they were.
+    // DB (every table but the operator audit log) and the claim shards are exactly as they were; the audit log holds
+    // the replay, by the admin token.
     await expectUnchanged(before);
+    const { results: logged } = await env.DB.prepare(
+      "SELECT actor, action, target, affected, outcome FROM operator_actions WHERE target = ?",
+    )
+      .bind(`receipt ${dead.receiptId}`)
+      .all();
+    expect(logged).toEqual([
+      { actor: "admin-token", action: "replay", target: `receipt ${dead.receiptId}`, affected: 1, outcome: "allowed" },
+    ]);
   });
 
   it("replays dead letters in bulk across both databases: by ids, by {all: true} page by page, by a source", async () => {

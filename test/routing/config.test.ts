@@ -220,6 +220,7 @@ describe("a route's delivery control", () => {
       maxInFlight: null,
       breaker: null,
       paused: false,
+      recover: false,
     });
     expect(parsed(route({ rate_limit: "600/min", max_in_flight: 4 })).route.control).toMatchObject({
       rateLimit: { count: 600, windowMs: 60_000 },
@@ -243,7 +244,11 @@ describe("a route's delivery control", () => {
       maxInFlight: null,
       breaker: null,
       paused: false,
+      recover: false,
     });
+    // `recover = "auto"` re-drives what died while the breaker was open (docs/operating.md), so it needs a breaker.
+    expect(parsed(route({ circuit_breaker: true, recover: "auto" })).route.control?.recover).toBe(true);
+    expect(parsed(route({ circuit_breaker: true, recover: "off" })).route.control?.recover).toBe(false);
     expect(parsed(route({ paused: true })).route.control?.paused).toBe(true);
   });
 
