@@ -9,7 +9,8 @@ import { registerHandler } from "../../src/handlers/registry";
 import worker from "../../src/index";
 import { POISON_HANDLER } from "./names";
 
-export { ClaimShard, DeliveryGate, SystemMonitor } from "../../src/index";
+// Every Durable Object class the real entry exports, whatever it gains: wrangler refuses a config naming one not exported.
+export * from "../../src/index";
 
 /** Longer than the phase ever waits: the runtime is always killed first. A timer, not a bare never-settling
  * promise, so workerd sees pending I/O and lets the attempt hang instead of cancelling it as a deadlock. */
