@@ -12,20 +12,6 @@ export function gateName(source: string, route: string): string {
   return `${source}/${route}`;
 }
 
-const BREAKER_REPORTER_PREFIX = "route:";
-
-/** Who reports a gate's breaker to the system monitor (the `route-breaker-open` alert). */
-export function breakerReporter(gate: string): string {
-  return `${BREAKER_REPORTER_PREFIX}${gate}`;
-}
-
-/** The route a breaker reporter names; null for any other reporter. Names never hold a "/" (src/sources/config.ts). */
-export function routeOfBreakerReporter(reporter: string): { source: string; route: string } | null {
-  if (!reporter.startsWith(BREAKER_REPORTER_PREFIX)) return null;
-  const [source, route, ...rest] = reporter.slice(BREAKER_REPORTER_PREFIX.length).split("/");
-  return source && route && rest.length === 0 ? { source, route } : null;
-}
-
 export function deliveryGate(env: Pick<Env, "DELIVERY_GATES">, source: string, route: string) {
   return env.DELIVERY_GATES.get(env.DELIVERY_GATES.idFromName(gateName(source, route)));
 }

@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
 import { count, execCounted } from "../lib/meter";
 import { reportObservations } from "../monitor/report";
-import { breakerReporter } from "./client";
+import { breakerReporter } from "./breaker-reporter";
 import type { DeliveryControl } from "./control";
 import {
   type Admission,

@@ -1,4 +1,4 @@
-import { routeOfBreakerReporter } from "../gate/client";
+import { routeOfBreakerReporter } from "../gate/breaker-reporter";
 import { plural } from "../lib/plural";
 import type { SystemAlertKind } from "../monitor/conditions";
 import type { IssueCondition, IssueKind } from "../monitor/issues/types";
