@@ -3,7 +3,7 @@ import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-
 import { Flash, Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
 import { DeadDeliveriesSection } from "./dead-deliveries";
-import { FilterProblem, TextFilter } from "./receipts";
+import { FilterProblem, TextFilter } from "./filter-fields";
 
 type Query = Record<string, string | undefined>;
 

@@ -1,7 +1,7 @@
 import { JOB_STATUSES } from "../../../replay/replay-filter";
 import type { DryRun, JobView } from "../../../replay/replay-jobs";
 import { Page } from "../layout";
-import { FilterProblem, TextFilter } from "./receipts";
+import { FilterProblem, TextFilter } from "./filter-fields";
 
 type Query = Record<string, string | undefined>;
 
