@@ -64,10 +64,13 @@ export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
 const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
 /**
  * While relays fail, a claim arriving at a shard whose backed-off alarm is further off than this brings it forward
- * (at most once per this interval): with traffic flowing, relaying resumes within seconds of D1 coming back, and
- * an outage costs one failed D1 call per shard per interval, not one per claim.
+ * (at most once per this interval): with traffic flowing, relaying resumes within a second of D1 coming back, and
+ * an outage costs one failed D1 read per shard per interval (the relay asks D1 first while failing, so nothing is
+ * written to R2 for it: src/relay/database-room.ts), not one per claim. The wait after an outage is idle time the
+ * backlog drain pays in full: at 10 s it held a 45 s outage's drain to about 4× the arrival rate in the faulted soak
+ * (issue 35, docs/performance.md "Recovery").
  */
-export const RELAY_PROBE_MS = 10_000;
+export const RELAY_PROBE_MS = 1_000;
 /**
  * How long claims held back by a database at its size limit wait before the next try (src/relay/database-room.ts):
  * the alert is already raised, and room comes from an operator or from retention, not within seconds.
@@ -344,6 +347,7 @@ export class ClaimShard extends DurableObject<Env> {
       claims,
       quarantines,
       bodyThresholdOf(this.env),
+      this.relayFailing,
     );
 
     // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone: the key, hash,

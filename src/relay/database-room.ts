@@ -30,12 +30,17 @@ export interface DatabaseRoom {
   observations: Observation[];
 }
 
-/** `env` is a database's env (src/sources/databases.ts `envForDatabase`): its `DB` is the database weighed. */
-export async function roomIn(env: Env): Promise<DatabaseRoom> {
+/**
+ * `env` is a database's env (src/sources/databases.ts `envForDatabase`): its `DB` is the database weighed. `askAfresh`
+ * (the shard's relays have been failing) asks even a remembered database: the `SELECT 1` is then the relay's probe of
+ * D1, and an outage that still lasts fails there, before the batch's bodies are written to R2 for nothing.
+ */
+export async function roomIn(env: Env, askAfresh = false): Promise<DatabaseRoom> {
   const binding = databaseBindingIn(env);
   const limit = databaseLimit(env);
   let size = sizeSeen.get(binding);
-  if (size === undefined || storeVerdict(size, limit) === "refuse") size = await measuredSize(env, binding);
+  if (askAfresh || size === undefined || storeVerdict(size, limit) === "refuse")
+    size = await measuredSize(env, binding);
   // D1 not saying (it always has so far): nothing to decide on, so the relay goes ahead as it always did.
   if (size === undefined) return { verdict: "write", observations: [] };
   return { verdict: storeVerdict(size, limit), observations: databaseStoreObservations(binding, size, limit) };

@@ -28,6 +28,12 @@ export async function relayToD1(
   quarantines: readonly PendingQuarantine[],
   /** Bytes above which a source's bodies go to R2 (the shard passes each source's setting); none by default. */
   bodyThresholdOf: (source: string) => number = () => Number.POSITIVE_INFINITY,
+  /**
+   * The shard's relays have been failing (D1 or the queue down): each database is asked first with one cheap read,
+   * so a relay tried while D1 is still out costs that failed read, not a segment written to R2 for a batch D1 then
+   * refuses (./database-room.ts). The shard probes often while it fails, to resume soon after D1 comes back.
+   */
+  probing = false,
 ): Promise<RelayOutcome> {
   // Each source's receipts go to its own database (src/sources/databases.ts), a partitioned source's to the
   // ring's database for each receipt id (src/sources/partitions.ts). A shard holds one source, so this is one
@@ -53,7 +59,7 @@ export async function relayToD1(
     const databaseEnv = envForDatabase(env, binding);
     // A database at its size limit is not written: its claims stay in the shard, acknowledged and durable, and
     // go on a later relay once it has room.
-    const room = await roomIn(databaseEnv);
+    const room = await roomIn(databaseEnv, probing);
     report.storeObservations.push(...room.observations);
     if (room.verdict === "refuse") {
       for (const claim of claimsThere) report.held.receiptIds.add(claim.receiptId);
