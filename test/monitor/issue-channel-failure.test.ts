@@ -140,7 +140,10 @@ describe("a failing notice channel", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       const healthy = await channel("slack");
       expect(healthy).toMatchObject({ waiting: 0, gaveUp: 0, lastError: null });
       expect(healthy.lastSentAt).toBeGreaterThan(healthy.lastFailedAt!);
-      expect(await dashboardRow(cookie, "slack")).toMatch(/^slack ok 0 0 [-0-9]+ [0-9:]+Z [-0-9]+ [0-9:]+Z:$/);
+      // The last failure stays shown, when it was, and says it was recovered from (not an empty "…Z:").
+      expect(await dashboardRow(cookie, "slack")).toMatch(
+        /^slack ok 0 0 [-0-9]+ [0-9:]+Z [-0-9]+ [0-9:]+Z \(recovered since\)$/,
+      );
 
       // The other channels were told once: the retries were Slack's alone.
       expect(await received("webhook", ISSUE_KEY, 1)).toHaveLength(1);

@@ -1,11 +1,11 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { signInApi } from "../access/sign-in";
 import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters, moveRouteDeadLetters } from "../actions/dismiss";
 import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
-import { type OperatorAction, recordOperatorAction } from "../audit-log/record";
+import type { OperatorAction } from "../audit-log/record";
 import { filterTarget, receiptsTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
@@ -126,13 +126,7 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), requireRole("oper
     route !== undefined
       ? await replayRouteReport(c.env, receiptId, route)
       : (await replayByIds(c.env, [receiptId], "api")).results[0];
-  await recordOperatorAction(c.env, {
-    actor: c.get("actor"),
-    action: "replay",
-    target: receiptsTarget([receiptId], route),
-    affected: report?.outcome === "replayed" ? 1 : 0,
-    outcome: "allowed",
-  });
+  await recordAllowed(c, "replay", receiptsTarget([receiptId], route), report?.outcome === "replayed" ? 1 : 0);
   switch (report?.outcome) {
     case "replayed":
       return c.json(report, 202);
@@ -193,13 +187,12 @@ adminApi.post("/dead/replay", accepts(), requireRole("operator", bulkReplayActio
     request.kind === "ids"
       ? await replayByIds(c.env, request.receiptIds, "api")
       : await replayDeadMatching(c.env, request.filter, "api", request.route);
-  await recordOperatorAction(c.env, {
-    actor: c.get("actor"),
-    action: request.kind === "ids" ? "replay" : "bulk-replay",
-    target: request.kind === "ids" ? receiptsTarget(request.receiptIds) : filterTarget(request.filter, request.route),
-    affected: report.replayed,
-    outcome: "allowed",
-  });
+  await recordAllowed(
+    c,
+    request.kind === "ids" ? "replay" : "bulk-replay",
+    request.kind === "ids" ? receiptsTarget(request.receiptIds) : filterTarget(request.filter, request.route),
+    report.replayed,
+  );
   return c.json(report);
 });
 
@@ -224,13 +217,7 @@ adminApi.post("/dead/:action{dismiss|restore}", accepts(), requireRole("operator
     route === undefined
       ? await moveDeadLetters(c.env, action, receiptIds)
       : await moveRouteDeadLetters(c.env, action, receiptIds, route);
-  await recordOperatorAction(c.env, {
-    actor: c.get("actor"),
-    action,
-    target: receiptsTarget(receiptIds, route),
-    affected: report.changed.length,
-    outcome: "allowed",
-  });
+  await recordAllowed(c, action, receiptsTarget(receiptIds, route), report.changed.length);
   return c.json(report);
 });
 

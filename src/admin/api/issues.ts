@@ -1,8 +1,7 @@
 import { type Context, Hono } from "hono";
 import { apiError } from "../../lib/errors";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { changeIssue, issueNote, listIssues } from "../actions/issues";
-import { recordOperatorAction } from "../audit-log/record";
 import type { AdminEnv } from "../guards/auth";
 import { describeUnknown } from "../receipts/filters";
 
@@ -31,13 +30,7 @@ issuesApi.post("/:issueKey/:change{acknowledge|resolve}", requireRole("operator"
   const body = await noteBody(c.req.raw);
   const note = issueNote(body.note, change === "acknowledge");
   const issue = await changeIssue(c.env, c.req.param("issueKey"), change, note);
-  await recordOperatorAction(c.env, {
-    actor: c.get("actor"),
-    action: change,
-    target: `issue ${c.req.param("issueKey")}`,
-    affected: 1,
-    outcome: "allowed",
-  });
+  await recordAllowed(c, change, `issue ${c.req.param("issueKey")}`, 1);
   return c.json({ issue });
 });
 

@@ -3,8 +3,7 @@ import { changeKeptSecret, listKeptSecrets } from "../../ingest/kept-secrets";
 import { apiError } from "../../lib/errors";
 import { adapterFor } from "../../providers/registry";
 import { lookupSource } from "../../sources/registry";
-import { requireRole } from "../access/require-role";
-import { recordOperatorAction } from "../audit-log/record";
+import { recordAllowed, requireRole } from "../access/require-role";
 import type { AdminEnv } from "../guards/auth";
 
 /**
@@ -58,13 +57,7 @@ keptSecretsApi.post(
     const change = keptSecretChange(c);
     const fingerprint = fingerprintParam(c.req.param("fingerprint"));
     const changed = await changeKeptSecret(c.env, source, fingerprint, change);
-    await recordOperatorAction(c.env, {
-      actor: c.get("actor"),
-      action: change,
-      target: `source ${source}, kept secret ${fingerprint}`,
-      affected: changed ? 1 : 0,
-      outcome: "allowed",
-    });
+    await recordAllowed(c, change, `source ${source}, kept secret ${fingerprint}`, changed ? 1 : 0);
     if (!changed) throw apiError(404, "kept_secret_not_found", "This source keeps no secret with this fingerprint.");
     return c.json(change === "approve" ? { source, approved: changed } : { source, revoked: changed });
   },

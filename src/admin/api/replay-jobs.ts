@@ -1,12 +1,12 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { apiError } from "../../lib/errors";
 import { logEvent } from "../../lib/log";
 import { JobFilterError } from "../../replay/replay-filter";
 import { dryRun, JobConflictError, type JobView, jobView, startJob } from "../../replay/replay-jobs";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { parseReplayJobRequest } from "../actions/replay-job-request";
-import { recordOperatorAction } from "../audit-log/record";
 import { filterTarget } from "../audit-log/targets";
+import type { Role } from "../guards/actor";
 import type { AdminEnv } from "../guards/auth";
 
 /**
@@ -16,8 +16,16 @@ import type { AdminEnv } from "../guards/auth";
  */
 export const replayJobsApi = new Hono<AdminEnv>();
 
-// A dry run changes nothing, but it is the first half of the operator's action: one role for both.
-replayJobsApi.post("/", requireRole("operator", "bulk-replay"), async (c) => {
+/**
+ * A dry run writes nothing, so any role may ask for one (a viewer can size a replay and hand it to an operator);
+ * starting the job is an operator's. Read from the body as sent: a body that is not a dry run needs the operator.
+ */
+async function roleForJobRequest(c: Context<AdminEnv>): Promise<Role> {
+  const body: unknown = await c.req.json().catch(() => null);
+  return body && typeof body === "object" && (body as { dryRun?: unknown }).dryRun === true ? "viewer" : "operator";
+}
+
+replayJobsApi.post("/", requireRole(roleForJobRequest, "bulk-replay"), async (c) => {
   let body: unknown;
   try {
     body = await c.req.json();
@@ -29,7 +37,7 @@ replayJobsApi.post("/", requireRole("operator", "bulk-replay"), async (c) => {
     if (request.dryRun) return c.json({ dryRun: true, ...(await dryRun(c.env, request.filter)) });
     const job = await startJob(c.env, { filter: request.filter, jobKey: request.jobKey, origin: "api" });
     logEvent("admin.replay", { mode: "job", job: job.jobKey, source: job.source, route: job.route ?? undefined });
-    await recordJobStart(c.env, c.get("actor"), job);
+    await recordJobStart(c, job);
     return c.json({ job }, 202);
   } catch (error) {
     throw jobError(error);
@@ -50,17 +58,12 @@ export function jobError(error: unknown): unknown {
 }
 
 /** The audit log's row of a started job (a job key started again is recorded again, with what it has replayed by then). */
-export function recordJobStart(env: Env, actor: AdminEnv["Variables"]["actor"], job: JobView): Promise<void> {
+export function recordJobStart(c: Context<AdminEnv>, job: JobView): Promise<void> {
   const { filter } = job;
   const scope = filterTarget(
     { source: filter.source, eventType: filter.eventType, receivedFrom: filter.since, receivedBefore: filter.until },
     filter.route,
   );
-  return recordOperatorAction(env, {
-    actor,
-    action: "bulk-replay",
-    target: `job ${job.jobKey}: ${scope}, status ${filter.status}${filter.error === undefined ? "" : `, error "${filter.error}"`}`,
-    affected: job.replayed,
-    outcome: "allowed",
-  });
+  const error = filter.error === undefined ? "" : `, error "${filter.error}"`;
+  return recordAllowed(c, "bulk-replay", `job ${job.jobKey}: ${scope}, status ${filter.status}${error}`, job.replayed);
 }

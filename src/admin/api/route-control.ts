@@ -1,7 +1,6 @@
 import { type Context, Hono } from "hono";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-control";
-import { recordOperatorAction } from "../audit-log/record";
 import { routeTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 
@@ -24,14 +23,7 @@ routeControlApi.post(
   async (c) => {
     const { source, route } = c.req.param();
     const change = routeChange(c);
-    const record = (affected: number) =>
-      recordOperatorAction(c.env, {
-        actor: c.get("actor"),
-        action: change,
-        target: routeTarget(source, route),
-        affected,
-        outcome: "allowed",
-      });
+    const record = (affected: number) => recordAllowed(c, change, routeTarget(source, route), affected);
     if (change === "pause") {
       const view = await pauseRoute(c.env, source, route);
       // A pause holds the one route.

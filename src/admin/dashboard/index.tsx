@@ -8,10 +8,9 @@ import { ApiError, apiError } from "../../lib/errors";
 import { logError } from "../../lib/log";
 import { shardThresholds } from "../../monitor/conditions";
 import { lookupSource, sourcesHealth } from "../../sources/registry";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { signInDashboard } from "../access/sign-in";
 import { pauseRoute, resumeRoute, routeControlView } from "../actions/route-control";
-import { recordOperatorAction } from "../audit-log/record";
 import { routeTarget } from "../audit-log/targets";
 import {
   type AdminEnv,
@@ -188,6 +187,7 @@ dashboard.get("/sources/:source", async (c) => {
       routes={routes}
       verification={verification}
       now={now}
+      role={c.get("actor").role}
       flash={takeFlash(c)}
     />,
   );
@@ -214,13 +214,7 @@ dashboard.post(
         `Route ${route} resumed: ${resumed} held ${resumed === 1 ? "delivery" : "deliveries"} sent on, oldest first.`,
       );
     }
-    await recordOperatorAction(c.env, {
-      actor: c.get("actor"),
-      action: change,
-      target: routeTarget(source, route),
-      affected,
-      outcome: "allowed",
-    });
+    await recordAllowed(c, change, routeTarget(source, route), affected);
     return c.redirect(`/admin/sources/${encodeURIComponent(source)}`, 303);
   },
 );

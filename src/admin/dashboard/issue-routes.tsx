@@ -1,7 +1,6 @@
 import { type Context, Hono } from "hono";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { changeIssue, issueNote, listIssues } from "../actions/issues";
-import { recordOperatorAction } from "../audit-log/record";
 import type { AdminEnv } from "../guards/auth";
 import { setFlash, takeFlash } from "./flash";
 import { IssuesPage } from "./pages/issues";
@@ -15,7 +14,7 @@ export const issuePages = new Hono<AdminEnv>();
 issuePages.get("/issues", async (c) => {
   const all = c.req.query("all") !== undefined;
   const listing = await listIssues(c.env, { all });
-  return c.html(<IssuesPage listing={listing} all={all} flash={takeFlash(c)} />);
+  return c.html(<IssuesPage listing={listing} all={all} role={c.get("actor").role} flash={takeFlash(c)} />);
 });
 
 const issueChange = (c: Context<AdminEnv>) => c.req.param("change") as "acknowledge" | "resolve";
@@ -25,13 +24,7 @@ issuePages.post("/issues/:issueKey/:change{acknowledge|resolve}", requireRole("o
   const form = await c.req.parseBody();
   const note = issueNote(form.note, change === "acknowledge");
   const issue = await changeIssue(c.env, c.req.param("issueKey"), change, note);
-  await recordOperatorAction(c.env, {
-    actor: c.get("actor"),
-    action: change,
-    target: `issue ${issue.issueKey}`,
-    affected: 1,
-    outcome: "allowed",
-  });
+  await recordAllowed(c, change, `issue ${issue.issueKey}`, 1);
   setFlash(c, `Issue ${issue.issueKey} ${change === "acknowledge" ? "acknowledged" : "resolved"}.`);
   return c.redirect("/admin/issues", 303);
 });

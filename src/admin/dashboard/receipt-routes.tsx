@@ -2,10 +2,10 @@ import { type Context, Hono } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
 import { plural } from "../../lib/plural";
-import { requireRole } from "../access/require-role";
+import { recordAllowed, requireRole } from "../access/require-role";
 import { MAX_DISMISS_IDS, moveDeadLetters } from "../actions/dismiss";
 import { MAX_REPLAY_IDS, replayByIds, replayRoute } from "../actions/replay-actions";
-import { type OperatorAction, recordOperatorAction } from "../audit-log/record";
+import type { OperatorAction } from "../audit-log/record";
 import { receiptsTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 import {
@@ -63,7 +63,7 @@ receiptPages.get("/receipts/:receiptId", async (c) => {
     throw isReceiptId(receiptId)
       ? await receiptNotFound(c.env, receiptId)
       : apiError(404, "receipt_not_found", "No receipt has this id.");
-  return c.html(<ReceiptPage detail={detail} flash={takeFlash(c)} />);
+  return c.html(<ReceiptPage detail={detail} role={c.get("actor").role} flash={takeFlash(c)} />);
 });
 
 receiptPages.post("/receipts/:receiptId/replay", requireRole("operator", "replay"), async (c) => {
@@ -127,6 +127,7 @@ receiptPages.get("/dead", async (c) => {
       page={page}
       deliveries={deliveries}
       dismissed={dismissed}
+      role={c.get("actor").role}
       flash={takeFlash(c)}
       problem={problem}
     />,
@@ -191,8 +192,4 @@ receiptPages.post("/dead/action", requireRole("operator", deadLettersAction), as
 async function deadLettersAction(c: Context<AdminEnv>): Promise<OperatorAction> {
   const action = (await c.req.parseBody({ all: true })).action;
   return action === "dismiss" || action === "restore" ? action : "replay";
-}
-
-function recordAllowed(c: Context<AdminEnv>, action: OperatorAction, target: string, affected: number): Promise<void> {
-  return recordOperatorAction(c.env, { actor: c.get("actor"), action, target, affected, outcome: "allowed" });
 }

@@ -1,13 +1,19 @@
+import type { Role } from "../../guards/actor";
 import type { DeadDeliveriesPage } from "../../receipts/dead-deliveries";
 import { DEAD_DELIVERIES_CURSOR } from "../../receipts/dead-deliveries";
 import { formatInstant, withQuery } from "../format";
+import { RoleGate } from "../role-gate";
 
 /**
  * The dead letters page's further deliveries: a receipt's route 2–16 that died while the receipt's own delivery
  * may have been processed, so it is in no receipt's dead status. Each row replays that one route's delivery (the
  * per-route replay, nothing else of the receipt runs); its receipt's page shows every route.
  */
-export function DeadDeliveriesSection(props: { page: DeadDeliveriesPage; query: Record<string, string | undefined> }) {
+export function DeadDeliveriesSection(props: {
+  page: DeadDeliveriesPage;
+  query: Record<string, string | undefined>;
+  role: Role;
+}) {
   const { deadDeliveries, deadDeliveriesCursor } = props.page;
   return (
     <section id="dead-deliveries">
@@ -47,12 +53,14 @@ export function DeadDeliveriesSection(props: { page: DeadDeliveriesPage; query: 
                 </td>
                 <td data-label="Error">{delivery.lastError ?? "—"}</td>
                 <td>
-                  <form
-                    method="post"
-                    action={`/admin/receipts/${delivery.receiptId}/routes/${encodeURIComponent(delivery.route)}/replay`}
-                  >
-                    <button type="submit">Replay this route</button>
-                  </form>
+                  <RoleGate role={props.role} needs="operator" doing="replay">
+                    <form
+                      method="post"
+                      action={`/admin/receipts/${delivery.receiptId}/routes/${encodeURIComponent(delivery.route)}/replay`}
+                    >
+                      <button type="submit">Replay this route</button>
+                    </form>
+                  </RoleGate>
                 </td>
               </tr>
             ))}

@@ -1,7 +1,9 @@
+import type { Role } from "../../guards/actor";
 import type { DeadDeliveriesPage } from "../../receipts/dead-deliveries";
 import type { ReceiptSummary, Page as ResultPage } from "../../receipts/receipt-slice";
 import { Flash, Pager, ReceiptsTable } from "../components";
 import { Page } from "../layout";
+import { RoleGate } from "../role-gate";
 import { DeadDeliveriesSection } from "./dead-deliveries";
 import { FilterProblem, TextFilter } from "./filter-fields";
 
@@ -18,6 +20,8 @@ export function DeadLettersPage(props: {
   /** Further routes' dead deliveries (none on the dismissed view). */
   deliveries: DeadDeliveriesPage | null;
   dismissed: boolean;
+  /** The signed-in role: replay, dismiss and restore are an operator's. */
+  role: Role;
   flash?: string;
   problem?: string;
 }) {
@@ -49,25 +53,31 @@ export function DeadLettersPage(props: {
       {props.page && (
         <form method="post" action="/admin/dead/action">
           {receipts.length > 0 && (
-            <div class="actions">
-              {props.dismissed ? (
-                <button type="submit" name="action" value="restore" id="restore-selected">
-                  Restore selected to dead letters
-                </button>
-              ) : (
-                <>
-                  <button type="submit" name="action" value="replay" id="replay-selected">
-                    Replay selected
+            <RoleGate
+              role={props.role}
+              needs="operator"
+              doing={props.dismissed ? "restore dead letters" : "replay or dismiss dead letters"}
+            >
+              <div class="actions">
+                {props.dismissed ? (
+                  <button type="submit" name="action" value="restore" id="restore-selected">
+                    Restore selected to dead letters
                   </button>
-                  <button type="submit" name="action" value="replay-page" class="secondary">
-                    Replay all on this page
-                  </button>
-                  <button type="submit" name="action" value="dismiss" class="danger" id="dismiss-selected">
-                    Dismiss selected
-                  </button>
-                </>
-              )}
-            </div>
+                ) : (
+                  <>
+                    <button type="submit" name="action" value="replay" id="replay-selected">
+                      Replay selected
+                    </button>
+                    <button type="submit" name="action" value="replay-page" class="secondary">
+                      Replay all on this page
+                    </button>
+                    <button type="submit" name="action" value="dismiss" class="danger" id="dismiss-selected">
+                      Dismiss selected
+                    </button>
+                  </>
+                )}
+              </div>
+            </RoleGate>
           )}
           {receipts.map((receipt) => (
             <input type="hidden" name="pageReceiptId" value={receipt.receiptId} />
@@ -92,7 +102,7 @@ export function DeadLettersPage(props: {
       {props.page && (
         <Pager path="/admin/dead" query={query} prevCursor={props.page.prevCursor} nextCursor={props.page.nextCursor} />
       )}
-      {props.deliveries && <DeadDeliveriesSection page={props.deliveries} query={query} />}
+      {props.deliveries && <DeadDeliveriesSection page={props.deliveries} query={query} role={props.role} />}
     </Page>
   );
 }

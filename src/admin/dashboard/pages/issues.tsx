@@ -1,7 +1,9 @@
 import type { IssueListing } from "../../../reconcile/issue-desk";
 import { MAX_ISSUE_NOTE_LENGTH } from "../../actions/issues";
+import type { Role } from "../../guards/actor";
 import { Flash } from "../components";
 import { Badge, formatInstant, Page } from "../layout";
+import { RoleGate } from "../role-gate";
 
 /**
  * The issues (docs/operating.md "Issues and notices"): each with what it is about, its state and its history, and
@@ -20,7 +22,7 @@ const KIND_LABELS: Record<string, string> = {
 type Issue = IssueListing["issues"][number];
 type Channel = IssueListing["channels"][number];
 
-export function IssuesPage(props: { listing: IssueListing; all: boolean; flash?: string }) {
+export function IssuesPage(props: { listing: IssueListing; all: boolean; role: Role; flash?: string }) {
   const { issues, channels } = props.listing;
   return (
     <Page title="Issues" current="/admin/issues">
@@ -52,7 +54,7 @@ export function IssuesPage(props: { listing: IssueListing; all: boolean; flash?:
           </thead>
           <tbody>
             {issues.map((issue) => (
-              <IssueRow issue={issue} />
+              <IssueRow issue={issue} role={props.role} />
             ))}
           </tbody>
         </table>
@@ -63,7 +65,7 @@ export function IssuesPage(props: { listing: IssueListing; all: boolean; flash?:
   );
 }
 
-function IssueRow(props: { issue: Issue }) {
+function IssueRow(props: { issue: Issue; role: Role }) {
   const { issue } = props;
   const action = `/admin/issues/${encodeURIComponent(issue.issueKey)}`;
   return (
@@ -94,24 +96,30 @@ function IssueRow(props: { issue: Issue }) {
         </details>
       </td>
       <td data-label="Action">
-        {issue.state === "open" && (
-          <form class="issue-action" method="post" action={`${action}/acknowledge`}>
-            <input
-              name="note"
-              required
-              maxlength={MAX_ISSUE_NOTE_LENGTH}
-              placeholder="What is being done"
-              aria-label="Note"
-            />
-            <button type="submit">Acknowledge</button>
-          </form>
-        )}
         {issue.state !== "resolved" ? (
-          <form class="issue-action" method="post" action={`${action}/resolve`}>
-            <button type="submit" class="secondary">
-              Resolve
-            </button>
-          </form>
+          <RoleGate
+            role={props.role}
+            needs="operator"
+            doing={issue.state === "open" ? "acknowledge or resolve" : "resolve"}
+          >
+            {issue.state === "open" && (
+              <form class="issue-action" method="post" action={`${action}/acknowledge`}>
+                <input
+                  name="note"
+                  required
+                  maxlength={MAX_ISSUE_NOTE_LENGTH}
+                  placeholder="What is being done"
+                  aria-label="Note"
+                />
+                <button type="submit">Acknowledge</button>
+              </form>
+            )}
+            <form class="issue-action" method="post" action={`${action}/resolve`}>
+              <button type="submit" class="secondary">
+                Resolve
+              </button>
+            </form>
+          </RoleGate>
         ) : (
           <span class="muted">
             {issue.resolvedBy === "operator" ? "Resolved by hand" : "Cleared"} {formatInstant(issue.resolvedAt)}
@@ -162,15 +170,20 @@ function ChannelsTable(props: { channels: Channel[] }) {
             </td>
             <td data-label="Last sent">{channel.lastSentAt === null ? "—" : formatInstant(channel.lastSentAt)}</td>
             <td data-label="Last failure">
-              {channel.lastFailedAt === null
-                ? "—"
-                : `${formatInstant(channel.lastFailedAt)}: ${channel.lastError ?? ""}`}
+              <LastFailure channel={channel} />
             </td>
           </tr>
         ))}
       </tbody>
     </table>
   );
+}
+
+/** When the channel last failed and why; once a later notice went through, the error is cleared: say so. */
+function LastFailure(props: { channel: Channel }) {
+  const { lastFailedAt, lastError } = props.channel;
+  if (lastFailedAt === null) return <>—</>;
+  return <>{`${formatInstant(lastFailedAt)}${lastError === null ? " (recovered since)" : `: ${lastError}`}`}</>;
 }
 
 /** Failing while its latest attempt failed (a later success clears it); ok once something went through. */

@@ -1,7 +1,9 @@
+import type { Role } from "../../guards/actor";
 import type { ReceiptDetail } from "../../receipts/receipt-detail";
 import { Flash } from "../components";
 import { formatDuration, formatInstant } from "../format";
 import { Badge, Page } from "../layout";
+import { RoleGate } from "../role-gate";
 
 type TimelineEntry = { at: number; label: string; state: string; detail?: string };
 
@@ -98,7 +100,7 @@ function noActionReason(receipt: ReceiptDetail["receipt"]): string {
   return "None: its body is no longer kept, so it cannot be replayed.";
 }
 
-function Actions(props: { receipt: ReceiptDetail["receipt"] }) {
+function Actions(props: { receipt: ReceiptDetail["receipt"]; role: Role }) {
   const { receipt } = props;
   const replayable = ["dead", "processed", "stale", "skipped"].includes(receipt.status) && receipt.bodyRetained;
   if (!replayable && receipt.status !== "dead" && receipt.status !== "dismissed")
@@ -107,36 +109,39 @@ function Actions(props: { receipt: ReceiptDetail["receipt"] }) {
         {noActionReason(receipt)}
       </p>
     );
+  const doing = receipt.status === "dismissed" ? "restore it" : replayable ? "replay it" : "dismiss it";
   return (
-    <div class="actions">
-      {replayable && (
-        <form method="post" action={`/admin/receipts/${receipt.receiptId}/replay`}>
-          <button type="submit" id="replay">
-            {receipt.status === "dead" ? "Replay this dead letter" : "Replay this receipt"}
-          </button>
-        </form>
-      )}
-      {receipt.status === "dead" && (
-        <form method="post" action="/admin/dead/action">
-          <input type="hidden" name="receiptId" value={receipt.receiptId} />
-          <button type="submit" name="action" value="dismiss" class="danger" id="dismiss">
-            Dismiss (cause fixed, no replay)
-          </button>
-        </form>
-      )}
-      {receipt.status === "dismissed" && (
-        <form method="post" action="/admin/dead/action">
-          <input type="hidden" name="receiptId" value={receipt.receiptId} />
-          <button type="submit" name="action" value="restore" class="secondary" id="restore">
-            Restore to dead letters
-          </button>
-        </form>
-      )}
-    </div>
+    <RoleGate role={props.role} needs="operator" doing={doing}>
+      <div class="actions">
+        {replayable && (
+          <form method="post" action={`/admin/receipts/${receipt.receiptId}/replay`}>
+            <button type="submit" id="replay">
+              {receipt.status === "dead" ? "Replay this dead letter" : "Replay this receipt"}
+            </button>
+          </form>
+        )}
+        {receipt.status === "dead" && (
+          <form method="post" action="/admin/dead/action">
+            <input type="hidden" name="receiptId" value={receipt.receiptId} />
+            <button type="submit" name="action" value="dismiss" class="danger" id="dismiss">
+              Dismiss (cause fixed, no replay)
+            </button>
+          </form>
+        )}
+        {receipt.status === "dismissed" && (
+          <form method="post" action="/admin/dead/action">
+            <input type="hidden" name="receiptId" value={receipt.receiptId} />
+            <button type="submit" name="action" value="restore" class="secondary" id="restore">
+              Restore to dead letters
+            </button>
+          </form>
+        )}
+      </div>
+    </RoleGate>
   );
 }
 
-export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
+export function ReceiptPage(props: { detail: ReceiptDetail; role: Role; flash?: string }) {
   const { receipt } = props.detail;
   return (
     <Page title={`Receipt ${receipt.receiptId}`} current="/admin/receipts">
@@ -208,7 +213,7 @@ export function ReceiptPage(props: { detail: ReceiptDetail; flash?: string }) {
         </>
       )}
       <h2>Actions</h2>
-      <Actions receipt={receipt} />
+      <Actions receipt={receipt} role={props.role} />
       <h2>Timeline</h2>
       <ol class="timeline" id="timeline">
         {timeline(props.detail).map((entry) => (

@@ -1,6 +1,8 @@
 import { JOB_STATUSES } from "../../../replay/replay-filter";
 import type { DryRun, JobView } from "../../../replay/replay-jobs";
+import type { Role } from "../../guards/actor";
 import { Page } from "../layout";
+import { RoleGate } from "../role-gate";
 import { FilterProblem, TextFilter } from "./filter-fields";
 
 type Query = Record<string, string | undefined>;
@@ -10,7 +12,11 @@ type Query = Record<string, string | undefined>;
  * list; "Dry run" answers the count and a sample with the same filter ready to replay; "Replay" starts the job and
  * shows its progress page. No script: a reload of the job page shows how far it got.
  */
-export function ReplayByFilterForm(props: { query: Query; confirm?: boolean }) {
+/**
+ * Any role may ask for a dry run (it writes nothing); the Replay button that follows one is an operator's, so below
+ * that role a note stands in its place.
+ */
+export function ReplayByFilterForm(props: { query: Query; confirm?: { role: Role } }) {
   const { query } = props;
   return (
     <form class="filters" method="post" action="/admin/replays" id="replay-by-filter">
@@ -35,15 +41,17 @@ export function ReplayByFilterForm(props: { query: Query; confirm?: boolean }) {
         Dry run
       </button>
       {props.confirm && (
-        <button type="submit" name="intent" value="replay">
-          Replay
-        </button>
+        <RoleGate role={props.confirm.role} needs="operator" doing="replay">
+          <button type="submit" name="intent" value="replay">
+            Replay
+          </button>
+        </RoleGate>
       )}
     </form>
   );
 }
 
-export function ReplayDryRunPage(props: { query: Query; dryRun: DryRun | null; problem?: string }) {
+export function ReplayDryRunPage(props: { query: Query; dryRun: DryRun | null; role: Role; problem?: string }) {
   const { dryRun } = props;
   return (
     <Page title="Replay by filter" current="/admin/receipts">
@@ -65,7 +73,10 @@ export function ReplayDryRunPage(props: { query: Query; dryRun: DryRun | null; p
           </ul>
         </>
       )}
-      <ReplayByFilterForm query={props.query} confirm={dryRun !== null && dryRun.count > 0} />
+      <ReplayByFilterForm
+        query={props.query}
+        confirm={dryRun !== null && dryRun.count > 0 ? { role: props.role } : undefined}
+      />
     </Page>
   );
 }

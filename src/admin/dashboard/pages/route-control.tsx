@@ -1,10 +1,12 @@
 import type { RouteControlView } from "../../actions/route-control";
+import type { Role } from "../../guards/actor";
+import { RoleGate } from "../role-gate";
 
 /**
  * Each route of a source with delivery control, on its source page (one panel per route, ids prefixed by its name): paused or running, the circuit breaker, and the
  * Pause / Resume button (posting to /admin/sources/<source>/routes/<route>/pause|resume, CSRF-checked by Origin).
  */
-export function RouteControlPanel(props: { view: RouteControlView }) {
+export function RouteControlPanel(props: { view: RouteControlView; role: Role }) {
   const { view } = props;
   const { gate } = view;
   const paused = gate.paused || view.pausedInConfig;
@@ -32,11 +34,13 @@ export function RouteControlPanel(props: { view: RouteControlView }) {
         {gate.inFlight} in flight · {gate.held} held by the pause
       </p>
       {!view.pausedInConfig && (
-        <form method="post" action={`${action}/${gate.paused ? "resume" : "pause"}`}>
-          <button type="submit" id={`route-${view.route}-${gate.paused ? "resume" : "pause"}`}>
-            {gate.paused ? "Resume (send held deliveries, oldest first)" : "Pause this route"}
-          </button>
-        </form>
+        <RoleGate role={props.role} needs="operator" doing={gate.paused ? "resume this route" : "pause this route"}>
+          <form method="post" action={`${action}/${gate.paused ? "resume" : "pause"}`}>
+            <button type="submit" id={`route-${view.route}-${gate.paused ? "resume" : "pause"}`}>
+              {gate.paused ? "Resume (send held deliveries, oldest first)" : "Pause this route"}
+            </button>
+          </form>
+        </RoleGate>
       )}
     </div>
   );

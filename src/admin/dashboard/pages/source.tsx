@@ -1,4 +1,5 @@
 import type { RouteControlView } from "../../actions/route-control";
+import type { Role } from "../../guards/actor";
 import type { ReadableAlert } from "../../health/alerts";
 import type { VerificationReport } from "../../health/verification-report";
 import type { HourPoint } from "../../stats/series";
@@ -23,6 +24,8 @@ export function SourcePage(props: {
   verification?: VerificationReport;
   now?: number;
   flash?: string;
+  /** The signed-in role: the pause and resume forms are an operator's. */
+  role: Role;
 }) {
   const name = encodeURIComponent(props.name);
   const source = props.report.sources[0];
@@ -52,7 +55,7 @@ export function SourcePage(props: {
         <a href={`/admin/dead?source=${name}`}>dead letters</a> · <a href={`/admin/alerts?source=${name}`}>alerts</a>
       </p>
       {props.routes?.map((view) => (
-        <RouteControlPanel view={view} />
+        <RouteControlPanel view={view} role={props.role} />
       ))}
       <h2>Last 24 hours, per hour (UTC)</h2>
       <Charts points={props.points} rejectedFrom={props.report.origins.rejectedSignatures} />
