@@ -5,7 +5,7 @@ import { CliError, EXIT } from "../errors.mjs";
 import { adminRequest } from "../http.mjs";
 import { lineDiff } from "../line-diff.mjs";
 import { configPath } from "../project.mjs";
-import { validSource } from "./route.mjs";
+import { validSource } from "../valid-source.mjs";
 
 /**
  * A draft is the source's table in the config `--config` (or RECEIVER_CONFIG) names, read with wrangler's reader and

@@ -2,44 +2,11 @@
 // filter matches, its schema's verdict, its transform's output — run by the Worker's own code. Sends and writes
 // nothing. With `--last N`, the receiver's stored events instead (./route-last.mjs).
 import { CliError, EXIT } from "../errors.mjs";
-import { devVarsPath, readDevVars, readWranglerConfig } from "../project.mjs";
+import { devVarsPath, readDevVars } from "../project.mjs";
 import { freshEventKey, loadSample } from "../samples.mjs";
 import { schemeFor } from "../signers.mjs";
-import { d1BindingStandIns, importWorkerCode } from "../worker-code.mjs";
+import { validSource } from "../valid-source.mjs";
 import { signingSecret } from "./send.mjs";
-
-const WORKER_ENTRY = `
-export { lookupSource } from "./src/sources/registry.ts";
-export { adapterFor } from "./src/providers/registry.ts";
-export { pickHeaders } from "./src/claims/claim-event.ts";
-export { explainRoute } from "./src/routing/route.ts";
-`;
-
-/**
- * A source of the config as the deployed Worker would read it, or its problems printed and a failure (as `check`).
- * @param {import("../project.mjs").ProjectOptions} options
- * @param {string} sourceName
- */
-export async function validSource(options, sourceName) {
-  const config = await readWranglerConfig(options);
-  const sources = /** @type {Record<string, Record<string, unknown>>} */ (config.vars?.SOURCES ?? {});
-  const table = sources[sourceName];
-  if (!table)
-    throw new CliError(
-      `no source ${sourceName} in the config: sources are ${Object.keys(sources).join(", ") || "(none)"}`,
-    );
-  const worker = await importWorkerCode(WORKER_ENTRY);
-  const bindings = (config.d1_databases ?? []).map((/** @type {{ binding: string }} */ entry) => entry.binding);
-  const lookup = worker.lookupSource({ SOURCES: sources, ...d1BindingStandIns(bindings) }, sourceName);
-  if (lookup.kind !== "valid") {
-    const problems = lookup.kind === "invalid" ? lookup.problems : [`no source ${sourceName}`];
-    for (const problem of problems) console.log(`FAIL  ${problem}`);
-    throw new CliError(
-      `source ${sourceName} is out of service: fix the problems above (npm run cli -- check says the same)`,
-    );
-  }
-  return { table, source: lookup.source, worker };
-}
 
 /**
  * The event's identity (type, subject) is what the source's provider adapter reads from a verified delivery, so the
