@@ -1,6 +1,7 @@
 // Where the CLI finds the project's settings: the wrangler config (sources, schedule), the local secrets in
 // .dev.vars, and the running receiver's URL. Every lookup that can fail says what to do about it.
 import { existsSync, readFileSync } from "node:fs";
+import { cachedConfigRead } from "./config-cache.mjs";
 import { CliError, EXIT } from "./errors.mjs";
 
 export const DEFAULT_RECEIVER_URL = "http://127.0.0.1:8787";
@@ -48,7 +49,7 @@ export function devVarsPath(options = {}) {
 
 /**
  * The wrangler config as wrangler itself reads it (the same call vitest.config.ts uses), so `[env.*]` sections
- * and TOML details resolve exactly as they will on deploy.
+ * and TOML details resolve exactly as they will on deploy; remembered per file text (./config-cache.mjs).
  * @param {ProjectOptions} options
  * @returns {Promise<WranglerConfig>}
  */
@@ -56,9 +57,11 @@ export async function readWranglerConfig(options = {}) {
   const path = configPath(options);
   if (!existsSync(path))
     throw new CliError(`no ${path} here: run the CLI from the project's root directory (or pass --config)`, EXIT.setup);
-  const { unstable_readConfig } = await import("wrangler");
   try {
-    return unstable_readConfig({ config: path, env: options.env });
+    return await cachedConfigRead(
+      { path, env: options.env },
+      async () => (await import("wrangler")).unstable_readConfig,
+    );
   } catch (error) {
     throw new CliError(`${path} cannot be read: ${wranglerProblem(error)}`, EXIT.setup);
   }
