@@ -148,8 +148,8 @@ describe("send", () => {
       ...PROVIDER_SOURCES.filter((source) => !(source.provider in SIGNED_BY_FETCHED_KEYS)).map((source) => source.name),
     ];
     // Each source twice: a second send is a new event too, also where the sender's signature does not cover its
-    // id (GitHub, Shopify, …) and the receiver dedupes by the signed content. Two sources at a time: each run loads
-    // wrangler's config reader; the machine is shared.
+    // id (GitHub, Shopify, …) and the receiver dedupes by the signed content. Two sources at a time: the machine is
+    // shared (the first sends read the config with wrangler's reader; the rest find it kept, scripts/cli/config-cache.mjs).
     const results = [];
     for (let index = 0; index < sources.length; index += 2) {
       results.push(
