@@ -110,6 +110,18 @@ export class ListenHub extends DurableObject<Env> {
     });
   }
 
+  /**
+   * Deliveries that died (retries spent, or refused outright): no later attempt will reach a listener, so they leave
+   * the waiting list, which a new listener would otherwise read as still on its way. Called by the consumer once the
+   * death is committed (src/consumers/deliveries/listen-deaths.ts).
+   */
+  forget(deliveryIds: readonly string[]): void {
+    this.sql.exec(
+      "DELETE FROM waiting WHERE delivery_id IN (SELECT value FROM json_each(?))",
+      JSON.stringify(deliveryIds),
+    );
+  }
+
   override webSocketMessage(socket: WebSocket, frame: string | ArrayBuffer): void {
     const result = parseListenerResult(frame);
     const pending = result ? this.pending.get(result.attempt) : undefined;

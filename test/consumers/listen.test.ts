@@ -79,6 +79,30 @@ describe("a listen: route", () => {
     socket.close(1000, "done");
   });
 
+  it("drops a waiting delivery from the list once it died, and keeps listing one still retrying", async () => {
+    const seed = () =>
+      seedReceipt({
+        source: "listen-laptop",
+        payload: { type: "account.credited", data: { account: "acct_8" } },
+        eventType: "account.credited",
+      });
+    const [dying, retrying] = [await seed(), await seed()];
+    // Its retries spent: this attempt, turned away with nobody listening, is its last.
+    await env.DB.prepare("UPDATE receipts SET attempts = 100 WHERE id = ?").bind(dying).run();
+    expect(await processReceipt(env, dying)).toEqual({ kind: "done", status: "dead" });
+    expect(await processReceipt(env, retrying)).toMatchObject({ kind: "retry" });
+    expect((await receiptRow(dying)).status).toBe("dead");
+
+    const { socket, messages } = await openListener();
+    await until(() => messages.length > 0);
+    const connected = messages[0];
+    if (connected?.type !== "connected") throw new Error("the hub did not greet the listener");
+    const listed = connected.waiting.map((entry) => entry.deliveryId);
+    expect(listed).toContain(retrying);
+    expect(listed).not.toContain(dying);
+    socket.close(1000, "done");
+  });
+
   it("refuses a listener without the admin token", async () => {
     const response = await exports.default.fetch(new Request(LISTEN_URL, { headers: { upgrade: "websocket" } }));
     expect(response.status).toBe(401);

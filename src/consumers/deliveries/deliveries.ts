@@ -15,6 +15,7 @@ import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliver
 import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "../lease/lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
+import { forgetDeadListenDeliveries } from "./listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 
 /**
@@ -177,6 +178,19 @@ export async function processDeliveries(
   });
   await releaseDeliveryLeases(db, route, notStarted);
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
+  // A listen route's delivery that died is no longer waiting for a listener.
+  const byReceipt = new Map(admitted.map((delivery) => [delivery.receiptId, delivery]));
+  await forgetDeadListenDeliveries(
+    env,
+    finished.map((attempt) => {
+      const delivery = byReceipt.get(attempt.receiptId);
+      return {
+        route: delivery && routeOf(delivery),
+        deliveryId: `${attempt.receiptId}:${route}`,
+        decision: attempt.decision,
+      };
+    }),
+  );
   // Once committed, the gate hears how each admitted delivery ended (its slot freed, its breaker told); one that never
   // ran (a lease race, out of time) frees its slot and says nothing about the destination.
   const results = new Map(finished.map((attempt) => [attempt.receiptId, attempt.run.result]));

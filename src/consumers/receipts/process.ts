@@ -24,6 +24,7 @@ import {
 import { sendDeliveryRetries } from "../deliveries/delivery-retries";
 import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "../deliveries/fan-out";
 import { writeHeldFanOuts } from "../deliveries/held-fan-out";
+import { forgetDeadListenDeliveries } from "../deliveries/listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
 import {
   abandonedLeaseOf,
@@ -197,6 +198,21 @@ export async function processBatch(
       verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
   }
   const { decisions, fannedOut } = await commitAttempts(env, attempts);
+  // A listen route's own delivery that died is no longer waiting for a listener (src/listen/hub.ts).
+  await forgetDeadListenDeliveries(
+    env,
+    attempts.map(({ receipt }) => {
+      const choice = choices.get(receipt.receiptId);
+      const route =
+        choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
+      const oneOfMany = (sources.get(receipt.source)?.routes.length ?? 1) > 1;
+      return {
+        route,
+        deliveryId: oneOfMany && route ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId,
+        decision: decisions.get(receipt.receiptId),
+      };
+    }),
+  );
   // Free the gates' slots and tell each breaker how its destination answered (once committed: a crash before here
   // leaves the slot to expire, never frees it early).
   const ended = [
