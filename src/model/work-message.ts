@@ -18,6 +18,11 @@ export interface WorkMessage {
    */
   redriven?: true;
   /**
+   * Sent by the relay: on its first delivery this message carries each named receipt's first lease, for as long as
+   * the receipt is as the relay left it (src/consumers/lease/relay-grant.ts), so that first attempt writes no lease.
+   */
+  relayGrant?: true;
+  /**
    * Present on a message for further deliveries (migrations/0014): it carries its receipts' deliveries to this route
    * alone, never the receipts' own routes.
    */
@@ -59,6 +64,11 @@ export function databaseNamedBy(message: QueuedWork): string | undefined {
 /** Whether the cron's re-drive sent this message (WorkMessage.redriven). */
 export function isRedriven(message: QueuedWork): boolean {
   return "redriven" in message && message.redriven === true;
+}
+
+/** Whether the relay sent this message with its receipts' first leases granted (WorkMessage.relayGrant). */
+export function carriesRelayGrant(message: QueuedWork): boolean {
+  return "relayGrant" in message && message.relayGrant === true;
 }
 
 /** The route a message's deliveries go to, or undefined for a message of receipts (their own routes). */

@@ -5,6 +5,8 @@ import { databaseBindingIn } from "../sources/databases";
 export interface SendOptions {
   /** The cron's re-drive sends it: its consumer runs the receipts one at a time, each leased (WorkMessage.redriven). */
   redriven?: boolean;
+  /** The relay sends it: its first delivery grants each receipt's first lease (WorkMessage.relayGrant). */
+  relayGrant?: boolean;
   /** A message of further deliveries to this route (WorkMessage.route). */
   route?: string;
 }
@@ -35,6 +37,7 @@ export async function enqueueWork(
       database,
       receiptIds: receiptIdsOfMessage,
       ...(options.redriven ? { redriven: true as const } : {}),
+      ...(options.relayGrant && !options.redriven && options.route === undefined ? { relayGrant: true as const } : {}),
       ...(options.route === undefined ? {} : { route: options.route }),
     });
   }

@@ -135,9 +135,13 @@ async function relayToOneDatabase(
     env,
     lost.filter((claim) => bodyLocations.get(claim.receiptId) === BODY_LOCATION_R2).map((claim) => claim.receiptId),
   );
+  // The message grants each receipt's first lease (src/consumers/lease/relay-grant.ts): a forward's first attempt
+  // then writes no lease row. A repeated relay's message grants only what no attempt has touched yet.
   await enqueueReceipts(
     env,
     claims.filter((claim) => stored.has(claim.receiptId)),
+    0,
+    { relayGrant: true },
   );
   return { receiptsRelayed: claims.length, quarantinesRelayed: quarantines.length, duplicatesCaughtByD1: lost.length };
 }

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { collectMeters } from "../../src/admin/stats/meters";
 import { difference } from "../../src/lib/meter";
-import { credit, deliverDemo } from "../support/deliveries";
+import { credit, deliverDemo, post, signDemo } from "../support/deliveries";
 import { deliverGithub } from "../support/github";
 import { lateRelays, settle, settleEachTest } from "../support/storage";
 
@@ -86,5 +86,32 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
       "SELECT status, COUNT(*) AS n FROM receipts WHERE source = 'uk-github-budget' GROUP BY status",
     ).all();
     expect(results).toEqual([{ status: "processed", n: EVENTS }]);
+  });
+
+  // A forward reaches outside D1, so only a lease holder may send it; the relay's own message grants each receipt's
+  // first lease (src/consumers/lease/relay-grant.ts), so the first attempt writes no lease row: the receipt and its
+  // key entry at relay, the commit (3, as a handler's), where taking the lease in the consumer wrote a fourth.
+  it(`keeps a forwarding source to the same ${D1_RECEIVER_ROWS_PER_EVENT} D1 rows: its first attempt writes no lease row`, async () => {
+    await settle();
+    const before = await collectMeters(env);
+    const answers = await Promise.all(
+      Array.from({ length: EVENTS }, (_, index) => {
+        const body = JSON.stringify(credit(`acct_fwd_budget_${index % 7}`, 1));
+        return post("/webhooks/proc-forward-ok", body, signDemo(`msg_fwd_budget_${index}`, body));
+      }),
+    );
+    expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
+    await settle(SETTLE_DEADLINE_MS);
+    const spent = difference((await collectMeters(env)).totals, before.totals);
+
+    expect(spent.d1RowsWritten - spent.d1HandlerRowsWritten).toBe(
+      D1_RECEIVER_ROWS_PER_EVENT * EVENTS + (await lateRelays("source = 'proc-forward-ok'")),
+    );
+    expect(spent.doRowsWritten - spent.doAlarmWrites).toBe(2 * EVENTS);
+    const { results } = await env.DB.prepare(
+      "SELECT status, attempts, lease_generation AS generation, COUNT(*) AS n FROM receipts WHERE source = 'proc-forward-ok' AND event_key LIKE 'msg_fwd_budget_%' GROUP BY 1, 2, 3",
+    ).all();
+    // Its one attempt counted, at the generation the relay granted.
+    expect(results).toEqual([{ status: "processed", attempts: 1, generation: 1, n: EVENTS }]);
   });
 });

@@ -1,6 +1,7 @@
 import { logError } from "../../lib/log";
 import { count } from "../../lib/meter";
 import {
+  carriesRelayGrant,
   databaseNamedBy,
   isRedriven,
   probeTimeOf,
@@ -44,11 +45,14 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const verdicts = new Map<string, QueueVerdict>();
   /** Where each receipt was processed: its retry names that database. */
   const processedIn = new Map<string, string>();
+  // The relay's own messages, first delivered, grant their receipts' first leases (relay-grant.ts); a receipt some
+  // other message of the batch names too is run ungranted.
+  const relayGranted = relayGrantedIds(messages);
   // In slices, or one at a time for a redelivered (or re-driven) message (inSlices, below).
   const processIn = async (binding: string, idsInDatabase: readonly string[], redelivered = false) => {
     const databaseEnv = envForDatabase(env, binding);
     const sliced = await inSlices(idsInDatabase, redelivered, (ids, options) =>
-      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, options),
+      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, { ...options, relayGranted }),
     );
     for (const [receiptId, verdict] of sliced) {
       verdicts.set(receiptId, verdict);
@@ -191,10 +195,22 @@ async function inSlices(
  * Delivered before and not acknowledged: the consumer died (or D1 was unreachable, the one case where this consumer
  * asks for a retry itself, which costs only the careful path once). Or sent by the cron's re-drive in place of a
  * message that was lost, which is what a consumer's death does to a local runtime's queue. A first delivery of the
- * relay's own message never gets here: the happy path takes no lease.
+ * relay's own message never gets here: the happy path takes no lease (a forward's first holds the relay's grant).
  */
 function isRedelivered(message: Message<QueuedWork>): boolean {
   return message.attempts > 1 || isRedriven(message.body);
+}
+
+/** The receipts a first delivery of the relay's own message names, and no other message of the batch. */
+function relayGrantedIds(messages: readonly Message<QueuedWork>[]): ReadonlySet<string> {
+  const granted = (message: Message<QueuedWork>) => !isRedelivered(message) && carriesRelayGrant(message.body);
+  const elsewhere = new Set(messages.filter((message) => !granted(message)).flatMap((m) => receiptIdsOf(m.body)));
+  return new Set(
+    messages
+      .filter(granted)
+      .flatMap((message) => receiptIdsOf(message.body))
+      .filter((receiptId) => !elsewhere.has(receiptId)),
+  );
 }
 
 function sourceName(message: QueuedWork): string {

@@ -34,6 +34,7 @@ import {
   releaseDeliveries,
 } from "../gate/delivery-gate";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
+import { holdsRelayGrant } from "../lease/relay-grant";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
 
 /**
@@ -52,13 +53,15 @@ import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
  * that could outlast it (src/consumers/attempt/slice-budget.ts).
  * @param options.leaseEveryAttempt lease (and so count) every attempt, D1-only ones too: for receipts whose last
  * delivery died mid-attempt, run one at a time (queue.ts), so that a crash is charged to the receipt that caused it.
+ * @param options.relayGranted receipts named by a first delivery of the relay's own message: each one still as the
+ * relay left it holds its first lease by that grant (relay-grant.ts), so its first attempt writes no lease row.
  */
 export async function processBatch(
   env: Env,
   receiptIds: readonly string[],
   now = Date.now(),
   invocationEndsBy = Number.POSITIVE_INFINITY,
-  options: { leaseEveryAttempt?: boolean } = {},
+  options: { leaseEveryAttempt?: boolean; relayGranted?: ReadonlySet<string> } = {},
 ): Promise<Map<string, QueueVerdict>> {
   // Read the configuration before anything else: a broken table throws here and leaves every receipt untouched.
   const sources = loadSources(env);
@@ -141,7 +144,10 @@ export async function processBatch(
   const needsLease = runnable.filter(
     (row) =>
       row.committedAt === null &&
-      (options.leaseEveryAttempt || row.status === "processing" || reachesOutside(choices.get(row.receiptId) ?? null)),
+      (options.leaseEveryAttempt ||
+        row.status === "processing" ||
+        reachesOutside(choices.get(row.receiptId) ?? null)) &&
+      !(!options.leaseEveryAttempt && options.relayGranted?.has(row.receiptId) && holdsRelayGrant(row)),
   );
   const leased = await leaseReceipts(
     db,
