@@ -34,14 +34,14 @@ const AFTER_WINDOWS = { payloadDays: 1, dedupeDays: 2 };
 /**
  * Rows written per event the after must show (alarms apart); retention's is checked apart: 0 in D1. The relay
  * writes 1, the receipt's row alone: a partitioned receipt has no (source, event_key) index entry, its claim shard
- * is its key's only arbiter (migrations/0023, src/relay/receipt-insert.ts). Processing writes 2, not the demo
- * source's 1: a forwarding route takes the receipt's lease first (docs/performance.md, "Cost per event"), as the
- * before's forwarding source does.
+ * is its key's only arbiter (migrations/0023, src/relay/receipt-insert.ts). Processing writes 1, the commit, as the
+ * demo source's: a forward's first attempt holds the lease the relay's message granted and writes no lease row
+ * (src/consumers/lease/relay-grant.ts; it wrote 2 before).
  */
 export const AFTER_STAGE_ROWS: StageSource["expected"] = {
   accept: { d1: 0, durableObject: 1 },
   relay: { d1: 1, durableObject: 1 },
-  process: { d1: 2, durableObject: 0 },
+  process: { d1: 1, durableObject: 0 },
 };
 
 /** The deployment with the lean source and a ring of four local D1 databases bound for it. */
