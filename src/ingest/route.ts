@@ -2,6 +2,7 @@ import { type Context, Hono } from "hono";
 import { recordDelivery } from "../lib/analytics";
 import { apiError } from "../lib/errors";
 import { logError, logEvent } from "../lib/log";
+import { flushSignatureTally, type SignatureOutcome, tallySignature } from "../monitor/signature-tally";
 import { adapterFor } from "../providers/registry";
 import type { ProviderAdapter, VerifyResult } from "../providers/types";
 import { type SourceConfig, SourceConfigError } from "../sources/config";
@@ -69,6 +70,8 @@ interface Delivery {
   readonly method: Method;
   readonly requestId: string;
   readonly startedAt: number;
+  /** The request's waitUntil, for work after the answer; null where there is none (a test calling app.fetch). */
+  readonly waitUntil: ((work: Promise<unknown>) => void) | null;
 }
 
 type Verified = Exclude<VerifyResult, { kind: "rejected" | "unavailable" }>;
@@ -80,6 +83,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
     method,
     requestId: c.req.header("cf-ray") ?? crypto.randomUUID(),
     startedAt: Date.now(),
+    waitUntil: waitUntilOf(c),
   };
   const request = c.req.raw;
   const { source, adapter } = lookUp(delivery);
@@ -94,6 +98,7 @@ async function receive(c: Context<{ Bindings: Env }>, method: Method) {
   if (verdict.kind === "handshake") return answerHandshake(delivery, request, verdict);
   // An adapter answers GET only with a handshake; anything else it says about a GET is refused, never claimed.
   if (method !== "POST") throw signatureInvalid();
+  countSignature(delivery, { kind: "verified" });
   const stampedSecret = secretToStamp(verdict.verifiedBy, secretsToChooseFrom);
   const claims = await claimDelivery(delivery, request, { source, adapter, rawBody, verdict, stampedSecret });
   return acknowledgeClaims(delivery, claims, verdict);
@@ -199,6 +204,7 @@ async function verify(
       durationMs: Date.now() - startedAt,
     });
     recordDelivery(env, { source, disposition: "rejected", signature: verdict.reason, ackMs: Date.now() - startedAt });
+    countSignature(delivery, { kind: "rejected", reason: verdict.reason });
     throw signatureInvalid();
   }
   if (verdict.kind === "unavailable") {
@@ -248,6 +254,26 @@ async function verifyOnce(
   // A kept-secret adapter verifies with the kept secrets only; its listed ones prove handshakes.
   const secretsToChooseFrom = kept ? kept.secrets.length : keys.secrets.length;
   return { verdict, rereadable: kept?.rereadable ?? false, secretsToChooseFrom };
+}
+
+/**
+ * Counts the outcome in this isolate's tally and, at most once per interval, hands the tally to the system monitor
+ * after the answer (src/monitor/signature-tally.ts): the signature-failures issue, without a row or a Durable
+ * Object request per delivery.
+ */
+function countSignature(delivery: Delivery, outcome: SignatureOutcome): void {
+  const now = Date.now();
+  tallySignature(delivery.sourceName, outcome, now);
+  delivery.waitUntil?.(flushSignatureTally(delivery.env, now));
+}
+
+function waitUntilOf(c: Context<{ Bindings: Env }>): Delivery["waitUntil"] {
+  try {
+    const context = c.executionCtx;
+    return (work) => context.waitUntil(work);
+  } catch {
+    return null;
+  }
 }
 
 /** One answer for every failed check: which part failed is for the operator's logs, not the caller. */

@@ -43,6 +43,16 @@ export class IssueDesk {
     };
   }
 
+  /** The sources with an issue of `kind` not resolved (open or acknowledged). */
+  unresolvedSources(kind: IssueKind): Set<string> {
+    return new Set(
+      this.store
+        .all()
+        .filter((issue) => issue.kind === kind && issue.state !== "resolved" && issue.source !== null)
+        .map((issue) => issue.source!),
+    );
+  }
+
   async acknowledge(key: string, note: string, now: number): Promise<IssueAction> {
     return this.act(key, (issue) => acknowledgeIssue(issue, note, now));
   }

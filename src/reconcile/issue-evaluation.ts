@@ -1,6 +1,7 @@
 import { logError } from "../lib/log";
 import type { IssueCondition, IssueKind } from "../monitor/issues/types";
 import { systemMonitor } from "../monitor/report";
+import { flushSignatureTally } from "../monitor/signature-tally";
 import type { SourceConfig } from "../sources/config";
 import type { AlertCondition } from "./alerting";
 import { deadLettersByRoute } from "./dead-by-route";
@@ -9,7 +10,7 @@ import { deadLetterConditions, sourceIssueConditions } from "./issue-conditions"
 /**
  * The cron's part in issues: what its watch read (`watched` null when the watch failed, so none of its kinds is
  * judged cleared) and the dead letters per route, handed to the system monitor, which adds its own alerts and
- * stores the outcome. A kind whose read failed is left out of `observed`: its issues stay as they are.
+ * stores the outcome (with the signature counts it holds). A kind whose read failed is left out of `observed`: its issues stay as they are.
  */
 export async function evaluateIssues(
   env: Env,
@@ -29,5 +30,7 @@ export async function evaluateIssues(
   } catch (error) {
     logError("issues.dead_letters_unread", error, {});
   }
+  // This isolate's signature counts go first, whatever the interval, so the evaluation sees them.
+  await flushSignatureTally(env, now, true);
   return systemMonitor(env).evaluateIssues(firing, observed, now);
 }

@@ -7,9 +7,12 @@ import { logError, logEvent } from "../lib/log";
 import { ulid } from "../lib/ulid";
 import { nextState, type Observation, type SystemAlertKind } from "../monitor/conditions";
 import type { IssueCondition, IssueKind } from "../monitor/issues/types";
-import { type AlertRow, notify } from "./alerting";
+import type { SignatureCounts } from "../monitor/signature-tally";
+import { notify } from "./alerting";
 import { SYSTEM_ISSUE_KINDS, systemIssueConditions } from "./issue-conditions";
 import { type IssueAction, IssueDesk, type IssueListing } from "./issue-desk";
+import { SignatureWatch } from "./signature-watch";
+import { type AlertRecord, alertRow } from "./system-alert-rows";
 
 /**
  * The one place that remembers which system alerts are open (src/monitor/conditions.ts), in its own SQLite: it
@@ -43,6 +46,9 @@ CREATE TABLE IF NOT EXISTS monitor_reporters (
 
 export const SYSTEM_MONITOR_NAME = "system";
 
+/** The issue kinds the monitor decides from what it holds itself: its alerts, and the signature counts. */
+const MONITOR_ISSUE_KINDS: readonly IssueKind[] = [...SYSTEM_ISSUE_KINDS, "signature-failures"];
+
 export interface SystemAlert {
   alertId: string;
   kind: SystemAlertKind;
@@ -58,27 +64,17 @@ export interface SystemAlert {
   reporters: string[];
 }
 
-type AlertRecord = {
-  kind: SystemAlertKind;
-  alert_id: string;
-  state: "open" | "resolved";
-  message: string;
-  opened_at: number;
-  notified_at: number | null;
-  resolved_at: number | null;
-  resolve_notified_at: number | null;
-  recorded_state: "open" | "resolved" | null;
-};
-
 export class SystemMonitor extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly desk: IssueDesk;
+  private readonly signatures: SignatureWatch;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(SCHEMA);
     this.desk = new IssueDesk(ctx.storage, env);
+    this.signatures = new SignatureWatch(this.sql, env);
   }
 
   /**
@@ -86,11 +82,24 @@ export class SystemMonitor extends DurableObject<Env> {
    * full, and the monitor's own alerts (breakers, stores), which it always knows in full.
    */
   async evaluateIssues(firing: IssueCondition[], observed: IssueKind[], now: number): Promise<number> {
-    return this.desk.evaluate(
-      [...firing, ...systemIssueConditions(this.list())],
-      [...observed, ...SYSTEM_ISSUE_KINDS],
-      now,
-    );
+    return this.desk.evaluate([...firing, ...this.ownConditions(now)], [...observed, ...MONITOR_ISSUE_KINDS], now);
+  }
+
+  /**
+   * An isolate's signature counts (src/monitor/signature-tally.ts): kept, judged at once, and answered with the
+   * sources whose verified counts the isolate should send from now on.
+   */
+  async reportSignatures(report: SignatureCounts[], now: number): Promise<string[]> {
+    this.ctx.storage.transactionSync(() => this.signatures.record(report, now));
+    await this.desk
+      .evaluate(this.ownConditions(now), MONITOR_ISSUE_KINDS, now)
+      .catch((error) => logError("monitor.issues_failed", error, {}));
+    return this.signatures.watched(now, this.desk.unresolvedSources("signature-failures"));
+  }
+
+  private ownConditions(now: number): IssueCondition[] {
+    const open = this.desk.unresolvedSources("signature-failures");
+    return [...systemIssueConditions(this.list()), ...this.signatures.conditions(now, open)];
   }
 
   issues(options: { all?: boolean } = {}): IssueListing {
@@ -122,7 +131,7 @@ export class SystemMonitor extends DurableObject<Env> {
     for (const observation of observations) this.apply(observation, now);
     // A breaker or a store issue opens (or resolves) with the report, not at the next cron run.
     await this.desk
-      .evaluate(systemIssueConditions(this.list()), SYSTEM_ISSUE_KINDS, now)
+      .evaluate(this.ownConditions(now), MONITOR_ISSUE_KINDS, now)
       .catch((error) => logError("monitor.issues_failed", error, {}));
     await this.announce(now);
     if (options.d1Reachable) await this.recordInD1().catch((error) => logError("monitor.record_failed", error, {}));
@@ -263,18 +272,4 @@ export class SystemMonitor extends DurableObject<Env> {
     });
     return rows.length;
   }
-}
-
-function alertRow(row: AlertRecord): AlertRow {
-  return {
-    alertId: row.alert_id,
-    source: null,
-    kind: row.kind,
-    state: row.state,
-    detail: JSON.stringify({ message: row.message }),
-    openedAt: row.opened_at,
-    resolvedAt: row.resolved_at,
-    notifiedAt: row.notified_at,
-    resolveNotifiedAt: row.resolve_notified_at,
-  };
 }
