@@ -1,4 +1,5 @@
 import { logError } from "../lib/log";
+import { destinationFailingConditions, destinationThresholds } from "../monitor/destination-failing";
 import type { IssueCondition, IssueKind } from "../monitor/issues/types";
 import { systemMonitor } from "../monitor/report";
 import { flushSignatureTally } from "../monitor/signature-tally";
@@ -6,10 +7,11 @@ import type { SourceConfig } from "../sources/config";
 import type { AlertCondition } from "./alerting";
 import { deadLettersByRoute } from "./dead-by-route";
 import { deadLetterConditions, sourceIssueConditions } from "./issue-conditions";
+import { retryingByRoute } from "./retrying-by-route";
 
 /**
  * The cron's part in issues: what its watch read (`watched` null when the watch failed, so none of its kinds is
- * judged cleared) and the dead letters per route, handed to the system monitor, which adds its own alerts and
+ * judged cleared), the dead letters per route and the deliveries per route waiting for a retry, handed to the system monitor, which adds its own alerts and
  * stores the outcome (with the signature counts it holds). A kind whose read failed is left out of `observed`: its issues stay as they are.
  */
 export async function evaluateIssues(
@@ -29,6 +31,13 @@ export async function evaluateIssues(
     observed.push("dead-letters");
   } catch (error) {
     logError("issues.dead_letters_unread", error, {});
+  }
+  try {
+    const retrying = await retryingByRoute(env, sources);
+    firing.push(...destinationFailingConditions(retrying, destinationThresholds(env)));
+    observed.push("destination-failing");
+  } catch (error) {
+    logError("issues.retrying_unread", error, {});
   }
   // This isolate's signature counts go first, whatever the interval, so the evaluation sees them.
   await flushSignatureTally(env, now, true);

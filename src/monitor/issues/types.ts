@@ -8,6 +8,8 @@
 export type IssueKind =
   /** A route's circuit breaker is open: its deliveries are held. */
   | "breaker-open"
+  /** A route without a circuit breaker has deliveries failing and waiting for a retry, past a threshold. */
+  | "destination-failing"
   /** A route has dead deliveries waiting for an operator (its own and every further route's). */
   | "dead-letters"
   /** A source's deliveries failed their signature check far more than usual: a rotated secret nobody updated. */
@@ -21,6 +23,7 @@ export type IssueKind =
 
 export const ISSUE_KINDS: readonly IssueKind[] = [
   "breaker-open",
+  "destination-failing",
   "dead-letters",
   "signature-failures",
   "silence",
