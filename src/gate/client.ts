@@ -26,10 +26,18 @@ export interface GatedDelivery {
 
 export type Hold = { waitMs: number; reason: HoldReason };
 
+/** What the gates answered, by gate (`gateName`) and then delivery id. */
+export interface GateAnswers {
+  /** Deliveries that must wait, and how long. */
+  holds: Map<string, Map<string, Hold>>;
+  /** Admitted deliveries that may start only at a later time (a rate limit's pacing, src/gate/decide.ts). */
+  startAt: Map<string, Map<string, number>>;
+}
+
 /**
- * Which deliveries must wait, and how long, by gate (`gateName`) and then delivery id; every delivery not in the
- * answer may go now. A receipt has one delivery per route, so one id can be asked about at several gates. Deliveries
- * are asked about in the order given (received order), so within a route the earliest go first.
+ * Which deliveries must wait, and how long, and which may start only later; every delivery in neither may go now. A
+ * receipt has one delivery per route, so one id can be asked about at several gates. Deliveries are asked about in
+ * the order given (received order), so within a route the earliest go first.
  */
 export async function askGates(
   env: Pick<Env, "DELIVERY_GATES">,
@@ -37,8 +45,9 @@ export async function askGates(
   database: string,
   now: number,
   options: AdmitOptions,
-): Promise<Map<string, Map<string, Hold>>> {
+): Promise<GateAnswers> {
   const holds = new Map<string, Map<string, Hold>>();
+  const startAt = new Map<string, Map<string, number>>();
   const asks = [...byRoute(deliveries)].map(async ([name, group]) => {
     const { source, route, control } = group[0]!;
     const answer = await deliveryGate(env, source, route).admit(
@@ -48,9 +57,10 @@ export async function askGates(
       options,
     );
     holds.set(name, new Map(answer.held.map(({ id, waitMs, reason }) => [id, { waitMs, reason }])));
+    startAt.set(name, new Map(Object.entries(answer.startAt)));
   });
   await Promise.all(asks);
-  return holds;
+  return { holds, startAt };
 }
 
 /** Deliveries a gate woke with the slots a release freed, for the caller to send on at once. */

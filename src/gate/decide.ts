@@ -9,7 +9,10 @@ import type { DeliveryControl } from "./control";
 export interface GateState {
   /** Paused from the admin API or CLI (a pause in config is the control's own). */
   paused: boolean;
-  /** Admission times still inside the rate window, oldest first. */
+  /**
+   * Under a rate limit, by when each admitted delivery's send will have left (its start, plus the margin its start may
+   * slip by: RATE_GUARD_MS or PACED_SEND_MARGIN_MS), earliest first, for those still inside the window.
+   */
   admissions: number[];
   /** Deliveries admitted and not yet released → when their slot expires (their consumer died). */
   inFlight: Record<string, number>;
@@ -45,6 +48,12 @@ export type HoldReason = "paused" | "circuit-open" | "max-in-flight" | "rate-lim
 export interface Admission {
   state: GateState;
   admitted: string[];
+  /**
+   * Admitted deliveries that may start only later (a rate limit's next send time, within `reserveMs`): id → that time.
+   * Their consumer waits for it in-process and sends then; one that cannot start by then + PACED_SEND_MARGIN_MS does
+   * not start at all (src/consumers/attempt/attempt-slots.ts).
+   */
+  startAt: Record<string, number>;
   held: { id: string; waitMs: number; reason: HoldReason }[];
 }
 
@@ -64,17 +73,28 @@ export const SLOT_WAIT_FALLBACK_MS = 60_000;
  */
 export const WOKEN_SLOT_MS = 30_000;
 /**
- * Rate windows are kept this much longer than configured: an admitted delivery reaches its destination a little
- * after its admission, and not always equally soon, so spacing admissions by window + guard keeps what the
- * destination sees within the limit per window even when one send is slower to leave than the next.
+ * A delivery admitted to go now reaches its destination a little after its admission (its consumer still takes a lease
+ * and builds the request), and not always equally soon: it counts as sent until this long after, so spacing the next
+ * sends a window after that keeps what the destination sees within the limit even when one send is slower to leave.
  */
 export const RATE_GUARD_MS = 250;
+/**
+ * A delivery given a later start (`startAt`) has its lease and request ready and leaves when its wait ends: it counts
+ * as sent until this long after its start, and its consumer does not send it at all once that has passed, so a backlog
+ * under a rate limit moves at `count` per window + this margin.
+ */
+export const PACED_SEND_MARGIN_MS = 100;
 
 export interface AdmitOptions {
   /** How long an admitted delivery's slot lasts if it is never released (its consumer died): the lease time. */
   slotMs: number;
-  /** At most this many admitted per call under a rate limit: what the consumer starts at once, so admission and send stay close. */
+  /** At most this many admitted to go now per call under a rate limit: what the consumer starts at once. */
   atOnce: number;
+  /**
+   * Under a rate limit, how far ahead a delivery may be given a later start instead of being held (its consumer waits
+   * that long in-process): 0 or absent, never (a caller that cannot wait before its send).
+   */
+  reserveMs?: number;
 }
 
 /** Admits `ids` in the order given (received order), each while the route's limits allow; the rest wait. */
@@ -87,17 +107,24 @@ export function admit(
 ): Admission {
   const state = liveState(previous, control, now);
   const admitted: string[] = [];
+  const startAt: Record<string, number> = {};
   const held: Admission["held"] = [];
+  let admittedNow = 0;
   for (const id of ids) {
     // A delivery woken by a freed slot (`wake`) already holds it: the cap does not count it twice.
     const holdsSlot = id in state.inFlight;
-    const wait = holdFor(state, control, now, admitted.length, options, holdsSlot);
+    const wait = holdFor(state, control, now, admittedNow, options, holdsSlot);
     if (wait) {
       held.push({ id, ...wait });
       continue;
     }
     admitted.push(id);
-    if (control.rateLimit) state.admissions.push(now);
+    if (control.rateLimit) {
+      const at = nextSendAt(state.admissions, control.rateLimit, now);
+      if (at > now) startAt[id] = at;
+      else admittedNow += 1;
+      insertSorted(state.admissions, at > now ? at + PACED_SEND_MARGIN_MS : now + RATE_GUARD_MS);
+    }
     if (state.openedAt !== null) {
       state.probe = { id, expiresAt: now + options.slotMs };
       state.lastProbeAt = now;
@@ -105,7 +132,27 @@ export function admit(
       state.inFlight[id] = now + options.slotMs;
     }
   }
-  return { state, admitted, held };
+  return { state, admitted, startAt, held };
+}
+
+/**
+ * The earliest time a send may start under a rate limit of `count` per window: a window after the count-th latest
+ * time an admitted send will have left by (`sentBy`, earliest first, already cut to those inside the window). Any
+ * window holding this send then holds at most count - 1 others, whenever each of them leaves within its margin.
+ */
+function nextSendAt(
+  sentBy: readonly number[],
+  { count, windowMs }: { count: number; windowMs: number },
+  now: number,
+): number {
+  if (sentBy.length < count) return now;
+  return Math.max(now, sentBy[sentBy.length - count]! + windowMs);
+}
+
+function insertSorted(list: number[], value: number): void {
+  let index = list.length;
+  while (index > 0 && list[index - 1]! > value) index -= 1;
+  list.splice(index, 0, value);
 }
 
 function holdFor(
@@ -126,26 +173,22 @@ function holdFor(
     return { waitMs: SLOT_WAIT_FALLBACK_MS, reason: "max-in-flight" };
   }
   if (control.rateLimit) {
-    const { count, windowMs } = control.rateLimit;
-    if (state.admissions.length >= count)
-      return {
-        waitMs: Math.max(
-          IN_FLIGHT_RECHECK_MS,
-          state.admissions[state.admissions.length - count]! + windowMs + RATE_GUARD_MS - now,
-        ),
-        reason: "rate-limit",
-      };
-    if (admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
+    const waitMs = nextSendAt(state.admissions, control.rateLimit, now) - now;
+    const reachMs = options.reserveMs ?? 0;
+    // Beyond reach: looks again once the send time is within reach (the queue's delay is whole seconds).
+    if (waitMs > reachMs) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, waitMs - reachMs), reason: "rate-limit" };
+    if (waitMs <= 0 && admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
   }
   return null;
 }
 
 /** A copy without what has run out: admissions older than the window, slots and a probe whose holder never came back. */
 function liveState(state: GateState, control: DeliveryControl, now: number): GateState {
-  const windowMs = control.rateLimit ? control.rateLimit.windowMs + RATE_GUARD_MS : 0;
+  // A send that has left by a window ago shares no window with one starting now (each time already holds its margin).
+  const windowMs = control.rateLimit ? control.rateLimit.windowMs : 0;
   return {
     ...state,
-    admissions: control.rateLimit ? state.admissions.filter((at) => at > now - windowMs) : [],
+    admissions: control.rateLimit ? state.admissions.filter((sentBy) => sentBy > now - windowMs) : [],
     inFlight: Object.fromEntries(Object.entries(state.inFlight).filter(([, expiresAt]) => expiresAt > now)),
     probe: state.probe !== null && state.probe.expiresAt > now ? state.probe : null,
     // A breaker the config no longer has is closed.

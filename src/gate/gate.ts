@@ -64,9 +64,9 @@ export class DeliveryGate extends DurableObject<Env> {
     deliveries: readonly GateDelivery[],
     now: number,
     options: AdmitOptions,
-  ): Pick<Admission, "admitted" | "held"> {
+  ): Pick<Admission, "admitted" | "startAt" | "held"> {
     count("doRequests");
-    const { state, admitted, held } = admit(
+    const { state, admitted, startAt, held } = admit(
       this.state,
       control,
       deliveries.map((delivery) => delivery.id),
@@ -99,7 +99,7 @@ export class DeliveryGate extends DurableObject<Env> {
         "DELETE FROM slot_waiting WHERE receipt_id IN (SELECT value FROM json_each(?))",
         JSON.stringify(admitted),
       );
-    return { admitted, held };
+    return { admitted, startAt, held };
   }
 
   async release(

@@ -33,6 +33,8 @@ export async function processDeliveries(
   invocationEndsBy = Number.POSITIVE_INFINITY,
   options: { leaseEveryAttempt?: boolean } = {},
 ): Promise<Map<string, QueueVerdict>> {
+  // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
+  const sliceClock = attemptClock(now);
   const sources = loadSources(env);
   const broken = sourceProblems(env);
   const db = database(env);
@@ -89,12 +91,16 @@ export async function processDeliveries(
     row: "delivery",
     ...abandonedLeaseOf(delivery),
   });
+  // A rate-limited route's delivery may be admitted for a moment within the next seconds: its attempt waits for it.
+  const startAt = new Map<string, number>();
   for (const [{ receiptId }, verdict] of await admitDeliveries(
     env,
     db,
     ready.filter((delivery) => delivery.committedAt === null && !spent(delivery)).map(toAdmit),
-    now,
+    // Asked at the slice's present, not its start: a send admitted for now leaves soon after the gate said so.
+    sliceClock(),
     ATTEMPTS_IN_FLIGHT,
+    startAt,
   ))
     verdicts.set(receiptId, verdict);
   const admitted = ready.filter((delivery) => !verdicts.has(delivery.receiptId));
@@ -118,64 +124,70 @@ export async function processDeliveries(
   // The same slots and attempt clock as a receipt's (attempt-slots.ts): at most ATTEMPTS_IN_FLIGHT at once, each
   // signed, leased and timed from its own start.
   const clock = attemptClock(now);
-  await inAttemptSlots(admitted, now, clock, async (delivery, startedAt) => {
-    if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
-      return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
-    const source = sources.get(delivery.source);
-    const heldGeneration = leased.get(delivery.receiptId) ?? null;
-    const limits = {
-      invocationEndsBy,
-      leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
-    };
-    const isSpent = spent(delivery);
-    if (!isSpent && !mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt)) {
-      // Out of time: no attempt was made, so none is counted (its lease goes back below), as for a receipt.
-      if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
-      return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
-    }
-    const policy = retryPolicyOf(source, route);
-    const facts = {
-      policy,
-      attemptNumberInRun: delivery.attempts + 1,
-      budgetStartedAt: budgetStartOf(delivery),
-    };
-    const configured = routeOf(delivery);
-    let run: AttemptRun;
-    if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
-    else if (isSpent) run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
-    else if (!configured)
-      run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
-    else
-      run = await runDestination(
-        env,
-        configured,
-        delivery,
-        startedAt,
-        new LazyLease(
-          async () =>
-            (await leaseDeliveries(db, route, [delivery.receiptId], startedAt)).get(delivery.receiptId) ?? null,
-          heldGeneration,
-        ),
-        true,
-        externalCallBudgetMs(limits, Date.now(), startedAt),
-      );
-    const finishedAt = clock();
-    const abandoned = abandonedDecision.get(delivery.receiptId);
-    const decision = isSpent && abandoned ? abandoned : decide(run.result, { ...facts, finishedAt });
-    finished.push({
-      receiptId: delivery.receiptId,
-      route,
-      run,
-      decision,
-      facts: { ...facts, finishedAt },
-      // A spent one is decided under the lease it was abandoned with (fenced by it, its count already taken), as
-      // process.ts `abandonedAttempt` does for a receipt.
-      startedAt: isSpent ? (delivery.leaseUntil ?? now) - LEASE_MS : startedAt,
-      finishedAt,
-      generation: isSpent ? delivery.leaseGeneration : (heldGeneration ?? delivery.leaseGeneration + 1),
-      leased: isSpent || heldGeneration !== null,
-    });
-  });
+  await inAttemptSlots(
+    admitted,
+    now,
+    clock,
+    async (delivery, startedAt, tooLate) => {
+      if (needsLease.includes(delivery) && !leased.has(delivery.receiptId))
+        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: LEASE_RACE_RETRY_SECONDS });
+      const source = sources.get(delivery.source);
+      const heldGeneration = leased.get(delivery.receiptId) ?? null;
+      const limits = {
+        invocationEndsBy,
+        leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
+      };
+      const isSpent = spent(delivery);
+      if (!isSpent && (tooLate || !mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))) {
+        // Out of time (or past its paced start): no attempt was made, so none is counted (its lease goes back below).
+        if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
+        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+      }
+      const policy = retryPolicyOf(source, route);
+      const facts = {
+        policy,
+        attemptNumberInRun: delivery.attempts + 1,
+        budgetStartedAt: budgetStartOf(delivery),
+      };
+      const configured = routeOf(delivery);
+      let run: AttemptRun;
+      if (delivery.committedAt !== null) run = { result: { status: "duplicate" }, plan: null };
+      else if (isSpent) run = { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null };
+      else if (!configured)
+        run = { result: { status: "dead", error: `route ${route} is no longer configured` }, plan: null };
+      else
+        run = await runDestination(
+          env,
+          configured,
+          delivery,
+          startedAt,
+          new LazyLease(
+            async () =>
+              (await leaseDeliveries(db, route, [delivery.receiptId], startedAt)).get(delivery.receiptId) ?? null,
+            heldGeneration,
+          ),
+          true,
+          externalCallBudgetMs(limits, Date.now(), startedAt),
+        );
+      const finishedAt = clock();
+      const abandoned = abandonedDecision.get(delivery.receiptId);
+      const decision = isSpent && abandoned ? abandoned : decide(run.result, { ...facts, finishedAt });
+      finished.push({
+        receiptId: delivery.receiptId,
+        route,
+        run,
+        decision,
+        facts: { ...facts, finishedAt },
+        // A spent one is decided under the lease it was abandoned with (fenced by it, its count already taken), as
+        // process.ts `abandonedAttempt` does for a receipt.
+        startedAt: isSpent ? (delivery.leaseUntil ?? now) - LEASE_MS : startedAt,
+        finishedAt,
+        generation: isSpent ? delivery.leaseGeneration : (heldGeneration ?? delivery.leaseGeneration + 1),
+        leased: isSpent || heldGeneration !== null,
+      });
+    },
+    { startAt: (delivery) => startAt.get(delivery.receiptId), clock: sliceClock },
+  );
   await releaseDeliveryLeases(db, route, notStarted);
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);
   // A listen route's delivery that died is no longer waiting for a listener.

@@ -24,6 +24,13 @@ import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
  */
 
 /**
+ * How far ahead a rate-limited route's delivery may be given its send time and wait for it in its consumer (wall time,
+ * not CPU): past one window + margin, so a backlog coming back from the queue (whole seconds late, and a batch's
+ * timeout) finds its next send times still ahead and keeps the route sending at its limit.
+ */
+export const RATE_RESERVE_MS = 2000;
+
+/**
  * Where a delivery's state lives: the receipt row (the delivery it carries), the delivery's own `deliveries` row,
  * or no row yet (a further delivery on its event's first attempt, whose row that attempt's commit writes).
  */
@@ -73,6 +80,10 @@ function routeOf({ config, route }: DeliveryToAdmit): SourceRoute | undefined {
  * counts their message alive), with a queue verdict to come back then. Nothing about their attempts or retry budget
  * changes. A delivery with no row yet gets its due time from the caller, who writes its row (`row: "none"`). Returns
  * the waiting ones' verdicts, keyed by the objects given; every other delivery may go.
+ *
+ * A caller that can wait before each send (`startAt`, filled by receipt id) lets a rate-limited route pace its
+ * deliveries within the second: one whose send time is at most RATE_RESERVE_MS away is admitted for then, and its
+ * attempt waits for it in-process (attempt-slots.ts), instead of going back on the queue for whole seconds.
  */
 export async function admitDeliveries(
   env: Env,
@@ -80,6 +91,7 @@ export async function admitDeliveries(
   deliveries: readonly DeliveryToAdmit[],
   now: number,
   atOnce: number,
+  startAt?: Map<string, number>,
 ): Promise<Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>> {
   const verdicts = new Map<DeliveryToAdmit, QueueVerdict & { kind: "retry" }>();
   // Every delivery to an ordered route first waits for the earlier ones of its value on that route: the receipt's own,
@@ -100,9 +112,13 @@ export async function admitDeliveries(
   // A delivery that waits for its turn never takes a gate's slot.
   const asked = deliveries.filter((delivery) => !waitingFor.has(delivery));
   const gated = asked.map(gatedDelivery);
-  const holds = gated.every((delivery) => delivery.control === null)
-    ? new Map<string, Map<string, Hold>>()
-    : await askGates(env, gated, databaseBindingIn(env), now, { slotMs: LEASE_MS, atOnce });
+  const { holds, startAt: paced } = gated.every((delivery) => delivery.control === null)
+    ? { holds: new Map<string, Map<string, Hold>>(), startAt: new Map<string, Map<string, number>>() }
+    : await askGates(env, gated, databaseBindingIn(env), now, {
+        slotMs: LEASE_MS,
+        atOnce,
+        reserveMs: startAt ? RATE_RESERVE_MS : 0,
+      });
   /** Rows to hold, grouped by what one UPDATE can write: the row kind, the route, and the due time. */
   const toHold = new Map<string, { row: DeliveryRow; route: string; delaySeconds: number; receiptIds: string[] }>();
   const hold = (delivery: DeliveryToAdmit, event: string, { waitMs, reason }: { waitMs: number; reason: string }) => {
@@ -123,8 +139,11 @@ export async function admitDeliveries(
   };
   for (const [delivery, wait] of waitingFor) hold(delivery, "order.held", wait);
   asked.forEach((delivery, index) => {
-    const gateHold = holds.get(gateName(gated[index]!.source, gated[index]!.route))?.get(delivery.receiptId);
+    const name = gateName(gated[index]!.source, gated[index]!.route);
+    const gateHold = holds.get(name)?.get(delivery.receiptId);
     if (gateHold) hold(delivery, "gate.held", gateHold);
+    const at = paced.get(name)?.get(delivery.receiptId);
+    if (at !== undefined) startAt?.set(delivery.receiptId, at);
   });
   for (const { row, route, delaySeconds, receiptIds } of toHold.values()) {
     const dueAt = now + delaySeconds * 1000;

@@ -63,6 +63,8 @@ export async function processBatch(
   invocationEndsBy = Number.POSITIVE_INFINITY,
   options: { leaseEveryAttempt?: boolean; relayGranted?: ReadonlySet<string> } = {},
 ): Promise<Map<string, QueueVerdict>> {
+  // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
+  const sliceClock = attemptClock(now);
   // Read the configuration before anything else: a broken table throws here and leaves every receipt untouched.
   const sources = loadSources(env);
   const broken = sourceProblems(env);
@@ -113,13 +115,28 @@ export async function processBatch(
       row.committedAt === null &&
       (row.status === "pending" || (row.status === "processing" && !spentIds.has(row.receiptId))),
   );
-  const heldOwn = await admitDeliveries(
-    env,
-    db,
-    admissible.flatMap((row) => ownDelivery(row, sources.get(row.source), choices.get(row.receiptId) ?? null)),
-    now,
-    ATTEMPTS_IN_FLIGHT,
+  // A rate-limited route's delivery may be admitted for a moment within the next seconds, its attempt waiting for it
+  // (attempt-slots.ts); not one whose attempt also carries further deliveries, admitted for now at their own gates.
+  const startAt = new Map<string, number>();
+  const own = admissible.flatMap((row) =>
+    ownDelivery(row, sources.get(row.source), choices.get(row.receiptId) ?? null),
   );
+  const carriesFurther = (delivery: DeliveryToAdmit) => {
+    const choice = choices.get(delivery.receiptId);
+    return choice?.kind === "fan-out" && choice.fanOut.further.length > 0;
+  };
+  const heldOwn = new Map([
+    ...(await admitDeliveries(
+      env,
+      db,
+      own.filter((delivery) => !carriesFurther(delivery)),
+      // Asked at the slice's present, not its start: a send admitted for now leaves soon after the gate said so.
+      sliceClock(),
+      ATTEMPTS_IN_FLIGHT,
+      startAt,
+    )),
+    ...(await admitDeliveries(env, db, own.filter(carriesFurther), now, ATTEMPTS_IN_FLIGHT)),
+  ]);
   for (const [{ receiptId }, verdict] of heldOwn) verdicts.set(receiptId, verdict);
   // A first consumption held there still fans out: its further deliveries are written now and go on their own
   // messages, each to its own route's gate; only the held route's delivery waits (fan-out.ts, `heldFanOut`).
@@ -168,27 +185,33 @@ export async function processBatch(
   // Each attempt takes its own start: what a forward is signed with and a lazy lease starts at. A handler's external
   // call takes its lease lazily; losing that race ends the attempt as leased-elsewhere.
   const clock = attemptClock(now);
-  const started = await inAttemptSlots(toRun, now, clock, async (receipt, startedAt) => {
-    const source = sources.get(receipt.source);
-    const heldGeneration = leased.get(receipt.receiptId) ?? null;
-    const limits = {
-      invocationEndsBy,
-      leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
-    };
-    if (!mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))
-      return { notStarted: receipt, heldGeneration };
-    return attempt(
-      env,
-      receipt,
-      startedAt,
-      clock,
-      LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration),
-      source,
-      choices.get(receipt.receiptId) ?? null,
-      externalCallBudgetMs(limits, Date.now(), startedAt),
-      heldFurther.get(receipt.receiptId),
-    );
-  });
+  const started = await inAttemptSlots(
+    toRun,
+    now,
+    clock,
+    async (receipt, startedAt, tooLate) => {
+      const source = sources.get(receipt.source);
+      const heldGeneration = leased.get(receipt.receiptId) ?? null;
+      const limits = {
+        invocationEndsBy,
+        leaseUntil: heldGeneration === null ? Number.POSITIVE_INFINITY : now + LEASE_MS,
+      };
+      if (tooLate || !mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))
+        return { notStarted: receipt, heldGeneration };
+      return attempt(
+        env,
+        receipt,
+        startedAt,
+        clock,
+        LazyLease.onReceipt(db, receipt.receiptId, startedAt, heldGeneration),
+        source,
+        choices.get(receipt.receiptId) ?? null,
+        externalCallBudgetMs(limits, Date.now(), startedAt),
+        heldFurther.get(receipt.receiptId),
+      );
+    },
+    { startAt: (receipt) => startAt.get(receipt.receiptId), clock: sliceClock },
+  );
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
   if (notStarted.length > 0) {
