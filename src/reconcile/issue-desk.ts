@@ -2,7 +2,9 @@ import { logError, logEvent } from "../lib/log";
 import { acknowledgeIssue, type IssuePlan, planIssues, resolveIssueByHand } from "../monitor/issues/plan";
 import { type ChannelStatus, IssueStore } from "../monitor/issues/store";
 import type { Issue, IssueCondition, IssueHistoryEntry, IssueKind } from "../monitor/issues/types";
+import { loadSources } from "../sources/registry";
 import { issueChannels, retryAt, sendIssueNotice } from "./issue-notices";
+import { type RecoveryProgress, recoveringRoutes, recoveryHolds } from "./recovery-issues";
 
 /**
  * The system monitor's issues (src/monitor/issues/): evaluations turn conditions into a plan, the plan is stored,
@@ -30,9 +32,30 @@ export class IssueDesk {
     this.store = new IssueStore(storage.sql);
   }
 
-  async evaluate(firing: readonly IssueCondition[], observed: readonly IssueKind[], now: number): Promise<number> {
-    const plan = planIssues(this.store.all(), firing, new Set(observed), now);
-    return this.apply(plan);
+  /**
+   * `recoveries`: the recent route recovery jobs when the caller read them from D1 (the cron), else null; a route's
+   * recovery keeps its breaker-open issue open until its job is done (./recovery-issues.ts).
+   */
+  async evaluate(
+    firing: readonly IssueCondition[],
+    observed: readonly IssueKind[],
+    now: number,
+    recoveries: readonly RecoveryProgress[] | null = null,
+  ): Promise<number> {
+    const previous = this.store.all();
+    const held = recoveryHolds(previous, firing, this.recoveringRoutes(), recoveries, now);
+    const conditions = [...firing, ...held.firing];
+    return this.apply(planIssues(previous, conditions, new Set(observed), now, undefined, held.resolutions));
+  }
+
+  /** The routes with `recover = "auto"`; none when the config cannot be read (their issues then resolve as before). */
+  private recoveringRoutes(): Set<string> {
+    try {
+      return recoveringRoutes(loadSources(this.env).values());
+    } catch (error) {
+      logError("issues.sources_unread", error, {});
+      return new Set();
+    }
   }
 
   list(options: { all?: boolean } = {}): IssueListing {

@@ -7,6 +7,7 @@ import type { SourceConfig } from "../sources/config";
 import type { AlertCondition } from "./alerting";
 import { deadLettersByRoute } from "./dead-by-route";
 import { deadLetterConditions, sourceIssueConditions } from "./issue-conditions";
+import { recentRecoveries } from "./recovery-issues";
 import { retryingByRoute } from "./retrying-by-route";
 
 /**
@@ -39,7 +40,12 @@ export async function evaluateIssues(
   } catch (error) {
     logError("issues.retrying_unread", error, {});
   }
+  // A route's recovery keeps its breaker-open issue open until its job is done: the recent jobs, read here.
+  const recoveries = await recentRecoveries(env).catch((error) => {
+    logError("issues.recoveries_unread", error, {});
+    return null;
+  });
   // This isolate's signature counts go first, whatever the interval, so the evaluation sees them.
   await flushSignatureTally(env, now, true);
-  return systemMonitor(env).evaluateIssues(firing, observed, now);
+  return systemMonitor(env).evaluateIssues(firing, observed, now, recoveries);
 }

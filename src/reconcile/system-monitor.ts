@@ -11,6 +11,7 @@ import type { SignatureCounts } from "../monitor/signature-tally";
 import { notify } from "./alerting";
 import { SYSTEM_ISSUE_KINDS, systemIssueConditions } from "./issue-conditions";
 import { type IssueAction, IssueDesk, type IssueListing } from "./issue-desk";
+import type { Recoveries } from "./recovery-issues";
 import { SignatureWatch } from "./signature-watch";
 import { type AlertRecord, alertRow } from "./system-alert-rows";
 
@@ -79,10 +80,11 @@ export class SystemMonitor extends DurableObject<Env> {
 
   /**
    * The cron's evaluation of issues (src/monitor/issues/): the conditions it read from D1, which kinds it read in
-   * full, and the monitor's own alerts (breakers, stores), which it always knows in full.
+   * full, the route recoveries it read, and the monitor's own alerts (breakers, stores), which it always knows in full.
    */
-  async evaluateIssues(firing: IssueCondition[], observed: IssueKind[], now: number): Promise<number> {
-    return this.desk.evaluate([...firing, ...this.ownConditions(now)], [...observed, ...MONITOR_ISSUE_KINDS], now);
+  async evaluateIssues(firing: IssueCondition[], observed: IssueKind[], now: number, recoveries: Recoveries = null) {
+    const kinds = [...observed, ...MONITOR_ISSUE_KINDS];
+    return this.desk.evaluate([...firing, ...this.ownConditions(now)], kinds, now, recoveries);
   }
 
   /**

@@ -37,7 +37,8 @@ const RANK: Record<IssueSeverity, number> = { warning: 1, critical: 2 };
 /**
  * `observed` names the kinds whose conditions were all read this time: an issue of such a kind with no firing
  * condition has cleared and resolves; an issue of a kind not observed (its read failed, or it is another caller's)
- * is left as it is.
+ * is left as it is. `resolutions` says, per issue key, why one that resolves now is over (a route's recovery names
+ * what it re-drove): its last message and history line; otherwise "the condition cleared".
  */
 export function planIssues(
   previous: readonly Issue[],
@@ -45,6 +46,7 @@ export function planIssues(
   observed: ReadonlySet<IssueKind>,
   now: number,
   policy: IssuePolicy = DEFAULT_ISSUE_POLICY,
+  resolutions: ReadonlyMap<string, string> = new Map(),
 ): IssuePlan {
   const plan: IssuePlan = { changed: [], history: [], notices: [] };
   const byKey = new Map(previous.map((issue) => [issue.issueKey, issue]));
@@ -83,8 +85,9 @@ export function planIssues(
 
   for (const known of previous) {
     if (known.state === "resolved" || current.has(known.issueKey) || !observed.has(known.kind)) continue;
-    const issue = resolve(known, "receiver", now);
-    note(issue, "resolved", "the condition cleared");
+    const why = resolutions.get(known.issueKey);
+    const issue = { ...resolve(known, "receiver", now), ...(why === undefined ? {} : { message: why }) };
+    note(issue, "resolved", why ?? "the condition cleared");
     touched.set(known.issueKey, withResolveNotice(issue, known, plan, now));
   }
 
