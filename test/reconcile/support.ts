@@ -71,8 +71,8 @@ export async function runsAt(clock: number): Promise<RecordedRun[]> {
 }
 
 /** Runs the cron once and returns what it recorded. */
-export async function cronRun(now: number): Promise<RecordedRun> {
-  await runCron(now);
+export async function cronRun(now: number, runEnv: Env = env): Promise<RecordedRun> {
+  await runCron(now, runEnv);
   const runs = await runsAt(now);
   const run = runs.at(-1);
   if (!run) throw new Error(`no reconcile_runs row for clock ${now}`);
@@ -83,13 +83,28 @@ export async function cronRun(now: number): Promise<RecordedRun> {
  * Runs the cron (same clock, a millisecond apart so each run has its own row) until `done` holds. Shard visits
  * rotate when a run's budget is smaller than the shard count, so shard work may take several runs.
  */
-export async function cronUntil(now: number, done: () => Promise<boolean>, maxRuns = 40): Promise<RecordedRun[]> {
+export async function cronUntil(
+  now: number,
+  done: () => Promise<boolean>,
+  maxRuns = 40,
+  runEnv: Env = env,
+): Promise<RecordedRun[]> {
   const runs: RecordedRun[] = [];
   for (let index = 0; index < maxRuns; index++) {
-    runs.push(await cronRun(now + index));
+    runs.push(await cronRun(now + index, runEnv));
     if (await done()) return runs;
   }
   throw new Error(`still not done after ${maxRuns} cron runs`);
+}
+
+/**
+ * The bindings with SOURCES narrowed to the named sources: a cron run given them visits only those sources' claim
+ * shards. With every fixture source configured, a run visits up to RECONCILE_SHARD_VISITS shards (hundreds), each a
+ * cold Durable Object in a test file, and a test waiting for one shard's work paid for all of them on every run.
+ */
+export function withOnlySources(...names: string[]): Env {
+  const sources = env.SOURCES as Record<string, unknown>;
+  return { ...env, SOURCES: Object.fromEntries(names.map((name) => [name, sources[name]])) } as Env;
 }
 
 /**
