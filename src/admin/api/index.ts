@@ -1,17 +1,18 @@
-import { type Context, Hono, type MiddlewareHandler } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { database } from "../../db/client";
 import { apiError } from "../../lib/errors";
+import { sourcesHealth } from "../../sources/registry";
+import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
 import { recordAllowed, requireRole } from "../access/require-role";
 import { signInApi } from "../access/sign-in";
-import { type DeadLetterAction, MAX_DISMISS_IDS, moveDeadLetters, moveRouteDeadLetters } from "../actions/dismiss";
-import { replayByIds, replayDeadMatching, replayRoute } from "../actions/replay-actions";
-import type { OperatorAction } from "../audit-log/record";
-import { filterTarget, receiptsTarget } from "../audit-log/targets";
+import { replayByIds, replayRoute } from "../actions/replay-actions";
+import { AUDIT_LOG_PARAMETERS } from "../audit-log/list";
+import { receiptsTarget } from "../audit-log/targets";
 import type { AdminEnv } from "../guards/auth";
 import { listAlerts } from "../health/alerts";
-import { DEAD_DELIVERIES_CURSOR, deadDeliveriesPage, parseDeadDeliveriesCursor } from "../receipts/dead-deliveries";
+import { storageSizes } from "../health/storage-sizes";
+import { systemHealth } from "../health/system-health";
 import {
-  describeUnknown,
   isReceiptId,
   parseCursor,
   parseLimit,
@@ -27,25 +28,11 @@ import { inFirstDatabase } from "../receipts/receipt-databases";
 import { receiptDetail } from "../receipts/receipt-detail";
 import { receiptNotFound } from "../receipts/receipt-not-found";
 import { deliveryMetricsFor } from "../stats/analytics-query";
-
-async function replayRouteReport(
-  env: Env,
-  receiptId: string,
-  route: string,
-): Promise<{ receiptId: string; route: string; outcome: string }> {
-  return { receiptId, route, outcome: (await replayRoute(env, receiptId, route, "api")).kind };
-}
-
-import { sourcesHealth } from "../../sources/registry";
-import { sourcesMissingSecrets, sourcesWithExpiredSecrets } from "../../sources/secrets-set";
-import { parseBulkReplayRequest } from "../actions/replay-request";
-import { AUDIT_LOG_PARAMETERS } from "../audit-log/list";
-import { storageSizes } from "../health/storage-sizes";
-import { systemHealth } from "../health/system-health";
 import { collectMeters } from "../stats/meters";
 import { sourceStats } from "../stats/stats";
 import { auditLogApi } from "./audit-log";
 import { AUDIT_ROWS_PARAMETERS, auditRowsApi } from "./audit-rows";
+import { deadLettersApi } from "./dead-letters";
 import { issuesApi } from "./issues";
 import { keptSecretsApi } from "./kept-secrets";
 import { listenApi } from "./listen";
@@ -96,26 +83,14 @@ adminApi.get("/sources/:source/events/:eventKey", accepts(), async (c) =>
   c.json(await receiptByEventKey(c.env, c.req.param("source"), c.req.param("eventKey"))),
 );
 
-adminApi.get("/dead", async (c) => {
-  const query = c.req.query();
-  if (query.status !== undefined)
-    throw apiError(
-      400,
-      "invalid_query",
-      'Dead letters are status "dead"; use /admin/api/receipts to filter by status.',
-    );
-  rejectUnknownParameters(query, [...RECEIPT_FILTER_PARAMETERS, DEAD_DELIVERIES_CURSOR]);
-  const { [DEAD_DELIVERIES_CURSOR]: deliveriesBefore, ...receiptQuery } = query;
-  const filter = parseReceiptFilter({ ...receiptQuery, status: "dead" });
-  const deliveriesCursor = parseDeadDeliveriesCursor(deliveriesBefore);
-  // Receipts whose own delivery is dead, and further routes' dead deliveries, each list with its own cursor
-  // (../receipts/dead-deliveries.ts).
-  const [deadReceipts, deadDeliveries] = await Promise.all([
-    searchReceipts(c.env, filter),
-    deadDeliveriesPage(c.env, filter, deliveriesCursor),
-  ]);
-  return c.json({ ...deadReceipts, ...deadDeliveries });
-});
+/** One route's delivery of a receipt replayed (docs/routing.md, "Fan-out"), as the replay answer reports it. */
+async function replayRouteReport(
+  env: Env,
+  receiptId: string,
+  route: string,
+): Promise<{ receiptId: string; route: string; outcome: string }> {
+  return { receiptId, route, outcome: (await replayRoute(env, receiptId, route, "api")).kind };
+}
 
 adminApi.post("/receipts/:receiptId/replay", accepts("route"), requireRole("operator", "replay"), async (c) => {
   const receiptId = c.req.param("receiptId");
@@ -165,87 +140,6 @@ adminApi.post("/receipts/:receiptId/replay", accepts("route"), requireRole("oper
   }
 });
 
-/**
- * Bulk replay of dead letters: either {"receiptIds": [...]} (at most 100) or a filter over dead receipts with an
- * explicit scope, {"source"} or {"all": true}, plus "route" (with a source: that route's dead letters alone), "type",
- * "since", "until", "limit" — since inclusive, until exclusive, at most 1000 per call; repeat while the answer says
- * "more": true. Unknown keys are refused.
- */
-adminApi.post("/dead/replay", accepts(), requireRole("operator", bulkReplayAction), async (c) => {
-  let body: unknown;
-  try {
-    body = await c.req.json();
-  } catch {
-    throw apiError(
-      400,
-      "invalid_body",
-      'Send a JSON object: {"receiptIds": [...]} or {"source": "...", "since", "until", "type", "limit"}.',
-    );
-  }
-  const request = parseBulkReplayRequest(body);
-  const report =
-    request.kind === "ids"
-      ? await replayByIds(c.env, request.receiptIds, "api")
-      : await replayDeadMatching(c.env, request.filter, "api", request.route);
-  await recordAllowed(
-    c,
-    request.kind === "ids" ? "replay" : "bulk-replay",
-    request.kind === "ids" ? receiptsTarget(request.receiptIds) : filterTarget(request.filter, request.route),
-    report.replayed,
-  );
-  return c.json(report);
-});
-
-/** By ids, a replay; by a filter, a bulk replay: what a refusal is logged as, read from the body as sent. */
-async function bulkReplayAction(c: Context<AdminEnv>): Promise<OperatorAction> {
-  const body: unknown = await c.req.json().catch(() => null);
-  return body && typeof body === "object" && "receiptIds" in body ? "replay" : "bulk-replay";
-}
-
-/**
- * Dismiss dead letters once their cause is fixed (or they are not worth replaying): {"receiptIds": [...]}, at
- * most 100. They leave the dead count, so the source's health stops showing red; restore brings them back. With
- * "route": that route's delivery of each receipt (its own, or a further one), e.g. a dead further delivery that
- * holds its ordered route.
- */
-const deadLetterAction = (c: Context<AdminEnv>) => c.req.param("action") as DeadLetterAction;
-
-adminApi.post("/dead/:action{dismiss|restore}", accepts(), requireRole("operator", deadLetterAction), async (c) => {
-  const action = deadLetterAction(c);
-  const { receiptIds, route } = await dismissBody(c.req.raw);
-  const report =
-    route === undefined
-      ? await moveDeadLetters(c.env, action, receiptIds)
-      : await moveRouteDeadLetters(c.env, action, receiptIds, route);
-  await recordAllowed(c, action, receiptsTarget(receiptIds, route), report.changed.length);
-  return c.json(report);
-});
-
-async function dismissBody(request: Request): Promise<{ receiptIds: string[]; route?: string }> {
-  const usage = `Send a JSON object {"receiptIds": [...]} with 1 to ${MAX_DISMISS_IDS} receipt ids, and optionally "route": "<name>".`;
-  let body: unknown;
-  try {
-    body = await request.json();
-  } catch {
-    throw apiError(400, "invalid_body", usage);
-  }
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw apiError(400, "invalid_body", usage);
-  const unknown = Object.keys(body).filter((key) => key !== "receiptIds" && key !== "route");
-  if (unknown.length > 0) throw apiError(400, "unknown_key", describeUnknown("key", unknown, ["receiptIds", "route"]));
-  const { receiptIds: ids, route } = body as { receiptIds?: unknown; route?: unknown };
-  if (route !== undefined && (typeof route !== "string" || route.length === 0))
-    throw apiError(400, "invalid_body", `"route" must be a route's name. ${usage}`);
-  if (
-    !Array.isArray(ids) ||
-    ids.length === 0 ||
-    ids.length > MAX_DISMISS_IDS ||
-    !ids.every((id) => typeof id === "string" && isReceiptId(id))
-  ) {
-    throw apiError(400, "invalid_body", usage);
-  }
-  return { receiptIds: ids as string[], ...(route === undefined ? {} : { route }) };
-}
-
 adminApi.get("/quarantine", accepts("source", "before", "limit"), async (c) => {
   const query = c.req.query();
   return c.json(
@@ -266,6 +160,13 @@ adminApi.get("/alerts", accepts("source", "state", "limit"), async (c) => {
     alerts: await listAlerts(database(c.env), { source: query.source || undefined, state, limit: parseLimit(query) }),
   });
 });
+
+/**
+ * Dead letters: list, bulk replay, dismiss and restore (./dead-letters.ts). GET /dead checks its own query
+ * parameters (a status among them is answered with where to filter by status); the changes take none.
+ */
+adminApi.post("/dead/:action{replay|dismiss|restore}", accepts());
+adminApi.route("/dead", deadLettersApi);
 
 /** Which sources accept deliveries and which are broken (answering 503), with every problem of each table. */
 adminApi.get("/sources", accepts(), (c) => {
