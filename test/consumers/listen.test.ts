@@ -1,8 +1,11 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { processReceipt } from "../../src/consumers/receipts/process";
+import worker from "../../src/index";
 import type { HubMessage } from "../../src/listen/protocol";
+import type { QueuedWork } from "../../src/model/work-message";
 import { parsed, problemsOf } from "../support/source-tables";
 import { attemptRows, receiptRow, seedReceipt } from "./support/processing";
 
@@ -100,6 +103,42 @@ describe("a listen: route", () => {
     const listed = connected.waiting.map((entry) => entry.deliveryId);
     expect(listed).toContain(retrying);
     expect(listed).not.toContain(dying);
+    socket.close(1000, "done");
+  });
+
+  it("drops a waiting delivery from the list once the dead-letter queue gave up on it", async () => {
+    const receiptId = await seedReceipt({
+      source: "listen-laptop",
+      payload: { type: "account.credited", data: { account: "acct_9" } },
+      eventType: "account.credited",
+    });
+    expect(await processReceipt(env, receiptId)).toMatchObject({ kind: "retry" });
+    const before = await openListener();
+    await until(() => before.messages.length > 0);
+    expect(before.messages[0]).toMatchObject({
+      type: "connected",
+      waiting: expect.arrayContaining([expect.objectContaining({ deliveryId: receiptId })]),
+    });
+    before.socket.close(1000, "done");
+    // The work queue gave up on its message: the dead-letter queue's consumer marks it dead.
+    const batch = createMessageBatch<QueuedWork>("webhook-work-dead", [
+      {
+        id: `dead_${receiptId}`,
+        timestamp: Date.now(),
+        attempts: 3,
+        body: { source: "listen-laptop", receiptIds: [receiptId] },
+      },
+    ]);
+    const ctx = createExecutionContext();
+    await worker.queue(batch, env, ctx);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual([`dead_${receiptId}`]);
+    expect((await receiptRow(receiptId)).status).toBe("dead");
+
+    const { socket, messages } = await openListener();
+    await until(() => messages.length > 0);
+    const connected = messages[0];
+    if (connected?.type !== "connected") throw new Error("the hub did not greet the listener");
+    expect(connected.waiting.map((entry) => entry.deliveryId)).not.toContain(receiptId);
     socket.close(1000, "done");
   });
 

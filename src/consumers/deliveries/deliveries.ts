@@ -15,7 +15,7 @@ import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliver
 import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "../lease/lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
-import { forgetDeadListenDeliveries } from "./listen-deaths";
+import { forgetDeadListenDeliveries, forgetListenDeliveriesMarkedDead } from "./listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 
 /**
@@ -244,15 +244,19 @@ export async function processDeliveries(
   return verdicts;
 }
 
-/** The dead-letter queue gave up on these deliveries' message: those still waiting or leased are dead (replayable). */
+/**
+ * The dead-letter queue gave up on these deliveries' message (of `source`'s receipts): those still waiting or leased
+ * are dead (replayable).
+ */
 export async function markDeliveriesDead(
   env: Env,
+  source: string,
   route: string,
   receiptIds: readonly string[],
   error: string,
 ): Promise<void> {
   if (receiptIds.length === 0) return;
-  await database(env)
+  const marked = await database(env)
     .update(deliveries)
     .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
     .where(
@@ -261,5 +265,14 @@ export async function markDeliveriesDead(
         eq(deliveries.route, route),
         inArray(deliveries.status, ["pending", "processing"]),
       ),
-    );
+    )
+    .returning({ receiptId: deliveries.receiptId });
+  // A listen route's delivery marked dead here is no longer waiting for a listener, as one that died on its attempt.
+  const configured = loadSources(env)
+    .get(source)
+    ?.routes.find(({ rules }) => rules.name === route);
+  await forgetListenDeliveriesMarkedDead(
+    env,
+    marked.map(({ receiptId }) => ({ route: configured, deliveryId: `${receiptId}:${route}` })),
+  );
 }

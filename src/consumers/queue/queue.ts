@@ -290,7 +290,8 @@ async function consumeDeadLetters(batch: MessageBatch<QueuedWork>, env: Env): Pr
       for (const [binding, idsInDatabase] of groupByValue(holders)) {
         // A message of further deliveries gave up on those deliveries alone; the receipts' own routes are untouched.
         if (route === undefined) await markDead(envForDatabase(env, binding), idsInDatabase, error);
-        else await markDeliveriesDead(envForDatabase(env, binding), route, idsInDatabase, error);
+        else
+          await markDeliveriesDead(envForDatabase(env, binding), sourceName(message.body), route, idsInDatabase, error);
       }
       const nowhere = new Set(receiptIds).size - holders.size;
       const named = databaseNamedBy(message.body);

@@ -4,7 +4,7 @@ import { inJsonList } from "../../db/id-list";
 import { receipts } from "../../db/schema";
 import { recordAttempt } from "../../lib/analytics";
 import { logEvent, logsSuccesses } from "../../lib/log";
-import type { SourceConfig } from "../../sources/config";
+import type { SourceConfig, SourceRoute } from "../../sources/config";
 import { DEFAULT_RETRY, type RetryPolicy, reachesOutsideD1, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
 import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
@@ -24,7 +24,11 @@ import {
 import { sendDeliveryRetries } from "../deliveries/delivery-retries";
 import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "../deliveries/fan-out";
 import { writeHeldFanOuts } from "../deliveries/held-fan-out";
-import { forgetDeadListenDeliveries } from "../deliveries/listen-deaths";
+import {
+  forgetDeadListenDeliveries,
+  forgetListenDeliveriesMarkedDead,
+  furtherDeliveriesCommitted,
+} from "../deliveries/listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
 import {
   abandonedLeaseOf,
@@ -227,21 +231,21 @@ export async function processBatch(
       verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
   }
   const { decisions, fannedOut } = await commitAttempts(env, attempts);
-  // A listen route's own delivery that died is no longer waiting for a listener (src/listen/hub.ts).
-  await forgetDeadListenDeliveries(
-    env,
-    attempts.map(({ receipt }) => {
+  // A listen route's delivery that died, the receipt's own or a further one on its first attempt, is no longer
+  // waiting for a listener (src/listen/hub.ts).
+  await forgetDeadListenDeliveries(env, [
+    ...attempts.map(({ receipt }) => {
       const choice = choices.get(receipt.receiptId);
       const route =
         choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
-      const oneOfMany = (sources.get(receipt.source)?.routes.length ?? 1) > 1;
       return {
         route,
-        deliveryId: oneOfMany && route ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId,
+        deliveryId: ownDeliveryId(receipt, sources.get(receipt.source), route),
         decision: decisions.get(receipt.receiptId),
       };
     }),
-  );
+    ...furtherDeliveriesCommitted(sources, fannedOut),
+  ]);
   // Free the gates' slots and tell each breaker how its destination answered (once committed: a crash before here
   // leaves the slot to expire, never frees it early).
   const ended = [
@@ -512,8 +516,34 @@ function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): vo
  */
 export async function markDead(env: Env, receiptIds: readonly string[], error: string): Promise<void> {
   if (receiptIds.length === 0) return;
-  await database(env)
+  const marked = await database(env)
     .update(receipts)
     .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
-    .where(and(inJsonList(receipts.receiptId, receiptIds), inArray(receipts.status, ["pending", "processing"])));
+    .where(and(inJsonList(receipts.receiptId, receiptIds), inArray(receipts.status, ["pending", "processing"])))
+    .returning({ receiptId: receipts.receiptId, source: receipts.source, route: receipts.route });
+  // A listen route's delivery marked dead here is no longer waiting for a listener, as one that died on its attempt.
+  const sources = loadSources(env);
+  await forgetListenDeliveriesMarkedDead(
+    env,
+    marked.map((receipt) => {
+      const source = sources.get(receipt.source);
+      // No route recorded on a source of several: its first attempt never ran, so no hub ever saw it.
+      const route =
+        receipt.route !== null
+          ? source?.routes.find(({ rules }) => rules.name === receipt.route)
+          : source?.routes.length === 1
+            ? source.routes[0]
+            : null;
+      return { route, deliveryId: ownDeliveryId(receipt, source, route) };
+    }),
+  );
+}
+
+/** The id a receipt's own delivery goes by at its destination: with its route's name when its source has several. */
+function ownDeliveryId(
+  receipt: { receiptId: string },
+  source: SourceConfig | undefined,
+  route: SourceRoute | null | undefined,
+): string {
+  return (source?.routes.length ?? 1) > 1 && route ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId;
 }
