@@ -213,24 +213,41 @@ async function holdAbandoned(
  * Tells the gates how the admitted attempts ended, and sends on at once the deliveries a freed slot woke (an
  * in-flight-capped route's next ones, oldest first). A gate that does not answer is logged: its slots expire on their
  * own; a woken delivery whose send fails looks again on its own (src/gate/decide.ts, SLOT_WAIT_FALLBACK_MS).
+ *
+ * A woken delivery the caller already holds (`heldHere`: a receipt's own delivery it was told to hold, keyed by
+ * `heldHereKey`) is not sent on the queue: it is answered, for the caller to run next in the same invocation
+ * (src/consumers/receipts/follow-on.ts), which spares it a queue round trip. Its slot is reserved for it as for any.
  */
 export async function releaseDeliveries(
   env: Env,
   finished: readonly (DeliveryToAdmit & { result: AttemptResult | null })[],
   now: number,
-): Promise<void> {
+  heldHere: ReadonlySet<string> = new Set(),
+): Promise<string[]> {
   const gated = finished.map((delivery) => ({ ...gatedDelivery(delivery), verdict: attemptVerdict(delivery.result) }));
-  if (gated.every((delivery) => delivery.control === null)) return;
+  if (gated.every((delivery) => delivery.control === null)) return [];
   const told = await tellGates(env, gated, now).catch((error) => {
     logError("gate.release_failed", error, { deliveries: gated.length });
     return { woken: [], recoveries: [] };
   });
-  for (const { source, route, woken: deliveries } of told.woken)
+  const keptHere: string[] = [];
+  for (const { source, route, woken } of told.woken) {
+    const here = woken.filter(({ id }) => heldHere.has(heldHereKey(source, route, id)));
+    keptHere.push(...here.map(({ id }) => id));
+    const deliveries = woken.filter((delivery) => !here.includes(delivery));
+    if (deliveries.length === 0) continue;
     await sendResumed(env, source, route, deliveries).catch((error) =>
       logError("gate.wake_failed", error, { route: gateName(source, route), deliveries: deliveries.length }),
     );
+  }
   if (told.recoveries.length > 0)
     await startRecoveries(env, told.recoveries).catch((error) => logError("gate.recovery_failed", error, {}));
+  return keptHere;
+}
+
+/** Names a receipt's own delivery to `route` that its caller holds, for `releaseDeliveries`'s `heldHere`. */
+export function heldHereKey(source: string, route: string, receiptId: string): string {
+  return `${source}\u0000${route}\u0000${receiptId}`;
 }
 
 /**

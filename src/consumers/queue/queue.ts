@@ -25,7 +25,8 @@ const RECEIPTS_PER_SLICE = 50;
 
 import { CONSUMER_WALL_MS } from "../attempt/slice-budget";
 import { retryDelaySeconds } from "../decide/retry-schedule";
-import { markDead, processBatch } from "../receipts/process";
+import { processWithFollowOns } from "../receipts/follow-on";
+import { markDead } from "../receipts/process";
 
 /**
  * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:
@@ -52,7 +53,7 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const processIn = async (binding: string, idsInDatabase: readonly string[], redelivered = false) => {
     const databaseEnv = envForDatabase(env, binding);
     const sliced = await inSlices(idsInDatabase, redelivered, (ids, options) =>
-      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, { ...options, relayGranted }),
+      processWithFollowOns(databaseEnv, ids, invocationEndsBy, { ...options, relayGranted }),
     );
     for (const [receiptId, verdict] of sliced) {
       verdicts.set(receiptId, verdict);
