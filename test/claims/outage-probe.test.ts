@@ -1,9 +1,9 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ClaimShard } from "../../src/claims/shard";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
-import { everyClaim } from "../support/storage";
+import { unrelayedClaims } from "../support/storage";
 
 /**
  * While D1 is out a shard's relay is retried often (a claim probes at most once per RELAY_PROBE_MS), so that the
@@ -41,16 +41,6 @@ async function segmentCount(): Promise<number> {
   return (await env.BODIES.list({ prefix: `segments/${SOURCE}/` })).objects.length;
 }
 
-function backlogOf(stub: DurableObjectStub<ClaimShard>): Promise<number> {
-  return runInDurableObject(
-    stub,
-    (_instance, state) =>
-      state.storage.sql
-        .exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1`)
-        .one().n,
-  );
-}
-
 describe("relay retries during a D1 outage", { timeout: 120_000 }, () => {
   it("ask D1 first once a relay has failed, so the retries pay no R2 write for their segment", async () => {
     const stub = env.CLAIM_SHARDS.get(env.CLAIM_SHARDS.idFromName(`outage-probe-${crypto.randomUUID()}`));
@@ -58,7 +48,7 @@ describe("relay retries during a D1 outage", { timeout: 120_000 }, () => {
     // before writing its segment.
     expect((await stub.claim(claimOf(`probe-${crypto.randomUUID()}`))).disposition).toBe("accepted");
     await stub.relay();
-    expect(await backlogOf(stub)).toBe(0);
+    expect(await unrelayedClaims(stub)).toBe(0);
     const segmentsBefore = await segmentCount();
     const writesBefore = await r2Writes(stub);
 
@@ -70,12 +60,12 @@ describe("relay retries during a D1 outage", { timeout: 120_000 }, () => {
     // The first failure was a relay like any other (its segment is written, then D1 refuses the rows); every retry
     // after it failed at D1's read, before R2.
     expect((await r2Writes(stub)) - writesBefore).toBe(1);
-    expect(await backlogOf(stub)).toBe(1);
+    expect(await unrelayedClaims(stub)).toBe(1);
 
     await restore();
     await runDurableObjectAlarm(stub);
     expect(await relayFailures(stub)).toBe(0);
-    expect(await backlogOf(stub)).toBe(0);
+    expect(await unrelayedClaims(stub)).toBe(0);
     // The batch's segment, written again under the same key by the relay that worked.
     expect((await r2Writes(stub)) - writesBefore).toBe(2);
     expect((await segmentCount()) - segmentsBefore).toBe(1);

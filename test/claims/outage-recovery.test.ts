@@ -6,7 +6,7 @@ import { difference, type MeterTotals } from "../../src/lib/meter";
 import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { eventually } from "../support/deliveries";
 import { breakShardBindings, relayFailures, unreachableD1 } from "../support/failpoints";
-import { everyClaim } from "../support/storage";
+import { unrelayedClaims } from "../support/storage";
 
 /**
  * A D1 outage leaves each claim shard with a backlog of acknowledged claims and an alarm backed off to 5 minutes.
@@ -39,17 +39,6 @@ function claimOf(source: string, eventKey: string) {
   };
 }
 
-/** Unrelayed claims, read without the shard's meters so that polling does not count as the drain's work. */
-function backlogOf(stub: DurableObjectStub<ClaimShard>): Promise<number> {
-  return runInDurableObject(
-    stub,
-    (_instance, state) =>
-      state.storage.sql
-        .exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1`)
-        .one().n,
-  );
-}
-
 /**
  * `size` claims accepted through the shard's RPC while D1 is unreachable, the relay failing until its alarm has
  * backed off to the longest wait. Returns with D1 back, and the receipts per relay batch as the batches go out: the
@@ -71,7 +60,7 @@ async function backlogAfterOutage(
   }
   for (let tries = 0; tries < 20 && (await relayFailures(stub)) < 9; tries++) await runDurableObjectAlarm(stub);
   expect(await relayFailures(stub)).toBeGreaterThanOrEqual(9);
-  expect(await backlogOf(stub)).toBe(size);
+  expect(await unrelayedClaims(stub)).toBe(size);
   await restore();
   const batchSizes: number[] = [];
   const recordingQueue = {
@@ -96,9 +85,9 @@ async function drained(
 ): Promise<{ work: MeterTotals; claims: number }> {
   await start();
   const before = (await stub.meters()).totals;
-  const claims = await backlogOf(stub);
+  const claims = await unrelayedClaims(stub);
   await eventually(
-    async () => ((await backlogOf(stub)) === 0 ? true : undefined),
+    async () => ((await unrelayedClaims(stub)) === 0 ? true : undefined),
     WELL_BEFORE_BACKOFF_MS,
     "the backlog drained",
   );
@@ -109,7 +98,7 @@ async function drained(
 async function waitAttended(stub: DurableObjectStub<ClaimShard>, ms: number): Promise<void> {
   const until = Date.now() + ms;
   while (Date.now() < until) {
-    await backlogOf(stub);
+    await unrelayedClaims(stub);
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
 }

@@ -30,6 +30,17 @@ export function everyClaim(sql: SqlStorage): string {
   return `(${tables.join(" UNION ALL ")})`;
 }
 
+/** A shard's unrelayed claims, read without the shard's meters so that polling does not count as a drain's work. */
+export function unrelayedClaims(stub: DurableObjectStub<ClaimShard>): Promise<number> {
+  return runInDurableObject(
+    stub,
+    (_instance, state) =>
+      state.storage.sql
+        .exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${everyClaim(state.storage.sql)} WHERE relay_pending = 1`)
+        .one().n,
+  );
+}
+
 /** The claim row for a key in the shard that owns it (under the given env's shard count), or null. */
 export async function shardClaim(source: string, eventKey: string, shardEnv: Env = env): Promise<ShardClaimRow | null> {
   return runInDurableObject(shardFor(shardEnv, source, eventKey), (_instance: ClaimShard, state) => {
