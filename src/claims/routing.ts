@@ -1,7 +1,6 @@
 import { stableBucket } from "../lib/stable-hash";
 import { type ShardPlacement, type SourceConfig, SourceConfigError } from "../sources/config";
 import { loadSources } from "../sources/registry";
-import type { ClaimShard } from "./shard";
 import { MAX_SHARD_COUNT, SHIPPED_SHARD_COUNT } from "./shard-layouts";
 
 /**
@@ -20,6 +19,12 @@ export function shardCount(env: Pick<Env, "CLAIM_SHARD_COUNT">): number {
 export function shardName(source: string, index: number): string {
   return `${source}#${index}`;
 }
+
+/**
+ * A claim shard's stub, named through the binding's type (worker-configuration.d.ts) rather than by importing the
+ * class: the shard addresses its previous owner through this module, so an import here would be a circle.
+ */
+export type ClaimShardStub = ReturnType<Env["CLAIM_SHARDS"]["get"]>;
 
 /** No hint and no jurisdiction: the object is created near the first request that reaches it. */
 const NO_PLACEMENT: ShardPlacement = { locationHint: null, jurisdiction: null };
@@ -50,18 +55,14 @@ export function stubOptions(placement: ShardPlacement): {
   };
 }
 
-function shardStub(
-  env: Pick<Env, "CLAIM_SHARDS">,
-  placement: ShardPlacement,
-  name: string,
-): DurableObjectStub<ClaimShard> {
+function shardStub(env: Pick<Env, "CLAIM_SHARDS">, placement: ShardPlacement, name: string): ClaimShardStub {
   const options = stubOptions(placement);
   const namespace = options.jurisdiction ? env.CLAIM_SHARDS.jurisdiction(options.jurisdiction) : env.CLAIM_SHARDS;
   const id = namespace.idFromName(name);
   return options.get ? namespace.get(id, options.get) : namespace.get(id);
 }
 
-export function shardFor(env: Env, source: string | SourceConfig, eventKey: string): DurableObjectStub<ClaimShard> {
+export function shardFor(env: Env, source: string | SourceConfig, eventKey: string): ClaimShardStub {
   const name = typeof source === "string" ? source : source.name;
   return shardStub(env, placementOf(env, source), shardName(name, shardIndex(eventKey, shardCount(env))));
 }
@@ -76,12 +77,12 @@ export function shardAt(
   source: string,
   jurisdiction: DurableObjectJurisdiction | null,
   index: number,
-): DurableObjectStub<ClaimShard> {
+): ClaimShardStub {
   return shardStub(env, { locationHint: null, jurisdiction }, shardName(source, index));
 }
 
 /** Every shard of a source, for the cron's flush and retention sweeps. */
-export function shardsOf(env: Env, source: string | SourceConfig): DurableObjectStub<ClaimShard>[] {
+export function shardsOf(env: Env, source: string | SourceConfig): ClaimShardStub[] {
   const name = typeof source === "string" ? source : source.name;
   const placement = placementOf(env, source);
   return Array.from({ length: shardCount(env) }, (_, index) => shardStub(env, placement, shardName(name, index)));

@@ -1,13 +1,12 @@
 import { DurableObject } from "cloudflare:workers";
 import { logError } from "../lib/log";
-import { count, countCursor, execCounted, type MeterReading, meterReading } from "../lib/meter";
+import { count, type MeterReading, meterReading } from "../lib/meter";
 import { ulid } from "../lib/ulid";
 import {
   type ClaimRequest,
   type ClaimResult,
   claimKeyFixesContent,
   claimKeyOf,
-  type PendingClaim,
   type RelayReport,
 } from "../model/claims";
 import { isSameEvent } from "../model/same-event";
@@ -15,6 +14,19 @@ import { shardThresholds, shardVerdict } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
 import { relayToD1 } from "../relay/relay";
 import { bodyThresholdOf } from "../sources/registry";
+import {
+  holdsNothing,
+  insertClaim,
+  markRelayed,
+  RELAY_BATCH,
+  type Tombstone,
+  tombstoneOf,
+  unrelayedCount,
+  type WaitingClaim,
+  waitingClaimsAfter,
+  withinBudget,
+} from "./claim-table";
+import { countDuplicate, type DuplicateCount, duplicateCountsSince, pruneDuplicateCounts } from "./duplicate-counts";
 import {
   type HandoverCursor,
   handoverPage,
@@ -25,7 +37,7 @@ import {
   recordClosedEpoch,
 } from "./epoch";
 import type { PreviousOwner } from "./epoch-config";
-import { expirePartitions, partitionTable, readPartitions } from "./partitions";
+import { expirePartitions, readPartitions } from "./partitions";
 import {
   markQuarantineRelayed,
   pruneQuarantine,
@@ -34,6 +46,7 @@ import {
   WAITING_QUARANTINES,
   type WaitingQuarantine,
 } from "./quarantine";
+import { RelayFailures, STORE_FULL_RETRY_MS } from "./relay-failures";
 import { relaySettings } from "./relay-settings";
 import { relayDelayForClaim } from "./relay-timing";
 import { shardAt } from "./routing";
@@ -46,52 +59,17 @@ import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./
  * so two copies of one delivery cannot both be "accepted": no other request can slip in between.
  * The RPC's answer leaves the object only after its writes are durable (the output gate), which is what lets
  * the Worker acknowledge with a 2xx.
+
  *
- * Billed rows per accepted event: the claim insert (1, a WITHOUT ROWID table with no other index) and the relay's
- * update that turns it into a tombstone (1), plus one alarm write per relay batch, shared by the whole batch; the
- * tombstone is later forgotten with its whole time partition, a DROP TABLE that writes no row (./partitions.ts). The
- * same for a source whose key the signature does not cover: its claims are keyed by the payload hash (claimKeyOf)
- * in the same table, so a replay under a new key finds the first copy here without any other row or index.
+ * The claims' rows and what each costs: ./claim-table.ts. The relay's failure streak and backoff:
+ * ./relay-failures.ts. The duplicate tally: ./duplicate-counts.ts.
  */
 
-const RELAY_BATCH = 50;
-/**
- * Bodies per relay, in bytes. Each body may be up to a source's cap (1 MiB by default), and the relay holds a
- * batch in memory twice (the rows, then the D1 parameters): without a byte bound, 50 large bodies would exceed
- * a Worker's 128 MB. At least one row always goes, whatever its size.
- */
-export const RELAY_BATCH_BYTES = 4 * 1024 * 1024;
-const RELAY_BACKOFF_MAX_MS = 5 * 60_000;
-/**
- * While relays fail, a claim arriving at a shard whose backed-off alarm is further off than this brings it forward
- * (at most once per this interval): with traffic flowing, relaying resumes within a second of D1 coming back, and
- * an outage costs one failed D1 read per shard per interval (the relay asks D1 first while failing, so nothing is
- * written to R2 for it: src/relay/database-room.ts), not one per claim. The wait after an outage is idle time the
- * backlog drain pays in full: at 10 s it held a 45 s outage's drain to about 4× the arrival rate in the faulted soak
- * (issue 35, docs/performance.md "Recovery").
- */
-export const RELAY_PROBE_MS = 1_000;
-/**
- * How long claims held back by a database at its size limit wait before the next try (src/relay/database-room.ts):
- * the alert is already raised, and room comes from an operator or from retention, not within seconds.
- */
-export const STORE_FULL_RETRY_MS = 60_000;
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
 const REMAINING_COUNT_CAP = 1000;
-const HOUR_MS = 3_600_000;
-
-export type DuplicateCount = {
-  source: string;
-  /** Start of the hour, epoch ms. */
-  hour: number;
-  deliveries: number;
-};
 
 /** What one cron visit did: claims relayed, claims still waiting (counted up to a cap), tombstones forgotten. */
 export type SweepReport = { relayed: number; remaining: number; keysPruned: number };
-
-/** A claim waiting for its relay, and the partition that holds it (where the relay turns it into a tombstone). */
-type WaitingClaim = PendingClaim & { generation: number };
 
 export class ClaimShard extends DurableObject<Env> {
   private readonly sql: SqlStorage;
@@ -104,11 +82,8 @@ export class ClaimShard extends DurableObject<Env> {
   private relayArmed = false;
   /** Claims accepted since the relay last read its batch: a full batch does not wait out the delay. */
   private claimsWaiting = 0;
-  /** While relays fail (D1 or the queue down), the alarm keeps its backoff: a full batch must not hammer them. */
-  private relayFailing = false;
-  /** While relays fail: when the backed-off alarm is due, and when the last relay failed (for the claim probe). */
-  private backedOffUntil = 0;
-  private lastRelayFailureAt = 0;
+  /** While relays fail (D1 or the queue down): the streak, the backoff and the claims' early probe. */
+  private readonly failures: RelayFailures;
   /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
   private relayCursor = "";
   private relaying: Promise<RelayReport> | null = null;
@@ -142,6 +117,7 @@ export class ClaimShard extends DurableObject<Env> {
     ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
     this.closedEpochs = readClosedEpochs(this.sql);
     this.secretUse = new SecretUseStamps(this.sql);
+    this.failures = new RelayFailures(this.sql);
   }
 
   /**
@@ -173,9 +149,10 @@ export class ClaimShard extends DurableObject<Env> {
     if (result.disposition === "duplicate") return result;
     this.claimsWaiting++;
     if (!this.relayArmed) await this.armRelay(this.delayForClaim());
-    else if (this.claimsWaiting === RELAY_BATCH && !this.relayFailing && !this.fullBatchWaits) await this.armRelay(0);
-    else if (this.probeDue(Date.now())) {
-      this.backedOffUntil = 0;
+    else if (this.claimsWaiting === RELAY_BATCH && !this.failures.failing && !this.fullBatchWaits)
+      await this.armRelay(0);
+    else if (this.failures.probeDue(Date.now())) {
+      this.failures.probing();
       await this.armRelay(0);
     }
     return result;
@@ -256,25 +233,7 @@ export class ClaimShard extends DurableObject<Env> {
   /** A key no kept partition holds: its claim goes into the open partition. */
   private accept(request: ClaimRequest, claimKey: string): ClaimResult {
     const receiptId = ulid(request.receivedAt);
-    execCounted(
-      this.sql,
-      `INSERT INTO ${partitionTable(this.partitions[0]!.generation)} (relay_pending, source, event_key, receipt_id, payload_sha256, received_at, provenance,
-         unsigned_event_key, event_type, subject, version, occurred_at, kept_headers, body)
-       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      request.source,
-      claimKey,
-      receiptId,
-      request.payloadSha256,
-      request.receivedAt,
-      request.provenance,
-      claimKey === request.eventKey ? null : request.eventKey,
-      request.eventType,
-      request.subjectId,
-      request.version,
-      request.occurredAt,
-      request.keptHeaders,
-      request.body,
-    );
+    insertClaim(this.sql, this.partitions, request, claimKey, receiptId);
     return { disposition: "accepted", receiptId };
   }
 
@@ -282,7 +241,7 @@ export class ClaimShard extends DurableObject<Env> {
   private claimExisting(request: ClaimRequest, existing: KnownKey): ClaimResult {
     const existingCopy = { payloadSha256: existing.payloadSha256, provenance: existing.provenance };
     if (claimKeyFixesContent(request) || isSameEvent(existingCopy, request)) {
-      if (request.provenance === "live") this.countDuplicate(request.source, request.receivedAt);
+      if (request.provenance === "live") countDuplicate(this.sql, request.source, request.receivedAt);
       return { disposition: "duplicate", receiptId: existing.receiptId };
     }
     // Same key, different bytes: the sender broke its own contract. Keep it for a human (the first few copies whole,
@@ -300,12 +259,8 @@ export class ClaimShard extends DurableObject<Env> {
       report = await this.relay();
     } catch (error) {
       // D1 or the queue is unreachable: keep everything and try again later. Acknowledged work stays here.
-      const failures = this.bumpFailures();
-      this.relayFailing = true;
+      const { failures, backoffMs } = this.failures.failed(Date.now());
       logError("relay.failed", error, { failures });
-      const backoffMs = Math.min(RELAY_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failures, 9));
-      this.lastRelayFailureAt = Date.now();
-      this.backedOffUntil = this.lastRelayFailureAt + backoffMs;
       await this.armRelay(backoffMs);
       await this.watch.afterFailure(this.env, {
         failures,
@@ -314,7 +269,7 @@ export class ClaimShard extends DurableObject<Env> {
       });
       return;
     }
-    this.clearFailures();
+    this.failures.clear();
     // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
     // batch still waiting goes at once; the few that came in while this batch was relayed wait for company. A
     // batch that all waits for room in a full database tries again later, never at once.
@@ -347,24 +302,16 @@ export class ClaimShard extends DurableObject<Env> {
       claims,
       quarantines,
       bodyThresholdOf(this.env),
-      this.relayFailing,
+      this.failures.failing,
     );
 
-    // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone: the key, hash,
-    // receipt id, time and provenance stay until retention, everything else goes. What a full database held back
-    // stays as it is, waiting.
+    // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone. What a full
+    // database held back stays as it is, waiting.
     const relayedAt = Date.now();
     this.ctx.storage.transactionSync(() => {
       for (const claim of claims) {
         if (held.receiptIds.has(claim.receiptId)) continue;
-        execCounted(
-          this.sql,
-          `UPDATE ${partitionTable(claim.generation)} SET relay_pending = 0, unsigned_event_key = NULL, event_type = NULL, subject = NULL, version = NULL,
-             occurred_at = NULL, kept_headers = NULL, body = NULL
-           WHERE relay_pending = 1 AND source = ? AND event_key = ?`,
-          claim.source,
-          claim.claimKey,
-        );
+        markRelayed(this.sql, claim);
       }
       for (const quarantine of quarantines) {
         if (!held.quarantineIds.has(quarantine.quarantineId)) markQuarantineRelayed(this.sql, quarantine, relayedAt);
@@ -382,22 +329,7 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
   private pendingClaims(): WaitingClaim[] {
-    // One ordered merge of every partition's backlog (each arm a seek on its key prefix), stopped at the batch size.
-    const query = (afterKey: string) =>
-      withinBudget<WaitingClaim>(
-        this.sql,
-        `${this.partitions
-          .map(
-            ({ generation }) => `SELECT receipt_id AS receiptId, source, event_key AS claimKey,
-           COALESCE(unsigned_event_key, event_key) AS eventKey, payload_sha256 AS payloadSha256,
-           event_type AS eventType, subject AS subjectId, version, occurred_at AS occurredAt, body,
-           kept_headers AS keptHeaders, received_at AS receivedAt, provenance, ${generation} AS generation
-         FROM ${partitionTable(generation)} WHERE relay_pending = 1 AND event_key > ?1`,
-          )
-          .join(" UNION ALL ")} ORDER BY source, claimKey LIMIT ?2`,
-        afterKey,
-        RELAY_BATCH,
-      );
+    const query = (afterKey: string) => waitingClaimsAfter(this.sql, this.partitions, afterKey);
     const batch = query(this.relayCursor);
     if (batch.length > 0 || this.relayCursor === "") return batch;
     this.relayCursor = "";
@@ -406,13 +338,7 @@ export class ClaimShard extends DurableObject<Env> {
 
   /** Claims and quarantines not yet in D1 (counted up to `cap`, reading only the backlog's own keys). */
   unrelayedCount(cap = Number.MAX_SAFE_INTEGER): number {
-    const row = execCounted<{ pending: number }>(
-      this.sql,
-      `SELECT (SELECT COUNT(*) FROM (${this.acrossPartitions((table) => `SELECT 1 FROM ${table} WHERE relay_pending = 1`)} LIMIT ?1))
-            + ${UNRELAYED_QUARANTINES} AS pending`,
-      cap,
-    )[0];
-    return row?.pending ?? 0;
+    return unrelayedCount(this.sql, this.partitions, UNRELAYED_QUARANTINES, cap);
   }
 
   /**
@@ -426,7 +352,7 @@ export class ClaimShard extends DurableObject<Env> {
       ? 0
       : expirePartitions(this.ctx.storage, this.partitions, olderThan, new Set(keepKeys));
     pruneQuarantine(this.sql, olderThan);
-    execCounted(this.sql, "DELETE FROM duplicate_counts WHERE hour < ?", olderThan);
+    pruneDuplicateCounts(this.sql, olderThan);
     return pruned;
   }
 
@@ -436,11 +362,7 @@ export class ClaimShard extends DurableObject<Env> {
    */
   duplicateCounts(since: number): DuplicateCount[] {
     count("doRequests");
-    return execCounted<DuplicateCount>(
-      this.sql,
-      "SELECT source, hour, deliveries FROM duplicate_counts WHERE hour >= ? ORDER BY hour",
-      Math.floor(since / HOUR_MS) * HOUR_MS,
-    );
+    return duplicateCountsSince(this.sql, since);
   }
 
   /** This shard's SQLite size in bytes (a Durable Object holds at most 10 GB), for the stats and /admin/api/health. */
@@ -458,17 +380,6 @@ export class ClaimShard extends DurableObject<Env> {
   /** This isolate's meter reading, for the bench and the budget test. Not itself counted as a request. */
   meters(): MeterReading {
     return meterReading();
-  }
-
-  /** Inside the claim's transaction: one upserted row per hour, no extra round trip on the duplicate's ack. */
-  private countDuplicate(source: string, receivedAt: number): void {
-    execCounted(
-      this.sql,
-      `INSERT INTO duplicate_counts (source, hour, deliveries) VALUES (?, ?, 1)
-       ON CONFLICT (source, hour) DO UPDATE SET deliveries = deliveries + 1`,
-      source,
-      Math.floor(receivedAt / HOUR_MS) * HOUR_MS,
-    );
   }
 
   /**
@@ -489,13 +400,7 @@ export class ClaimShard extends DurableObject<Env> {
   async drainRetired(keyCutoff: number, relayRounds: number): Promise<SweepReport & { holdsNothing: boolean }> {
     count("doRequests");
     const report = await this.visit(keyCutoff, relayRounds, []);
-    const held = execCounted(
-      this.sql,
-      `${this.acrossPartitions((table) => `SELECT 1 FROM ${table}`)}
-       UNION ALL SELECT 1 FROM quarantine_outbox UNION ALL SELECT 1 FROM quarantine_overflow
-       UNION ALL SELECT 1 FROM duplicate_counts LIMIT 1`,
-    );
-    return { ...report, holdsNothing: held.length === 0 };
+    return { ...report, holdsNothing: holdsNothing(this.sql, this.partitions) };
   }
 
   private async visit(keyCutoff: number, relayRounds: number, keepKeys: readonly string[]): Promise<SweepReport> {
@@ -512,7 +417,7 @@ export class ClaimShard extends DurableObject<Env> {
     if (rounds > 0) {
       // The relay worked: a shard whose alarm had backed off during an outage (or lost its alarm) goes on
       // draining now, not at the backed-off time.
-      const wasFailing = this.clearFailures();
+      const wasFailing = this.failures.clear();
       if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
       remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     }
@@ -528,53 +433,8 @@ export class ClaimShard extends DurableObject<Env> {
    * What the shard still knows about one claim key (the event key, or the payload hash for an unsigned key): the
    * dedupe tombstone, for the reconciler's checks and tests.
    */
-  tombstone(
-    source: string,
-    claimKey: string,
-  ): { receiptId: string; payloadSha256: string; hasBody: boolean; relayed: boolean } | null {
-    const row = execCounted<{ receipt_id: string; payload_sha256: string; has_body: number; relay_pending: number }>(
-      this.sql,
-      this.acrossPartitions(
-        (table) => `SELECT receipt_id, payload_sha256, body IS NOT NULL AS has_body, relay_pending
-         FROM ${table} WHERE relay_pending IN (0, 1) AND source = ?1 AND event_key = ?2`,
-      ),
-      source,
-      claimKey,
-    )[0];
-    if (!row) return null;
-    return {
-      receiptId: row.receipt_id,
-      payloadSha256: row.payload_sha256,
-      hasBody: row.has_body === 1,
-      relayed: row.relay_pending === 0,
-    };
-  }
-
-  /** One query over every partition kept, newest first (a key lives in one partition at most). */
-  private acrossPartitions(arm: (table: string) => string): string {
-    return this.partitions.map(({ generation }) => arm(partitionTable(generation))).join(" UNION ALL ");
-  }
-
-  /** After a relay that worked: forgets the failure streak. True if there was one (the alarm was backed off). */
-  private clearFailures(): boolean {
-    this.relayFailing = false;
-    this.backedOffUntil = 0;
-    return execCounted(this.sql, "DELETE FROM relay_state RETURNING failures").length > 0;
-  }
-
-  /** A claim may probe a failing relay early: its backed-off alarm is far off and the last failure is not recent. */
-  private probeDue(now: number): boolean {
-    return (
-      this.relayFailing && this.backedOffUntil - now > RELAY_PROBE_MS && now - this.lastRelayFailureAt >= RELAY_PROBE_MS
-    );
-  }
-
-  private bumpFailures(): number {
-    return execCounted<{ failures: number }>(
-      this.sql,
-      `INSERT INTO relay_state (singleton, failures) VALUES (1, 1)
-       ON CONFLICT (singleton) DO UPDATE SET failures = failures + 1 RETURNING failures`,
-    )[0]!.failures;
+  tombstone(source: string, claimKey: string): Tombstone | null {
+    return tombstoneOf(this.sql, this.partitions, source, claimKey);
   }
 
   /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */
@@ -584,24 +444,4 @@ export class ClaimShard extends DurableObject<Env> {
     count("doRowsWritten");
     await this.ctx.storage.setAlarm(Date.now() + delayMs);
   }
-}
-
-/** Rows off a lazy cursor until the byte budget is spent: bodies past the budget are never read. */
-function withinBudget<Row extends { body: ArrayBuffer | null }>(
-  sql: SqlStorage,
-  query: string,
-  ...bindings: unknown[]
-): Row[] {
-  const cursor = sql.exec(query, ...bindings);
-  const taken: Row[] = [];
-  let bytes = 0;
-  for (const raw of cursor) {
-    const row = raw as unknown as Row;
-    const size = row.body?.byteLength ?? 0;
-    if (taken.length > 0 && bytes + size > RELAY_BATCH_BYTES) break;
-    taken.push(row);
-    bytes += size;
-  }
-  countCursor(cursor);
-  return taken;
 }

@@ -1,7 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { type ClaimShard, RELAY_PROBE_MS } from "../../src/claims/shard";
+import { RELAY_PROBE_MS } from "../../src/claims/relay-failures";
+import type { ClaimShard } from "../../src/claims/shard";
 import { difference, type MeterTotals } from "../../src/lib/meter";
 import { type QueuedWork, receiptIdsOf } from "../../src/model/work-message";
 import { eventually } from "../support/deliveries";

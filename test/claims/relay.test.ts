@@ -1,8 +1,8 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { RELAY_BATCH_BYTES } from "../../src/claims/claim-table";
 import { shardFor } from "../../src/claims/routing";
-import { RELAY_BATCH_BYTES } from "../../src/claims/shard";
 import { credit, eventually, post, signDemo } from "../support/deliveries";
 import { breakShardBindings, countingQueue, relayFailures, unreachableD1 } from "../support/failpoints";
 import { keysInOneShard, settle, settleEachTest } from "../support/storage";
