@@ -26,7 +26,7 @@ const RECEIPTS_PER_SLICE = 50;
 import { CONSUMER_WALL_MS } from "../attempt/slice-budget";
 import { retryDelaySeconds } from "../decide/retry-schedule";
 import { processWithFollowOns } from "../receipts/follow-on";
-import { markDead } from "../receipts/process";
+import { markDead } from "../receipts/mark-dead";
 
 /**
  * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:

@@ -1,37 +1,18 @@
-import { and, inArray } from "drizzle-orm";
 import { database } from "../../db/client";
-import { inJsonList } from "../../db/id-list";
-import { receipts } from "../../db/schema";
-import { recordAttempt } from "../../lib/analytics";
-import { logEvent, logsSuccesses } from "../../lib/log";
-import type { SourceConfig, SourceRoute } from "../../sources/config";
-import { DEFAULT_RETRY, type RetryPolicy, reachesOutsideD1, retryPolicyOf } from "../../sources/config";
+import { logEvent } from "../../lib/log";
+import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
 import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
-import { type AttemptRun, runDestination } from "../attempt/run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
 import { commitAttempts } from "../commit/commit";
 import type { FinishedAttempt } from "../commit/commit-statements";
-import { type FannedOut, notAttempted } from "../commit/delivery-rows";
-import {
-  ABANDONED_ATTEMPT,
-  budgetStartOf,
-  type Decision,
-  decide,
-  decideAbandoned,
-  type QueueVerdict,
-} from "../decide/decide";
+import type { QueueVerdict } from "../decide/decide";
 import { sendDeliveryRetries } from "../deliveries/delivery-retries";
-import { chooseRoute, filteredOutReason, heldFanOut, type RouteChoice, routeOrderingKey } from "../deliveries/fan-out";
+import { heldFanOut } from "../deliveries/fan-out";
 import { writeHeldFanOuts } from "../deliveries/held-fan-out";
-import {
-  forgetDeadListenDeliveries,
-  forgetListenDeliveriesMarkedDead,
-  furtherDeliveriesCommitted,
-} from "../deliveries/listen-deaths";
+import { forgetDeadListenDeliveries, furtherDeliveriesCommitted } from "../deliveries/listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
 import {
-  abandonedLeaseOf,
   admitDeliveries,
   type DeliveryToAdmit,
   heldHereKey,
@@ -41,6 +22,9 @@ import {
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
 import { holdsRelayGrant } from "../lease/relay-grant";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
+import { logAttempt } from "./log-attempt";
+import { abandonedAttempt, attempt } from "./receipt-attempt";
+import { furtherDeliveries, ownDelivery, ownDeliveryId, reachesOutside, routeChoice } from "./route-choice";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -323,239 +307,4 @@ export async function processBatch(
 /** One receipt, for tests and callers outside a queue batch. */
 export async function processReceipt(env: Env, receiptId: string, now = Date.now()): Promise<QueueVerdict> {
   return (await processBatch(env, [receiptId], now)).get(receiptId)!;
-}
-
-async function attempt(
-  env: Env,
-  receipt: ReceiptForWork,
-  startedAt: number,
-  clock: () => number,
-  lease: LazyLease,
-  source: SourceConfig | undefined,
-  choice: RouteChoice | null,
-  externalBudgetMs: number,
-  heldFurther: ReadonlyMap<string, number> = new Map(),
-): Promise<FinishedAttempt> {
-  let run: AttemptRun;
-  let fanOut: FannedOut | undefined;
-  // The receipt's own delivery is retried on its route's policy; each further delivery on its own route's (below).
-  const ownRoute =
-    choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
-  const facts = {
-    policy: ownRoute?.retry ?? source?.retry,
-    attemptNumberInRun: receipt.attempts + 1,
-    budgetStartedAt: budgetStartOf(receipt),
-  };
-  if (receipt.committedAt !== null) {
-    // A replay (or a redelivery after a lost ack) of an event whose outcome already committed: nothing to run, so
-    // no forward or external call is even resent.
-    run = { result: { status: "duplicate" }, plan: null };
-  } else if (!source || !choice) {
-    run = { result: { status: "dead", error: `source ${receipt.source} is no longer configured` }, plan: null };
-  } else if (choice.kind === "gone") {
-    run = { result: { status: "dead", error: `route ${choice.name} is no longer configured` }, plan: null };
-  } else if (choice.kind === "recorded") {
-    run = await runDestination(
-      env,
-      choice.route,
-      receipt,
-      startedAt,
-      lease,
-      source.routes.length > 1,
-      externalBudgetMs,
-    );
-  } else {
-    // The first attempt of an event with several routes: every matched route at once, each its own delivery.
-    const { primary, further, filtered } = choice.fanOut;
-    const [own, ...others] = await Promise.all([
-      primary
-        ? runDestination(env, primary, receipt, startedAt, lease, true, externalBudgetMs)
-        : { result: { status: "skipped", reason: filteredOutReason(filtered) } as const, plan: null },
-      ...further.map(async (route) => {
-        const delaySeconds = heldFurther.get(route.rules.name);
-        const orderingKey = routeOrderingKey(route, receipt.orderingKey);
-        // Its gate said wait: not attempted, due again when the gate said (delivery-rows.ts writes it pending).
-        if (delaySeconds !== undefined) return notAttempted(route.rules.name, startedAt, delaySeconds, orderingKey);
-        const furtherRun = await runDestination(env, route, receipt, startedAt, lease, true, externalBudgetMs);
-        const finishedAt = clock();
-        return {
-          route: route.rules.name,
-          orderingKey,
-          run: furtherRun,
-          startedAt,
-          finishedAt,
-          decision: decide(furtherRun.result, { ...facts, policy: route.retry, attemptNumberInRun: 1, finishedAt }),
-        };
-      }),
-    ]);
-    run = own!;
-    fanOut = { route: primary?.rules.name ?? null, filtered, further: others as FannedOut["further"] };
-  }
-  const generation = lease.heldGeneration ?? receipt.leaseGeneration + 1;
-  return {
-    receipt,
-    run,
-    facts: { ...facts, finishedAt: clock() },
-    startedAt,
-    generation,
-    leased: lease.heldGeneration !== null,
-    ...(fanOut ? { fanOut } : {}),
-  };
-}
-
-/** The delivery a receipt row carries, as its route's gate is asked about it; none when no route runs. */
-function ownDelivery(
-  receipt: ReceiptForWork,
-  config: SourceConfig | undefined,
-  choice: RouteChoice | null,
-): DeliveryToAdmit[] {
-  const route = choice?.kind === "recorded" ? choice.route : choice?.kind === "fan-out" ? choice.fanOut.primary : null;
-  if (!route) return [];
-  return [
-    {
-      receiptId: receipt.receiptId,
-      source: receipt.source,
-      config,
-      route: route.rules.name,
-      row: "receipt",
-      ...abandonedLeaseOf(receipt),
-    },
-  ];
-}
-
-/** A first attempt's further deliveries (its fan-out's other matched routes), which have no row yet. */
-function furtherDeliveries(
-  receipt: ReceiptForWork,
-  config: SourceConfig | undefined,
-  choice: RouteChoice | null,
-): DeliveryToAdmit[] {
-  if (choice?.kind !== "fan-out") return [];
-  return choice.fanOut.further.map((route) => ({
-    receiptId: receipt.receiptId,
-    source: receipt.source,
-    config,
-    route: route.rules.name,
-    row: "none" as const,
-  }));
-}
-
-function routeChoice(source: SourceConfig | undefined, receipt: ReceiptForWork): RouteChoice | null {
-  if (!source) return null;
-  const event = receipt.body
-    ? {
-        body: receipt.body,
-        keptHeaders: receipt.keptHeaders,
-        eventType: receipt.eventType,
-        subjectId: receipt.subjectId,
-      }
-    : null;
-  return chooseRoute(source, receipt, event, receipt.committedAt !== null);
-}
-
-/** Whether the route(s) an attempt runs may act outside D1 (a forward): only those take a lease up front. */
-function reachesOutside(choice: RouteChoice | null): boolean {
-  if (choice === null || choice.kind === "gone") return false;
-  if (choice.kind === "recorded") return reachesOutsideD1(choice.route.destination);
-  return [choice.fanOut.primary, ...choice.fanOut.further].some((route) => reachesOutsideD1(route?.destination));
-}
-
-/**
- * The attempt that held a lease which ran out, as its last consumer left it: outcome unknown, counted already (when
- * it took the lease), and decided now, so the decision to give up is the same one a finished attempt gets.
- */
-function abandonedAttempt(receipt: ReceiptForWork, policy: RetryPolicy | undefined, now: number): FinishedAttempt {
-  const { facts, decision } = decideAbandoned(receipt, policy, now);
-  return {
-    receipt,
-    run: { result: { status: "unknown", error: ABANDONED_ATTEMPT }, plan: null },
-    facts,
-    startedAt: (receipt.leaseUntil ?? now) - LEASE_MS,
-    generation: receipt.leaseGeneration,
-    leased: true,
-    decided: decision,
-  };
-}
-
-/**
- * A log line and a metrics point per attempt, from the decision that was committed — except for the routine
- * success: a processed attempt writes no point (the delivery's point already counts the event, and the receipt's
- * status and processed_at in D1 record the outcome), and its line only with LOG_SUCCESSES = "true". That keeps the
- * happy path to one Analytics Engine point per event (docs/performance.md, "What the figures decided").
- */
-function logAttempt(env: Env, finished: FinishedAttempt, decision: Decision): void {
-  const { receipt } = finished;
-  const outcome =
-    decision.kind === "commit"
-      ? decision.result.status
-      : decision.kind === "nothing"
-        ? finished.run.result.status
-        : decision.attempt.outcome;
-  const httpStatus =
-    decision.kind === "fail"
-      ? decision.attempt.httpStatus
-      : decision.kind === "commit" && decision.result.status === "processed"
-        ? (decision.result.httpStatus ?? null)
-        : null;
-  const durationMs = finished.facts.finishedAt - finished.startedAt;
-  if (outcome === "processed") {
-    if (!logsSuccesses(env)) return;
-  } else {
-    recordAttempt(env, { source: receipt.source, outcome, httpStatus, durationMs, attempt: finished.generation });
-  }
-  logEvent("attempt", {
-    source: receipt.source,
-    eventKey: receipt.eventKey,
-    eventType: receipt.eventType,
-    receipt: receipt.receiptId,
-    route: receipt.route,
-    attempt: finished.generation,
-    outcome,
-    httpStatus,
-    error:
-      decision.kind === "fail"
-        ? decision.lastError
-        : decision.kind === "nothing"
-          ? (decision.record?.note ?? "leased by another consumer")
-          : null,
-    note: decision.kind === "commit" && decision.result.status === "skipped" ? decision.result.reason : undefined,
-    durationMs,
-  });
-}
-
-/**
- * The dead-letter queue's verdict: the queue gave up on these receipts' message. Work still waiting or leased
- * in D1 is marked dead (payload kept, replayable); a receipt that already finished keeps its status.
- */
-export async function markDead(env: Env, receiptIds: readonly string[], error: string): Promise<void> {
-  if (receiptIds.length === 0) return;
-  const marked = await database(env)
-    .update(receipts)
-    .set({ status: "dead", leaseUntil: null, nextAttemptAt: null, lastError: error })
-    .where(and(inJsonList(receipts.receiptId, receiptIds), inArray(receipts.status, ["pending", "processing"])))
-    .returning({ receiptId: receipts.receiptId, source: receipts.source, route: receipts.route });
-  // A listen route's delivery marked dead here is no longer waiting for a listener, as one that died on its attempt.
-  const sources = loadSources(env);
-  await forgetListenDeliveriesMarkedDead(
-    env,
-    marked.map((receipt) => {
-      const source = sources.get(receipt.source);
-      // No route recorded on a source of several: its first attempt never ran, so no hub ever saw it.
-      const route =
-        receipt.route !== null
-          ? source?.routes.find(({ rules }) => rules.name === receipt.route)
-          : source?.routes.length === 1
-            ? source.routes[0]
-            : null;
-      return { route, deliveryId: ownDeliveryId(receipt, source, route) };
-    }),
-  );
-}
-
-/** The id a receipt's own delivery goes by at its destination: with its route's name when its source has several. */
-function ownDeliveryId(
-  receipt: { receiptId: string },
-  source: SourceConfig | undefined,
-  route: SourceRoute | null | undefined,
-): string {
-  return (source?.routes.length ?? 1) > 1 && route ? `${receipt.receiptId}:${route.rules.name}` : receipt.receiptId;
 }
