@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { VerificationReport } from "../../src/admin/health/verification-report";
-import { collectMeters } from "../../src/admin/stats/meters";
 import { app } from "../../src/app";
 import { difference } from "../../src/lib/meter";
 import { secretValue } from "../../src/lib/secrets";
 import { credit, signDemo } from "../support/deliveries";
+import { meterTotals } from "../support/meters";
 import { keysInOneShard, settle, settleEachTest } from "../support/storage";
 
 /**
@@ -138,13 +138,13 @@ describe("verification health, through the real route", { timeout: SETTLE_DEADLI
     const perSecret = 10;
     const keys = keysInOneShard(`vh_rows_${runId}`, 2 * perSecret);
     await settle(SETTLE_DEADLINE_MS);
-    const before = await collectMeters(env);
+    const before = await meterTotals("vh-rows");
     const answers = await Promise.all(
       keys.map((eventKey, index) => deliver("vh-rows", eventKey, index < perSecret ? OLD : CURRENT)),
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(keys.length).fill(200));
     await settle(SETTLE_DEADLINE_MS);
-    const spent = difference((await collectMeters(env)).totals, before.totals);
+    const spent = difference(await meterTotals("vh-rows"), before);
     const stampRows = spent.doRowsWritten - spent.doAlarmWrites - 2 * keys.length;
     // One row per secret in the one shard; one more each if an hour turned during the test. Never one per delivery.
     expect(stampRows).toBeGreaterThanOrEqual(2);
@@ -154,11 +154,11 @@ describe("verification health, through the real route", { timeout: SETTLE_DEADLI
   it("stamps nothing for a source with a single secret: the happy path's rows are unchanged", async () => {
     const keys = keysInOneShard(`vh_single_${runId}`, 10);
     await settle(SETTLE_DEADLINE_MS);
-    const before = await collectMeters(env);
+    const before = await meterTotals("vh-single");
     const answers = await Promise.all(keys.map((eventKey) => deliver("vh-single", eventKey, CURRENT)));
     expect(answers.map((answer) => answer.status)).toEqual(Array(keys.length).fill(200));
     await settle(SETTLE_DEADLINE_MS);
-    const spent = difference((await collectMeters(env)).totals, before.totals);
+    const spent = difference(await meterTotals("vh-single"), before);
     expect(spent.doRowsWritten - spent.doAlarmWrites).toBe(2 * keys.length);
     const { verification } = await sourceDetail("vh-single");
     expect(verification.secrets).toMatchObject([{ name: "VH_CURRENT_SECRET", advice: "only-secret", message: null }]);

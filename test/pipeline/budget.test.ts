@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { collectMeters } from "../../src/admin/stats/meters";
 import { difference } from "../../src/lib/meter";
 import { credit, deliverDemo, post, signDemo } from "../support/deliveries";
 import { deliverGithub } from "../support/github";
+import { meterTotals } from "../support/meters";
 import { lateRelays, settle, settleEachTest } from "../support/storage";
 
 /**
@@ -29,7 +29,7 @@ const SETTLE_DEADLINE_MS = 180_000;
 describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS + 60_000 }, () => {
   it(`accepts and processes ${EVENTS} events writing ${D1_RECEIVER_ROWS_PER_EVENT} D1 rows each (a late relay one more) and at most ${DO_ROWS_PER_EVENT} Durable Object rows`, async () => {
     await settle();
-    const before = await collectMeters(env);
+    const before = await meterTotals("demo");
     const answers = await Promise.all(
       Array.from({ length: EVENTS }, (_, index) =>
         deliverDemo(`msg_budget_${index}`, credit(`acct_budget_${index % 7}`, 1)),
@@ -37,7 +37,7 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
     await settle(SETTLE_DEADLINE_MS);
-    const spent = difference((await collectMeters(env)).totals, before.totals);
+    const spent = difference(await meterTotals("demo"), before);
 
     const receiverRows = spent.d1RowsWritten - spent.d1HandlerRowsWritten;
     // The handler's own effect (the accounts upserts) is metered apart and not part of the budget, but it ran.
@@ -61,7 +61,7 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
   // same table and at the same price as a signed key — no extra row, no extra index.
   it(`keeps an unsigned-key source (GitHub) to the same ${DO_ROWS_PER_EVENT} Durable Object and ${D1_RECEIVER_ROWS_PER_EVENT} D1 rows`, async () => {
     await settle();
-    const before = await collectMeters(env);
+    const before = await meterTotals("uk-github-budget");
     const answers = await Promise.all(
       Array.from({ length: EVENTS }, (_, index) =>
         deliverGithub(
@@ -73,7 +73,7 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
     await settle(SETTLE_DEADLINE_MS);
-    const spent = difference((await collectMeters(env)).totals, before.totals);
+    const spent = difference(await meterTotals("uk-github-budget"), before);
 
     expect(spent.d1HandlerRowsWritten).toBeGreaterThanOrEqual(EVENTS);
     expect(spent.d1RowsWritten - spent.d1HandlerRowsWritten).toBe(
@@ -93,7 +93,7 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
   // key entry at relay, the commit (3, as a handler's), where taking the lease in the consumer wrote a fourth.
   it(`keeps a forwarding source to the same ${D1_RECEIVER_ROWS_PER_EVENT} D1 rows: its first attempt writes no lease row`, async () => {
     await settle();
-    const before = await collectMeters(env);
+    const before = await meterTotals("proc-forward-ok");
     const answers = await Promise.all(
       Array.from({ length: EVENTS }, (_, index) => {
         const body = JSON.stringify(credit(`acct_fwd_budget_${index % 7}`, 1));
@@ -102,7 +102,7 @@ describe("the happy path's budget of billed rows", { timeout: SETTLE_DEADLINE_MS
     );
     expect(answers.map((answer) => answer.status)).toEqual(Array(EVENTS).fill(200));
     await settle(SETTLE_DEADLINE_MS);
-    const spent = difference((await collectMeters(env)).totals, before.totals);
+    const spent = difference(await meterTotals("proc-forward-ok"), before);
 
     expect(spent.d1RowsWritten - spent.d1HandlerRowsWritten).toBe(
       D1_RECEIVER_ROWS_PER_EVENT * EVENTS + (await lateRelays("source = 'proc-forward-ok'")),

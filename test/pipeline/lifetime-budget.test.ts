@@ -1,6 +1,5 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { collectMeters } from "../../src/admin/stats/meters";
 import { shardCount, shardIndex } from "../../src/claims/routing";
 import { TALLY_SIZE } from "../../src/lib/delivery-tally";
 import { difference, type MeterTotals } from "../../src/lib/meter";
@@ -9,6 +8,7 @@ import { applyRetention } from "../../src/reconcile/retention";
 import type { SourceConfig } from "../../src/sources/config";
 import { loadSources } from "../../src/sources/registry";
 import { credit, deliverDemo, eventually, post, signDemo } from "../support/deliveries";
+import { meterTotals } from "../support/meters";
 import { lateRelays, shardClaim } from "../support/storage";
 
 /**
@@ -91,9 +91,9 @@ async function expireAt(source: SourceConfig, at: number): Promise<void> {
 }
 
 async function spentDuring(work: () => Promise<unknown>): Promise<MeterTotals> {
-  const before = await collectMeters(env);
+  const before = await meterTotals("demo", THREE_ROUTES_SOURCE);
   await work();
-  return difference((await collectMeters(env)).totals, before.totals);
+  return difference(await meterTotals("demo", THREE_ROUTES_SOURCE), before);
 }
 
 describe("an event's whole life, retention included", { timeout: 300_000 }, () => {
