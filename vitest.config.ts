@@ -141,7 +141,16 @@ export default defineConfig(async () => {
       include: ["test/**/*.test.ts", "src/**/*.test.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
       globalSetup,
-      testTimeout: 30_000,
+      // VITEST_MAX_WORKERS=2 runs two test files at a time, each in its own workerd with its own D1, Durable Objects
+      // and queues: most of a file's time is waiting on the pipeline, not CPU. Not the default yet (vitest's default
+      // on 2 cores is one file at a time): the files share the Node process, whose event loop also serves the
+      // forward stand-in (test/setup/global/forward-standin.ts), and with two files at a load average of 17 it stalled
+      // past the receiver's 10 s forward timeout, so a slow destination's answer came too late (docs/testing.md).
+      // A test reads the stand-in's lanes for its own receipts only (test/routing/gate-support.ts, lane).
+      ...(process.env.VITEST_MAX_WORKERS ? { maxWorkers: Number(process.env.VITEST_MAX_WORKERS) } : {}),
+      // Longer than a pipeline wait (PIPELINE_WAIT_MS, test/support/deliveries.ts), so a wait that runs out fails
+      // naming what it waited for, not with a bare test timeout.
+      testTimeout: 90_000,
       // The receiver logs one JSON line per delivery and attempt; show them only for a test that fails.
       silent: "passed-only" as const,
     },

@@ -1,5 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import { isD1Database } from "../../src/sources/d1-binding";
 import { ADMIN } from "../admin/support";
 import { standinOrigin } from "../consumers/support/processing";
 import { eventually, post, signDemo } from "../support/deliveries";
@@ -16,8 +17,39 @@ export interface LaneRequest {
   answer: number;
 }
 
+/**
+ * What arrived in a lane for this test file's own receipts, in arrival order. The stand-in is one Node server for
+ * the whole run and test files run two at a time (vitest.config.ts, maxWorkers), each in its own workerd with its
+ * own D1: a request belongs to this file when its Idempotency-Key (a receipt id, or `<receipt id>:<route>`) names a
+ * receipt in this file's D1. Receipt ids are ULIDs, never shared between files.
+ */
 export async function lane(name: string): Promise<LaneRequest[]> {
-  return (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
+  const arrived = await (await fetch(`${standinOrigin()}/__lane/${name}`)).json<LaneRequest[]>();
+  const own = await ownReceipts(arrived.map((request) => receiptOfKey(request.headers["idempotency-key"])));
+  return arrived.filter((request) => own.has(receiptOfKey(request.headers["idempotency-key"])));
+}
+
+const receiptOfKey = (key: string | undefined) => key?.split(":")[0] ?? "";
+
+/**
+ * Which of these receipt ids are receipts in this file's databases: every D1 binding, since a source's receipts may
+ * live in any of them (src/sources/databases.ts). Chunked under D1's limit of 100 bound parameters a query.
+ */
+async function ownReceipts(receiptIds: readonly string[]): Promise<Set<string>> {
+  const unique = [...new Set(receiptIds)].filter((id) => id !== "");
+  const databases = Object.values(env as unknown as Record<string, unknown>).filter(isD1Database);
+  const own = new Set<string>();
+  for (let start = 0; start < unique.length; start += 90) {
+    const chunk = unique.slice(start, start + 90);
+    for (const database of databases) {
+      const { results } = await database
+        .prepare(`SELECT id FROM receipts WHERE id IN (${chunk.map(() => "?").join(", ")})`)
+        .bind(...chunk)
+        .all<{ id: string }>();
+      for (const { id } of results) own.add(id);
+    }
+  }
+  return own;
 }
 
 export async function setLane(name: string, status: number): Promise<void> {

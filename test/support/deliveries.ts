@@ -32,18 +32,28 @@ export const planChange = (account: string, plan: string, version: number) => ({
   data: { account, plan, version },
 });
 
-/** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
+/**
+ * How long a wait on the pipeline may take before it fails, named and generous on purpose: a quiet run sees the
+ * pipeline finish in a second or two and never waits this out, while two test files at once (vitest.config.ts,
+ * maxWorkers) on a 2-core machine at a load average of 8 or more have taken tens of seconds. A test holds what
+ * happened, never how fast: the limit only decides how long a real failure takes to be reported.
+ */
+export const PIPELINE_WAIT_MS = 60_000;
+/** Between two polls: short, since a poll is one cheap read. */
+const POLL_INTERVAL_MS = 50;
+
+/** Polls until `check` returns a value (not undefined), or fails naming `what` after `timeoutMs`. */
 export async function eventually<T>(
   check: () => Promise<T | undefined>,
-  timeoutMs = 15_000,
+  timeoutMs = PIPELINE_WAIT_MS,
   what = "condition",
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
   }
 }
 
@@ -64,7 +74,7 @@ export async function waitForStatus(
       const status = await receiptStatus(source, eventKey);
       return status && statuses.includes(status) ? status : undefined;
     },
-    15_000,
+    PIPELINE_WAIT_MS,
     `${source}/${eventKey} to reach ${statuses.join("|")}`,
   );
 }
