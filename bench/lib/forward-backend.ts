@@ -13,6 +13,17 @@ export interface ForwardSeen {
 }
 
 /**
+ * What the backend heard for one `x-webhook-event-key` (given `keyOf`): forwards answered 200 and 503, and the size
+ * of each body answered 200 whose key `keyOf` could not read or read as another key (sizes only, never the bytes).
+ */
+export interface HeardOf {
+  answered: number;
+  refused: number;
+  unreadableSizes: number[];
+  otherKeys: string[];
+}
+
+/**
  * The user's backend for a forward destination: answers 200 to every forward, on a free port, and records what it
  * answered (path, delivery id, event key), so a phase can count each route's deliveries. It checks no signature:
  * the forward path's signing is proven by the test suite. For the faulted soak it can be taken down (every
@@ -28,6 +39,8 @@ export async function startForwardBackend(keyOf?: (body: string) => string | nul
   refused: () => number;
   /** Forwards answered 200, per key `keyOf` found in the body. */
   answeredPerKey: () => ReadonlyMap<string, number>;
+  /** Every forward answered, per `x-webhook-event-key` header (given `keyOf`): what a lost key's report shows. */
+  heardOf: (eventKey: string) => HeardOf | null;
   setDown: (down: boolean) => void;
   close: () => Promise<void>;
 }> {
@@ -35,25 +48,43 @@ export async function startForwardBackend(keyOf?: (body: string) => string | nul
   let refused = 0;
   let down = false;
   const perKey = new Map<string, number>();
+  const perEventKey = new Map<string, HeardOf>();
+  const heard = (eventKey: string): HeardOf => {
+    let entry = perEventKey.get(eventKey);
+    if (!entry) {
+      entry = { answered: 0, refused: 0, unreadableSizes: [], otherKeys: [] };
+      perEventKey.set(eventKey, entry);
+    }
+    return entry;
+  };
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => {
       if (keyOf) chunks.push(chunk);
     });
     request.on("end", () => {
+      const eventKey = String(request.headers["x-webhook-event-key"] ?? "");
       if (down) {
         refused++;
+        if (keyOf) heard(eventKey).refused++;
         response.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
         return;
       }
       seen.push({
         path: new URL(request.url ?? "/", "http://backend").pathname,
         idempotencyKey: String(request.headers["idempotency-key"] ?? ""),
-        eventKey: String(request.headers["x-webhook-event-key"] ?? ""),
+        eventKey,
         at: performance.now(),
       });
-      const key = keyOf ? keyOf(Buffer.concat(chunks).toString("utf8")) : null;
-      if (key !== null) perKey.set(key, (perKey.get(key) ?? 0) + 1);
+      if (keyOf) {
+        const body = Buffer.concat(chunks);
+        const key = keyOf(body.toString("utf8"));
+        if (key !== null) perKey.set(key, (perKey.get(key) ?? 0) + 1);
+        const entry = heard(eventKey);
+        entry.answered++;
+        if (key === null) entry.unreadableSizes.push(body.byteLength);
+        else if (key !== eventKey) entry.otherKeys.push(key);
+      }
       response.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
     });
   });
@@ -64,6 +95,7 @@ export async function startForwardBackend(keyOf?: (body: string) => string | nul
     seen: () => seen,
     refused: () => refused,
     answeredPerKey: () => perKey,
+    heardOf: (eventKey) => perEventKey.get(eventKey) ?? null,
     setDown: (value) => {
       down = value;
     },

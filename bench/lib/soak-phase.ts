@@ -13,6 +13,7 @@ import {
   type SoakResult,
   soakDeployment,
 } from "./soak.ts";
+import { formatLostForward } from "./soak-lost.ts";
 import { ReceiptStore } from "./store.ts";
 
 /**
@@ -71,6 +72,7 @@ export async function soakPhase(
             destinationDown: (down) => backend.setDown(down),
           },
           forwardedPerKey: () => backend.answeredPerKey(),
+          heardOf: (eventKey) => backend.heardOf(eventKey),
           log: (line) => console.log(line),
         }
       : null,
@@ -103,6 +105,11 @@ function reportFaults(result: SoakResult, refusedForwards: number, failures: str
       `sent again after a 200 ${forwarded.repeated}; ${refusedForwards} forwards answered 503 while it was down; ` +
       `deliveries not acknowledged outside the faults: ${result.ackFailuresOutsideFaults}`,
   );
+  if (result.undeliveredForwards.length > 0)
+    console.log(
+      `acknowledged forwards never answered 200 (${forwarded.acknowledged - forwarded.delivered}, the first ${result.undeliveredForwards.length} described):`,
+    );
+  for (const undelivered of result.undeliveredForwards) console.log(formatLostForward(undelivered));
   console.log(
     "| fault | started (s) | lasted (s) | ack failures | backlog before | backlog peak | drained after (s) | drain ÷ arrival rate |",
   );

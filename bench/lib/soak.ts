@@ -8,8 +8,10 @@ import {
   playFaults,
   TRACKER_RESOLUTION_S,
 } from "./faults.ts";
+import type { HeardOf } from "./forward-backend.ts";
 import type { Sender } from "./sender.ts";
 import { deploymentWithSource, type ReceiverDeployment, withReceiptRing } from "./setup.ts";
+import { describeLostForwards, type LostForward } from "./soak-lost.ts";
 import {
   backlogNow,
   backlogTotal,
@@ -246,6 +248,8 @@ export interface SoakResult {
   acknowledged: number;
   credited: number;
   forwarded: { acknowledged: number; delivered: number; lost: number; repeated: number };
+  /** Every forward acknowledged and never answered 200, described (soak-lost.ts; the first LOST_DESCRIBED). */
+  undeliveredForwards: LostForward[];
   /**
    * Events neither applied nor lost when the run ended: still in the backlog after the drain (up to five minutes),
    * or dead. Either fails the run, apart from `lost`: nothing can be said of them yet, or a human must replay them.
@@ -266,6 +270,7 @@ export interface SoakResult {
 export interface SoakFaulting {
   targets: FaultTargets;
   forwardedPerKey: () => ReadonlyMap<string, number>;
+  heardOf: (eventKey: string) => HeardOf | null;
   log: (line: string) => void;
 }
 
@@ -361,6 +366,9 @@ export async function runSoak(
     faulting?.forwardedPerKey() ?? new Map(),
     forwardLeft.unfinished + forwardLeft.dead,
   );
+  const undeliveredForwards = faulting
+    ? describeLostForwards(store, persistDir, SOAK_FORWARD_SOURCE, forwarded.undelivered, faulting.heardOf)
+    : [];
   const windows = faults.map((fault) => ({
     from: fault.startedAt,
     to: fault.startedAt + fault.durationS + (fault.drainedAfterS ?? Infinity) + 2 * settings.cronSeconds,
@@ -378,7 +386,13 @@ export async function runSoak(
     duplicated: handlerDuplicated,
     acknowledged: sent.acknowledged,
     credited,
-    forwarded,
+    forwarded: {
+      acknowledged: forwarded.acknowledged,
+      delivered: forwarded.delivered,
+      lost: forwarded.lost,
+      repeated: forwarded.repeated,
+    },
+    undeliveredForwards,
     unfinished: handlerLeft.unfinished + forwardLeft.unfinished,
     dead: handlerLeft.dead + forwardLeft.dead,
     resends: sent.resends,
@@ -416,10 +430,12 @@ function steadyOutsideFaults(
  * try), so a repeat is reported, not counted as applied twice.
  */
 function forwardOutcome(acknowledged: readonly string[], perKey: ReadonlyMap<string, number>, notFinished: number) {
-  const delivered = acknowledged.filter((key) => (perKey.get(key) ?? 0) > 0).length;
+  const undelivered = acknowledged.filter((key) => (perKey.get(key) ?? 0) === 0);
+  const delivered = acknowledged.length - undelivered.length;
   return {
     acknowledged: acknowledged.length,
     delivered,
+    undelivered,
     lost: Math.max(0, acknowledged.length - delivered - notFinished),
     repeated: [...perKey.values()].filter((times) => times > 1).length,
   };
