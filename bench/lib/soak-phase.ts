@@ -16,6 +16,9 @@ import {
 import { formatLostForward } from "./soak-lost.ts";
 import { ReceiptStore } from "./store.ts";
 
+/** How long a kill or restart fault waits for the runtime to answer again before the run fails. */
+const FAULT_RESTART_TIMEOUT_MS = 300_000;
+
 /**
  * A fixed arrival rate for --minutes on a runtime of its own, with the soak source's retention scaled down and
  * the cron fired every --cron-seconds: sizes must go flat once the retention window has passed, and nothing is lost.
@@ -68,7 +71,8 @@ export async function soakPhase(
             origin: () => runtime.origin,
             kill: () => runtime.kill(),
             stop: () => runtime.stop(),
-            start: () => runtime.start(),
+            // A restart under load (wrangler dev bundling again at load 15-20) can take well over the default 90 s.
+            start: () => runtime.start(FAULT_RESTART_TIMEOUT_MS),
             destinationDown: (down) => backend.setDown(down),
           },
           forwardedPerKey: () => backend.answeredPerKey(),

@@ -48,17 +48,10 @@ export function takeSample(
   const d1 = store.read((database) => {
     const counts = database
       .prepare(
-        `SELECT COUNT(*) AS receipts, SUM(body IS NOT NULL) AS withBody,
-           SUM(status IN ('pending', 'processing')) AS unfinished,
-           MIN(CASE WHEN status IN ('pending', 'processing') THEN received_at END) AS oldestUnfinished
+        `SELECT COUNT(*) AS receipts, SUM(body IS NOT NULL) AS withBody
          FROM receipts WHERE source IN (?, ?)`,
       )
-      .get(...SOAK_SOURCES) as {
-      receipts: number;
-      withBody: number | null;
-      unfinished: number | null;
-      oldestUnfinished: number | null;
-    };
+      .get(...SOAK_SOURCES) as { receipts: number; withBody: number | null };
     const runs = database.prepare("SELECT counts FROM reconcile_runs WHERE counts IS NOT NULL").all() as {
       counts: string;
     }[];
@@ -74,9 +67,10 @@ export function takeSample(
     }
     return { counts, totals, bytes: usedBytes(database) };
   });
+  const unfinished = unfinishedReceipts(store, now);
   const shards = shardFiles(persistDir).map((file) => readShard(file));
   const oldest = Math.min(
-    d1.counts.oldestUnfinished ?? Infinity,
+    unfinished.oldestReceivedAt ?? Infinity,
     ...shards.map((shard) => shard.oldestUnrelayed ?? Infinity),
   );
   const sample: SoakSample = {
@@ -86,7 +80,11 @@ export function takeSample(
     receipts: d1.counts.receipts,
     receiptsWithBody: d1.counts.withBody ?? 0,
     shardKeys: shards.reduce((sum, shard) => sum + shard.keys, 0),
-    backlog: (d1.counts.unfinished ?? 0) + shards.reduce((sum, shard) => sum + shard.unrelayed, 0),
+    backlog:
+      unfinished.due +
+      unfinished.waiting +
+      unfinished.processing +
+      shards.reduce((sum, shard) => sum + shard.unrelayed, 0),
     oldestPendingSeconds: Number.isFinite(oldest) ? Math.max(0, Math.round((now - oldest) / 1000)) : 0,
     receiptsDeleted: d1.totals.receiptsDeleted - previous.receiptsDeleted,
     bodiesDropped: d1.totals.bodiesDropped - previous.bodiesDropped,
@@ -132,27 +130,56 @@ function readShard(file: string): { bytes: number; keys: number; unrelayed: numb
 }
 
 /**
+ * The soak sources' receipts not finished yet, in EVERY D1 database: `DB` holds the handler source's, the ring's
+ * partitions (DB_P0…) the forward source's. Pending and due, pending waiting out a retry delay, leased; and the
+ * oldest one's arrival.
+ */
+function unfinishedReceipts(
+  store: ReceiptStore,
+  now: number,
+): { due: number; waiting: number; processing: number; oldestReceivedAt: number | null } {
+  const perDatabase = store.readEach((database) =>
+    hasReceipts(database)
+      ? (database
+          .prepare(
+            `SELECT SUM(status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)) AS due,
+               SUM(status = 'pending' AND next_attempt_at > ?3) AS waiting, SUM(status = 'processing') AS processing,
+               MIN(received_at) AS oldest
+             FROM receipts WHERE source IN (?1, ?2) AND status IN ('pending', 'processing')`,
+          )
+          .get(...SOAK_SOURCES, now) as {
+          due: number | null;
+          waiting: number | null;
+          processing: number | null;
+          oldest: number | null;
+        })
+      : null,
+  );
+  const total = { due: 0, waiting: 0, processing: 0, oldestReceivedAt: null as number | null };
+  for (const part of perDatabase) {
+    if (!part) continue;
+    total.due += part.due ?? 0;
+    total.waiting += part.waiting ?? 0;
+    total.processing += part.processing ?? 0;
+    if (part.oldest !== null) total.oldestReceivedAt = Math.min(total.oldestReceivedAt ?? Infinity, part.oldest);
+  }
+  return total;
+}
+
+/** Whether a D1 file holds receipts (DB and the ring's partitions do; a file being recreated may not, for a moment). */
+function hasReceipts(database: DatabaseSync): boolean {
+  return database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipts'").get() !== undefined;
+}
+
+/**
  * The backlog alone (claims not yet relayed plus receipts pending or processing), cheap enough to read every
  * second while a fault plays; null when a file cannot be read at that moment (the runtime restarting).
  */
 export function backlogNow(store: ReceiptStore, persistDir: string): BacklogParts | null {
   try {
-    const parts = store.read(
-      (database) =>
-        database
-          .prepare(
-            `SELECT SUM(status = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)) AS due,
-               SUM(status = 'pending' AND next_attempt_at > ?3) AS waiting, SUM(status = 'processing') AS processing
-             FROM receipts WHERE source IN (?1, ?2) AND status IN ('pending', 'processing')`,
-          )
-          .get(...SOAK_SOURCES, Date.now()) as {
-          due: number | null;
-          waiting: number | null;
-          processing: number | null;
-        },
-    );
+    const parts = unfinishedReceipts(store, Date.now());
     const unrelayed = shardFiles(persistDir).reduce((sum, file) => sum + readShard(file).unrelayed, 0);
-    return { unrelayed, due: parts.due ?? 0, waiting: parts.waiting ?? 0, processing: parts.processing ?? 0 };
+    return { unrelayed, due: parts.due, waiting: parts.waiting, processing: parts.processing };
   } catch {
     return null;
   }
@@ -180,16 +207,22 @@ export function unfinishedBySource(
   persistDir: string,
 ): Map<string, { unfinished: number; dead: number }> {
   const counts = new Map(SOAK_SOURCES.map((source) => [source, { unfinished: 0, dead: 0 }]));
-  const rows = store.read(
-    (database) =>
-      database
-        .prepare(
-          `SELECT source, SUM(status IN ('pending', 'processing')) AS unfinished, SUM(status = 'dead') AS dead
-           FROM receipts WHERE source IN (?, ?) GROUP BY source`,
-        )
-        .all(...SOAK_SOURCES) as Array<{ source: string; unfinished: number; dead: number }>,
+  // Every D1 database: the forward source's receipts live in the ring's partitions, not in DB.
+  const rows = store.readEach((database) =>
+    hasReceipts(database)
+      ? (database
+          .prepare(
+            `SELECT source, SUM(status IN ('pending', 'processing')) AS unfinished, SUM(status = 'dead') AS dead
+             FROM receipts WHERE source IN (?, ?) GROUP BY source`,
+          )
+          .all(...SOAK_SOURCES) as Array<{ source: string; unfinished: number; dead: number }>)
+      : [],
   );
-  for (const row of rows) counts.set(row.source, { unfinished: row.unfinished, dead: row.dead });
+  for (const row of rows.flat()) {
+    const count = counts.get(row.source)!;
+    count.unfinished += row.unfinished;
+    count.dead += row.dead;
+  }
   for (const file of shardFiles(persistDir)) {
     const database = new DatabaseSync(file, { readOnly: true });
     try {
