@@ -14,6 +14,7 @@ import {
   stopLeftoverCommands,
   testConfig,
   testDevVars,
+  WAIT,
   writeFile,
 } from "./receiver.mjs";
 
@@ -59,7 +60,7 @@ test("issues lists the dead letter's issue, ack needs a note and takes it, resol
   });
   assert.equal(delivered.status, 200);
   const { receipt } = /** @type {{ receipt: string }} */ (await delivered.json());
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + WAIT.output;
   for (;;) {
     if ((await admin(`/receipts/${receipt}`)).receipt?.status === "dead") break;
     assert.ok(Date.now() < deadline, `receipt ${receipt} never went dead:\n${receiver.log().slice(-2000)}`);

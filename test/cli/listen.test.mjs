@@ -153,7 +153,8 @@ async function until(
 test("listen delivers every event across a dropped connection, each processed outcome recorded once", async () => {
   const env = { RECEIVER_DEV_VARS: `${workDir}/.dev.vars`, RECEIVER_URL: proxyUrl };
   const listener = cliProcess(["listen", "cli-listen", "--forward", targetUrl], env);
-  await listener.waitFor(/connected: listening on listen:laptop/);
+  // "nothing waiting" follows the connected line in a later write: wait for it rather than race it.
+  await listener.waitFor(/connected: listening on listen:laptop\n {2}nothing waiting/);
   assert.match(listener.output(), /connecting to .*\n.*connected: listening on listen:laptop\n {2}nothing waiting/);
 
   const before = [await sendEvent("account.credited", 1), await sendEvent("account.credited", 2)];

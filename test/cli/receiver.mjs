@@ -2,13 +2,14 @@
 // registry (so another local session cannot take its queue messages), and a config that adds one source per
 // provider to the project's own wrangler.toml.
 import assert from "node:assert/strict";
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
+import { copyMigratedState } from "./migrated-state.mjs";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 /** The Worker under test (its wrangler.toml, src and migrations): this checkout unless CLI_TEST_WORKER_ROOT says another. */
@@ -200,11 +201,8 @@ export async function startReceiver(files) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const persistTo = join(files.workDir, "state");
-  execFileSync(
-    WRANGLER,
-    ["d1", "migrations", "apply", "DB", "--local", "--config", files.configPath, "--persist-to", persistTo],
-    { env: quietEnv, stdio: "pipe" },
-  );
+  // DB migrated by wrangler once per set of migrations, not once per receiver (./migrated-state.mjs).
+  copyMigratedState(WORKER_ROOT, persistTo, quietEnv);
   const worker = spawn(
     WRANGLER,
     [
