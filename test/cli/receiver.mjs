@@ -2,9 +2,9 @@
 // registry (so another local session cannot take its queue messages), and a config that adds one source per
 // provider to the project's own wrangler.toml.
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -201,8 +201,15 @@ export async function startReceiver(files) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const persistTo = join(files.workDir, "state");
-  // DB migrated by wrangler once per set of migrations, not once per receiver (./migrated-state.mjs).
-  copyMigratedState(WORKER_ROOT, persistTo, quietEnv);
+  // DB migrated by wrangler once per set of migrations, not once per receiver (./migrated-state.mjs). A test that
+  // prepared its own state (seeded rows, a second database) keeps it: wrangler brings its DB up to date in place.
+  if (existsSync(persistTo))
+    execFileSync(
+      WRANGLER,
+      ["d1", "migrations", "apply", "DB", "--local", "--config", files.configPath, "--persist-to", persistTo],
+      { env: quietEnv, stdio: "pipe" },
+    );
+  else copyMigratedState(WORKER_ROOT, persistTo, quietEnv);
   const worker = spawn(
     WRANGLER,
     [
