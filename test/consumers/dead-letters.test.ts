@@ -3,9 +3,25 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import type { QueuedWork } from "../../src/model/work-message";
-import { account, eventually, post, signDemo } from "../support/deliveries";
+import { account, eventually, PIPELINE_WAIT_MS, post, signDemo } from "../support/deliveries";
 import { testEnv } from "./support/handlers";
-import { attemptRows, receiptRow, SECOND, seedReceipt, standinRequests } from "./support/processing";
+import { attemptRows, receiptRow, seedReceipt, standinRequests } from "./support/processing";
+
+/**
+ * Until the receipt's next attempt is due and no lease holds it, read from its row: the retry's delay is the
+ * policy's second with jitter, and a loaded machine can hold a lease past it, so no fixed sleep is long enough.
+ */
+async function untilDue(receiptId: string): Promise<void> {
+  await eventually(
+    async () => {
+      const row = await receiptRow(receiptId);
+      const now = Date.now();
+      return (row.nextAttemptAt ?? 0) <= now && (row.leaseUntil ?? 0) <= now ? true : undefined;
+    },
+    PIPELINE_WAIT_MS,
+    `receipt ${receiptId}'s next attempt to be due, with no lease on it`,
+  );
+}
 
 async function runQueue(queue: string, receiptIds: string[], runEnv: Env = testEnv, deliveries = 1) {
   const batch = createMessageBatch<QueuedWork>(
@@ -127,7 +143,7 @@ describe("a poison event never blocks the others", () => {
     expect(scheduled.nextAttemptAt).not.toBeNull();
 
     for (const expected of ["pending", "dead"] as const) {
-      await new Promise((resolve) => setTimeout(resolve, 1.1 * SECOND));
+      await untilDue(poison);
       const again = await runQueue("webhook-work", [poison]);
       expect(again.explicitAcks).toHaveLength(1);
       expect((await receiptRow(poison)).status).toBe(expected);
