@@ -1,5 +1,4 @@
 import { DurableObject } from "cloudflare:workers";
-import { logError } from "../lib/log";
 import { count, type MeterReading, meterReading } from "../lib/meter";
 import { ulid } from "../lib/ulid";
 import {
@@ -12,20 +11,7 @@ import {
 import { isSameEvent } from "../model/same-event";
 import { shardThresholds, shardVerdict } from "../monitor/conditions";
 import { ShardWatch } from "../monitor/shard-watch";
-import { relayToD1 } from "../relay/relay";
-import { bodyThresholdOf } from "../sources/registry";
-import {
-  holdsNothing,
-  insertClaim,
-  markRelayed,
-  RELAY_BATCH,
-  type Tombstone,
-  tombstoneOf,
-  unrelayedCount,
-  type WaitingClaim,
-  waitingClaimsAfter,
-  withinBudget,
-} from "./claim-table";
+import { holdsNothing, insertClaim, type Tombstone, tombstoneOf } from "./claim-table";
 import { countDuplicate, type DuplicateCount, duplicateCountsSince, pruneDuplicateCounts } from "./duplicate-counts";
 import {
   type HandoverCursor,
@@ -38,19 +24,10 @@ import {
 } from "./epoch";
 import type { PreviousOwner } from "./epoch-config";
 import { expirePartitions, readPartitions } from "./partitions";
-import {
-  markQuarantineRelayed,
-  pruneQuarantine,
-  quarantineCopy,
-  UNRELAYED_QUARANTINES,
-  WAITING_QUARANTINES,
-  type WaitingQuarantine,
-} from "./quarantine";
-import { RelayFailures, STORE_FULL_RETRY_MS } from "./relay-failures";
-import { relaySettings } from "./relay-settings";
-import { relayDelayForClaim } from "./relay-timing";
+import { pruneQuarantine, quarantineCopy } from "./quarantine";
 import { shardAt } from "./routing";
 import { type SecretUse, SecretUseStamps } from "./secret-use";
+import { ShardRelay } from "./shard-relay";
 import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./shard-schema";
 
 /**
@@ -59,10 +36,9 @@ import { CLAIMS_SCHEMA, migrateLegacyClaims, migrateUnsignedKeyColumn } from "./
  * so two copies of one delivery cannot both be "accepted": no other request can slip in between.
  * The RPC's answer leaves the object only after its writes are durable (the output gate), which is what lets
  * the Worker acknowledge with a 2xx.
-
  *
- * The claims' rows and what each costs: ./claim-table.ts. The relay's failure streak and backoff:
- * ./relay-failures.ts. The duplicate tally: ./duplicate-counts.ts.
+ * The claims' rows and what each costs: ./claim-table.ts. The relay, its alarm and its backoff: ./shard-relay.ts.
+ * The duplicate tally: ./duplicate-counts.ts.
  */
 
 /** `remaining` in a relay report counts at most this many: it only has to say "more", never scan a backlog. */
@@ -75,29 +51,10 @@ export class ClaimShard extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   /** The claims' time partitions kept, newest (where claims go) first: ./partitions.ts. */
   private readonly partitions: ReturnType<typeof readPartitions>;
-  /**
-   * Whether this instance has an alarm pending. Kept in memory so a claim never pays for getAlarm: a fresh
-   * instance sets the alarm once more than needed, which costs one row, never a lost relay.
-   */
-  private relayArmed = false;
-  /** Claims accepted since the relay last read its batch: a full batch does not wait out the delay. */
-  private claimsWaiting = 0;
-  /** While relays fail (D1 or the queue down): the streak, the backoff and the claims' early probe. */
-  private readonly failures: RelayFailures;
-  /** Where the last relay batch ended, so a large backlog is relayed round-robin through the key space. */
-  private relayCursor = "";
-  private relaying: Promise<RelayReport> | null = null;
-  /** When this instance's last relay finished: an idle shard relays a claim at once, a busy one gathers (./relay-timing.ts). */
-  private lastRelayEndedAt: number | null = null;
-  /** Tells the system monitor what a failed relay revealed (D1 unreachable, backlog, size), once per change. */
+  /** The relay of this shard's claims into D1 and onto the queue, and its alarm. */
+  private readonly relayer: ShardRelay;
+  /** Tells the system monitor what a refused claim or a failed relay revealed, once per change. */
   private readonly watch: ShardWatch;
-  /**
-   * How long claims gather before a relay at a busy shard (a longer wait means fewer alarms, D1 calls and queue
-   * operations per event under load; an idle shard relays at once, ./relay-timing.ts), and whether a full batch waits it out too (the bench's
-   * held-back receiver): RELAY_DELAY_MS and RELAY_HELD_BACK, read strictly and bounded (./relay-settings.ts).
-   */
-  private readonly relayDelay: number;
-  private readonly fullBatchWaits: boolean;
   /** Shard epochs every key of which this shard now holds: claims no longer consult their previous owner. */
   private readonly closedEpochs: Set<string>;
   private epochConsults = 0;
@@ -114,10 +71,14 @@ export class ClaimShard extends DurableObject<Env> {
       migrateLegacyClaims(this.sql);
     }
     this.watch = new ShardWatch(this.sql, `shard:${ctx.id.name ?? ctx.id.toString().slice(0, 16)}`);
-    ({ delayMs: this.relayDelay, fullBatchWaits: this.fullBatchWaits } = relaySettings(env));
     this.closedEpochs = readClosedEpochs(this.sql);
     this.secretUse = new SecretUseStamps(this.sql);
-    this.failures = new RelayFailures(this.sql);
+    this.relayer = new ShardRelay(
+      () => this.ctx.storage,
+      () => this.env,
+      this.partitions,
+      this.watch,
+    );
   }
 
   /**
@@ -147,25 +108,8 @@ export class ClaimShard extends DurableObject<Env> {
     const result = existing ? this.claimExisting(request, existing) : this.accept(request, claimKey);
     if (request.verifiedBy !== undefined) this.secretUse.stamp(request.source, request.verifiedBy, request.receivedAt);
     if (result.disposition === "duplicate") return result;
-    this.claimsWaiting++;
-    if (!this.relayArmed) await this.armRelay(this.delayForClaim());
-    else if (this.claimsWaiting === RELAY_BATCH && !this.failures.failing && !this.fullBatchWaits)
-      await this.armRelay(0);
-    else if (this.failures.probeDue(Date.now())) {
-      this.failures.probing();
-      await this.armRelay(0);
-    }
+    await this.relayer.afterClaim();
     return result;
-  }
-
-  /** A lone claim at an idle shard goes at once; claims at a busy one gather for the window (./relay-timing.ts). */
-  private delayForClaim(): number {
-    return relayDelayForClaim({
-      now: Date.now(),
-      lastRelayEndedAt: this.lastRelayEndedAt,
-      gatherMs: this.relayDelay,
-      fullBatchWaits: this.fullBatchWaits,
-    });
   }
 
   /** One extra Durable Object request, made only for a key this shard has never seen while an epoch is open. */
@@ -253,92 +197,17 @@ export class ClaimShard extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     count("doRequests");
-    this.relayArmed = true;
-    let report: RelayReport;
-    try {
-      report = await this.relay();
-    } catch (error) {
-      // D1 or the queue is unreachable: keep everything and try again later. Acknowledged work stays here.
-      const { failures, backoffMs } = this.failures.failed(Date.now());
-      logError("relay.failed", error, { failures });
-      await this.armRelay(backoffMs);
-      await this.watch.afterFailure(this.env, {
-        failures,
-        backlog: this.unrelayedCount(shardThresholds(this.env).backlog),
-        storageBytes: this.sql.databaseSize,
-      });
-      return;
-    }
-    this.failures.clear();
-    // No await between reading the backlog and disarming: a claim arriving later sees relayArmed false. A full
-    // batch still waiting goes at once; the few that came in while this batch was relayed wait for company. A
-    // batch that all waits for room in a full database tries again later, never at once.
-    if (report.heldBack > 0 && report.receiptsRelayed + report.quarantinesRelayed === 0)
-      await this.armRelay(STORE_FULL_RETRY_MS);
-    else if (report.remaining >= RELAY_BATCH) await this.armRelay(0);
-    else if (report.remaining > 0) await this.armRelay(this.relayDelay);
-    else this.relayArmed = false;
-    await this.watch.afterSuccess(this.env);
+    await this.relayer.onAlarm();
   }
 
-  /**
-   * Relays one batch now. Called by the alarm, and by the cron and tests through RPC. Overlapping calls share one
-   * batch: D1's awaits let a second call in, and two relays of the same rows would send each one to the queue twice.
-   */
+  /** Relays one batch now (the alarm does the same): for the cron and tests, through RPC. */
   relay(): Promise<RelayReport> {
-    this.relaying ??= this.relayBatch().finally(() => {
-      this.relaying = null;
-    });
-    return this.relaying;
-  }
-
-  private async relayBatch(): Promise<RelayReport> {
-    this.claimsWaiting = 0;
-    const claims = this.pendingClaims();
-    const quarantines = withinBudget<WaitingQuarantine>(this.sql, WAITING_QUARANTINES, RELAY_BATCH);
-
-    const { held, storeObservations, ...outcome } = await relayToD1(
-      this.env,
-      claims,
-      quarantines,
-      bodyThresholdOf(this.env),
-      this.failures.failing,
-    );
-
-    // Only now, with D1 and the queue holding the work, turn each claim into its dedupe tombstone. What a full
-    // database held back stays as it is, waiting.
-    const relayedAt = Date.now();
-    this.ctx.storage.transactionSync(() => {
-      for (const claim of claims) {
-        if (held.receiptIds.has(claim.receiptId)) continue;
-        markRelayed(this.sql, claim);
-      }
-      for (const quarantine of quarantines) {
-        if (!held.quarantineIds.has(quarantine.quarantineId)) markQuarantineRelayed(this.sql, quarantine, relayedAt);
-      }
-    });
-    this.lastRelayEndedAt = relayedAt;
-    await this.watch.afterRelay(this.env, storeObservations);
-    const last = claims.at(-1);
-    if (last) this.relayCursor = last.claimKey;
-    // Counted only far enough to say "another batch waits": a count per batch over the whole backlog would make
-    // draining it quadratic.
-    const heldBack = held.receiptIds.size + held.quarantineIds.size;
-    return { ...outcome, heldBack, remaining: this.unrelayedCount(RELAY_BATCH) };
-  }
-
-  /** The next batch, round-robin from where the last one ended so no key waits behind a busy stretch. */
-  private pendingClaims(): WaitingClaim[] {
-    const query = (afterKey: string) => waitingClaimsAfter(this.sql, this.partitions, afterKey);
-    const batch = query(this.relayCursor);
-    if (batch.length > 0 || this.relayCursor === "") return batch;
-    this.relayCursor = "";
-    return query("");
+    return this.relayer.relay();
   }
 
   /** Claims and quarantines not yet in D1 (counted up to `cap`, reading only the backlog's own keys). */
   unrelayedCount(cap = Number.MAX_SAFE_INTEGER): number {
-    return unrelayedCount(this.sql, this.partitions, UNRELAYED_QUARANTINES, cap);
+    return this.relayer.unrelayedCount(cap);
   }
 
   /**
@@ -348,7 +217,7 @@ export class ClaimShard extends DurableObject<Env> {
    */
   pruneKeys(olderThan: number, keepKeys: readonly string[] = []): number {
     count("doRequests");
-    const pruned = this.relaying
+    const pruned = this.relayer.underWay
       ? 0
       : expirePartitions(this.ctx.storage, this.partitions, olderThan, new Set(keepKeys));
     pruneQuarantine(this.sql, olderThan);
@@ -415,10 +284,7 @@ export class ClaimShard extends DurableObject<Env> {
       if (report.heldBack > 0 && report.receiptsRelayed + report.quarantinesRelayed === 0) break;
     }
     if (rounds > 0) {
-      // The relay worked: a shard whose alarm had backed off during an outage (or lost its alarm) goes on
-      // draining now, not at the backed-off time.
-      const wasFailing = this.failures.clear();
-      if (remaining > 0 && (wasFailing || !this.relayArmed)) await this.armRelay(0);
+      await this.relayer.resumeAfterVisit(remaining);
       remaining = this.unrelayedCount(REMAINING_COUNT_CAP);
     }
     const keysPruned = this.pruneKeys(keyCutoff, keepKeys);
@@ -435,13 +301,5 @@ export class ClaimShard extends DurableObject<Env> {
    */
   tombstone(source: string, claimKey: string): Tombstone | null {
     return tombstoneOf(this.sql, this.partitions, source, claimKey);
-  }
-
-  /** Cloudflare bills each setAlarm as a row written; the meter counts it the same way. */
-  private async armRelay(delayMs: number): Promise<void> {
-    this.relayArmed = true;
-    count("doAlarmWrites");
-    count("doRowsWritten");
-    await this.ctx.storage.setAlarm(Date.now() + delayMs);
   }
 }
