@@ -11,7 +11,13 @@ import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAtt
 import { commitDeliveries } from "../commit/delivery-commit";
 import type { DeliveryAttempt } from "../commit/delivery-rows";
 import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "../decide/decide";
-import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "../gate/delivery-gate";
+import {
+  abandonedLeaseOf,
+  admitDeliveries,
+  type DeliveryToAdmit,
+  releaseDeliveries,
+  type WokenHere,
+} from "../gate/delivery-gate";
 import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "../lease/lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
@@ -25,13 +31,17 @@ import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
  * so nothing here reads or moves the receipt's own route, or any other route's.
  */
 
+/**
+ * @param options.wokenHere given, a delivery a release here woke (in this database) is not sent on the queue but added
+ * there, for the caller to run next (src/consumers/receipts/follow-on.ts).
+ */
 export async function processDeliveries(
   env: Env,
   route: string,
   receiptIds: readonly string[],
   now = Date.now(),
   invocationEndsBy = Number.POSITIVE_INFINITY,
-  options: { leaseEveryAttempt?: boolean } = {},
+  options: { leaseEveryAttempt?: boolean; wokenHere?: WokenHere[] } = {},
 ): Promise<Map<string, QueueVerdict>> {
   // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
   const sliceClock = attemptClock(now);
@@ -210,6 +220,7 @@ export async function processDeliveries(
     env,
     admitted.map((delivery) => ({ ...toAdmit(delivery), result: results.get(delivery.receiptId) ?? null })),
     clock(),
+    options.wokenHere,
   );
   // A delivery that had waited and now went through says its destination is back: the others waiting for it go now.
   const attempted = new Set(finished.map((attempt) => attempt.receiptId));

@@ -209,32 +209,40 @@ async function holdAbandoned(
   });
 }
 
+/** Deliveries a freed slot woke, of one route, for the caller to run in this invocation (`releaseDeliveries`). */
+export interface WokenHere {
+  source: string;
+  route: string;
+  receiptIds: string[];
+}
+
 /**
  * Tells the gates how the admitted attempts ended, and sends on at once the deliveries a freed slot woke (an
  * in-flight-capped route's next ones, oldest first). A gate that does not answer is logged: its slots expire on their
  * own; a woken delivery whose send fails looks again on its own (src/gate/decide.ts, SLOT_WAIT_FALLBACK_MS).
  *
- * A woken delivery the caller already holds (`heldHere`: a receipt's own delivery it was told to hold, keyed by
- * `heldHereKey`) is not sent on the queue: it is answered, for the caller to run next in the same invocation
- * (src/consumers/receipts/follow-on.ts), which spares it a queue round trip. Its slot is reserved for it as for any.
+ * Given `wokenHere`, a woken delivery whose row is in the caller's database (each one is, unless its source moved) is
+ * not sent on the queue but added there, for the caller to run next in the same invocation
+ * (src/consumers/receipts/follow-on.ts): the gate keeps the backlog and hands its next delivery on as one finishes,
+ * with no queue round trip between them. Its slot is reserved for it as for any.
  */
 export async function releaseDeliveries(
   env: Env,
   finished: readonly (DeliveryToAdmit & { result: AttemptResult | null })[],
   now: number,
-  heldHere: ReadonlySet<string> = new Set(),
-): Promise<string[]> {
+  wokenHere?: WokenHere[],
+): Promise<void> {
   const gated = finished.map((delivery) => ({ ...gatedDelivery(delivery), verdict: attemptVerdict(delivery.result) }));
-  if (gated.every((delivery) => delivery.control === null)) return [];
+  if (gated.every((delivery) => delivery.control === null)) return;
   const told = await tellGates(env, gated, now).catch((error) => {
     logError("gate.release_failed", error, { deliveries: gated.length });
     return { woken: [], recoveries: [] };
   });
-  const keptHere: string[] = [];
+  const here = databaseBindingIn(env);
   for (const { source, route, woken } of told.woken) {
-    const here = woken.filter(({ id }) => heldHere.has(heldHereKey(source, route, id)));
-    keptHere.push(...here.map(({ id }) => id));
-    const deliveries = woken.filter((delivery) => !here.includes(delivery));
+    const runHere = wokenHere ? woken.filter(({ database: binding }) => binding === here) : [];
+    if (runHere.length > 0) wokenHere?.push({ source, route, receiptIds: runHere.map(({ id }) => id) });
+    const deliveries = woken.filter((delivery) => !runHere.includes(delivery));
     if (deliveries.length === 0) continue;
     await sendResumed(env, source, route, deliveries).catch((error) =>
       logError("gate.wake_failed", error, { route: gateName(source, route), deliveries: deliveries.length }),
@@ -242,12 +250,6 @@ export async function releaseDeliveries(
   }
   if (told.recoveries.length > 0)
     await startRecoveries(env, told.recoveries).catch((error) => logError("gate.recovery_failed", error, {}));
-  return keptHere;
-}
-
-/** Names a receipt's own delivery to `route` that its caller holds, for `releaseDeliveries`'s `heldHere`. */
-export function heldHereKey(source: string, route: string, receiptId: string): string {
-  return `${source}\u0000${route}\u0000${receiptId}`;
 }
 
 /**
@@ -304,46 +306,44 @@ export async function sendResumed(
 ): Promise<void> {
   for (const [binding, receiptIds] of consecutiveByDatabase(held)) {
     const databaseEnv = envForDatabase(env, binding);
-    const db = database(databaseEnv);
-    const further = new Set(
-      (
-        await db
-          .select({ receiptId: deliveries.receiptId })
-          .from(deliveries)
-          .where(and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route)))
-      ).map((row) => row.receiptId),
-    );
-    const runs: { further: boolean; receiptIds: string[] }[] = [];
-    for (const receiptId of receiptIds) {
-      const last = runs[runs.length - 1];
-      if (last && last.further === further.has(receiptId)) last.receiptIds.push(receiptId);
-      else runs.push({ further: further.has(receiptId), receiptIds: [receiptId] });
-    }
-    // Due now, never NULL: a resumed delivery whose message is lost stays in the re-drive's indexes
-    // (deliveries_unfinished, receipts_retrying) and is found once overdue (src/reconcile/redrive*.ts).
-    const dueNow = Date.now();
-    for (const run of runs) {
-      if (run.further) {
-        await db
-          .update(deliveries)
-          .set({ nextAttemptAt: dueNow })
-          .where(
-            and(
-              inJsonList(deliveries.receiptId, run.receiptIds),
-              eq(deliveries.route, route),
-              eq(deliveries.status, "pending"),
-            ),
-          );
-        await enqueueWork(databaseEnv, source, run.receiptIds, 0, { route });
-      } else {
-        await db
-          .update(receipts)
-          .set({ nextAttemptAt: dueNow })
-          .where(and(inJsonList(receipts.receiptId, run.receiptIds), eq(receipts.status, "pending")));
-        await enqueueWork(databaseEnv, source, run.receiptIds);
-      }
+    for (const run of await dueNowByRow(database(databaseEnv), route, receiptIds)) {
+      if (run.further) await enqueueWork(databaseEnv, source, run.receiptIds, 0, { route });
+      else await enqueueWork(databaseEnv, source, run.receiptIds);
     }
   }
+}
+
+/**
+ * Woken (or resumed) deliveries to `route`, due now, in runs of received order that share a row kind: a further
+ * delivery's own row for the route, or the receipt row that carries the delivery. Due now, never NULL: a delivery
+ * whose message is lost stays in the re-drive's indexes (deliveries_unfinished, receipts_retrying) and is found once
+ * overdue (src/reconcile/redrive*.ts).
+ */
+export async function dueNowByRow(
+  db: Database,
+  route: string,
+  receiptIds: readonly string[],
+): Promise<{ further: boolean; receiptIds: string[] }[]> {
+  const further = new Set(
+    (
+      await db
+        .select({ receiptId: deliveries.receiptId })
+        .from(deliveries)
+        .where(and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route)))
+    ).map((row) => row.receiptId),
+  );
+  const runs: { further: boolean; receiptIds: string[] }[] = [];
+  for (const receiptId of receiptIds) {
+    const last = runs[runs.length - 1];
+    if (last && last.further === further.has(receiptId)) last.receiptIds.push(receiptId);
+    else runs.push({ further: further.has(receiptId), receiptIds: [receiptId] });
+  }
+  const dueNow = Date.now();
+  for (const run of runs) {
+    if (run.further) await holdDeliveriesUntil(db, route, run.receiptIds, dueNow);
+    else await holdUntil(db, run.receiptIds, dueNow);
+  }
+  return runs;
 }
 
 /** Runs of held deliveries in one database, in received order (a source moved between databases has two). */

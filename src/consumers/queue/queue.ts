@@ -17,7 +17,8 @@ import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEn
 import { receiptHolders } from "../../sources/receipt-homes";
 import { loadSources } from "../../sources/registry";
 import { clampQueueDelay, type QueueVerdict } from "../decide/decide";
-import { markDeliveriesDead, processDeliveries } from "../deliveries/deliveries";
+import { markDeliveriesDead } from "../deliveries/deliveries";
+import type { WokenHere } from "../gate/delivery-gate";
 import { recordProbesHandled } from "./queue-probe";
 
 /** Receipts processed together: a relay batch's worth (whose bodies the relay already bounded to 4 MB). */
@@ -25,8 +26,9 @@ const RECEIPTS_PER_SLICE = 50;
 
 import { CONSUMER_WALL_MS } from "../attempt/slice-budget";
 import { retryDelaySeconds } from "../decide/retry-schedule";
-import { processWithFollowOns } from "../receipts/follow-on";
+import { followWoken, processDeliveriesWithFollowOns } from "../receipts/follow-on";
 import { markDead } from "../receipts/mark-dead";
+import { processBatch } from "../receipts/process";
 
 /**
  * The queue consumer. A whole batch of messages (each naming a relay batch of receipts) is processed together:
@@ -49,11 +51,16 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   // The relay's own messages, first delivered, grant their receipts' first leases (relay-grant.ts); a receipt some
   // other message of the batch names too is run ungranted.
   const relayGranted = relayGrantedIds(messages);
+  // Deliveries a release woke, per database: run once the batch's own verdicts are sent (below), so a long run of
+  // follow-ons never holds back the batch's other retries (a rate-limited route's next turn).
+  const wokenHere = new Map<string, WokenHere[]>();
   // In slices, or one at a time for a redelivered (or re-driven) message (inSlices, below).
   const processIn = async (binding: string, idsInDatabase: readonly string[], redelivered = false) => {
     const databaseEnv = envForDatabase(env, binding);
+    const woken = wokenHere.get(binding) ?? [];
+    wokenHere.set(binding, woken);
     const sliced = await inSlices(idsInDatabase, redelivered, (ids, options) =>
-      processWithFollowOns(databaseEnv, ids, invocationEndsBy, { ...options, relayGranted }),
+      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, { ...options, relayGranted, wokenHere: woken }),
     );
     for (const [receiptId, verdict] of sliced) {
       verdicts.set(receiptId, verdict);
@@ -139,6 +146,13 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
     message.ack();
     count("queueOperations");
   }
+  // The batch's own work is settled: now the deliveries its releases woke, in this invocation (follow-on.ts). One
+  // that fails here loses nothing: its slot expires and its hold's message brings it back (SLOT_WAIT_FALLBACK_MS).
+  for (const [binding, woken] of wokenHere)
+    if (woken.length > 0)
+      await followWoken(envForDatabase(env, binding), woken, invocationEndsBy).catch((error) =>
+        logError("consume.follow_on_failed", error, { database: binding }),
+      );
 }
 
 /**
@@ -151,7 +165,7 @@ async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocat
   try {
     const databaseEnv = envForDatabase(env, binding);
     const verdicts = await inSlices(receiptIdsOf(message.body), isRedelivered(message), (ids, options) =>
-      processDeliveries(databaseEnv, route, ids, Date.now(), invocationEndsBy, options),
+      processDeliveriesWithFollowOns(databaseEnv, route, ids, invocationEndsBy, options),
     );
     const later = new Map<number, string[]>();
     for (const [receiptId, verdict] of verdicts)

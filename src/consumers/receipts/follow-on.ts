@@ -1,51 +1,123 @@
 import { database } from "../../db/client";
+import { enqueueWork } from "../../relay/enqueue";
 import type { QueueVerdict } from "../decide/decide";
-import { holdUntil } from "../gate/delivery-gate";
+import { processDeliveries } from "../deliveries/deliveries";
+import { dueNowByRow, type WokenHere } from "../gate/delivery-gate";
 import { processBatch } from "./process";
 
 /**
- * An in-flight-capped route keeps its cap busy within one consumer invocation (issue 37 §4, docs/routing.md
- * "Delivery control"). A batch that brings a backlog of such a route has its gate admit as many as the cap allows and
- * hold the rest; each release frees a slot and wakes the oldest delivery waiting for one. When that woken delivery
- * is one this batch holds, it runs next here, through the whole path again (load, gate, lease, attempt, commit,
- * release: each delivery leased and committed as any, invariant 4), instead of a queue send, a batch timeout and a
- * new invocation for each. The gate still decides every admission, so the cap holds as it always did.
+ * An in-flight-capped route keeps its cap busy (issue 37 §4, docs/routing.md "Delivery control"). Its gate keeps the
+ * backlog: each delivery it holds for a slot waits in the gate's list, and each release frees a slot and wakes the
+ * oldest. The consumer whose release woke it runs it next, in the same invocation, through the whole path again
+ * (load, gate, lease, attempt, commit, release: each delivery leased and committed as any, invariant 4) — whichever
+ * batch held it, and whether the receipt row or its own delivery row carries it — instead of a queue send, a batch
+ * timeout and a new invocation each. The gate still decides every admission, so the cap holds as it always did.
  */
 
 /** Follow-on deliveries one slice runs at most: a counted bound, so one invocation cannot run on for ever. */
 export const FOLLOW_ONS_PER_SLICE = 32;
 
-/**
- * `processBatch` over `receiptIds`, then over each delivery a release woke among those it held, until none is woken
- * or FOLLOW_ONS_PER_SLICE have run. A woken delivery left over (the bound reached, or a round whose attempts could not
- * start, as when the invocation is out of time) goes back on the queue at once, due now, as a wake sends it.
- */
-export async function processWithFollowOns(
+/** What the first run was asked about: receipts (their own deliveries) or further deliveries to one route. */
+type Asked = { kind: "receipts" } | { kind: "deliveries"; route: string };
+
+/** `processBatch` over `receiptIds`, then its follow-ons (`runFollowOns`). */
+export function processWithFollowOns(
   env: Env,
   receiptIds: readonly string[],
   invocationEndsBy: number,
   options: { leaseEveryAttempt?: boolean; relayGranted?: ReadonlySet<string> } = {},
 ): Promise<Map<string, QueueVerdict>> {
-  // Every delivery held in this slice, in any round, and those of them a release woke.
-  const followOn = { held: new Set<string>(), woken: [] as string[] };
-  const wokenHere = followOn.woken;
-  const verdicts = await processBatch(env, receiptIds, Date.now(), invocationEndsBy, { ...options, followOn });
-  if (wokenHere.length === 0) return verdicts;
+  return runFollowOns(env, receiptIds, { kind: "receipts" }, invocationEndsBy, (wokenHere) =>
+    processBatch(env, receiptIds, Date.now(), invocationEndsBy, { ...options, wokenHere }),
+  );
+}
+
+/** `processDeliveries` over `receiptIds`' deliveries to `route`, then its follow-ons (`runFollowOns`). */
+export function processDeliveriesWithFollowOns(
+  env: Env,
+  route: string,
+  receiptIds: readonly string[],
+  invocationEndsBy: number,
+  options: { leaseEveryAttempt?: boolean } = {},
+): Promise<Map<string, QueueVerdict>> {
+  return runFollowOns(env, receiptIds, { kind: "deliveries", route }, invocationEndsBy, (wokenHere) =>
+    processDeliveries(env, route, receiptIds, Date.now(), invocationEndsBy, { ...options, wokenHere }),
+  );
+}
+
+/**
+ * The first run, then its follow-ons (`followWoken`). Answers verdicts for the asked ids only, for their messages: a
+ * woken delivery of the same kind among them takes its follow-on's verdict in place of its hold's.
+ */
+async function runFollowOns(
+  env: Env,
+  askedIds: readonly string[],
+  asked: Asked,
+  invocationEndsBy: number,
+  first: (wokenHere: WokenHere[]) => Promise<Map<string, QueueVerdict>>,
+): Promise<Map<string, QueueVerdict>> {
+  const wokenHere: WokenHere[] = [];
+  const verdicts = await first(wokenHere);
+  if (wokenHere.length > 0)
+    await followWoken(env, wokenHere, invocationEndsBy, { asked, askedIds: new Set(askedIds), verdicts });
+  return verdicts;
+}
+
+/**
+ * Runs each delivery a release woke in this database (`wokenHere`, which each run's releases add to), until none is
+ * woken or FOLLOW_ONS_PER_SLICE have run. A woken delivery has a message of its own still on the queue (its hold's,
+ * due at the slot-wait fallback): done, that message finds it done; sent back, it gets a message of its own now —
+ * unless `answer` names it among the ids its caller was asked about (of the same kind), whose verdict it then sets. A
+ * woken one left over (the bound reached, or a round none of whose attempts could start, as when the invocation is out
+ * of time) goes back on the queue at once, due now, as a wake sends it.
+ */
+export async function followWoken(
+  env: Env,
+  wokenHere: WokenHere[],
+  invocationEndsBy: number,
+  answer?: { asked: Asked; askedIds: ReadonlySet<string>; verdicts: Map<string, QueueVerdict> },
+): Promise<void> {
   const db = database(env);
+  const answers = (further: boolean, route: string) => {
+    if (!answer) return () => false;
+    const { asked, askedIds } = answer;
+    const sameKind = further ? asked.kind === "deliveries" && asked.route === route : asked.kind === "receipts";
+    return (receiptId: string) => sameKind && askedIds.has(receiptId);
+  };
   let followed = 0;
   while (wokenHere.length > 0 && followed < FOLLOW_ONS_PER_SLICE) {
-    const next = wokenHere.splice(0, FOLLOW_ONS_PER_SLICE - followed);
+    const { source, route, receiptIds } = wokenHere.shift()!;
+    const next = receiptIds.slice(0, FOLLOW_ONS_PER_SLICE - followed);
+    if (next.length < receiptIds.length)
+      wokenHere.unshift({ source, route, receiptIds: receiptIds.slice(next.length) });
     followed += next.length;
-    // Held until the slot-wait fallback: due now, as a wake's queue send makes it (delivery-gate.ts, sendResumed).
-    await holdUntil(db, next, Date.now());
-    const round = await processBatch(env, next, Date.now(), invocationEndsBy, { ...options, followOn });
-    for (const [receiptId, verdict] of round) verdicts.set(receiptId, verdict);
+    let ranAny = false;
+    // Due now (the gate has given each its slot), in runs of the row that carries each.
+    for (const run of await dueNowByRow(db, route, next)) {
+      const isAnswer = answers(run.further, route);
+      const round = run.further
+        ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere })
+        : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere });
+      const sendBack = new Map<number, string[]>();
+      for (const [receiptId, verdict] of round) {
+        if (verdict.kind !== "retry" || verdict.delaySeconds > 0) ranAny = true;
+        if (isAnswer(receiptId)) answer?.verdicts.set(receiptId, verdict);
+        else if (verdict.kind === "retry")
+          sendBack.set(verdict.delaySeconds, [...(sendBack.get(verdict.delaySeconds) ?? []), receiptId]);
+      }
+      for (const [delaySeconds, ids] of sendBack)
+        await enqueueWork(env, source, ids, delaySeconds, run.further ? { route } : {});
+    }
     // None of them ran (out of time, or leased elsewhere): stop here rather than wake and skip the rest in turn.
-    if (next.every((receiptId) => round.get(receiptId)?.kind === "retry")) break;
+    if (!ranAny) break;
   }
-  if (wokenHere.length > 0) {
-    await holdUntil(db, wokenHere, Date.now());
-    for (const receiptId of wokenHere) verdicts.set(receiptId, { kind: "retry", delaySeconds: 0 });
-  }
-  return verdicts;
+  for (const { source, route, receiptIds } of wokenHere.splice(0))
+    for (const run of await dueNowByRow(db, route, receiptIds)) {
+      const isAnswer = answers(run.further, route);
+      // One asked about goes back with its message's verdict; any other gets a message of its own, as a wake sends it.
+      for (const receiptId of run.receiptIds.filter(isAnswer))
+        answer?.verdicts.set(receiptId, { kind: "retry", delaySeconds: 0 });
+      const others = run.receiptIds.filter((receiptId) => !isAnswer(receiptId));
+      if (others.length > 0) await enqueueWork(env, source, others, 0, run.further ? { route } : {});
+    }
 }

@@ -15,9 +15,9 @@ import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/releas
 import {
   admitDeliveries,
   type DeliveryToAdmit,
-  heldHereKey,
   holdUntil,
   releaseDeliveries,
+  type WokenHere,
 } from "../gate/delivery-gate";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
 import { holdsRelayGrant } from "../lease/relay-grant";
@@ -44,9 +44,8 @@ import { furtherDeliveries, ownDelivery, ownDeliveryId, reachesOutside, routeCho
  * delivery died mid-attempt, run one at a time (queue.ts), so that a crash is charged to the receipt that caused it.
  * @param options.relayGranted receipts named by a first delivery of the relay's own message: each one still as the
  * relay left it holds its first lease by that grant (relay-grant.ts), so its first attempt writes no lease row.
- * @param options.followOn given, each receipt held here is added to `held` (keyed by `heldHereKey`), and one of
- * `held` that a release here woke is not sent on the queue but added to `woken`, for the caller to run next
- * (follow-on.ts); its verdict here stays the hold's.
+ * @param options.wokenHere given, a delivery a release here woke (in this database) is not sent on the queue but added
+ * there, for the caller to run next (follow-on.ts); a woken one among `receiptIds` keeps its hold's verdict here.
  */
 export async function processBatch(
   env: Env,
@@ -56,7 +55,7 @@ export async function processBatch(
   options: {
     leaseEveryAttempt?: boolean;
     relayGranted?: ReadonlySet<string>;
-    followOn?: { held: Set<string>; woken: string[] };
+    wokenHere?: WokenHere[];
   } = {},
 ): Promise<Map<string, QueueVerdict>> {
   // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
@@ -134,8 +133,6 @@ export async function processBatch(
     ...(await admitDeliveries(env, db, own.filter(carriesFurther), now, ATTEMPTS_IN_FLIGHT)),
   ]);
   for (const [{ receiptId }, verdict] of heldOwn) verdicts.set(receiptId, verdict);
-  for (const held of heldOwn.keys())
-    if (!held.abandoned) options.followOn?.held.add(heldHereKey(held.source, held.route, held.receiptId));
   // A first consumption held there still fans out: its further deliveries are written now and go on their own
   // messages, each to its own route's gate; only the held route's delivery waits (fan-out.ts, `heldFanOut`).
   await writeHeldFanOuts(
@@ -253,7 +250,7 @@ export async function processBatch(
       (fanOut?.further ?? []).map(({ route, run }) => [`${receipt.receiptId}\u0000${route}`, run?.result ?? null]),
     ),
   );
-  const woken = await releaseDeliveries(
+  await releaseDeliveries(
     env,
     [
       ...ended.flatMap(({ receipt, result }) =>
@@ -271,9 +268,8 @@ export async function processBatch(
         })),
     ],
     clock(),
-    options.followOn?.held,
+    options.wokenHere,
   );
-  options.followOn?.woken.push(...woken);
   // Further deliveries that failed, met a lease race or were left their effect go on the queue on their own, each
   // naming its route: as their fan-out was written (an aborted commit may have left a route's effect to its delivery).
   await sendDeliveryRetries(env, fannedOut);
