@@ -9,7 +9,7 @@ import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
 import { envWithSources, seedFurtherDelivery, seedReceipt, standinOrigin } from "../consumers/support/processing";
 import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
-import { lane } from "./gate-support";
+import { lane, recordingQueue } from "./gate-support";
 
 /**
  * One delivery model (docs/processing.md, "Deliveries"): every guarantee written for the receipt's own delivery holds
@@ -84,16 +84,6 @@ const homes: Home[] = [
     process: (receiptIds, now, invocationEndsBy) => processDeliveries(env, "audit", receiptIds, now, invocationEndsBy),
   },
 ];
-
-/** A queue that records what is sent and delivers nothing: the cron's sends, seen without a consumer racing them. */
-function recordingQueue(sent: QueuedWork[]): Queue {
-  return {
-    send: async (body: QueuedWork) => void sent.push(body),
-    sendBatch: async (messages: Iterable<MessageSendRequest<QueuedWork>>) => {
-      for (const message of messages) sent.push(message.body);
-    },
-  } as unknown as Queue;
-}
 
 const naming = (sent: QueuedWork[], receiptId: string) =>
   sent.filter((message) => "receiptIds" in message && message.receiptIds.includes(receiptId));

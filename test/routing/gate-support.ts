@@ -1,5 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import type { QueuedWork } from "../../src/model/work-message";
 import { isD1Database } from "../../src/sources/d1-binding";
 import { ADMIN } from "../admin/support";
 import { standinOrigin } from "../consumers/support/processing";
@@ -170,4 +171,17 @@ export async function failThenComeBack(
     "the waiting deliveries processed",
   );
   return { first, waiting };
+}
+
+/**
+ * A work queue that records what is sent and delivers nothing, for a test that calls a consumer or the cron itself:
+ * its sends are seen without a real consumer racing the test for them.
+ */
+export function recordingQueue(sent: QueuedWork[]): Queue {
+  return {
+    send: async (body: QueuedWork) => void sent.push(body),
+    sendBatch: async (messages: Iterable<MessageSendRequest<QueuedWork>>) => {
+      for (const message of messages) sent.push(message.body);
+    },
+  } as unknown as Queue;
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { processWithFollowOns } from "../../src/consumers/receipts/follow-on";
 import type { QueuedWork } from "../../src/model/work-message";
 import { seedReceipt } from "../consumers/support/processing";
-import { deliveryRow, keysOf, lane } from "./gate-support";
+import { deliveryRow, keysOf, lane, recordingQueue } from "./gate-support";
 
 /**
  * A max_in_flight = 1 route that is a source's SECOND route (its deliveries in their own rows, as in the bench's held
@@ -20,15 +20,6 @@ async function backlog(n: number): Promise<string[]> {
   for (let index = 0; index < n; index += 1)
     receiptIds.push(await seedReceipt({ source, payload: { type: "account.credited", data: { amount: index } } }));
   return receiptIds;
-}
-
-function recordingQueue(sent: QueuedWork[]): Queue {
-  return {
-    send: async (body: QueuedWork) => void sent.push(body),
-    sendBatch: async (messages: Iterable<MessageSendRequest<QueuedWork>>) => {
-      for (const message of messages) sent.push(message.body);
-    },
-  } as unknown as Queue;
 }
 
 async function cappedRequestsFor(receiptIds: readonly string[]) {
