@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { database } from "../db/client";
-import type { Observation } from "./conditions";
+import type { Observation } from "./observation";
 
 /** The one system monitor (src/reconcile/system-monitor.ts), reached through its binding so no layer imports it. */
 export function systemMonitor(env: Pick<Env, "MONITOR">) {

@@ -1,11 +1,6 @@
 import { logError } from "../lib/log";
-import {
-  type Observation,
-  relayFailureObservations,
-  type SystemAlertKind,
-  shardThresholds,
-  storageObservations,
-} from "./conditions";
+import { relayFailureObservations, shardThresholds, storageObservations } from "./conditions";
+import type { Observation, SystemAlertKind } from "./observation";
 import { d1Answers, reportObservations } from "./report";
 
 /**

@@ -1,4 +1,4 @@
-import type { Observation } from "./conditions";
+import type { Observation } from "./observation";
 
 /**
  * How full a store may get before the pipeline stops writing to it: each D1 receipt database and each claim shard's

@@ -1,7 +1,7 @@
 import { routeOfBreakerReporter } from "../gate/breaker-reporter";
 import { plural } from "../lib/plural";
-import type { SystemAlertKind } from "../monitor/conditions";
 import type { IssueCondition, IssueKind } from "../monitor/issues/types";
+import type { SystemAlertKind } from "../monitor/observation";
 import type { AlertCondition } from "./alerting";
 
 /**

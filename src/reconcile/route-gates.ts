@@ -6,7 +6,7 @@ import { breakerReporter, routeOfBreakerReporter } from "../gate/breaker-reporte
 import { deliveryGate, gateName } from "../gate/client";
 import { gateRegistration } from "../gate/known-gates";
 import { logEvent } from "../lib/log";
-import type { Observation } from "../monitor/conditions";
+import type { Observation } from "../monitor/observation";
 import { reportObservations, systemMonitor } from "../monitor/report";
 import { loadSources, sourceProblems } from "../sources/registry";
 import { type GatedRoute, type KnownGate, planRouteGates, type RouteRef } from "./route-gates-plan";

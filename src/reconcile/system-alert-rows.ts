@@ -1,4 +1,4 @@
-import type { SystemAlertKind } from "../monitor/conditions";
+import type { SystemAlertKind } from "../monitor/observation";
 import type { AlertRow } from "./alerting";
 
 /** A system monitor incident as its SQLite holds it (./system-monitor.ts), and as D1's `alerts` row it becomes. */

@@ -1,6 +1,6 @@
 import { meteredD1 } from "../lib/meter";
 import type { RelayReport } from "../model/claims";
-import type { Observation } from "../monitor/conditions";
+import type { Observation } from "../monitor/observation";
 import { databaseLimit, databaseStoreObservations, type StoreVerdict, storeVerdict } from "../monitor/store-limits";
 import { databaseBindingIn } from "../sources/databases";
 
