@@ -74,10 +74,16 @@ test("a port already taken is one line naming it and how to pick another, before
       [[], { PORT: String(taken.port) }],
     ])) {
       const run = start([...args, ...projectArgs()], env);
+      // The deadline is cleared once the script exits: a pending 300 s timer would hold this file's process open
+      // (and the CLI lane with it) long after its last test passed.
+      let deadline;
       const code = await Promise.race([
         run.exited,
-        new Promise((done) => setTimeout(() => done("still running"), WAIT.command)),
+        new Promise((done) => {
+          deadline = setTimeout(() => done("still running"), WAIT.command);
+        }),
       ]);
+      clearTimeout(deadline);
       await run.stop();
       const { stdout, stderr } = run.output();
       assert.equal(code, 1, `${stdout}${stderr}`);
