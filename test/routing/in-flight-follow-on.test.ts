@@ -1,24 +1,18 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { FOLLOW_ONS_PER_SLICE, processWithFollowOns } from "../../src/consumers/receipts/follow-on";
-import { receiptRow, seedReceipt } from "../consumers/support/processing";
+import { FOLLOW_ONS_PER_SLICE } from "../../src/consumers/receipts/follow-on";
+import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
+import { backlog, consumeOnce, sentDueNow } from "./follow-on-support";
 import { keysOf, lane } from "./gate-support";
 
 /**
- * An in-flight-capped route keeps its cap busy within one consumer invocation (issue 37 §4): a freed slot's woken
- * delivery that the same batch holds runs next in that invocation, instead of a queue round trip each. Counts, never
- * durations (the speed is the bench's: docs/performance.md).
+ * An in-flight-capped route keeps its cap busy within one consumer invocation (issue 37 §4): once the batch's own
+ * verdicts are sent and its message acked, the consumer runs next each delivery its releases woke, instead of a queue
+ * round trip each. Driven through the real queue handler (consumeWork). Counts, never durations (the speed is the
+ * bench's: docs/performance.md).
  */
 
 const source = "gate-capped-one";
-
-async function backlog(n: number): Promise<string[]> {
-  const receiptIds: string[] = [];
-  for (let index = 0; index < n; index += 1)
-    receiptIds.push(await seedReceipt({ source, payload: { type: "account.credited", data: { amount: index } } }));
-  return receiptIds;
-}
 
 async function requestsFor(receiptIds: readonly string[]) {
   const mine = new Set(receiptIds);
@@ -26,13 +20,14 @@ async function requestsFor(receiptIds: readonly string[]) {
 }
 
 describe("a backlog on a max_in_flight = 1 route", () => {
-  it("is delivered from one batch in one consumer call, none sent back on the queue, each once", {
+  it("is delivered from one batch in one consumer invocation, its message acked, none sent back due now, each once", {
     timeout: 120_000,
   }, async () => {
-    const receiptIds = await backlog(6);
-    const verdicts = await processWithFollowOns(env, receiptIds, Number.POSITIVE_INFINITY);
-    // Before: one delivered, five back on the queue (each woken one by a queue send of its own).
-    expect(receiptIds.filter((id) => verdicts.get(id)?.kind === "retry")).toEqual([]);
+    const receiptIds = await backlog(source, 6);
+    const { id, result, sent } = await consumeOnce(source, receiptIds);
+    expect(result.explicitAcks).toEqual([id]);
+    // Before: one delivered; each next one woken into a queue message of its own, due now.
+    expect(sentDueNow(sent)).toEqual([]);
     for (const row of await Promise.all(receiptIds.map(receiptRow))) {
       expect(row.status).toBe("processed");
       expect(row.attempts).toBe(1);
@@ -42,37 +37,35 @@ describe("a backlog on a max_in_flight = 1 route", () => {
     expect(Math.max(...requests.map((request) => request.openOnArrival))).toBe(1);
   });
 
-  it("runs at most FOLLOW_ONS_PER_SLICE follow-ons per call; the next woken one goes back on the queue due now", {
+  it("runs at most FOLLOW_ONS_PER_SLICE follow-ons per invocation; the next woken one goes back on the queue due now", {
     timeout: 240_000,
   }, async () => {
-    const receiptIds = await backlog(FOLLOW_ONS_PER_SLICE + 3);
-    const verdicts = await processWithFollowOns(env, receiptIds, Number.POSITIVE_INFINITY);
-    const done = receiptIds.filter((id) => verdicts.get(id)?.kind === "done");
-    expect(done).toEqual(receiptIds.slice(0, FOLLOW_ONS_PER_SLICE + 1));
+    const receiptIds = await backlog(source, FOLLOW_ONS_PER_SLICE + 3);
+    const { sent } = await consumeOnce(source, receiptIds);
+    const rows = await Promise.all(receiptIds.map(receiptRow));
+    const processed = receiptIds.filter((_, index) => rows[index]!.status === "processed");
+    expect(processed).toEqual(receiptIds.slice(0, FOLLOW_ONS_PER_SLICE + 1));
     // The one its slot woke last goes at once; the one behind it still waits for a slot.
-    expect(verdicts.get(receiptIds[FOLLOW_ONS_PER_SLICE + 1]!)).toEqual({ kind: "retry", delaySeconds: 0 });
-    const woken = await receiptRow(receiptIds[FOLLOW_ONS_PER_SLICE + 1]!);
-    expect(woken.status).toBe("pending");
-    expect(woken.nextAttemptAt).toBeLessThanOrEqual(Date.now());
-    expect(verdicts.get(receiptIds[FOLLOW_ONS_PER_SLICE + 2]!)).toMatchObject({ kind: "retry" });
+    const woken = receiptIds[FOLLOW_ONS_PER_SLICE + 1]!;
+    expect(sentDueNow(sent)).toEqual([woken]);
+    expect(rows[FOLLOW_ONS_PER_SLICE + 1]!.status).toBe("pending");
+    expect(rows[FOLLOW_ONS_PER_SLICE + 1]!.nextAttemptAt).toBeLessThanOrEqual(Date.now());
+    expect(rows[FOLLOW_ONS_PER_SLICE + 2]!.status).toBe("pending");
     expect(await requestsFor(receiptIds)).toHaveLength(FOLLOW_ONS_PER_SLICE + 1);
   });
 
-  it("never has two in flight when two consumer calls take halves of the backlog at once", {
+  it("never has two in flight when two consumer invocations take halves of the backlog at once", {
     timeout: 240_000,
   }, async () => {
-    const receiptIds = await backlog(8);
-    await Promise.all([
-      processWithFollowOns(env, receiptIds.slice(0, 4), Number.POSITIVE_INFINITY),
-      processWithFollowOns(env, receiptIds.slice(4), Number.POSITIVE_INFINITY),
-    ]);
-    // Whatever went back on the queue (a woken delivery the other call held), as its message comes back.
+    const receiptIds = await backlog(source, 8);
+    await Promise.all([consumeOnce(source, receiptIds.slice(0, 4)), consumeOnce(source, receiptIds.slice(4))]);
+    // Whatever went back on the queue (a woken delivery the other invocation held), as its message comes back.
     await eventually(
       async () => {
         const rows = await Promise.all(receiptIds.map(receiptRow));
         const pending = receiptIds.filter((_, index) => rows[index]!.status !== "processed");
         if (pending.length === 0) return true;
-        await processWithFollowOns(env, pending, Number.POSITIVE_INFINITY);
+        await consumeOnce(source, pending);
         return undefined;
       },
       180_000,

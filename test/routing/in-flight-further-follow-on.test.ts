@@ -1,26 +1,16 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { processWithFollowOns } from "../../src/consumers/receipts/follow-on";
-import type { QueuedWork } from "../../src/model/work-message";
-import { seedReceipt } from "../consumers/support/processing";
-import { deliveryRow, keysOf, lane, recordingQueue } from "./gate-support";
+import { backlog, consumeOnce, sentDueNow } from "./follow-on-support";
+import { deliveryRow, keysOf, lane } from "./gate-support";
 
 /**
  * A max_in_flight = 1 route that is a source's SECOND route (its deliveries in their own rows, as in the bench's held
  * phase) keeps its cap busy (issue 37 §4): the gate keeps the backlog, and each release hands the next delivery on to
- * the consumer that freed the slot, which runs it in the same invocation — whichever batch held it — instead of
- * sending it on the queue. Counts, never durations (the speed is the bench's: docs/performance.md). Each call runs
- * with a queue that records what is sent and delivers nothing, so no other consumer races it.
+ * the consumer that freed the slot, which runs it in the same invocation once its batch is acked — whichever batch
+ * held it — instead of sending it on the queue. Driven through the real queue handler (consumeWork). Counts, never
+ * durations (the speed is the bench's: docs/performance.md).
  */
 
 const source = "gate-fanout-capped-one";
-
-async function backlog(n: number): Promise<string[]> {
-  const receiptIds: string[] = [];
-  for (let index = 0; index < n; index += 1)
-    receiptIds.push(await seedReceipt({ source, payload: { type: "account.credited", data: { amount: index } } }));
-  return receiptIds;
-}
 
 async function cappedRequestsFor(receiptIds: readonly string[]) {
   const mine = new Set(receiptIds.map((receiptId) => `${receiptId}:capped`));
@@ -36,27 +26,23 @@ async function expectEachDeliveredOnce(receiptIds: readonly string[]): Promise<v
 }
 
 describe("a backlog of further deliveries to a max_in_flight = 1 route", () => {
-  it("is delivered from one batch in one consumer call, the gate handing each next one on, each once", {
+  it("is delivered from one batch in one consumer invocation, the gate handing each next one on, each once", {
     timeout: 120_000,
   }, async () => {
-    const receiptIds = await backlog(6);
-    const sent: QueuedWork[] = [];
-    await processWithFollowOns({ ...env, WORK_QUEUE: recordingQueue(sent) }, receiptIds, Number.POSITIVE_INFINITY);
+    const receiptIds = await backlog(source, 6);
+    const { id, result, sent } = await consumeOnce(source, receiptIds);
+    expect(result.explicitAcks).toEqual([id]);
     // Before: one delivered; each next one woken into a queue message of its own, naming the route, due now.
+    expect(sentDueNow(sent)).toEqual([]);
     await expectEachDeliveredOnce(receiptIds);
   });
 
-  it("never has two in flight when two consumer calls take halves of the backlog at once, and delivers each once", {
+  it("never has two in flight when two consumer invocations take halves of the backlog at once, and delivers each once", {
     timeout: 240_000,
   }, async () => {
-    const receiptIds = await backlog(10);
-    const sent: QueuedWork[] = [];
-    const queueEnv = { ...env, WORK_QUEUE: recordingQueue(sent) };
-    await Promise.all([
-      processWithFollowOns(queueEnv, receiptIds.slice(0, 5), Number.POSITIVE_INFINITY),
-      processWithFollowOns(queueEnv, receiptIds.slice(5), Number.POSITIVE_INFINITY),
-    ]);
-    // Whichever call held a delivery, the release that woke it ran it: nothing is left for a queue message to bring.
+    const receiptIds = await backlog(source, 10);
+    await Promise.all([consumeOnce(source, receiptIds.slice(0, 5)), consumeOnce(source, receiptIds.slice(5))]);
+    // Whichever invocation held a delivery, the release that woke it ran it: nothing is left for a message to bring.
     await expectEachDeliveredOnce(receiptIds);
   });
 });

@@ -17,49 +17,25 @@ import { processBatch } from "./process";
 /** Follow-on deliveries one slice runs at most: a counted bound, so one invocation cannot run on for ever. */
 export const FOLLOW_ONS_PER_SLICE = 32;
 
-/** What the first run was asked about: receipts (their own deliveries) or further deliveries to one route. */
-type Asked = { kind: "receipts" } | { kind: "deliveries"; route: string };
-
-/** `processBatch` over `receiptIds`, then its follow-ons (`runFollowOns`). */
-export function processWithFollowOns(
-  env: Env,
-  receiptIds: readonly string[],
-  invocationEndsBy: number,
-  options: { leaseEveryAttempt?: boolean; relayGranted?: ReadonlySet<string> } = {},
-): Promise<Map<string, QueueVerdict>> {
-  return runFollowOns(env, receiptIds, { kind: "receipts" }, invocationEndsBy, (wokenHere) =>
-    processBatch(env, receiptIds, Date.now(), invocationEndsBy, { ...options, wokenHere }),
-  );
-}
-
-/** `processDeliveries` over `receiptIds`' deliveries to `route`, then its follow-ons (`runFollowOns`). */
-export function processDeliveriesWithFollowOns(
+/**
+ * `processDeliveries` over `receiptIds`' deliveries to `route` (a message naming the route), then its follow-ons
+ * (`followWoken`). Answers verdicts for the asked ids only, for their message: a woken delivery to the same route among
+ * them takes its follow-on's verdict in place of its hold's.
+ */
+export async function processDeliveriesWithFollowOns(
   env: Env,
   route: string,
   receiptIds: readonly string[],
   invocationEndsBy: number,
   options: { leaseEveryAttempt?: boolean } = {},
 ): Promise<Map<string, QueueVerdict>> {
-  return runFollowOns(env, receiptIds, { kind: "deliveries", route }, invocationEndsBy, (wokenHere) =>
-    processDeliveries(env, route, receiptIds, Date.now(), invocationEndsBy, { ...options, wokenHere }),
-  );
-}
-
-/**
- * The first run, then its follow-ons (`followWoken`). Answers verdicts for the asked ids only, for their messages: a
- * woken delivery of the same kind among them takes its follow-on's verdict in place of its hold's.
- */
-async function runFollowOns(
-  env: Env,
-  askedIds: readonly string[],
-  asked: Asked,
-  invocationEndsBy: number,
-  first: (wokenHere: WokenHere[]) => Promise<Map<string, QueueVerdict>>,
-): Promise<Map<string, QueueVerdict>> {
   const wokenHere: WokenHere[] = [];
-  const verdicts = await first(wokenHere);
+  const verdicts = await processDeliveries(env, route, receiptIds, Date.now(), invocationEndsBy, {
+    ...options,
+    wokenHere,
+  });
   if (wokenHere.length > 0)
-    await followWoken(env, wokenHere, invocationEndsBy, { asked, askedIds: new Set(askedIds), verdicts });
+    await followWoken(env, wokenHere, invocationEndsBy, { route, askedIds: new Set(receiptIds), verdicts });
   return verdicts;
 }
 
@@ -75,14 +51,13 @@ export async function followWoken(
   env: Env,
   wokenHere: WokenHere[],
   invocationEndsBy: number,
-  answer?: { asked: Asked; askedIds: ReadonlySet<string>; verdicts: Map<string, QueueVerdict> },
+  answer?: { route: string; askedIds: ReadonlySet<string>; verdicts: Map<string, QueueVerdict> },
 ): Promise<void> {
   const db = database(env);
   const answers = (further: boolean, route: string) => {
     if (!answer) return () => false;
-    const { asked, askedIds } = answer;
-    const sameKind = further ? asked.kind === "deliveries" && asked.route === route : asked.kind === "receipts";
-    return (receiptId: string) => sameKind && askedIds.has(receiptId);
+    const sameKind = further && answer.route === route;
+    return (receiptId: string) => sameKind && answer.askedIds.has(receiptId);
   };
   let followed = 0;
   while (wokenHere.length > 0 && followed < FOLLOW_ONS_PER_SLICE) {
