@@ -39,26 +39,26 @@ export async function processDeliveriesWithFollowOns(
   return verdicts;
 }
 
+/** The verdicts a follow-on gives back to its caller's message (processDeliveriesWithFollowOns), and for which ids. */
+interface Answer {
+  route: string;
+  askedIds: ReadonlySet<string>;
+  verdicts: Map<string, QueueVerdict>;
+}
+
 /**
- * Runs each delivery a release woke in this database (`wokenHere`, which each run's releases add to), until none is
- * woken or FOLLOW_ONS_PER_SLICE have run. A woken delivery has a message of its own still on the queue (its hold's,
- * due at the slot-wait fallback): done, that message finds it done; sent back, it gets a message of its own now —
- * unless `answer` names it among the ids its caller was asked about (of the same kind), whose verdict it then sets. A
- * woken one left over (the bound reached, or a round none of whose attempts could start, as when the invocation is out
- * of time) goes back on the queue at once, due now, as a wake sends it.
+ * Runs each delivery a release woke in this database (`wokenHere`, which each run's releases add to), a round at a
+ * time (`runRound`), until none is woken or FOLLOW_ONS_PER_SLICE have run; then sends back the rest (`sendBackRest`).
+ * A woken delivery has a message of its own still on the queue (its hold's, due at the slot-wait fallback): done, that
+ * message finds it done; sent back, it gets a message of its own now — unless `answer` names it among the ids its
+ * caller was asked about (further deliveries to the same route), whose verdict it then sets.
  */
 export async function followWoken(
   env: Env,
   wokenHere: WokenHere[],
   invocationEndsBy: number,
-  answer?: { route: string; askedIds: ReadonlySet<string>; verdicts: Map<string, QueueVerdict> },
+  answer?: Answer,
 ): Promise<void> {
-  const db = database(env);
-  const answers = (further: boolean, route: string) => {
-    if (!answer) return () => false;
-    const sameKind = further && answer.route === route;
-    return (receiptId: string) => sameKind && answer.askedIds.has(receiptId);
-  };
   let followed = 0;
   while (wokenHere.length > 0 && followed < FOLLOW_ONS_PER_SLICE) {
     const { source, route, receiptIds } = wokenHere.shift()!;
@@ -66,33 +66,62 @@ export async function followWoken(
     if (next.length < receiptIds.length)
       wokenHere.unshift({ source, route, receiptIds: receiptIds.slice(next.length) });
     followed += next.length;
-    let ranAny = false;
-    // Due now (the gate has given each its slot), in runs of the row that carries each.
-    for (const run of await dueNowByRow(db, route, next)) {
-      const isAnswer = answers(run.further, route);
-      const round = run.further
-        ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere })
-        : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere });
-      const sendBack = new Map<number, string[]>();
-      for (const [receiptId, verdict] of round) {
-        if (verdict.kind !== "retry" || verdict.delaySeconds > 0) ranAny = true;
-        if (isAnswer(receiptId)) answer?.verdicts.set(receiptId, verdict);
-        else if (verdict.kind === "retry")
-          sendBack.set(verdict.delaySeconds, [...(sendBack.get(verdict.delaySeconds) ?? []), receiptId]);
-      }
-      for (const [delaySeconds, ids] of sendBack)
-        await enqueueWork(env, source, ids, delaySeconds, run.further ? { route } : {});
-    }
     // None of them ran (out of time, or leased elsewhere): stop here rather than wake and skip the rest in turn.
-    if (!ranAny) break;
+    if (!(await runRound(env, { source, route, receiptIds: next }, wokenHere, invocationEndsBy, answer))) break;
   }
-  for (const { source, route, receiptIds } of wokenHere.splice(0))
-    for (const run of await dueNowByRow(db, route, receiptIds)) {
-      const isAnswer = answers(run.further, route);
-      // One asked about goes back with its message's verdict; any other gets a message of its own, as a wake sends it.
+  await sendBackRest(env, wokenHere.splice(0), answer);
+}
+
+/**
+ * One round: the woken deliveries of one route, due now (the gate has given each its slot), run through the whole
+ * path in runs of the row that carries each; a release among them adds to `wokenHere`. A retry goes back on the queue
+ * with its own delay (or to `answer`). Whether any of them ran: a verdict other than "retry now" (one that could not
+ * start, as when the invocation is out of time or another consumer holds its lease).
+ */
+async function runRound(
+  env: Env,
+  { source, route, receiptIds }: WokenHere,
+  wokenHere: WokenHere[],
+  invocationEndsBy: number,
+  answer: Answer | undefined,
+): Promise<boolean> {
+  let ranAny = false;
+  for (const run of await dueNowByRow(database(env), route, receiptIds)) {
+    const isAnswer = answers(answer, run.further, route);
+    const round = run.further
+      ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere })
+      : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere });
+    const sendBack = new Map<number, string[]>();
+    for (const [receiptId, verdict] of round) {
+      if (verdict.kind !== "retry" || verdict.delaySeconds > 0) ranAny = true;
+      if (isAnswer(receiptId)) answer?.verdicts.set(receiptId, verdict);
+      else if (verdict.kind === "retry")
+        sendBack.set(verdict.delaySeconds, [...(sendBack.get(verdict.delaySeconds) ?? []), receiptId]);
+    }
+    for (const [delaySeconds, ids] of sendBack)
+      await enqueueWork(env, source, ids, delaySeconds, run.further ? { route } : {});
+  }
+  return ranAny;
+}
+
+/**
+ * The woken deliveries left over (the bound reached, or a round none of whose attempts could start) go back on the
+ * queue at once, due now, as a wake sends them: one asked about goes back with its message's verdict, any other in a
+ * message of its own.
+ */
+async function sendBackRest(env: Env, rest: readonly WokenHere[], answer: Answer | undefined): Promise<void> {
+  for (const { source, route, receiptIds } of rest)
+    for (const run of await dueNowByRow(database(env), route, receiptIds)) {
+      const isAnswer = answers(answer, run.further, route);
       for (const receiptId of run.receiptIds.filter(isAnswer))
         answer?.verdicts.set(receiptId, { kind: "retry", delaySeconds: 0 });
       const others = run.receiptIds.filter((receiptId) => !isAnswer(receiptId));
       if (others.length > 0) await enqueueWork(env, source, others, 0, run.further ? { route } : {});
     }
+}
+
+/** Whether a woken delivery's verdict answers the caller's message: a further delivery to its route, asked about. */
+function answers(answer: Answer | undefined, further: boolean, route: string): (receiptId: string) => boolean {
+  if (!answer || !further || answer.route !== route) return () => false;
+  return (receiptId) => answer.askedIds.has(receiptId);
 }
