@@ -121,7 +121,14 @@ export interface SoakSenders {
 export async function sendAtRate(
   senders: SoakSenders,
   settings: SoakSettings,
-  options: { accounts: number; maxInFlight: number; startedAt: number; onFailure: (atS: number) => void },
+  options: {
+    accounts: number;
+    maxInFlight: number;
+    startedAt: number;
+    onFailure: (atS: number) => void;
+    /** Ends the sending early (the fault schedule failed): nothing more is started, and resends stop. */
+    signal?: AbortSignal;
+  },
 ): Promise<{
   acknowledged: number;
   forwardedAcknowledged: string[];
@@ -155,6 +162,7 @@ export async function sendAtRate(
     });
     const sender = forwarded ? senders.forward! : senders.soak;
     for (let attempt = 0; ; attempt++) {
+      if (options.signal?.aborted) return;
       const outcome = await sender.deliver(key, body);
       if (outcome.status !== "error" && outcome.status >= 200 && outcome.status < 300) break;
       options.onFailure((performance.now() - startedAt) / 1000);
@@ -164,7 +172,7 @@ export async function sendAtRate(
     if (forwarded) forwardedAcknowledged.push(key);
     else acknowledged++;
   };
-  for (let n = 0; n < total; n++) {
+  for (let n = 0; n < total && !options.signal?.aborted; n++) {
     const dueAt = startedAt + (n * 1000) / settings.rate;
     const wait = dueAt - performance.now();
     if (wait > 0) await sleep(wait);
@@ -319,18 +327,35 @@ export async function runSoak(
     }
   })();
   const ackFailureTimes: number[] = [];
+  // A fault that cannot be played (a runtime that never comes back) ends the sending at once, and the run ends with
+  // its error after the sampler, the tracker and the cron have stopped, so the bench's shutdown stops the runtime.
+  // Left unhandled until the sending ends, it would end the process there and leave wrangler dev running.
+  const stopSending = new AbortController();
   const played = faulting
-    ? playFaults(settings.faults, faulting.targets, startedAt, faulting.log)
+    ? playFaults(settings.faults, faulting.targets, startedAt, faulting.log).catch((error: unknown) => {
+        stopSending.abort();
+        throw error;
+      })
     : Promise.resolve([]);
+  played.catch(() => undefined);
   const sent = await sendAtRate(senders, settings, {
     accounts: 200,
     maxInFlight: 256,
     startedAt,
     onFailure: (atS) => ackFailureTimes.push(atS),
+    signal: stopSending.signal,
   });
   sending = false;
   await sampler;
-  const faultTimes = await played;
+  let faultTimes: Awaited<typeof played>;
+  try {
+    faultTimes = await played;
+  } catch (error) {
+    finished = true;
+    await tracker;
+    await cron.stop();
+    throw error;
+  }
   const drainDeadline = performance.now() + 5 * 60_000;
   let last = sampleNow();
   while (last.backlog > 0 && performance.now() < drainDeadline) {
