@@ -15,9 +15,15 @@ export const SOAK_ACCOUNT_PREFIX = "soak_acct_";
 
 export interface SoakSample {
   atSeconds: number;
+  /** `DB` alone: the handler source's receipts, the system tables and the example domain. */
   d1Bytes: number;
   shardBytes: number;
+  /** `DB`'s receipts of the soak sources (the handler source's). */
   receipts: number;
+  /** The receipt partition ring's databases (DB_P0…), which hold the forward source's receipts; 0 without faults. */
+  ringBytes: number;
+  /** The forward source's receipts in the ring. */
+  ringReceipts: number;
   receiptsWithBody: number;
   shardKeys: number;
   /** Accepted but not finished: claims still in a shard plus pending or processing receipts. */
@@ -67,6 +73,16 @@ export function takeSample(
     }
     return { counts, totals, bytes: usedBytes(database) };
   });
+  const ring = store.readPartitions((database) => ({
+    bytes: usedBytes(database),
+    receipts: hasReceipts(database)
+      ? (
+          database.prepare("SELECT COUNT(*) AS receipts FROM receipts WHERE source IN (?, ?)").get(...SOAK_SOURCES) as {
+            receipts: number;
+          }
+        ).receipts
+      : 0,
+  }));
   const unfinished = unfinishedReceipts(store, now);
   const shards = shardFiles(persistDir).map((file) => readShard(file));
   const oldest = Math.min(
@@ -79,6 +95,8 @@ export function takeSample(
     shardBytes: shards.reduce((sum, shard) => sum + shard.bytes, 0),
     receipts: d1.counts.receipts,
     receiptsWithBody: d1.counts.withBody ?? 0,
+    ringBytes: ring.reduce((sum, database) => sum + database.bytes, 0),
+    ringReceipts: ring.reduce((sum, database) => sum + database.receipts, 0),
     shardKeys: shards.reduce((sum, shard) => sum + shard.keys, 0),
     backlog:
       unfinished.due +
@@ -254,12 +272,13 @@ export function creditedEvents(store: ReceiptStore): number {
 
 export function formatSamples(samples: readonly SoakSample[]): string {
   const header =
-    "| t (s) | D1 MB | shards MB | receipts | with body | shard keys | backlog | oldest pending (s) | deleted receipts | dropped bodies | deleted shard keys | cron runs |";
-  const rule = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+    "| t (s) | D1 MB | shards MB | receipts | with body | ring MB | ring receipts | shard keys | backlog | oldest pending (s) | deleted receipts | dropped bodies | deleted shard keys | cron runs |";
+  const rule = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
   const mb = (bytes: number) => (bytes / 1_048_576).toFixed(2);
   const rows = samples.map(
     (sample) =>
-      `| ${sample.atSeconds} | ${mb(sample.d1Bytes)} | ${mb(sample.shardBytes)} | ${sample.receipts} | ${sample.receiptsWithBody} | ${sample.shardKeys} | ` +
+      `| ${sample.atSeconds} | ${mb(sample.d1Bytes)} | ${mb(sample.shardBytes)} | ${sample.receipts} | ${sample.receiptsWithBody} | ` +
+      `${mb(sample.ringBytes)} | ${sample.ringReceipts} | ${sample.shardKeys} | ` +
       `${sample.backlog} | ${sample.oldestPendingSeconds} | ${sample.receiptsDeleted} | ${sample.bodiesDropped} | ${sample.shardKeysDeleted} | ${sample.cronRuns} |`,
   );
   return [header, rule, ...rows].join("\n");

@@ -214,9 +214,10 @@ export function cronSchedule(origin: () => string, cronSeconds: number): { stop:
 }
 
 /**
- * Steady state: once the dedupe window and one cron interval have passed, D1's size, the shards' size and the
- * receipts stored stay flat — within the saw-tooth a cron interval makes (what arrives between two runs, on top
- * of a dedupe window's worth) plus 15% — and the backlog stays below 15 seconds of arrivals (processing keeps pace).
+ * Steady state: once the dedupe window and one cron interval have passed, D1's size, the shards' size, the ring's
+ * size and the receipts stored stay flat — within the saw-tooth a cron interval makes (what arrives between two
+ * runs, on top of a dedupe window's worth; the ring's own, below) plus 15% — and the backlog stays below 15 seconds
+ * of arrivals (processing keeps pace).
  */
 export function isSteady(samples: readonly SoakSample[], settings: SoakSettings): boolean {
   const dedupeSeconds = parseMinutes(settings.dedupeRetention) * 60;
@@ -226,6 +227,19 @@ export function isSteady(samples: readonly SoakSample[], settings: SoakSettings)
   );
   if (window.length < 2) return false;
   const sawTooth = ((dedupeSeconds + settings.cronSeconds) / dedupeSeconds) * 1.15;
+  // The ring (SOAK_RING, one period a dedupe window: soakDeployment) empties a partition when it turns to write there
+  // again (src/reconcile/partition-drop.ts), so it fills for (periods − 1) periods and then holds between
+  // (periods − 2) and (periods − 1) periods' arrivals, plus a cron interval: judged from then on, when the run is
+  // that long (the 8-minute faulted soak is not, and the ring is left unjudged there).
+  const ringFrom = (SOAK_RING.length - 1) * dedupeSeconds + settings.cronSeconds;
+  const ringWindow = window.filter((sample) => sample.atSeconds >= ringFrom);
+  const ringSawTooth =
+    (((SOAK_RING.length - 1) * dedupeSeconds + settings.cronSeconds) / ((SOAK_RING.length - 2) * dedupeSeconds)) * 1.15;
+  const ringFlat = (pick: (sample: SoakSample) => number) => {
+    if (ringWindow.length < 2) return true;
+    const values = ringWindow.map(pick);
+    return Math.max(...values) <= ringSawTooth * Math.max(1, Math.min(...values));
+  };
   const flat = (pick: (sample: SoakSample) => number) => {
     const values = window.map(pick);
     return Math.max(...values) <= sawTooth * Math.max(1, Math.min(...values));
@@ -235,6 +249,8 @@ export function isSteady(samples: readonly SoakSample[], settings: SoakSettings)
     flat((sample) => sample.d1Bytes) &&
     flat((sample) => sample.shardBytes) &&
     flat((sample) => sample.receipts) &&
+    ringFlat((sample) => sample.ringBytes) &&
+    ringFlat((sample) => sample.ringReceipts) &&
     keepingPace
   );
 }

@@ -39,26 +39,20 @@ export class ReceiptStore {
 
   /** Runs `read` on each D1 database in turn (a partitioned source's receipts are spread over several). */
   readEach<T>(read: (database: DatabaseSync) => T): T[] {
-    return this.databaseFiles().map((file) => {
-      const database = new DatabaseSync(file, { readOnly: true });
-      try {
-        database.exec("PRAGMA busy_timeout = 5000");
-        return read(database);
-      } finally {
-        database.close();
-      }
-    });
+    return this.databaseFiles().map((file) => readOnly(file, read));
+  }
+
+  /** Runs `read` on each database of a receipt partition ring (every D1 database but `DB`); none without a ring. */
+  readPartitions<T>(read: (database: DatabaseSync) => T): T[] {
+    const files = this.databaseFiles();
+    if (files.length === 1) return [];
+    const main = this.databaseFile();
+    return files.filter((file) => file !== main).map((file) => readOnly(file, read));
   }
 
   /** Runs `read` on a fresh read-only connection, so every poll sees the latest committed state. */
   read<T>(read: (database: DatabaseSync) => T): T {
-    const database = new DatabaseSync(this.databaseFile(), { readOnly: true });
-    try {
-      database.exec("PRAGMA busy_timeout = 5000");
-      return read(database);
-    } finally {
-      database.close();
-    }
+    return readOnly(this.databaseFile(), read);
   }
 
   /** Receipts of this run's keys by status, whatever source they came through (each phase's key prefix is its own). */
@@ -71,6 +65,17 @@ export class ReceiptStore {
             .all(`${keyPrefix}%`) as Array<{ status: string; count: number }>,
       ),
     );
+  }
+}
+
+/** `read` on a fresh read-only connection to one SQLite file, closed after. */
+function readOnly<T>(file: string, read: (database: DatabaseSync) => T): T {
+  const database = new DatabaseSync(file, { readOnly: true });
+  try {
+    database.exec("PRAGMA busy_timeout = 5000");
+    return read(database);
+  } finally {
+    database.close();
   }
 }
 
