@@ -14,6 +14,7 @@ import { databaseBindingIn, envForDatabase } from "../../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "../decide/decide";
 import { type AbandonedLease, abandonedAttemptRows, LEASE_MS } from "../lease/lease";
 import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
+import { holdDeliveriesUntil, holdUnlessWoken, holdUntil } from "./hold-rows";
 
 /**
  * The consumer's two calls to the delivery gates (src/gate/): `admitDeliveries` before any lease is taken (so a
@@ -146,9 +147,10 @@ export async function admitDeliveries(
     if (at !== undefined) startAt?.set(delivery.receiptId, at);
   });
   for (const { row, route, delaySeconds, receiptIds } of toHold.values()) {
-    const dueAt = now + delaySeconds * 1000;
-    if (row === "receipt") await holdUntil(db, receiptIds, dueAt);
-    else if (row === "delivery") await holdDeliveriesUntil(db, route, receiptIds, dueAt);
+    if (row === "none") continue; // its caller writes its row
+    // A release elsewhere may have woken one since its gate held it: that wake stands (holdUnlessWoken).
+    const held = await holdUnlessWoken(db, row, route, receiptIds, now + delaySeconds * 1000, now);
+    if (held < receiptIds.length) logEvent("gate.hold_after_wake", { route, row, deliveries: receiptIds.length, held });
   }
   const abandonedHeld = [...verdicts].flatMap(([delivery, verdict]) =>
     delivery.abandoned ? [{ delivery, abandoned: delivery.abandoned, dueAt: now + verdict.delaySeconds * 1000 }] : [],
@@ -262,32 +264,6 @@ export function attemptVerdict(result: AttemptResult | null): AttemptVerdict {
   if (result.status === "processed") return "success";
   if (result.status === "retry" || result.status === "unknown") return "failure";
   return "neutral";
-}
-
-/**
- * A delivery that waits, or a broken source's receipt waiting for its fix: due again at `dueAt`, recorded as the due
- * time of the message that carries it back, so the cron's re-drive sees its message alive and sends no copy.
- */
-export async function holdUntil(db: Database, receiptIds: readonly string[], dueAt: number): Promise<void> {
-  await db
-    .update(receipts)
-    .set({ nextAttemptAt: dueAt })
-    .where(and(inJsonList(receipts.receiptId, receiptIds), eq(receipts.status, "pending")));
-}
-
-/** The same for further deliveries to `route`, in their own rows. */
-async function holdDeliveriesUntil(
-  db: Database,
-  route: string,
-  receiptIds: readonly string[],
-  dueAt: number,
-): Promise<void> {
-  await db
-    .update(deliveries)
-    .set({ nextAttemptAt: dueAt })
-    .where(
-      and(inJsonList(deliveries.receiptId, receiptIds), eq(deliveries.route, route), eq(deliveries.status, "pending")),
-    );
 }
 
 /**

@@ -12,13 +12,8 @@ import { heldFanOut } from "../deliveries/fan-out";
 import { writeHeldFanOuts } from "../deliveries/held-fan-out";
 import { forgetDeadListenDeliveries, furtherDeliveriesCommitted } from "../deliveries/listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
-import {
-  admitDeliveries,
-  type DeliveryToAdmit,
-  holdUntil,
-  releaseDeliveries,
-  type WokenHere,
-} from "../gate/delivery-gate";
+import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries, type WokenHere } from "../gate/delivery-gate";
+import { holdUntil } from "../gate/hold-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
 import { holdsRelayGrant } from "../lease/relay-grant";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
