@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import type { Json } from "miniflare";
 import { defineConfig } from "vitest/config";
 import { unstable_readConfig } from "wrangler";
+import { startForwardStandin } from "./test/setup/global/forward-standin";
 
 /**
  * Test-only configuration is assembled from small files so that each area adds its own without editing this one:
@@ -25,38 +25,12 @@ const deployedSources = unstable_readConfig({ config: "./wrangler.toml" }).vars.
 
 /**
  * The forward stand-in (test/setup/global/forward-standin.ts). The fixture sources name it at 8793; a run that
- * finds 8793 taken (another run on this machine) takes the next free one, then any port the OS picks, and the fixtures are pointed at it
- * here, in the binding itself, so no test file ever rewrites the shared SOURCES object at run time. The port is
- * held from this moment (the stand-in's global setup, in this same process, serves on the reserved server), so
- * no other run can take it in between.
+ * finds 8793 taken (another run on this machine) gets the next free one, then any port the OS picks, and the fixtures
+ * are pointed at it here, in the binding itself, so no test file ever rewrites the shared SOURCES object at run time.
+ * startForwardStandin serves it from a worker thread that bound the port before it answered, so the port is held
+ * from that moment and no other run can take it in between.
  */
 const FIXTURE_STANDIN_ORIGIN = "http://127.0.0.1:8793";
-const STANDIN_PORTS = [8793, 8794, 8795, 8796, 8797];
-const RESERVED_STANDIN = Symbol.for("edge-webhook-receiver.forward-standin");
-
-async function reserveStandinPort(): Promise<number> {
-  const holder = globalThis as { [RESERVED_STANDIN]?: Server };
-  const held = holder[RESERVED_STANDIN]?.address();
-  if (held && typeof held === "object") return held.port;
-  for (const port of STANDIN_PORTS) {
-    const server = createServer();
-    const listening = await new Promise<boolean>((resolve) => {
-      server.once("error", () => resolve(false));
-      server.listen(port, "127.0.0.1", () => resolve(true));
-    });
-    if (!listening) continue;
-    // Never the reason the process stays alive (a run that loads the config without running the setup).
-    server.unref();
-    holder[RESERVED_STANDIN] = server;
-    return port;
-  }
-  // Every preferred port is taken (many runs at once): any free port the OS picks, which the fixtures are pointed at.
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  server.unref();
-  holder[RESERVED_STANDIN] = server;
-  return (server.address() as { port: number }).port;
-}
 
 function pointAtStandin(sources: Record<string, Json>, origin: string): Record<string, Json> {
   return Object.fromEntries(
@@ -98,7 +72,7 @@ const globalSetup = readdirSync("./test/setup/global")
   .map((name) => `./test/setup/global/${name}`);
 
 export default defineConfig(async () => {
-  const standinPort = await reserveStandinPort();
+  const standinPort = await startForwardStandin();
   const sources = pointAtStandin(
     { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
     `http://127.0.0.1:${standinPort}`,
