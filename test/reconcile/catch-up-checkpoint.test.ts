@@ -54,10 +54,12 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
     expect(await checkpoint()).toEqual({ since: now });
     await eventually(async () => ((await storedCount(eventKeys)) === 150 ? true : undefined));
 
-    // The API fails: the run records it and the checkpoint does not move.
-    await standIn(SOURCE, "fail-with", { status: 503 });
+    // The API fails: the run records it and the checkpoint does not move. The outage answers only this run's scan
+    // (the one beginning at its clock): other test files' cron runs list this namespace too, at the same time.
+    const failingClock = clock + 5 * 60_000;
+    await standIn(SOURCE, "fail-with", { status: 503, until: Math.floor(failingClock / 1000) });
     try {
-      const failed = await cronRun(clock + 5 * 60_000);
+      const failed = await cronRun(failingClock);
       expect(failed.failures).toEqual([
         expect.objectContaining({
           step: "catch-up",

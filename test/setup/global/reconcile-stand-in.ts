@@ -46,8 +46,16 @@ interface Namespace {
   stripeEvents: StripeEvent[];
   stripeEndpoints: Map<string, Record<string, unknown>>;
   githubDeliveries: GithubDelivery[];
-  /** Answer every provider API call with this status instead (outage simulation). */
+  /** Answer provider API calls with this status instead (outage simulation)... */
   failWith: number | null;
+  /**
+   * ...only the Stripe event lists whose scan began at this moment (`created[lte]`, epoch seconds), when set. Every
+   * test file's cron run lists every namespace, and files run two at a time (vitest.config.ts) and runs share this
+   * server: an outage for all would show up as a failure in another file's run. An older server ignores `until`
+   * (an outage for all, as before), so VERSION stays: bumping it replaces the server, and its state, under the
+   * other runs on this machine.
+   */
+  failUntil: number | null;
   requests: RecordedRequest[];
 }
 
@@ -56,7 +64,14 @@ const namespaces = new Map<string, Namespace>();
 function namespace(name: string): Namespace {
   let found = namespaces.get(name);
   if (!found) {
-    found = { stripeEvents: [], stripeEndpoints: new Map(), githubDeliveries: [], failWith: null, requests: [] };
+    found = {
+      stripeEvents: [],
+      stripeEndpoints: new Map(),
+      githubDeliveries: [],
+      failWith: null,
+      failUntil: null,
+      requests: [],
+    };
     namespaces.set(name, found);
   }
   return found;
@@ -162,8 +177,10 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
       return sendJson(response, 200, { count: state.githubDeliveries.length });
     }
     if (control === "fail-with" && request.method === "POST") {
-      state.failWith = (JSON.parse(body) as { status: number | null }).status;
-      return sendJson(response, 200, { failWith: state.failWith });
+      const outage = JSON.parse(body) as { status: number | null; until?: number };
+      state.failWith = outage.status;
+      state.failUntil = outage.until ?? null;
+      return sendJson(response, 200, { failWith: state.failWith, failUntil: state.failUntil });
     }
     if (control === "requests" && request.method === "GET") return sendJson(response, 200, state.requests);
     return sendJson(response, 404, { error: "unknown control" });
@@ -182,7 +199,10 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   const githubList = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries$/.test(path);
   const githubRedeliver = /^\/(?:repos\/[^/]+\/[^/]+|orgs\/[^/]+)\/hooks\/\d+\/deliveries\/\d+\/attempts$/.test(path);
   if (!isStripe && !githubList && !githubRedeliver) return sendJson(response, 404, { message: "Not Found" });
-  if (state.failWith !== null) return sendJson(response, state.failWith, { error: { message: "stand-in outage" } });
+  const failing =
+    state.failWith !== null &&
+    (state.failUntil === null || url.searchParams.get("created[lte]") === String(state.failUntil));
+  if (failing) return sendJson(response, state.failWith!, { error: { message: "stand-in outage" } });
   if (!authorized(request, isStripe ? "stripe" : "github")) {
     return isStripe
       ? sendJson(response, 401, { error: { type: "invalid_request_error", message: "Invalid API Key provided" } })
