@@ -44,11 +44,15 @@ let delivered = 0;
 
 /**
  * One consumer invocation through the real queue handler (src/index.ts → consumeWork): a batch of one message naming
- * `receiptIds`, as the relay sends it (first delivery, its leases granted). Returns the queue's view of the batch
+ * `receiptIds`, as the relay sends it (first delivery, its leases granted); or, naming `route`, a message of further
+ * deliveries to that route, as a fan-out or a retry sends it. Returns the queue's view of the batch
  * (acks, retries) and the messages the consumer sent.
  */
-export async function consumeOnce(source: string, receiptIds: readonly string[]) {
-  const body: QueuedWork = { source, database: "DB", receiptIds: [...receiptIds], relayGrant: true };
+export async function consumeOnce(source: string, receiptIds: readonly string[], route?: string) {
+  const body: QueuedWork =
+    route === undefined
+      ? { source, database: "DB", receiptIds: [...receiptIds], relayGrant: true }
+      : { source, database: "DB", receiptIds: [...receiptIds], route };
   const id = `msg_follow_${++delivered}_${receiptIds[0]}`;
   const batch = createMessageBatch<QueuedWork>("webhook-work", [{ id, timestamp: new Date(), attempts: 1, body }]);
   const ctx = createExecutionContext();

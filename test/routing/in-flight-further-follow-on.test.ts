@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { seedFurtherDelivery } from "../consumers/support/processing";
 import { backlog, consumeOnce, sentDueNow } from "./follow-on-support";
 import { deliveryRow, keysOf, lane } from "./gate-support";
 
@@ -6,8 +7,9 @@ import { deliveryRow, keysOf, lane } from "./gate-support";
  * A max_in_flight = 1 route that is a source's SECOND route (its deliveries in their own rows, as in the bench's held
  * phase) keeps its cap busy (issue 37 §4): the gate keeps the backlog, and each release hands the next delivery on to
  * the consumer that freed the slot, which runs it in the same invocation once its batch is acked — whichever batch
- * held it — instead of sending it on the queue. Driven through the real queue handler (consumeWork). Counts, never
- * durations (the speed is the bench's: docs/performance.md).
+ * held it — instead of sending it on the queue. A message of further deliveries to the route does the same
+ * (`processDeliveriesWithFollowOns`), its held ones answered by their follow-ons. Driven through the real queue
+ * handler (consumeWork). Counts, never durations (the speed is the bench's: docs/performance.md).
  */
 
 const source = "gate-fanout-capped-one";
@@ -34,6 +36,26 @@ describe("a backlog of further deliveries to a max_in_flight = 1 route", () => {
     expect(result.explicitAcks).toEqual([id]);
     // Before: one delivered; each next one woken into a queue message of its own, naming the route, due now.
     expect(sentDueNow(sent)).toEqual([]);
+    await expectEachDeliveredOnce(receiptIds);
+  });
+
+  it("named in one message of further deliveries, is delivered in that invocation, each held one answered by its follow-on", {
+    timeout: 120_000,
+  }, async () => {
+    const receiptIds: string[] = [];
+    for (let index = 0; index < 6; index += 1)
+      receiptIds.push(
+        await seedFurtherDelivery({
+          source,
+          payload: { type: "account.credited", data: { amount: index } },
+          ownRoute: "plain",
+          route: "capped",
+        }),
+      );
+    const { id, result, sent } = await consumeOnce(source, receiptIds, "capped");
+    expect(result.explicitAcks).toEqual([id]);
+    // Before: one delivered, the rest sent back (each held one's retry, and each woken one due now).
+    expect(sent).toEqual([]);
     await expectEachDeliveredOnce(receiptIds);
   });
 
