@@ -84,6 +84,11 @@ export const RATE_GUARD_MS = 250;
  * under a rate limit moves at `count` per window + this margin.
  */
 export const PACED_SEND_MARGIN_MS = 100;
+/**
+ * How long a message sent back on the queue with no delay takes to be consumed again, at most, when the consumer is
+ * free (a batch timeout of 0.25 s, and the send): what a delivery held under a rate limit is due back ahead of its turn.
+ */
+export const QUEUE_RETURN_MS = 500;
 
 export interface AdmitOptions {
   /** How long an admitted delivery's slot lasts if it is never released (its consumer died): the lease time. */
@@ -110,10 +115,12 @@ export function admit(
   const startAt: Record<string, number> = {};
   const held: Admission["held"] = [];
   let admittedNow = 0;
+  // When the caller sends its held deliveries back on the queue: once its last paced send has started.
+  let sendsBackAt = now;
   for (const id of ids) {
     // A delivery woken by a freed slot (`wake`) already holds it: the cap does not count it twice.
     const holdsSlot = id in state.inFlight;
-    const wait = holdFor(state, control, now, admittedNow, options, holdsSlot);
+    const wait = holdFor(state, control, now, admittedNow, options, holdsSlot, sendsBackAt);
     if (wait) {
       held.push({ id, ...wait });
       continue;
@@ -121,8 +128,10 @@ export function admit(
     admitted.push(id);
     if (control.rateLimit) {
       const at = nextSendAt(state.admissions, control.rateLimit, now);
-      if (at > now) startAt[id] = at;
-      else admittedNow += 1;
+      if (at > now) {
+        startAt[id] = at;
+        sendsBackAt = Math.max(sendsBackAt, at);
+      } else admittedNow += 1;
       insertSorted(state.admissions, at > now ? at + PACED_SEND_MARGIN_MS : now + RATE_GUARD_MS);
     }
     if (state.openedAt !== null) {
@@ -162,6 +171,7 @@ function holdFor(
   admittedNow: number,
   options: AdmitOptions,
   holdsSlot: boolean,
+  sendsBackAt: number,
 ): { waitMs: number; reason: HoldReason } | null {
   if (control.paused || state.paused) return { waitMs: PAUSED_RECHECK_MS, reason: "paused" };
   if (state.openedAt !== null && control.breaker) {
@@ -175,11 +185,28 @@ function holdFor(
   if (control.rateLimit) {
     const waitMs = nextSendAt(state.admissions, control.rateLimit, now) - now;
     const reachMs = options.reserveMs ?? 0;
-    // Beyond reach: looks again once the send time is within reach (the queue's delay is whole seconds).
-    if (waitMs > reachMs) return { waitMs: Math.max(IN_FLIGHT_RECHECK_MS, waitMs - reachMs), reason: "rate-limit" };
+    // Beyond reach: back on the queue until its turn is within reach.
+    if (waitMs > reachMs)
+      return { waitMs: rateLimitRecheckMs(now + waitMs, now, sendsBackAt, reachMs), reason: "rate-limit" };
     if (waitMs <= 0 && admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
   }
   return null;
+}
+
+/**
+ * How long a delivery beyond a rate limit's reach stays on the queue before it asks again, in whole seconds (the
+ * queue's unit), rounded down so that it is back by its send time (`turnAt`) rather than after it.
+ *
+ * A caller that paces (`reachMs` > 0) sends it back once its own last paced send has started (`sendsBackAt`), and the
+ * delay runs from then: it is due back QUEUE_RETURN_MS before its turn, rounded down, so possibly up to a second
+ * sooner; its turn is then at most QUEUE_RETURN_MS + 1 s away, within reach, and it is admitted for it rather than
+ * held again. Zero when its turn is that close already: it comes straight back. A caller that cannot pace waits at
+ * least the queue's shortest delay (it would only be held again), rounded down past that.
+ */
+function rateLimitRecheckMs(turnAt: number, now: number, sendsBackAt: number, reachMs: number): number {
+  const wholeSecondsDown = (ms: number) => Math.floor(Math.max(0, ms) / 1000) * 1000;
+  if (reachMs <= 0) return Math.max(IN_FLIGHT_RECHECK_MS, wholeSecondsDown(turnAt - now));
+  return wholeSecondsDown(turnAt - sendsBackAt - QUEUE_RETURN_MS);
 }
 
 /** A copy without what has run out: admissions older than the window, slots and a probe whose holder never came back. */

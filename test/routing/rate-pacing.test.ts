@@ -42,19 +42,22 @@ describe("pacing a rate-limited backlog", () => {
     expect(first.admitted).toEqual(["r0", "r1", "r2", "r3", "r4", "r5"]);
     expect(first.startAt).toEqual({ r3: 1000 + RATE_GUARD_MS, r4: 1000 + RATE_GUARD_MS, r5: 1000 + RATE_GUARD_MS });
     expect(first.held.map((hold) => hold.id)).toEqual(["r6", "r7", "r8"]);
-    // r6 could start at 1000 + RATE_GUARD_MS + PACED_SEND_MARGIN_MS + 1000, 2350: within reach after the queue's
-    // shortest delay.
-    expect(first.held[0]).toEqual({ id: "r6", waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" });
+    // r6 could start at 1000 + RATE_GUARD_MS + PACED_SEND_MARGIN_MS + 1000, 2350: 1100 after the last paced send
+    // (1250), when its caller sends it back. It comes straight back, its turn then within reach, rather than a
+    // whole second later, after its turn.
+    expect(first.held[0]).toEqual({ id: "r6", waitMs: 0, reason: "rate-limit" });
     // A caller that cannot wait is never given a later start: the old hold, for the whole wait.
     const unpaced = admit(EMPTY_GATE, threePerSecond, ids, 0, { ...options, reserveMs: 0 });
     expect(unpaced.admitted).toEqual(["r0", "r1", "r2"]);
     expect(unpaced.startAt).toEqual({});
-    expect(unpaced.held[0]).toEqual({ id: "r3", waitMs: 1000 + RATE_GUARD_MS, reason: "rate-limit" });
+    // The whole seconds before its turn (1250), rounded down: back by its turn, not after it.
+    expect(unpaced.held[0]).toEqual({ id: "r3", waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" });
   });
 
   it("keeps every window within the limit, however each send slips within its margin, and keeps the route busy", () => {
-    // A backlog of 60 asked about as a queue would bring it back: each held delivery again after its wait, rounded up
-    // to whole seconds, plus a batch timeout.
+    // A backlog of 60 asked about as a queue would bring it back: each held delivery again after its wait (whole
+    // seconds), counted from when its caller sends it back (once its last paced send has started), plus a batch
+    // timeout.
     let state: GateState = EMPTY_GATE;
     const sends: { from: number; by: number }[] = [];
     let waiting = Array.from({ length: 60 }, (_, n) => ({ id: `r${String(n).padStart(2, "0")}`, dueAt: 0 }));
@@ -74,10 +77,13 @@ describe("pacing a rate-limited backlog", () => {
         sends.push({ from, by: from + (id in answer.startAt ? PACED_SEND_MARGIN_MS : RATE_GUARD_MS) });
       }
       const heldFor = new Map(answer.held.map((hold) => [hold.id, hold.waitMs]));
+      const sentBackAt = Math.max(now, ...Object.values(answer.startAt));
       waiting = waiting.flatMap((delivery) => {
         if (answer.admitted.includes(delivery.id)) return [];
         const wait = heldFor.get(delivery.id);
-        return [wait === undefined ? delivery : { ...delivery, dueAt: now + Math.ceil(wait / 1000) * 1000 + 250 }];
+        return [
+          wait === undefined ? delivery : { ...delivery, dueAt: sentBackAt + Math.ceil(wait / 1000) * 1000 + 250 },
+        ];
       });
     }
     expect(waiting).toEqual([]);
@@ -102,11 +108,13 @@ describe("a rate-limited backlog through the consumer", () => {
     // six). (A paced one whose wait ended past its margin, on a very busy machine, is not sent and goes straight
     // back, due at once: it never waits on the queue for its turn.)
     expect(receiptIds.filter((id) => first.get(id)?.kind === "done").slice(0, 3)).toEqual(receiptIds.slice(0, 3));
-    const heldOnQueue = receiptIds.filter((id) => {
-      const verdict = first.get(id);
-      return verdict?.kind === "retry" && verdict.delaySeconds >= 1;
-    });
-    expect(heldOnQueue).toEqual(receiptIds.slice(6));
+    const sentBack = receiptIds.filter((id) => first.get(id)?.kind === "retry");
+    expect(sentBack.slice(-3)).toEqual(receiptIds.slice(6));
+    // Those come straight back: sent back once the paced three have started, their turn is then within reach (a
+    // whole second's delay would bring them back after it).
+    expect(receiptIds.slice(6).map((id) => first.get(id))).toEqual(
+      receiptIds.slice(6).map(() => ({ kind: "retry", delaySeconds: 0 })),
+    );
     // The rest, as their messages come back when due.
     await eventually(
       async () => {

@@ -123,7 +123,9 @@ export async function admitDeliveries(
   /** Rows to hold, grouped by what one UPDATE can write: the row kind, the route, and the due time. */
   const toHold = new Map<string, { row: DeliveryRow; route: string; delaySeconds: number; receiptIds: string[] }>();
   const hold = (delivery: DeliveryToAdmit, event: string, { waitMs, reason }: { waitMs: number; reason: string }) => {
-    const delaySeconds = clampQueueDelay(Math.max(1, waitMs / 1000));
+    // A rate limit's wait is whole seconds already, and may be none: its turn is within reach by the time its caller
+    // has sent its paced deliveries and sends it back (src/gate/decide.ts, rateLimitRecheckMs).
+    const delaySeconds = clampQueueDelay(reason === "rate-limit" ? waitMs / 1000 : Math.max(1, waitMs / 1000));
     verdicts.set(delivery, { kind: "retry", delaySeconds });
     logEvent(event, {
       receipt: delivery.receiptId,
