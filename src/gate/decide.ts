@@ -186,8 +186,7 @@ function holdFor(
     const waitMs = nextSendAt(state.admissions, control.rateLimit, now) - now;
     const reachMs = options.reserveMs ?? 0;
     // Beyond reach: back on the queue until its turn is within reach.
-    if (waitMs > reachMs)
-      return { waitMs: rateLimitRecheckMs(now + waitMs, now, sendsBackAt, reachMs), reason: "rate-limit" };
+    if (waitMs > reachMs) return { waitMs: rateLimitRecheckMs(now + waitMs, sendsBackAt), reason: "rate-limit" };
     if (waitMs <= 0 && admittedNow >= options.atOnce) return { waitMs: IN_FLIGHT_RECHECK_MS, reason: "rate-limit" };
   }
   return null;
@@ -197,16 +196,15 @@ function holdFor(
  * How long a delivery beyond a rate limit's reach stays on the queue before it asks again, in whole seconds (the
  * queue's unit), rounded down so that it is back by its send time (`turnAt`) rather than after it.
  *
- * A caller that paces (`reachMs` > 0) sends it back once its own last paced send has started (`sendsBackAt`), and the
- * delay runs from then: it is due back QUEUE_RETURN_MS before its turn, rounded down, so possibly up to a second
- * sooner; its turn is then at most QUEUE_RETURN_MS + 1 s away, within reach, and it is admitted for it rather than
- * held again. Zero when its turn is that close already: it comes straight back. A caller that cannot pace waits at
- * least the queue's shortest delay (it would only be held again), rounded down past that.
+ * Its caller sends it back once its own last paced send has started (`sendsBackAt`), and the delay runs from then: it
+ * is due back QUEUE_RETURN_MS before its turn, rounded down, so up to a second sooner; its turn is then at most
+ * QUEUE_RETURN_MS + 1 s away, within the reach of the consumer that asks again (RATE_RESERVE_MS), which admits it for
+ * that time rather than hold it again. Zero when its turn is that close already: it comes straight back. Whoever held
+ * it, a consumer that paces asks again: the only callers that cannot pace hold an event's first attempt while it carries
+ * further deliveries, and once held its fan-out is written without it (src/consumers/deliveries/held-fan-out.ts).
  */
-function rateLimitRecheckMs(turnAt: number, now: number, sendsBackAt: number, reachMs: number): number {
-  const wholeSecondsDown = (ms: number) => Math.floor(Math.max(0, ms) / 1000) * 1000;
-  if (reachMs <= 0) return Math.max(IN_FLIGHT_RECHECK_MS, wholeSecondsDown(turnAt - now));
-  return wholeSecondsDown(turnAt - sendsBackAt - QUEUE_RETURN_MS);
+function rateLimitRecheckMs(turnAt: number, sendsBackAt: number): number {
+  return Math.floor(Math.max(0, turnAt - sendsBackAt - QUEUE_RETURN_MS) / 1000) * 1000;
 }
 
 /** A copy without what has run out: admissions older than the window, slots and a probe whose holder never came back. */

@@ -34,8 +34,8 @@ describe("the gate's decisions", () => {
     const control = { ...none, rateLimit: { count: 3, windowMs: 1000, text: "3/s" } };
     const first = admit(EMPTY_GATE, control, ids(5), 0, options);
     expect(first.admitted).toEqual(["r0", "r1", "r2"]);
-    // Its turn is 1000 + RATE_GUARD_MS away: it waits the whole seconds before it, so it is back by its turn.
-    expect(first.held[0]).toEqual({ id: "r3", waitMs: 1000, reason: "rate-limit" });
+    // Its turn is 1000 + RATE_GUARD_MS away: it comes straight back, by its turn, to a consumer that paces it.
+    expect(first.held[0]).toEqual({ id: "r3", waitMs: 0, reason: "rate-limit" });
     expect(admit(first.state, control, ["r3"], 1000 + RATE_GUARD_MS - 1, options).admitted).toEqual([]);
     expect(admit(first.state, control, ["r3", "r4", "r5", "r6"], 1000 + RATE_GUARD_MS, options).admitted).toEqual([
       "r3",
