@@ -39,10 +39,30 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   count("queueOperations", batch.messages.length); // each delivery of a message is a billed read
   if (batch.queue.endsWith("-dead")) return consumeDeadLetters(batch, env);
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
-  // Further deliveries (a message naming a route) go their own way, each message on its own: never with receipts.
-  for (const message of batch.messages)
-    if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
-  const messages = batch.messages.filter((message) => routeNamedBy(message.body) === undefined);
+  // Further deliveries (a message naming a route) go their own way, each message on its own: never with receipts, but
+  // alongside them, so the waits of one (a rate limit's turns) and the run of the other (an in-flight cap's
+  // follow-ons) share the invocation's time instead of adding up, and neither holds back the queue's next batch.
+  const furtherDeliveries = (async () => {
+    for (const message of batch.messages)
+      if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
+  })();
+  try {
+    await consumeReceiptMessages(
+      env,
+      batch.messages.filter((message) => routeNamedBy(message.body) === undefined),
+      invocationEndsBy,
+    );
+  } finally {
+    await furtherDeliveries;
+  }
+}
+
+/** The messages of receipts in a batch (each receipt's own delivery, and its fan-out on its first attempt). */
+async function consumeReceiptMessages(
+  env: Env,
+  messages: readonly Message<QueuedWork>[],
+  invocationEndsBy: number,
+): Promise<void> {
   if (messages.length === 0) return;
   const receiptIds = messages.flatMap((message) => receiptIdsOf(message.body));
   const verdicts = new Map<string, QueueVerdict>();
