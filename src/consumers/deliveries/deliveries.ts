@@ -5,7 +5,7 @@ import { deliveries } from "../../db/schema";
 import { logEvent } from "../../lib/log";
 import { DEFAULT_RETRY, reachesOutsideD1, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
-import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
+import { attemptClock, type ConnectionSlots, inAttemptSlots } from "../attempt/attempt-slots";
 import { type AttemptRun, runDestination } from "../attempt/run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
 import { commitDeliveries } from "../commit/delivery-commit";
@@ -34,6 +34,8 @@ import { hadWaited, recoveredRoutes, releaseWaiting } from "./release-waiting";
 /**
  * @param options.wokenHere given, a delivery a release here woke (in this database) is not sent on the queue but added
  * there, for the caller to run next (src/consumers/receipts/follow-on.ts).
+ * @param options.connections the invocation's outgoing connections, shared with what it runs alongside
+ * (attempt-slots.ts); unset, the slice's own ATTEMPTS_IN_FLIGHT.
  */
 export async function processDeliveries(
   env: Env,
@@ -41,7 +43,7 @@ export async function processDeliveries(
   receiptIds: readonly string[],
   now = Date.now(),
   invocationEndsBy = Number.POSITIVE_INFINITY,
-  options: { leaseEveryAttempt?: boolean; wokenHere?: WokenHere[] } = {},
+  options: { leaseEveryAttempt?: boolean; wokenHere?: WokenHere[]; connections?: ConnectionSlots } = {},
 ): Promise<Map<string, QueueVerdict>> {
   // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
   const sliceClock = attemptClock(now);
@@ -197,6 +199,7 @@ export async function processDeliveries(
       });
     },
     { startAt: (delivery) => startAt.get(delivery.receiptId), clock: sliceClock },
+    options.connections,
   );
   await releaseDeliveryLeases(db, route, notStarted);
   for (const [receiptId, verdict] of await commitDeliveries(env, finished)) verdicts.set(receiptId, verdict);

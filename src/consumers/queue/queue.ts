@@ -24,6 +24,7 @@ import { recordProbesHandled } from "./queue-probe";
 /** Receipts processed together: a relay batch's worth (whose bodies the relay already bounded to 4 MB). */
 const RECEIPTS_PER_SLICE = 50;
 
+import { ConnectionSlots } from "../attempt/attempt-slots";
 import { CONSUMER_WALL_MS } from "../attempt/slice-budget";
 import { retryDelaySeconds } from "../decide/retry-schedule";
 import { followWoken, processDeliveriesWithFollowOns } from "../receipts/follow-on";
@@ -41,16 +42,20 @@ export async function consumeWork(batch: MessageBatch<QueuedWork>, env: Env, _ct
   const invocationEndsBy = Date.now() + CONSUMER_WALL_MS;
   // Further deliveries (a message naming a route) go their own way, each message on its own: never with receipts, but
   // alongside them, so the waits of one (a rate limit's turns) and the run of the other (an in-flight cap's
-  // follow-ons) share the invocation's time instead of adding up, and neither holds back the queue's next batch.
+  // follow-ons) share the invocation's time instead of adding up, and neither holds back the queue's next batch. They
+  // share its outgoing connections too: six at once in all (attempt-slots.ts), not six each.
+  const connections = new ConnectionSlots();
   const furtherDeliveries = (async () => {
     for (const message of batch.messages)
-      if (routeNamedBy(message.body) !== undefined) await consumeDeliveries(env, message, invocationEndsBy);
+      if (routeNamedBy(message.body) !== undefined)
+        await consumeDeliveries(env, message, invocationEndsBy, connections);
   })();
   try {
     await consumeReceiptMessages(
       env,
       batch.messages.filter((message) => routeNamedBy(message.body) === undefined),
       invocationEndsBy,
+      connections,
     );
   } finally {
     await furtherDeliveries;
@@ -62,6 +67,7 @@ async function consumeReceiptMessages(
   env: Env,
   messages: readonly Message<QueuedWork>[],
   invocationEndsBy: number,
+  connections: ConnectionSlots,
 ): Promise<void> {
   if (messages.length === 0) return;
   const receiptIds = messages.flatMap((message) => receiptIdsOf(message.body));
@@ -80,7 +86,12 @@ async function consumeReceiptMessages(
     const woken = wokenHere.get(binding) ?? [];
     wokenHere.set(binding, woken);
     const sliced = await inSlices(idsInDatabase, redelivered, (ids, options) =>
-      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, { ...options, relayGranted, wokenHere: woken }),
+      processBatch(databaseEnv, ids, Date.now(), invocationEndsBy, {
+        ...options,
+        relayGranted,
+        wokenHere: woken,
+        connections,
+      }),
     );
     for (const [receiptId, verdict] of sliced) {
       verdicts.set(receiptId, verdict);
@@ -170,7 +181,7 @@ async function consumeReceiptMessages(
   // that fails here loses nothing: its slot expires and its hold's message brings it back (SLOT_WAIT_FALLBACK_MS).
   for (const [binding, woken] of wokenHere)
     if (woken.length > 0)
-      await followWoken(envForDatabase(env, binding), woken, invocationEndsBy).catch((error) =>
+      await followWoken(envForDatabase(env, binding), woken, invocationEndsBy, { connections }).catch((error) =>
         logError("consume.follow_on_failed", error, { database: binding }),
       );
 }
@@ -179,13 +190,18 @@ async function consumeReceiptMessages(
  * One message of further deliveries to one route: processed, its retries sent as messages of their own (naming the
  * route), then acknowledged. D1 unreachable: the message comes back on its source's schedule.
  */
-async function consumeDeliveries(env: Env, message: Message<QueuedWork>, invocationEndsBy: number): Promise<void> {
+async function consumeDeliveries(
+  env: Env,
+  message: Message<QueuedWork>,
+  invocationEndsBy: number,
+  connections: ConnectionSlots,
+): Promise<void> {
   const route = routeNamedBy(message.body)!;
   const binding = databaseNamedBy(message.body) ?? databaseBindingOf(env, sourceName(message.body));
   try {
     const databaseEnv = envForDatabase(env, binding);
     const verdicts = await inSlices(receiptIdsOf(message.body), isRedelivered(message), (ids, options) =>
-      processDeliveriesWithFollowOns(databaseEnv, route, ids, invocationEndsBy, options),
+      processDeliveriesWithFollowOns(databaseEnv, route, ids, invocationEndsBy, { ...options, connections }),
     );
     const later = new Map<number, string[]>();
     for (const [receiptId, verdict] of verdicts)

@@ -1,5 +1,6 @@
 import { database } from "../../db/client";
 import { enqueueWork } from "../../relay/enqueue";
+import type { ConnectionSlots } from "../attempt/attempt-slots";
 import type { QueueVerdict } from "../decide/decide";
 import { processDeliveries } from "../deliveries/deliveries";
 import { dueNowByRow, type WokenHere } from "../gate/delivery-gate";
@@ -27,7 +28,7 @@ export async function processDeliveriesWithFollowOns(
   route: string,
   receiptIds: readonly string[],
   invocationEndsBy: number,
-  options: { leaseEveryAttempt?: boolean } = {},
+  options: { leaseEveryAttempt?: boolean; connections?: ConnectionSlots } = {},
 ): Promise<Map<string, QueueVerdict>> {
   const wokenHere: WokenHere[] = [];
   const verdicts = await processDeliveries(env, route, receiptIds, Date.now(), invocationEndsBy, {
@@ -35,7 +36,10 @@ export async function processDeliveriesWithFollowOns(
     wokenHere,
   });
   if (wokenHere.length > 0)
-    await followWoken(env, wokenHere, invocationEndsBy, { route, askedIds: new Set(receiptIds), verdicts });
+    await followWoken(env, wokenHere, invocationEndsBy, {
+      connections: options.connections,
+      answer: { route, askedIds: new Set(receiptIds), verdicts },
+    });
   return verdicts;
 }
 
@@ -51,13 +55,14 @@ interface Answer {
  * time (`runRound`), until none is woken or FOLLOW_ONS_PER_SLICE have run; then sends back the rest (`sendBackRest`).
  * A woken delivery has a message of its own still on the queue (its hold's, due at the slot-wait fallback): done, that
  * message finds it done; sent back, it gets a message of its own now — unless `answer` names it among the ids its
- * caller was asked about (further deliveries to the same route), whose verdict it then sets.
+ * caller was asked about (further deliveries to the same route), whose verdict it then sets. `connections` are the
+ * invocation's (attempt-slots.ts), shared with whatever it runs alongside.
  */
 export async function followWoken(
   env: Env,
   wokenHere: WokenHere[],
   invocationEndsBy: number,
-  answer?: Answer,
+  { answer, connections }: { answer?: Answer; connections?: ConnectionSlots } = {},
 ): Promise<void> {
   let followed = 0;
   while (wokenHere.length > 0 && followed < FOLLOW_ONS_PER_SLICE) {
@@ -67,7 +72,8 @@ export async function followWoken(
       wokenHere.unshift({ source, route, receiptIds: receiptIds.slice(next.length) });
     followed += next.length;
     // None of them ran (out of time, or leased elsewhere): stop here rather than wake and skip the rest in turn.
-    if (!(await runRound(env, { source, route, receiptIds: next }, wokenHere, invocationEndsBy, answer))) break;
+    const round = { source, route, receiptIds: next };
+    if (!(await runRound(env, round, wokenHere, invocationEndsBy, answer, connections))) break;
   }
   await sendBackRest(env, wokenHere.splice(0), answer);
 }
@@ -84,13 +90,14 @@ async function runRound(
   wokenHere: WokenHere[],
   invocationEndsBy: number,
   answer: Answer | undefined,
+  connections: ConnectionSlots | undefined,
 ): Promise<boolean> {
   let ranAny = false;
   for (const run of await dueNowByRow(database(env), route, receiptIds)) {
     const isAnswer = answers(answer, run.further, route);
     const round = run.further
-      ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere })
-      : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere });
+      ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere, connections })
+      : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere, connections });
     const sendBack = new Map<number, string[]>();
     for (const [receiptId, verdict] of round) {
       if (verdict.kind !== "retry" || verdict.delaySeconds > 0) ranAny = true;

@@ -2,7 +2,7 @@ import { database } from "../../db/client";
 import { logEvent } from "../../lib/log";
 import { DEFAULT_RETRY, retryPolicyOf } from "../../sources/config";
 import { loadSources, sourceProblems } from "../../sources/registry";
-import { attemptClock, inAttemptSlots } from "../attempt/attempt-slots";
+import { attemptClock, type ConnectionSlots, inAttemptSlots } from "../attempt/attempt-slots";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
 import { commitAttempts } from "../commit/commit";
 import type { FinishedAttempt } from "../commit/commit-statements";
@@ -41,6 +41,8 @@ import { furtherDeliveries, ownDelivery, ownDeliveryId, reachesOutside, routeCho
  * relay left it holds its first lease by that grant (relay-grant.ts), so its first attempt writes no lease row.
  * @param options.wokenHere given, a delivery a release here woke (in this database) is not sent on the queue but added
  * there, for the caller to run next (follow-on.ts); a woken one among `receiptIds` keeps its hold's verdict here.
+ * @param options.connections the invocation's outgoing connections, shared with what it runs alongside
+ * (attempt-slots.ts); unset, the slice's own ATTEMPTS_IN_FLIGHT.
  */
 export async function processBatch(
   env: Env,
@@ -51,6 +53,7 @@ export async function processBatch(
     leaseEveryAttempt?: boolean;
     relayGranted?: ReadonlySet<string>;
     wokenHere?: WokenHere[];
+    connections?: ConnectionSlots;
   } = {},
 ): Promise<Map<string, QueueVerdict>> {
   // The slice's clock since it began, for a paced attempt's wait (attempt-slots.ts): its own work takes time too.
@@ -201,6 +204,7 @@ export async function processBatch(
       );
     },
     { startAt: (receipt) => startAt.get(receipt.receiptId), clock: sliceClock },
+    options.connections,
   );
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
