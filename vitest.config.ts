@@ -116,11 +116,12 @@ export default defineConfig(async () => {
       setupFiles: ["./test/setup/apply-migrations.ts"],
       globalSetup,
       // VITEST_MAX_WORKERS=2 runs two test files at a time, each in its own workerd with its own D1, Durable Objects
-      // and queues: most of a file's time is waiting on the pipeline, not CPU. Not the default yet (vitest's default
-      // on 2 cores is one file at a time): the files share the Node process, whose event loop also serves the
-      // forward stand-in (test/setup/global/forward-standin.ts), and with two files at a load average of 17 it stalled
-      // past the receiver's 10 s forward timeout, so a slow destination's answer came too late (docs/testing.md).
-      // A test reads the stand-in's lanes for its own receipts only (test/routing/gate-support.ts, lane).
+      // and queues. The forward and key stand-ins answer from threads of their own, so a busy main loop no longer
+      // delays them, and a test reads a stand-in lane for its own receipts only (test/routing/gate-support.ts, lane).
+      // Not the default (vitest's default on 2 cores is one file at a time): measured on 2 cores it saves 10 to 25 %,
+      // not half, since two workerds and this process's transforms share the CPU; and routing/control.test.ts's
+      // rate_limit test then sees a 3/s route's sends bunch at the destination (4 or 6 in a second) when a send leaves
+      // later than the gate's guard allows (seen before issue 37's pacing changes; docs/testing.md).
       ...(process.env.VITEST_MAX_WORKERS ? { maxWorkers: Number(process.env.VITEST_MAX_WORKERS) } : {}),
       // Longer than a pipeline wait (PIPELINE_WAIT_MS, test/support/deliveries.ts), so a wait that runs out fails
       // naming what it waited for, not with a bare test timeout.
