@@ -60,7 +60,7 @@ export async function forgetDeadListenDeliveries(env: Env, committed: readonly C
   await forgetListenDeaths(env, deadListenDeliveries(committed));
 }
 
-/** The same for deliveries already known dead: those the dead-letter queue marked (src/consumers/queue/queue.ts). */
+/** The same for deliveries already known dead: those the dead-letter queue marked (src/consumers/queue/dead-letters.ts). */
 export async function forgetListenDeliveriesMarkedDead(env: Env, dead: readonly DeadDelivery[]): Promise<void> {
   await forgetListenDeaths(env, listenDeathsByName(dead));
 }

@@ -11,7 +11,7 @@ import type { ReceiptForWork } from "../load/load";
  * replay, a retry) takes a real lease, which moves `lease_generation` on from 0; the granted attempt then finds its
  * receipt changed and its failure writes nothing (its fenced update wants generation 0), and its success can commit
  * only while `committed_at` is unset, as every attempt's (invariant 4). A granted attempt that dies is counted by
- * nobody: its message comes back redelivered, and that delivery leases and counts each receipt (queue.ts).
+ * nobody: its message comes back redelivered, and that delivery leases and counts each receipt (message-facts.ts inSlices).
  */
 export function holdsRelayGrant(
   receipt: Pick<ReceiptForWork, "status" | "leaseGeneration" | "attempts" | "committedAt" | "nextAttemptAt">,

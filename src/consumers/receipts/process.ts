@@ -36,7 +36,7 @@ import { furtherDeliveries, ownDelivery, ownDeliveryId, reachesOutside, routeCho
  * @param invocationEndsBy real time (Date.now()) by which the consumer invocation must be done: no attempt starts
  * that could outlast it (src/consumers/attempt/slice-budget.ts).
  * @param options.leaseEveryAttempt lease (and so count) every attempt, D1-only ones too: for receipts whose last
- * delivery died mid-attempt, run one at a time (queue.ts), so that a crash is charged to the receipt that caused it.
+ * delivery died mid-attempt, run one at a time (message-facts.ts inSlices), so that a crash is charged to the receipt that caused it.
  * @param options.relayGranted receipts named by a first delivery of the relay's own message: each one still as the
  * relay left it holds its first lease by that grant (relay-grant.ts), so its first attempt writes no lease row.
  * @param options.wokenHere given, a delivery a release here woke (in this database) is not sent on the queue but added
