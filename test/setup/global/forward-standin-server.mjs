@@ -4,7 +4,8 @@
 // of 17 it stalled past the receiver's 10 s forward timeout, so a slow destination's answer came too late.
 // Plain JavaScript, so the thread starts on any Node the project supports.
 import { createServer } from "node:http";
-import { parentPort, workerData } from "node:worker_threads";
+import { workerData } from "node:worker_threads";
+import { servedFromThread } from "./thread-server.mjs";
 
 /** Answers only after this long, long after the caller's timeout. */
 const HANG_MS = 3_000;
@@ -171,10 +172,4 @@ for (const port of preferred) {
   }
 }
 if (!bound) await listenOn(0);
-const address = server.address();
-parentPort?.postMessage({ port: typeof address === "object" && address ? address.port : 0 });
-parentPort?.on("message", (message) => {
-  if (message !== "close") return;
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+servedFromThread(server);

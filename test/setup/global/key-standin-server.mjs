@@ -3,7 +3,7 @@
 // files at once it has stalled for seconds, long enough for the receiver's 3 s key-fetch timeout to turn a test's
 // certificate fetch into a 503. Plain JavaScript, so the thread starts on any Node the project supports.
 import { createServer } from "node:http";
-import { parentPort } from "node:worker_threads";
+import { servedFromThread } from "./thread-server.mjs";
 
 const HANG_MS = 5_000;
 
@@ -89,12 +89,4 @@ const server = createServer(async (request, response) => {
   return answer(404);
 });
 server.on("clientError", (_error, socket) => socket.destroy());
-server.listen(0, "127.0.0.1", () => {
-  const address = server.address();
-  parentPort?.postMessage({ port: typeof address === "object" && address ? address.port : 0 });
-});
-parentPort?.on("message", (message) => {
-  if (message !== "close") return;
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+server.listen(0, "127.0.0.1", () => servedFromThread(server));
