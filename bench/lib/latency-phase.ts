@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BenchFlags } from "./flags.ts";
 import { type PhaseContext, startMeteredRuntime } from "./happy-path.ts";
+import { readMeters } from "./meters.ts";
 import type { Runtime } from "./runtime.ts";
 import { Sender } from "./sender.ts";
 import type { ReceiverDeployment } from "./setup.ts";
@@ -14,6 +15,11 @@ export interface LatencyAtRate {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /**
+   * The receiver's own meters over this rate's events, from before the first send until the last was processed:
+   * whether the relay's batching holds at this rate (issue 37: a lone event goes at once, a busy shard still gathers).
+   */
+  perEvent: { queueOperations: number; d1RowsWritten: number; doRowsWritten: number };
 }
 
 const LATENCY_PORT_OFFSET = 5;
@@ -46,6 +52,7 @@ async function latencyAtRate(
     maxSockets: Math.max(4, Math.ceil(rate)),
   });
   const sentAt = new Map<string, number>();
+  const metersBefore = await readMeters(runtime.origin, deployment.adminToken);
   const startedAt = performance.now();
   const sends: Promise<void>[] = [];
   for (let n = 0; n < events; n++) {
@@ -70,6 +77,18 @@ async function latencyAtRate(
   sender.close();
   const store = new ReceiptStore(runtime.options.persistDir);
   await waitUntilFinished(store, keyPrefix, events, { origin: () => runtime.origin, stallMs: 30_000 });
+  const metersAfter = await readMeters(runtime.origin, deployment.adminToken);
+  const metered = (key: "queueOperations" | "doRowsWritten") => (metersAfter[key] - metersBefore[key]) / events;
+  const perEvent = {
+    queueOperations: metered("queueOperations"),
+    // The receiver's own rows: the demo handler's effect rows are the user's (meters.ts, perEvent).
+    d1RowsWritten:
+      (metersAfter.d1RowsWritten -
+        metersBefore.d1RowsWritten -
+        (metersAfter.d1HandlerRowsWritten - metersBefore.d1HandlerRowsWritten)) /
+      events,
+    doRowsWritten: metered("doRowsWritten"),
+  };
   const processed = store.read(
     (database) =>
       database
@@ -88,6 +107,7 @@ async function latencyAtRate(
     p50Ms: quantile(latencies, 0.5),
     p99Ms: quantile(latencies, 0.99),
     maxMs: latencies.at(-1) ?? Number.NaN,
+    perEvent,
   };
 }
 
@@ -108,13 +128,15 @@ export async function latencyPhase(
   await latencyAtRate(runtime, deployment, WARM_UP_EVENTS, 1, "lat_warm_");
   const rates: LatencyAtRate[] = [];
   console.log(
-    `${"events/s".padStart(9)}${"events".padStart(8)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"max ms".padStart(9)}`,
+    `${"events/s".padStart(9)}${"events".padStart(8)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"max ms".padStart(9)}` +
+      `${"queue ops".padStart(11)}${"D1 rows".padStart(9)}${"DO rows".padStart(9)}   (per event)`,
   );
   for (const rate of flags.latencyRates) {
     const result = await latencyAtRate(runtime, deployment, rate, flags.latencySeconds, `lat_r${rate}_`);
     rates.push(result);
     console.log(
-      `${String(rate).padStart(9)}${String(result.events).padStart(8)}${result.p50Ms.toFixed(0).padStart(9)}${result.p99Ms.toFixed(0).padStart(9)}${result.maxMs.toFixed(0).padStart(9)}`,
+      `${String(rate).padStart(9)}${String(result.events).padStart(8)}${result.p50Ms.toFixed(0).padStart(9)}${result.p99Ms.toFixed(0).padStart(9)}${result.maxMs.toFixed(0).padStart(9)}` +
+        `${result.perEvent.queueOperations.toFixed(3).padStart(11)}${result.perEvent.d1RowsWritten.toFixed(3).padStart(9)}${result.perEvent.doRowsWritten.toFixed(3).padStart(9)}`,
     );
   }
   await runtime.stop();
