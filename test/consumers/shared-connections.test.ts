@@ -3,7 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { ATTEMPTS_IN_FLIGHT } from "../../src/consumers/attempt/slice-budget";
 import worker from "../../src/index";
-import type { QueuedWork } from "../../src/model/work-message";
+import { type QueuedWork, receiptIdsOf, routeNamedBy } from "../../src/model/work-message";
+import { recordingQueue, type SentWork } from "../routing/follow-on-support";
 import { deliveryRow, keysOf, lane } from "../routing/gate-support";
 import { seedFurtherDelivery, seedReceipt } from "./support/processing";
 
@@ -57,5 +58,56 @@ describe("a batch of receipts and further deliveries in one invocation", () => {
     expect(Math.max(...requests.map((request) => request.openOnArrival))).toBeLessThanOrEqual(ATTEMPTS_IN_FLIGHT);
     for (const receiptId of further)
       expect(await deliveryRow(receiptId, "further"), receiptId).toMatchObject({ status: "processed", attempts: 1 });
+  });
+});
+
+describe("an event's first attempt fanned out to eight routes", () => {
+  it("opens at most ATTEMPTS_IN_FLIGHT connections, and sends the routes past them on messages of their own", {
+    timeout: 120_000,
+  }, async () => {
+    const source = "connections-fan";
+    const routes = Array.from({ length: 8 }, (_, index) => `r${index}`);
+    const receipts = [
+      await seedReceipt({ source, payload: { type: "account.credited", data: { amount: 1 } } }),
+      await seedReceipt({ source, payload: { type: "account.credited", data: { amount: 2 } } }),
+    ];
+    const id = `msg_connections_fan_${receipts[0]}`;
+    const batch = createMessageBatch<QueuedWork>("webhook-work", [
+      {
+        id,
+        timestamp: new Date(),
+        attempts: 1,
+        body: { source, database: "DB", receiptIds: receipts, relayGrant: true },
+      },
+    ]);
+    const ctx = createExecutionContext();
+    const sent: SentWork[] = [];
+    // The queue records what is sent and delivers nothing, so only this invocation's sends reach the lane.
+    await worker.queue(batch, { ...env, WORK_QUEUE: recordingQueue(sent) }, ctx);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual([id]);
+
+    // Each event's own route and the first five further ones go with its attempt; sixteen at once before.
+    const withAttempt = routes.slice(0, ATTEMPTS_IN_FLIGHT);
+    const onTheirOwn = routes.slice(ATTEMPTS_IN_FLIGHT);
+    const requests = (await lane("fan-connections")).filter((request) =>
+      receipts.some((receiptId) => request.headers["idempotency-key"]!.startsWith(`${receiptId}:`)),
+    );
+    expect(keysOf(requests).sort()).toEqual(
+      receipts.flatMap((receiptId) => withAttempt.map((route) => `${receiptId}:${route}`)).sort(),
+    );
+    expect(Math.max(...requests.map((request) => request.openOnArrival))).toBeLessThanOrEqual(ATTEMPTS_IN_FLIGHT);
+    // The other two of each are written pending, unattempted, and sent at once on a message naming their route.
+    for (const receiptId of receipts)
+      for (const route of onTheirOwn)
+        expect(await deliveryRow(receiptId, route), `${receiptId}:${route}`).toMatchObject({
+          status: "pending",
+          attempts: 0,
+        });
+    const sentOnTheirOwn = sent.flatMap((message) =>
+      receiptIdsOf(message.body).map((receiptId) => `${receiptId}:${routeNamedBy(message.body)}@${message.delaySeconds}`),
+    );
+    expect(sentOnTheirOwn.sort()).toEqual(
+      receipts.flatMap((receiptId) => onTheirOwn.map((route) => `${receiptId}:${route}@0`)).sort(),
+    );
   });
 });

@@ -62,7 +62,7 @@ describe("a slice of slow forwards", () => {
     expect(processed).toHaveLength(6);
     expect(sentBack).toHaveLength(6);
     for (const receiptId of sentBack) {
-      expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0 });
+      expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0, notStarted: true });
       const row = await receiptRow(receiptId);
       // No attempt was made, so none is spent or recorded, and the lease is free for the next consumer at once.
       expect(row).toMatchObject({ status: "pending", attempts: 0, leaseUntil: null, nextAttemptAt: null });

@@ -126,7 +126,7 @@ describe.each(homes)("$name", (home) => {
       nextAttemptAt: now - 5000,
     });
     const verdicts = (await home.process([receiptId], now, now + 1000)) as Map<string, unknown>;
-    expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0 });
+    expect(verdicts.get(receiptId)).toEqual({ kind: "retry", delaySeconds: 0, notStarted: true });
     expect(await home.read(receiptId)).toMatchObject({ status: "pending", attempts: 1, leaseUntil: null });
   });
 });

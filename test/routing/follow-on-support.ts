@@ -29,7 +29,7 @@ export const sentDueNow = (sent: readonly SentWork[]) =>
   sent.filter((message) => message.delaySeconds === 0).flatMap((message) => receiptIdsOf(message.body));
 
 /** A work queue that records each message sent, with its delay, and delivers nothing. */
-function recordingQueue(sent: SentWork[]): Queue {
+export function recordingQueue(sent: SentWork[]): Queue {
   return {
     send: async (body: QueuedWork, options?: QueueSendOptions) =>
       void sent.push({ body, delaySeconds: options?.delaySeconds ?? 0 }),

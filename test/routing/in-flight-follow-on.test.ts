@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { FOLLOW_ONS_PER_SLICE } from "../../src/consumers/receipts/follow-on";
+import { NOT_STARTED } from "../../src/consumers/decide/decide";
+import { FOLLOW_ONS_PER_SLICE, started } from "../../src/consumers/receipts/follow-on";
 import { receiptRow } from "../consumers/support/processing";
 import { eventually } from "../support/deliveries";
 import { backlog, consumeOnce, sentDueNow } from "./follow-on-support";
@@ -80,5 +81,16 @@ describe("a backlog on a max_in_flight = 1 route", () => {
     expect(keysOf(requests).sort()).toEqual([...receiptIds].sort());
     expect(Math.max(...requests.map((request) => request.openOnArrival))).toBe(1);
     for (const row of await Promise.all(receiptIds.map(receiptRow))) expect(row.attempts).toBe(1);
+  });
+});
+
+describe("a follow-on round's verdicts", () => {
+  it("stop the follow-ons only when no attempt could start: a hold due in 0 s is a decision, not a stall", () => {
+    // A rate limit's hold rounds its wait down, so it may answer 0 s: the follow-ons go on past it.
+    expect(started({ kind: "retry", delaySeconds: 0 })).toBe(true);
+    expect(started({ kind: "retry", delaySeconds: 5 })).toBe(true);
+    expect(started({ kind: "done", status: "processed" })).toBe(true);
+    // Out of time before the attempt: the rest go back on the queue for a consumer with time left.
+    expect(started(NOT_STARTED)).toBe(false);
   });
 });

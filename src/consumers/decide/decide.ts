@@ -17,7 +17,16 @@ export type AttemptResult =
   | { status: "retry" | "unknown"; error: string; httpStatus?: number | null; retryAfterSeconds?: number | null }
   | { status: "dead"; error: string; httpStatus?: number | null };
 
-export type QueueVerdict = { kind: "done"; status: string } | { kind: "retry"; delaySeconds: number };
+export type QueueVerdict =
+  | { kind: "done"; status: string }
+  /**
+   * Back on the queue after `delaySeconds`. `notStarted`: no attempt could start in this invocation (it ran out of
+   * time first), so nothing happened to the delivery here; a hold or a backoff that merely rounds to 0 s has none.
+   */
+  | { kind: "retry"; delaySeconds: number; notStarted?: true };
+
+/** The verdict of a delivery whose attempt could not start in this invocation: back at once, for one with time. */
+export const NOT_STARTED: QueueVerdict = { kind: "retry", delaySeconds: 0, notStarted: true };
 
 export interface AttemptFacts {
   policy: RetryPolicy | undefined;

@@ -10,7 +10,14 @@ import { type AttemptRun, runDestination } from "../attempt/run-destination";
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
 import { commitDeliveries } from "../commit/delivery-commit";
 import type { DeliveryAttempt } from "../commit/delivery-rows";
-import { ABANDONED_ATTEMPT, budgetStartOf, decide, decideAbandoned, type QueueVerdict } from "../decide/decide";
+import {
+  ABANDONED_ATTEMPT,
+  budgetStartOf,
+  decide,
+  decideAbandoned,
+  NOT_STARTED,
+  type QueueVerdict,
+} from "../decide/decide";
 import {
   abandonedLeaseOf,
   admitDeliveries,
@@ -153,7 +160,7 @@ export async function processDeliveries(
       if (!isSpent && (tooLate || !mayStartAttempt(limits, longestAttemptMs(source), Date.now(), startedAt))) {
         // Out of time (or past its paced start): no attempt was made, so none is counted (its lease goes back below).
         if (heldGeneration !== null) notStarted.push({ receiptId: delivery.receiptId, generation: heldGeneration });
-        return verdicts.set(delivery.receiptId, { kind: "retry", delaySeconds: 0 });
+        return verdicts.set(delivery.receiptId, NOT_STARTED);
       }
       const policy = retryPolicyOf(source, route);
       const facts = {

@@ -71,7 +71,7 @@ export async function followWoken(
     if (next.length < receiptIds.length)
       wokenHere.unshift({ source, route, receiptIds: receiptIds.slice(next.length) });
     followed += next.length;
-    // None of them ran (out of time, or leased elsewhere): stop here rather than wake and skip the rest in turn.
+    // None of them could start (out of time): stop here rather than wake and skip the rest in turn.
     const round = { source, route, receiptIds: next };
     if (!(await runRound(env, round, wokenHere, invocationEndsBy, answer, connections))) break;
   }
@@ -81,8 +81,9 @@ export async function followWoken(
 /**
  * One round: the woken deliveries of one route, due now (the gate has given each its slot), run through the whole
  * path in runs of the row that carries each; a release among them adds to `wokenHere`. A retry goes back on the queue
- * with its own delay (or to `answer`). Whether any of them ran: a verdict other than "retry now" (one that could not
- * start, as when the invocation is out of time or another consumer holds its lease).
+ * with its own delay (or to `answer`). Whether any of them ran: a verdict other than NOT_STARTED (an attempt the
+ * invocation had no time left to start). A hold the gate answers with a 0 s delay, as a rate limit's rounded-down
+ * wait, is a decision made, and the follow-ons go on.
  */
 async function runRound(
   env: Env,
@@ -92,7 +93,7 @@ async function runRound(
   answer: Answer | undefined,
   connections: ConnectionSlots | undefined,
 ): Promise<boolean> {
-  let ranAny = false;
+  let startedAny = false;
   for (const run of await dueNowByRow(database(env), route, receiptIds)) {
     const isAnswer = answers(answer, run.further, route);
     const round = run.further
@@ -100,7 +101,7 @@ async function runRound(
       : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere, connections });
     const sendBack = new Map<number, string[]>();
     for (const [receiptId, verdict] of round) {
-      if (verdict.kind !== "retry" || verdict.delaySeconds > 0) ranAny = true;
+      if (started(verdict)) startedAny = true;
       if (isAnswer(receiptId)) answer?.verdicts.set(receiptId, verdict);
       else if (verdict.kind === "retry")
         sendBack.set(verdict.delaySeconds, [...(sendBack.get(verdict.delaySeconds) ?? []), receiptId]);
@@ -108,8 +109,11 @@ async function runRound(
     for (const [delaySeconds, ids] of sendBack)
       await enqueueWork(env, source, ids, delaySeconds, run.further ? { route } : {});
   }
-  return ranAny;
+  return startedAny;
 }
+
+/** Whether a follow-on's verdict is a decision made here, anything but NOT_STARTED: a 0 s hold counts as one. */
+export const started = (verdict: QueueVerdict): boolean => verdict.kind !== "retry" || verdict.notStarted !== true;
 
 /**
  * The woken deliveries left over (the bound reached, or a round none of whose attempts could start) go back on the

@@ -6,7 +6,7 @@ import { attemptClock, type ConnectionSlots, inAttemptSlots } from "../attempt/a
 import { ATTEMPTS_IN_FLIGHT, externalCallBudgetMs, longestAttemptMs, mayStartAttempt } from "../attempt/slice-budget";
 import { commitAttempts } from "../commit/commit";
 import type { FinishedAttempt } from "../commit/commit-statements";
-import type { QueueVerdict } from "../decide/decide";
+import { NOT_STARTED, type QueueVerdict } from "../decide/decide";
 import { sendDeliveryRetries } from "../deliveries/delivery-retries";
 import { heldFanOut } from "../deliveries/fan-out";
 import { writeHeldFanOuts } from "../deliveries/held-fan-out";
@@ -19,7 +19,14 @@ import { holdsRelayGrant } from "../lease/relay-grant";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
 import { logAttempt } from "./log-attempt";
 import { abandonedAttempt, attempt } from "./receipt-attempt";
-import { furtherDeliveries, ownDelivery, ownDeliveryId, reachesOutside, routeChoice } from "./route-choice";
+import {
+  attemptConnections,
+  furtherDeliveries,
+  ownDelivery,
+  ownDeliveryId,
+  reachesOutside,
+  routeChoice,
+} from "./route-choice";
 
 /**
  * Processing a consumer batch: read every receipt in one D1 call, lease only those whose destination reaches
@@ -145,12 +152,17 @@ export async function processBatch(
   const runnable = unbroken.filter((row) => !verdicts.has(row.receiptId) && !spentIds.has(row.receiptId));
   // Then the further deliveries of each fan-out that goes ahead, at their own routes' gates: one that must wait is
   // not attempted, and still gets its row (pending, due when its gate said) and its message.
-  const furtherAsked = runnable
+  // Past the connections one attempt may open, the rest are not asked now: each goes on its own message, due at once.
+  const further = runnable
     .filter((row) => admissible.includes(row))
-    .flatMap((row) => furtherDeliveries(row, sources.get(row.source), choices.get(row.receiptId) ?? null));
+    .map((row) => furtherDeliveries(row, sources.get(row.source), choices.get(row.receiptId) ?? null));
+  const furtherAsked = further.flatMap(({ withAttempt }) => withAttempt);
   const heldFurther = new Map<string, Map<string, number>>();
+  const holdFurther = (receiptId: string, route: string, delaySeconds: number) =>
+    heldFurther.set(receiptId, (heldFurther.get(receiptId) ?? new Map()).set(route, delaySeconds));
+  for (const { receiptId, route } of further.flatMap(({ onTheirOwn }) => onTheirOwn)) holdFurther(receiptId, route, 0);
   for (const [{ receiptId, route }, verdict] of await admitDeliveries(env, db, furtherAsked, now, ATTEMPTS_IN_FLIGHT))
-    heldFurther.set(receiptId, (heldFurther.get(receiptId) ?? new Map()).set(route, verdict.delaySeconds));
+    holdFurther(receiptId, route, verdict.delaySeconds);
   const needsLease = runnable.filter(
     (row) =>
       row.committedAt === null &&
@@ -205,6 +217,8 @@ export async function processBatch(
     },
     { startAt: (receipt) => startAt.get(receipt.receiptId), clock: sliceClock },
     options.connections,
+    // A fan-out's first attempt opens a connection per route it sends to, and holds a slot for each.
+    (receipt) => attemptConnections(choices.get(receipt.receiptId) ?? null, heldFurther.get(receipt.receiptId)),
   );
   const attempts = [...spent, ...started.filter((run): run is FinishedAttempt => "run" in run)];
   const notStarted = started.filter((run) => "notStarted" in run);
@@ -217,8 +231,7 @@ export async function processBatch(
         heldGeneration === null ? [] : [{ receiptId: receipt.receiptId, generation: heldGeneration }],
       ),
     );
-    for (const { notStarted: receipt } of notStarted)
-      verdicts.set(receipt.receiptId, { kind: "retry", delaySeconds: 0 });
+    for (const { notStarted: receipt } of notStarted) verdicts.set(receipt.receiptId, NOT_STARTED);
   }
   const { decisions, fannedOut } = await commitAttempts(env, attempts);
   // A listen route's delivery that died, the receipt's own or a further one on its first attempt, is no longer
