@@ -14,7 +14,7 @@ import { databaseBindingIn, envForDatabase } from "../../sources/databases";
 import { type AttemptResult, clampQueueDelay, type QueueVerdict } from "../decide/decide";
 import { type AbandonedLease, abandonedAttemptRows, LEASE_MS } from "../lease/lease";
 import { orderedDeliveryKey, orderingHolds } from "./delivery-order";
-import { holdDeliveriesUntil, holdUnlessWoken, holdUntil } from "./hold-rows";
+import { holdRows } from "./hold-rows";
 
 /**
  * The consumer's two calls to the delivery gates (src/gate/): `admitDeliveries` before any lease is taken (so a
@@ -150,8 +150,9 @@ export async function admitDeliveries(
   });
   for (const { row, route, delaySeconds, receiptIds } of toHold.values()) {
     if (row === "none") continue; // its caller writes its row
-    // A release elsewhere may have woken one since its gate held it: that wake stands (holdUnlessWoken).
-    const held = await holdUnlessWoken(db, row, route, receiptIds, now + delaySeconds * 1000, now);
+    // A release elsewhere may have woken one since its gate held it: that wake stands (hold-rows.ts).
+    const rows = row === "receipt" ? { row } : { row, route };
+    const held = await holdRows(db, rows, receiptIds, now + delaySeconds * 1000, { unlessWokenSince: now });
     if (held < receiptIds.length) logEvent("gate.hold_after_wake", { route, row, deliveries: receiptIds.length, held });
   }
   const abandonedHeld = [...verdicts].flatMap(([delivery, verdict]) =>
@@ -318,8 +319,7 @@ export async function dueNowByRow(
   }
   const dueNow = Date.now();
   for (const run of runs) {
-    if (run.further) await holdDeliveriesUntil(db, route, run.receiptIds, dueNow);
-    else await holdUntil(db, run.receiptIds, dueNow);
+    await holdRows(db, run.further ? { row: "delivery", route } : { row: "receipt" }, run.receiptIds, dueNow);
   }
   return runs;
 }

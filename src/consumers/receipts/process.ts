@@ -13,7 +13,7 @@ import { writeHeldFanOuts } from "../deliveries/held-fan-out";
 import { forgetDeadListenDeliveries, furtherDeliveriesCommitted } from "../deliveries/listen-deaths";
 import { hadWaited, recoveredRoutes, releaseWaiting } from "../deliveries/release-waiting";
 import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries, type WokenHere } from "../gate/delivery-gate";
-import { holdUntil } from "../gate/hold-rows";
+import { holdRows } from "../gate/hold-rows";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS, leaseReceipts, releaseLeases } from "../lease/lease";
 import { holdsRelayGrant } from "../lease/relay-grant";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";
@@ -90,8 +90,9 @@ export async function processBatch(
   const waitingForFix = ready.filter((row) => broken.has(row.source));
   if (waitingForFix.length > 0) {
     const delaySeconds = DEFAULT_RETRY.baseDelaySeconds;
-    await holdUntil(
+    await holdRows(
       db,
+      { row: "receipt" },
       waitingForFix.map((row) => row.receiptId),
       now + delaySeconds * 1000,
     );
