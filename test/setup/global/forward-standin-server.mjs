@@ -9,12 +9,18 @@ import { servedFromThread } from "./thread-server.mjs";
 
 /** Answers only after this long, long after the caller's timeout. */
 const HANG_MS = 3_000;
+/**
+ * A gathering lane's requests (`/gather/<n>`) answer together once n are open at once, or at the latest after this
+ * long (inside the receiver's 10 s forward timeout), so a lane that never gathers n still answers each.
+ */
+const GATHER_CAP_MS = 8_000;
 
 /**
  * @typedef {{ path: string; openOnArrival?: number; headers: Record<string, string>; body: string;
  *   answer: number | "hung"; receivedAt: number }} RecordedRequest
- * @typedef {{ requests: RecordedRequest[]; open: number; status: number | null; match: string | null }} Lane
- * @typedef {"hang" | { status: number; retryAfter?: number; afterMs?: number }} Step
+ * @typedef {{ requests: RecordedRequest[]; open: number; status: number | null; match: string | null;
+ *   gathering: Array<() => void> }} Lane
+ * @typedef {"hang" | { status: number; retryAfter?: number; afterMs?: number; gather?: number }} Step
  */
 
 /** @type {Map<string, RecordedRequest[]>} requests by Idempotency-Key */
@@ -25,7 +31,7 @@ const lanes = new Map();
 const laneNamed = (name) => {
   let lane = lanes.get(name);
   if (!lane) {
-    lane = { requests: [], open: 0, status: null, match: null };
+    lane = { requests: [], open: 0, status: null, match: null, gathering: [] };
     lanes.set(name, lane);
   }
   return lane;
@@ -87,6 +93,26 @@ const server = createServer(async (request, response) => {
     }, step.afterMs).unref();
     return;
   }
+  if (typeof step === "object" && step.gather !== undefined && lane) {
+    record.answer = step.status;
+    const answer = () => {
+      if (!response.destroyed) {
+        response.writeHead(step.status);
+        response.end();
+      }
+    };
+    const cap = setTimeout(() => {
+      lane.gathering = lane.gathering.filter((waiting) => waiting !== release);
+      answer();
+    }, GATHER_CAP_MS).unref();
+    const release = () => {
+      clearTimeout(cap);
+      answer();
+    };
+    lane.gathering.push(release);
+    if (lane.open >= step.gather) for (const waiting of lane.gathering.splice(0)) waiting();
+    return;
+  }
   if (step === "hang") {
     record.answer = "hung";
     setTimeout(() => {
@@ -117,6 +143,8 @@ function chooseStep(path, requestNumber, body) {
     return body.includes(marked[1]) ? chooseStep(`/script/${marked[2]}`, requestNumber, body) : { status: 204 };
   const slow = /^\/slow\/(\d{1,6})$/.exec(path);
   if (slow) return { status: 204, afterMs: Number(slow[1]) };
+  const gather = /^\/gather\/(\d{1,3})$/.exec(path);
+  if (gather) return { status: 204, gather: Number(gather[1]) };
   const script = /^\/script\/([^/]+)$/.exec(path);
   if (script) {
     const steps = script[1].split(",");

@@ -14,6 +14,8 @@ import type { TestProject } from "vitest/node";
  *   /poison                     500 when the body contains "poison", 200 otherwise
  *   /when/<marker>/<steps>      a body containing <marker> follows the script <steps> (as /script/), any other 204
  *   /slow/<ms>                  204, answered only after <ms> (a destination that is slow but answers in time)
+ *   /lane/<name>/gather/<n>     204, answered once <n> of the lane's requests are open at once, all together (or
+ *                               each after 8 s): proves sends ran alongside each other by a count, not a timing
  *   /lane/<name>/<path>         as <path> above, unless PUT /__lane/<name>?status=<code> set the lane's answer
  *                               (with &match=<text>, only for bodies containing <text>: lanes are shared by test
  *                               files running at once; status=0 clears it);
