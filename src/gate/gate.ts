@@ -131,7 +131,7 @@ export class DeliveryGate extends DurableObject<Env> {
 
   /**
    * The oldest deliveries waiting for a slot, as many as the release left free, each given a slot and taken off the
-   * list: the caller sends them on at once (src/consumers/gate/delivery-gate.ts). A send that fails loses nothing:
+   * list: the caller sends them on at once (src/consumers/gate/delivery-release.ts). A send that fails loses nothing:
    * each still looks again on its own (SLOT_WAIT_FALLBACK_MS).
    */
   private wakeWaiting(

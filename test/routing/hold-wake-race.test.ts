@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { processDeliveries } from "../../src/consumers/deliveries/deliveries";
-import { admitDeliveries, type DeliveryToAdmit, releaseDeliveries } from "../../src/consumers/gate/delivery-gate";
+import { admitDeliveries, type DeliveryToAdmit } from "../../src/consumers/gate/delivery-gate";
+import { releaseDeliveries } from "../../src/consumers/gate/delivery-release";
 import { processBatch } from "../../src/consumers/receipts/process";
 import { database } from "../../src/db/client";
 import type { QueuedWork } from "../../src/model/work-message";

@@ -1,4 +1,4 @@
-import { sendResumed } from "../../consumers/gate/delivery-gate";
+import { sendResumed } from "../../consumers/gate/delivery-release";
 import { deliveryGate } from "../../gate/client";
 import type { DeliveryControl } from "../../gate/control";
 import type { GateStatus } from "../../gate/gate";
@@ -83,7 +83,7 @@ export async function pauseRoute(env: Env, sourceName: string, routeName: string
 
 /**
  * Unpauses the route and sends what it held at once, in received order: each held receipt is due again now and goes
- * back on the queue in that order (src/consumers/gate/delivery-gate.ts, `sendResumed`).
+ * back on the queue in that order (src/consumers/gate/delivery-release.ts, `sendResumed`).
  */
 export async function resumeRoute(
   env: Env,

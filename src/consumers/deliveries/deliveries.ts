@@ -18,13 +18,8 @@ import {
   NOT_STARTED,
   type QueueVerdict,
 } from "../decide/decide";
-import {
-  abandonedLeaseOf,
-  admitDeliveries,
-  type DeliveryToAdmit,
-  releaseDeliveries,
-  type WokenHere,
-} from "../gate/delivery-gate";
+import { abandonedLeaseOf, admitDeliveries, type DeliveryToAdmit } from "../gate/delivery-gate";
+import { releaseDeliveries, type WokenHere } from "../gate/delivery-release";
 import { leaseDeliveries, releaseDeliveryLeases } from "../lease/delivery-lease";
 import { LazyLease, LEASE_MS, LEASE_RACE_RETRY_SECONDS } from "../lease/lease";
 import { loadReceipts, type ReceiptForWork, readiness } from "../load/load";

@@ -4,8 +4,8 @@ import { inJsonList } from "../../db/id-list";
 import { deliveries, receipts } from "../../db/schema";
 
 /**
- * The due-time writes of waiting deliveries (delivery-gate.ts): a hold pushes a delivery's due time back, a wake
- * (or a resume) brings it forward to now. The due time is the due time of the message that carries the delivery
+ * The due-time writes of waiting deliveries: a hold (delivery-gate.ts) pushes a delivery's due time back, a wake or a
+ * resume (delivery-release.ts) brings it forward to now. The due time is the due time of the message that carries the delivery
  * back, so the cron's re-drive sees its message alive and sends no copy.
  */
 

@@ -12,7 +12,7 @@ import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEn
 import { receiptHolders } from "../../sources/receipt-homes";
 import type { ConnectionSlots } from "../attempt/attempt-slots";
 import type { QueueVerdict } from "../decide/decide";
-import type { WokenHere } from "../gate/delivery-gate";
+import type { WokenHere } from "../gate/delivery-release";
 import { followWoken } from "../receipts/follow-on";
 import { processBatch } from "../receipts/process";
 import { groupByValue, inSlices, isRedelivered, outageDelaySeconds, reportUnbound, sourceName } from "./message-facts";

@@ -3,7 +3,7 @@ import { enqueueWork } from "../../relay/enqueue";
 import type { ConnectionSlots } from "../attempt/attempt-slots";
 import type { QueueVerdict } from "../decide/decide";
 import { processDeliveries } from "../deliveries/deliveries";
-import { dueNowByRow, type WokenHere } from "../gate/delivery-gate";
+import { dueNowByRow, type WokenHere } from "../gate/delivery-release";
 import { processBatch } from "./process";
 
 /**
