@@ -1,10 +1,11 @@
-// Runs npm scripts side by side, a few at a time, for `npm test`: the suites that start their own `wrangler dev`
-// (test:http, test:browser, test:cli, test:sim) spend most of their time waiting on it, so two of them share a
-// 2-core machine well. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
+// Runs npm scripts side by side, a few at a time, for `npm test`: vitest runs one test file at a time and leaves
+// a core of two idle, and the suites that start their own `wrangler dev` (test:http, test:browser, test:cli,
+// test:sim) spend most of their time waiting on it, so vitest beside them, one after another, shares a 2-core
+// machine well. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
 // take each other's requests or queue messages. A suite's output is printed whole when it ends (never interleaved),
 // with its wall time; the exit code is 1 if any suite failed, after every suite has run.
 //
-//   node scripts/test-suites.mjs test:http test:browser test:cli test:sim
+//   node scripts/test-suites.mjs test:vitest test:cli test:sim test:browser test:http
 //   TEST_SUITES_AT_ONCE=1 node scripts/test-suites.mjs …   # one after another, as before
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
