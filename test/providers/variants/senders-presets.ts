@@ -131,9 +131,13 @@ export function presetSender(
  * Asana and Notion verify with a secret handed over in a proven handshake: the run makes one, with a fresh secret,
  * through the route, and signs with it.
  */
-function keptSecretSender(spec: PresetSpec, handshake: (secret: string, verifyToken: string) => Delivery): Sender {
+function keptSecretSender(
+  spec: PresetSpec,
+  source: string,
+  handshake: (secret: string, verifyToken: string) => Delivery,
+): Sender {
   let kept = "";
-  const sender = presetSender(spec, { secret: () => kept });
+  const sender = presetSender(spec, { source, secret: () => kept });
   return {
     ...sender,
     async setup() {
@@ -156,13 +160,14 @@ export const presetSenders: readonly Sender[] = [
     secret: () => secretValue("hubspot", "CURRENT"),
   }),
   presetSender(oktaSpec),
-  keptSecretSender(asanaSpec, (secret, verifyToken) => ({
-    url: `${url("pv-asana")}?verify_token=${verifyToken}`,
+  // Sources of their own: the secret a handshake keeps is the source's, so handshakes.test.ts must not share them.
+  keptSecretSender(asanaSpec, "pv-asana-variants", (secret, verifyToken) => ({
+    url: `${url("pv-asana-variants")}?verify_token=${verifyToken}`,
     body: "",
     headers: { "x-hook-secret": secret },
   })),
-  keptSecretSender(notionSpec, (secret, verifyToken) => ({
-    url: `${url("pv-notion")}?verify_token=${verifyToken}`,
+  keptSecretSender(notionSpec, "pv-notion-variants", (secret, verifyToken) => ({
+    url: `${url("pv-notion-variants")}?verify_token=${verifyToken}`,
     body: JSON.stringify({ verification_token: secret }),
     headers: { "content-type": "application/json" },
   })),
