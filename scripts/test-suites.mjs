@@ -2,8 +2,9 @@
 // a core of two idle, and the suites that start their own `wrangler dev` (test:http, test:browser, test:cli,
 // test:sim) spend most of their time waiting on it, so vitest beside them, one after another, shares a 2-core
 // machine well. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
-// take each other's requests or queue messages. A suite's output is printed whole when it ends (never interleaved),
-// with its wall time; the exit code is 1 if any suite failed, after every suite has run.
+// take each other's requests or queue messages. The first suite named prints its output as it goes, whole lines at a
+// time, so a long run shows its progress; every other suite's output is printed whole when it ends (never
+// interleaved with another's), with its wall time. The exit code is 1 if any suite failed, after every suite has run.
 //
 //   node scripts/test-suites.mjs test:vitest test:cli test:sim test:browser test:http
 //   TEST_SUITES_AT_ONCE=1 node scripts/test-suites.mjs …   # one after another, as before
@@ -30,7 +31,7 @@ const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 const running = new Set();
 
 /** @returns {Promise<{ suite: string, code: number | null, seconds: number }>} */
-function runSuite(/** @type {string} */ suite) {
+function runSuite(/** @type {string} */ suite, /** @type {boolean} */ live) {
   const startedAt = Date.now();
   console.log(`[${suite}] started`);
   // Own process group: an interrupt of this runner ends the suite and every wrangler it started.
@@ -42,17 +43,33 @@ function runSuite(/** @type {string} */ suite) {
   running.add(child);
   /** @type {Buffer[]} */
   const output = [];
-  child.stdout.on("data", (chunk) => output.push(chunk));
-  child.stderr.on("data", (chunk) => output.push(chunk));
+  const lines = live ? liveLines(suite) : undefined;
+  const keep = lines ?? ((/** @type {Buffer} */ chunk) => output.push(chunk));
+  child.stdout.on("data", keep);
+  child.stderr.on("data", keep);
   return new Promise((done) => {
     child.once("close", (code) => {
       running.delete(child);
       const seconds = Math.round((Date.now() - startedAt) / 1000);
+      lines?.flush();
       process.stdout.write(`\n===== ${suite} (${seconds} s, exit ${code}) =====\n`);
       process.stdout.write(Buffer.concat(output));
       done({ suite, code, seconds });
     });
   });
+}
+
+/** Passes a suite's output through as it comes, a whole line at a time, each line marked with the suite's name. */
+function liveLines(/** @type {string} */ suite) {
+  let partial = "";
+  const write = (/** @type {Buffer} */ chunk) => {
+    const lines = (partial + chunk.toString("utf8")).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) process.stdout.write(`[${suite}] ${line}\n`);
+  };
+  // The last line, if the suite ended without a newline.
+  write.flush = () => partial && write(Buffer.from("\n"));
+  return write;
 }
 
 for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) {
@@ -67,7 +84,9 @@ const queue = [...suites];
 const results = [];
 await Promise.all(
   Array.from({ length: Math.min(atOnce, queue.length) }, async () => {
-    for (let suite = queue.shift(); suite !== undefined; suite = queue.shift()) results.push(await runSuite(suite));
+    for (let suite = queue.shift(); suite !== undefined; suite = queue.shift()) {
+      results.push(await runSuite(suite, suite === suites[0]));
+    }
   }),
 );
 
