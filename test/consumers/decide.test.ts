@@ -5,6 +5,8 @@ import {
   clampQueueDelay,
   decide,
   decideAbandoned,
+  NOT_STARTED,
+  retriesByDelay,
 } from "../../src/consumers/decide/decide";
 import { parseRetryAfter, QUEUE_MAX_DELAY_SECONDS, retryDelaySeconds } from "../../src/consumers/decide/retry-schedule";
 import { DEFAULT_RETRY, type RetryPolicy } from "../../src/sources/config";
@@ -101,5 +103,25 @@ describe("what the queue is told", () => {
   it("reads a Retry-After date already past as no wait at all, never a negative one", () => {
     const now = Date.parse("2026-11-30T10:00:00Z");
     expect(parseRetryAfter("Mon, 30 Nov 2026 09:58:00 GMT", now)).toBe(0);
+  });
+});
+
+describe("retries grouped by delay (one queue message per delay)", () => {
+  it("groups only the verdicts that go back on the queue, each delay once, in the order each first appears", () => {
+    const grouped = retriesByDelay([
+      ["r1", { kind: "retry", delaySeconds: 30 }],
+      ["r2", { kind: "done", status: "processed" }],
+      ["r3", NOT_STARTED],
+      ["r4", { kind: "retry", delaySeconds: 30 }],
+      ["r5", { kind: "retry", delaySeconds: 0 }],
+    ]);
+    expect([...grouped]).toEqual([
+      [30, ["r1", "r4"]],
+      [0, ["r3", "r5"]],
+    ]);
+  });
+
+  it("has nothing to send when every verdict is done", () => {
+    expect(retriesByDelay([["r1", { kind: "done", status: "dead" }]]).size).toBe(0);
   });
 });

@@ -28,6 +28,24 @@ export type QueueVerdict =
 /** The verdict of a delivery whose attempt could not start in this invocation: back at once, for one with time. */
 export const NOT_STARTED: QueueVerdict = { kind: "retry", delaySeconds: 0, notStarted: true };
 
+/**
+ * The receipts whose verdict sends them back on the queue, grouped by their delay: one message per delay.
+ *
+ * @example
+ * retriesByDelay([["r1", { kind: "retry", delaySeconds: 30 }], ["r2", { kind: "done", status: "processed" }]])
+ * // Map { 30 => ["r1"] }
+ */
+export function retriesByDelay(verdicts: Iterable<readonly [string, QueueVerdict]>): Map<number, string[]> {
+  const byDelay = new Map<number, string[]>();
+  for (const [receiptId, verdict] of verdicts) {
+    if (verdict.kind !== "retry") continue;
+    const receiptIds = byDelay.get(verdict.delaySeconds);
+    if (receiptIds) receiptIds.push(receiptId);
+    else byDelay.set(verdict.delaySeconds, [receiptId]);
+  }
+  return byDelay;
+}
+
 export interface AttemptFacts {
   policy: RetryPolicy | undefined;
   /** Attempts in this run, the one just made included. */

@@ -4,6 +4,7 @@ import { databaseNamedBy, type QueuedWork, receiptIdsOf, routeNamedBy } from "..
 import { enqueueWork } from "../../relay/enqueue";
 import { databaseBindingOf, envForDatabase } from "../../sources/databases";
 import type { ConnectionSlots } from "../attempt/attempt-slots";
+import { retriesByDelay } from "../decide/decide";
 import { processDeliveriesWithFollowOns } from "../receipts/follow-on";
 import { inSlices, isRedelivered, outageDelaySeconds, sourceName } from "./message-facts";
 
@@ -24,11 +25,7 @@ export async function consumeDeliveries(
     const verdicts = await inSlices(receiptIdsOf(message.body), isRedelivered(message), (ids, options) =>
       processDeliveriesWithFollowOns(databaseEnv, route, ids, invocationEndsBy, { ...options, connections }),
     );
-    const later = new Map<number, string[]>();
-    for (const [receiptId, verdict] of verdicts)
-      if (verdict.kind === "retry")
-        later.set(verdict.delaySeconds, [...(later.get(verdict.delaySeconds) ?? []), receiptId]);
-    for (const [delaySeconds, receiptIds] of later)
+    for (const [delaySeconds, receiptIds] of retriesByDelay(verdicts))
       await enqueueWork(databaseEnv, sourceName(message.body), receiptIds, delaySeconds, { route });
   } catch (error) {
     logError("consume.deliveries_failed", error, { route, receipts: receiptIdsOf(message.body).length });

@@ -11,7 +11,7 @@ import { enqueueReceipts } from "../../relay/enqueue";
 import { databaseBindingOf, envForDatabase, isReceiptDatabase, receiptDatabaseEnvs } from "../../sources/databases";
 import { receiptHolders } from "../../sources/receipt-homes";
 import type { ConnectionSlots } from "../attempt/attempt-slots";
-import type { QueueVerdict } from "../decide/decide";
+import { type QueueVerdict, retriesByDelay } from "../decide/decide";
 import type { WokenHere } from "../gate/delivery-release";
 import { followWoken } from "../receipts/follow-on";
 import { processBatch } from "../receipts/process";
@@ -90,22 +90,18 @@ export async function consumeReceiptMessages(
       receiptIdsOf(message.body).map((receiptId) => [receiptId, sourceName(message.body)] as const),
     ),
   );
-  const later = new Map<
-    string,
-    { delaySeconds: number; binding: string; receipts: { source: string; receiptId: string }[] }
-  >();
-  for (const [receiptId, verdict] of verdicts) {
-    if (verdict.kind !== "retry") continue;
-    const binding = processedIn.get(receiptId)!;
-    const key = `${verdict.delaySeconds}:${binding}`;
-    const group = later.get(key) ?? { delaySeconds: verdict.delaySeconds, binding, receipts: [] };
-    group.receipts.push({ source: sourceOf.get(receiptId) ?? "", receiptId });
-    later.set(key, group);
-  }
+  // Each retry names the database its receipt was processed in (every receipt processed has its verdict).
+  const retries = [...groupByValue(processedIn)].map(([binding, idsInDatabase]) => ({
+    binding,
+    byDelay: retriesByDelay(idsInDatabase.map((receiptId) => [receiptId, verdicts.get(receiptId)!] as const)),
+  }));
   try {
     // Retries go out before the originals are acknowledged: a crash in between repeats work, never loses it.
-    for (const { delaySeconds, binding, receipts } of later.values())
-      await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
+    for (const { binding, byDelay } of retries)
+      for (const [delaySeconds, ids] of byDelay) {
+        const receipts = ids.map((receiptId) => ({ source: sourceOf.get(receiptId) ?? "", receiptId }));
+        await enqueueReceipts(envForDatabase(env, binding), receipts, delaySeconds);
+      }
   } catch (error) {
     logError("consume.requeue_failed", error, { receipts: receiptIds.length });
     for (const message of messages)

@@ -1,7 +1,7 @@
 import { database } from "../../db/client";
 import { enqueueWork } from "../../relay/enqueue";
 import type { ConnectionSlots } from "../attempt/attempt-slots";
-import type { QueueVerdict } from "../decide/decide";
+import { type QueueVerdict, retriesByDelay } from "../decide/decide";
 import { processDeliveries } from "../deliveries/deliveries";
 import { dueNowByRow, type WokenHere } from "../gate/delivery-release";
 import { processBatch } from "./process";
@@ -99,14 +99,11 @@ async function runRound(
     const round = run.further
       ? await processDeliveries(env, route, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere, connections })
       : await processBatch(env, run.receiptIds, Date.now(), invocationEndsBy, { wokenHere, connections });
-    const sendBack = new Map<number, string[]>();
     for (const [receiptId, verdict] of round) {
       if (started(verdict)) startedAny = true;
       if (isAnswer(receiptId)) answer?.verdicts.set(receiptId, verdict);
-      else if (verdict.kind === "retry")
-        sendBack.set(verdict.delaySeconds, [...(sendBack.get(verdict.delaySeconds) ?? []), receiptId]);
     }
-    for (const [delaySeconds, ids] of sendBack)
+    for (const [delaySeconds, ids] of retriesByDelay([...round].filter(([receiptId]) => !isAnswer(receiptId))))
       await enqueueWork(env, source, ids, delaySeconds, run.further ? { route } : {});
   }
   return startedAny;
