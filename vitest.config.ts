@@ -66,6 +66,77 @@ function pointSecretsAtStandin(secrets: Record<string, Json>, origin: string): R
   );
 }
 
+/**
+ * Two vitest projects. Starting a workerd for a test file costs about six seconds before its first test
+ * (docs/testing.md, "Where the time goes"), so most files share one (`shared`, `isolate: false`): one D1, one set of
+ * Durable Objects and queues, one module graph, for every file in SHARED_WORKERD. Each of those files keys its
+ * receipts, sources and accounts uniquely and waits only for its own work, so what an earlier file left behind is
+ * never what it reads. The rest get a workerd each (`isolated`): files that run the cron or the stats over every
+ * source, drive outages and restarts, or count what the whole store holds; and the files listed in OWN_WORKERD,
+ * which read something another file can set in the isolate.
+ */
+const SHARED_WORKERD = [
+  "test/admin/",
+  "test/bodies/",
+  "test/capacity/",
+  "test/claims/",
+  "test/consumers/",
+  "test/databases/",
+  "test/edges/",
+  "test/ingest/",
+  "test/monitor/",
+  "test/pipeline/",
+  "test/providers/",
+  "test/replay/",
+  "test/sources/",
+  // Decisions tested as pure functions, in folders whose other files need a workerd of their own.
+  "test/routing/rules.test.ts",
+  "test/routing/bounds.test.ts",
+  "test/routing/gate-decisions.test.ts",
+  "test/reconcile/retention-scan.test.ts",
+  "test/reconcile/route-gates-plan.test.ts",
+];
+const OWN_WORKERD = new Set([
+  // State of the isolate or the store that another file sets too.
+  "test/admin/access-role-forms.test.ts", // the key fetcher caches a team's signing keys per isolate
+  "test/admin/config-problems.test.ts", // the parsed source tables, cached per environment object
+  "test/admin/token-guard.test.ts", // the sign-in throttle counts failures per address
+  "test/monitor/issue-channel-failure.test.ts", // a notice channel's backlog, which every issue notice joins
+  "test/admin/metrics.test.ts", // the Analytics Engine tally of answered deliveries
+  "test/claims/shard-epoch.test.ts", // its cron hands over the keys of every source
+  // A source's totals (stats, percentiles, what retention deletes) from a source other files write to too.
+  "test/admin/partitioned-stats.test.ts",
+  "test/replay/replay-figures.test.ts",
+  "test/replay/replay-log.test.ts",
+  // Work they leave running (a thousand events behind a dead one, an outage's backlog) slows the files after them;
+  // and files that slowed most behind such work (crash windows, ordering: 4 s became 50).
+  "test/consumers/dead-letters.test.ts",
+  "test/claims/outage-recovery.test.ts",
+  "test/monitor/issues.test.ts",
+  "test/pipeline/crash-windows.test.ts",
+  "test/pipeline/ordering-and-noops.test.ts",
+  // Files that wait for or read every claim shard or the whole store (settle, expectUnchanged, meterTotals in
+  // test/support/): correct when shared, but each read then visits every other file's shards, 3 s files took 40 s.
+  "test/admin/verification-health.test.ts",
+  "test/claims/claims.test.ts",
+  "test/claims/quarantine-cap.test.ts",
+  "test/claims/unsigned-keys-senders.test.ts",
+  "test/claims/unsigned-keys.test.ts",
+  "test/databases/admin-by-id.test.ts",
+  "test/ingest/sources.test.ts",
+  "test/ingest/verification.test.ts",
+  "test/pipeline/budget.test.ts",
+  "test/pipeline/lifetime-budget.test.ts",
+]);
+const testFiles = ["test", "src"].flatMap((folder) =>
+  readdirSync(folder, { recursive: true, encoding: "utf8" })
+    .filter((name) => name.endsWith(".test.ts"))
+    .map((name) => `${folder}/${name}`)
+    .sort(),
+);
+const sharesWorkerd = (file: string) =>
+  SHARED_WORKERD.some((prefix) => file.startsWith(prefix)) && !OWN_WORKERD.has(file);
+
 const globalSetup = readdirSync("./test/setup/global")
   .filter((name) => name.endsWith(".ts"))
   .sort()
@@ -112,7 +183,10 @@ export default defineConfig(async () => {
       }),
     ],
     test: {
-      include: ["test/**/*.test.ts", "src/**/*.test.ts"],
+      projects: [
+        { extends: true, test: { name: "isolated", include: testFiles.filter((file) => !sharesWorkerd(file)) } },
+        { extends: true, test: { name: "shared", include: testFiles.filter(sharesWorkerd), isolate: false } },
+      ],
       setupFiles: ["./test/setup/apply-migrations.ts"],
       globalSetup,
       // VITEST_MAX_WORKERS=2 runs two test files at a time, each in its own workerd with its own D1, Durable Objects
