@@ -103,6 +103,7 @@ const OWN_WORKERD = new Set([
   "test/admin/token-guard.test.ts", // the sign-in throttle counts failures per address
   "test/monitor/issue-channel-failure.test.ts", // a notice channel's backlog, which every issue notice joins
   "test/admin/metrics.test.ts", // the Analytics Engine tally of answered deliveries
+  "test/monitor/signature-issues.test.ts", // the isolate's tally of refused signatures, which other files add to
   "test/claims/shard-epoch.test.ts", // its cron hands over the keys of every source
   // A source's totals (stats, percentiles, what retention deletes) from a source other files write to too.
   "test/admin/partitioned-stats.test.ts",
