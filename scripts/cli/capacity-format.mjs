@@ -52,7 +52,12 @@ export function printCapacity(report, figuresPath, size) {
       "D1",
       `${size(d1.bytes)} (${days(d1.daysHeld * DAY_MS)} of receipts${d1.bodyBytes > 0 ? ", bodies" : ""})`,
       `${count(d1.databasesNeeded)} database${d1.databasesNeeded === 1 ? "" : "s"} of 10 GB needed` +
-        (d1.queriesPerSecond === null ? "" : `; ${+d1.queriesPerSecond.toFixed(1)} queries/s`),
+        (d1.queriesPerSecond === null
+          ? ""
+          : `; ${+d1.queriesPerSecond.toFixed(1)} queries/s` +
+            (input.spread > 1
+              ? `, ${+d1.queriesPerSecondPerDatabase.toFixed(1)} each of the ${input.spread} a period is written to`
+              : "")),
     ],
     ["R2 bodies", input.bodies === "r2" ? size(r2.bodyBytes) : "— (bodies kept in D1)", "no published limit"],
     ["R2 archive", archive, "no published limit"],

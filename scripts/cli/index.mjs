@@ -151,6 +151,10 @@ program
   .option("--bodies <where>", "r2 (segments in a BODIES bucket) or d1 (no bucket: bodies in the receipt row)", "r2")
   .option("--shards <n>", "hold the rate against this CLAIM_SHARD_COUNT (default: as many as it needs)")
   .option("--databases <n>", "with --sql-window: hold the rate against this many partition databases")
+  .option(
+    "--spread <n>",
+    "with --sql-window: databases each period's receipts are written to side by side (RECEIPT_PARTITIONS.spread; default 1)",
+  )
   .option("--figures <file>", "the per-event figures (default: bench/results/per-event.json)")
   .option("--json", "print the model's report as JSON")
   .action(run(() => import("./commands/capacity.mjs"), "capacity"));

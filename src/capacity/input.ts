@@ -18,6 +18,11 @@ export interface CapacityInput {
   shards: number | null;
   /** The receipt databases the source's receipts are spread over (partitions); null: as many as needed. */
   databases: number | null;
+  /**
+   * How many databases one period's receipts are written to side by side (RECEIPT_PARTITIONS.spread): each takes
+   * that share of the queries. 1 without partitions: a source writes one database.
+   */
+  spread: number;
 }
 
 export const DEFAULT_INPUT = {
@@ -28,6 +33,7 @@ export const DEFAULT_INPUT = {
   bodies: "r2",
   shards: null,
   databases: null,
+  spread: 1,
 } as const satisfies Partial<CapacityInput>;
 
 /** Every problem of the input at once, as a CapacityInputError. */
@@ -62,5 +68,12 @@ export function checkInput(input: CapacityInput): void {
   count(input.databases, "the database count", Number.MAX_SAFE_INTEGER);
   if (input.databases !== null && input.sqlWindowMs === null)
     problems.push("a database count needs an SQL window: without partitions a source's receipts go to one database");
+  count(input.spread, "the spread", Number.MAX_SAFE_INTEGER);
+  if (input.spread > 1 && input.sqlWindowMs === null)
+    problems.push("a spread needs an SQL window: without partitions a source's receipts go to one database");
+  if (input.databases !== null && input.databases % input.spread !== 0)
+    problems.push(
+      `the spread (${input.spread}) must divide the databases (${input.databases}), as in RECEIPT_PARTITIONS`,
+    );
   if (problems.length > 0) throw new CapacityInputError(problems.join("; "));
 }

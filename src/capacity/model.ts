@@ -56,7 +56,9 @@ export interface CapacityReport {
     /** One database without partitions (a source writes one), else the configured ring or the needed count. */
     counted: number;
     bytesPerDatabase: number;
+    /** Every query the rate makes of D1, and (below) each written database's share: spread over `input.spread`. */
     queriesPerSecond: number | null;
+    queriesPerSecondPerDatabase: number | null;
   };
   r2: { bodyBytes: number; archiveBytes: number };
   limits: LimitCheck[];
@@ -93,6 +95,7 @@ export function capacity(input: CapacityInput, figures: PerEventFigures): Capaci
   const partitioned = input.sqlWindowMs !== null;
   const databasesCounted = partitioned ? (input.databases ?? databasesNeeded) : 1;
   const queriesPerSecond = figures.d1Calls === null ? null : rate * figures.d1Calls;
+  const queriesPerSecondPerDatabase = queriesPerSecond === null ? null : queriesPerSecond / input.spread;
 
   const check = (limit: string, used: number, max: number, unit: LimitCheck["unit"], change: string): LimitCheck => ({
     limit,
@@ -155,16 +158,22 @@ export function capacity(input: CapacityInput, figures: PerEventFigures): Capaci
       `${input.bodies === "d1" ? "keep bodies in R2 (a BODIES bucket), " : ""}shorten the SQL window: receipts past it are archived to R2`,
     ),
   );
-  if (queriesPerSecond !== null)
+  if (queriesPerSecondPerDatabase !== null && queriesPerSecond !== null) {
+    const spreadNeeded = Math.ceil(queriesPerSecond / limits.d1QueriesPerSecond);
     checks.push(
       check(
-        "query time of the database receipts are written to (about 1,000 queries a second)",
-        queriesPerSecond,
+        partitioned
+          ? `query time of each database a period's receipts are written to (spread = ${input.spread}; about 1,000 queries a second)`
+          : "query time of the database receipts are written to (about 1,000 queries a second)",
+        queriesPerSecondPerDatabase,
         limits.d1QueriesPerSecond,
         "queries/s",
-        "split the source's traffic over sources on different databases",
+        partitioned
+          ? `write each period to ${spreadNeeded} databases side by side (RECEIPT_PARTITIONS.spread = ${spreadNeeded}, --spread)`
+          : `partition the source's receipts (--sql-window) over ${spreadNeeded} databases a period (--spread), or split its traffic over sources on different databases`,
       ),
     );
+  }
   const binding = checks.reduce((worst, next) => (next.fill > worst.fill ? next : worst));
 
   const r2 = {
@@ -199,6 +208,7 @@ export function capacity(input: CapacityInput, figures: PerEventFigures): Capaci
       counted: databasesCounted,
       bytesPerDatabase: d1Bytes / databasesCounted,
       queriesPerSecond,
+      queriesPerSecondPerDatabase,
     },
     r2,
     limits: checks,

@@ -53,6 +53,7 @@ export function capacityWarnings(
         bodies: "r2",
         shards: Math.min(deployment.shardCount, PUBLISHED_LIMITS.claimShardsPerSource),
         databases: null,
+        spread: isPartitioned(source) && ringWindowMs !== null ? (deployment.partitions?.spread ?? 1) : 1,
       },
       figures,
     );

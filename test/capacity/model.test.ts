@@ -61,6 +61,35 @@ describe("D1", () => {
   });
 });
 
+describe("D1 query time", () => {
+  const twoDays = 2 * DAY_S * 1000;
+  const queryCheck = (report: ReturnType<typeof at>) => report.limits.find((check) => check.unit === "queries/s")!;
+
+  it("falls on the database a period is written to: 0.07 calls an event at 20,000/s is 1,400 a second, past 1,000", () => {
+    const query = queryCheck(at(20_000, { sqlWindowMs: twoDays }));
+    expect(query.used).toBeCloseTo(1_400, 9);
+    expect(query.fill).toBeCloseTo(1.4, 9);
+    expect(query.limit).toMatch(/spread = 1/);
+    expect(query.change).toMatch(/RECEIPT_PARTITIONS\.spread = 2/);
+  });
+
+  it("is shared by the databases a period is spread over: a spread of 2 takes 700 a second each", () => {
+    const report = at(20_000, { sqlWindowMs: twoDays, spread: 2 });
+    expect(report.d1.queriesPerSecond).toBeCloseTo(1_400, 9);
+    expect(report.d1.queriesPerSecondPerDatabase).toBeCloseTo(700, 9);
+    const query = queryCheck(report);
+    expect(query.used).toBeCloseTo(700, 9);
+    expect(query.fill).toBeCloseTo(0.7, 9);
+    expect(query.limit).toMatch(/spread = 2/);
+  });
+
+  it("says to partition a source whose one database is past it", () => {
+    const query = queryCheck(at(20_000));
+    expect(query.fill).toBeCloseTo(1.4, 9);
+    expect(query.change).toMatch(/partition the source's receipts \(--sql-window\) over 2 databases a period/);
+  });
+});
+
 describe("claim shards", () => {
   it("grow with the rate: two key windows of 250-byte tombstones over 10 GB shards", () => {
     // 70 days × 86400 s × 250 bytes = 1.512 GB per event/s.
@@ -127,6 +156,12 @@ describe("bad input", () => {
     [{ sqlWindowMs: 36 * DAY_S * 1000 }, /SQL window cannot outlast the key retention/],
     [{ shards: 2000 }, /shard count must be a whole number from 1 to 1024/],
     [{ databases: 4 }, /a database count needs an SQL window/],
+    [{ spread: 2 }, /a spread needs an SQL window/],
+    [{ spread: 0, sqlWindowMs: 2 * DAY_S * 1000 }, /the spread must be a whole number from 1/],
+    [
+      { spread: 3, databases: 4, sqlWindowMs: 2 * DAY_S * 1000 },
+      /the spread \(3\) must divide the databases \(4\), as in RECEIPT_PARTITIONS/,
+    ],
   ])("refuses %o", (more, message) => {
     expect(() => at(1, more as Partial<CapacityInput>)).toThrow(CapacityInputError);
     expect(() => at(1, more as Partial<CapacityInput>)).toThrow(message);

@@ -1,4 +1,5 @@
-// `capacity --rate R --body-bytes B [--key-retention D] [--payload-retention D] [--sql-window D] [--shards N] [--json]`:
+// `capacity --rate R --body-bytes B [--key-retention D] [--payload-retention D] [--sql-window D] [--shards N]
+// [--databases N] [--spread N] [--json]`:
 // what a sustained rate needs of each store (claim shards, D1, R2), held against Cloudflare's published limits, and
 // its cost at list prices, from the bench's measured per-event figures (src/capacity/model.ts). Reads only files:
 // no receiver, no wrangler.
@@ -56,7 +57,8 @@ export function readFigures(code, path) {
 
 /**
  * @param {{ rate?: string, bodyBytes?: string, keyRetention?: string, payloadRetention?: string, sqlWindow?: string,
- *   archiveRetention?: string, bodies?: string, shards?: string, databases?: string, figures?: string, json?: boolean }} options
+ *   archiveRetention?: string, bodies?: string, shards?: string, databases?: string, spread?: string, figures?: string,
+ *   json?: boolean }} options
  */
 export async function capacity(options) {
   const code = await capacityCode();
@@ -94,6 +96,9 @@ export async function capacity(options) {
     bodies: options.bodies ?? code.DEFAULT_INPUT.bodies,
     shards: number(options.shards, "--shards", "a whole number of claim shards, such as 8"),
     databases: number(options.databases, "--databases", "a whole number of receipt databases, such as 4"),
+    spread:
+      number(options.spread, "--spread", "a whole number of databases a period is written to, such as 2") ??
+      code.DEFAULT_INPUT.spread,
   };
   const figuresPath = options.figures ?? FIGURES_PATH;
   const figures = readFigures(code, figuresPath);
