@@ -105,6 +105,14 @@ const OWN_WORKERD = new Set([
   "test/admin/metrics.test.ts", // the Analytics Engine tally of answered deliveries
   "test/monitor/signature-issues.test.ts", // the isolate's tally of refused signatures, which other files add to
   "test/claims/shard-epoch.test.ts", // its cron hands over the keys of every source
+  // The cron over every source (no withOnlySources): it also acts on what other files left, and they on its work.
+  "test/admin/audit-log.test.ts",
+  "test/databases/cron-across.test.ts",
+  "test/databases/move.test.ts",
+  "test/databases/partition-keep.test.ts", // it readies the ring's databases three days on, archiving them
+  "test/monitor/destination-failing.test.ts",
+  "test/pipeline/local-faults.test.ts",
+  "test/replay/route-recovery.test.ts",
   // A source's totals (stats, percentiles, what retention deletes) from a source other files write to too.
   "test/admin/partitioned-stats.test.ts",
   "test/replay/replay-figures.test.ts",
