@@ -97,8 +97,10 @@ export class IssueDesk {
         this.store.sent(notice.noticeId, Date.now());
         continue;
       }
-      const next = outcome.retry ? retryAt(notice.attempts + 1, Date.now()) : null;
-      this.store.failed(notice.noticeId, Date.now(), outcome.error, next);
+      // One reading of the clock: the wait recorded is exactly the backoff (a second read can tick locally).
+      const failedAt = Date.now();
+      const next = outcome.retry ? retryAt(notice.attempts + 1, failedAt) : null;
+      this.store.failed(notice.noticeId, failedAt, outcome.error, next);
       logError("issue.notice_failed", new Error(outcome.error), {
         issue: notice.issue.issueKey,
         channel: notice.channel,
