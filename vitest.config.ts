@@ -161,6 +161,13 @@ const testFiles = ["test", "src"].flatMap((folder) =>
 );
 const sharesWorkerd = (file: string) =>
   SHARED_WORKERD.some((prefix) => file.startsWith(prefix)) && !OWN_WORKERD.has(file);
+// A renamed or removed file must not leave its entry behind: a renamed OWN_WORKERD file would share unnoticed.
+const unmatched = [
+  ...[...OWN_WORKERD].filter((file) => !testFiles.includes(file)),
+  ...SHARED_WORKERD.filter((prefix) => !testFiles.some((file) => file.startsWith(prefix))),
+];
+if (unmatched.length > 0)
+  throw new Error(`vitest.config.ts names test files that do not exist: ${unmatched.join(", ")}`);
 
 const globalSetup = readdirSync("./test/setup/global")
   .filter((name) => name.endsWith(".ts"))
