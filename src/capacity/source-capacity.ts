@@ -87,6 +87,13 @@ export function capacityWarnings(
         ", or shorten dedupe_retention",
     );
   }
+  warnings.push(
+    ...queryWarnings(
+      byDatabase,
+      ring && deployment.partitions ? { ring, partitions: deployment.partitions } : null,
+      figures,
+    ),
+  );
   const ringBytes = ring && deployment.partitions ? ringBytesAtFullest(ring, deployment.partitions) : 0;
   const accountBytes =
     ringBytes + [...byDatabase.values()].flat().reduce((total, entry) => total + entry.report.d1.bytes, 0);
@@ -95,6 +102,45 @@ export function capacityWarnings(
       `D1: the expected_rate of every source keeps ${byteSize(accountBytes)} of receipts, more than the ` +
         `${byteSize(PUBLISHED_LIMITS.d1AccountBytes)} one account may store: shorten dedupe_retention`,
     );
+  return warnings;
+}
+
+/**
+ * Query rate: every source on a binding writes its receipts to that one database, so their queries add up there; the
+ * ring's sources share each period's `spread` databases. Nothing is said when the figures carry no `d1Calls`.
+ */
+function queryWarnings(
+  byDatabase: Map<string, Sharing>,
+  partitioned: { ring: Sharing; partitions: DeploymentShape["partitions"] & object } | null,
+  figures: PerEventFigures,
+): string[] {
+  const limit = PUBLISHED_LIMITS.d1QueriesPerSecond;
+  const queriesOf = (sharing: Sharing) =>
+    sharing.reduce((total, entry) => total + (entry.report.d1.queriesPerSecond ?? 0), 0);
+  const asked = (sharing: Sharing, perDatabase: number) =>
+    `the expected_rate of ${sharing.map(({ source, rate }) => `${source.name} (${perSecond(rate)})`).join(", ")} asks ` +
+    `about ${Math.round(perDatabase).toLocaleString("en-US")} queries a second (${figures.d1Calls} an event)`;
+  const warnings: string[] = [];
+  for (const [binding, sharing] of byDatabase) {
+    const perDatabase = queriesOf(sharing);
+    if (perDatabase <= limit) continue;
+    warnings.push(
+      `database ${binding}: ${asked(sharing, perDatabase)} of it, above the about ${limit.toLocaleString("en-US")} one ` +
+        'D1 database serves: partition the receipts (database = "partitions") over a ring with spread, or split the ' +
+        "traffic over sources on databases of their own",
+    );
+  }
+  if (partitioned) {
+    const { ring, partitions } = partitioned;
+    const total = queriesOf(ring);
+    const perDatabase = total / partitions.spread;
+    if (perDatabase > limit)
+      warnings.push(
+        `RECEIPT_PARTITIONS: ${asked(ring, perDatabase)} of ${partitions.spread === 1 ? "the one database" : `each of the ${partitions.spread} databases`} a period ` +
+          `is written to, above the about ${limit.toLocaleString("en-US")} one D1 database serves: raise spread to ` +
+          `${Math.ceil(total / limit)} (with that many databases for each period in the ring)`,
+      );
+  }
   return warnings;
 }
 

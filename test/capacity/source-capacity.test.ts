@@ -1,0 +1,56 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { perEventFigures } from "../../src/capacity/per-event";
+import { capacityWarnings, type DeploymentShape } from "../../src/capacity/source-capacity";
+import { loadSources } from "../../src/sources/registry";
+import ROUND_FIGURES from "./round-figures.json";
+
+/**
+ * `cli check`'s capacity warnings (src/capacity/source-capacity.ts) on the round figures: 0.07 D1 queries an event,
+ * so one database's 1,000 queries a second is reached at 14,286 events a second. Each expectation is derived by hand.
+ */
+
+const FIGURES = perEventFigures(ROUND_FIGURES, "the test's figures");
+const table = (more: Record<string, unknown>) => ({
+  provider: "standard-webhooks",
+  secrets: ["DEMO_WEBHOOK_SECRET"],
+  dedupe_retention: "1d",
+  payload_retention: "1d",
+  ...more,
+});
+const RING = { periodMs: 86_400_000, spread: 1, periods: 4, keepMs: 2 * 86_400_000 };
+
+function warningsFor(sources: Record<string, unknown>, partitions: DeploymentShape["partitions"] = null): string[] {
+  const loaded = loadSources({ ...env, SOURCES: sources } as Env);
+  expect([...loaded.keys()].sort()).toEqual(Object.keys(sources).sort());
+  return capacityWarnings(loaded.values(), { shardCount: 1024, partitions }, FIGURES);
+}
+
+const queryWarnings = (warnings: string[]) => warnings.filter((line) => line.includes("queries a second"));
+
+describe("query rate of the database receipts are written to", () => {
+  it("adds up the sources on one binding: 10,000/s and 5,000/s ask 1,050 queries a second of DB", () => {
+    const warnings = queryWarnings(
+      warningsFor({ "qr-big": table({ expected_rate: 10_000 }), "qr-small": table({ expected_rate: 5_000 }) }),
+    );
+    expect(warnings).toEqual([
+      'database DB: the expected_rate of qr-big (10,000/s), qr-small (5,000/s) asks about 1,050 queries a second (0.07 an event) of it, above the about 1,000 one D1 database serves: partition the receipts (database = "partitions") over a ring with spread, or split the traffic over sources on databases of their own',
+    ]);
+  });
+
+  it("says nothing while each database stays under: the same two sources on DB and DB_SECOND", () => {
+    const warnings = warningsFor({
+      "qr-big": table({ expected_rate: 10_000 }),
+      "qr-small": table({ expected_rate: 5_000, database: "DB_SECOND" }),
+    });
+    expect(queryWarnings(warnings)).toEqual([]);
+  });
+
+  it("divides the ring's queries by its spread: 20,000/s asks 1,400 of one database, 700 of each of two", () => {
+    const sources = { "qr-ring": table({ expected_rate: 20_000, database: "partitions" }) };
+    expect(queryWarnings(warningsFor(sources, RING))).toEqual([
+      "RECEIPT_PARTITIONS: the expected_rate of qr-ring (20,000/s) asks about 1,400 queries a second (0.07 an event) of the one database a period is written to, above the about 1,000 one D1 database serves: raise spread to 2 (with that many databases for each period in the ring)",
+    ]);
+    expect(queryWarnings(warningsFor(sources, { ...RING, spread: 2, periods: 8 }))).toEqual([]);
+  });
+});
