@@ -88,11 +88,11 @@ const SHARED_WORKERD = [
   "test/pipeline/",
   "test/providers/",
   "test/replay/",
+  "test/routing/",
   "test/sources/",
-  // Decisions tested as pure functions, in folders whose other files need a workerd of their own.
-  "test/routing/rules.test.ts",
-  "test/routing/bounds.test.ts",
-  "test/routing/gate-decisions.test.ts",
+  // The reconciler's files run the cron (over every source, or over sources other files use); these do not.
+  "test/reconcile/lease-return.test.ts",
+  "test/reconcile/partition-shard-keys.test.ts",
   "test/reconcile/retention-scan.test.ts",
   "test/reconcile/route-gates-plan.test.ts",
 ];
@@ -110,6 +110,9 @@ const OWN_WORKERD = new Set([
   "test/consumers/slices.test.ts",
   "test/databases/admin-lists.test.ts",
   "test/databases/partition-arbiter.test.ts",
+  "test/routing/control.test.ts",
+  "test/routing/control-fan-out.test.ts",
+  "test/routing/fan-out.test.ts",
   "test/monitor/signature-issues.test.ts", // the isolate's tally of refused signatures, which other files add to
   "test/claims/shard-epoch.test.ts", // its cron hands over the keys of every source
   // The cron over every source (no withOnlySources): it also acts on what other files left, and they on its work.
@@ -120,6 +123,7 @@ const OWN_WORKERD = new Set([
   "test/monitor/destination-failing.test.ts",
   "test/pipeline/local-faults.test.ts",
   "test/replay/route-recovery.test.ts",
+  "test/routing/delivery-guarantees.test.ts",
   // A source's totals (stats, percentiles, what retention deletes) from a source other files write to too.
   "test/admin/partitioned-stats.test.ts",
   "test/replay/replay-figures.test.ts",
