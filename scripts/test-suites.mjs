@@ -1,12 +1,14 @@
 // Runs npm scripts side by side, a few at a time, for `npm test`: vitest runs one test file at a time and leaves
 // a core of two idle, and the suites that start their own `wrangler dev` (test:http, test:browser, test:cli,
 // test:sim) spend most of their time waiting on it, so vitest beside them, one after another, shares a 2-core
-// machine well. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
+// machine well. Vitest's two projects are two suites: `isolated` (a workerd per file, the longest) takes one lane
+// from the start, and the other lane runs the rest, `shared` among them, so neither core waits for the other's
+// queue to empty. Each picks its own free ports and keeps its own wrangler registry and state, so they cannot
 // take each other's requests or queue messages. The first suite named prints its output as it goes, whole lines at a
 // time, so a long run shows its progress; every other suite's output is printed whole when it ends (never
 // interleaved with another's), with its wall time. The exit code is 1 if any suite failed, after every suite has run.
 //
-//   node scripts/test-suites.mjs test:vitest test:cli test:sim test:browser test:http
+//   node scripts/test-suites.mjs test:vitest:isolated test:cli test:sim test:vitest:shared test:browser test:http
 //   TEST_SUITES_AT_ONCE=1 node scripts/test-suites.mjs …   # one after another, as before
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
