@@ -5,7 +5,7 @@ import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
 import { requeueUnfinished } from "../../src/reconcile/restart-requeue";
 import { enqueueWork } from "../../src/relay/enqueue";
 import { adminGet, adminPost } from "../admin/support";
-import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { CRON_TEST_TIMEOUT_MS } from "../reconcile/support";
 import {
   answer,
   arrivals,
@@ -18,6 +18,7 @@ import {
   freshAccount,
   furtherHome,
   heldBack,
+  homesCron,
   hoursLater,
   isDead,
   isProcessed,
@@ -114,7 +115,7 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     const receiptId = await sendFailingOnce(home);
     await answer(home, 0);
     // Two hours on its retry is long overdue, and its message (delayed an hour) never came: the cron sends another.
-    await runCron(hoursLater(now, 2));
+    await homesCron(hoursLater(now, 2));
     expect(await deliveryWhen(home, receiptId, "processed by the re-drive", isProcessed)).toMatchObject({
       attempts: 2,
     });
@@ -146,7 +147,7 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     // The first one's retry comes (by the re-drive); the later one follows it, never before.
     for (let hours = 2; !isProcessed((await home.read(later))!); hours += 1) {
       expect(hours, "the later delivery is still held after 6 cron runs").toBeLessThan(8);
-      await runCron(hoursLater(now, hours));
+      await homesCron(hoursLater(now, hours));
       await deliveryWhen(home, first, "processed by the re-drive", isProcessed);
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
@@ -168,7 +169,7 @@ describe.each([ownHome, furtherHome])("$name", { timeout: CRON_TEST_TIMEOUT_MS }
     const retried = await Promise.all(Array.from({ length: count }, () => sendEvent(home)));
     for (const receiptId of retried) await deliveryWhen(home, receiptId, "failed once", failedOnce, 60_000);
     await answer(home, 0);
-    await runCron(hoursLater(Date.now(), 2));
+    await homesCron(hoursLater(Date.now(), 2));
     for (const receiptId of retried) await deliveryWhen(home, receiptId, "processed", isProcessed, 60_000);
     const redriven = (await requestsFor(home, retried)).filter((request) => request.answer === 204);
     expect(redriven).toHaveLength(count);
