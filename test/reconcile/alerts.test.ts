@@ -15,6 +15,7 @@ import {
   runsAt,
   standInRequests,
   unique,
+  withOnlySources,
 } from "./support";
 
 const SOURCE = "reconcile-quiet";
@@ -40,9 +41,12 @@ async function noticesFor(alertId: string) {
     );
 }
 
+// Each test's cron runs see its own source alone (withOnlySources): the watch's verdicts are per source, and a run
+// over every fixture source visits hundreds of cold claim shards.
 describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
   it("raises one alert for a silent source across runs, sends it once, and resolves when traffic returns", async () => {
     const now = Date.now();
+    const only = withOnlySources(SOURCE);
     const lastKey = `msg_before_silence_${unique()}`;
     // The source's last live delivery was two hours ago; it expects one within the hour.
     await claimEvent(env, {
@@ -63,10 +67,10 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     });
     await eventually(async () => ((await receipt(SOURCE, lastKey)) ? true : undefined));
 
-    const first = await cronRun(now);
+    const first = await cronRun(now, only);
     expect(first.failures).toBeNull();
-    await cronRun(now + 5 * 60_000);
-    await cronRun(now + 10 * 60_000);
+    await cronRun(now + 5 * 60_000, only);
+    await cronRun(now + 10 * 60_000, only);
     const open = await silenceAlerts();
     expect(open).toHaveLength(1);
     expect(open[0]).toMatchObject({ state: "open", openedAt: now });
@@ -80,8 +84,8 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
     const back = await deliverLive(SOURCE, `msg_back_${unique()}`, JSON.stringify({ type: "thing.happened" }));
     expect(back.status).toBe(200);
-    await cronRun(now + 15 * 60_000);
-    await cronRun(now + 20 * 60_000);
+    await cronRun(now + 15 * 60_000, only);
+    await cronRun(now + 20 * 60_000, only);
     expect(await silenceAlerts()).toEqual([
       expect.objectContaining({ alertId, state: "resolved", resolvedAt: now + 15 * 60_000 }),
     ]);
@@ -90,6 +94,7 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
   it("opens dead-letter and backlog incidents once, and resolves them when the work is dealt with", async () => {
     const source = "reconcile-stuck";
+    const only = withOnlySources(source);
     const now = Date.now();
     const insert = (eventKey: string, status: string, receivedAt: number, nextAttemptAt: number | null) =>
       env.DB.prepare(
@@ -105,15 +110,15 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
           .all<{ alertId: string; state: string }>()
       ).results;
 
-    await cronRun(now); // the baseline: nothing dead yet
+    await cronRun(now, only); // the baseline: nothing dead yet
     const dead = `msg_dead_${unique()}`;
     const retrying = `msg_retrying_${unique()}`;
     await insert(dead, "dead", now - HOUR, null);
     // Received two hours ago and still waiting on its next retry: older than alert_pending_after (1 h).
     await insert(retrying, "pending", now - 2 * HOUR, now + HOUR);
 
-    await cronRun(now + 60_000);
-    await cronRun(now + 120_000);
+    await cronRun(now + 60_000, only);
+    await cronRun(now + 120_000, only);
     expect(await incidents("dead-letters")).toEqual([expect.objectContaining({ state: "open" })]);
     expect(await incidents("pending-age")).toEqual([expect.objectContaining({ state: "open" })]);
     const detail = await env.DB.prepare("SELECT detail FROM alerts WHERE source = ? AND kind = 'dead-letters'")
@@ -125,7 +130,7 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await env.DB.prepare("UPDATE receipts SET status = 'processed' WHERE source = ? AND event_key IN (?, ?)")
       .bind(source, dead, retrying)
       .run();
-    await cronRun(now + 180_000);
+    await cronRun(now + 180_000, only);
     for (const kind of ["dead-letters", "pending-age"]) {
       const [incident] = await incidents(kind);
       expect(incident?.state).toBe("resolved");
@@ -138,8 +143,9 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
   it("keeps a notice the alert webhook did not take, and sends it on a later run", async () => {
     const source = "reconcile-retention";
+    const only = withOnlySources(source);
     const now = Date.now();
-    await cronRun(now); // baseline
+    await cronRun(now, only); // baseline
     await env.DB.prepare(
       `INSERT INTO receipts (id, source, event_key, payload_sha256, received_at, relayed_at, status, attempts)
        VALUES (?, ?, ?, ?, ?, ?, 'dead', 1)`,
@@ -148,7 +154,7 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       .run();
 
     // Nothing listens on this port (in the reconciler's test range): the POST is refused.
-    const unreachable = { ...env, ALERT_WEBHOOK_URL: "http://127.0.0.1:8809/alerts" };
+    const unreachable = { ...only, ALERT_WEBHOOK_URL: "http://127.0.0.1:8809/alerts" };
     await runCron(now + 60_000, unreachable);
     const [failedRun] = await runsAt(now + 60_000);
     expect(failedRun?.counts.alerts.notices.failed).toBeGreaterThanOrEqual(1);
@@ -160,8 +166,8 @@ describe("alerts", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(alert).toMatchObject({ notifiedAt: null });
     expect(await noticesFor(alert!.alertId)).toEqual([]);
 
-    await cronRun(now + 120_000);
-    await cronRun(now + 180_000);
+    await cronRun(now + 120_000, only);
+    await cronRun(now + 180_000, only);
     expect((await noticesFor(alert!.alertId)).map((notice) => notice.type)).toEqual(["alert.opened"]);
   });
 });

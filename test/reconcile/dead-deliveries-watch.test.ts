@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { ulid } from "../../src/lib/ulid";
-import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "./support";
+import { CRON_TEST_TIMEOUT_MS, cronRun, unique, withOnlySources } from "./support";
 
 /**
  * The watch's dead-letters and pending-age alerts count every delivery, whether its state lives in the receipt row
@@ -54,7 +54,7 @@ async function incidents(kind: string) {
 describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }, ({ leave }) => {
   it("opens a dead-letters incident when it dies, and a pending-age one when it waits too long", async () => {
     const now = Date.now();
-    await cronRun(now); // the baseline
+    await cronRun(now, withOnlySources(SOURCE)); // the baseline
     const openBefore = {
       dead: (await incidents("dead-letters")).filter((row) => row.state === "open").length,
       pending: (await incidents("pending-age")).filter((row) => row.state === "open").length,
@@ -63,7 +63,7 @@ describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }
     await leave(now - HOUR, "dead");
     // Received two hours ago and still waiting: older than alert_pending_after (1 h).
     await leave(now - 2 * HOUR, "pending");
-    await cronRun(now + 60_000);
+    await cronRun(now + 60_000, withOnlySources(SOURCE));
     expect(await incidents("dead-letters")).toContainEqual({ state: "open" });
     expect(await incidents("pending-age")).toContainEqual({ state: "open" });
 
@@ -76,7 +76,7 @@ describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }
     )
       .bind(SOURCE)
       .run();
-    await cronRun(now + 120_000);
+    await cronRun(now + 120_000, withOnlySources(SOURCE));
     expect((await incidents("dead-letters")).every((row) => row.state === "resolved")).toBe(true);
     expect((await incidents("pending-age")).every((row) => row.state === "resolved")).toBe(true);
   });
