@@ -7,7 +7,7 @@ import { turnPartitionRing } from "../../src/reconcile/partition-drop";
 import { relayToD1 } from "../../src/relay/relay";
 import { loadSources } from "../../src/sources/registry";
 import { creditClaimAt } from "../support/claims";
-import { CRON_TEST_TIMEOUT_MS, cronRun, unique } from "./support";
+import { CRON_TEST_TIMEOUT_MS, cronRun, unique, withOnlySources } from "./support";
 
 /**
  * Retention of the receipt partitions by drop, through the real cron entry point: the database the next period
@@ -106,7 +106,7 @@ describe("retention of the receipt partitions by drop", () => {
       const { now, binding, d1, heldStart } = ringNow();
       await clearCheckpoint(binding);
       const ids = await seedHeldDay(d1, heldStart, receipts);
-      const run = await cronRun(now + receipts);
+      const run = await cronRun(now + receipts, withOnlySources(SOURCE));
       expect(run.failures).toBeNull();
       expect(run.counts.partitions).toMatchObject({ databasesEmptied: 1 });
       written.push(run.counts.partitions.rowsWrittenByDrop);
@@ -133,7 +133,7 @@ describe("retention of the receipt partitions by drop", () => {
         )
         .first<{ count: number }>();
       expect(indexes!.count).toBeGreaterThan(3);
-      const again = await cronRun(now + receipts + 1);
+      const again = await cronRun(now + receipts + 1, withOnlySources(SOURCE));
       expect(again.counts.partitions).toMatchObject({ databasesEmptied: 0, archivePages: 0 });
     }
     // No row per event: emptying 40 receipts writes what emptying 3 does, the rows of the schema itself (each table,
@@ -166,7 +166,7 @@ describe("retention of the receipt partitions by drop", () => {
     const { now, binding, d1, heldStart } = ringNow();
     await clearCheckpoint(binding);
     const ids = await seedHeldDay(d1, heldStart, 5, "pending");
-    const run = await cronRun(now + 7);
+    const run = await cronRun(now + 7, withOnlySources(SOURCE));
     expect(run.failures).toEqual([
       expect.objectContaining({
         step: "partitions",
@@ -179,7 +179,7 @@ describe("retention of the receipt partitions by drop", () => {
     expect(await rowCount(d1, "receipts")).toBe(5);
 
     await d1.prepare("UPDATE receipts SET status = 'dead' WHERE id = ?").bind(ids[0]).run();
-    const after = await cronRun(now + 8);
+    const after = await cronRun(now + 8, withOnlySources(SOURCE));
     expect(after.failures).toBeNull();
     expect(after.counts.partitions).toMatchObject({ databasesEmptied: 1 });
     expect(await rowCount(d1, "receipts")).toBe(0);
@@ -211,12 +211,12 @@ describe("retention of the receipt partitions by drop", () => {
     expect(relayed.receiptsRelayed).toBe(1);
     await d1.prepare("UPDATE receipts SET status = 'processed' WHERE id = ?").bind(late).run();
 
-    const refused = await cronRun(now + 11);
+    const refused = await cronRun(now + 11, withOnlySources(SOURCE));
     expect(refused.failures).toBeNull();
     expect(refused.counts.partitions).toMatchObject({ dropsRefused: 1, databasesEmptied: 0, rowsWrittenByDrop: 0 });
     expect(await rowCount(d1, "receipts")).toBe(ids.length + 1);
 
-    const dropped = await cronRun(now + 12);
+    const dropped = await cronRun(now + 12, withOnlySources(SOURCE));
     expect(dropped.failures).toBeNull();
     expect(dropped.counts.partitions).toMatchObject({ dropsRefused: 0, databasesEmptied: 1 });
     expect(await rowCount(d1, "receipts")).toBe(0);
@@ -226,7 +226,7 @@ describe("retention of the receipt partitions by drop", () => {
     // The guard writes no row per event: a drop of 40 receipts after it writes what this one did.
     await clearCheckpoint(binding);
     await seedHeldDay(d1, heldStart, 40);
-    const larger = await cronRun(now + 13);
+    const larger = await cronRun(now + 13, withOnlySources(SOURCE));
     expect(larger.counts.partitions).toMatchObject({ databasesEmptied: 1 });
     expect(larger.counts.partitions.rowsWrittenByDrop).toBe(dropped.counts.partitions.rowsWrittenByDrop);
   });

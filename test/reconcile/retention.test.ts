@@ -8,7 +8,7 @@ import { replayReceipt } from "../../src/replay/replay-receipts";
 import { loadSources } from "../../src/sources/registry";
 import { adminGet } from "../admin/support";
 import { eventually, waitForStatus } from "../support/deliveries";
-import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, deliverLive, receipt, unique } from "./support";
+import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, deliverLive, receipt, unique, withOnlySources } from "./support";
 
 const SOURCE = "reconcile-retention";
 const DAY = 86_400_000;
@@ -75,7 +75,12 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       .bind(oldRunId, now - 36 * DAY, now - 36 * DAY)
       .run();
 
-    const runs = await cronUntil(now, async () => (await receipt(SOURCE, expired)) === null);
+    const runs = await cronUntil(
+      now,
+      async () => (await receipt(SOURCE, expired)) === null,
+      40,
+      withOnlySources(SOURCE),
+    );
     expect(runs.every((run) => run.failures === null)).toBe(true);
     expect(runs.reduce((sum, run) => sum + run.counts.retention.bodiesDropped, 0)).toBeGreaterThanOrEqual(2);
     expect(runs.reduce((sum, run) => sum + run.counts.retention.keysExpired, 0)).toBeGreaterThanOrEqual(1);
@@ -148,7 +153,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       ).toMatchObject({ hasBody: 1 });
     }
 
-    const run = await cronRun(now);
+    const run = await cronRun(now, withOnlySources(SOURCE));
     expect(run.failures).toBeNull();
     // Past payload retention only: the evidence stays (a human may still look at it), without its bytes.
     expect(await evidence(weekOld)).toEqual({ hasBody: 0, keptHeaders: null });
@@ -179,7 +184,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     }
 
     // Past payload retention (7 days): every dead letter inside its own retention keeps its body, so it can be replayed.
-    expect((await cronRun(now)).failures).toBeNull();
+    expect((await cronRun(now, withOnlySources(SOURCE))).failures).toBeNull();
     for (const eventKey of [kept, dismissed, replayed])
       expect(await receipt(SOURCE, eventKey), eventKey).toMatchObject({ status: "dead", hasBody: 1 });
     expect(await receipt(SOURCE, pastItsRetention)).toMatchObject({ status: "dead", hasBody: 0, keptHeaders: null });
@@ -228,7 +233,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     ).toHaveLength(1);
     expect((await replayReceipt(env, (await receipt(SOURCE, replayed))!.receiptId)).kind).toBe("replayed");
     expect(await waitForStatus(SOURCE, replayed)).toBe("processed");
-    expect((await cronRun(now + 1)).failures).toBeNull();
+    expect((await cronRun(now + 1, withOnlySources(SOURCE))).failures).toBeNull();
     expect(await receipt(SOURCE, dismissed)).toMatchObject({ status: "dismissed", hasBody: 0, keptHeaders: null });
     expect(await receipt(SOURCE, replayed)).toMatchObject({ status: "processed", hasBody: 0, keptHeaders: null });
     expect(await receipt(SOURCE, kept)).toMatchObject({ status: "dead", hasBody: 1 });
