@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { CRON_TEST_TIMEOUT_MS, cronRun, deliverLive, pastClock, standIn, standInRequests } from "./support";
+import {
+  CRON_TEST_TIMEOUT_MS,
+  cronRun,
+  deliverLive,
+  pastClock,
+  standIn,
+  standInRequests,
+  withOnlySources,
+} from "./support";
 
 const SOURCE = "reconcile-github";
 const HOOK = "/repos/acme/shop/hooks/4242";
@@ -44,7 +52,7 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // We stored this one; GitHub recorded a timeout because our answer came too late.
     expect((await deliverLive(SOURCE, guid("stored-but-timed-out"), JSON.stringify({ zen: "ok" }))).status).toBe(200);
 
-    const run = await cronRun(now);
+    const run = await cronRun(now, withOnlySources(SOURCE));
     expect(run.failures).toBeNull();
     const ours = async () =>
       (await standInRequests(SOURCE)).filter(
@@ -66,7 +74,7 @@ describe("GitHub catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       200,
     );
     await standIn(SOURCE, "github-deliveries", [delivery(base + 7, guid("never-received"), now + 60_000, 200, true)]);
-    const second = await cronRun(now + 5 * 60_000);
+    const second = await cronRun(now + 5 * 60_000, withOnlySources(SOURCE));
     expect(second.failures).toBeNull();
     expect(await ours()).toHaveLength(1);
   });

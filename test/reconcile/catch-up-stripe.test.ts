@@ -12,6 +12,7 @@ import {
   standInRequests,
   stripeEvent,
   unique,
+  withOnlySources,
 } from "./support";
 
 const SOURCE = "reconcile-stripe";
@@ -42,7 +43,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(live.status).toBe(200);
     await waitForStatus(SOURCE, received.id);
 
-    const first = await cronRun(now);
+    const first = await cronRun(now, withOnlySources(SOURCE));
     expect(first.failures).toBeNull();
     expect(first.counts.catchUp[SOURCE]).toMatchObject({ completed: true });
     expect(first.counts.catchUp[SOURCE]!.missingClaimed).toBeGreaterThanOrEqual(1);
@@ -69,7 +70,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     });
 
     // A second run re-reads the overlap window and finds both events already here.
-    const second = await cronRun(now + 5 * 60_000);
+    const second = await cronRun(now + 5 * 60_000, withOnlySources(SOURCE));
     expect(second.failures).toBeNull();
     expect(second.counts.catchUp[SOURCE]!.alreadyReceived).toBeGreaterThanOrEqual(2);
 
@@ -85,7 +86,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const late = stripeEvent(`evt_late_${tag}`, now - 60_000, `in_late_${tag}`);
     await standIn(SOURCE, "stripe-events", [late]);
 
-    await cronRun(now);
+    await cronRun(now, withOnlySources(SOURCE));
     const claimed = await waitForStatus(SOURCE, late.id);
     expect(claimed).toBe("processed");
 
@@ -114,7 +115,7 @@ describe("Stripe catch-up claims only what the webhook endpoint subscribes to", 
     const otherMode = { ...stripeEvent(`evt_mode_${tag}`, now - 3 * 60_000, `in_mode_${tag}`), livemode: true };
     await standIn(SOURCE, "stripe-events", [subscribed, otherType, otherMode]);
 
-    const run = await cronRun(now);
+    const run = await cronRun(now, withOnlySources(SOURCE));
     expect(run.failures).toBeNull();
     expect(await waitForStatus(SOURCE, subscribed.id)).toBe("processed");
     expect(await receipt(SOURCE, otherType.id)).toBeNull();
@@ -134,7 +135,7 @@ describe("Stripe catch-up claims only what the webhook endpoint subscribes to", 
     };
     await standIn(source, "stripe-events", [subscribed, otherType, otherMode]);
 
-    const run = await cronRun(now);
+    const run = await cronRun(now, withOnlySources(source));
     expect(run.failures).toBeNull();
     await eventually(async () => ((await receipt(source, subscribed.id)) ? true : undefined));
     expect((await receipt(source, subscribed.id))?.provenance).toBe("reconciled");
