@@ -7,7 +7,7 @@ import {
   destinationThresholds,
 } from "../../src/monitor/destination-failing";
 import { receiptRow } from "../consumers/support/processing";
-import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { CRON_TEST_TIMEOUT_MS, runCron, withOnlySources } from "../reconcile/support";
 import { sendCredit, setLane } from "../routing/gate-support";
 import { eventually } from "../support/deliveries";
 import { issue } from "./issue-support";
@@ -59,7 +59,7 @@ describe("destination-failing, through the real route", { timeout: CRON_TEST_TIM
       "every delivery failed once and waits for its retry",
     );
 
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources(SOURCE));
     expect(await issue(KEY, false)).toMatchObject({
       kind: "destination-failing",
       source: SOURCE,
@@ -76,7 +76,7 @@ describe("destination-failing, through the real route", { timeout: CRON_TEST_TIM
       const { nextAttemptAt } = await receiptRow(receiptId);
       expect(await processReceipt(env, receiptId, nextAttemptAt!)).toEqual({ kind: "done", status: "processed" });
     }
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources(SOURCE));
     expect(await issue(KEY)).toMatchObject({ state: "resolved", resolvedBy: "receiver" });
   });
 });

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { adminGet, adminPost, DASHBOARD_ORIGIN, dashboardPage, dashboardSession, seedReceipt } from "../admin/support";
-import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { CRON_TEST_TIMEOUT_MS, runCron, withOnlySources } from "../reconcile/support";
 import { issue, received } from "./issue-support";
 
 /**
@@ -34,8 +34,8 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const crmKey = `dead-letters:${SOURCE}:crm`;
     const ledgerKey = `dead-letters:${SOURCE}:ledger`;
 
-    await runCron(now);
-    await runCron(now + 60_000);
+    await runCron(now, withOnlySources(SOURCE));
+    await runCron(now + 60_000, withOnlySources(SOURCE));
     const open = await issue(crmKey, false);
     expect(open).toMatchObject({
       kind: "dead-letters",
@@ -109,7 +109,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
     // The dead letter is dismissed through the API: the next run resolves the issue and says so everywhere.
     expect((await adminPost("/admin/api/dead/dismiss", { receiptIds: [further], route: "crm" })).status).toBe(200);
-    await runCron(now + 5 * 60_000);
+    await runCron(now + 5 * 60_000, withOnlySources(SOURCE));
     expect(await issue(crmKey, false)).toBeUndefined();
     expect(await issue(crmKey)).toMatchObject({ state: "resolved", resolvedBy: "receiver" });
     expect((await issue(crmKey))!.history.map((entry) => entry.event)).toEqual(["opened", "acknowledged", "resolved"]);
@@ -129,7 +129,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const byHand = await adminPost(`/admin/api/issues/${encodeURIComponent(ledgerKey)}/resolve`, {});
     expect(byHand.status).toBe(200);
     expect(await byHand.json()).toMatchObject({ issue: { state: "resolved", resolvedBy: "operator" } });
-    await runCron(now + 6 * 60_000);
+    await runCron(now + 6 * 60_000, withOnlySources(SOURCE));
     const reopened = await issue(ledgerKey, false);
     expect(reopened).toMatchObject({ state: "open", episodes: 2 });
     expect(reopened!.history.map((entry) => entry.event)).toEqual(["opened", "resolved", "reopened", "notice-held"]);
@@ -137,7 +137,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       ["trigger", "resolve"],
     );
     // Past the interval, the held opening goes out.
-    await runCron(now + 22 * 60_000);
+    await runCron(now + 22 * 60_000, withOnlySources(SOURCE));
     expect((await received("pagerduty", ledgerKey, 3)).map((request) => JSON.parse(request.body).event_action)).toEqual(
       ["trigger", "resolve", "trigger"],
     );
@@ -148,7 +148,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const issueKey = `dead-letters:${source}:default`;
     const now = Date.now();
     await seedReceipt({ source, receivedAt: now - HOUR, status: "dead", attempts: 5 });
-    await runCron(now);
+    await runCron(now, withOnlySources(source));
     const cookie = await dashboardSession();
     const page = await (await dashboardPage("/admin/issues", { headers: { cookie } })).text();
     expect(page).toContain(`data-issue="${issueKey}"`);

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { secretValue } from "../../src/lib/secrets";
 import { signatureReportsSent } from "../../src/monitor/signature-tally";
-import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { CRON_TEST_TIMEOUT_MS, runCron, withOnlySources } from "../reconcile/support";
 import { credit, signDemo } from "../support/deliveries";
 import { issue } from "./issue-support";
 
@@ -66,13 +66,13 @@ describe("signature-failure issues", { timeout: CRON_TEST_TIMEOUT_MS * 3 }, () =
     const key = "signature-failures:sig-spike";
     // A handful of refusals is no spike: below the floor (10) nothing opens.
     expect(await deliverMany("sig-spike", `sig_few_${runId}`, 4, ROTATED_AWAY)).toEqual(Array(4).fill(401));
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources("sig-spike"));
     expect(await issue(key)).toBeUndefined();
 
     // The sender rotated its secret: everything it sends is refused.
     expect(await deliverMany("sig-spike", `sig_bad_${runId}`, 12, ROTATED_AWAY)).toEqual(Array(12).fill(401));
     // However many were refused, the isolate asked the monitor at most once per interval; the cron flushes the rest.
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources("sig-spike"));
     const open = await issue(key, false);
     expect(open).toMatchObject({ kind: "signature-failures", source: "sig-spike", route: null, state: "open" });
     expect(open!.severity).toBe("critical");
@@ -83,7 +83,7 @@ describe("signature-failure issues", { timeout: CRON_TEST_TIMEOUT_MS * 3 }, () =
 
     // The secret is updated: good deliveries bring the refused share under 20 %, and the next run resolves it.
     expect(await deliverMany("sig-spike", `sig_good_${runId}`, 70, CURRENT)).toEqual(Array(70).fill(200));
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources("sig-spike"));
     const resolved = await issue(key);
     expect(resolved).toMatchObject({ state: "resolved", resolvedBy: "receiver" });
     expect(resolved!.history.map((entry) => entry.event)).toEqual(["opened", "resolved"]);

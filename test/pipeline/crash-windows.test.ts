@@ -12,7 +12,7 @@ import { shardFor } from "../../src/claims/routing";
 import { database } from "../../src/db/client";
 import worker from "../../src/index";
 import { OVERDUE_GRACE_MS } from "../../src/reconcile/redrive";
-import { CRON_TEST_TIMEOUT_MS, runCron } from "../reconcile/support";
+import { CRON_TEST_TIMEOUT_MS, runCron, withOnlySources } from "../reconcile/support";
 import { account, credit, eventually, post, signDemo, waitForStatus } from "../support/deliveries";
 import {
   breakShardBindings,
@@ -132,7 +132,7 @@ describe("crash window 2: after the relay, before processing", () => {
     // Nothing else will send it again: the cron's re-drive does, once the receipt has waited past its grace period.
     // Two runs at once, as overlapping crons would: one claims it, and it is applied once.
     const later = Date.now() + OVERDUE_GRACE_MS + 60_000;
-    await Promise.all([runCron(later), runCron(later + 1)]);
+    await Promise.all([runCron(later, withOnlySources(SOURCE)), runCron(later + 1, withOnlySources(SOURCE))]);
     expect(await waitForStatus(SOURCE, eventKey!)).toBe("processed");
     await new Promise((resolve) => setTimeout(resolve, 500));
     await expectExactlyOnce([eventKey!], "acct_lost_message", 15);

@@ -15,6 +15,7 @@ import {
   standInRequests,
   stripeEvent,
   unique,
+  withOnlySources,
 } from "./support";
 
 const SOURCE = "reconcile-overlap";
@@ -88,7 +89,7 @@ describe("overlapping runs", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       )
       .run();
 
-    await Promise.all([runCron(now), runCron(now)]);
+    await Promise.all([runCron(now, withOnlySources(SOURCE)), runCron(now, withOnlySources(SOURCE))]);
 
     const runs = await runsAt(now);
     expect(runs).toHaveLength(2);

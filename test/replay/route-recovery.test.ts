@@ -11,7 +11,7 @@ import {
 import { adminGet } from "../admin/support";
 import { receiptRow } from "../consumers/support/processing";
 import { issue } from "../monitor/issue-support";
-import { runCron } from "../reconcile/support";
+import { runCron, withOnlySources } from "../reconcile/support";
 import { keysOf, lane, sendCredit, setLane } from "../routing/gate-support";
 import { eventually } from "../support/deliveries";
 
@@ -84,7 +84,7 @@ describe('recover = "auto"', () => {
     expect(job.job).toMatchObject({ origin: "recovery", source: SOURCE, route: "flaky", state: "done", replayed: 2 });
 
     // The cron reads the job done: the issue resolves, in the same episode, saying what was re-driven.
-    await runCron(Date.now());
+    await runCron(Date.now(), withOnlySources(SOURCE));
     const resolved = await issue(ISSUE);
     const recovered = `Recovered: job ${jobKey} re-drove 2 dead deliveries`;
     expect(resolved).toMatchObject({ state: "resolved", resolvedBy: "receiver", episodes: 1 });
