@@ -71,9 +71,9 @@ function pointSecretsAtStandin(secrets: Record<string, Json>, origin: string): R
  * (docs/testing.md, "Where the time goes"), so most files share one (`shared`, `isolate: false`): one D1, one set of
  * Durable Objects and queues, one module graph, for every file in SHARED_WORKERD. Each of those files keys its
  * receipts, sources and accounts uniquely and waits only for its own work, so what an earlier file left behind is
- * never what it reads. The rest get a workerd each (`isolated`): files that run the cron or the stats over every
- * source, drive outages and restarts, or count what the whole store holds; and the files listed in OWN_WORKERD,
- * which read something another file can set in the isolate.
+ * never what it reads. The rest get a workerd each (`isolated`): files that run the cron (whose steps over the whole
+ * store act on what other files left) or the stats over every source, drive outages and restarts, or count what the
+ * whole store holds; and the files listed in OWN_WORKERD, which read something another file can set in the isolate.
  */
 const SHARED_WORKERD = [
   "test/admin/",
@@ -115,7 +115,8 @@ const OWN_WORKERD = new Set([
   "test/routing/fan-out.test.ts",
   "test/monitor/signature-issues.test.ts", // the isolate's tally of refused signatures, which other files add to
   "test/claims/shard-epoch.test.ts", // its cron hands over the keys of every source
-  // The cron over every source (no withOnlySources): it also acts on what other files left, and they on its work.
+  // The cron: whatever SOURCES it is given, its steps over the whole store (the ring's partitions, the run history,
+  // issues) act on what other files left, and they on its work.
   "test/admin/audit-log.test.ts",
   "test/databases/cron-across.test.ts",
   "test/databases/move.test.ts",

@@ -216,17 +216,20 @@ export function carrying(home: Home, sent: readonly SentWork[], receiptId: strin
 }
 
 /**
- * The cron at `clock`, over the two homes' sources only: a run over every fixture source visits hundreds of cold
- * claim shards, and these tests read what it did for their own deliveries.
+ * The bindings with SOURCES narrowed to the two homes' sources: a cron run over every fixture source visits hundreds
+ * of cold claim shards, and these tests read what it did for their own deliveries.
  */
+const homesOnly = (): Env => withOnlySources(ownHome.source, furtherHome.source);
+
+/** The cron at `clock`, over the homes' sources. */
 export async function homesCron(clock: number): Promise<void> {
-  await runCron(clock, withOnlySources(ownHome.source, furtherHome.source));
+  await runCron(clock, homesOnly());
 }
 
 /** A cron run at `clock` (over the homes' sources) whose work messages are lost: what it sent. */
 export async function cronLosingWork(clock: number): Promise<SentWork[]> {
   const sent: SentWork[] = [];
-  await runCron(clock, { ...withOnlySources(ownHome.source, furtherHome.source), WORK_QUEUE: losingWork(sent) });
+  await runCron(clock, { ...homesOnly(), WORK_QUEUE: losingWork(sent) });
   return sent;
 }
 
