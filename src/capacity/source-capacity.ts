@@ -53,7 +53,8 @@ export function capacityWarnings(
         bodies: "r2",
         shards: Math.min(deployment.shardCount, PUBLISHED_LIMITS.claimShardsPerSource),
         databases: null,
-        spread: isPartitioned(source) && ringWindowMs !== null ? (deployment.partitions?.spread ?? 1) : 1,
+        // Queries are added up per database over every source writing there (queryWarnings), not per source.
+        spread: 1,
       },
       figures,
     );
@@ -115,6 +116,7 @@ function queryWarnings(
   figures: PerEventFigures,
 ): string[] {
   const limit = PUBLISHED_LIMITS.d1QueriesPerSecond;
+  const serves = `above the about ${limit.toLocaleString("en-US")} one D1 database serves`;
   const queriesOf = (sharing: Sharing) =>
     sharing.reduce((total, entry) => total + (entry.report.d1.queriesPerSecond ?? 0), 0);
   const asked = (sharing: Sharing, perDatabase: number) =>
@@ -125,9 +127,8 @@ function queryWarnings(
     const perDatabase = queriesOf(sharing);
     if (perDatabase <= limit) continue;
     warnings.push(
-      `database ${binding}: ${asked(sharing, perDatabase)} of it, above the about ${limit.toLocaleString("en-US")} one ` +
-        'D1 database serves: partition the receipts (database = "partitions") over a ring with spread, or split the ' +
-        "traffic over sources on databases of their own",
+      `database ${binding}: ${asked(sharing, perDatabase)} of it, ${serves}: partition the receipts ` +
+        '(database = "partitions") over a ring with spread, or split the traffic over sources on databases of their own',
     );
   }
   if (partitioned) {
@@ -137,8 +138,8 @@ function queryWarnings(
     if (perDatabase > limit)
       warnings.push(
         `RECEIPT_PARTITIONS: ${asked(ring, perDatabase)} of ${partitions.spread === 1 ? "the one database" : `each of the ${partitions.spread} databases`} a period ` +
-          `is written to, above the about ${limit.toLocaleString("en-US")} one D1 database serves: raise spread to ` +
-          `${Math.ceil(total / limit)} (with that many databases for each period in the ring)`,
+          `is written to, ${serves}: raise spread to ${Math.ceil(total / limit)} (with that many databases for each ` +
+          "period in the ring)",
       );
   }
   return warnings;
