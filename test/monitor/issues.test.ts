@@ -13,6 +13,8 @@ import { issue, received } from "./issue-support";
  */
 
 const SOURCE = "issues-routes";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 const HOUR = 3_600_000;
 
 async function seedDeadLetters(now: number): Promise<{ own: string; further: string }> {
@@ -34,8 +36,8 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const crmKey = `dead-letters:${SOURCE}:crm`;
     const ledgerKey = `dead-letters:${SOURCE}:ledger`;
 
-    await runCron(now, withOnlySources(SOURCE));
-    await runCron(now + 60_000, withOnlySources(SOURCE));
+    await runCron(now, CRON_ENV);
+    await runCron(now + 60_000, CRON_ENV);
     const open = await issue(crmKey, false);
     expect(open).toMatchObject({
       kind: "dead-letters",
@@ -109,7 +111,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
 
     // The dead letter is dismissed through the API: the next run resolves the issue and says so everywhere.
     expect((await adminPost("/admin/api/dead/dismiss", { receiptIds: [further], route: "crm" })).status).toBe(200);
-    await runCron(now + 5 * 60_000, withOnlySources(SOURCE));
+    await runCron(now + 5 * 60_000, CRON_ENV);
     expect(await issue(crmKey, false)).toBeUndefined();
     expect(await issue(crmKey)).toMatchObject({ state: "resolved", resolvedBy: "receiver" });
     expect((await issue(crmKey))!.history.map((entry) => entry.event)).toEqual(["opened", "acknowledged", "resolved"]);
@@ -129,7 +131,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const byHand = await adminPost(`/admin/api/issues/${encodeURIComponent(ledgerKey)}/resolve`, {});
     expect(byHand.status).toBe(200);
     expect(await byHand.json()).toMatchObject({ issue: { state: "resolved", resolvedBy: "operator" } });
-    await runCron(now + 6 * 60_000, withOnlySources(SOURCE));
+    await runCron(now + 6 * 60_000, CRON_ENV);
     const reopened = await issue(ledgerKey, false);
     expect(reopened).toMatchObject({ state: "open", episodes: 2 });
     expect(reopened!.history.map((entry) => entry.event)).toEqual(["opened", "resolved", "reopened", "notice-held"]);
@@ -137,7 +139,7 @@ describe("issues", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       ["trigger", "resolve"],
     );
     // Past the interval, the held opening goes out.
-    await runCron(now + 22 * 60_000, withOnlySources(SOURCE));
+    await runCron(now + 22 * 60_000, CRON_ENV);
     expect((await received("pagerduty", ledgerKey, 3)).map((request) => JSON.parse(request.body).event_action)).toEqual(
       ["trigger", "resolve", "trigger"],
     );

@@ -6,6 +6,8 @@ import { CRON_TEST_TIMEOUT_MS, cronRun, pastClock, standIn, stripeEvent, unique,
 
 // max_pages = 1: one page of 100 per run, so a longer list takes several runs.
 const SOURCE = "reconcile-stripe-paged";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 
 async function checkpoint(): Promise<ScanCheckpoint | null> {
   const row = await env.DB.prepare("SELECT cursor FROM checkpoints WHERE source = ? AND reconciler = 'stripe-events'")
@@ -34,7 +36,7 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
     const eventKeys = events.map((event) => event.id);
 
     // First run: one page, the scan is cut short, and the checkpoint records how far it got.
-    const first = await cronRun(now, withOnlySources(SOURCE));
+    const first = await cronRun(now, CRON_ENV);
     expect(first.failures).toBeNull();
     expect(first.counts.catchUp[SOURCE]).toMatchObject({ pages: 1, completed: false, listed: 100 });
     const partial = await checkpoint();
@@ -49,7 +51,7 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
     let clock = now;
     for (let run = 0; run < 10 && (await checkpoint())?.inProgress; run++) {
       clock += 5 * 60_000;
-      expect((await cronRun(clock, withOnlySources(SOURCE))).failures).toBeNull();
+      expect((await cronRun(clock, CRON_ENV)).failures).toBeNull();
     }
     expect(await checkpoint()).toEqual({ since: now });
     await eventually(async () => ((await storedCount(eventKeys)) === 150 ? true : undefined));
@@ -59,7 +61,7 @@ describe("the Stripe catch-up checkpoint", { timeout: CRON_TEST_TIMEOUT_MS }, ()
     const failingClock = clock + 5 * 60_000;
     await standIn(SOURCE, "fail-with", { status: 503, until: Math.floor(failingClock / 1000) });
     try {
-      const failed = await cronRun(failingClock, withOnlySources(SOURCE));
+      const failed = await cronRun(failingClock, CRON_ENV);
       expect(failed.failures).toEqual([
         expect.objectContaining({
           step: "catch-up",

@@ -16,6 +16,8 @@ import {
 } from "./support";
 
 const SOURCE = "reconcile-stripe";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 // This file's clock: the tests below run on it in order, an hour apart.
 const clock = pastClock();
 
@@ -43,7 +45,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(live.status).toBe(200);
     await waitForStatus(SOURCE, received.id);
 
-    const first = await cronRun(now, withOnlySources(SOURCE));
+    const first = await cronRun(now, CRON_ENV);
     expect(first.failures).toBeNull();
     expect(first.counts.catchUp[SOURCE]).toMatchObject({ completed: true });
     expect(first.counts.catchUp[SOURCE]!.missingClaimed).toBeGreaterThanOrEqual(1);
@@ -70,7 +72,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     });
 
     // A second run re-reads the overlap window and finds both events already here.
-    const second = await cronRun(now + 5 * 60_000, withOnlySources(SOURCE));
+    const second = await cronRun(now + 5 * 60_000, CRON_ENV);
     expect(second.failures).toBeNull();
     expect(second.counts.catchUp[SOURCE]!.alreadyReceived).toBeGreaterThanOrEqual(2);
 
@@ -86,7 +88,7 @@ describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     const late = stripeEvent(`evt_late_${tag}`, now - 60_000, `in_late_${tag}`);
     await standIn(SOURCE, "stripe-events", [late]);
 
-    await cronRun(now, withOnlySources(SOURCE));
+    await cronRun(now, CRON_ENV);
     const claimed = await waitForStatus(SOURCE, late.id);
     expect(claimed).toBe("processed");
 
@@ -115,7 +117,7 @@ describe("Stripe catch-up claims only what the webhook endpoint subscribes to", 
     const otherMode = { ...stripeEvent(`evt_mode_${tag}`, now - 3 * 60_000, `in_mode_${tag}`), livemode: true };
     await standIn(SOURCE, "stripe-events", [subscribed, otherType, otherMode]);
 
-    const run = await cronRun(now, withOnlySources(SOURCE));
+    const run = await cronRun(now, CRON_ENV);
     expect(run.failures).toBeNull();
     expect(await waitForStatus(SOURCE, subscribed.id)).toBe("processed");
     expect(await receipt(SOURCE, otherType.id)).toBeNull();

@@ -9,6 +9,8 @@ import { CRON_TEST_TIMEOUT_MS, cronRun, unique, withOnlySources } from "./suppor
  * route's backlog, is alerted on like the receipt's own.
  */
 const SOURCE = "reconcile-stuck";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 const HOUR = 3_600_000;
 const FURTHER_ROUTE = "second-destination";
 
@@ -54,7 +56,7 @@ async function incidents(kind: string) {
 describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }, ({ leave }) => {
   it("opens a dead-letters incident when it dies, and a pending-age one when it waits too long", async () => {
     const now = Date.now();
-    await cronRun(now, withOnlySources(SOURCE)); // the baseline
+    await cronRun(now, CRON_ENV); // the baseline
     const openBefore = {
       dead: (await incidents("dead-letters")).filter((row) => row.state === "open").length,
       pending: (await incidents("pending-age")).filter((row) => row.state === "open").length,
@@ -63,7 +65,7 @@ describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }
     await leave(now - HOUR, "dead");
     // Received two hours ago and still waiting: older than alert_pending_after (1 h).
     await leave(now - 2 * HOUR, "pending");
-    await cronRun(now + 60_000, withOnlySources(SOURCE));
+    await cronRun(now + 60_000, CRON_ENV);
     expect(await incidents("dead-letters")).toContainEqual({ state: "open" });
     expect(await incidents("pending-age")).toContainEqual({ state: "open" });
 
@@ -76,7 +78,7 @@ describe.each(homes)("the watch counts $home", { timeout: CRON_TEST_TIMEOUT_MS }
     )
       .bind(SOURCE)
       .run();
-    await cronRun(now + 120_000, withOnlySources(SOURCE));
+    await cronRun(now + 120_000, CRON_ENV);
     expect((await incidents("dead-letters")).every((row) => row.state === "resolved")).toBe(true);
     expect((await incidents("pending-age")).every((row) => row.state === "resolved")).toBe(true);
   });

@@ -17,6 +17,8 @@ import { CRON_TEST_TIMEOUT_MS, cronRun, unique, withOnlySources } from "./suppor
 
 const DAY_MS = 86_400_000;
 const SOURCE = "partitioned";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 
 /** Today's period, tomorrow's database (the one readied now) and the day it last held, four days before tomorrow. */
 function ringNow() {
@@ -106,7 +108,7 @@ describe("retention of the receipt partitions by drop", () => {
       const { now, binding, d1, heldStart } = ringNow();
       await clearCheckpoint(binding);
       const ids = await seedHeldDay(d1, heldStart, receipts);
-      const run = await cronRun(now + receipts, withOnlySources(SOURCE));
+      const run = await cronRun(now + receipts, CRON_ENV);
       expect(run.failures).toBeNull();
       expect(run.counts.partitions).toMatchObject({ databasesEmptied: 1 });
       written.push(run.counts.partitions.rowsWrittenByDrop);
@@ -133,7 +135,7 @@ describe("retention of the receipt partitions by drop", () => {
         )
         .first<{ count: number }>();
       expect(indexes!.count).toBeGreaterThan(3);
-      const again = await cronRun(now + receipts + 1, withOnlySources(SOURCE));
+      const again = await cronRun(now + receipts + 1, CRON_ENV);
       expect(again.counts.partitions).toMatchObject({ databasesEmptied: 0, archivePages: 0 });
     }
     // No row per event: emptying 40 receipts writes what emptying 3 does, the rows of the schema itself (each table,
@@ -166,7 +168,7 @@ describe("retention of the receipt partitions by drop", () => {
     const { now, binding, d1, heldStart } = ringNow();
     await clearCheckpoint(binding);
     const ids = await seedHeldDay(d1, heldStart, 5, "pending");
-    const run = await cronRun(now + 7, withOnlySources(SOURCE));
+    const run = await cronRun(now + 7, CRON_ENV);
     expect(run.failures).toEqual([
       expect.objectContaining({
         step: "partitions",
@@ -179,7 +181,7 @@ describe("retention of the receipt partitions by drop", () => {
     expect(await rowCount(d1, "receipts")).toBe(5);
 
     await d1.prepare("UPDATE receipts SET status = 'dead' WHERE id = ?").bind(ids[0]).run();
-    const after = await cronRun(now + 8, withOnlySources(SOURCE));
+    const after = await cronRun(now + 8, CRON_ENV);
     expect(after.failures).toBeNull();
     expect(after.counts.partitions).toMatchObject({ databasesEmptied: 1 });
     expect(await rowCount(d1, "receipts")).toBe(0);
@@ -211,12 +213,12 @@ describe("retention of the receipt partitions by drop", () => {
     expect(relayed.receiptsRelayed).toBe(1);
     await d1.prepare("UPDATE receipts SET status = 'processed' WHERE id = ?").bind(late).run();
 
-    const refused = await cronRun(now + 11, withOnlySources(SOURCE));
+    const refused = await cronRun(now + 11, CRON_ENV);
     expect(refused.failures).toBeNull();
     expect(refused.counts.partitions).toMatchObject({ dropsRefused: 1, databasesEmptied: 0, rowsWrittenByDrop: 0 });
     expect(await rowCount(d1, "receipts")).toBe(ids.length + 1);
 
-    const dropped = await cronRun(now + 12, withOnlySources(SOURCE));
+    const dropped = await cronRun(now + 12, CRON_ENV);
     expect(dropped.failures).toBeNull();
     expect(dropped.counts.partitions).toMatchObject({ dropsRefused: 0, databasesEmptied: 1 });
     expect(await rowCount(d1, "receipts")).toBe(0);
@@ -226,7 +228,7 @@ describe("retention of the receipt partitions by drop", () => {
     // The guard writes no row per event: a drop of 40 receipts after it writes what this one did.
     await clearCheckpoint(binding);
     await seedHeldDay(d1, heldStart, 40);
-    const larger = await cronRun(now + 13, withOnlySources(SOURCE));
+    const larger = await cronRun(now + 13, CRON_ENV);
     expect(larger.counts.partitions).toMatchObject({ databasesEmptied: 1 });
     expect(larger.counts.partitions.rowsWrittenByDrop).toBe(dropped.counts.partitions.rowsWrittenByDrop);
   });

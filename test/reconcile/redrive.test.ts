@@ -21,6 +21,8 @@ import {
 } from "./support";
 
 const SOURCE = "reconcile-stuck";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 
@@ -97,7 +99,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(await receipt(SOURCE, eventKey)).toBeNull();
 
     // Only this source's shards are visited: the claim's shard is among them on every run.
-    const runs = await cronUntil(now, async () => (await stub.unrelayedCount()) === 0, 40, withOnlySources(SOURCE));
+    const runs = await cronUntil(now, async () => (await stub.unrelayedCount()) === 0, 40, CRON_ENV);
     expect(runs.reduce((sum, run) => sum + run.counts.shards.claimsRelayed, 0)).toBeGreaterThanOrEqual(1);
     expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
   });
@@ -138,7 +140,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     // Relayed a minute ago and not yet consumed: within the grace period, so left alone.
     await storedReceipt(fresh, { status: "pending" }, MINUTE, now);
 
-    const run = await cronRun(now, withOnlySources(SOURCE));
+    const run = await cronRun(now, CRON_ENV);
     expect(run.failures).toBeNull();
     expect(run.counts.redrive.overdueReenqueued).toBe(2);
     expect(run.counts.redrive.expiredLeasesReturned).toBe(1);
@@ -155,31 +157,31 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect((await receipt(SOURCE, fresh))?.status).toBe("pending");
 
     // The next run finds nothing new: the scan moved past these receipts, and the claimed ones are finished.
-    const again = await cronRun(now + 1000, withOnlySources(SOURCE));
+    const again = await cronRun(now + 1000, CRON_ENV);
     expect(again.counts.redrive.overdueReenqueued).toBe(0);
     expect(again.counts.redrive.expiredLeasesReturned).toBe(0);
     // Once the fresh one is past the grace period too, it is re-driven and finishes: no lost message is left behind
     // for a later test's run to count.
-    expect((await cronRun(now + 11 * MINUTE, withOnlySources(SOURCE))).counts.redrive.overdueReenqueued).toBe(1);
+    expect((await cronRun(now + 11 * MINUTE, CRON_ENV)).counts.redrive.overdueReenqueued).toBe(1);
     expect(await waitForStatus(SOURCE, fresh, ["skipped"])).toBe("skipped");
   });
 
   it("finds a receipt that reached D1 late, after the scan had passed its id, once it has been there the grace period", async () => {
     const clock = laterClock();
     // The scan passes every id received before clock - 10 min.
-    expect((await cronRun(clock, withOnlySources(SOURCE))).failures).toBeNull();
+    expect((await cronRun(clock, CRON_ENV)).failures).toBeNull();
     // Received three hours before, relayed only now (a relay held up by an outage): its id sorts far behind the scan.
     const eventKey = `msg_late_relay_${unique()}`;
     const receiptId = await storedReceipt(eventKey, { status: "pending", relayedAt: clock }, 3 * HOUR, clock);
     // Its message is lost. Five minutes on it may still be on its way: left alone.
-    expect((await cronRun(clock + 5 * MINUTE, withOnlySources(SOURCE))).failures).toBeNull();
+    expect((await cronRun(clock + 5 * MINUTE, CRON_ENV)).failures).toBeNull();
     expect(await row(receiptId)).toMatchObject({ status: "pending", nextAttemptAt: null });
     // Past the grace period after it reached D1, it is re-driven and finishes.
-    const run = await cronRun(clock + 11 * MINUTE, withOnlySources(SOURCE));
+    const run = await cronRun(clock + 11 * MINUTE, CRON_ENV);
     expect(run.failures).toBeNull();
     expect(run.counts.redrive.overdueReenqueued).toBe(1);
     expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
-    expect((await cronRun(clock + 12 * MINUTE, withOnlySources(SOURCE))).counts.redrive.overdueReenqueued).toBe(0);
+    expect((await cronRun(clock + 12 * MINUTE, CRON_ENV)).counts.redrive.overdueReenqueued).toBe(0);
   });
 
   it("waits for a first attempt's live lease instead of passing it, and re-drives it once the lease has run out", async () => {
@@ -192,7 +194,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       20 * MINUTE,
       clock,
     );
-    const first = await cronRun(clock, withOnlySources(SOURCE));
+    const first = await cronRun(clock, CRON_ENV);
     expect(first.failures).toBeNull();
     expect(await row(receiptId)).toMatchObject({
       status: "processing",
@@ -200,7 +202,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       nextAttemptAt: null,
     });
     // The lease has run out by the next run, which reads the receipt again.
-    const second = await cronRun(clock + 5 * MINUTE, withOnlySources(SOURCE));
+    const second = await cronRun(clock + 5 * MINUTE, CRON_ENV);
     expect(second.failures).toBeNull();
     expect(second.counts.redrive.overdueReenqueued).toBe(1);
     expect(await waitForStatus(SOURCE, eventKey, ["skipped"])).toBe("skipped");
@@ -264,7 +266,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     expect(waiting!.nextAttemptAt).toBeGreaterThan(now);
 
     // So the cron, which takes a never-attempted receipt this old for one whose message was lost, sends no copy.
-    const run = await cronRun(Date.now(), withOnlySources(SOURCE));
+    const run = await cronRun(Date.now(), CRON_ENV);
     expect(run.failures).toBeNull();
     const after = await env.DB.prepare("SELECT next_attempt_at AS nextAttemptAt FROM receipts WHERE id = ?")
       .bind(receiptId)
@@ -293,7 +295,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     await storedReceipt(lost, { status: "pending" }, 70 * MINUTE, clock);
 
     // (Counts would include earlier tests' receipts, due again at this later clock: these two are what matter.)
-    const run = await cronRun(clock, withOnlySources(SOURCE));
+    const run = await cronRun(clock, CRON_ENV);
     expect(run.failures).toBeNull();
     expect(await waitForStatus(SOURCE, lost, ["skipped"])).toBe("skipped");
     expect(await row(inBacklogId)).toMatchObject({ status: "pending", nextAttemptAt: null });
@@ -303,7 +305,7 @@ describe("re-drive", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       (await readCheckpoint<{ sentAt: number }>(env, "*", "queue-probe-handled"))?.sentAt === clock ? true : undefined,
     );
     // Caught up, and the backlog receipt never came: now it is lost, and the next run sends it.
-    const next = await cronRun(clock + 1000, withOnlySources(SOURCE));
+    const next = await cronRun(clock + 1000, CRON_ENV);
     expect(next.failures).toBeNull();
     expect(next.counts.redrive.overdueReenqueued).toBeGreaterThanOrEqual(1);
     expect(await waitForStatus(SOURCE, inBacklog, ["skipped"])).toBe("skipped");

@@ -11,6 +11,8 @@ import { eventually, waitForStatus } from "../support/deliveries";
 import { CRON_TEST_TIMEOUT_MS, cronRun, cronUntil, deliverLive, receipt, unique, withOnlySources } from "./support";
 
 const SOURCE = "reconcile-retention";
+/** What this file's cron runs are given: SOURCES narrowed to SOURCE, so a run visits its shards alone. */
+const CRON_ENV = withOnlySources(SOURCE);
 const DAY = 86_400_000;
 
 /** A delivery claimed through the real claim path as if it had arrived `ageMs` ago. */
@@ -75,12 +77,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       .bind(oldRunId, now - 36 * DAY, now - 36 * DAY)
       .run();
 
-    const runs = await cronUntil(
-      now,
-      async () => (await receipt(SOURCE, expired)) === null,
-      40,
-      withOnlySources(SOURCE),
-    );
+    const runs = await cronUntil(now, async () => (await receipt(SOURCE, expired)) === null, 40, CRON_ENV);
     expect(runs.every((run) => run.failures === null)).toBe(true);
     expect(runs.reduce((sum, run) => sum + run.counts.retention.bodiesDropped, 0)).toBeGreaterThanOrEqual(2);
     expect(runs.reduce((sum, run) => sum + run.counts.retention.keysExpired, 0)).toBeGreaterThanOrEqual(1);
@@ -153,7 +150,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
       ).toMatchObject({ hasBody: 1 });
     }
 
-    const run = await cronRun(now, withOnlySources(SOURCE));
+    const run = await cronRun(now, CRON_ENV);
     expect(run.failures).toBeNull();
     // Past payload retention only: the evidence stays (a human may still look at it), without its bytes.
     expect(await evidence(weekOld)).toEqual({ hasBody: 0, keptHeaders: null });
@@ -184,7 +181,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     }
 
     // Past payload retention (7 days): every dead letter inside its own retention keeps its body, so it can be replayed.
-    expect((await cronRun(now, withOnlySources(SOURCE))).failures).toBeNull();
+    expect((await cronRun(now, CRON_ENV)).failures).toBeNull();
     for (const eventKey of [kept, dismissed, replayed])
       expect(await receipt(SOURCE, eventKey), eventKey).toMatchObject({ status: "dead", hasBody: 1 });
     expect(await receipt(SOURCE, pastItsRetention)).toMatchObject({ status: "dead", hasBody: 0, keptHeaders: null });
@@ -233,7 +230,7 @@ describe("retention", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
     ).toHaveLength(1);
     expect((await replayReceipt(env, (await receipt(SOURCE, replayed))!.receiptId)).kind).toBe("replayed");
     expect(await waitForStatus(SOURCE, replayed)).toBe("processed");
-    expect((await cronRun(now + 1, withOnlySources(SOURCE))).failures).toBeNull();
+    expect((await cronRun(now + 1, CRON_ENV)).failures).toBeNull();
     expect(await receipt(SOURCE, dismissed)).toMatchObject({ status: "dismissed", hasBody: 0, keptHeaders: null });
     expect(await receipt(SOURCE, replayed)).toMatchObject({ status: "processed", hasBody: 0, keptHeaders: null });
     expect(await receipt(SOURCE, kept)).toMatchObject({ status: "dead", hasBody: 1 });
