@@ -109,6 +109,8 @@ export function perEventFigures(life: MeasuredLife, command: string) {
     workersRequests: round(life.happy.workersRequests),
     /** The happy path's D1 calls (statements and batches): what one database's query time is spent on. */
     d1Calls: round(life.happy.d1Calls),
+    /** Their execution time (ms, meta.duration: the local SQLite's), for calls longer than the ~1 ms a query count assumes. */
+    d1ExecutionMs: round(life.happy.d1DurationMs),
     durableObjectRequests: round(life.happy.doRequests + life.bodyDrop.doRequests + life.deletes.doRequests),
     queueOperations: round(life.happy.queueOperations),
     cpuMs: round(life.cpuMs),

@@ -20,7 +20,8 @@ const dollars = (usd) => `$${usd >= 1000 ? count(usd) : usd.toFixed(2)}`;
 function inUnit(size, entry, value) {
   if (entry.unit === "bytes") return size(value);
   if (entry.unit === "shards") return count(value);
-  return `${value >= 100 ? count(value) : +value.toFixed(1)}/s`;
+  const figure = value >= 100 ? count(value) : +value.toFixed(1);
+  return entry.unit === "ms/s" ? `${figure} ms/s` : `${figure}/s`;
 }
 
 /**
@@ -54,9 +55,9 @@ export function printCapacity(report, figuresPath, size) {
       `${count(d1.databasesNeeded)} database${d1.databasesNeeded === 1 ? "" : "s"} of 10 GB needed` +
         (d1.queriesPerSecond === null
           ? ""
-          : `; ${+d1.queriesPerSecond.toFixed(1)} queries/s` +
+          : `; ${+d1.queriesPerSecond.toFixed(1)} queries/s, ${+d1.queryMsPerSecond.toFixed(1)} ms of query time a second` +
             (input.spread > 1
-              ? `, ${+d1.queriesPerSecondPerDatabase.toFixed(1)} each of the ${input.spread} a period is written to`
+              ? `; ${+d1.queriesPerSecondPerDatabase.toFixed(1)} queries/s and ${+d1.queryMsPerSecondPerDatabase.toFixed(1)} ms/s each of the ${input.spread} a period is written to`
               : "")),
     ],
     ["R2 bodies", input.bodies === "r2" ? size(r2.bodyBytes) : "— (bodies kept in D1)", "no published limit"],

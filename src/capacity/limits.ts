@@ -22,6 +22,8 @@ export const PUBLISHED_LIMITS = {
    * throughput ceiling of the database the receipts are written to, not a storage one.
    */
   d1QueriesPerSecond: 1_000,
+  /** The time a database has a second to run its queries in, one at a time (the same ceiling, counted in time). */
+  d1QueryMsPerSecond: 1_000,
 } as const;
 
 export const DAY_MS = 86_400_000;

@@ -2,7 +2,7 @@ import type { SourceConfig } from "../sources/config";
 import { expectedRate } from "../sources/expected-rate";
 import { isPartitioned, type ReceiptPartitions, sqlWindowMs } from "../sources/partitions";
 import { DAY_MS, PUBLISHED_LIMITS } from "./limits";
-import { type CapacityReport, capacity, SHARD_COUNT_CHANGE } from "./model";
+import { type CapacityReport, capacity, queryMsPerEvent, SHARD_COUNT_CHANGE } from "./model";
 import type { PerEventFigures } from "./per-event";
 import { byteSize } from "./size";
 
@@ -107,24 +107,26 @@ export function capacityWarnings(
 }
 
 /**
- * Query rate: every source on a binding writes its receipts to that one database, so their queries add up there; the
- * ring's sources share each period's `spread` databases. Nothing is said when the figures carry no `d1Calls`.
+ * Query time: every source on a binding writes its receipts to that one database, so their queries' time adds up
+ * there, against the 1,000 ms a second a database has to run them one at a time (queryMsPerEvent: about 1 ms a call,
+ * or the measured execution time when longer); the ring's sources share each period's `spread` databases. Nothing is
+ * said when the figures carry no `d1Calls`.
  */
 function queryWarnings(
   byDatabase: Map<string, Sharing>,
   partitioned: { ring: Sharing; partitions: DeploymentShape["partitions"] & object } | null,
   figures: PerEventFigures,
 ): string[] {
-  const limit = PUBLISHED_LIMITS.d1QueriesPerSecond;
-  const serves = `above the about ${limit.toLocaleString("en-US")} one D1 database serves`;
-  const queriesOf = (sharing: Sharing) =>
-    sharing.reduce((total, entry) => total + (entry.report.d1.queriesPerSecond ?? 0), 0);
+  const limit = PUBLISHED_LIMITS.d1QueryMsPerSecond;
+  const serves = `above the ${limit.toLocaleString("en-US")} ms a second one D1 database has, running one query at a time`;
+  const msOf = (sharing: Sharing) =>
+    sharing.reduce((total, entry) => total + (entry.report.d1.queryMsPerSecond ?? 0), 0);
   const asked = (sharing: Sharing, perDatabase: number) =>
     `the expected_rate of ${sharing.map(({ source, rate }) => `${source.name} (${perSecond(rate)})`).join(", ")} asks ` +
-    `about ${Math.round(perDatabase).toLocaleString("en-US")} queries a second (${figures.d1Calls} an event)`;
+    `about ${Math.round(perDatabase).toLocaleString("en-US")} ms of query time a second (${+(queryMsPerEvent(figures) ?? 0).toFixed(3)} ms an event)`;
   const warnings: string[] = [];
   for (const [binding, sharing] of byDatabase) {
-    const perDatabase = queriesOf(sharing);
+    const perDatabase = msOf(sharing);
     if (perDatabase <= limit) continue;
     warnings.push(
       `database ${binding}: ${asked(sharing, perDatabase)} of it, ${serves}: partition the receipts ` +
@@ -133,7 +135,7 @@ function queryWarnings(
   }
   if (partitioned) {
     const { ring, partitions } = partitioned;
-    const total = queriesOf(ring);
+    const total = msOf(ring);
     const perDatabase = total / partitions.spread;
     if (perDatabase > limit)
       warnings.push(

@@ -63,9 +63,9 @@ describe("D1", () => {
 
 describe("D1 query time", () => {
   const twoDays = 2 * DAY_S * 1000;
-  const queryCheck = (report: ReturnType<typeof at>) => report.limits.find((check) => check.unit === "queries/s")!;
+  const queryCheck = (report: ReturnType<typeof at>) => report.limits.find((check) => check.unit === "ms/s")!;
 
-  it("falls on the database a period is written to: 0.07 calls an event at 20,000/s is 1,400 a second, past 1,000", () => {
+  it("falls on the database a period is written to: 0.07 calls an event at 20,000/s is 1,400 ms a second, past 1,000", () => {
     const query = queryCheck(at(20_000, { sqlWindowMs: twoDays }));
     expect(query.used).toBeCloseTo(1_400, 9);
     expect(query.fill).toBeCloseTo(1.4, 9);
@@ -73,7 +73,7 @@ describe("D1 query time", () => {
     expect(query.change).toMatch(/RECEIPT_PARTITIONS\.spread = 2/);
   });
 
-  it("is shared by the databases a period is spread over: a spread of 2 takes 700 a second each", () => {
+  it("is shared by the databases a period is spread over: a spread of 2 takes 700 ms a second each", () => {
     const report = at(20_000, { sqlWindowMs: twoDays, spread: 2 });
     expect(report.d1.queriesPerSecond).toBeCloseTo(1_400, 9);
     expect(report.d1.queriesPerSecondPerDatabase).toBeCloseTo(700, 9);
@@ -87,6 +87,28 @@ describe("D1 query time", () => {
     const query = queryCheck(at(20_000));
     expect(query.fill).toBeCloseTo(1.4, 9);
     expect(query.change).toMatch(/partition the source's receipts \(--sql-window\) over 2 databases a period/);
+  });
+
+  const withExecution = (d1ExecutionMs: number) =>
+    perEventFigures({ ...MEASURED, d1ExecutionMs }, "the test's figures");
+  const atWith = (d1ExecutionMs: number, eventsPerSecond: number, more: Partial<CapacityInput> = {}) =>
+    capacity({ ...DEFAULT_INPUT, eventsPerSecond, bodyBytes: 3000, ...more }, withExecution(d1ExecutionMs));
+
+  it("takes the measured execution time when the calls run longer than 1 ms: 0.2 ms an event at 10,000/s is 2,000 ms a second", () => {
+    // The count alone (0.07 calls, 700 queries a second) would fit; the calls' time does not, and needs a spread of 2.
+    const report = atWith(0.2, 10_000, { sqlWindowMs: twoDays });
+    expect(report.d1.queriesPerSecond).toBeCloseTo(700, 9);
+    expect(report.d1.queryMsPerSecond).toBeCloseTo(2_000, 9);
+    const query = queryCheck(report);
+    expect(query.used).toBeCloseTo(2_000, 9);
+    expect(query.fill).toBeCloseTo(2, 9);
+    expect(query.change).toMatch(/RECEIPT_PARTITIONS\.spread = 2/);
+    expect(queryCheck(atWith(0.2, 10_000, { sqlWindowMs: twoDays, spread: 2 })).fill).toBeCloseTo(1, 9);
+  });
+
+  it("keeps about 1 ms a call when the measured execution is shorter: 0.01 ms an event counts as 0.07", () => {
+    const query = queryCheck(atWith(0.01, 20_000, { sqlWindowMs: twoDays }));
+    expect(query.used).toBeCloseTo(1_400, 9);
   });
 });
 

@@ -6,8 +6,9 @@ import { loadSources } from "../../src/sources/registry";
 import ROUND_FIGURES from "./round-figures.json";
 
 /**
- * `cli check`'s capacity warnings (src/capacity/source-capacity.ts) on the round figures: 0.07 D1 queries an event,
- * so one database's 1,000 queries a second is reached at 14,286 events a second. Each expectation is derived by hand.
+ * `cli check`'s capacity warnings (src/capacity/source-capacity.ts) on the round figures: 0.07 D1 queries an event and
+ * no execution time, so 0.07 ms of query time an event at about 1 ms a query, and one database's 1,000 ms a second is
+ * reached at 14,286 events a second. Each expectation is derived by hand.
  */
 
 const FIGURES = perEventFigures(ROUND_FIGURES, "the test's figures");
@@ -26,15 +27,15 @@ function warningsFor(sources: Record<string, unknown>, partitions: DeploymentSha
   return capacityWarnings(loaded.values(), { shardCount: 1024, partitions }, FIGURES);
 }
 
-const queryWarnings = (warnings: string[]) => warnings.filter((line) => line.includes("queries a second"));
+const queryWarnings = (warnings: string[]) => warnings.filter((line) => line.includes("ms of query time a second"));
 
-describe("query rate of the database receipts are written to", () => {
-  it("adds up the sources on one binding: 10,000/s and 5,000/s ask 1,050 queries a second of DB", () => {
+describe("query time of the database receipts are written to", () => {
+  it("adds up the sources on one binding: 10,000/s and 5,000/s ask 1,050 ms a second of DB", () => {
     const warnings = queryWarnings(
       warningsFor({ "qr-big": table({ expected_rate: 10_000 }), "qr-small": table({ expected_rate: 5_000 }) }),
     );
     expect(warnings).toEqual([
-      'database DB: the expected_rate of qr-big (10,000/s), qr-small (5,000/s) asks about 1,050 queries a second (0.07 an event) of it, above the about 1,000 one D1 database serves: partition the receipts (database = "partitions") over a ring with spread, or split the traffic over sources on databases of their own',
+      'database DB: the expected_rate of qr-big (10,000/s), qr-small (5,000/s) asks about 1,050 ms of query time a second (0.07 ms an event) of it, above the 1,000 ms a second one D1 database has, running one query at a time: partition the receipts (database = "partitions") over a ring with spread, or split the traffic over sources on databases of their own',
     ]);
   });
 
@@ -46,11 +47,21 @@ describe("query rate of the database receipts are written to", () => {
     expect(queryWarnings(warnings)).toEqual([]);
   });
 
-  it("divides the ring's queries by its spread: 20,000/s asks 1,400 of one database, 700 of each of two", () => {
+  it("divides the ring's query time by its spread: 20,000/s asks 1,400 ms a second of one database, 700 of each of two", () => {
     const sources = { "qr-ring": table({ expected_rate: 20_000, database: "partitions" }) };
     expect(queryWarnings(warningsFor(sources, RING))).toEqual([
-      "RECEIPT_PARTITIONS: the expected_rate of qr-ring (20,000/s) asks about 1,400 queries a second (0.07 an event) of the one database a period is written to, above the about 1,000 one D1 database serves: raise spread to 2 (with that many databases for each period in the ring)",
+      "RECEIPT_PARTITIONS: the expected_rate of qr-ring (20,000/s) asks about 1,400 ms of query time a second (0.07 ms an event) of the one database a period is written to, above the 1,000 ms a second one D1 database has, running one query at a time: raise spread to 2 (with that many databases for each period in the ring)",
     ]);
     expect(queryWarnings(warningsFor(sources, { ...RING, spread: 2, periods: 8 }))).toEqual([]);
+  });
+
+  it("counts the measured execution time when calls run longer than 1 ms: 0.2 ms an event at 6,000/s is 1,200 ms a second", () => {
+    // 0.07 calls an event would ask only 420 queries a second; the calls' own time is what fills the database.
+    const slower = perEventFigures({ ...ROUND_FIGURES, d1ExecutionMs: 0.2 }, "the test's figures");
+    const loaded = loadSources({ ...env, SOURCES: { "qr-slow": table({ expected_rate: 6_000 }) } } as Env);
+    const warnings = queryWarnings(capacityWarnings(loaded.values(), { shardCount: 1024, partitions: null }, slower));
+    expect(warnings).toEqual([
+      'database DB: the expected_rate of qr-slow (6,000/s) asks about 1,200 ms of query time a second (0.2 ms an event) of it, above the 1,000 ms a second one D1 database has, running one query at a time: partition the receipts (database = "partitions") over a ring with spread, or split the traffic over sources on databases of their own',
+    ]);
   });
 });
