@@ -237,6 +237,5 @@ export function capacity(input: CapacityInput, figures: PerEventFigures): Capaci
  */
 export function queryMsPerEvent(figures: Pick<PerEventFigures, "d1Calls" | "d1ExecutionMs">): number | null {
   if (figures.d1Calls === null) return null;
-  const msPerQuery = 1_000 / PUBLISHED_LIMITS.d1QueriesPerSecond;
-  return Math.max(figures.d1Calls * msPerQuery, figures.d1ExecutionMs ?? 0);
+  return Math.max(figures.d1Calls * PUBLISHED_LIMITS.d1MsPerQuery, figures.d1ExecutionMs ?? 0);
 }
