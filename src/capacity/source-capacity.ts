@@ -83,9 +83,7 @@ export function capacityWarnings(
     warnings.push(
       `database ${binding}: the expected_rate of ${who.join(", ")} keeps ${byteSize(bytes)} of receipts ` +
         `(${figures.d1BytesPerReceipt} bytes each for its dedupe_retention, bodies not counted), more than one D1 ` +
-        `database's ${byteSize(PUBLISHED_LIMITS.d1DatabaseBytes)}${holds}: give ` +
-        `${sharing.length === 1 ? "the source a database of its own" : "each source its own database"} (database = "…")` +
-        ", or shorten dedupe_retention",
+        `database's ${byteSize(PUBLISHED_LIMITS.d1DatabaseBytes)}${holds}: ${databaseChange(sharing)}, or shorten dedupe_retention`,
     );
   }
   warnings.push(
@@ -104,6 +102,26 @@ export function capacityWarnings(
         `${byteSize(PUBLISHED_LIMITS.d1AccountBytes)} one account may store: shorten dedupe_retention`,
     );
   return warnings;
+}
+
+/**
+ * What makes the receipts of sources sharing one database fit. A source that alone outgrows a database gains nothing
+ * from a database of its own: its receipts need the ring of partitions. The rest, if they still do not fit together,
+ * need databases of their own.
+ */
+function databaseChange(sharing: Sharing): string {
+  const limit = PUBLISHED_LIMITS.d1DatabaseBytes;
+  const alone = sharing.filter((entry) => entry.report.d1.bytes > limit);
+  const rest = sharing.filter((entry) => entry.report.d1.bytes <= limit);
+  const restBytes = rest.reduce((total, entry) => total + entry.report.d1.bytes, 0);
+  const ownDatabases =
+    rest.length === sharing.length ? "give each source its own database" : "give the others databases of their own";
+  if (alone.length === 0) return `${ownDatabases} (database = "…")`;
+  const names = alone.map((entry) => entry.source.name).join(", ");
+  return (
+    `partition the receipts of ${names} (database = "partitions": a ring of databases with an SQL window, ` +
+    `docs/operating.md "Receipts in time partitions")${restBytes > limit ? `, ${ownDatabases} (database = "…")` : ""}`
+  );
 }
 
 /**

@@ -65,3 +65,43 @@ describe("query time of the database receipts are written to", () => {
     ]);
   });
 });
+
+describe("receipts past one database's 10 GB", () => {
+  // 500 bytes a receipt kept 1 day: 43.2 MB per event a second, so one database (10 × 1024³ bytes) holds 248.5/s.
+  const storageWarnings = (warnings: string[]) => warnings.filter((line) => line.startsWith("database DB:"));
+  const PARTITION =
+    'partition the receipts of big (database = "partitions": a ring of databases with an SQL window, docs/operating.md "Receipts in time partitions")';
+
+  it("sends a source that alone outgrows a database to the partitions, not to a database of its own", () => {
+    const [warning, ...more] = storageWarnings(warningsFor({ big: table({ expected_rate: 300 }) }));
+    expect(more).toEqual([]);
+    // 300/s × 86,400 s × 500 bytes = 12.96e9 bytes, 12.1 GB in the binary units the limit is stated in.
+    expect(warning).toMatch(/keeps 12\.1 GB of receipts/);
+    expect(warning).toContain(`: ${PARTITION}, or shorten dedupe_retention`);
+  });
+
+  it("gives sources that each fit but not together databases of their own", () => {
+    const [warning] = storageWarnings(
+      warningsFor({ left: table({ expected_rate: 150 }), right: table({ expected_rate: 150 }) }),
+    );
+    expect(warning).toMatch(/: give each source its own database \(database = "…"\), or shorten dedupe_retention$/);
+  });
+
+  it("says both when the others still do not fit once the large one is partitioned", () => {
+    const [warning] = storageWarnings(
+      warningsFor({
+        big: table({ expected_rate: 300 }),
+        left: table({ expected_rate: 150 }),
+        right: table({ expected_rate: 150 }),
+      }),
+    );
+    expect(warning).toContain(
+      `: ${PARTITION}, give the others databases of their own (database = "…"), or shorten dedupe_retention`,
+    );
+    // With big and left alone, left fits in DB by itself once big is partitioned: no second clause.
+    const [two] = storageWarnings(
+      warningsFor({ big: table({ expected_rate: 300 }), left: table({ expected_rate: 150 }) }),
+    );
+    expect(two).toContain(`: ${PARTITION}, or shorten dedupe_retention`);
+  });
+});

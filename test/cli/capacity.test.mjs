@@ -165,7 +165,7 @@ describe("check with expected_rate", () => {
     );
     assert.match(
       result.stdout,
-      /^warn {2}database DB: the expected_rate of cli-busy \(1,000\/s, 35d\), cli-quiet \(0\.01\/s, 35d\) keeps [\d.]+ [GT]B of receipts .* more than one D1 database's 10 GB .*: give each source its own database \(database = "…"\), or shorten dedupe_retention$/m,
+      /^warn {2}database DB: the expected_rate of cli-busy \(1,000\/s, 35d\), cli-quiet \(0\.01\/s, 35d\) keeps [\d.]+ [GT]B of receipts .* more than one D1 database's 10 GB .*: partition the receipts of cli-busy \(database = "partitions": .*\), or shorten dedupe_retention$/m,
     );
     assert.doesNotMatch(result.stdout, /SOURCES\.cli-quiet: expected_rate/);
   });
