@@ -99,9 +99,33 @@ export function capacityWarnings(
   if (accountBytes > PUBLISHED_LIMITS.d1AccountBytes)
     warnings.push(
       `D1: the expected_rate of every source keeps ${byteSize(accountBytes)} of receipts, more than the ` +
-        `${byteSize(PUBLISHED_LIMITS.d1AccountBytes)} one account may store: shorten dedupe_retention`,
+        `${byteSize(PUBLISHED_LIMITS.d1AccountBytes)} one account may store: ${accountChange(byDatabase, ringBytes)}`,
     );
   return warnings;
+}
+
+/**
+ * What brings every source's receipts under the account's 1 TB while their keys are kept as long: a shorter SQL
+ * window, past which receipts go to the R2 archive and the claim shards alone keep the keys. The unpartitioned
+ * sources are named largest first until the rest would fit; the ring's window is `keep`.
+ */
+function accountChange(byDatabase: Map<string, Sharing>, ringBytes: number): string {
+  const largestFirst = [...byDatabase.values()].flat().sort((a, b) => b.report.d1.bytes - a.report.d1.bytes);
+  let rest = ringBytes + largestFirst.reduce((total, entry) => total + entry.report.d1.bytes, 0);
+  const named: string[] = [];
+  for (const entry of largestFirst) {
+    if (rest <= PUBLISHED_LIMITS.d1AccountBytes) break;
+    named.push(entry.source.name);
+    rest -= entry.report.d1.bytes;
+  }
+  const changes = [
+    ...(named.length > 0 ? [`partition the receipts of ${named.join(", ")} (database = "partitions")`] : []),
+    ...(ringBytes > 0 ? ["shorten RECEIPT_PARTITIONS.keep"] : []),
+  ];
+  return (
+    `${changes.join(", and ")}: receipts older than the SQL window go to the R2 archive and the claim shards keep ` +
+    "their keys; or shorten dedupe_retention"
+  );
 }
 
 /**

@@ -105,3 +105,33 @@ describe("receipts past one database's 10 GB", () => {
     expect(two).toContain(`: ${PARTITION}, or shorten dedupe_retention`);
   });
 });
+
+describe("receipts past the account's 1 TB", () => {
+  const accountWarnings = (warnings: string[]) => warnings.filter((line) => line.startsWith("D1:"));
+  const WINDOW =
+    ": receipts older than the SQL window go to the R2 archive and the claim shards keep their keys; or shorten dedupe_retention";
+
+  it("names the unpartitioned sources to partition, largest first, only as many as it takes", () => {
+    // 35 days of 500-byte receipts is 1.512 GB per event a second: big (1,000/s) alone is 1.512e12 bytes, past
+    // 1024⁴ = 1.0995e12; small (10/s, 15.1 GB) fits once big is partitioned, so it is not named.
+    const warnings = accountWarnings(
+      warningsFor({
+        small: table({ expected_rate: 10, dedupe_retention: "35d" }),
+        big: table({ expected_rate: 1_000, dedupe_retention: "35d" }),
+      }),
+    );
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(
+      `one account may store: partition the receipts of big (database = "partitions")${WINDOW}`,
+    );
+  });
+
+  it("says to shorten the ring's keep when the ring is what fills it", () => {
+    // A period of 10,000/s is 432 GB; at the fullest three of the ring's four periods are held: 1.296e12 bytes.
+    const warnings = accountWarnings(
+      warningsFor({ "ring-big": table({ expected_rate: 10_000, database: "partitions" }) }, RING),
+    );
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`one account may store: shorten RECEIPT_PARTITIONS.keep${WINDOW}`);
+  });
+});
