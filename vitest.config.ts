@@ -4,6 +4,7 @@ import type { Json } from "miniflare";
 import { defineConfig } from "vitest/config";
 import { unstable_readConfig } from "wrangler";
 import { startForwardStandin } from "./test/setup/global/forward-standin";
+import { FIXTURE_RECONCILE_ORIGIN, startReconcileStandin } from "./test/setup/global/reconcile-stand-in";
 
 /**
  * Test-only configuration is assembled from small files so that each area adds its own without editing this one:
@@ -64,6 +65,24 @@ function pointSecretsAtStandin(secrets: Record<string, Json>, origin: string): R
         : value,
     ]),
   );
+}
+
+/**
+ * The provider-API stand-in (test/setup/global/reconcile-stand-in.ts), on the port the OS gave this process's: every
+ * string in the fixtures that names FIXTURE_RECONCILE_ORIGIN (catch-up base URLs, sink destinations, the alert URL)
+ * is pointed at it, whatever key holds it.
+ */
+function pointAtReconcileStandin<T extends Json>(value: T, origin: string): T {
+  if (typeof value === "string")
+    return (
+      value.startsWith(`${FIXTURE_RECONCILE_ORIGIN}/`) ? origin + value.slice(FIXTURE_RECONCILE_ORIGIN.length) : value
+    ) as T;
+  if (Array.isArray(value)) return value.map((item) => pointAtReconcileStandin(item, origin)) as T;
+  if (value && typeof value === "object")
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, pointAtReconcileStandin(item, origin)]),
+    ) as T;
+  return value;
 }
 
 /**
@@ -181,9 +200,13 @@ const globalSetup = readdirSync("./test/setup/global")
 
 export default defineConfig(async () => {
   const standinPort = await startForwardStandin();
-  const sources = pointAtStandin(
-    { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
-    `http://127.0.0.1:${standinPort}`,
+  const reconcileOrigin = `http://127.0.0.1:${await startReconcileStandin()}`;
+  const sources = pointAtReconcileStandin(
+    pointAtStandin(
+      { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
+      `http://127.0.0.1:${standinPort}`,
+    ),
+    reconcileOrigin,
   );
   return {
     plugins: [
@@ -214,7 +237,12 @@ export default defineConfig(async () => {
             // Tests wait on the pipeline, so the shards relay after a quarter second instead of the default 3 s;
             // batching itself is tested by filling batches, not by waiting out the delay.
             RELAY_DELAY_MS: "250",
-            ...pointSecretsAtStandin(mergeJsonFiles("./test/fixtures/secrets"), `http://127.0.0.1:${standinPort}`),
+            ...pointAtReconcileStandin(
+              pointSecretsAtStandin(mergeJsonFiles("./test/fixtures/secrets"), `http://127.0.0.1:${standinPort}`),
+              reconcileOrigin,
+            ),
+            // Where test/reconcile/support.ts reaches the provider-API stand-in (STAND_IN).
+            RECONCILE_STAND_IN: reconcileOrigin,
           },
         },
       }),

@@ -30,7 +30,7 @@ async function forwardsOf(eventKey: string) {
 describe("Stripe catch-up", { timeout: CRON_TEST_TIMEOUT_MS }, () => {
   it("reaches the stand-in from inside workerd", async () => {
     const response = await fetch(`${STAND_IN}/_identity`);
-    expect(await response.text()).toMatch(/^reconcile-stand-in v\d+$/);
+    expect(await response.text()).toBe("reconcile-stand-in");
   });
 
   it("claims an omitted event once, processes it once, and re-applies nothing already received", async () => {

@@ -7,7 +7,8 @@ import worker from "../../src/index";
 import type { ReconcileCounts, StepFailure } from "../../src/reconcile/reconcile";
 import { post, signDemo } from "../support/deliveries";
 
-export const STAND_IN = "http://127.0.0.1:8800";
+/** The provider-API stand-in this vitest process started (vitest.config.ts points the fixtures at it too). */
+export const STAND_IN = (env as unknown as { RECONCILE_STAND_IN: string }).RECONCILE_STAND_IN;
 /**
  * A cron run visits up to RECONCILE_SHARD_VISITS claim shards across the ~60 test sources, and Durable Objects
  * start cold in each test file: a run takes seconds on a loaded machine, and shard work may need several runs.

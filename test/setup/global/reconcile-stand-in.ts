@@ -1,4 +1,5 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
 
@@ -11,14 +12,16 @@ import { fileURLToPath } from "node:url";
  * plus sinks that record what the receiver sends out (forwards, alerts).
  *
  * Every path starts with a namespace segment (`/<ns>/v1/events`), so each test source has its own state. Tests
- * seed and read state through `/<ns>/_control/*`. State is only ever added to, never reset: concurrent test runs
- * share one stand-in (see setup below), and tests use keys unique to their run.
+ * seed and read state through `/<ns>/_control/*`. State is only ever added to, never reset: the test files of one
+ * vitest process share its stand-in, and use keys unique to themselves.
+ *
+ * Each vitest process starts its own, on a port the OS picks (startReconcileStandin, from vitest.config.ts), and the
+ * fixtures name it at FIXTURE_RECONCILE_ORIGIN, which the config points at that port: two runs on one machine (two
+ * lanes of `npm test`, or two working trees) never share or replace each other's.
  */
 
-const PORT = 8800;
-/** Bumped when the stand-in's behaviour changes, so a test run replaces an older one still idling on the port. */
-const VERSION = 3;
-const IDENTITY = `reconcile-stand-in v${VERSION}`;
+/** Where test/fixtures/sources/reconcile.json and test/fixtures/secrets/reconcile.json name the stand-in. */
+export const FIXTURE_RECONCILE_ORIGIN = "http://127.0.0.1:8800";
 
 interface StripeEvent {
   id: string;
@@ -50,10 +53,8 @@ interface Namespace {
   failWith: number | null;
   /**
    * ...only the Stripe event lists whose scan began at this moment (`created[lte]`, epoch seconds), when set. Every
-   * test file's cron run lists every namespace, and files run two at a time (vitest.config.ts) and runs share this
-   * server: an outage for all would show up as a failure in another file's run. An older server ignores `until`
-   * (an outage for all, as before), so VERSION stays: bumping it replaces the server, and its state, under the
-   * other runs on this machine.
+   * test file's cron run lists every namespace, and the files of one process share this server: an outage for all
+   * would show up as a failure in another file's run.
    */
   failUntil: number | null;
   requests: RecordedRequest[];
@@ -130,7 +131,7 @@ function listStripeEvents(state: Namespace, url: URL, response: ServerResponse):
   sendJson(response, 200, { object: "list", url: "/v1/events", has_more: start + limit < ordered.length, data: page });
 }
 
-function listGithubDeliveries(state: Namespace, url: URL, requestUrl: string, response: ServerResponse): void {
+function listGithubDeliveries(state: Namespace, url: URL, response: ServerResponse): void {
   const perPage = Math.min(100, Number(url.searchParams.get("per_page") ?? 30));
   const cursor = Number(url.searchParams.get("cursor") ?? 0);
   const ordered = [...state.githubDeliveries].sort(
@@ -139,7 +140,7 @@ function listGithubDeliveries(state: Namespace, url: URL, requestUrl: string, re
   const page = ordered.slice(cursor, cursor + perPage);
   const headers: Record<string, string> = {};
   if (cursor + perPage < ordered.length) {
-    const next = new URL(requestUrl, `http://127.0.0.1:${PORT}`);
+    const next = new URL(url);
     next.searchParams.set("cursor", String(cursor + perPage));
     headers.link = `<${next.toString()}>; rel="next"`;
   }
@@ -147,13 +148,10 @@ function listGithubDeliveries(state: Namespace, url: URL, requestUrl: string, re
 }
 
 async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-  const url = new URL(request.url ?? "/", `http://127.0.0.1:${PORT}`);
+  // The port is the OS's pick: links back to this server name the host the caller used.
+  const url = new URL(request.url ?? "/", `http://${request.headers.host ?? "127.0.0.1"}`);
   if (url.pathname === "/_identity") {
-    response.end(IDENTITY);
-    return;
-  }
-  if (url.pathname === "/_exit" && request.method === "POST") {
-    response.end("bye", () => process.exit(0));
+    response.end("reconcile-stand-in");
     return;
   }
   const [, namespaceName = "", ...rest] = url.pathname.split("/");
@@ -219,24 +217,19 @@ async function handle(request: IncomingMessage, response: ServerResponse): Promi
   if (isStripe && request.method === "GET") return listStripeEvents(state, url, response);
   if (githubList && request.method === "GET") {
     if (!request.headers["user-agent"]) return sendJson(response, 403, { message: "User-Agent header required" });
-    return listGithubDeliveries(state, url, request.url ?? "/", response);
+    return listGithubDeliveries(state, url, response);
   }
   if (githubRedeliver && request.method === "POST") return sendJson(response, 202, {});
   return sendJson(response, 405, { message: "Method Not Allowed" });
 }
 
-async function runningIdentity(): Promise<string | null> {
-  try {
-    const response = await fetch(`http://127.0.0.1:${PORT}/_identity`, { signal: AbortSignal.timeout(1000) });
-    return await response.text();
-  } catch {
-    return null;
-  }
-}
-
 /** Shuts the server down after this long without a request. */
 const IDLE_EXIT_MS = 10 * 60_000;
 
+/**
+ * The server, in a child process of the vitest process that started it: it tells the parent its port over IPC, and
+ * exits when the parent goes (the IPC channel closes) or after ten idle minutes, whichever comes first.
+ */
 function serve(): void {
   let lastRequestAt = Date.now();
   const server: Server = createServer((request, response) => {
@@ -248,28 +241,14 @@ function serve(): void {
   });
   // workerd pools connections; closing an idle one sooner than it expects surfaces as "connection lost".
   server.keepAliveTimeout = 120_000;
-  // Port taken: another run's stand-in won the race, and serves us just as well.
-  server.once("error", () => process.exit(0));
-  server.listen(PORT, "127.0.0.1");
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address();
+    process.send?.({ port: typeof address === "object" && address ? address.port : 0 });
+  });
+  process.on("disconnect", () => process.exit(0));
   setInterval(() => {
     if (Date.now() - lastRequestAt > IDLE_EXIT_MS) server.close(() => process.exit(0));
   }, 30_000).unref();
-}
-
-/**
- * vitest global setup. The server runs as its own detached process, shared by every test run in this working
- * tree: several engineers run the suite at once, and a stand-in owned by one run would vanish under another. It
- * exits by itself after ten idle minutes.
- */
-export default async function setup(): Promise<void> {
-  await startStandIn();
-  // Before any test's cron run reaches them: every run's catch-up reads the endpoints the fixture sources name.
-  for (const { namespace: name, endpoint } of FIXTURE_ENDPOINTS) {
-    await fetch(`http://127.0.0.1:${PORT}/${name}/_control/stripe-endpoint`, {
-      method: "POST",
-      body: JSON.stringify(endpoint),
-    });
-  }
 }
 
 /** Stripe webhook endpoints named by test/fixtures/sources/reconcile.json (`catch_up.endpoint`). */
@@ -280,28 +259,48 @@ const FIXTURE_ENDPOINTS = [
   },
 ];
 
-async function startStandIn(): Promise<void> {
-  const running = await runningIdentity();
-  if (running === IDENTITY) return;
-  if (running?.startsWith("reconcile-stand-in")) {
-    await fetch(`http://127.0.0.1:${PORT}/_exit`, { method: "POST" }).catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
+const RUNNING_STANDIN = Symbol.for("edge-webhook-receiver.reconcile-stand-in");
+
+interface RunningStandin {
+  child: ChildProcess;
+  port: number;
+}
+
+/**
+ * Starts this process's stand-in once and answers its port, with the endpoints the fixture sources name seeded
+ * before any test's cron run reaches them (every run's catch-up reads them).
+ */
+export async function startReconcileStandin(): Promise<number> {
+  const holder = globalThis as { [RUNNING_STANDIN]?: RunningStandin };
+  const running = holder[RUNNING_STANDIN];
+  if (running) return running.port;
   const child = spawn(
     process.execPath,
     ["--experimental-strip-types", "--no-warnings", fileURLToPath(import.meta.url), "--serve"],
-    {
-      detached: true,
-      stdio: "ignore",
-    },
+    { stdio: ["ignore", "ignore", "inherit", "ipc"] },
   );
+  const [{ port }] = (await once(child, "message")) as [{ port: number }];
+  // Never the reason the vitest process stays alive; the child exits when that process goes.
   child.unref();
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    if ((await runningIdentity()) === IDENTITY) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  child.channel?.unref();
+  holder[RUNNING_STANDIN] = { child, port };
+  for (const { namespace: name, endpoint } of FIXTURE_ENDPOINTS) {
+    await fetch(`http://127.0.0.1:${port}/${name}/_control/stripe-endpoint`, {
+      method: "POST",
+      body: JSON.stringify(endpoint),
+    });
   }
-  throw new Error(`the reconcile stand-in did not come up on 127.0.0.1:${PORT}`);
+  return port;
+}
+
+/** vitest global setup: the stand-in vitest.config.ts started (or a new one), stopped when the run ends. */
+export default async function setup(): Promise<() => void> {
+  await startReconcileStandin();
+  return () => {
+    const holder = globalThis as { [RUNNING_STANDIN]?: RunningStandin };
+    holder[RUNNING_STANDIN]?.child.kill();
+    delete holder[RUNNING_STANDIN];
+  };
 }
 
 if (process.argv.includes("--serve")) serve();
