@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
 
@@ -279,7 +278,11 @@ export async function startReconcileStandin(): Promise<number> {
     ["--experimental-strip-types", "--no-warnings", fileURLToPath(import.meta.url), "--serve"],
     { stdio: ["ignore", "ignore", "inherit", "ipc"] },
   );
-  const [{ port }] = (await once(child, "message")) as [{ port: number }];
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once("message", (message: { port: number }) => resolve(message.port));
+    // A stand-in that dies before it listens fails the run at once, naming itself, rather than hanging it.
+    child.once("exit", (code) => reject(new Error(`the reconcile stand-in exited (${code}) before it listened`)));
+  });
   // Never the reason the vitest process stays alive; the child exits when that process goes.
   child.unref();
   child.channel?.unref();
