@@ -197,7 +197,12 @@ test("listen delivers every event across a dropped connection, each processed ou
       receiptId,
     );
   }
-  assert.equal((await receipt(filtered)).receipt.status, "skipped");
+  // Its shard relays on its own alarm, which a busy machine may run after the others' events are processed.
+  await until(
+    async () => (await receipt(filtered)).receipt.status === "skipped",
+    `${filtered} skipped by the route's filter`,
+    async () => JSON.stringify(await receipt(filtered)),
+  );
   assert.ok(received.every((delivery) => delivery.type === "account.credited" && delivery.verified));
   assert.equal(await listener.interrupt(), 0);
   assert.match(listener.output(), /stopped\n$/);
