@@ -33,54 +33,19 @@ const deployedSources = unstable_readConfig({ config: "./wrangler.toml" }).vars.
  */
 const FIXTURE_STANDIN_ORIGIN = "http://127.0.0.1:8793";
 
-function pointAtStandin(sources: Record<string, Json>, origin: string): Record<string, Json> {
-  return Object.fromEntries(
-    Object.entries(sources).map(([name, table]) => {
-      const pointed = pointDestination(table as Record<string, Json>, origin);
-      const routes = (table as { routes?: unknown }).routes;
-      // A route's destination (docs/routing.md) is pointed the same way as a source's own.
-      return [
-        name,
-        Array.isArray(routes)
-          ? { ...pointed, routes: routes.map((route) => pointDestination(route as Record<string, Json>, origin)) }
-          : pointed,
-      ];
-    }),
-  );
-}
-
-function pointDestination(table: Record<string, Json>, origin: string): Record<string, Json> {
-  const destination = table.destination;
-  if (typeof destination !== "string" || !destination.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)) return table;
-  return { ...table, destination: origin + destination.slice(FIXTURE_STANDIN_ORIGIN.length) };
-}
-
-/** A secret naming the stand-in (an issue notice channel's URL) is pointed at this run's stand-in the same way. */
-function pointSecretsAtStandin(secrets: Record<string, Json>, origin: string): Record<string, Json> {
-  return Object.fromEntries(
-    Object.entries(secrets).map(([name, value]) => [
-      name,
-      typeof value === "string" && value.startsWith(`${FIXTURE_STANDIN_ORIGIN}/`)
-        ? origin + value.slice(FIXTURE_STANDIN_ORIGIN.length)
-        : value,
-    ]),
-  );
-}
-
 /**
- * The provider-API stand-in (test/setup/global/reconcile-stand-in.ts), on the port the OS gave this process's: every
- * string in the fixtures that names FIXTURE_RECONCILE_ORIGIN (catch-up base URLs, sink destinations, the alert URL)
- * is pointed at it, whatever key holds it.
+ * Every string in the fixtures that names a stand-in at its fixture origin (a source's or a route's destination, a
+ * catch-up base URL, a notice channel's or the alert URL), whatever key holds it, pointed at the port this run's
+ * stand-in has: the forward stand-in's (above), and the provider-API one's (test/setup/global/reconcile-stand-in.ts,
+ * on a port the OS picks).
  */
-function pointAtReconcileStandin<T extends Json>(value: T, origin: string): T {
+function repointOrigin<T extends Json>(value: T, fixtureOrigin: string, origin: string): T {
   if (typeof value === "string")
-    return (
-      value.startsWith(`${FIXTURE_RECONCILE_ORIGIN}/`) ? origin + value.slice(FIXTURE_RECONCILE_ORIGIN.length) : value
-    ) as T;
-  if (Array.isArray(value)) return value.map((item) => pointAtReconcileStandin(item, origin)) as T;
+    return (value.startsWith(`${fixtureOrigin}/`) ? origin + value.slice(fixtureOrigin.length) : value) as T;
+  if (Array.isArray(value)) return value.map((item) => repointOrigin(item, fixtureOrigin, origin)) as T;
   if (value && typeof value === "object")
     return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [key, pointAtReconcileStandin(item, origin)]),
+      Object.entries(value).map(([key, item]) => [key, repointOrigin(item, fixtureOrigin, origin)]),
     ) as T;
   return value;
 }
@@ -199,15 +164,15 @@ const globalSetup = readdirSync("./test/setup/global")
   .map((name) => `./test/setup/global/${name}`);
 
 export default defineConfig(async () => {
-  const standinPort = await startForwardStandin();
+  const forwardOrigin = `http://127.0.0.1:${await startForwardStandin()}`;
   const reconcileOrigin = `http://127.0.0.1:${await startReconcileStandin()}`;
-  const sources = pointAtReconcileStandin(
-    pointAtStandin(
-      { ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") },
-      `http://127.0.0.1:${standinPort}`,
-    ),
-    reconcileOrigin,
-  );
+  const pointed = <T extends Json>(fixtures: T) =>
+    repointOrigin(
+      repointOrigin(fixtures, FIXTURE_STANDIN_ORIGIN, forwardOrigin),
+      FIXTURE_RECONCILE_ORIGIN,
+      reconcileOrigin,
+    );
+  const sources = pointed({ ...deployedSources, ...mergeJsonFiles("./test/fixtures/sources") });
   return {
     plugins: [
       cloudflareTest({
@@ -237,10 +202,7 @@ export default defineConfig(async () => {
             // Tests wait on the pipeline, so the shards relay after a quarter second instead of the default 3 s;
             // batching itself is tested by filling batches, not by waiting out the delay.
             RELAY_DELAY_MS: "250",
-            ...pointAtReconcileStandin(
-              pointSecretsAtStandin(mergeJsonFiles("./test/fixtures/secrets"), `http://127.0.0.1:${standinPort}`),
-              reconcileOrigin,
-            ),
+            ...pointed(mergeJsonFiles("./test/fixtures/secrets")),
             // Where test/reconcile/support.ts reaches the provider-API stand-in (STAND_IN).
             RECONCILE_STAND_IN: reconcileOrigin,
           },
